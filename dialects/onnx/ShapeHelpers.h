@@ -1,0 +1,42 @@
+//===- ShapeHelpers.h - helpers for the onnx shape functions ----*- C++ -*-===//
+#ifndef PIPEC_DIALECTS_ONNX_SHAPEHELPERS_H
+#define PIPEC_DIALECTS_ONNX_SHAPEHELPERS_H
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Operation.h"
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/SmallVector.h"
+#include <optional>
+
+namespace mlir::pipec::onnx {
+
+/// The ranked tensor type of `v`, or null when it is unranked or none.
+RankedTensorType getRanked(Value v);
+/// True when `v` is the `none` value of an absent optional input.
+bool isNone(Value v);
+/// The element type of a tensor value.
+Type getElementType(Value v);
+
+/// An unranked tensor of `elementType`.
+Type unranked(Type elementType);
+/// A ranked tensor; `shape` may hold ShapedType::kDynamic.
+Type ranked(ArrayRef<int64_t> shape, Type elementType);
+
+/// Integer contents of a constant operand (onnx.Constant or anything
+/// ConstantLike), or nullopt when it is not a constant.
+std::optional<SmallVector<int64_t>> getConstantInts(Value v);
+/// The elements attribute of a constant operand, or null.
+ElementsAttr getConstantAttr(Value v);
+
+/// Numpy broadcasting of two shapes; emits an error on `op` if they do not
+/// broadcast.
+FailureOr<SmallVector<int64_t>> broadcastShapes(Operation *op,
+                                                ArrayRef<int64_t> a,
+                                                ArrayRef<int64_t> b);
+/// Normalizes an axis in [-rank, rank) to [0, rank); emits an error on `op`.
+FailureOr<int64_t> normalizeAxis(Operation *op, int64_t axis, int64_t rank,
+                                 StringRef what = "axis");
+
+} // namespace mlir::pipec::onnx
+
+#endif

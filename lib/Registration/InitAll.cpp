@@ -1,0 +1,19 @@
+//===- InitAll.cpp ---------------------------------------------------------===//
+#include "pipec/InitAll.h"
+
+#include "dialects/onnx/OnnxDialect.h"
+#include "dialects/pipe/PipeDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+void mlir::pipec::registerAllDialects(DialectRegistry &registry) {
+  registry.insert<onnx::ONNXDialect, pipe::PipeDialect, func::FuncDialect>();
+}
+
+void mlir::pipec::registerAllPasses() {
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerSymbolDCEPass();
+}

@@ -1,0 +1,18 @@
+import os
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "pipec"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".onnxtext", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.pipec_obj_root, "test")
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.pipec_tools_dir, append_path=True)
+
+config.substitutions.append(("%python_ref", config.python_ref))
+config.substitutions.append(("%pipec_src", config.pipec_src_root))
+config.substitutions.append(("%onnx_testdata", config.onnx_testdata))

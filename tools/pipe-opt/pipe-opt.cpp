@@ -1,0 +1,13 @@
+//===- pipe-opt.cpp - mlir-opt with the pipec dialects and passes ---------===//
+#include "pipec/InitAll.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  mlir::pipec::registerAllDialects(registry);
+  mlir::pipec::registerAllPasses();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "pipec optimizer driver\n", registry));
+}
