@@ -1,0 +1,101 @@
+//===- context.cpp - the runtime context, memory and errors (CPU) ----------===//
+#include "pipert/pipert.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+struct pipert_context {
+  pipert_backend backend = PIPERT_BACKEND_CPU;
+  int threads = 1;
+  uint64_t rng = 0;
+};
+
+static pipert_abort_hook g_abort_hook = nullptr;
+
+extern "C" {
+
+size_t pipert_dtype_size(pipert_dtype t) {
+  switch (t) {
+  case PIPERT_F32: case PIPERT_I32: return 4;
+  case PIPERT_F64: case PIPERT_I64: return 8;
+  case PIPERT_U8: case PIPERT_I8: case PIPERT_BOOL: return 1;
+  case PIPERT_F16: return 2;
+  }
+  return 0;
+}
+
+const char *pipert_dtype_name(pipert_dtype t) {
+  switch (t) {
+  case PIPERT_F32: return "float32";
+  case PIPERT_F64: return "float64";
+  case PIPERT_I64: return "int64";
+  case PIPERT_I32: return "int32";
+  case PIPERT_U8: return "uint8";
+  case PIPERT_I8: return "int8";
+  case PIPERT_BOOL: return "bool";
+  case PIPERT_F16: return "float16";
+  }
+  return "unknown";
+}
+
+void pipert_set_abort_hook(pipert_abort_hook hook) { g_abort_hook = hook; }
+
+void pipert_fail(const char *fmt, ...) {
+  std::fflush(stdout);
+  std::fputs("pipert: error: ", stderr);
+  va_list args;
+  va_start(args, fmt);
+  std::vfprintf(stderr, fmt, args);
+  va_end(args);
+  std::fputc('\n', stderr);
+  std::fflush(stderr);
+  if (g_abort_hook)
+    g_abort_hook(1);
+  std::exit(1);
+}
+
+} // extern "C"
+
+#if !defined(PIPERT_CUDA_BACKEND)
+extern "C" {
+
+pipert_context *pipert_context_create(int threads, uint64_t seed) {
+  auto *ctx = new pipert_context();
+  if (const char *env = std::getenv("PIPERT_THREADS"))
+    threads = std::atoi(env);
+  ctx->threads = threads > 0 ? threads : 1;
+  ctx->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
+  return ctx;
+}
+
+void pipert_context_destroy(pipert_context *ctx) { delete ctx; }
+pipert_backend pipert_context_backend(const pipert_context *ctx) { return ctx->backend; }
+int pipert_context_threads(const pipert_context *ctx) { return ctx->threads; }
+
+uint64_t pipert_context_next_random(pipert_context *ctx) {
+  // splitmix64: small, fast, and the same on every platform.
+  uint64_t z = (ctx->rng += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void *pipert_alloc(pipert_context *, size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void *p = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!p)
+    pipert_fail("out of memory allocating %zu bytes", bytes);
+  return p;
+}
+
+void pipert_free(pipert_context *, void *ptr) { std::free(ptr); }
+void pipert_copy_to_device(pipert_context *, void *d, const void *s, size_t n) { if (n) std::memcpy(d, s, n); }
+void pipert_copy_to_host(pipert_context *, void *d, const void *s, size_t n) { if (n) std::memcpy(d, s, n); }
+void pipert_copy_device(pipert_context *, void *d, const void *s, size_t n) { if (n) std::memmove(d, s, n); }
+void pipert_memset_zero(pipert_context *, void *d, size_t n) { if (n) std::memset(d, 0, n); }
+void pipert_synchronize(pipert_context *) {}
+
+} // extern "C"
+#endif
