@@ -13,6 +13,6 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.pipec_tools_dir, append_path=True)
 
-config.substitutions.append(("%python_ref", config.python_ref))
+config.substitutions.append(("%torchpy", config.python_ref))
 config.substitutions.append(("%pipec_src", config.pipec_src_root))
 config.substitutions.append(("%onnx_testdata", config.onnx_testdata))

@@ -1,4 +1,18 @@
 //===- OnnxOps.td - ONNX operators -----------------------------*- tablegen -*-===//
+//
+// One op per ONNX operator (ai.onnx up to opset 18, ai.onnx.preview.training).
+//
+// Optional outputs. ONNX marks an absent optional output by an empty name; an
+// op here has results up to the last present output, in ONNX order, and an
+// absent output before a present one is still a result (that nobody uses).
+// A single optional output is an `Optional<>` result (Dropout mask, MaxPool
+// Indices, SoftmaxCrossEntropyLoss log_prob); several trailing optional
+// outputs are one `Variadic<>` result group whose length the shape function
+// checks (LayerNormalization Mean/InvStdDev, BatchNormalization running
+// statistics). Either way, only one variadic group per op, so the importer
+// builds every op generically from its ONNX node without segment sizes.
+//
+//===----------------------------------------------------------------------===//
 #ifndef PIPEC_ONNX_OPS
 #define PIPEC_ONNX_OPS
 
@@ -7,9 +21,22 @@ include "dialects/onnx/OnnxInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
 
-class ONNX_ShapedOp<string mnemonic, list<Trait> traits = []>
-    : ONNX_Op<mnemonic, !listconcat(traits, [Pure,
+// An op with a shape function but no side-effect declaration (Dropout: it
+// draws random numbers, so two of them must not be merged by CSE).
+class ONNX_InferredOp<string mnemonic, list<Trait> traits = []>
+    : ONNX_Op<mnemonic, !listconcat(traits, [
         DeclareOpInterfaceMethods<ONNX_ShapeInferenceOpInterface>])>;
+
+class ONNX_ShapedOp<string mnemonic, list<Trait> traits = []>
+    : ONNX_InferredOp<mnemonic, !listconcat(traits, [Pure])>;
+
+def ONNX_IntTensor : TensorOf<[AnyInteger]>;
+def ONNX_IntTensorOrNone : AnyTypeOf<[ONNX_IntTensor, NoneType],
+                                     "integer tensor or none">;
+def ONNX_I64TensorOrNone : AnyTypeOf<[TensorOf<[I64]>, NoneType],
+                                     "i64 tensor or none">;
+def ONNX_FloatTensorOrNone : AnyTypeOf<[ONNX_FloatTensor, NoneType],
+                                       "floating-point tensor or none">;
 
 //===----------------------------------------------------------------------===//
 // Values
@@ -24,9 +51,31 @@ def ONNX_NoValueOp : ONNX_Op<"NoValue", [Pure, ConstantLike]> {
 
 def ONNX_ConstantOp : ONNX_ShapedOp<"Constant", [ConstantLike]> {
   let summary = "a constant tensor";
+  let description = [{
+    Only the `value` form: the importer turns `value_float(s)`,
+    `value_int(s)` and `sparse_value` into an elements attribute.
+  }];
   let arguments = (ins ElementsAttr:$value);
   let results = (outs AnyTensor:$output);
   let assemblyFormat = "attr-dict `:` type($output)";
+  let hasFolder = 1;
+}
+
+def ONNX_ConstantOfShapeOp : ONNX_ShapedOp<"ConstantOfShape"> {
+  let summary = "a tensor of a given shape filled with one value";
+  let description = [{
+    `value` is a one-element tensor; without it the result is f32 zeros.
+  }];
+  let arguments = (ins TensorOf<[I64]>:$input,
+                   OptionalAttr<ElementsAttr>:$value);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def ONNX_RangeOp : ONNX_ShapedOp<"Range"> {
+  let summary = "start, start + delta, ... up to (excluding) limit";
+  let arguments = (ins AnyTensor:$start, AnyTensor:$limit, AnyTensor:$delta);
+  let results = (outs AnyTensor:$output);
   let hasFolder = 1;
 }
 
@@ -39,8 +88,34 @@ class ONNX_BinaryOp<string mnemonic, list<Trait> traits = []>
     : ONNX_ShapedOp<mnemonic, traits> {
   let arguments = (ins AnyTensor:$A, AnyTensor:$B);
   let results = (outs AnyTensor:$C);
+  let hasFolder = 1;
 }
 def ONNX_AddOp : ONNX_BinaryOp<"Add", [Commutative]>;
+def ONNX_SubOp : ONNX_BinaryOp<"Sub">;
+def ONNX_MulOp : ONNX_BinaryOp<"Mul", [Commutative]>;
+def ONNX_DivOp : ONNX_BinaryOp<"Div"> {
+  let description = [{ Integer division truncates toward zero. }];
+}
+
+def ONNX_PowOp : ONNX_ShapedOp<"Pow"> {
+  let summary = "X ** Y, broadcasting; the result has X's element type";
+  let arguments = (ins AnyTensor:$X, AnyTensor:$Y);
+  let results = (outs AnyTensor:$Z);
+}
+
+def ONNX_EqualOp : ONNX_ShapedOp<"Equal", [Commutative]> {
+  let summary = "elementwise A == B, broadcasting";
+  let arguments = (ins AnyTensor:$A, AnyTensor:$B);
+  let results = (outs TensorOf<[I1]>:$C);
+  let hasFolder = 1;
+}
+
+def ONNX_WhereOp : ONNX_ShapedOp<"Where"> {
+  let summary = "condition ? X : Y, broadcasting all three";
+  let arguments = (ins TensorOf<[I1]>:$condition, AnyTensor:$X, AnyTensor:$Y);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
 
 // Unary ops that keep shape and element type.
 class ONNX_UnaryOp<string mnemonic, list<Trait> traits = []>
@@ -48,7 +123,43 @@ class ONNX_UnaryOp<string mnemonic, list<Trait> traits = []>
   let arguments = (ins AnyTensor:$X);
   let results = (outs AnyTensor:$Y);
 }
+class ONNX_FloatUnaryOp<string mnemonic, list<Trait> traits = []>
+    : ONNX_ShapedOp<mnemonic, traits> {
+  let arguments = (ins ONNX_FloatTensor:$input);
+  let results = (outs ONNX_FloatTensor:$output);
+}
 def ONNX_ReluOp : ONNX_UnaryOp<"Relu">;
+def ONNX_NegOp : ONNX_UnaryOp<"Neg">;
+def ONNX_TanhOp : ONNX_FloatUnaryOp<"Tanh">;
+def ONNX_SigmoidOp : ONNX_UnaryOp<"Sigmoid"> {
+  let arguments = (ins ONNX_FloatTensor:$X);
+  let results = (outs ONNX_FloatTensor:$Y);
+}
+def ONNX_ErfOp : ONNX_FloatUnaryOp<"Erf">;
+def ONNX_SqrtOp : ONNX_UnaryOp<"Sqrt"> {
+  let arguments = (ins ONNX_FloatTensor:$X);
+  let results = (outs ONNX_FloatTensor:$Y);
+}
+def ONNX_ExpOp : ONNX_FloatUnaryOp<"Exp">;
+def ONNX_LogOp : ONNX_FloatUnaryOp<"Log">;
+
+def ONNX_IdentityOp : ONNX_ShapedOp<"Identity"> {
+  let arguments = (ins AnyTensor:$input);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def ONNX_CastOp : ONNX_ShapedOp<"Cast"> {
+  let summary = "converts to the element type of ONNX data type code `to`";
+  let description = [{
+    `to` is a TensorProto.DataType code; see `onnxDataTypeToType` for the
+    element types (signed integers are signless, unsigned ones `ui*`, BOOL
+    is i1). STRING has no MLIR tensor type and is rejected.
+  }];
+  let arguments = (ins AnyTensor:$input, I64Attr:$to);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
 
 //===----------------------------------------------------------------------===//
 // Linear algebra
@@ -71,6 +182,173 @@ def ONNX_MatMulOp : ONNX_ShapedOp<"MatMul"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Neural network
+//===----------------------------------------------------------------------===//
+
+def ONNX_SoftmaxOp : ONNX_ShapedOp<"Softmax"> {
+  let arguments = (ins ONNX_FloatTensor:$input,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs ONNX_FloatTensor:$output);
+}
+
+def ONNX_LogSoftmaxOp : ONNX_ShapedOp<"LogSoftmax"> {
+  let arguments = (ins ONNX_FloatTensor:$input,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs ONNX_FloatTensor:$output);
+}
+
+def ONNX_LayerNormalizationOp : ONNX_ShapedOp<"LayerNormalization"> {
+  let summary = "normalizes over the axes from `axis` on";
+  let description = [{
+    Results: `Y`, then the optional outputs `Mean` and `InvStdDev` as one
+    variadic group `stats` of 0, 1 (Mean) or 2 (Mean, InvStdDev) results.
+    Both have X's shape with the normalized axes set to 1 and the element
+    type of `stash_type`.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$Scale,
+                   ONNX_FloatTensorOrNone:$B,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis,
+                   DefaultValuedAttr<F32Attr, "1e-5">:$epsilon,
+                   DefaultValuedAttr<I64Attr, "1">:$stash_type);
+  let results = (outs ONNX_FloatTensor:$Y, Variadic<ONNX_FloatTensor>:$stats);
+  let hasVerifier = 1;
+}
+
+def ONNX_BatchNormalizationOp : ONNX_ShapedOp<"BatchNormalization"> {
+  let summary = "batch normalization over N x C x D1 ... Dn";
+  let description = [{
+    Results: `Y`, then the optional outputs `running_mean` and `running_var`
+    as one variadic group `running_stats` of 0, 1 or 2 results; they exist
+    only when `training_mode` is 1 and have the types of `input_mean` and
+    `input_var`.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$scale,
+                   ONNX_FloatTensor:$B, ONNX_FloatTensor:$input_mean,
+                   ONNX_FloatTensor:$input_var,
+                   DefaultValuedAttr<F32Attr, "1e-5">:$epsilon,
+                   DefaultValuedAttr<F32Attr, "0.9">:$momentum,
+                   DefaultValuedAttr<I64Attr, "0">:$training_mode);
+  let results = (outs ONNX_FloatTensor:$Y,
+                 Variadic<ONNX_FloatTensor>:$running_stats);
+}
+
+def ONNX_ConvOp : ONNX_ShapedOp<"Conv"> {
+  let summary = "N-D convolution of X (N x C x D1...) with W (M x C/group x k1...)";
+  let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$W,
+                   ONNX_FloatTensorOrNone:$B,
+                   DefaultValuedStrAttr<StrAttr, "NOTSET">:$auto_pad,
+                   OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                   DefaultValuedAttr<I64Attr, "1">:$group,
+                   OptionalAttr<DenseI64ArrayAttr>:$kernel_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$pads,
+                   OptionalAttr<DenseI64ArrayAttr>:$strides);
+  let results = (outs ONNX_FloatTensor:$Y);
+}
+
+def ONNX_MaxPoolOp : ONNX_ShapedOp<"MaxPool"> {
+  let summary = "N-D max pooling";
+  let description = [{
+    Results: `Y` and the optional `Indices` (i64, Y's shape). With
+    `ceil_mode`, a last window that would start in the end padding is
+    dropped, as PyTorch, cuDNN and onnxruntime do.
+  }];
+  let arguments = (ins AnyTensor:$X,
+                   DefaultValuedStrAttr<StrAttr, "NOTSET">:$auto_pad,
+                   DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
+                   OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                   DenseI64ArrayAttr:$kernel_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$pads,
+                   DefaultValuedAttr<I64Attr, "0">:$storage_order,
+                   OptionalAttr<DenseI64ArrayAttr>:$strides);
+  let results = (outs AnyTensor:$Y, Optional<TensorOf<[I64]>>:$Indices);
+  let hasVerifier = 1;
+}
+
+def ONNX_AveragePoolOp : ONNX_ShapedOp<"AveragePool"> {
+  let summary = "N-D average pooling";
+  let description = [{
+    `dilations` is opset 19's; accepted so that newer models import. The
+    output size follows MaxPool's, `ceil_mode` included.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$X,
+                   DefaultValuedStrAttr<StrAttr, "NOTSET">:$auto_pad,
+                   DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
+                   DefaultValuedAttr<I64Attr, "0">:$count_include_pad,
+                   OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                   DenseI64ArrayAttr:$kernel_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$pads,
+                   OptionalAttr<DenseI64ArrayAttr>:$strides);
+  let results = (outs ONNX_FloatTensor:$Y);
+  let hasVerifier = 1;
+}
+
+def ONNX_GlobalAveragePoolOp : ONNX_ShapedOp<"GlobalAveragePool"> {
+  let arguments = (ins ONNX_FloatTensor:$X);
+  let results = (outs ONNX_FloatTensor:$Y);
+}
+
+def ONNX_DropoutOp : ONNX_InferredOp<"Dropout"> {
+  let summary = "random dropout in training mode, identity otherwise";
+  let description = [{
+    `ratio` (a float scalar, default 0.5) and `training_mode` (an i1 scalar,
+    default false) are optional inputs. Results: `output` and the optional
+    `mask` (i1, the data's shape). Not Pure: two dropouts with equal operands
+    draw different masks.
+  }];
+  let arguments = (ins AnyTensor:$data, ONNX_FloatTensorOrNone:$ratio,
+                   AnyTypeOf<[TensorOf<[I1]>, NoneType]>:$training_mode,
+                   OptionalAttr<I64Attr>:$seed);
+  let results = (outs AnyTensor:$output, Optional<TensorOf<[I1]>>:$mask);
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and losses
+//===----------------------------------------------------------------------===//
+
+class ONNX_ReduceOp<string mnemonic> : ONNX_ShapedOp<mnemonic> {
+  let description = [{
+    `axes` is an optional input. Without axes (or with an empty constant)
+    the op reduces over all axes, or is the identity when
+    `noop_with_empty_axes` is 1.
+  }];
+  let arguments = (ins AnyTensor:$data, ONNX_I64TensorOrNone:$axes,
+                   DefaultValuedAttr<I64Attr, "1">:$keepdims,
+                   DefaultValuedAttr<I64Attr, "0">:$noop_with_empty_axes);
+  let results = (outs AnyTensor:$reduced);
+  let hasVerifier = 1;
+}
+def ONNX_ReduceMeanOp : ONNX_ReduceOp<"ReduceMean">;
+def ONNX_ReduceSumOp : ONNX_ReduceOp<"ReduceSum">;
+
+def ONNX_SoftmaxCrossEntropyLossOp : ONNX_ShapedOp<"SoftmaxCrossEntropyLoss"> {
+  let summary = "softmax cross entropy of scores (N x C x D...) and labels (N x D...)";
+  let description = [{
+    Results: `output` (scalar unless reduction is "none", then the labels'
+    shape) and the optional `log_prob` (the scores' type).
+  }];
+  let arguments = (ins ONNX_FloatTensor:$scores, ONNX_IntTensor:$labels,
+                   ONNX_FloatTensorOrNone:$weights,
+                   OptionalAttr<I64Attr>:$ignore_index,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction);
+  let results = (outs ONNX_FloatTensor:$output,
+                 Optional<ONNX_FloatTensor>:$log_prob);
+  let hasVerifier = 1;
+}
+
+def ONNX_NegativeLogLikelihoodLossOp
+    : ONNX_ShapedOp<"NegativeLogLikelihoodLoss"> {
+  let summary = "negative log likelihood of input (N x C x D...) at target (N x D...)";
+  let arguments = (ins ONNX_FloatTensor:$input, ONNX_IntTensor:$target,
+                   ONNX_FloatTensorOrNone:$weight,
+                   OptionalAttr<I64Attr>:$ignore_index,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction);
+  let results = (outs ONNX_FloatTensor:$loss);
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Shapes
 //===----------------------------------------------------------------------===//
 
@@ -86,6 +364,134 @@ def ONNX_ReshapeOp : ONNX_ShapedOp<"Reshape"> {
                    DefaultValuedAttr<I64Attr, "0">:$allowzero);
   let results = (outs AnyTensor:$reshaped);
   let hasFolder = 1;
+}
+
+def ONNX_FlattenOp : ONNX_ShapedOp<"Flatten"> {
+  let summary = "reshapes to 2-D: dims before `axis` x dims from `axis` on";
+  let arguments = (ins AnyTensor:$input, DefaultValuedAttr<I64Attr, "1">:$axis);
+  let results = (outs AnyTensor:$output);
+}
+
+def ONNX_TransposeOp : ONNX_ShapedOp<"Transpose"> {
+  let summary = "permutes the axes; without perm, reverses them";
+  let arguments = (ins AnyTensor:$data,
+                   OptionalAttr<DenseI64ArrayAttr>:$perm);
+  let results = (outs AnyTensor:$transposed);
+}
+
+def ONNX_ConcatOp : ONNX_ShapedOp<"Concat"> {
+  let arguments = (ins Variadic<AnyTensor>:$inputs, I64Attr:$axis);
+  let results = (outs AnyTensor:$concat_result);
+  let hasFolder = 1;
+}
+
+def ONNX_SplitOp : ONNX_ShapedOp<"Split"> {
+  let summary = "splits along `axis` into the results";
+  let description = [{
+    The part sizes come from the optional `split` input; else from
+    `num_outputs` (opset 18: parts of ceil(dim / n), the last one smaller);
+    else the dimension is split evenly into as many parts as results.
+  }];
+  let arguments = (ins AnyTensor:$input, ONNX_I64TensorOrNone:$split,
+                   DefaultValuedAttr<I64Attr, "0">:$axis,
+                   OptionalAttr<I64Attr>:$num_outputs);
+  let results = (outs Variadic<AnyTensor>:$outputs);
+}
+
+def ONNX_SliceOp : ONNX_ShapedOp<"Slice"> {
+  let arguments = (ins AnyTensor:$data, ONNX_IntTensor:$starts,
+                   ONNX_IntTensor:$ends, ONNX_IntTensorOrNone:$axes,
+                   ONNX_IntTensorOrNone:$steps);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def ONNX_GatherOp : ONNX_ShapedOp<"Gather"> {
+  let summary = "takes entries of data along axis at indices";
+  let arguments = (ins AnyTensor:$data, ONNX_IntTensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def ONNX_UnsqueezeOp : ONNX_ShapedOp<"Unsqueeze"> {
+  let arguments = (ins AnyTensor:$data, TensorOf<[I64]>:$axes);
+  let results = (outs AnyTensor:$expanded);
+  let hasFolder = 1;
+}
+
+def ONNX_SqueezeOp : ONNX_ShapedOp<"Squeeze"> {
+  let description = [{ Without axes, removes every dimension of size 1. }];
+  let arguments = (ins AnyTensor:$data, ONNX_I64TensorOrNone:$axes);
+  let results = (outs AnyTensor:$squeezed);
+  let hasFolder = 1;
+}
+
+def ONNX_ExpandOp : ONNX_ShapedOp<"Expand"> {
+  let summary = "broadcasts input to (the broadcast of its shape and) shape";
+  let arguments = (ins AnyTensor:$input, TensorOf<[I64]>:$shape);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// ai.onnx.preview.training
+//===----------------------------------------------------------------------===//
+
+def ONNX_GradientOp : ONNX_ShapedOp<"Gradient"> {
+  let summary = "gradient of tensor `y` with respect to the tensors `xs`";
+  let description = [{
+    Operands are the values of the tensors named in `xs` then `zs`; result
+    i is the gradient with respect to xs[i] and has its type.
+  }];
+  let arguments = (ins Variadic<AnyTensor>:$inputs, StrArrayAttr:$xs,
+                   OptionalAttr<StrArrayAttr>:$zs, StrAttr:$y);
+  let results = (outs Variadic<AnyTensor>:$outputs);
+}
+
+def ONNX_MomentumOp : ONNX_ShapedOp<"Momentum"> {
+  let summary = "SGD with (Nesterov) momentum on n tensors";
+  let description = [{
+    Operands: R (learning rate scalar), T (update count i64 scalar), then
+    X1..Xn, G1..Gn, V1..Vn. Results: X1_new..Xn_new, V1_new..Vn_new.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$R, TensorOf<[I64]>:$T,
+                   Variadic<AnyTensor>:$inputs, F32Attr:$alpha, F32Attr:$beta,
+                   StrAttr:$mode, F32Attr:$norm_coefficient);
+  let results = (outs Variadic<AnyTensor>:$outputs);
+  let hasVerifier = 1;
+}
+
+def ONNX_AdamOp : ONNX_ShapedOp<"Adam"> {
+  let summary = "Adam on n tensors";
+  let description = [{
+    Operands: R, T, then X1..Xn, G1..Gn, V1..Vn, H1..Hn. Results:
+    X1_new..Xn_new, V1_new..Vn_new, H1_new..Hn_new.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$R, TensorOf<[I64]>:$T,
+                   Variadic<AnyTensor>:$inputs,
+                   DefaultValuedAttr<F32Attr, "0.9">:$alpha,
+                   DefaultValuedAttr<F32Attr, "0.999">:$beta,
+                   DefaultValuedAttr<F32Attr, "1e-6">:$epsilon,
+                   DefaultValuedAttr<F32Attr, "0.0">:$norm_coefficient,
+                   DefaultValuedAttr<F32Attr, "0.0">:$norm_coefficient_post);
+  let results = (outs Variadic<AnyTensor>:$outputs);
+  let hasVerifier = 1;
+}
+
+def ONNX_AdagradOp : ONNX_ShapedOp<"Adagrad"> {
+  let summary = "Adagrad on n tensors";
+  let description = [{
+    Operands: R, T, then X1..Xn, G1..Gn, H1..Hn. Results: X1_new..Xn_new,
+    H1_new..Hn_new.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$R, TensorOf<[I64]>:$T,
+                   Variadic<AnyTensor>:$inputs,
+                   DefaultValuedAttr<F32Attr, "0.0">:$decay_factor,
+                   DefaultValuedAttr<F32Attr, "1e-6">:$epsilon,
+                   DefaultValuedAttr<F32Attr, "0.0">:$norm_coefficient);
+  let results = (outs Variadic<AnyTensor>:$outputs);
+  let hasVerifier = 1;
 }
 
 #endif // PIPEC_ONNX_OPS

@@ -1,7 +1,9 @@
 //===- ShapeHelpers.cpp ----------------------------------------------------===//
 #include "dialects/onnx/ShapeHelpers.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Matchers.h"
+#include <algorithm>
 #include "mlir/IR/Diagnostics.h"
 
 namespace mlir::pipec::onnx {
@@ -75,6 +77,67 @@ FailureOr<int64_t> normalizeAxis(Operation *op, int64_t axis, int64_t rank,
     return op->emitOpError() << what << " " << axis
                              << " is out of range for rank " << rank;
   return axis < 0 ? axis + rank : axis;
+}
+
+Type onnxDataTypeToType(MLIRContext *ctx, int64_t code) {
+  Builder b(ctx);
+  auto unsignedInt = [&](unsigned width) {
+    return IntegerType::get(ctx, width, IntegerType::Unsigned);
+  };
+  switch (code) {
+  case 1: return b.getF32Type();
+  case 2: return unsignedInt(8);
+  case 3: return b.getIntegerType(8);
+  case 4: return unsignedInt(16);
+  case 5: return b.getIntegerType(16);
+  case 6: return b.getIntegerType(32);
+  case 7: return b.getIntegerType(64);
+  case 9: return b.getI1Type();
+  case 10: return b.getF16Type();
+  case 11: return b.getF64Type();
+  case 12: return unsignedInt(32);
+  case 13: return unsignedInt(64);
+  case 14: return ComplexType::get(b.getF32Type());
+  case 15: return ComplexType::get(b.getF64Type());
+  case 16: return b.getBF16Type();
+  case 17: return Float8E4M3FNType::get(ctx);
+  case 18: return Float8E4M3FNUZType::get(ctx);
+  case 19: return Float8E5M2Type::get(ctx);
+  case 20: return Float8E5M2FNUZType::get(ctx);
+  default: return {};
+  }
+}
+
+int64_t typeToOnnxDataType(Type type) {
+  if (!type)
+    return 0;
+  for (int64_t code = 1; code <= 20; ++code)
+    if (onnxDataTypeToType(type.getContext(), code) == type)
+      return code;
+  return 0;
+}
+
+SliceRange resolveSliceRange(int64_t dim, int64_t start, int64_t end,
+                             int64_t step) {
+  if (dim == 0)
+    return {0, step, 0};
+  if (start < 0)
+    start += dim;
+  if (end < 0)
+    end += dim;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+  } else {
+    start = std::clamp<int64_t>(start, 0, dim - 1);
+    end = std::clamp<int64_t>(end, -1, dim - 1);
+  }
+  int64_t size = 0;
+  if (step > 0 && end > start)
+    size = (end - start + step - 1) / step;
+  else if (step < 0 && start > end)
+    size = (start - end + (-step) - 1) / (-step);
+  return {start, step, size};
 }
 
 } // namespace mlir::pipec::onnx

@@ -3,6 +3,7 @@
 #define PIPEC_DIALECTS_ONNX_SHAPEHELPERS_H
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/SmallVector.h"
@@ -36,6 +37,24 @@ FailureOr<SmallVector<int64_t>> broadcastShapes(Operation *op,
 /// Normalizes an axis in [-rank, rank) to [0, rank); emits an error on `op`.
 FailureOr<int64_t> normalizeAxis(Operation *op, int64_t axis, int64_t rank,
                                  StringRef what = "axis");
+
+/// The element type of ONNX TensorProto.DataType `code`: signed integers are
+/// signless (i8..i64), unsigned ones `ui8..ui64`, BOOL is i1, COMPLEX64/128
+/// are complex<f32/f64>, FLOAT8* the f8 types. Null for UNDEFINED, STRING,
+/// and codes this compiler does not know.
+Type onnxDataTypeToType(MLIRContext *ctx, int64_t code);
+/// The ONNX TensorProto.DataType code of an element type, 0 when none.
+int64_t typeToOnnxDataType(Type type);
+
+/// One sliced dimension: the first index read, the step and the length.
+struct SliceRange {
+  int64_t start, step, size;
+};
+/// Resolves ONNX Slice's start/end/step on a static dimension `dim`
+/// (negative indices count from the end, out-of-range ones are clamped);
+/// `step` must be nonzero.
+SliceRange resolveSliceRange(int64_t dim, int64_t start, int64_t end,
+                             int64_t step);
 
 } // namespace mlir::pipec::onnx
 

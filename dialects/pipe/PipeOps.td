@@ -3,13 +3,433 @@
 #define PIPEC_PIPE_OPS
 
 include "dialects/pipe/PipeBase.td"
+include "dialects/pipe/PipeAttrs.td"
+include "dialects/pipe/PipeTypes.td"
+include "mlir/IR/OpAsmInterface.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/CallInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/FunctionInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-def Pipe_SendOp : Pipe_Op<"send"> {
-  let summary = "sends a tensor to the device `peer`";
-  let arguments = (ins AnyTensor:$value, I64Attr:$peer, I64Attr:$mb,
-                   StrAttr:$tag);
-  let assemblyFormat = "$value `to` $peer attr-dict `:` type($value)";
+//===----------------------------------------------------------------------===//
+// Stage computations
+//===----------------------------------------------------------------------===//
+
+def Pipe_StageOp : Pipe_Op<"stage", [
+    FunctionOpInterface, IsolatedFromAbove, AutomaticAllocationScope]> {
+  let summary = "the computation of one (stage, phase) of the model";
+  let description = [{
+    A function-like symbol holding the ops (onnx, or anything else) of one
+    phase of one pipeline stage. The first `params` arguments are the stage's
+    weights, in the order of the `pipe.weight_buffer` that instructions pass
+    to it; the rest are activations. Calling conventions, with P the weight
+    tensor types:
+
+    - `forward`:         (P..., inputs...) -> (outputs...)
+    - `backward`:        (P..., inputs...) -> (input grads..., P grads...)
+    - `backward_input`:  (P..., inputs...) -> (outputs...)
+    - `backward_weight`: (P..., inputs...) -> (P grads...)
+
+    where the trailing results of `backward` and all of `backward_weight` are
+    the weight gradients, which the calling instruction adds to the buffer's
+    gradient accumulator.
+
+    ```mlir
+    pipe.stage @stage1_fwd forward stage 1 params 1
+        (%w: tensor<4x2xf32>, %x: tensor<8x4xf32>) -> tensor<8x2xf32> {
+      %y = onnx.MatMul(%x, %w) : (tensor<8x4xf32>, tensor<4x2xf32>) -> tensor<8x2xf32>
+      pipe.return %y : tensor<8x2xf32>
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<FunctionType>:$function_type,
+                       Pipe_PhaseAttr:$phase,
+                       Pipe_IntAttr:$stage,
+                       DefaultValuedAttr<Pipe_IntAttr, "0">:$params,
+                       OptionalAttr<StrAttr>:$sym_visibility,
+                       OptionalAttr<DictArrayAttr>:$arg_attrs,
+                       OptionalAttr<DictArrayAttr>:$res_attrs);
+  let regions = (region AnyRegion:$body);
+  let builders = [OpBuilder<(ins "StringRef":$name, "Phase":$phase,
+                                 "int64_t":$stage, "int64_t":$params,
+                                 "FunctionType":$type)>];
+  let extraClassDeclaration = [{
+    ::mlir::Region *getCallableRegion() { return &getBody(); }
+    ::llvm::ArrayRef<::mlir::Type> getArgumentTypes() {
+      return getFunctionType().getInputs();
+    }
+    ::llvm::ArrayRef<::mlir::Type> getResultTypes() {
+      return getFunctionType().getResults();
+    }
+    /// The weight argument types (the first `params` inputs).
+    ::llvm::ArrayRef<::mlir::Type> getParamTypes() {
+      return getArgumentTypes().take_front(getParams());
+    }
+  }];
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+}
+
+def Pipe_ReturnOp : Pipe_Op<"return", [Pure, HasParent<"StageOp">, ReturnLike,
+                                       Terminator]> {
+  let summary = "returns the results of a stage computation";
+  let arguments = (ins Variadic<AnyType>:$operands);
+  let builders = [OpBuilder<(ins), [{ build($_builder, $_state, {}); }]>];
+  let assemblyFormat = "attr-dict ($operands^ `:` type($operands))?";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Programs
+//===----------------------------------------------------------------------===//
+
+def Pipe_ProgramOp : Pipe_Op<"program", [Symbol, IsolatedFromAbove, SingleBlock,
+                                         NoTerminator]> {
+  let summary = "everything one device does in one training step, in order";
+  let description = [{
+    One per device. The body is a straight-line list of instructions; the
+    runtime executes it once per training step. `pipe.weight_buffer` ops in it
+    declare state that persists across steps. `stages` lists the stages this
+    device holds (several for interleaved schedules); `pipeline` is the
+    replica index under AvgPipe. Micro-batch indices of the instructions lie
+    in [0, microbatches).
+
+    ```mlir
+    pipe.program @device1 device 1 stages [1] schedule "1f1b" microbatches 2 {
+      ...
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       Pipe_IntAttr:$device,
+                       DenseI64ArrayAttr:$stages,
+                       Pipe_ScheduleKindAttr:$schedule,
+                       Pipe_IntAttr:$microbatches,
+                       OptionalAttr<Pipe_IntAttr>:$pipeline);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $sym_name `device` $device `stages` $stages
+    `schedule` custom<ScheduleName>($schedule) `microbatches` $microbatches
+    (`pipeline` $pipeline^)? attr-dict-with-keyword $body
+  }];
+  let extraClassDeclaration = [{
+    bool holdsStage(int64_t stage) {
+      return ::llvm::is_contained(getStages(), stage);
+    }
+  }];
+  let hasVerifier = 1;
+}
+
+// An instruction of a program. Instructions touch persistent state or talk to
+// peers, so they have no declared effects: nothing removes or reorders them.
+class Pipe_InstrOp<string mnemonic, list<Trait> traits = []>
+    : Pipe_Op<mnemonic, !listconcat(traits, [HasParent<"ProgramOp">])>;
+
+//===----------------------------------------------------------------------===//
+// Weight buffers
+//===----------------------------------------------------------------------===//
+
+def Pipe_WeightBufferOp : Pipe_InstrOp<"weight_buffer", [
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
+  let summary = "declares the versioned weights of one stage";
+  let description = [{
+    Declares the weights of stage `stage` on this device, persistent across
+    steps: `versions` copies of the parameters (slot 0 is the live copy that
+    `pipe.update` writes; the others hold stashed, predicted or centre copies),
+    one gradient accumulator, and the optimizer state. The parameter names
+    are the onnx initializer names, which initialise slot 0 and name the
+    weights when they are saved.
+
+    ```mlir
+    %w = pipe.weight_buffer stage 0 versions 2
+           ("fc1.weight": tensor<4x8xf32>, "fc1.bias": tensor<8xf32>)
+    ```
+  }];
+  let arguments = (ins Pipe_IntAttr:$stage, Pipe_IntAttr:$versions,
+                       StrArrayAttr:$param_names, TypeArrayAttr:$param_types);
+  let results = (outs Pipe_WeightsType:$weights);
+  let assemblyFormat = [{
+    `stage` $stage `versions` $versions
+    custom<ParamList>($param_names, $param_types) attr-dict
+  }];
+  let extraClassDeclaration = [{
+    int64_t getNumParams() { return getParamNames().size(); }
+    ::llvm::SmallVector<::mlir::Type> getParamTypeList() {
+      return ::llvm::to_vector(::llvm::map_range(getParamTypes(),
+          [](::mlir::Attribute a) {
+            return ::llvm::cast<::mlir::TypeAttr>(a).getValue(); }));
+    }
+  }];
+  let hasVerifier = 1;
+}
+
+def Pipe_StashOp : Pipe_InstrOp<"stash"> {
+  let summary = "copies one weight version slot into another";
+  let description = [{
+    `pipe.stash %w[0] into 2` copies the weights of slot 0 into slot 2
+    (PipeDream weight stashing, 2BW's shadow copy).
+  }];
+  let arguments = (ins Pipe_WeightsType:$weights, Pipe_IntAttr:$from, Pipe_IntAttr:$to);
+  let assemblyFormat = "$weights `[` $from `]` `into` $to attr-dict";
+  let hasVerifier = 1;
+}
+
+def Pipe_PredictOp : Pipe_InstrOp<"predict"> {
+  let summary = "SpecTrain weight prediction W' = W - gap * lr * v";
+  let description = [{
+    Writes into slot `to` the weights of slot `from` moved `gap` updates ahead
+    along the optimizer's step direction v: the momentum buffer for
+    momentum/nesterov, m̂/(√v̂ + ε) for adam/adamw (PipeOptim). The buffer must
+    be updated in the same program by an optimizer that keeps such a velocity.
+
+    ```mlir
+    pipe.predict %w[0] into 1 gap 2 lr(1.000000e-01)
+    ```
+  }];
+  let arguments = (ins Pipe_WeightsType:$weights, Pipe_IntAttr:$from, Pipe_IntAttr:$to,
+                       Pipe_IntAttr:$gap, F64Attr:$lr);
+  let assemblyFormat = [{
+    $weights `[` $from `]` `into` $to `gap` $gap `lr` `(` $lr `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Pipe_AverageOp : Pipe_InstrOp<"average"> {
+  let summary = "AvgPipe elastic averaging with a centre copy";
+  let description = [{
+    Elastic averaging (EASGD) of this replica's slot `version` with the
+    centre copy in slot `centre`, over the devices of `group` (the replicas
+    of this stage, this device included), every `period` steps:
+    Δ_i = α(x_i − x̃), x_i −= Δ_i, x̃ += Σ_i Δ_i (the sum is an allreduce
+    over the group, so every member keeps the same centre).
+
+    ```mlir
+    pipe.average %w[0] centre 1 among [0, 2] alpha(5.000000e-01) period 4
+    ```
+  }];
+  let arguments = (ins Pipe_WeightsType:$weights, Pipe_IntAttr:$version,
+                       Pipe_IntAttr:$centre, DenseI64ArrayAttr:$group, F64Attr:$alpha,
+                       DefaultValuedAttr<Pipe_IntAttr, "1">:$period);
+  let assemblyFormat = [{
+    $weights `[` $version `]` `centre` $centre `among` $group
+    `alpha` `(` $alpha `)` (`period` $period^)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients and optimizer
+//===----------------------------------------------------------------------===//
+
+def Pipe_ZeroGradOp : Pipe_InstrOp<"zero_grad"> {
+  let summary = "zeroes the gradient accumulator of a weight buffer";
+  let arguments = (ins Pipe_WeightsType:$weights);
+  let assemblyFormat = "$weights attr-dict";
+}
+
+def Pipe_AccumulateOp : Pipe_InstrOp<"accumulate"> {
+  let summary = "adds a gradient tensor into a buffer's gradient accumulator";
+  let description = [{
+    Adds `grad` into the accumulator of parameter `param` of the buffer: used
+    for gradients that arrive from another device (the owner of a tied
+    weight receiving the other user's gradient).
+
+    ```mlir
+    pipe.accumulate %g into %w param 0 : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$grad, Pipe_WeightsType:$weights,
+                       Pipe_IntAttr:$param);
+  let assemblyFormat = "$grad `into` $weights `param` $param attr-dict `:` type($grad)";
+  let hasVerifier = 1;
+}
+
+def Pipe_AllReduceOp : Pipe_InstrOp<"allreduce"> {
+  let summary = "reduces a buffer's accumulated gradients over a device group";
+  let description = [{
+    Replaces the gradient accumulators of the listed parameters (all when
+    `params` is absent) by their sum or mean over `group`, this device
+    included: tied weights held by several stages, replicated stages.
+
+    ```mlir
+    pipe.allreduce sum %w among [0, 1] params [0]
+    ```
+  }];
+  let arguments = (ins Pipe_ReduceKindAttr:$reduction, Pipe_WeightsType:$weights,
+                       DenseI64ArrayAttr:$group,
+                       OptionalAttr<DenseI64ArrayAttr>:$params);
+  let assemblyFormat = [{
+    `` $reduction $weights `among` $group (`params` $params^)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Pipe_UpdateOp : Pipe_InstrOp<"update"> {
+  let summary = "an optimizer step on the live weights of a buffer";
+  let description = [{
+    Applies the accumulated gradient (times `grad_scale`, default 1) to slot
+    0 of the buffer with the given optimizer. Hyper-parameters: `lr` always;
+    `momentum` (required by momentum and nesterov, `dampening` optional for
+    momentum); `beta1`, `beta2`, `epsilon` (required by adam and adamw);
+    `epsilon` (required by adagrad); `weight_decay` (any, default 0; decoupled
+    for adamw). `lr_scale` multiplies the learning rate (PipeMare's per-stage
+    1/τ_s); with `anneal_steps` K it anneals geometrically to 1 over K steps:
+    lr_k = lr · lr_scale^(1 − min(k/K, 1)).
+
+    ```mlir
+    pipe.update %w momentum lr(1.000000e-01) momentum(9.000000e-01)
+    ```
+  }];
+  let arguments = (ins Pipe_WeightsType:$weights, Pipe_OptimizerKindAttr:$kind,
+                       F64Attr:$lr,
+                       OptionalAttr<F64Attr>:$momentum,
+                       OptionalAttr<F64Attr>:$dampening,
+                       OptionalAttr<F64Attr>:$beta1,
+                       OptionalAttr<F64Attr>:$beta2,
+                       OptionalAttr<F64Attr>:$epsilon,
+                       OptionalAttr<F64Attr>:$weight_decay,
+                       OptionalAttr<F64Attr>:$lr_scale,
+                       OptionalAttr<Pipe_IntAttr>:$anneal_steps,
+                       OptionalAttr<F64Attr>:$grad_scale);
+  let assemblyFormat = [{
+    $weights `` $kind `lr` `(` $lr `)`
+    (`momentum` `(` $momentum^ `)`)?
+    (`dampening` `(` $dampening^ `)`)?
+    (`beta1` `(` $beta1^ `)`)?
+    (`beta2` `(` $beta2^ `)`)?
+    (`epsilon` `(` $epsilon^ `)`)?
+    (`weight_decay` `(` $weight_decay^ `)`)?
+    (`lr_scale` `(` $lr_scale^ `)`)?
+    (`anneal_steps` `(` $anneal_steps^ `)`)?
+    (`grad_scale` `(` $grad_scale^ `)`)?
+    attr-dict
+  }];
+  let extraClassDeclaration = [{
+    /// True when the optimizer keeps a velocity that pipe.predict can use.
+    bool hasVelocity();
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Compute
+//===----------------------------------------------------------------------===//
+
+def Pipe_ForwardOp : Pipe_InstrOp<"forward", [AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "runs a forward stage computation on micro-batch `mb`";
+  let description = [{
+    Calls the `forward` stage `callee` with the weights of version `version`
+    of the buffer (absent for a stage without weights) followed by `inputs`.
+
+    ```mlir
+    %y = pipe.forward @stage0_fwd(%x) weights %w[0] mb 1
+           : (tensor<8x4xf32>) -> tensor<8x8xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<AnyType>:$inputs,
+                       Optional<Pipe_WeightsType>:$weights,
+                       OptionalAttr<Pipe_IntAttr>:$version, Pipe_IntAttr:$mb);
+  let results = (outs Variadic<AnyType>:$results);
+  let assemblyFormat = [{
+    $callee `(` $inputs `)` (`weights` $weights^ `[` $version `]`)? `mb` $mb
+    attr-dict `:` functional-type($inputs, $results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Pipe_BackwardOp : Pipe_InstrOp<"backward", [AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "runs a backward stage computation on micro-batch `mb`";
+  let description = [{
+    `part` says which gradients it computes and which phase `callee` must
+    have: `full` (phase `backward`: input and weight gradients), `input`
+    (zero-bubble B, phase `backward_input`) or `weight` (zero-bubble W, phase
+    `backward_weight`). Weight gradients the callee returns are added to the
+    buffer's gradient accumulator; the op's results are the callee's other
+    results. `version` names the weights read (under weight stashing, the
+    version the matching forward read).
+
+    ```mlir
+    %dx = pipe.backward @stage1_bwd(%x, %dy) weights %w[1] mb 0
+            : (tensor<8x4xf32>, tensor<8x2xf32>) -> tensor<8x4xf32>
+    pipe.backward weight @stage1_bw(%x, %dy) weights %w[0] mb 0
+            : (tensor<8x4xf32>, tensor<8x2xf32>) -> ()
+    ```
+  }];
+  let arguments = (ins DefaultValuedAttr<Pipe_BackwardPartAttr,
+                           "::mlir::pipec::pipe::BackwardPart::Full">:$part,
+                       FlatSymbolRefAttr:$callee, Variadic<AnyType>:$inputs,
+                       Optional<Pipe_WeightsType>:$weights,
+                       OptionalAttr<Pipe_IntAttr>:$version, Pipe_IntAttr:$mb);
+  let results = (outs Variadic<AnyType>:$results);
+  let assemblyFormat = [{
+    custom<BackwardPart>($part) `` $callee `(` $inputs `)` (`weights` $weights^ `[` $version `]`)?
+    `mb` $mb attr-dict `:` functional-type($inputs, $results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Data, transfers, logs
+//===----------------------------------------------------------------------===//
+
+def Pipe_FeedOp : Pipe_InstrOp<"feed"> {
+  let summary = "reads micro-batch `mb` of a graph input from the data feed";
+  let description = [{
+    ```mlir
+    %x = pipe.feed "input" mb 0 : tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$input, Pipe_IntAttr:$mb);
+  let results = (outs AnyRankedTensor:$value);
+  let assemblyFormat = "$input `mb` $mb attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+def Pipe_SendOp : Pipe_InstrOp<"send"> {
+  let summary = "sends a tensor to device `peer`";
+  let description = [{
+    Matches the `pipe.recv` on `peer` with the same micro-batch, tag and
+    type; sends and receives between two devices happen in program order.
+
+    ```mlir
+    pipe.send %y to 1 mb 0 tag "fc1.out" : tensor<8x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$value, Pipe_IntAttr:$peer, Pipe_IntAttr:$mb,
+                       StrAttr:$tag);
+  let assemblyFormat = "$value `to` $peer `mb` $mb `tag` $tag attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+def Pipe_RecvOp : Pipe_InstrOp<"recv"> {
+  let summary = "receives a tensor from device `peer`";
+  let description = [{
+    ```mlir
+    %x = pipe.recv from 0 mb 0 tag "fc1.out" : tensor<8x8xf32>
+    ```
+  }];
+  let arguments = (ins Pipe_IntAttr:$peer, Pipe_IntAttr:$mb, StrAttr:$tag);
+  let results = (outs AnyRankedTensor:$value);
+  let assemblyFormat = "`from` $peer `mb` $mb `tag` $tag attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+def Pipe_ReportLossOp : Pipe_InstrOp<"report_loss"> {
+  let summary = "reports the loss of micro-batch `mb`";
+  let description = [{
+    The step's reported loss is the mean of its micro-batches' losses.
+
+    ```mlir
+    pipe.report_loss %l mb 0 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$loss, Pipe_IntAttr:$mb);
+  let assemblyFormat = "$loss `mb` $mb attr-dict `:` type($loss)";
+  let hasVerifier = 1;
 }
 
 #endif // PIPEC_PIPE_OPS

@@ -1,0 +1,99 @@
+//===- gemm_bench.cpp - single-precision GEMM throughput of pipert --------===//
+//
+// Times pipert_gemm_f32 (OpenBLAS cblas_sgemm underneath) on square and
+// DNN-like shapes and prints GFLOP/s. bench/gemm.py runs this and numpy on
+// the same shapes, one thread each, and prints the ratio.
+//
+// usage: gemm_bench [--threads N] [--json] [--min-time SECONDS] [MxNxK ...]
+//===----------------------------------------------------------------------===//
+#include "pipert/pipert_kernels.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+extern "C" char *openblas_get_corename(void);
+extern "C" char *openblas_get_config(void);
+
+namespace {
+
+struct Shape {
+  int64_t m, n, k;
+};
+
+double seconds_now() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+// Best-of-repeats GFLOP/s: repeats until min_time has passed, at least 3 times.
+double bench(pipert_context *ctx, const Shape &s, double min_time) {
+  std::vector<float> a(size_t(s.m * s.k)), b(size_t(s.k * s.n)), c(size_t(s.m * s.n));
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = float((i * 7) % 13) * 0.01f;
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = float((i * 5) % 11) * 0.01f;
+  pipert_gemm_f32(ctx, a.data(), b.data(), nullptr, 0, nullptr, s.m, s.n, s.k, 0, 0, 1.f, 0.f,
+                  c.data()); // warm-up
+  double best = 1e30, start = seconds_now();
+  int reps = 0;
+  while (reps < 3 || seconds_now() - start < min_time) {
+    double t0 = seconds_now();
+    pipert_gemm_f32(ctx, a.data(), b.data(), nullptr, 0, nullptr, s.m, s.n, s.k, 0, 0, 1.f, 0.f,
+                    c.data());
+    best = std::min(best, seconds_now() - t0);
+    ++reps;
+  }
+  return 2.0 * double(s.m) * double(s.n) * double(s.k) / best * 1e-9;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int threads = 1;
+  bool json = false;
+  double min_time = 0.5;
+  std::vector<Shape> shapes;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
+      threads = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--json")) {
+      json = true;
+    } else if (!std::strcmp(argv[i], "--min-time") && i + 1 < argc) {
+      min_time = std::atof(argv[++i]);
+    } else {
+      Shape s{};
+      if (std::sscanf(argv[i], "%ldx%ldx%ld", &s.m, &s.n, &s.k) != 3) {
+        std::fprintf(stderr, "gemm_bench: bad argument '%s' (want MxNxK)\n", argv[i]);
+        return 2;
+      }
+      shapes.push_back(s);
+    }
+  }
+  if (shapes.empty())
+    shapes = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024},
+              {64, 4096, 1024}, {4096, 1024, 64}, {128, 3136, 576}};
+  pipert_context *ctx = pipert_context_create(threads, 1);
+  const char *core = openblas_get_corename();
+  if (json)
+    std::printf("{\"threads\": %d, \"openblas_core\": \"%s\", \"results\": [", threads, core);
+  else
+    std::printf("pipert sgemm, %d thread(s), OpenBLAS core %s (%s)\n", threads, core,
+                openblas_get_config());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Shape &s = shapes[i];
+    double gf = bench(ctx, s, min_time);
+    if (json)
+      std::printf("%s{\"m\": %ld, \"n\": %ld, \"k\": %ld, \"gflops\": %.3f}", i ? ", " : "", s.m,
+                  s.n, s.k, gf);
+    else
+      std::printf("%5ldx%5ldx%5ld  %8.2f GFLOP/s\n", s.m, s.n, s.k, gf);
+  }
+  if (json)
+    std::printf("]}\n");
+  pipert_context_destroy(ctx);
+  return 0;
+}

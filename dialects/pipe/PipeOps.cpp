@@ -1,0 +1,760 @@
+//===- PipeOps.cpp - pipe dialect ops: syntax and verifiers ----------------===//
+//
+// Verifiers check what one op can see: its own attributes, its program (device,
+// stages, micro-batch count), the weight buffer it names and, through
+// verifySymbolUses, the stage computation it calls. Whole-program properties
+// (send/recv orders match, versions consistent over a step) belong to the
+// verify pass.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/pipe/PipeDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace mlir::pipec::pipe;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+static std::string typeList(TypeRange types) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << '(';
+  llvm::interleaveComma(types, os);
+  os << ')';
+  return s;
+}
+
+static std::string intList(ArrayRef<int64_t> values) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << '[';
+  llvm::interleaveComma(values, os);
+  os << ']';
+  return s;
+}
+
+/// The micro-batch index must lie in [0, microbatches) of the program.
+static LogicalResult verifyMicroBatch(Operation *op, int64_t mb) {
+  auto program = op->getParentOfType<ProgramOp>();
+  if (!program)
+    return success(); // HasParent reports it.
+  int64_t count = program.getMicrobatches();
+  if (mb < 0 || mb >= count)
+    return op->emitOpError() << "micro-batch " << mb
+                             << " is out of range [0, " << count
+                             << ") of program @" << program.getSymName();
+  return success();
+}
+
+/// A point-to-point peer: another device, with a non-negative index.
+static LogicalResult verifyPeer(Operation *op, int64_t peer) {
+  if (peer < 0)
+    return op->emitOpError() << "peer device " << peer << " is negative";
+  auto program = op->getParentOfType<ProgramOp>();
+  if (program && peer == program.getDevice())
+    return op->emitOpError() << "peer device " << peer
+                             << " is the program's own device";
+  return success();
+}
+
+/// A collective group: at least two distinct non-negative devices, this one
+/// among them.
+static LogicalResult verifyGroup(Operation *op, ArrayRef<int64_t> group) {
+  if (group.size() < 2)
+    return op->emitOpError() << "group " << intList(group)
+                             << " needs at least two devices";
+  llvm::SmallSet<int64_t, 8> seen;
+  for (int64_t device : group) {
+    if (device < 0)
+      return op->emitOpError() << "group has negative device " << device;
+    if (!seen.insert(device).second)
+      return op->emitOpError() << "group lists device " << device << " twice";
+  }
+  auto program = op->getParentOfType<ProgramOp>();
+  if (program && !seen.contains(program.getDevice()))
+    return op->emitOpError() << "group " << intList(group)
+                             << " does not contain the program's device "
+                             << program.getDevice();
+  return success();
+}
+
+/// The weight buffer a `!pipe.weights` handle comes from.
+static FailureOr<WeightBufferOp> getBuffer(Operation *op, Value weights) {
+  auto buffer = weights.getDefiningOp<WeightBufferOp>();
+  if (!buffer) {
+    op->emitOpError() << "weights must be defined by a pipe.weight_buffer";
+    return failure();
+  }
+  return buffer;
+}
+
+static LogicalResult verifySlot(Operation *op, WeightBufferOp buffer,
+                                int64_t slot, StringRef what) {
+  if (slot < 0 || slot >= buffer.getVersions())
+    return op->emitOpError()
+           << what << " " << slot
+           << " is out of range: the weight buffer of stage "
+           << buffer.getStage() << " keeps " << buffer.getVersions()
+           << (buffer.getVersions() == 1 ? " version" : " versions");
+  return success();
+}
+
+/// Two distinct, valid slots of one buffer.
+static LogicalResult verifySlotPair(Operation *op, Value weights, int64_t from,
+                                    StringRef fromName, int64_t to,
+                                    StringRef toName) {
+  FailureOr<WeightBufferOp> buffer = getBuffer(op, weights);
+  if (failed(buffer) || failed(verifySlot(op, *buffer, from, fromName)) ||
+      failed(verifySlot(op, *buffer, to, toName)))
+    return failure();
+  if (from == to)
+    return op->emitOpError() << fromName << " and " << toName
+                             << " are the same slot " << from;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Custom directives
+//===----------------------------------------------------------------------===//
+
+// Beside the attribute's own directive, so that the ops' code finds both.
+namespace mlir::pipec::pipe {
+static ParseResult parseScheduleName(OpAsmParser &parser,
+                                     ScheduleKindAttr &attr) {
+  ScheduleKind kind;
+  if (parseScheduleName(static_cast<AsmParser &>(parser), kind))
+    return failure();
+  attr = ScheduleKindAttr::get(parser.getContext(), kind);
+  return success();
+}
+
+static void printScheduleName(OpAsmPrinter &printer, Operation *,
+                              ScheduleKindAttr attr) {
+  printScheduleName(static_cast<AsmPrinter &>(printer), attr.getValue());
+}
+} // namespace mlir::pipec::pipe
+
+/// `("fc1.weight": tensor<4x8xf32>, ...)`
+static ParseResult parseParamList(OpAsmParser &parser, ArrayAttr &names,
+                                  ArrayAttr &types) {
+  Builder &b = parser.getBuilder();
+  SmallVector<Attribute> nameAttrs, typeAttrs;
+  if (parser.parseCommaSeparatedList(
+          OpAsmParser::Delimiter::Paren, [&]() -> ParseResult {
+            std::string name;
+            Type type;
+            if (parser.parseString(&name) || parser.parseColonType(type))
+              return failure();
+            nameAttrs.push_back(b.getStringAttr(name));
+            typeAttrs.push_back(TypeAttr::get(type));
+            return success();
+          }))
+    return failure();
+  names = b.getArrayAttr(nameAttrs);
+  types = b.getArrayAttr(typeAttrs);
+  return success();
+}
+
+static void printParamList(OpAsmPrinter &printer, Operation *,
+                           ArrayAttr names, ArrayAttr types) {
+  printer << '(';
+  llvm::interleaveComma(llvm::zip(names, types), printer, [&](auto pair) {
+    auto [name, type] = pair;
+    printer.printAttributeWithoutType(name);
+    printer << ": ";
+    printer.printAttributeWithoutType(type);
+  });
+  printer << ')';
+}
+
+/// An optional `input` or `weight` keyword; absent means `full`.
+static ParseResult parseBackwardPart(OpAsmParser &parser,
+                                     BackwardPartAttr &attr) {
+  StringRef keyword;
+  if (failed(parser.parseOptionalKeyword(&keyword, {"full", "input", "weight"})))
+    return success();
+  attr = BackwardPartAttr::get(parser.getContext(),
+                               *symbolizeBackwardPart(keyword));
+  return success();
+}
+
+static void printBackwardPart(OpAsmPrinter &printer, Operation *,
+                              BackwardPartAttr attr) {
+  if (attr && attr.getValue() != BackwardPart::Full)
+    printer << stringifyBackwardPart(attr.getValue()) << ' ';
+}
+
+#define GET_OP_CLASSES
+#include "dialects/pipe/PipeOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// StageOp
+//===----------------------------------------------------------------------===//
+
+void StageOp::build(OpBuilder &builder, OperationState &state, StringRef name,
+                    Phase phase, int64_t stage, int64_t params,
+                    FunctionType type) {
+  state.addAttribute(getSymNameAttrName(state.name),
+                     builder.getStringAttr(name));
+  state.addAttribute(getFunctionTypeAttrName(state.name), TypeAttr::get(type));
+  state.addAttribute(getPhaseAttrName(state.name),
+                     PhaseAttr::get(builder.getContext(), phase));
+  state.addAttribute(getStageAttrName(state.name),
+                     builder.getI64IntegerAttr(stage));
+  state.addAttribute(getParamsAttrName(state.name),
+                     builder.getI64IntegerAttr(params));
+  state.addRegion();
+}
+
+// pipe.stage @name <phase> stage N [params K] (%a: T, ...) -> (...)
+//     [attributes {...}] { body }
+ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
+  Builder &b = parser.getBuilder();
+  StringAttr name;
+  if (parser.parseSymbolName(name, getSymNameAttrName(result.name),
+                             result.attributes))
+    return failure();
+
+  SMLoc phaseLoc = parser.getCurrentLocation();
+  StringRef phaseName;
+  if (parser.parseKeyword(&phaseName))
+    return failure();
+  std::optional<Phase> phase = symbolizePhase(phaseName);
+  if (!phase)
+    return parser.emitError(phaseLoc) << "unknown phase '" << phaseName
+                                      << "'";
+  result.addAttribute(getPhaseAttrName(result.name),
+                      PhaseAttr::get(b.getContext(), *phase));
+
+  int64_t stage;
+  if (parser.parseKeyword("stage") || parser.parseInteger(stage))
+    return failure();
+  result.addAttribute(getStageAttrName(result.name),
+                      b.getI64IntegerAttr(stage));
+  if (succeeded(parser.parseOptionalKeyword("params"))) {
+    int64_t params;
+    if (parser.parseInteger(params))
+      return failure();
+    result.addAttribute(getParamsAttrName(result.name),
+                        b.getI64IntegerAttr(params));
+  }
+
+  SmallVector<OpAsmParser::Argument> args;
+  SmallVector<Type> resultTypes;
+  SmallVector<DictionaryAttr> resultAttrs;
+  bool isVariadic = false;
+  if (function_interface_impl::parseFunctionSignatureWithArguments(
+          parser, /*allowVariadic=*/false, args, isVariadic, resultTypes,
+          resultAttrs))
+    return failure();
+  SmallVector<Type> argTypes =
+      llvm::to_vector(llvm::map_range(args, [](auto &a) { return a.type; }));
+  result.addAttribute(getFunctionTypeAttrName(result.name),
+                      TypeAttr::get(b.getFunctionType(argTypes, resultTypes)));
+  call_interface_impl::addArgAndResultAttrs(
+      b, result, args, resultAttrs, getArgAttrsAttrName(result.name),
+      getResAttrsAttrName(result.name));
+
+  if (parser.parseOptionalAttrDictWithKeyword(result.attributes))
+    return failure();
+  Region *body = result.addRegion();
+  SMLoc bodyLoc = parser.getCurrentLocation();
+  OptionalParseResult parsed =
+      parser.parseOptionalRegion(*body, args, /*enableNameShadowing=*/false);
+  if (!parsed.has_value())
+    return parser.emitError(bodyLoc) << "expected the stage's body";
+  return *parsed;
+}
+
+void StageOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printSymbolName(getSymName());
+  p << ' ' << stringifyPhase(getPhase()) << " stage " << getStage();
+  if (getParams() != 0)
+    p << " params " << getParams();
+  p << ' ';
+  function_interface_impl::printFunctionSignature(
+      p, *this, getArgumentTypes(), /*isVariadic=*/false, getResultTypes());
+  function_interface_impl::printFunctionAttributes(
+      p, *this,
+      {getFunctionTypeAttrName(), getArgAttrsAttrName(), getResAttrsAttrName(),
+       getPhaseAttrName(), getStageAttrName(), getParamsAttrName()});
+  if (!getBody().empty()) {
+    p << ' ';
+    p.printRegion(getBody(), /*printEntryBlockArgs=*/false,
+                  /*printBlockTerminators=*/true);
+  }
+}
+
+LogicalResult StageOp::verify() {
+  if (getStage() < 0)
+    return emitOpError() << "stage " << getStage() << " is negative";
+  int64_t params = getParams();
+  ArrayRef<Type> inputs = getArgumentTypes();
+  if (params < 0 || params > static_cast<int64_t>(inputs.size()))
+    return emitOpError() << "has " << params << " weight parameters but only "
+                         << inputs.size() << " arguments";
+  if (getBody().empty())
+    return emitOpError() << "needs a body";
+
+  // The weight gradients a backward returns are those of its weights, in
+  // order, so that the caller can add them to the buffer's accumulator.
+  ArrayRef<Type> paramTypes = getParamTypes();
+  ArrayRef<Type> results = getResultTypes();
+  switch (getPhase()) {
+  case Phase::Forward:
+  case Phase::BackwardInput:
+    break;
+  case Phase::Backward:
+    if (results.size() < paramTypes.size() ||
+        results.take_back(paramTypes.size()) != paramTypes)
+      return emitOpError()
+             << "of phase 'backward' must end its results with the gradients "
+                "of its weights "
+             << typeList(paramTypes) << ", but returns " << typeList(results);
+    break;
+  case Phase::BackwardWeight:
+    if (paramTypes.empty())
+      return emitOpError() << "of phase 'backward_weight' needs weights";
+    if (results != paramTypes)
+      return emitOpError()
+             << "of phase 'backward_weight' must return exactly the gradients "
+                "of its weights "
+             << typeList(paramTypes) << ", but returns " << typeList(results);
+    break;
+  }
+  return success();
+}
+
+LogicalResult ReturnOp::verify() {
+  auto stage = (*this)->getParentOfType<StageOp>();
+  ArrayRef<Type> expected = stage.getResultTypes();
+  if (getOperandTypes() != TypeRange(expected))
+    return emitOpError() << "returns " << typeList(getOperandTypes())
+                         << " but @" << stage.getSymName() << " declares "
+                         << typeList(expected);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ProgramOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ProgramOp::verify() {
+  if (getDevice() < 0)
+    return emitOpError() << "device " << getDevice() << " is negative";
+  if (getMicrobatches() < 1)
+    return emitOpError() << "needs at least one micro-batch, has "
+                         << getMicrobatches();
+  ArrayRef<int64_t> stages = getStages();
+  if (stages.empty())
+    return emitOpError() << "holds no stage";
+  llvm::SmallSet<int64_t, 8> seen;
+  for (int64_t stage : stages) {
+    if (stage < 0)
+      return emitOpError() << "stage " << stage << " is negative";
+    if (!seen.insert(stage).second)
+      return emitOpError() << "lists stage " << stage << " twice";
+  }
+  if (std::optional<int64_t> pipeline = getPipeline(); pipeline && *pipeline < 0)
+    return emitOpError() << "pipeline " << *pipeline << " is negative";
+
+  // One program per device: report it on the later one.
+  for (Operation *prev = (*this)->getPrevNode(); prev;
+       prev = prev->getPrevNode())
+    if (auto other = dyn_cast<ProgramOp>(prev);
+        other && other.getDevice() == getDevice())
+      return emitOpError() << "runs on device " << getDevice()
+                           << ", which program @" << other.getSymName()
+                           << " already runs on";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Weight buffers
+//===----------------------------------------------------------------------===//
+
+void WeightBufferOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getWeights(), "w" + std::to_string(getStage()));
+}
+
+LogicalResult WeightBufferOp::verify() {
+  auto program = (*this)->getParentOfType<ProgramOp>();
+  if (!program.holdsStage(getStage()))
+    return emitOpError() << "holds weights of stage " << getStage()
+                         << ", which program @" << program.getSymName()
+                         << " does not hold (stages "
+                         << intList(program.getStages()) << ")";
+  if (getVersions() < 1)
+    return emitOpError() << "needs at least one version, has "
+                         << getVersions();
+  ArrayAttr names = getParamNames(), types = getParamTypes();
+  if (names.size() != types.size())
+    return emitOpError() << "has " << names.size() << " parameter names but "
+                         << types.size() << " types";
+  if (names.empty())
+    return emitOpError() << "holds no parameters";
+  llvm::StringSet<> seen;
+  for (auto [nameAttr, typeAttr] : llvm::zip(names, types)) {
+    StringRef name = llvm::cast<StringAttr>(nameAttr).getValue();
+    if (name.empty())
+      return emitOpError() << "has a parameter with an empty name";
+    if (!seen.insert(name).second)
+      return emitOpError() << "lists parameter \"" << name << "\" twice";
+    auto type = llvm::dyn_cast<RankedTensorType>(
+        llvm::cast<TypeAttr>(typeAttr).getValue());
+    if (!type || !type.hasStaticShape())
+      return emitOpError() << "parameter \"" << name
+                           << "\" must be a statically shaped tensor, not "
+                           << llvm::cast<TypeAttr>(typeAttr).getValue();
+  }
+  for (Operation *prev = (*this)->getPrevNode(); prev;
+       prev = prev->getPrevNode())
+    if (auto other = dyn_cast<WeightBufferOp>(prev);
+        other && other.getStage() == getStage())
+      return emitOpError() << "declares a second weight buffer for stage "
+                           << getStage();
+  return success();
+}
+
+LogicalResult StashOp::verify() {
+  return verifySlotPair(*this, getWeights(), getFrom(), "source version",
+                        getTo(), "target version");
+}
+
+LogicalResult PredictOp::verify() {
+  if (failed(verifySlotPair(*this, getWeights(), getFrom(), "source version",
+                            getTo(), "target version")))
+    return failure();
+  if (getGap() < 0)
+    return emitOpError() << "version gap " << getGap() << " is negative";
+  if (!(getLr().convertToDouble() > 0))
+    return emitOpError() << "learning rate must be positive";
+  auto program = (*this)->getParentOfType<ProgramOp>();
+  bool updated = llvm::any_of(program.getOps<UpdateOp>(), [&](UpdateOp update) {
+    return update.getWeights() == getWeights() && update.hasVelocity();
+  });
+  if (!updated)
+    return emitOpError() << "needs a velocity: its weight buffer must be "
+                            "updated in this program by a momentum, nesterov, "
+                            "adam or adamw pipe.update";
+  return success();
+}
+
+LogicalResult AverageOp::verify() {
+  if (failed(verifySlotPair(*this, getWeights(), getVersion(), "version",
+                            getCentre(), "centre version")) ||
+      failed(verifyGroup(*this, getGroup())))
+    return failure();
+  double alpha = getAlpha().convertToDouble();
+  if (!(alpha > 0 && alpha <= 1))
+    return emitOpError() << "alpha " << alpha << " is outside (0, 1]";
+  if (getPeriod() < 1)
+    return emitOpError() << "period " << getPeriod()
+                         << " must be at least one step";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients and optimizer
+//===----------------------------------------------------------------------===//
+
+LogicalResult AccumulateOp::verify() {
+  FailureOr<WeightBufferOp> buffer = getBuffer(*this, getWeights());
+  if (failed(buffer))
+    return failure();
+  int64_t param = getParam();
+  if (param < 0 || param >= buffer->getNumParams())
+    return emitOpError() << "parameter " << param
+                         << " is out of range: the buffer holds "
+                         << buffer->getNumParams();
+  Type expected = buffer->getParamTypeList()[param];
+  if (getGrad().getType() != expected)
+    return emitOpError() << "gradient of type " << getGrad().getType()
+                         << " does not match parameter " << param << " of type "
+                         << expected;
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  FailureOr<WeightBufferOp> buffer = getBuffer(*this, getWeights());
+  if (failed(buffer) || failed(verifyGroup(*this, getGroup())))
+    return failure();
+  if (std::optional<ArrayRef<int64_t>> params = getParams()) {
+    if (params->empty())
+      return emitOpError() << "lists no parameters";
+    llvm::SmallSet<int64_t, 8> seen;
+    for (int64_t param : *params) {
+      if (param < 0 || param >= buffer->getNumParams())
+        return emitOpError() << "parameter " << param
+                             << " is out of range: the buffer holds "
+                             << buffer->getNumParams();
+      if (!seen.insert(param).second)
+        return emitOpError() << "lists parameter " << param << " twice";
+    }
+  }
+  return success();
+}
+
+bool UpdateOp::hasVelocity() {
+  switch (getKind()) {
+  case OptimizerKind::Momentum:
+  case OptimizerKind::Nesterov:
+  case OptimizerKind::Adam:
+  case OptimizerKind::AdamW:
+    return true;
+  case OptimizerKind::SGD:
+  case OptimizerKind::Adagrad:
+    return false;
+  }
+  llvm_unreachable("unknown optimizer kind");
+}
+
+LogicalResult UpdateOp::verify() {
+  if (failed(getBuffer(*this, getWeights())))
+    return failure();
+  OptimizerKind kind = getKind();
+  StringRef kindName = stringifyOptimizerKind(kind);
+
+  // Which hyper-parameters each optimizer takes: required, or allowed.
+  enum Use { No, Optional, Required };
+  auto use = [&](StringRef name) -> Use {
+    bool isMomentum = kind == OptimizerKind::Momentum;
+    bool usesMomentum = isMomentum || kind == OptimizerKind::Nesterov;
+    bool isAdam = kind == OptimizerKind::Adam || kind == OptimizerKind::AdamW;
+    if (name == "momentum")
+      return usesMomentum ? Required : No;
+    if (name == "dampening")
+      return isMomentum ? Optional : No;
+    if (name == "beta1" || name == "beta2")
+      return isAdam ? Required : No;
+    if (name == "epsilon")
+      return isAdam || kind == OptimizerKind::Adagrad ? Required : No;
+    return Optional;
+  };
+  struct Hyper {
+    StringRef name;
+    std::optional<double> value;
+  };
+  auto value = [](std::optional<APFloat> v) -> std::optional<double> {
+    if (!v)
+      return std::nullopt;
+    return v->convertToDouble();
+  };
+  Hyper hypers[] = {{"momentum", value(getMomentum())},
+                    {"dampening", value(getDampening())},
+                    {"beta1", value(getBeta1())},
+                    {"beta2", value(getBeta2())},
+                    {"epsilon", value(getEpsilon())},
+                    {"weight_decay", value(getWeightDecay())},
+                    {"lr_scale", value(getLrScale())},
+                    {"grad_scale", value(getGradScale())}};
+  for (const Hyper &h : hypers) {
+    Use u = use(h.name);
+    if (u == No && h.value)
+      return emitOpError() << "'" << h.name << "' does not apply to the "
+                           << kindName << " optimizer";
+    if (u == Required && !h.value)
+      return emitOpError() << "the " << kindName << " optimizer needs '"
+                           << h.name << "'";
+  }
+
+  // Ranges, written so that NaN fails them too.
+  auto in = [](std::optional<double> v, double lo, bool loOpen, double hi,
+               bool hiOpen) {
+    if (!v)
+      return true;
+    bool aboveLo = loOpen ? *v > lo : *v >= lo;
+    bool belowHi = hiOpen ? *v < hi : *v <= hi;
+    return aboveLo && belowHi;
+  };
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  double lr = getLr().convertToDouble();
+  if (!(lr > 0) || lr == inf)
+    return emitOpError() << "learning rate " << lr << " must be positive";
+  if (!in(value(getMomentum()), 0, false, 1, true))
+    return emitOpError() << "momentum must be in [0, 1)";
+  if (!in(value(getDampening()), 0, false, 1, false))
+    return emitOpError() << "dampening must be in [0, 1]";
+  if (!in(value(getBeta1()), 0, false, 1, true) ||
+      !in(value(getBeta2()), 0, false, 1, true))
+    return emitOpError() << "beta1 and beta2 must be in [0, 1)";
+  if (!in(value(getEpsilon()), 0, true, inf, true))
+    return emitOpError() << "epsilon must be positive";
+  if (!in(value(getWeightDecay()), 0, false, inf, true))
+    return emitOpError() << "weight decay must not be negative";
+  if (!in(value(getLrScale()), 0, true, inf, true))
+    return emitOpError() << "lr_scale must be positive";
+  if (!in(value(getGradScale()), 0, true, inf, true))
+    return emitOpError() << "grad_scale must be positive";
+  if (std::optional<int64_t> steps = getAnnealSteps()) {
+    if (*steps < 1)
+      return emitOpError() << "anneal_steps must be at least 1";
+    if (!getLrScale())
+      return emitOpError() << "anneal_steps needs an lr_scale to anneal";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Forward and backward
+//===----------------------------------------------------------------------===//
+
+/// Checks an optional `weights %w[version]` clause.
+static LogicalResult verifyWeightsClause(Operation *op, Value weights,
+                                         std::optional<int64_t> version) {
+  if (!weights) {
+    if (version)
+      return op->emitOpError() << "names a weight version but passes no weights";
+    return success();
+  }
+  if (!version)
+    return op->emitOpError() << "passes weights without a version";
+  FailureOr<WeightBufferOp> buffer = getBuffer(op, weights);
+  if (failed(buffer))
+    return failure();
+  return verifySlot(op, *buffer, *version, "weight version");
+}
+
+LogicalResult ForwardOp::verify() {
+  if (failed(verifyMicroBatch(*this, getMb())))
+    return failure();
+  return verifyWeightsClause(*this, getWeights(), getVersion());
+}
+
+LogicalResult BackwardOp::verify() {
+  if (failed(verifyMicroBatch(*this, getMb())))
+    return failure();
+  if (getPart() == BackwardPart::Weight && !getResults().empty())
+    return emitOpError() << "computing weight gradients only has no results";
+  return verifyWeightsClause(*this, getWeights(), getVersion());
+}
+
+/// Checks a call of a stage computation: the callee is a pipe.stage of the
+/// right phase, of a stage this program holds, fed the weights of its own
+/// stage, and its signature matches the operands and results.
+static LogicalResult verifyStageCall(Operation *op,
+                                     SymbolTableCollection &symbolTable,
+                                     FlatSymbolRefAttr calleeAttr, Phase phase,
+                                     ValueRange inputs, TypeRange results,
+                                     Value weights) {
+  Operation *symbol = symbolTable.lookupNearestSymbolFrom(op, calleeAttr);
+  if (!symbol)
+    return op->emitOpError() << "calls " << calleeAttr
+                             << ", which is not defined";
+  auto callee = dyn_cast<StageOp>(symbol);
+  if (!callee)
+    return op->emitOpError() << "calls " << calleeAttr << ", which is a '"
+                             << symbol->getName() << "', not a pipe.stage";
+  if (callee.getPhase() != phase)
+    return op->emitOpError() << "needs a stage computation of phase '"
+                             << stringifyPhase(phase) << "', but "
+                             << calleeAttr << " is of phase '"
+                             << stringifyPhase(callee.getPhase()) << "'";
+  auto program = op->getParentOfType<ProgramOp>();
+  if (program && !program.holdsStage(callee.getStage()))
+    return op->emitOpError() << "calls " << calleeAttr << " of stage "
+                             << callee.getStage() << ", which program @"
+                             << program.getSymName() << " does not hold";
+
+  SmallVector<Type> paramTypes;
+  if (weights) {
+    auto buffer = weights.getDefiningOp<WeightBufferOp>();
+    if (!buffer)
+      return failure(); // Reported by the op's verifier.
+    if (buffer.getStage() != callee.getStage())
+      return op->emitOpError() << "passes the weights of stage "
+                               << buffer.getStage() << " to " << calleeAttr
+                               << " of stage " << callee.getStage();
+    paramTypes = buffer.getParamTypeList();
+  }
+  if (static_cast<int64_t>(paramTypes.size()) != callee.getParams())
+    return op->emitOpError() << "passes " << paramTypes.size()
+                             << " weight tensors, but " << calleeAttr
+                             << " takes " << callee.getParams();
+  if (TypeRange(paramTypes) != TypeRange(callee.getParamTypes()))
+    return op->emitOpError() << "passes weights of types "
+                             << typeList(paramTypes) << ", but " << calleeAttr
+                             << " takes " << typeList(callee.getParamTypes());
+  ArrayRef<Type> calleeInputs =
+      callee.getArgumentTypes().drop_front(callee.getParams());
+  if (inputs.getTypes() != TypeRange(calleeInputs))
+    return op->emitOpError() << "passes inputs " << typeList(inputs.getTypes())
+                             << ", but " << calleeAttr << " takes "
+                             << typeList(calleeInputs) << " after its weights";
+
+  // Weight gradients go to the accumulator, not to the op's results.
+  ArrayRef<Type> calleeResults = callee.getResultTypes();
+  if (phase == Phase::Backward)
+    calleeResults = calleeResults.drop_back(callee.getParams());
+  else if (phase == Phase::BackwardWeight)
+    calleeResults = {};
+  if (results != TypeRange(calleeResults))
+    return op->emitOpError() << "has results " << typeList(results)
+                             << ", but " << calleeAttr << " gives "
+                             << typeList(calleeResults);
+  return success();
+}
+
+LogicalResult
+ForwardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyStageCall(*this, symbolTable, getCalleeAttr(), Phase::Forward,
+                         getInputs(), getResultTypes(), getWeights());
+}
+
+LogicalResult
+BackwardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  Phase phase = Phase::Backward;
+  if (getPart() == BackwardPart::Input)
+    phase = Phase::BackwardInput;
+  else if (getPart() == BackwardPart::Weight)
+    phase = Phase::BackwardWeight;
+  return verifyStageCall(*this, symbolTable, getCalleeAttr(), phase,
+                         getInputs(), getResultTypes(), getWeights());
+}
+
+//===----------------------------------------------------------------------===//
+// Data, transfers, logs
+//===----------------------------------------------------------------------===//
+
+LogicalResult FeedOp::verify() {
+  if (getInput().empty())
+    return emitOpError() << "needs the name of a graph input";
+  return verifyMicroBatch(*this, getMb());
+}
+
+static LogicalResult verifyTransfer(Operation *op, int64_t peer, int64_t mb,
+                                    StringRef tag) {
+  if (failed(verifyPeer(op, peer)) || failed(verifyMicroBatch(op, mb)))
+    return failure();
+  if (tag.empty())
+    return op->emitOpError() << "needs a non-empty tag";
+  return success();
+}
+
+LogicalResult SendOp::verify() {
+  return verifyTransfer(*this, getPeer(), getMb(), getTag());
+}
+
+LogicalResult RecvOp::verify() {
+  return verifyTransfer(*this, getPeer(), getMb(), getTag());
+}
+
+LogicalResult ReportLossOp::verify() {
+  auto type = llvm::cast<RankedTensorType>(getLoss().getType());
+  if (!llvm::isa<FloatType>(type.getElementType()))
+    return emitOpError() << "loss must be a floating-point tensor, not "
+                         << type;
+  if (!type.hasStaticShape() || type.getNumElements() != 1)
+    return emitOpError() << "loss must hold exactly one element, not "
+                         << type;
+  return verifyMicroBatch(*this, getMb());
+}

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Reference models exported from PyTorch for pipec's tests and examples.
+
+Each model ends in a cross-entropy loss, so the exported graph is the whole
+forward pass of a training step: (inputs, labels) -> loss. Run with Debian's
+/usr/bin/python3 (torch 1.13, onnx 1.12):
+
+    /usr/bin/python3 examples/models.py --out DIR [--models mlp,cnn,transformer]
+        [--batch 8] [--dynamic] [--data]
+
+writes DIR/<model>.onnx (fixed batch) and, with --dynamic, DIR/<model>_dyn.onnx
+whose batch axis is symbolic ("batch"); with --data, DIR/<model>.npz holding a
+small data set whose arrays are named like the graph inputs.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class MLP(nn.Module):
+    def __init__(self, inp=32, hidden=64, classes=10):
+        super().__init__()
+        self.fc1 = nn.Linear(inp, hidden)
+        self.fc2 = nn.Linear(hidden, hidden)
+        self.fc3 = nn.Linear(hidden, classes)
+
+    def forward(self, x, y):
+        h = torch.relu(self.fc1(x))
+        h = torch.tanh(self.fc2(h))
+        return F.cross_entropy(self.fc3(h), y)
+
+
+class CNN(nn.Module):
+    def __init__(self, channels=1, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
+        self.fc = nn.Linear(16 * 3 * 3, classes)
+
+    def forward(self, x, y):
+        h = F.max_pool2d(torch.relu(self.conv1(x)), 2)
+        h = F.max_pool2d(torch.relu(self.conv2(h)), 2)
+        h = torch.flatten(h, 1)
+        return F.cross_entropy(self.fc(h), y)
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads, seq):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.fc2 = nn.Linear(4 * dim, dim)
+        self.scale = 1.0 / (dim // heads) ** 0.5
+        # True above the diagonal: the future positions a token may not see.
+        self.register_buffer(
+            "future", ~torch.tril(torch.ones(seq, seq, dtype=torch.bool)))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q = q.reshape(b, t, h, d // h).transpose(1, 2)
+        k = k.reshape(b, t, h, d // h).transpose(1, 2)
+        v = v.reshape(b, t, h, d // h).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * self.scale
+        att = att.masked_fill(self.future, float("-inf"))
+        att = torch.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class Decoder(nn.Module):
+    def __init__(self, vocab=32, dim=32, heads=4, seq=8, layers=2):
+        super().__init__()
+        self.seq = seq
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Parameter(torch.randn(seq, dim) * 0.02)
+        self.blocks = nn.ModuleList([Block(dim, heads, seq) for _ in range(layers)])
+        self.ln = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, tokens, targets):
+        x = self.tok(tokens) + self.pos
+        for blk in self.blocks:
+            x = blk(x)
+        logits = self.head(self.ln(x))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                               targets.reshape(-1))
+
+
+def make(name):
+    """Returns (module, example inputs(batch), input names, data maker)."""
+    torch.manual_seed(0)
+    if name == "mlp":
+        m = MLP()
+        def inputs(b, g=None):
+            return (torch.randn(b, 32, generator=g),
+                    torch.randint(0, 10, (b,), generator=g))
+        return m, inputs, ["x", "y"]
+    if name == "cnn":
+        m = CNN()
+        def inputs(b, g=None):
+            return (torch.randn(b, 1, 12, 12, generator=g),
+                    torch.randint(0, 10, (b,), generator=g))
+        return m, inputs, ["x", "y"]
+    if name == "transformer":
+        m = Decoder()
+        def inputs(b, g=None):
+            t = torch.randint(0, 32, (b, 9), generator=g)
+            return t[:, :8].contiguous(), t[:, 1:].contiguous()
+        return m, inputs, ["tokens", "targets"]
+    raise SystemExit(f"models.py: unknown model '{name}' (mlp, cnn, transformer)")
+
+
+def export(name, path, batch, dynamic, opset=17):
+    model, inputs, names = make(name)
+    model.train()
+    args = inputs(batch)
+    axes = {n: {0: "batch"} for n in names} if dynamic else None
+    torch.onnx.export(model, args, path, input_names=names,
+                      output_names=["loss"], opset_version=opset,
+                      dynamic_axes=axes, do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.TRAINING)
+    return model
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--models", default="mlp,cnn,transformer")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--dynamic", action="store_true")
+    ap.add_argument("--data", type=int, default=0,
+                    help="also write <model>.npz with this many samples")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    for name in a.models.split(","):
+        export(name, os.path.join(a.out, f"{name}.onnx"), a.batch, False)
+        if a.dynamic:
+            export(name, os.path.join(a.out, f"{name}_dyn.onnx"), a.batch, True)
+        if a.data:
+            _, inputs, names = make(name)
+            g = torch.Generator().manual_seed(1)
+            arrays = inputs(a.data, g)
+            np.savez(os.path.join(a.out, f"{name}.npz"),
+                     **{n: t.numpy() for n, t in zip(names, arrays)})
+
+
+if __name__ == "__main__":
+    main()

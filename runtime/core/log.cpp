@@ -1,0 +1,182 @@
+//===- log.cpp - JSON Lines step log and progress line ----------------------===//
+#include "pipert/pipert_log.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+
+void appendNumber(std::string &out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  out += buf;
+}
+
+void appendKey(std::string &out, const char *key) {
+  out += '"';
+  for (const char *p = key; *p; ++p) {
+    unsigned char c = static_cast<unsigned char>(*p);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += "\":";
+}
+
+std::string formatDuration(double s) {
+  if (!std::isfinite(s) || s < 0)
+    return "?";
+  long long t = static_cast<long long>(s + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", t / 3600, (t / 60) % 60, t % 60);
+  return buf;
+}
+
+} // namespace
+
+struct pipert_log {
+  std::FILE *file = nullptr;
+  std::string path;
+  int64_t totalSteps = 0;
+  int64_t samplesPerStep = 0;
+  Clock::time_point opened;
+  Clock::time_point lastStep;
+  int64_t stepsLogged = 0;
+  pipert_progress_mode mode = PIPERT_PROGRESS_AUTO;
+  double interval = 0;
+  bool printedAny = false;
+  Clock::time_point lastPrint;
+  int64_t stepsAtLastPrint = 0;
+  bool lineOpen = false; // a tty progress line without its newline yet
+};
+
+extern "C" {
+
+pipert_log *pipert_log_open(const char *path, int64_t total_steps, int64_t samples_per_step,
+                            int flags) {
+  auto *log = new pipert_log();
+  if (path && *path) {
+    log->file = std::fopen(path, (flags & PIPERT_LOG_APPEND) ? "a" : "w");
+    if (!log->file)
+      pipert_fail("cannot open log file '%s': %s", path, std::strerror(errno));
+    log->path = path;
+  }
+  log->totalSteps = total_steps;
+  log->samplesPerStep = samples_per_step;
+  log->opened = log->lastStep = Clock::now();
+  pipert_progress_mode mode = PIPERT_PROGRESS_AUTO;
+  if (const char *env = std::getenv("PIPERT_PROGRESS")) {
+    if (!std::strcmp(env, "off"))
+      mode = PIPERT_PROGRESS_OFF;
+    else if (!std::strcmp(env, "plain"))
+      mode = PIPERT_PROGRESS_PLAIN;
+    else if (!std::strcmp(env, "tty"))
+      mode = PIPERT_PROGRESS_TTY;
+  }
+  pipert_log_set_progress(log, mode, 0);
+  return log;
+}
+
+void pipert_log_set_progress(pipert_log *log, pipert_progress_mode mode, double interval_s) {
+  if (mode == PIPERT_PROGRESS_AUTO)
+    mode = isatty(STDERR_FILENO) ? PIPERT_PROGRESS_TTY : PIPERT_PROGRESS_PLAIN;
+  log->mode = mode;
+  log->interval = interval_s > 0 ? interval_s : (mode == PIPERT_PROGRESS_TTY ? 0.2 : 10.0);
+}
+
+void pipert_log_step(pipert_log *log, int64_t step, double loss, int n_extra,
+                     const char *const *names, const double *values) {
+  const auto now = Clock::now();
+  const double stepTime = std::chrono::duration<double>(now - log->lastStep).count();
+  const double elapsed = std::chrono::duration<double>(now - log->opened).count();
+  log->lastStep = now;
+  ++log->stepsLogged;
+  const double samplesPerS =
+      stepTime > 0 ? static_cast<double>(log->samplesPerStep) / stepTime : 0.0;
+
+  if (log->file) {
+    std::string line = "{\"step\":";
+    line += std::to_string(step);
+    line += ",\"loss\":";
+    appendNumber(line, loss);
+    line += ",\"samples_per_s\":";
+    appendNumber(line, samplesPerS);
+    line += ",\"time_s\":";
+    appendNumber(line, elapsed);
+    for (int i = 0; i < n_extra; ++i) {
+      line += ',';
+      appendKey(line, names[i]);
+      appendNumber(line, values[i]);
+    }
+    line += "}\n";
+    if (std::fwrite(line.data(), 1, line.size(), log->file) != line.size() ||
+        std::fflush(log->file) != 0)
+      pipert_fail("cannot write log file '%s': %s", log->path.c_str(), std::strerror(errno));
+  }
+
+  if (log->mode == PIPERT_PROGRESS_OFF)
+    return;
+  const bool last = log->totalSteps > 0 && step + 1 >= log->totalSteps;
+  const double sincePrint = std::chrono::duration<double>(now - log->lastPrint).count();
+  if (log->printedAny && !last && sincePrint < log->interval)
+    return;
+  // Throughput over the steps since the last line; ETA from the mean step time.
+  const int64_t steps = log->stepsLogged - log->stepsAtLastPrint;
+  const double window = log->printedAny ? sincePrint : elapsed;
+  const double rate = window > 0 ? static_cast<double>(steps * log->samplesPerStep) / window : 0;
+  const double remaining =
+      log->totalSteps > 0 ? static_cast<double>(log->totalSteps - step - 1) : 0.0;
+  const double eta = remaining * (elapsed / static_cast<double>(log->stepsLogged));
+  char total[32] = "";
+  if (log->totalSteps > 0)
+    std::snprintf(total, sizeof total, "/%lld", static_cast<long long>(log->totalSteps));
+  char text[256];
+  if (log->mode == PIPERT_PROGRESS_TTY)
+    std::snprintf(text, sizeof text, "\r\033[Kstep %lld%s  loss %.4f  %.1f samples/s  ETA %s%s",
+                  static_cast<long long>(step), total, loss, rate,
+                  formatDuration(eta).c_str(), last ? "\n" : "");
+  else
+    std::snprintf(text, sizeof text, "step %lld%s loss %.4f %.1f samples/s ETA %s\n",
+                  static_cast<long long>(step), total, loss, rate, formatDuration(eta).c_str());
+  std::fputs(text, stderr);
+  std::fflush(stderr);
+  log->lineOpen = log->mode == PIPERT_PROGRESS_TTY && !last;
+  log->printedAny = true;
+  log->lastPrint = now;
+  log->stepsAtLastPrint = log->stepsLogged;
+}
+
+void pipert_log_close(pipert_log *log) {
+  if (!log)
+    return;
+  if (log->lineOpen) {
+    std::fputc('\n', stderr);
+    std::fflush(stderr);
+  }
+  if (log->file)
+    std::fclose(log->file);
+  delete log;
+}
+
+} // extern "C"

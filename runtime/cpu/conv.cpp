@@ -1,0 +1,369 @@
+//===- conv.cpp - 2-D convolution (im2col + sgemm) and pooling (CPU) -------===//
+#include "kernel_util.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace pipert::cpu;
+
+namespace {
+
+struct ConvGeom {
+  int64_t n, c, h, w;      // input
+  int64_t m, cg, kh, kw;   // weight: out channels, in channels per group, kernel
+  int64_t oh, ow;          // output
+  int64_t pt, pl, pb, pr;  // pads
+  int64_t sh, sw, dh, dw;  // strides, dilations
+  int64_t group, mg;       // groups, out channels per group
+  int64_t col_rows() const { return cg * kh * kw; }
+  int64_t col_cols() const { return oh * ow; }
+  bool pointwise() const {
+    return kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && pb == 0 && pr == 0;
+  }
+};
+
+ConvGeom conv_geom(const char *op, const int64_t xs[4], const int64_t ws[4], const int64_t pads[4],
+                   const int64_t strides[2], const int64_t dil[2], int64_t group) {
+  ConvGeom g;
+  g.n = xs[0], g.c = xs[1], g.h = xs[2], g.w = xs[3];
+  g.m = ws[0], g.cg = ws[1], g.kh = ws[2], g.kw = ws[3];
+  g.pt = pads[0], g.pl = pads[1], g.pb = pads[2], g.pr = pads[3];
+  g.sh = strides[0], g.sw = strides[1], g.dh = dil[0], g.dw = dil[1];
+  g.group = group;
+  if (group < 1 || g.c != g.cg * group || g.m % group != 0)
+    pipert_fail("%s: %lld input channels, %lld per group in W, %lld output channels do not fit "
+                "group=%lld",
+                op, (long long)g.c, (long long)g.cg, (long long)g.m, (long long)group);
+  if (g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1)
+    pipert_fail("%s: strides and dilations must be >= 1", op);
+  if (g.pt < 0 || g.pl < 0 || g.pb < 0 || g.pr < 0)
+    pipert_fail("%s: negative pads", op);
+  g.mg = g.m / group;
+  g.oh = (g.h + g.pt + g.pb - (g.dh * (g.kh - 1) + 1)) / g.sh + 1;
+  g.ow = (g.w + g.pl + g.pr - (g.dw * (g.kw - 1) + 1)) / g.sw + 1;
+  if (g.oh < 1 || g.ow < 1)
+    pipert_fail("%s: kernel larger than the padded input", op);
+  return g;
+}
+
+// col[(c*kh + i)*kw + j][oy*ow + ox] = x[c][oy*sh - pt + i*dh][ox*sw - pl + j*dw] (0 outside).
+void im2col(const ConvGeom &g, const float *PIPERT_RESTRICT x, float *PIPERT_RESTRICT col) {
+  for (int64_t c = 0; c < g.cg; ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) {
+        float *row = col + ((c * g.kh + i) * g.kw + j) * g.oh * g.ow;
+        const float *xc = x + c * g.h * g.w;
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          int64_t iy = oy * g.sh - g.pt + i * g.dh;
+          float *r = row + oy * g.ow;
+          if (iy < 0 || iy >= g.h) {
+            std::fill(r, r + g.ow, 0.f);
+            continue;
+          }
+          const float *xr = xc + iy * g.w;
+          int64_t x0 = j * g.dw - g.pl;
+          if (g.sw == 1 && x0 >= 0 && x0 + g.ow <= g.w) {
+            std::memcpy(r, xr + x0, size_t(g.ow) * sizeof(float));
+            continue;
+          }
+          for (int64_t ox = 0; ox < g.ow; ++ox) {
+            int64_t ix = ox * g.sw + x0;
+            r[ox] = (ix >= 0 && ix < g.w) ? xr[ix] : 0.f;
+          }
+        }
+      }
+}
+
+// The adjoint of im2col: dx += scatter of col (dx zeroed by the caller).
+void col2im(const ConvGeom &g, const float *PIPERT_RESTRICT col, float *PIPERT_RESTRICT dx) {
+  for (int64_t c = 0; c < g.cg; ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const float *row = col + ((c * g.kh + i) * g.kw + j) * g.oh * g.ow;
+        float *xc = dx + c * g.h * g.w;
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          int64_t iy = oy * g.sh - g.pt + i * g.dh;
+          if (iy < 0 || iy >= g.h)
+            continue;
+          const float *r = row + oy * g.ow;
+          float *xr = xc + iy * g.w;
+          int64_t x0 = j * g.dw - g.pl;
+          for (int64_t ox = 0; ox < g.ow; ++ox) {
+            int64_t ix = ox * g.sw + x0;
+            if (ix >= 0 && ix < g.w)
+              xr[ix] += r[ox];
+          }
+        }
+      }
+}
+
+struct PoolGeom {
+  int64_t n, c, h, w, kh, kw, pt, pl, pb, pr, sh, sw, dh, dw, oh, ow;
+};
+
+PoolGeom pool_geom(const char *op, const int64_t xs[4], const int64_t k[2], const int64_t pads[4],
+                   const int64_t strides[2], const int64_t *dil, int ceil_mode) {
+  PoolGeom g;
+  g.n = xs[0], g.c = xs[1], g.h = xs[2], g.w = xs[3];
+  g.kh = k[0], g.kw = k[1];
+  g.pt = pads[0], g.pl = pads[1], g.pb = pads[2], g.pr = pads[3];
+  g.sh = strides[0], g.sw = strides[1];
+  g.dh = dil ? dil[0] : 1, g.dw = dil ? dil[1] : 1;
+  if (g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1)
+    pipert_fail("%s: kernel, strides and dilations must be >= 1", op);
+  if (g.pt < 0 || g.pl < 0 || g.pb < 0 || g.pr < 0)
+    pipert_fail("%s: negative pads", op);
+  g.oh = pipert_pool_output_dim(g.h, g.kh, g.pt, g.pb, g.sh, g.dh, ceil_mode);
+  g.ow = pipert_pool_output_dim(g.w, g.kw, g.pl, g.pr, g.sw, g.dw, ceil_mode);
+  if (g.oh < 1 || g.ow < 1)
+    pipert_fail("%s: kernel larger than the padded input", op);
+  return g;
+}
+
+// Calls fn(iy, ix) for the in-bounds taps of window (oy, ox); returns nothing.
+template <typename Fn> inline void window(const PoolGeom &g, int64_t oy, int64_t ox, Fn &&fn) {
+  for (int64_t i = 0; i < g.kh; ++i) {
+    int64_t iy = oy * g.sh - g.pt + i * g.dh;
+    if (iy < 0 || iy >= g.h)
+      continue;
+    for (int64_t j = 0; j < g.kw; ++j) {
+      int64_t ix = ox * g.sw - g.pl + j * g.dw;
+      if (ix >= 0 && ix < g.w)
+        fn(iy, ix);
+    }
+  }
+}
+
+// Divisor of an average-pool window.
+inline int64_t avg_divisor(const PoolGeom &g, int64_t oy, int64_t ox, int count_include_pad) {
+  int64_t y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
+  int64_t y1 = y0 + g.kh, x1 = x0 + g.kw;
+  if (count_include_pad) {
+    // Padding counts, what ceil_mode reaches beyond it does not.
+    y1 = std::min(y1, g.h + g.pb);
+    x1 = std::min(x1, g.w + g.pr);
+    return (y1 - y0) * (x1 - x0);
+  }
+  y0 = std::max<int64_t>(y0, 0), x0 = std::max<int64_t>(x0, 0);
+  y1 = std::min(y1, g.h), x1 = std::min(x1, g.w);
+  return std::max<int64_t>(0, y1 - y0) * std::max<int64_t>(0, x1 - x0);
+}
+
+} // namespace
+
+extern "C" {
+
+void pipert_conv2d_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4],
+                       const float *w, const int64_t w_shape[4], const float *b,
+                       const int64_t pads[4], const int64_t strides[2],
+                       const int64_t dilations[2], int64_t group, float *y) {
+  ConvGeom g = conv_geom("Conv", x_shape, w_shape, pads, strides, dilations, group);
+  const int64_t K = g.col_rows(), P = g.col_cols();
+  std::vector<float> col(g.pointwise() ? 0 : size_t(K * P));
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t gi = 0; gi < g.group; ++gi) {
+      const float *xg = x + (n * g.c + gi * g.cg) * g.h * g.w;
+      float *yg = y + (n * g.m + gi * g.mg) * P;
+      const float *src = xg;
+      if (!g.pointwise()) {
+        im2col(g, xg, col.data());
+        src = col.data();
+      }
+      // Y_g (mg x P) = W_g (mg x K) * col (K x P)
+      pipert_sgemm(ctx, 0, 0, g.mg, P, K, 1.f, w + gi * g.mg * K, K, src, P, 0.f, yg, P);
+    }
+  if (b)
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t m = 0; m < g.m; ++m) {
+        float *yp = y + (n * g.m + m) * P;
+        const float bv = b[m];
+        for (int64_t i = 0; i < P; ++i)
+          yp[i] += bv;
+      }
+}
+
+void pipert_conv2d_grad_input_f32(pipert_context *ctx, const float *dy, const float *w,
+                                  const int64_t w_shape[4], const int64_t x_shape[4],
+                                  const int64_t pads[4], const int64_t strides[2],
+                                  const int64_t dilations[2], int64_t group, float *dx) {
+  ConvGeom g = conv_geom("ConvGradInput", x_shape, w_shape, pads, strides, dilations, group);
+  const int64_t K = g.col_rows(), P = g.col_cols();
+  std::vector<float> col(size_t(K * P));
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t gi = 0; gi < g.group; ++gi) {
+      const float *dyg = dy + (n * g.m + gi * g.mg) * P;
+      float *dxg = dx + (n * g.c + gi * g.cg) * g.h * g.w;
+      if (g.pointwise()) {
+        // dX_g (K x P) = W_g^T (K x mg) * dY_g (mg x P), written directly.
+        pipert_sgemm(ctx, 1, 0, K, P, g.mg, 1.f, w + gi * g.mg * K, K, dyg, P, 0.f, dxg, P);
+        continue;
+      }
+      pipert_sgemm(ctx, 1, 0, K, P, g.mg, 1.f, w + gi * g.mg * K, K, dyg, P, 0.f, col.data(), P);
+      std::fill(dxg, dxg + g.cg * g.h * g.w, 0.f);
+      col2im(g, col.data(), dxg);
+    }
+}
+
+void pipert_conv2d_grad_weight_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4],
+                                   const float *dy, const int64_t w_shape[4],
+                                   const int64_t pads[4], const int64_t strides[2],
+                                   const int64_t dilations[2], int64_t group, float *dw) {
+  ConvGeom g = conv_geom("ConvGradWeight", x_shape, w_shape, pads, strides, dilations, group);
+  const int64_t K = g.col_rows(), P = g.col_cols();
+  std::vector<float> col(g.pointwise() ? 0 : size_t(K * P));
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t gi = 0; gi < g.group; ++gi) {
+      const float *xg = x + (n * g.c + gi * g.cg) * g.h * g.w;
+      const float *dyg = dy + (n * g.m + gi * g.mg) * P;
+      const float *src = xg;
+      if (!g.pointwise()) {
+        im2col(g, xg, col.data());
+        src = col.data();
+      }
+      // dW_g (mg x K) += dY_g (mg x P) * col^T (P x K)
+      pipert_sgemm(ctx, 0, 1, g.mg, K, P, 1.f, dyg, P, src, P, n == 0 ? 0.f : 1.f,
+                   dw + gi * g.mg * K, K);
+    }
+}
+
+void pipert_conv2d_grad_bias_f32(pipert_context *, const float *dy, const int64_t dy_shape[4],
+                                 float *db) {
+  const int64_t N = dy_shape[0], M = dy_shape[1], P = dy_shape[2] * dy_shape[3];
+  for (int64_t m = 0; m < M; ++m) {
+    double s = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const float *p = dy + (n * M + m) * P;
+      float part = 0.f;
+      for (int64_t i = 0; i < P; ++i)
+        part += p[i];
+      s += part;
+    }
+    db[m] = float(s);
+  }
+}
+
+int64_t pipert_pool_output_dim(int64_t in, int64_t kernel, int64_t pad_begin, int64_t pad_end,
+                               int64_t stride, int64_t dilation, int ceil_mode) {
+  const int64_t span = in + pad_begin + pad_end - (dilation * (kernel - 1) + 1);
+  if (span < 0)
+    return 0;
+  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad_begin)
+    --out;
+  return out;
+}
+
+void pipert_maxpool2d_f32(pipert_context *, const float *x, const int64_t x_shape[4],
+                          const int64_t kernel[2], const int64_t pads[4],
+                          const int64_t strides[2], const int64_t dilations[2], int ceil_mode,
+                          float *y, int64_t *indices) {
+  PoolGeom g = pool_geom("MaxPool", x_shape, kernel, pads, strides, dilations, ceil_mode);
+  for (int64_t p = 0; p < g.n * g.c; ++p) {
+    const float *xp = x + p * g.h * g.w;
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        float best = -std::numeric_limits<float>::infinity();
+        int64_t arg = -1;
+        window(g, oy, ox, [&](int64_t iy, int64_t ix) {
+          float v = xp[iy * g.w + ix];
+          if (arg < 0 || v > best) {
+            best = v;
+            arg = iy * g.w + ix;
+          }
+        });
+        int64_t o = (p * g.oh + oy) * g.ow + ox;
+        y[o] = best;
+        if (indices)
+          indices[o] = arg < 0 ? -1 : p * g.h * g.w + arg;
+      }
+  }
+}
+
+void pipert_maxpool2d_grad_f32(pipert_context *, const float *x, const int64_t x_shape[4],
+                               const float *dy, const int64_t kernel[2], const int64_t pads[4],
+                               const int64_t strides[2], const int64_t dilations[2],
+                               int ceil_mode, float *dx) {
+  PoolGeom g = pool_geom("MaxPoolGrad", x_shape, kernel, pads, strides, dilations, ceil_mode);
+  std::fill(dx, dx + g.n * g.c * g.h * g.w, 0.f);
+  for (int64_t p = 0; p < g.n * g.c; ++p) {
+    const float *xp = x + p * g.h * g.w;
+    float *dp = dx + p * g.h * g.w;
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        float best = 0.f;
+        int64_t arg = -1;
+        window(g, oy, ox, [&](int64_t iy, int64_t ix) {
+          float v = xp[iy * g.w + ix];
+          if (arg < 0 || v > best) {
+            best = v;
+            arg = iy * g.w + ix;
+          }
+        });
+        if (arg >= 0)
+          dp[arg] += dy[(p * g.oh + oy) * g.ow + ox];
+      }
+  }
+}
+
+void pipert_avgpool2d_f32(pipert_context *, const float *x, const int64_t x_shape[4],
+                          const int64_t kernel[2], const int64_t pads[4],
+                          const int64_t strides[2], int ceil_mode, int count_include_pad,
+                          float *y) {
+  PoolGeom g = pool_geom("AveragePool", x_shape, kernel, pads, strides, nullptr, ceil_mode);
+  for (int64_t p = 0; p < g.n * g.c; ++p) {
+    const float *xp = x + p * g.h * g.w;
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        float s = 0.f;
+        window(g, oy, ox, [&](int64_t iy, int64_t ix) { s += xp[iy * g.w + ix]; });
+        int64_t d = avg_divisor(g, oy, ox, count_include_pad);
+        y[(p * g.oh + oy) * g.ow + ox] = d > 0 ? s / float(d) : 0.f;
+      }
+  }
+}
+
+void pipert_avgpool2d_grad_f32(pipert_context *, const float *dy, const int64_t x_shape[4],
+                               const int64_t kernel[2], const int64_t pads[4],
+                               const int64_t strides[2], int ceil_mode, int count_include_pad,
+                               float *dx) {
+  PoolGeom g = pool_geom("AveragePoolGrad", x_shape, kernel, pads, strides, nullptr, ceil_mode);
+  std::fill(dx, dx + g.n * g.c * g.h * g.w, 0.f);
+  for (int64_t p = 0; p < g.n * g.c; ++p) {
+    float *dp = dx + p * g.h * g.w;
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        int64_t d = avg_divisor(g, oy, ox, count_include_pad);
+        if (d <= 0)
+          continue;
+        const float v = dy[(p * g.oh + oy) * g.ow + ox] / float(d);
+        window(g, oy, ox, [&](int64_t iy, int64_t ix) { dp[iy * g.w + ix] += v; });
+      }
+  }
+}
+
+void pipert_global_avgpool_f32(pipert_context *, const float *x, int64_t rank,
+                               const int64_t *shape, float *y) {
+  if (rank < 3)
+    pipert_fail("GlobalAveragePool: input must have rank >= 3, got %lld", (long long)rank);
+  const int64_t planes = shape[0] * shape[1], s = numel(rank - 2, shape + 2);
+  for (int64_t p = 0; p < planes; ++p) {
+    const float *xp = x + p * s;
+    double acc = 0;
+    for (int64_t i = 0; i < s; ++i)
+      acc += xp[i];
+    y[p] = float(acc / double(s));
+  }
+}
+
+void pipert_global_avgpool_grad_f32(pipert_context *, const float *dy, int64_t rank,
+                                    const int64_t *x_shape, float *dx) {
+  if (rank < 3)
+    pipert_fail("GlobalAveragePoolGrad: input must have rank >= 3, got %lld", (long long)rank);
+  const int64_t planes = x_shape[0] * x_shape[1], s = numel(rank - 2, x_shape + 2);
+  for (int64_t p = 0; p < planes; ++p) {
+    const float v = dy[p] / float(s);
+    std::fill(dx + p * s, dx + (p + 1) * s, v);
+  }
+}
+
+} // extern "C"

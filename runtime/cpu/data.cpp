@@ -1,0 +1,445 @@
+//===- data.cpp - data movement, cast, reductions, dropout (CPU) ----------===//
+#include "kernel_util.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace pipert::cpu;
+
+namespace {
+
+size_t elem_size(const char *op, pipert_dtype t) {
+  size_t s = pipert_dtype_size(t);
+  if (!s)
+    pipert_fail("%s: unknown dtype %d", op, int(t));
+  return s;
+}
+
+// Copies `count` elements of `es` bytes with source stride `sstride` (in
+// elements) into a contiguous destination; fixed-size cases vectorise.
+inline void strided_copy(size_t es, const char *src, int64_t sstride, char *dst, int64_t count) {
+  if (sstride == 1) {
+    std::memcpy(dst, src, size_t(count) * es);
+    return;
+  }
+  switch (es) {
+  case 4: {
+    const uint32_t *s = (const uint32_t *)src;
+    uint32_t *d = (uint32_t *)dst;
+    for (int64_t i = 0; i < count; ++i)
+      d[i] = s[i * sstride];
+    return;
+  }
+  case 8: {
+    const uint64_t *s = (const uint64_t *)src;
+    uint64_t *d = (uint64_t *)dst;
+    for (int64_t i = 0; i < count; ++i)
+      d[i] = s[i * sstride];
+    return;
+  }
+  default:
+    for (int64_t i = 0; i < count; ++i)
+      std::memcpy(dst + i * es, src + i * sstride * es, es);
+  }
+}
+
+// Gathers a strided view (shape, per-axis element strides, base offset) of x
+// into contiguous y.
+void copy_view(size_t es, const char *x, int64_t rank, const int64_t *shape,
+               const int64_t *strides, char *y) {
+  int64_t st[1][kMaxRank];
+  for (int64_t i = 0; i < rank; ++i)
+    st[0][i] = strides[i];
+  // Output contiguous; broadcast_loop hands us runs with the input's stride.
+  broadcast_loop<1>(rank, shape, st, [&](const int64_t *off, int64_t yo, int64_t len,
+                                         const int64_t *ist) {
+    strided_copy(es, x + off[0] * int64_t(es), ist[0], y + yo * int64_t(es), len);
+  });
+}
+
+struct SliceView {
+  int64_t start[kMaxRank], step[kMaxRank], out[kMaxRank];
+};
+
+SliceView slice_view(int64_t rank, const int64_t *shape, int64_t n_axes, const int64_t *starts,
+                     const int64_t *ends, const int64_t *axes, const int64_t *steps) {
+  const char *op = "Slice";
+  check_rank(op, rank);
+  SliceView v;
+  for (int64_t i = 0; i < rank; ++i)
+    v.start[i] = 0, v.step[i] = 1, v.out[i] = shape[i];
+  bool seen[kMaxRank] = {};
+  for (int64_t k = 0; k < n_axes; ++k) {
+    int64_t a = norm_axis(op, axes ? axes[k] : k, rank);
+    if (seen[a])
+      pipert_fail("%s: axis %lld repeated", op, (long long)a);
+    seen[a] = true;
+    const int64_t dim = shape[a];
+    const int64_t step = steps ? steps[k] : 1;
+    if (step == 0)
+      pipert_fail("%s: step 0", op);
+    int64_t s = starts[k], e = ends[k];
+    if (s < 0)
+      s += dim;
+    if (e < 0 && e > std::numeric_limits<int64_t>::min() + dim)
+      e += dim;
+    else if (e < 0)
+      e = -1;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      v.out[a] = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      v.out[a] = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+    }
+    v.start[a] = s;
+    v.step[a] = step;
+  }
+  return v;
+}
+
+template <typename T>
+void gather_typed(const T *data, const int64_t *shape, int64_t axis, const AxisSplit &s,
+                  const int64_t *idx, int64_t nidx, T *y) {
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t k = 0; k < nidx; ++k) {
+      int64_t i = idx[k];
+      if (i < 0)
+        i += s.mid;
+      if (i < 0 || i >= s.mid)
+        pipert_fail("Gather: index %lld out of range for axis %lld of extent %lld",
+                    (long long)idx[k], (long long)axis, (long long)shape[axis]);
+      const T *src = data + (o * s.mid + i) * s.inner;
+      T *dst = y + (o * nidx + k) * s.inner;
+      std::copy(src, src + s.inner, dst);
+    }
+}
+
+template <typename From, typename To> void cast_loop(const From *x, To *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<To>(x[i]);
+}
+
+template <typename From> void cast_from(const From *x, pipert_dtype to, void *y, int64_t n) {
+  switch (to) {
+  case PIPERT_F32: return cast_loop(x, (float *)y, n);
+  case PIPERT_F64: return cast_loop(x, (double *)y, n);
+  case PIPERT_I64: return cast_loop(x, (int64_t *)y, n);
+  case PIPERT_I32: return cast_loop(x, (int32_t *)y, n);
+  case PIPERT_I8: return cast_loop(x, (int8_t *)y, n);
+  case PIPERT_U8: return cast_loop(x, (uint8_t *)y, n);
+  case PIPERT_BOOL: {
+    uint8_t *b = (uint8_t *)y;
+    for (int64_t i = 0; i < n; ++i)
+      b[i] = x[i] != From(0);
+    return;
+  }
+  default: break;
+  }
+  pipert_fail("Cast: unsupported target type %s", pipert_dtype_name(to));
+}
+
+} // namespace
+
+extern "C" {
+
+void pipert_transpose(pipert_context *, pipert_dtype dtype, const void *x, int64_t rank,
+                      const int64_t *shape, const int64_t *perm, void *y) {
+  const char *op = "Transpose";
+  check_rank(op, rank);
+  size_t es = elem_size(op, dtype);
+  int64_t in_strides[kMaxRank], out_shape[kMaxRank], view_strides[kMaxRank];
+  int64_t s = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    in_strides[i] = s;
+    s *= shape[i];
+  }
+  bool used[kMaxRank] = {};
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t p = perm ? perm[i] : rank - 1 - i;
+    if (p < 0 || p >= rank || used[p])
+      pipert_fail("%s: perm is not a permutation of 0..%lld", op, (long long)(rank - 1));
+    used[p] = true;
+    out_shape[i] = shape[p];
+    view_strides[i] = in_strides[p];
+  }
+  copy_view(es, (const char *)x, rank, out_shape, view_strides, (char *)y);
+}
+
+void pipert_concat(pipert_context *, pipert_dtype dtype, int64_t n, const void *const *xs,
+                   const int64_t *axis_sizes, int64_t rank, const int64_t *y_shape, int64_t axis,
+                   void *y) {
+  const char *op = "Concat";
+  check_rank(op, rank);
+  size_t es = elem_size(op, dtype);
+  int64_t a = norm_axis(op, axis, rank);
+  AxisSplit s = split_at(rank, y_shape, a);
+  int64_t total = 0;
+  for (int64_t i = 0; i < n; ++i)
+    total += axis_sizes[i];
+  if (total != s.mid)
+    pipert_fail("%s: inputs add up to %lld along axis %lld, output has %lld", op,
+                (long long)total, (long long)a, (long long)s.mid);
+  char *out = (char *)y;
+  const size_t row = size_t(s.mid * s.inner) * es;
+  for (int64_t o = 0; o < s.outer; ++o) {
+    size_t at = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t chunk = size_t(axis_sizes[i] * s.inner) * es;
+      if (chunk)
+        std::memcpy(out + o * row + at, (const char *)xs[i] + o * chunk, chunk);
+      at += chunk;
+    }
+  }
+}
+
+void pipert_split(pipert_context *, pipert_dtype dtype, const void *x, int64_t rank,
+                  const int64_t *shape, int64_t axis, int64_t n, const int64_t *split,
+                  void *const *ys) {
+  const char *op = "Split";
+  check_rank(op, rank);
+  size_t es = elem_size(op, dtype);
+  int64_t a = norm_axis(op, axis, rank);
+  AxisSplit s = split_at(rank, shape, a);
+  int64_t total = 0;
+  for (int64_t i = 0; i < n; ++i)
+    total += split[i];
+  if (total != s.mid)
+    pipert_fail("%s: split sizes add up to %lld, axis %lld has %lld", op, (long long)total,
+                (long long)a, (long long)s.mid);
+  const char *in = (const char *)x;
+  const size_t row = size_t(s.mid * s.inner) * es;
+  for (int64_t o = 0; o < s.outer; ++o) {
+    size_t at = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t chunk = size_t(split[i] * s.inner) * es;
+      if (chunk)
+        std::memcpy((char *)ys[i] + o * chunk, in + o * row + at, chunk);
+      at += chunk;
+    }
+  }
+}
+
+void pipert_slice_shape(int64_t rank, const int64_t *shape, int64_t n_axes,
+                        const int64_t *starts, const int64_t *ends, const int64_t *axes,
+                        const int64_t *steps, int64_t *y_shape) {
+  SliceView v = slice_view(rank, shape, n_axes, starts, ends, axes, steps);
+  std::copy(v.out, v.out + rank, y_shape);
+}
+
+void pipert_slice(pipert_context *, pipert_dtype dtype, const void *x, int64_t rank,
+                  const int64_t *shape, int64_t n_axes, const int64_t *starts,
+                  const int64_t *ends, const int64_t *axes, const int64_t *steps, void *y) {
+  size_t es = elem_size("Slice", dtype);
+  SliceView v = slice_view(rank, shape, n_axes, starts, ends, axes, steps);
+  int64_t strides[kMaxRank], base = 0, s = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    base += v.start[i] * s;
+    strides[i] = v.step[i] * s;
+    s *= shape[i];
+  }
+  if (numel(rank, v.out) == 0)
+    return;
+  copy_view(es, (const char *)x + base * int64_t(es), rank, v.out, strides, (char *)y);
+}
+
+void pipert_slice_grad_f32(pipert_context *, const float *dy, int64_t rank,
+                           const int64_t *x_shape, int64_t n_axes, const int64_t *starts,
+                           const int64_t *ends, const int64_t *axes, const int64_t *steps,
+                           float *dx) {
+  SliceView v = slice_view(rank, x_shape, n_axes, starts, ends, axes, steps);
+  std::fill(dx, dx + numel(rank, x_shape), 0.f);
+  if (numel(rank, v.out) == 0)
+    return;
+  int64_t st[1][kMaxRank], base = 0, s = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    base += v.start[i] * s;
+    st[0][i] = v.step[i] * s;
+    s *= x_shape[i];
+  }
+  float *d = dx + base;
+  broadcast_loop<1>(rank, v.out, st, [&](const int64_t *off, int64_t yo, int64_t len,
+                                         const int64_t *ist) {
+    for (int64_t i = 0; i < len; ++i)
+      d[off[0] + i * ist[0]] = dy[yo + i];
+  });
+}
+
+void pipert_gather(pipert_context *, pipert_dtype dtype, const void *data, int64_t rank,
+                   const int64_t *shape, const int64_t *indices, int64_t idx_rank,
+                   const int64_t *idx_shape, int64_t axis, void *y) {
+  const char *op = "Gather";
+  check_rank(op, rank);
+  int64_t a = norm_axis(op, axis, rank);
+  AxisSplit s = split_at(rank, shape, a);
+  int64_t nidx = numel(idx_rank, idx_shape);
+  switch (elem_size(op, dtype)) {
+  case 1: return gather_typed((const uint8_t *)data, shape, a, s, indices, nidx, (uint8_t *)y);
+  case 2: return gather_typed((const uint16_t *)data, shape, a, s, indices, nidx, (uint16_t *)y);
+  case 4: return gather_typed((const uint32_t *)data, shape, a, s, indices, nidx, (uint32_t *)y);
+  case 8: return gather_typed((const uint64_t *)data, shape, a, s, indices, nidx, (uint64_t *)y);
+  }
+  pipert_fail("%s: unsupported dtype", op);
+}
+
+void pipert_gather_grad_f32(pipert_context *, const float *dy, int64_t rank,
+                            const int64_t *data_shape, const int64_t *indices, int64_t idx_rank,
+                            const int64_t *idx_shape, int64_t axis, float *dx) {
+  const char *op = "GatherGrad";
+  check_rank(op, rank);
+  int64_t a = norm_axis(op, axis, rank);
+  AxisSplit s = split_at(rank, data_shape, a);
+  int64_t nidx = numel(idx_rank, idx_shape);
+  std::fill(dx, dx + numel(rank, data_shape), 0.f);
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t k = 0; k < nidx; ++k) {
+      int64_t i = indices[k];
+      if (i < 0)
+        i += s.mid;
+      if (i < 0 || i >= s.mid)
+        pipert_fail("%s: index %lld out of range", op, (long long)indices[k]);
+      float *PIPERT_RESTRICT dst = dx + (o * s.mid + i) * s.inner;
+      const float *PIPERT_RESTRICT src = dy + (o * nidx + k) * s.inner;
+      for (int64_t j = 0; j < s.inner; ++j)
+        dst[j] += src[j];
+    }
+}
+
+void pipert_expand(pipert_context *, pipert_dtype dtype, const void *x, int64_t x_rank,
+                   const int64_t *x_shape, int64_t y_rank, const int64_t *y_shape, void *y) {
+  const char *op = "Expand";
+  check_rank(op, x_rank);
+  check_rank(op, y_rank);
+  size_t es = elem_size(op, dtype);
+  int64_t check[kMaxRank];
+  if (broadcast_shape(op, x_rank, x_shape, y_rank, y_shape, check) != y_rank)
+    pipert_fail("%s: output rank %lld below input rank %lld", op, (long long)y_rank,
+                (long long)x_rank);
+  for (int64_t i = 0; i < y_rank; ++i)
+    if (check[i] != y_shape[i])
+      pipert_fail("%s: output shape is not the broadcast shape (axis %lld)", op, (long long)i);
+  int64_t strides[kMaxRank];
+  broadcast_strides(x_rank, x_shape, y_rank, strides);
+  copy_view(es, (const char *)x, y_rank, y_shape, strides, (char *)y);
+}
+
+void pipert_cast(pipert_context *, pipert_dtype from, const void *x, pipert_dtype to, void *y,
+                 int64_t n) {
+  switch (from) {
+  case PIPERT_F32: return cast_from((const float *)x, to, y, n);
+  case PIPERT_F64: return cast_from((const double *)x, to, y, n);
+  case PIPERT_I64: return cast_from((const int64_t *)x, to, y, n);
+  case PIPERT_I32: return cast_from((const int32_t *)x, to, y, n);
+  case PIPERT_I8: return cast_from((const int8_t *)x, to, y, n);
+  case PIPERT_U8: case PIPERT_BOOL: return cast_from((const uint8_t *)x, to, y, n);
+  default: break;
+  }
+  pipert_fail("Cast: unsupported source type %s", pipert_dtype_name(from));
+}
+
+void pipert_reduce_f32(pipert_context *, pipert_reduce_op op, const float *x, int64_t rank,
+                       const int64_t *shape, int64_t n_axes, const int64_t *axes,
+                       int noop_with_empty_axes, float *y) {
+  const char *name = "Reduce";
+  check_rank(name, rank);
+  const int64_t n = numel(rank, shape);
+  if (n_axes == 0 && noop_with_empty_axes) {
+    if (y != x)
+      std::memmove(y, x, size_t(n) * sizeof(float));
+    return;
+  }
+  bool red[kMaxRank] = {};
+  for (int64_t k = 0; k < n_axes; ++k)
+    red[norm_axis(name, axes[k], rank)] = true;
+  if (n_axes == 0)
+    for (int64_t i = 0; i < rank; ++i)
+      red[i] = true;
+  // Iterate x contiguously; y advances with stride 0 on reduced axes.
+  int64_t st[2][kMaxRank], yshape[kMaxRank];
+  for (int64_t i = 0; i < rank; ++i)
+    yshape[i] = red[i] ? 1 : shape[i];
+  broadcast_strides(rank, yshape, rank, st[0]);
+  broadcast_strides(rank, shape, rank, st[1]);
+  const int64_t ny = numel(rank, yshape);
+  const int64_t count = ny ? n / std::max<int64_t>(ny, 1) : 0;
+  std::vector<double> acc(static_cast<size_t>(ny));
+  const double init = op == PIPERT_REDUCE_MAX   ? -INFINITY
+                      : op == PIPERT_REDUCE_MIN ? INFINITY
+                                                : 0.0;
+  std::fill(acc.begin(), acc.end(), init);
+  broadcast_loop<2>(rank, shape, st, [&](const int64_t *off, int64_t, int64_t len,
+                                         const int64_t *ist) {
+    double *a = acc.data() + off[0];
+    const float *p = x + off[1];
+    switch (op) {
+    case PIPERT_REDUCE_SUM: case PIPERT_REDUCE_MEAN:
+      if (ist[0]) {
+        for (int64_t i = 0; i < len; ++i)
+          a[i] += p[i];
+      } else {
+        float s = 0.f; // float partial sums vectorise; runs are short enough
+        for (int64_t i = 0; i < len; ++i)
+          s += p[i];
+        *a += s;
+      }
+      break;
+    case PIPERT_REDUCE_SUM_SQUARE:
+      for (int64_t i = 0; i < len; ++i)
+        a[i * ist[0]] += double(p[i]) * p[i];
+      break;
+    case PIPERT_REDUCE_MAX:
+      for (int64_t i = 0; i < len; ++i)
+        a[i * ist[0]] = std::max(a[i * ist[0]], double(p[i]));
+      break;
+    case PIPERT_REDUCE_MIN:
+      for (int64_t i = 0; i < len; ++i)
+        a[i * ist[0]] = std::min(a[i * ist[0]], double(p[i]));
+      break;
+    }
+  });
+  if (op != PIPERT_REDUCE_SUM && op != PIPERT_REDUCE_MEAN && op != PIPERT_REDUCE_SUM_SQUARE &&
+      op != PIPERT_REDUCE_MAX && op != PIPERT_REDUCE_MIN)
+    pipert_fail("Reduce: unknown op %d", int(op));
+  const double div = op == PIPERT_REDUCE_MEAN ? double(count) : 1.0;
+  for (int64_t i = 0; i < ny; ++i)
+    y[i] = float(acc[size_t(i)] / div);
+}
+
+void pipert_dropout_f32(pipert_context *ctx, const float *x, int64_t n, float ratio, int training,
+                        float *y, uint8_t *mask) {
+  if (!training || ratio == 0.f) {
+    if (y != x)
+      std::memmove(y, x, size_t(n) * sizeof(float));
+    if (mask)
+      std::fill(mask, mask + n, uint8_t(1));
+    return;
+  }
+  if (!(ratio > 0.f && ratio < 1.f))
+    pipert_fail("Dropout: ratio %g outside [0, 1)", double(ratio));
+  // One draw from the context's stream seeds a counter-based generator, so a
+  // call's mask depends only on the stream position and the element index.
+  const uint64_t seed = pipert_context_next_random(ctx);
+  const uint32_t threshold = uint32_t(double(ratio) * 4294967296.0);
+  const float scale = 1.f / (1.f - ratio);
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t z = seed + uint64_t(i) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const uint8_t keep = uint32_t(z >> 32) >= threshold;
+    if (mask)
+      mask[i] = keep;
+    y[i] = keep ? x[i] * scale : 0.f;
+  }
+}
+
+void pipert_dropout_grad_f32(pipert_context *, const float *dy, const uint8_t *mask, int64_t n,
+                             float ratio, float *dx) {
+  const float scale = ratio > 0.f ? 1.f / (1.f - ratio) : 1.f;
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = mask[i] ? dy[i] * scale : 0.f;
+}
+
+} // extern "C"

@@ -1,0 +1,266 @@
+//===- elementwise.cpp - unary, binary, where, activation grads (CPU) -----===//
+#include "kernel_util.h"
+
+#include <cmath>
+
+using namespace pipert::cpu;
+
+namespace {
+
+template <typename F>
+void map1(pipert_context *ctx, const float *PIPERT_RESTRICT x, int64_t n, float *y, F f) {
+  parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      y[i] = f(x[i]);
+  });
+}
+
+template <typename F>
+void map2(pipert_context *ctx, const float *a, const float *b, int64_t n, float *y, F f) {
+  parallel_for(ctx, n, 1 << 16, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i)
+      y[i] = f(a[i], b[i]);
+  });
+}
+
+// y = f(a, b) with broadcasting. Inner runs are specialised on whether each
+// operand advances (stride 1) or stays (stride 0) so the loops vectorise.
+template <typename TA, typename TB, typename TY, typename F>
+void broadcast_binary(const char *op, const TA *a, int64_t ra, const int64_t *sa, const TB *b,
+                      int64_t rb, const int64_t *sb, TY *y, F f) {
+  check_rank(op, ra);
+  check_rank(op, rb);
+  int64_t out[kMaxRank];
+  int64_t r = broadcast_shape(op, ra, sa, rb, sb, out);
+  int64_t strides[2][kMaxRank];
+  broadcast_strides(ra, sa, r, strides[0]);
+  broadcast_strides(rb, sb, r, strides[1]);
+  broadcast_loop<2>(r, out, strides, [&](const int64_t *off, int64_t yo, int64_t len,
+                                         const int64_t *st) {
+    const TA *pa = a + off[0];
+    const TB *pb = b + off[1];
+    TY *py = y + yo;
+    if (st[0] && st[1]) {
+      for (int64_t i = 0; i < len; ++i)
+        py[i] = f(pa[i], pb[i]);
+    } else if (st[0]) {
+      const TB vb = *pb;
+      for (int64_t i = 0; i < len; ++i)
+        py[i] = f(pa[i], vb);
+    } else if (st[1]) {
+      const TA va = *pa;
+      for (int64_t i = 0; i < len; ++i)
+        py[i] = f(va, pb[i]);
+    } else {
+      TY v = f(*pa, *pb);
+      for (int64_t i = 0; i < len; ++i)
+        py[i] = v;
+    }
+  });
+}
+
+template <typename T>
+void where_typed(const uint8_t *c, int64_t rc, const int64_t *sc, const T *x, int64_t rx,
+                 const int64_t *sx, const T *y, int64_t ry, const int64_t *sy, T *out) {
+  const char *op = "Where";
+  check_rank(op, rc);
+  check_rank(op, rx);
+  check_rank(op, ry);
+  int64_t tmp[kMaxRank], shape[kMaxRank];
+  int64_t r = broadcast_shape(op, rc, sc, rx, sx, tmp);
+  r = broadcast_shape(op, r, tmp, ry, sy, shape);
+  int64_t strides[4][kMaxRank];
+  broadcast_strides(rc, sc, r, strides[0]);
+  broadcast_strides(rx, sx, r, strides[1]);
+  broadcast_strides(ry, sy, r, strides[2]);
+  broadcast_strides(r, shape, r, strides[3]);
+  broadcast_loop<4>(r, shape, strides, [&](const int64_t *off, int64_t, int64_t len,
+                                           const int64_t *st) {
+    const uint8_t *pc = c + off[0];
+    const T *px = x + off[1];
+    const T *py = y + off[2];
+    T *po = out + off[3];
+    for (int64_t i = 0; i < len; ++i)
+      po[i] = pc[i * st[0]] ? px[i * st[1]] : py[i * st[2]];
+  });
+}
+
+} // namespace
+
+extern "C" {
+
+void pipert_unary_f32(pipert_context *ctx, pipert_unary_op op, const float *x, int64_t n,
+                      float *y) {
+  switch (op) {
+  case PIPERT_UNARY_IDENTITY:
+    if (x != y && n)
+      std::memmove(y, x, size_t(n) * sizeof(float));
+    return;
+  case PIPERT_UNARY_NEG: return map1(ctx, x, n, y, [](float v) { return -v; });
+  case PIPERT_UNARY_RELU: return map1(ctx, x, n, y, [](float v) { return v > 0.f ? v : 0.f; });
+  case PIPERT_UNARY_TANH: return map1(ctx, x, n, y, [](float v) { return std::tanh(v); });
+  case PIPERT_UNARY_SIGMOID:
+    return map1(ctx, x, n, y, [](float v) {
+      // Split by sign so exp never overflows.
+      if (v >= 0.f)
+        return 1.f / (1.f + std::exp(-v));
+      float e = std::exp(v);
+      return e / (1.f + e);
+    });
+  case PIPERT_UNARY_ERF: return map1(ctx, x, n, y, [](float v) { return std::erf(v); });
+  case PIPERT_UNARY_SQRT: return map1(ctx, x, n, y, [](float v) { return std::sqrt(v); });
+  case PIPERT_UNARY_EXP: return map1(ctx, x, n, y, [](float v) { return std::exp(v); });
+  case PIPERT_UNARY_LOG: return map1(ctx, x, n, y, [](float v) { return std::log(v); });
+  case PIPERT_UNARY_ABS: return map1(ctx, x, n, y, [](float v) { return std::fabs(v); });
+  case PIPERT_UNARY_RECIPROCAL: return map1(ctx, x, n, y, [](float v) { return 1.f / v; });
+  }
+  pipert_fail("pipert_unary_f32: unknown op %d", int(op));
+}
+
+void pipert_binary_f32(pipert_context *, pipert_binary_op op, const float *a, int64_t ra,
+                       const int64_t *sa, const float *b, int64_t rb, const int64_t *sb,
+                       float *y) {
+  switch (op) {
+  case PIPERT_BINARY_ADD:
+    return broadcast_binary("Add", a, ra, sa, b, rb, sb, y, [](float u, float v) { return u + v; });
+  case PIPERT_BINARY_SUB:
+    return broadcast_binary("Sub", a, ra, sa, b, rb, sb, y, [](float u, float v) { return u - v; });
+  case PIPERT_BINARY_MUL:
+    return broadcast_binary("Mul", a, ra, sa, b, rb, sb, y, [](float u, float v) { return u * v; });
+  case PIPERT_BINARY_DIV:
+    return broadcast_binary("Div", a, ra, sa, b, rb, sb, y, [](float u, float v) { return u / v; });
+  case PIPERT_BINARY_POW:
+    return broadcast_binary("Pow", a, ra, sa, b, rb, sb, y,
+                            [](float u, float v) { return std::pow(u, v); });
+  }
+  pipert_fail("pipert_binary_f32: unknown op %d", int(op));
+}
+
+void pipert_binary_i64(pipert_context *, pipert_binary_op op, const int64_t *a, int64_t ra,
+                       const int64_t *sa, const int64_t *b, int64_t rb, const int64_t *sb,
+                       int64_t *y) {
+  using I = int64_t;
+  switch (op) {
+  case PIPERT_BINARY_ADD:
+    return broadcast_binary("Add", a, ra, sa, b, rb, sb, y, [](I u, I v) { return u + v; });
+  case PIPERT_BINARY_SUB:
+    return broadcast_binary("Sub", a, ra, sa, b, rb, sb, y, [](I u, I v) { return u - v; });
+  case PIPERT_BINARY_MUL:
+    return broadcast_binary("Mul", a, ra, sa, b, rb, sb, y, [](I u, I v) { return u * v; });
+  case PIPERT_BINARY_DIV:
+    return broadcast_binary("Div", a, ra, sa, b, rb, sb, y, [](I u, I v) {
+      if (v == 0)
+        pipert_fail("Div: integer division by zero");
+      return u / v;
+    });
+  case PIPERT_BINARY_POW: break;
+  }
+  pipert_fail("pipert_binary_i64: op %d is not supported on int64", int(op));
+}
+
+void pipert_equal_f32(pipert_context *, const float *a, int64_t ra, const int64_t *sa,
+                      const float *b, int64_t rb, const int64_t *sb, uint8_t *y) {
+  broadcast_binary("Equal", a, ra, sa, b, rb, sb, y,
+                   [](float u, float v) { return uint8_t(u == v); });
+}
+
+void pipert_equal_i64(pipert_context *, const int64_t *a, int64_t ra, const int64_t *sa,
+                      const int64_t *b, int64_t rb, const int64_t *sb, uint8_t *y) {
+  broadcast_binary("Equal", a, ra, sa, b, rb, sb, y,
+                   [](int64_t u, int64_t v) { return uint8_t(u == v); });
+}
+
+void pipert_where(pipert_context *, pipert_dtype dtype, const uint8_t *c, int64_t rc,
+                  const int64_t *sc, const void *x, int64_t rx, const int64_t *sx, const void *y,
+                  int64_t ry, const int64_t *sy, void *out) {
+  switch (pipert_dtype_size(dtype)) {
+  case 1: return where_typed(c, rc, sc, (const uint8_t *)x, rx, sx, (const uint8_t *)y, ry, sy, (uint8_t *)out);
+  case 2: return where_typed(c, rc, sc, (const uint16_t *)x, rx, sx, (const uint16_t *)y, ry, sy, (uint16_t *)out);
+  case 4: return where_typed(c, rc, sc, (const uint32_t *)x, rx, sx, (const uint32_t *)y, ry, sy, (uint32_t *)out);
+  case 8: return where_typed(c, rc, sc, (const uint64_t *)x, rx, sx, (const uint64_t *)y, ry, sy, (uint64_t *)out);
+  }
+  pipert_fail("Where: unsupported dtype %d", int(dtype));
+}
+
+void pipert_relu_grad_f32(pipert_context *ctx, const float *x, const float *dy, int64_t n,
+                          float *dx) {
+  map2(ctx, x, dy, n, dx, [](float v, float g) { return v > 0.f ? g : 0.f; });
+}
+
+void pipert_tanh_grad_f32(pipert_context *ctx, const float *y, const float *dy, int64_t n,
+                          float *dx) {
+  map2(ctx, y, dy, n, dx, [](float v, float g) { return g * (1.f - v * v); });
+}
+
+void pipert_sigmoid_grad_f32(pipert_context *ctx, const float *y, const float *dy, int64_t n,
+                             float *dx) {
+  map2(ctx, y, dy, n, dx, [](float v, float g) { return g * v * (1.f - v); });
+}
+
+void pipert_erf_grad_f32(pipert_context *ctx, const float *x, const float *dy, int64_t n,
+                         float *dx) {
+  const float k = 1.1283791670955126f; // 2 / sqrt(pi)
+  map2(ctx, x, dy, n, dx, [k](float v, float g) { return g * k * std::exp(-v * v); });
+}
+
+void pipert_reduce_to_shape_f32(pipert_context *, const float *dy, int64_t dy_rank,
+                                const int64_t *dy_shape, int64_t x_rank, const int64_t *x_shape,
+                                float *dx) {
+  const char *op = "reduce_to_shape";
+  check_rank(op, dy_rank);
+  if (x_rank > dy_rank)
+    pipert_fail("%s: target rank %lld exceeds rank %lld", op, (long long)x_rank,
+                (long long)dy_rank);
+  for (int64_t i = 0; i < x_rank; ++i) {
+    int64_t d = dy_shape[i + dy_rank - x_rank];
+    if (x_shape[i] != 1 && x_shape[i] != d)
+      pipert_fail("%s: shape does not broadcast to the gradient's (axis %lld)", op, (long long)i);
+  }
+  int64_t nx = numel(x_rank, x_shape);
+  std::fill(dx, dx + nx, 0.f);
+  // Iterate over dy; dx advances with broadcast strides (0 on reduced axes).
+  int64_t strides[2][kMaxRank];
+  broadcast_strides(x_rank, x_shape, dy_rank, strides[0]);
+  broadcast_strides(dy_rank, dy_shape, dy_rank, strides[1]);
+  broadcast_loop<2>(dy_rank, dy_shape, strides, [&](const int64_t *off, int64_t, int64_t len,
+                                                    const int64_t *st) {
+    float *PIPERT_RESTRICT px = dx + off[0];
+    const float *PIPERT_RESTRICT pg = dy + off[1];
+    if (st[0]) {
+      for (int64_t i = 0; i < len; ++i)
+        px[i] += pg[i];
+    } else {
+      float s = 0.f;
+      for (int64_t i = 0; i < len; ++i)
+        s += pg[i];
+      *px += s;
+    }
+  });
+}
+
+void pipert_axpy_f32(pipert_context *ctx, float alpha, const float *x, float *y, int64_t n) {
+  parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      y[i] += alpha * x[i];
+  });
+}
+
+void pipert_scale_f32(pipert_context *ctx, float alpha, float *x, int64_t n) {
+  parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      x[i] *= alpha;
+  });
+}
+
+void pipert_fill_f32(pipert_context *, float value, float *x, int64_t n) {
+  std::fill(x, x + n, value);
+}
+
+void pipert_accumulate_f32(pipert_context *ctx, const float *x, float *y, int64_t n) {
+  parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      y[i] += x[i];
+  });
+}
+
+} // extern "C"

@@ -1,0 +1,181 @@
+//===- kernel_util.h - shared helpers of the CPU kernels ---------*- C++ -*-===//
+//
+// Shape arithmetic, numpy broadcasting iteration and a small parallel-for,
+// shared by runtime/cpu/*.cpp. Internal: not part of the C ABI.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPERT_CPU_KERNEL_UTIL_H
+#define PIPERT_CPU_KERNEL_UTIL_H
+
+#include "pipert/pipert.h"
+#include "pipert/pipert_kernels.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#define PIPERT_RESTRICT __restrict__
+
+namespace pipert::cpu {
+
+constexpr int kMaxRank = 16;
+
+inline int64_t numel(int64_t rank, const int64_t *shape) {
+  int64_t n = 1;
+  for (int64_t i = 0; i < rank; ++i)
+    n *= shape[i];
+  return n;
+}
+
+inline void check_rank(const char *op, int64_t rank) {
+  if (rank < 0 || rank > kMaxRank)
+    pipert_fail("%s: rank %lld is outside 0..%d", op, (long long)rank, kMaxRank);
+}
+
+// Resolves a possibly negative axis against `rank`, failing when out of range.
+inline int64_t norm_axis(const char *op, int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    pipert_fail("%s: axis %lld out of range for rank %lld", op, (long long)axis,
+                (long long)rank);
+  return a;
+}
+
+// outer = prod(shape[:axis]), mid = shape[axis], inner = prod(shape[axis+1:]).
+struct AxisSplit {
+  int64_t outer = 1, mid = 1, inner = 1;
+};
+inline AxisSplit split_at(int64_t rank, const int64_t *shape, int64_t axis) {
+  AxisSplit s;
+  for (int64_t i = 0; i < axis; ++i)
+    s.outer *= shape[i];
+  s.mid = shape[axis];
+  for (int64_t i = axis + 1; i < rank; ++i)
+    s.inner *= shape[i];
+  return s;
+}
+
+// Numpy broadcast of two shapes into `out` (rank max(ra, rb)); fails if they
+// are incompatible.
+inline int64_t broadcast_shape(const char *op, int64_t ra, const int64_t *a, int64_t rb,
+                               const int64_t *b, int64_t *out) {
+  int64_t r = std::max(ra, rb);
+  for (int64_t i = 0; i < r; ++i) {
+    int64_t da = i < r - ra ? 1 : a[i - (r - ra)];
+    int64_t db = i < r - rb ? 1 : b[i - (r - rb)];
+    if (da != db && da != 1 && db != 1)
+      pipert_fail("%s: shapes do not broadcast (axis %lld: %lld vs %lld)", op, (long long)i,
+                  (long long)da, (long long)db);
+    out[i] = da == 1 ? db : da;
+  }
+  return r;
+}
+
+// Iterates an output of shape (rank, shape) together with K inputs whose
+// element strides (0 on broadcast axes) are given, calling
+//   fn(offsets[K], out_offset, inner_len, inner_strides[K])
+// once per contiguous inner run. Adjacent axes that are contiguous for every
+// operand are merged first so the inner run is as long as possible.
+template <int K, typename Fn>
+void broadcast_loop(int64_t rank, const int64_t *shape, const int64_t (*strides)[kMaxRank],
+                    Fn &&fn) {
+  int64_t dims[kMaxRank];
+  int64_t st[K][kMaxRank];
+  int64_t r = 0;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (shape[i] == 1)
+      continue;
+    if (shape[i] == 0)
+      return;
+    bool merge = r > 0;
+    for (int k = 0; k < K && merge; ++k)
+      merge = st[k][r - 1] == strides[k][i] * shape[i];
+    if (merge) {
+      dims[r - 1] *= shape[i];
+      for (int k = 0; k < K; ++k)
+        st[k][r - 1] = strides[k][i];
+    } else {
+      dims[r] = shape[i];
+      for (int k = 0; k < K; ++k)
+        st[k][r] = strides[k][i];
+      ++r;
+    }
+  }
+  int64_t off[K] = {};
+  int64_t inner_st[K];
+  if (r == 0) {
+    for (int k = 0; k < K; ++k)
+      inner_st[k] = 0;
+    fn(off, int64_t(0), int64_t(1), inner_st);
+    return;
+  }
+  int64_t len = dims[r - 1];
+  for (int k = 0; k < K; ++k)
+    inner_st[k] = st[k][r - 1];
+  int64_t outer = 1;
+  for (int64_t i = 0; i + 1 < r; ++i)
+    outer *= dims[i];
+  int64_t idx[kMaxRank] = {};
+  for (int64_t o = 0; o < outer; ++o) {
+    fn(off, o * len, len, inner_st);
+    for (int64_t d = r - 2; d >= 0; --d) {
+      ++idx[d];
+      for (int k = 0; k < K; ++k)
+        off[k] += st[k][d];
+      if (idx[d] < dims[d])
+        break;
+      for (int k = 0; k < K; ++k)
+        off[k] -= st[k][d] * dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+// Element strides of an input of (rank, shape) broadcast to an output of rank
+// out_rank: 0 on axes the input lacks or has extent 1.
+inline void broadcast_strides(int64_t rank, const int64_t *shape, int64_t out_rank,
+                              int64_t *strides) {
+  int64_t s = 1;
+  for (int64_t i = out_rank - 1; i >= 0; --i) {
+    int64_t j = i - (out_rank - rank);
+    if (j < 0 || shape[j] == 1) {
+      strides[i] = 0;
+    } else {
+      strides[i] = s;
+      s *= shape[j];
+    }
+  }
+}
+
+// Runs fn(begin, end) over [0, n) on up to `threads` threads (the caller's
+// thread included); small ranges stay on the calling thread.
+template <typename Fn>
+void parallel_for(pipert_context *ctx, int64_t n, int64_t min_chunk, Fn &&fn) {
+  int threads = ctx ? pipert_context_threads(ctx) : 1;
+  int64_t parts = std::min<int64_t>(threads, min_chunk > 0 ? n / min_chunk : n);
+  if (parts <= 1) {
+    if (n > 0)
+      fn(int64_t(0), n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(parts - 1);
+  int64_t chunk = (n + parts - 1) / parts;
+  for (int64_t p = 1; p < parts; ++p) {
+    int64_t b = p * chunk, e = std::min(n, b + chunk);
+    if (b < e)
+      pool.emplace_back([&fn, b, e] { fn(b, e); });
+  }
+  fn(int64_t(0), std::min(n, chunk));
+  for (auto &t : pool)
+    t.join();
+}
+
+// Sets OpenBLAS's thread count to the context's before a BLAS call.
+void blas_threads(pipert_context *ctx);
+
+} // namespace pipert::cpu
+
+#endif // PIPERT_CPU_KERNEL_UTIL_H

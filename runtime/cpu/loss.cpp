@@ -1,0 +1,153 @@
+//===- loss.cpp - SoftmaxCrossEntropyLoss and NLL loss (CPU) --------------===//
+#include "kernel_util.h"
+
+#include <cmath>
+
+using namespace pipert::cpu;
+
+namespace {
+
+struct LossGeom {
+  int64_t n, c, s; // batch, classes, spatial (prod of d...)
+};
+
+LossGeom loss_geom(const char *op, int64_t rank, const int64_t *shape) {
+  if (rank < 2)
+    pipert_fail("%s: input must have rank >= 2 (N, C, ...), got %lld", op, (long long)rank);
+  check_rank(op, rank);
+  return {shape[0], shape[1], numel(rank - 2, shape + 2)};
+}
+
+// Per-entry weight w[label] (0 for ignored entries), validating labels.
+void label_weights(const char *op, const LossGeom &g, const int64_t *labels, const float *weights,
+                   int has_ii, int64_t ii, std::vector<float> &w) {
+  w.resize(size_t(g.n * g.s));
+  for (int64_t i = 0; i < g.n * g.s; ++i) {
+    const int64_t l = labels[i];
+    if (has_ii && l == ii) {
+      w[size_t(i)] = 0.f;
+      continue;
+    }
+    if (l < 0 || l >= g.c)
+      pipert_fail("%s: label %lld out of range [0, %lld)", op, (long long)l, (long long)g.c);
+    w[size_t(i)] = weights ? weights[l] : 1.f;
+  }
+}
+
+// loss_i = -w_i * logp[n, label_i, s], then the reduction.
+void nll_forward(const char *op, const float *logp, const LossGeom &g, const int64_t *labels,
+                 const std::vector<float> &w, pipert_reduction reduction, float *loss) {
+  double total = 0, wsum = 0;
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t s = 0; s < g.s; ++s) {
+      const int64_t i = n * g.s + s;
+      const float wi = w[size_t(i)];
+      const float l = wi == 0.f ? 0.f : -wi * logp[(n * g.c + labels[i]) * g.s + s];
+      if (reduction == PIPERT_REDUCTION_NONE)
+        loss[i] = l;
+      total += l;
+      wsum += wi;
+    }
+  switch (reduction) {
+  case PIPERT_REDUCTION_NONE: return;
+  case PIPERT_REDUCTION_SUM: *loss = float(total); return;
+  case PIPERT_REDUCTION_MEAN: *loss = float(total / wsum); return;
+  }
+  pipert_fail("%s: unknown reduction %d", op, int(reduction));
+}
+
+// The factor by which the loss of entry i enters the reduced loss, times
+// the incoming gradient: dL/dloss_i.
+void entry_scale(const char *op, const float *dloss, const LossGeom &g,
+                 const std::vector<float> &w, pipert_reduction reduction,
+                 std::vector<float> &scale) {
+  const int64_t m = g.n * g.s;
+  scale.resize(size_t(m));
+  double wsum = 0;
+  for (int64_t i = 0; i < m; ++i)
+    wsum += w[size_t(i)];
+  for (int64_t i = 0; i < m; ++i) {
+    switch (reduction) {
+    case PIPERT_REDUCTION_NONE: scale[size_t(i)] = dloss[i]; break;
+    case PIPERT_REDUCTION_SUM: scale[size_t(i)] = dloss[0]; break;
+    case PIPERT_REDUCTION_MEAN: scale[size_t(i)] = float(dloss[0] / wsum); break;
+    default: pipert_fail("%s: unknown reduction %d", op, int(reduction));
+    }
+  }
+}
+
+} // namespace
+
+extern "C" {
+
+void pipert_softmax_cross_entropy_loss_f32(pipert_context *ctx, const float *scores, int64_t rank,
+                                           const int64_t *shape, const int64_t *labels,
+                                           const float *weights, int has_ignore_index,
+                                           int64_t ignore_index, pipert_reduction reduction,
+                                           float *loss, float *log_prob) {
+  const char *op = "SoftmaxCrossEntropyLoss";
+  LossGeom g = loss_geom(op, rank, shape);
+  std::vector<float> own;
+  float *lp = log_prob;
+  if (!lp) {
+    own.resize(size_t(numel(rank, shape)));
+    lp = own.data();
+  }
+  pipert_log_softmax_f32(ctx, scores, rank, shape, 1, lp);
+  std::vector<float> w;
+  label_weights(op, g, labels, weights, has_ignore_index, ignore_index, w);
+  nll_forward(op, lp, g, labels, w, reduction, loss);
+}
+
+void pipert_softmax_cross_entropy_loss_grad_f32(
+    pipert_context *, const float *dloss, const float *log_prob, int64_t rank,
+    const int64_t *shape, const int64_t *labels, const float *weights, int has_ignore_index,
+    int64_t ignore_index, pipert_reduction reduction, float *dscores) {
+  const char *op = "SoftmaxCrossEntropyLossGrad";
+  LossGeom g = loss_geom(op, rank, shape);
+  std::vector<float> w, scale;
+  label_weights(op, g, labels, weights, has_ignore_index, ignore_index, w);
+  entry_scale(op, dloss, g, w, reduction, scale);
+  // d loss_i / d scores[n, c, s] = w_i * (softmax_c - [c == label_i]).
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t c = 0; c < g.c; ++c) {
+      const float *PIPERT_RESTRICT lp = log_prob + (n * g.c + c) * g.s;
+      float *PIPERT_RESTRICT d = dscores + (n * g.c + c) * g.s;
+      const float *ws = w.data() + n * g.s;
+      const float *sc = scale.data() + n * g.s;
+      const int64_t *lb = labels + n * g.s;
+      for (int64_t s = 0; s < g.s; ++s)
+        d[s] = ws[s] * sc[s] * (std::exp(lp[s]) - (lb[s] == c ? 1.f : 0.f));
+    }
+}
+
+void pipert_nll_loss_f32(pipert_context *, const float *input, int64_t rank,
+                         const int64_t *shape, const int64_t *labels, const float *weights,
+                         int has_ignore_index, int64_t ignore_index, pipert_reduction reduction,
+                         float *loss) {
+  const char *op = "NegativeLogLikelihoodLoss";
+  LossGeom g = loss_geom(op, rank, shape);
+  std::vector<float> w;
+  label_weights(op, g, labels, weights, has_ignore_index, ignore_index, w);
+  nll_forward(op, input, g, labels, w, reduction, loss);
+}
+
+void pipert_nll_loss_grad_f32(pipert_context *, const float *dloss, int64_t rank,
+                              const int64_t *shape, const int64_t *labels, const float *weights,
+                              int has_ignore_index, int64_t ignore_index,
+                              pipert_reduction reduction, float *dinput) {
+  const char *op = "NegativeLogLikelihoodLossGrad";
+  LossGeom g = loss_geom(op, rank, shape);
+  std::vector<float> w, scale;
+  label_weights(op, g, labels, weights, has_ignore_index, ignore_index, w);
+  entry_scale(op, dloss, g, w, reduction, scale);
+  std::fill(dinput, dinput + numel(rank, shape), 0.f);
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t s = 0; s < g.s; ++s) {
+      const int64_t i = n * g.s + s;
+      if (w[size_t(i)] != 0.f)
+        dinput[(n * g.c + labels[i]) * g.s + s] = -w[size_t(i)] * scale[size_t(i)];
+    }
+}
+
+} // extern "C"

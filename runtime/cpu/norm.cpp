@@ -1,0 +1,282 @@
+//===- norm.cpp - softmax, layer and batch normalisation (CPU) ------------===//
+#include "kernel_util.h"
+
+#include <cmath>
+
+using namespace pipert::cpu;
+
+namespace {
+
+// Softmax-like kernels work on (outer, mid, inner) with the reduction over
+// mid; rows of `inner` contiguous elements keep the loops vectorisable.
+template <bool Log>
+void softmax_impl(pipert_context *ctx, const char *op, const float *x, int64_t rank,
+                  const int64_t *shape, int64_t axis, float *y) {
+  check_rank(op, rank);
+  AxisSplit s = split_at(rank, shape, norm_axis(op, axis, rank));
+  const int64_t mid = s.mid, inner = s.inner;
+  parallel_for(ctx, s.outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, mid * inner)),
+               [&](int64_t ob, int64_t oe) {
+    std::vector<float> mx(inner), sum(inner);
+    for (int64_t o = ob; o < oe; ++o) {
+      const float *xb = x + o * mid * inner;
+      float *yb = y + o * mid * inner;
+      std::fill(mx.begin(), mx.end(), -INFINITY);
+      std::fill(sum.begin(), sum.end(), 0.f);
+      for (int64_t m = 0; m < mid; ++m)
+        for (int64_t j = 0; j < inner; ++j)
+          mx[j] = std::max(mx[j], xb[m * inner + j]);
+      for (int64_t m = 0; m < mid; ++m)
+        for (int64_t j = 0; j < inner; ++j) {
+          float e = std::exp(xb[m * inner + j] - mx[j]);
+          if (!Log)
+            yb[m * inner + j] = e;
+          sum[j] += e;
+        }
+      if (Log) {
+        for (int64_t j = 0; j < inner; ++j)
+          sum[j] = mx[j] + std::log(sum[j]);
+        for (int64_t m = 0; m < mid; ++m)
+          for (int64_t j = 0; j < inner; ++j)
+            yb[m * inner + j] = xb[m * inner + j] - sum[j];
+      } else {
+        for (int64_t j = 0; j < inner; ++j)
+          sum[j] = 1.f / sum[j];
+        for (int64_t m = 0; m < mid; ++m)
+          for (int64_t j = 0; j < inner; ++j)
+            yb[m * inner + j] *= sum[j];
+      }
+    }
+  });
+}
+
+template <bool Log>
+void softmax_grad_impl(const char *op, const float *y, const float *dy, int64_t rank,
+                       const int64_t *shape, int64_t axis, float *dx) {
+  check_rank(op, rank);
+  AxisSplit s = split_at(rank, shape, norm_axis(op, axis, rank));
+  const int64_t mid = s.mid, inner = s.inner;
+  std::vector<float> acc(inner);
+  for (int64_t o = 0; o < s.outer; ++o) {
+    const float *yb = y + o * mid * inner, *gb = dy + o * mid * inner;
+    float *db = dx + o * mid * inner;
+    std::fill(acc.begin(), acc.end(), 0.f);
+    for (int64_t m = 0; m < mid; ++m)
+      for (int64_t j = 0; j < inner; ++j)
+        acc[j] += Log ? gb[m * inner + j] : gb[m * inner + j] * yb[m * inner + j];
+    for (int64_t m = 0; m < mid; ++m)
+      for (int64_t j = 0; j < inner; ++j) {
+        int64_t i = m * inner + j;
+        db[i] = Log ? gb[i] - std::exp(yb[i]) * acc[j] : yb[i] * (gb[i] - acc[j]);
+      }
+  }
+}
+
+// Channel geometry of (N, C, d...) tensors.
+struct NCS {
+  int64_t n, c, spatial;
+};
+NCS nc_split(const char *op, int64_t rank, const int64_t *shape) {
+  if (rank < 2)
+    pipert_fail("%s: input must have rank >= 2 (N, C, ...), got %lld", op, (long long)rank);
+  check_rank(op, rank);
+  return {shape[0], shape[1], numel(rank - 2, shape + 2)};
+}
+
+} // namespace
+
+extern "C" {
+
+void pipert_softmax_f32(pipert_context *ctx, const float *x, int64_t rank, const int64_t *shape,
+                        int64_t axis, float *y) {
+  softmax_impl<false>(ctx, "Softmax", x, rank, shape, axis, y);
+}
+
+void pipert_log_softmax_f32(pipert_context *ctx, const float *x, int64_t rank,
+                            const int64_t *shape, int64_t axis, float *y) {
+  softmax_impl<true>(ctx, "LogSoftmax", x, rank, shape, axis, y);
+}
+
+void pipert_softmax_grad_f32(pipert_context *, const float *y, const float *dy, int64_t rank,
+                             const int64_t *shape, int64_t axis, float *dx) {
+  softmax_grad_impl<false>("SoftmaxGrad", y, dy, rank, shape, axis, dx);
+}
+
+void pipert_log_softmax_grad_f32(pipert_context *, const float *y, const float *dy, int64_t rank,
+                                 const int64_t *shape, int64_t axis, float *dx) {
+  softmax_grad_impl<true>("LogSoftmaxGrad", y, dy, rank, shape, axis, dx);
+}
+
+void pipert_layer_norm_f32(pipert_context *ctx, const float *x, int64_t rank, const int64_t *shape,
+                           int64_t axis, float epsilon, const float *scale, const float *bias,
+                           float *y, float *mean, float *inv_std_dev) {
+  const char *op = "LayerNormalization";
+  check_rank(op, rank);
+  int64_t ax = norm_axis(op, axis, rank);
+  int64_t rows = numel(ax, shape), cols = numel(rank - ax, shape + ax);
+  parallel_for(ctx, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)),
+               [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const float *PIPERT_RESTRICT xr = x + r * cols;
+      float *PIPERT_RESTRICT yr = y + r * cols;
+      // Two passes in double: exact enough for long rows, and stable.
+      double s = 0;
+      for (int64_t j = 0; j < cols; ++j)
+        s += xr[j];
+      const double mu = s / double(cols);
+      double v = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        double d = xr[j] - mu;
+        v += d * d;
+      }
+      const float inv = float(1.0 / std::sqrt(v / double(cols) + double(epsilon)));
+      const float muf = float(mu);
+      if (bias)
+        for (int64_t j = 0; j < cols; ++j)
+          yr[j] = (xr[j] - muf) * inv * scale[j] + bias[j];
+      else
+        for (int64_t j = 0; j < cols; ++j)
+          yr[j] = (xr[j] - muf) * inv * scale[j];
+      if (mean)
+        mean[r] = muf;
+      if (inv_std_dev)
+        inv_std_dev[r] = inv;
+    }
+  });
+}
+
+void pipert_layer_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
+                                const int64_t *shape, int64_t axis, const float *scale,
+                                const float *mean, const float *inv_std_dev, const float *dy,
+                                float *dx, float *dscale, float *dbias) {
+  const char *op = "LayerNormalizationGrad";
+  check_rank(op, rank);
+  int64_t ax = norm_axis(op, axis, rank);
+  int64_t rows = numel(ax, shape), cols = numel(rank - ax, shape + ax);
+  if (dscale)
+    std::fill(dscale, dscale + cols, 0.f);
+  if (dbias)
+    std::fill(dbias, dbias + cols, 0.f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *PIPERT_RESTRICT xr = x + r * cols;
+    const float *PIPERT_RESTRICT gr = dy + r * cols;
+    float *PIPERT_RESTRICT dr = dx + r * cols;
+    const float mu = mean[r], inv = inv_std_dev[r];
+    // dx = inv * (g*s - mean(g*s) - xhat * mean(g*s*xhat))
+    double a = 0, b = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      float xhat = (xr[j] - mu) * inv;
+      float gs = gr[j] * scale[j];
+      a += gs;
+      b += double(gs) * xhat;
+    }
+    const float ma = float(a / double(cols)), mb = float(b / double(cols));
+    for (int64_t j = 0; j < cols; ++j) {
+      float xhat = (xr[j] - mu) * inv;
+      dr[j] = inv * (gr[j] * scale[j] - ma - xhat * mb);
+    }
+    if (dscale)
+      for (int64_t j = 0; j < cols; ++j)
+        dscale[j] += gr[j] * (xr[j] - mu) * inv;
+    if (dbias)
+      for (int64_t j = 0; j < cols; ++j)
+        dbias[j] += gr[j];
+  }
+}
+
+void pipert_batch_norm_inference_f32(pipert_context *, const float *x, int64_t rank,
+                                     const int64_t *shape, const float *scale, const float *bias,
+                                     const float *mean, const float *var, float epsilon,
+                                     float *y) {
+  NCS g = nc_split("BatchNormalization", rank, shape);
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t c = 0; c < g.c; ++c) {
+      const float k = scale[c] / std::sqrt(var[c] + epsilon);
+      const float off = bias[c] - mean[c] * k;
+      const float *PIPERT_RESTRICT xp = x + (n * g.c + c) * g.spatial;
+      float *PIPERT_RESTRICT yp = y + (n * g.c + c) * g.spatial;
+      for (int64_t i = 0; i < g.spatial; ++i)
+        yp[i] = xp[i] * k + off;
+    }
+}
+
+void pipert_batch_norm_training_f32(pipert_context *, const float *x, int64_t rank,
+                                    const int64_t *shape, const float *scale, const float *bias,
+                                    const float *mean, const float *var, float epsilon,
+                                    float momentum, float *y, float *running_mean,
+                                    float *running_var, float *saved_mean, float *saved_inv_std) {
+  NCS g = nc_split("BatchNormalization", rank, shape);
+  const double count = double(g.n * g.spatial);
+  for (int64_t c = 0; c < g.c; ++c) {
+    double s = 0;
+    for (int64_t n = 0; n < g.n; ++n) {
+      const float *xp = x + (n * g.c + c) * g.spatial;
+      for (int64_t i = 0; i < g.spatial; ++i)
+        s += xp[i];
+    }
+    const double mu = s / count;
+    double v = 0;
+    for (int64_t n = 0; n < g.n; ++n) {
+      const float *xp = x + (n * g.c + c) * g.spatial;
+      for (int64_t i = 0; i < g.spatial; ++i) {
+        double d = xp[i] - mu;
+        v += d * d;
+      }
+    }
+    const double batch_var = v / count;
+    const float inv = float(1.0 / std::sqrt(batch_var + double(epsilon)));
+    const float k = scale[c] * inv;
+    const float off = bias[c] - float(mu) * k;
+    for (int64_t n = 0; n < g.n; ++n) {
+      const float *PIPERT_RESTRICT xp = x + (n * g.c + c) * g.spatial;
+      float *PIPERT_RESTRICT yp = y + (n * g.c + c) * g.spatial;
+      for (int64_t i = 0; i < g.spatial; ++i)
+        yp[i] = xp[i] * k + off;
+    }
+    // Read the inputs before writing: running_* may alias mean/var.
+    const float in_mean = mean ? mean[c] : 0.f, in_var = var ? var[c] : 1.f;
+    if (running_mean)
+      running_mean[c] = in_mean * momentum + float(mu) * (1.f - momentum);
+    if (running_var)
+      running_var[c] = in_var * momentum + float(batch_var) * (1.f - momentum);
+    if (saved_mean)
+      saved_mean[c] = float(mu);
+    if (saved_inv_std)
+      saved_inv_std[c] = inv;
+  }
+}
+
+void pipert_batch_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
+                                const int64_t *shape, const float *scale, const float *saved_mean,
+                                const float *saved_inv_std, const float *dy, float *dx,
+                                float *dscale, float *dbias) {
+  NCS g = nc_split("BatchNormalizationGrad", rank, shape);
+  const double count = double(g.n * g.spatial);
+  for (int64_t c = 0; c < g.c; ++c) {
+    const float mu = saved_mean[c], inv = saved_inv_std[c];
+    double sg = 0, sgx = 0;
+    for (int64_t n = 0; n < g.n; ++n) {
+      const float *xp = x + (n * g.c + c) * g.spatial;
+      const float *gp = dy + (n * g.c + c) * g.spatial;
+      for (int64_t i = 0; i < g.spatial; ++i) {
+        sg += gp[i];
+        sgx += double(gp[i]) * ((xp[i] - mu) * inv);
+      }
+    }
+    if (dscale)
+      dscale[c] = float(sgx);
+    if (dbias)
+      dbias[c] = float(sg);
+    const float k = scale[c] * inv;
+    const float mg = float(sg / count), mgx = float(sgx / count);
+    for (int64_t n = 0; n < g.n; ++n) {
+      const float *PIPERT_RESTRICT xp = x + (n * g.c + c) * g.spatial;
+      const float *PIPERT_RESTRICT gp = dy + (n * g.c + c) * g.spatial;
+      float *PIPERT_RESTRICT dp = dx + (n * g.c + c) * g.spatial;
+      for (int64_t i = 0; i < g.spatial; ++i)
+        dp[i] = k * (gp[i] - mg - (xp[i] - mu) * inv * mgx);
+    }
+  }
+}
+
+} // extern "C"

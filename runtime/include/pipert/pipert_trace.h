@@ -1,0 +1,70 @@
+/*===- pipert_trace.h - Chrome trace events per rank ----------------------===*
+ *
+ * A per-process recorder of timed events (kernels, sends, receives, idle
+ * waits), kept in memory (a few words per event, names interned) and written
+ * at the end as Chrome trace JSON ("Trace Event Format", opens in Perfetto and
+ * chrome://tracing). One process = one rank = one trace "pid"; tids are
+ * tracks inside it (PIPERT_TRACE_TID_*).
+ *
+ * Timestamps are microseconds from the moment tracing was enabled; the file
+ * records that moment as Unix time (otherData.origin_unix_us), and
+ * pipert_trace_merge shifts every rank's events onto the earliest origin, so
+ * the merged file shows all devices on one time axis (one process track per
+ * device, named "device <rank>").
+ *
+ * Recording is a no-op while tracing is disabled. The transport records its
+ * own events: "send"/"recv" from post to completion on the transfer track,
+ * and "idle" for the time the compute track spends blocked in a wait.
+ *===----------------------------------------------------------------------===*/
+#ifndef PIPERT_PIPERT_TRACE_H
+#define PIPERT_PIPERT_TRACE_H
+
+#include "pipert/pipert.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  PIPERT_TRACE_TID_COMPUTE = 0,  /* kernels, and idle waits */
+  PIPERT_TRACE_TID_TRANSFER = 1, /* sends and receives in flight */
+};
+
+/* Starts recording for this process; `rank` becomes the trace pid. Events
+ * recorded before are dropped. */
+void pipert_trace_enable(pipert_context *ctx, int rank);
+void pipert_trace_disable(pipert_context *ctx);
+int pipert_trace_enabled(const pipert_context *ctx);
+/* Microseconds since tracing was enabled (monotonic). */
+double pipert_trace_now_us(const pipert_context *ctx);
+
+/* A complete event ("ph":"X"): `name` and `category` are copied (interned),
+ * ts/dur in microseconds from pipert_trace_now_us. Categories used by the
+ * runtime: "kernel", "send", "recv", "idle"; others are allowed. */
+void pipert_trace_event(pipert_context *ctx, const char *name, const char *category,
+                        double ts_us, double dur_us, int tid);
+/* Convenience: the begin time for pipert_trace_end (0 when disabled). */
+double pipert_trace_begin(pipert_context *ctx);
+/* Records [begin, now) as an event. */
+void pipert_trace_end(pipert_context *ctx, const char *name, const char *category,
+                      double begin_us, int tid);
+/* Number of events recorded so far. */
+int64_t pipert_trace_event_count(const pipert_context *ctx);
+
+/* Writes the recorded events as one JSON object {"traceEvents":[...], ...}
+ * with process/thread name metadata. Returns 0, or -1 when the file cannot be
+ * written (errno says why). Keeps the events. */
+int pipert_trace_write(pipert_context *ctx, const char *path);
+
+/* Merges per-rank trace files (as written above, or any Chrome trace JSON
+ * object/array) into one file, aligning their time origins. Returns 0; on a
+ * missing or malformed input returns -1 and writes a message into err
+ * (if err_len > 0). */
+int pipert_trace_merge(const char *const *inputs, int n_inputs, const char *output, char *err,
+                       size_t err_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PIPERT_PIPERT_TRACE_H */

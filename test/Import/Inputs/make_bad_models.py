@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Writes small malformed or unsupported ONNX models into DIR for errors.test."""
+import os
+import sys
+
+import onnx
+from onnx import TensorProto, helper
+
+out = sys.argv[1]
+F = TensorProto.FLOAT
+
+
+def save(name, nodes, inputs, outputs, opset=17, inits=(), check=True,
+         domains=()):
+    g = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    imports = [helper.make_opsetid("", opset)] + [
+        helper.make_opsetid(d, 1) for d in domains]
+    m = helper.make_model(g, opset_imports=imports)
+    m.ir_version = 8
+    if check:
+        onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(out, name + ".onnx"))
+
+
+x = helper.make_tensor_value_info("x", F, [2, 4])
+y = helper.make_tensor_value_info("y", F, [2, 4])
+save("good", [helper.make_node("Relu", ["x"], ["y"], name="r")], [x], [y])
+save("unsupported_op", [helper.make_node("LSTM", ["x", "x", "x"], ["y"],
+                                         name="my_lstm")],
+     [x], [y], check=False)
+save("custom_domain", [helper.make_node("Foo", ["x"], ["y"], name="custom",
+                                        domain="com.example")],
+     [x], [y], check=False, domains=["com.example"])
+save("old_opset", [helper.make_node("Reshape", ["x"], ["y"], shape=[2, 4])],
+     [x], [y], opset=3, check=False)
+save("future_opset", [helper.make_node("Relu", ["x"], ["y"])], [x], [y],
+     opset=99, check=False)
+# Two nodes write the same output: the checker (SSA) rejects it.
+save("checker", [helper.make_node("Relu", ["x"], ["y"]),
+                 helper.make_node("Relu", ["x"], ["y"])], [x], [y], check=False)
+w = helper.make_tensor("w", F, [5, 3], [0.0] * 15)
+save("bad_shapes", [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+     [x], [helper.make_tensor_value_info("y", F, [2, 3])], inits=[w], check=False)
+save("unsorted", [helper.make_node("Relu", ["t"], ["y"], name="second"),
+                  helper.make_node("Relu", ["x"], ["t"], name="first")],
+     [x], [y], opset=18, check=False)
+s = helper.make_tensor_value_info("s", TensorProto.STRING, [2])
+save("string_input", [helper.make_node("Identity", ["s"], ["y"])], [s],
+     [helper.make_tensor_value_info("y", TensorProto.STRING, [2])], check=False)
+b = helper.make_tensor("b", F, [4, 4], [0.0] * 16)
+save("bad_attr", [helper.make_node("Gemm", ["x", "b"], ["y"], name="g",
+                                   bogus=3)], [x], [y], inits=[b], opset=18,
+     check=False)

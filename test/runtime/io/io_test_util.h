@@ -1,0 +1,59 @@
+//===- io_test_util.h - shared helpers of the pipert I/O tests -------------===//
+#ifndef PIPERT_TEST_IO_TEST_UTIL_H
+#define PIPERT_TEST_IO_TEST_UTIL_H
+
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace pipert_test {
+
+// Folder with the files gen_fixtures.py wrote (CTest fixture runtime.io.fixtures).
+inline std::string fixtures() {
+  const char *env = std::getenv("PIPERT_TEST_FIXTURES");
+  return env ? env : PIPERT_TEST_FIXTURES_DIR;
+}
+
+inline std::string fixture(const std::string &name) {
+  std::string path = fixtures() + "/" + name;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    ADD_FAILURE() << "missing fixture " << path
+                  << " (run `ctest -R runtime.io.fixtures` or gen_fixtures.py first)";
+  return path;
+}
+
+// A fresh empty directory per call.
+inline std::string tempDir() {
+  std::string tmpl = ::testing::TempDir() + "pipert_io_XXXXXX";
+  char *dir = ::mkdtemp(tmpl.data());
+  EXPECT_NE(dir, nullptr);
+  return tmpl;
+}
+
+// Runs a Python helper script of this folder; returns its exit status.
+inline int runPython(const std::string &script, const std::string &args) {
+  const std::string cmd = std::string(PIPERT_TEST_PYTHON) + " " + PIPERT_TEST_SCRIPTS_DIR + "/" +
+                          script + " " + args;
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+inline std::string readText(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+} // namespace pipert_test
+
+#endif

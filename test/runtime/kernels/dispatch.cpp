@@ -1,0 +1,697 @@
+//===- dispatch.cpp - test-side lowering of one ONNX node to pipert -------===//
+#include "dispatch.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <set>
+
+namespace pipert_test {
+
+using TP = onnx::TensorProto;
+
+namespace {
+
+struct Node {
+  const onnx::NodeProto &proto;
+  int64_t opset;
+  const std::map<std::string, Tensor> &inputs;
+
+  const onnx::AttributeProto *attr(const std::string &name) const {
+    for (const auto &a : proto.attribute())
+      if (a.name() == name)
+        return &a;
+    return nullptr;
+  }
+  int64_t i(const std::string &name, int64_t dflt) const {
+    auto *a = attr(name);
+    return a ? a->i() : dflt;
+  }
+  float f(const std::string &name, float dflt) const {
+    auto *a = attr(name);
+    return a ? a->f() : dflt;
+  }
+  std::string s(const std::string &name, const std::string &dflt) const {
+    auto *a = attr(name);
+    return a ? a->s() : dflt;
+  }
+  std::vector<int64_t> ints(const std::string &name, std::vector<int64_t> dflt = {}) const {
+    auto *a = attr(name);
+    return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : dflt;
+  }
+  bool has(const std::string &name) const { return attr(name) != nullptr; }
+  // Input k, or nullptr when absent (optional input left empty).
+  const Tensor *in(int k) const {
+    if (k >= proto.input_size() || proto.input(k).empty())
+      return nullptr;
+    auto it = inputs.find(proto.input(k));
+    return it == inputs.end() ? nullptr : &it->second;
+  }
+  int n_in() const { return proto.input_size(); }
+  int n_out() const { return proto.output_size(); }
+  bool wants(int k) const { return k < proto.output_size() && !proto.output(k).empty(); }
+};
+
+Outcome skip(std::string why) {
+  Outcome o;
+  o.kind = Outcome::Skipped;
+  o.why = std::move(why);
+  return o;
+}
+
+Outcome ran(std::vector<Tensor> outs) {
+  Outcome o;
+  o.kind = Outcome::Ran;
+  o.outputs = std::move(outs);
+  return o;
+}
+
+bool all_f32(std::initializer_list<const Tensor *> ts) {
+  for (auto *t : ts)
+    if (t && t->dtype != TP::FLOAT)
+      return false;
+  return true;
+}
+
+pipert_dtype to_pipert(int onnx_dtype) { return pipert_dtype(onnx_dtype); }
+
+bool pipert_supports(int dtype) {
+  switch (dtype) {
+  case TP::FLOAT: case TP::DOUBLE: case TP::INT64: case TP::INT32: case TP::INT8:
+  case TP::UINT8: case TP::BOOL:
+    return true;
+  default:
+    return false;
+  }
+}
+
+std::vector<int64_t> bcast(const std::vector<int64_t> &a, const std::vector<int64_t> &b) {
+  size_t r = std::max(a.size(), b.size());
+  std::vector<int64_t> out(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// int32 index/label tensors become int64 through pipert_cast, as the compiler
+// would insert a Cast.
+Tensor to_i64(pipert_context *ctx, const Tensor &t) {
+  if (t.dtype == TP::INT64)
+    return t;
+  Tensor o = make_tensor(TP::INT64, t.shape);
+  pipert_cast(ctx, to_pipert(t.dtype), t.bytes.data(), PIPERT_I64, o.bytes.data(), t.numel());
+  return o;
+}
+
+Outcome unary(pipert_context *ctx, const Node &n, pipert_unary_op op) {
+  const Tensor *x = n.in(0);
+  if (!all_f32({x}))
+    return skip("dtype " + std::to_string(x->dtype) + " (float32 only)");
+  Tensor y = make_tensor(TP::FLOAT, x->shape);
+  pipert_unary_f32(ctx, op, x->data<float>(), x->numel(), y.data<float>());
+  return ran({y});
+}
+
+Outcome binary(pipert_context *ctx, const Node &n, pipert_binary_op op) {
+  const Tensor *a = n.in(0), *b = n.in(1);
+  auto shape = bcast(a->shape, b->shape);
+  if (a->dtype == TP::FLOAT && b->dtype == TP::FLOAT) {
+    Tensor y = make_tensor(TP::FLOAT, shape);
+    pipert_binary_f32(ctx, op, a->data<float>(), a->rank(), a->shape.data(), b->data<float>(),
+                      b->rank(), b->shape.data(), y.data<float>());
+    return ran({y});
+  }
+  if (a->dtype == TP::INT64 && b->dtype == TP::INT64 && op != PIPERT_BINARY_POW) {
+    Tensor y = make_tensor(TP::INT64, shape);
+    pipert_binary_i64(ctx, op, a->data<int64_t>(), a->rank(), a->shape.data(),
+                      b->data<int64_t>(), b->rank(), b->shape.data(), y.data<int64_t>());
+    return ran({y});
+  }
+  return skip("dtypes " + std::to_string(a->dtype) + "/" + std::to_string(b->dtype) +
+              " (float32 or int64 pairs only)");
+}
+
+Outcome equal(pipert_context *ctx, const Node &n) {
+  const Tensor *a = n.in(0), *b = n.in(1);
+  Tensor y = make_tensor(TP::BOOL, bcast(a->shape, b->shape));
+  if (a->dtype == TP::FLOAT && b->dtype == TP::FLOAT) {
+    pipert_equal_f32(ctx, a->data<float>(), a->rank(), a->shape.data(), b->data<float>(),
+                     b->rank(), b->shape.data(), y.data<uint8_t>());
+    return ran({y});
+  }
+  auto intlike = [](int t) { return t == TP::INT64 || t == TP::INT32; };
+  if (intlike(a->dtype) && intlike(b->dtype)) {
+    Tensor a64 = to_i64(ctx, *a), b64 = to_i64(ctx, *b);
+    pipert_equal_i64(ctx, a64.data<int64_t>(), a64.rank(), a64.shape.data(),
+                     b64.data<int64_t>(), b64.rank(), b64.shape.data(), y.data<uint8_t>());
+    return ran({y});
+  }
+  return skip("dtype " + std::to_string(a->dtype));
+}
+
+Outcome where(pipert_context *ctx, const Node &n) {
+  const Tensor *c = n.in(0), *x = n.in(1), *y = n.in(2);
+  if (!pipert_supports(x->dtype))
+    return skip("dtype " + std::to_string(x->dtype));
+  Tensor out = make_tensor(x->dtype, bcast(bcast(c->shape, x->shape), y->shape));
+  pipert_where(ctx, to_pipert(x->dtype), c->data<uint8_t>(), c->rank(), c->shape.data(),
+               x->bytes.data(), x->rank(), x->shape.data(), y->bytes.data(), y->rank(),
+               y->shape.data(), out.bytes.data());
+  return ran({out});
+}
+
+Outcome gemm(pipert_context *ctx, const Node &n) {
+  const Tensor *a = n.in(0), *b = n.in(1), *c = n.in(2);
+  if (!all_f32({a, b, c}))
+    return skip("non-float32 Gemm");
+  const int ta = int(n.i("transA", 0)), tb = int(n.i("transB", 0));
+  const int64_t m = ta ? a->shape[1] : a->shape[0], k = ta ? a->shape[0] : a->shape[1];
+  const int64_t nn = tb ? b->shape[0] : b->shape[1];
+  Tensor y = make_tensor(TP::FLOAT, {m, nn});
+  pipert_gemm_f32(ctx, a->data<float>(), b->data<float>(), c ? c->data<float>() : nullptr,
+                  c ? c->rank() : 0, c ? c->shape.data() : nullptr, m, nn, k, ta, tb,
+                  n.f("alpha", 1.f), n.f("beta", 1.f), y.data<float>());
+  return ran({y});
+}
+
+Outcome matmul(pipert_context *ctx, const Node &n) {
+  const Tensor *a = n.in(0), *b = n.in(1);
+  if (!all_f32({a, b}))
+    return skip("non-float32 MatMul");
+  std::vector<int64_t> sa = a->shape, sb = b->shape;
+  std::vector<int64_t> batch = bcast(std::vector<int64_t>(sa.begin(), sa.end() - std::min<size_t>(2, sa.size())),
+                                     std::vector<int64_t>(sb.begin(), sb.end() - std::min<size_t>(2, sb.size())));
+  std::vector<int64_t> shape = batch;
+  if (sa.size() >= 2)
+    shape.push_back(sa[sa.size() - 2]);
+  if (sb.size() >= 2)
+    shape.push_back(sb.back());
+  Tensor y = make_tensor(TP::FLOAT, shape);
+  pipert_matmul_f32(ctx, a->data<float>(), a->rank(), sa.data(), b->data<float>(), b->rank(),
+                    sb.data(), y.data<float>());
+  return ran({y});
+}
+
+Outcome softmax(pipert_context *ctx, const Node &n, bool log) {
+  const Tensor *x = n.in(0);
+  if (n.opset < 13)
+    return skip("opset " + std::to_string(n.opset) + " (2-D coercion semantics before 13)");
+  if (!all_f32({x}))
+    return skip("non-float32");
+  Tensor y = make_tensor(TP::FLOAT, x->shape);
+  (log ? pipert_log_softmax_f32 : pipert_softmax_f32)(ctx, x->data<float>(), x->rank(),
+                                                      x->shape.data(), n.i("axis", -1),
+                                                      y.data<float>());
+  return ran({y});
+}
+
+Outcome layer_norm(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0), *s = n.in(1), *b = n.in(2);
+  if (!all_f32({x, s, b}))
+    return skip("non-float32");
+  int64_t axis = n.i("axis", -1);
+  if (axis < 0)
+    axis += x->rank();
+  int64_t cols = 1;
+  for (int64_t i = axis; i < x->rank(); ++i)
+    cols *= x->shape[size_t(i)];
+  if (s->numel() != cols || (b && b->numel() != cols))
+    return skip("scale/bias broadcast within the normalised axes");
+  std::vector<int64_t> stat_shape(x->shape.begin(), x->shape.begin() + axis);
+  stat_shape.resize(x->shape.size(), 1);
+  Tensor y = make_tensor(TP::FLOAT, x->shape), mean = make_tensor(TP::FLOAT, stat_shape),
+         inv = make_tensor(TP::FLOAT, stat_shape);
+  pipert_layer_norm_f32(ctx, x->data<float>(), x->rank(), x->shape.data(), axis,
+                        n.f("epsilon", 1e-5f), s->data<float>(), b ? b->data<float>() : nullptr,
+                        y.data<float>(), mean.data<float>(), inv.data<float>());
+  std::vector<Tensor> outs{y, mean, inv};
+  outs.resize(size_t(n.n_out()));
+  return ran(outs);
+}
+
+// Spatial attributes of Conv/pooling for 1-D or 2-D, mapped to 2-D.
+struct Spatial {
+  int64_t kernel[2], pads[4], strides[2], dilations[2];
+};
+
+std::optional<std::string> spatial(const Node &n, const std::vector<int64_t> &xshape,
+                                   std::vector<int64_t> kernel, int ceil_mode, Spatial &sp) {
+  const size_t d = xshape.size() - 2;
+  if (d != 1 && d != 2)
+    return std::to_string(d) + "-D (1-D and 2-D only)";
+  auto strides = n.ints("strides", std::vector<int64_t>(d, 1));
+  auto dil = n.ints("dilations", std::vector<int64_t>(d, 1));
+  auto pads = n.ints("pads", std::vector<int64_t>(2 * d, 0));
+  const std::string ap = n.s("auto_pad", "NOTSET");
+  if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    for (size_t i = 0; i < d; ++i) {
+      int64_t in = xshape[2 + i];
+      int64_t out = (in + strides[i] - 1) / strides[i];
+      int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - in);
+      int64_t small = total / 2, big = total - small;
+      pads[i] = ap == "SAME_UPPER" ? small : big;
+      pads[i + d] = ap == "SAME_UPPER" ? big : small;
+    }
+  } else if (ap == "VALID") {
+    std::fill(pads.begin(), pads.end(), 0);
+  } else if (ap != "NOTSET") {
+    return "auto_pad " + ap;
+  }
+  (void)ceil_mode;
+  if (d == 1) {
+    sp.kernel[0] = 1, sp.kernel[1] = kernel[0];
+    sp.pads[0] = 0, sp.pads[1] = pads[0], sp.pads[2] = 0, sp.pads[3] = pads[1];
+    sp.strides[0] = 1, sp.strides[1] = strides[0];
+    sp.dilations[0] = 1, sp.dilations[1] = dil[0];
+  } else {
+    for (int i = 0; i < 2; ++i)
+      sp.kernel[i] = kernel[size_t(i)], sp.strides[i] = strides[size_t(i)],
+      sp.dilations[i] = dil[size_t(i)];
+    for (int i = 0; i < 4; ++i)
+      sp.pads[i] = pads[size_t(i)];
+  }
+  return std::nullopt;
+}
+
+void as4d(const std::vector<int64_t> &s, int64_t out[4]) {
+  if (s.size() == 3)
+    out[0] = s[0], out[1] = s[1], out[2] = 1, out[3] = s[2];
+  else
+    std::copy(s.begin(), s.end(), out);
+}
+
+std::vector<int64_t> from4d(const int64_t s[4], size_t rank) {
+  if (rank == 3)
+    return {s[0], s[1], s[3]};
+  return {s[0], s[1], s[2], s[3]};
+}
+
+Outcome conv(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0), *w = n.in(1), *b = n.in(2);
+  if (!all_f32({x, w, b}))
+    return skip("non-float32 Conv");
+  std::vector<int64_t> kernel(w->shape.begin() + 2, w->shape.end());
+  if (n.has("kernel_shape") && n.ints("kernel_shape") != kernel)
+    return skip("kernel_shape differs from W");
+  Spatial sp;
+  if (auto why = spatial(n, x->shape, kernel, 0, sp))
+    return skip(*why);
+  int64_t xs[4], ws[4];
+  as4d(x->shape, xs);
+  as4d(w->shape, ws);
+  int64_t ys[4] = {xs[0], ws[0], 0, 0};
+  ys[2] = (xs[2] + sp.pads[0] + sp.pads[2] - (sp.dilations[0] * (ws[2] - 1) + 1)) / sp.strides[0] + 1;
+  ys[3] = (xs[3] + sp.pads[1] + sp.pads[3] - (sp.dilations[1] * (ws[3] - 1) + 1)) / sp.strides[1] + 1;
+  Tensor y = make_tensor(TP::FLOAT, from4d(ys, x->shape.size()));
+  pipert_conv2d_f32(ctx, x->data<float>(), xs, w->data<float>(), ws,
+                    b ? b->data<float>() : nullptr, sp.pads, sp.strides, sp.dilations,
+                    n.i("group", 1), y.data<float>());
+  return ran({y});
+}
+
+Outcome pool(pipert_context *ctx, const Node &n, bool max) {
+  const Tensor *x = n.in(0);
+  if (!all_f32({x}))
+    return skip("dtype " + std::to_string(x->dtype) + " (float32 only)");
+  if (n.i("storage_order", 0) != 0)
+    return skip("storage_order=1");
+  if (!max && n.has("dilations"))
+    return skip("AveragePool dilations");
+  const int ceil_mode = int(n.i("ceil_mode", 0));
+  Spatial sp;
+  if (auto why = spatial(n, x->shape, n.ints("kernel_shape"), ceil_mode, sp))
+    return skip(*why);
+  int64_t xs[4];
+  as4d(x->shape, xs);
+  int64_t ys[4] = {xs[0], xs[1],
+                   pipert_pool_output_dim(xs[2], sp.kernel[0], sp.pads[0], sp.pads[2],
+                                          sp.strides[0], sp.dilations[0], ceil_mode),
+                   pipert_pool_output_dim(xs[3], sp.kernel[1], sp.pads[1], sp.pads[3],
+                                          sp.strides[1], sp.dilations[1], ceil_mode)};
+  Tensor y = make_tensor(TP::FLOAT, from4d(ys, x->shape.size()));
+  if (max) {
+    Tensor idx = make_tensor(TP::INT64, y.shape);
+    pipert_maxpool2d_f32(ctx, x->data<float>(), xs, sp.kernel, sp.pads, sp.strides,
+                         sp.dilations, ceil_mode, y.data<float>(),
+                         n.wants(1) ? idx.data<int64_t>() : nullptr);
+    if (n.wants(1))
+      return ran({y, idx});
+    return ran({y});
+  }
+  pipert_avgpool2d_f32(ctx, x->data<float>(), xs, sp.kernel, sp.pads, sp.strides, ceil_mode,
+                       int(n.i("count_include_pad", 0)), y.data<float>());
+  return ran({y});
+}
+
+Outcome global_avgpool(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  if (!all_f32({x}))
+    return skip("non-float32");
+  std::vector<int64_t> ys(x->shape.size(), 1);
+  ys[0] = x->shape[0], ys[1] = x->shape[1];
+  Tensor y = make_tensor(TP::FLOAT, ys);
+  pipert_global_avgpool_f32(ctx, x->data<float>(), x->rank(), x->shape.data(), y.data<float>());
+  return ran({y});
+}
+
+Outcome batch_norm(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0), *s = n.in(1), *b = n.in(2), *m = n.in(3), *v = n.in(4);
+  if (!all_f32({x, s, b, m, v}))
+    return skip("non-float32");
+  if (n.opset < 14)
+    return skip("opset " + std::to_string(n.opset) + " (training outputs before 14 differ)");
+  const float eps = n.f("epsilon", 1e-5f), momentum = n.f("momentum", 0.9f);
+  Tensor y = make_tensor(TP::FLOAT, x->shape);
+  if (!n.i("training_mode", 0)) {
+    pipert_batch_norm_inference_f32(ctx, x->data<float>(), x->rank(), x->shape.data(),
+                                    s->data<float>(), b->data<float>(), m->data<float>(),
+                                    v->data<float>(), eps, y.data<float>());
+    return ran({y});
+  }
+  Tensor rm = make_tensor(TP::FLOAT, m->shape), rv = make_tensor(TP::FLOAT, v->shape);
+  pipert_batch_norm_training_f32(ctx, x->data<float>(), x->rank(), x->shape.data(),
+                                 s->data<float>(), b->data<float>(), m->data<float>(),
+                                 v->data<float>(), eps, momentum, y.data<float>(),
+                                 rm.data<float>(), rv.data<float>(), nullptr, nullptr);
+  std::vector<Tensor> outs{y, rm, rv};
+  outs.resize(size_t(n.n_out()));
+  return ran(outs);
+}
+
+Outcome transpose(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  if (!pipert_supports(x->dtype))
+    return skip("dtype");
+  std::vector<int64_t> perm = n.ints("perm");
+  if (perm.empty())
+    for (int64_t i = x->rank() - 1; i >= 0; --i)
+      perm.push_back(i);
+  std::vector<int64_t> ys;
+  for (int64_t p : perm)
+    ys.push_back(x->shape[size_t(p)]);
+  Tensor y = make_tensor(x->dtype, ys);
+  pipert_transpose(ctx, to_pipert(x->dtype), x->bytes.data(), x->rank(), x->shape.data(),
+                   perm.data(), y.bytes.data());
+  return ran({y});
+}
+
+Outcome concat(pipert_context *ctx, const Node &n) {
+  const Tensor *x0 = n.in(0);
+  if (!pipert_supports(x0->dtype))
+    return skip("dtype");
+  int64_t axis = n.i("axis", 0);
+  if (axis < 0)
+    axis += x0->rank();
+  std::vector<const void *> xs;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> ys = x0->shape;
+  ys[size_t(axis)] = 0;
+  for (int k = 0; k < n.n_in(); ++k) {
+    xs.push_back(n.in(k)->bytes.data());
+    sizes.push_back(n.in(k)->shape[size_t(axis)]);
+    ys[size_t(axis)] += sizes.back();
+  }
+  Tensor y = make_tensor(x0->dtype, ys);
+  pipert_concat(ctx, to_pipert(x0->dtype), int64_t(xs.size()), xs.data(), sizes.data(),
+                x0->rank(), ys.data(), n.i("axis", 0), y.bytes.data());
+  return ran({y});
+}
+
+Outcome split(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  if (!pipert_supports(x->dtype))
+    return skip("dtype");
+  int64_t axis = n.i("axis", 0);
+  if (axis < 0)
+    axis += x->rank();
+  std::vector<int64_t> sizes;
+  if (n.in(1))
+    sizes = n.in(1)->as_i64();
+  else
+    sizes = n.ints("split");
+  const int64_t outs = n.n_out();
+  if (sizes.empty()) {
+    if (x->shape[size_t(axis)] % outs)
+      return skip("uneven split without sizes");
+    sizes.assign(size_t(outs), x->shape[size_t(axis)] / outs);
+  }
+  std::vector<Tensor> ys;
+  std::vector<void *> ptrs;
+  for (int64_t k = 0; k < outs; ++k) {
+    auto s = x->shape;
+    s[size_t(axis)] = sizes[size_t(k)];
+    ys.push_back(make_tensor(x->dtype, s));
+  }
+  for (auto &y : ys)
+    ptrs.push_back(y.bytes.data());
+  pipert_split(ctx, to_pipert(x->dtype), x->bytes.data(), x->rank(), x->shape.data(), axis, outs,
+               sizes.data(), ptrs.data());
+  return ran(ys);
+}
+
+Outcome slice(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  if (n.opset < 10)
+    return skip("attribute form of Slice (opset < 10)");
+  if (!pipert_supports(x->dtype))
+    return skip("dtype");
+  auto starts = n.in(1)->as_i64(), ends = n.in(2)->as_i64();
+  std::vector<int64_t> axes, steps;
+  if (n.in(3))
+    axes = n.in(3)->as_i64();
+  if (n.in(4))
+    steps = n.in(4)->as_i64();
+  std::vector<int64_t> ys(x->shape.size());
+  const int64_t na = int64_t(starts.size());
+  pipert_slice_shape(x->rank(), x->shape.data(), na, starts.data(), ends.data(),
+                     axes.empty() ? nullptr : axes.data(), steps.empty() ? nullptr : steps.data(),
+                     ys.data());
+  Tensor y = make_tensor(x->dtype, ys);
+  pipert_slice(ctx, to_pipert(x->dtype), x->bytes.data(), x->rank(), x->shape.data(), na,
+               starts.data(), ends.data(), axes.empty() ? nullptr : axes.data(),
+               steps.empty() ? nullptr : steps.data(), y.bytes.data());
+  return ran({y});
+}
+
+Outcome gather(pipert_context *ctx, const Node &n) {
+  const Tensor *d = n.in(0), *idx = n.in(1);
+  if (!pipert_supports(d->dtype))
+    return skip("dtype");
+  Tensor i64 = to_i64(ctx, *idx);
+  int64_t axis = n.i("axis", 0);
+  if (axis < 0)
+    axis += d->rank();
+  std::vector<int64_t> ys(d->shape.begin(), d->shape.begin() + axis);
+  ys.insert(ys.end(), idx->shape.begin(), idx->shape.end());
+  ys.insert(ys.end(), d->shape.begin() + axis + 1, d->shape.end());
+  Tensor y = make_tensor(d->dtype, ys);
+  pipert_gather(ctx, to_pipert(d->dtype), d->bytes.data(), d->rank(), d->shape.data(),
+                i64.data<int64_t>(), i64.rank(), i64.shape.data(), n.i("axis", 0),
+                y.bytes.data());
+  return ran({y});
+}
+
+Outcome expand(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  if (!pipert_supports(x->dtype))
+    return skip("dtype");
+  auto ys = bcast(x->shape, n.in(1)->as_i64());
+  Tensor y = make_tensor(x->dtype, ys);
+  pipert_expand(ctx, to_pipert(x->dtype), x->bytes.data(), x->rank(), x->shape.data(),
+                int64_t(ys.size()), ys.data(), y.bytes.data());
+  return ran({y});
+}
+
+Outcome cast(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  const int to = int(n.i("to", 0));
+  if (!pipert_supports(x->dtype) || !pipert_supports(to))
+    return skip("cast " + std::to_string(x->dtype) + " -> " + std::to_string(to) +
+                " (f32/f64/i64/i32/i8/u8/bool only)");
+  Tensor y = make_tensor(to, x->shape);
+  pipert_cast(ctx, to_pipert(x->dtype), x->bytes.data(), to_pipert(to), y.bytes.data(),
+              x->numel());
+  return ran({y});
+}
+
+Outcome reduce(pipert_context *ctx, const Node &n, pipert_reduce_op op) {
+  const Tensor *x = n.in(0);
+  if (!all_f32({x}))
+    return skip("non-float32");
+  std::vector<int64_t> axes = n.in(1) ? n.in(1)->as_i64() : n.ints("axes");
+  const int noop = int(n.i("noop_with_empty_axes", 0));
+  const bool keep = n.i("keepdims", 1) != 0;
+  std::vector<bool> red(x->shape.size(), axes.empty() && !noop);
+  for (int64_t a : axes)
+    red[size_t(a < 0 ? a + x->rank() : a)] = true;
+  std::vector<int64_t> ys;
+  for (size_t i = 0; i < x->shape.size(); ++i)
+    if (!red[i])
+      ys.push_back(x->shape[i]);
+    else if (keep)
+      ys.push_back(1);
+  Tensor y = make_tensor(TP::FLOAT, ys);
+  pipert_reduce_f32(ctx, op, x->data<float>(), x->rank(), x->shape.data(), int64_t(axes.size()),
+                    axes.data(), noop, y.data<float>());
+  return ran({y});
+}
+
+Outcome dropout(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  if (!all_f32({x}))
+    return skip("non-float32");
+  float ratio = n.opset < 12 ? n.f("ratio", 0.5f) : (n.in(1) ? float(n.in(1)->scalar()) : 0.5f);
+  const int training = n.opset < 12 ? 0 : (n.in(2) ? int(n.in(2)->scalar() != 0) : 0);
+  if (training && ratio > 0.f)
+    return skip("training with ratio > 0: the expected mask comes from numpy's generator");
+  Tensor y = make_tensor(TP::FLOAT, x->shape), mask = make_tensor(TP::BOOL, x->shape);
+  pipert_dropout_f32(ctx, x->data<float>(), x->numel(), ratio, training, y.data<float>(),
+                     mask.data<uint8_t>());
+  if (n.wants(1))
+    return ran({y, mask});
+  return ran({y});
+}
+
+Outcome loss(pipert_context *ctx, const Node &n, bool sce) {
+  const Tensor *x = n.in(0), *lab = n.in(1), *w = n.in(2);
+  if (!all_f32({x, w}))
+    return skip("non-float32");
+  Tensor labels = to_i64(ctx, *lab);
+  const std::string red = n.s("reduction", "mean");
+  pipert_reduction r = red == "none" ? PIPERT_REDUCTION_NONE
+                       : red == "sum" ? PIPERT_REDUCTION_SUM
+                                      : PIPERT_REDUCTION_MEAN;
+  std::vector<int64_t> ls;
+  if (r == PIPERT_REDUCTION_NONE) {
+    ls.push_back(x->shape[0]);
+    ls.insert(ls.end(), x->shape.begin() + 2, x->shape.end());
+  }
+  Tensor l = make_tensor(TP::FLOAT, ls);
+  const int has_ii = n.has("ignore_index");
+  const int64_t ii = n.i("ignore_index", 0);
+  if (sce) {
+    Tensor lp = make_tensor(TP::FLOAT, x->shape);
+    pipert_softmax_cross_entropy_loss_f32(ctx, x->data<float>(), x->rank(), x->shape.data(),
+                                          labels.data<int64_t>(), w ? w->data<float>() : nullptr,
+                                          has_ii, ii, r, l.data<float>(),
+                                          n.wants(1) ? lp.data<float>() : nullptr);
+    if (n.wants(1))
+      return ran({l, lp});
+    return ran({l});
+  }
+  pipert_nll_loss_f32(ctx, x->data<float>(), x->rank(), x->shape.data(), labels.data<int64_t>(),
+                      w ? w->data<float>() : nullptr, has_ii, ii, r, l.data<float>());
+  return ran({l});
+}
+
+// ai.onnx.preview.training: inputs R, T, then the k tensors of each group.
+Outcome optimizer(pipert_context *ctx, const Node &n) {
+  const std::string &op = n.proto.op_type();
+  const int groups = op == "Adam" ? 4 : 3; // X, G, (V,) H/V
+  const int k = (n.n_in() - 2) / groups;
+  if (k < 1 || (n.n_in() - 2) % groups)
+    return skip("unexpected input count");
+  const float lr = float(n.in(0)->scalar());
+  const int64_t t = int64_t(n.in(1)->scalar());
+  auto in = [&](int g, int j) { return n.in(2 + g * k + j); };
+  std::vector<Tensor> outs(size_t(n.n_out()));
+  for (int j = 0; j < k; ++j) {
+    const Tensor *x = in(0, j), *g = in(1, j);
+    if (!all_f32({x, g}))
+      return skip("non-float32");
+    Tensor xo = make_tensor(TP::FLOAT, x->shape);
+    if (op == "Momentum") {
+      const Tensor *v = in(2, j);
+      Tensor vo = make_tensor(TP::FLOAT, x->shape);
+      const std::string mode = n.s("mode", "standard");
+      pipert_momentum_f32(ctx, lr, t, n.f("alpha", 0.f), n.f("beta", 0.f),
+                          n.f("norm_coefficient", 0.f), mode == "nesterov", x->data<float>(),
+                          g->data<float>(), v->data<float>(), x->numel(), xo.data<float>(),
+                          vo.data<float>());
+      outs[size_t(j)] = xo;
+      outs[size_t(k + j)] = vo;
+    } else if (op == "Adagrad") {
+      const Tensor *h = in(2, j);
+      Tensor ho = make_tensor(TP::FLOAT, x->shape);
+      pipert_adagrad_f32(ctx, lr, t, n.f("decay_factor", 0.f), n.f("epsilon", 0.f),
+                         n.f("norm_coefficient", 0.f), x->data<float>(), g->data<float>(),
+                         h->data<float>(), x->numel(), xo.data<float>(), ho.data<float>());
+      outs[size_t(j)] = xo;
+      outs[size_t(k + j)] = ho;
+    } else {
+      const Tensor *v = in(2, j), *h = in(3, j);
+      Tensor vo = make_tensor(TP::FLOAT, x->shape), ho = make_tensor(TP::FLOAT, x->shape);
+      pipert_adam_f32(ctx, lr, t, n.f("alpha", 0.9f), n.f("beta", 0.999f),
+                      n.f("epsilon", 1e-6f), n.f("norm_coefficient", 0.f),
+                      n.f("norm_coefficient_post", 0.f), x->data<float>(), g->data<float>(),
+                      v->data<float>(), h->data<float>(), x->numel(), xo.data<float>(),
+                      vo.data<float>(), ho.data<float>());
+      outs[size_t(j)] = xo;
+      outs[size_t(k + j)] = vo;
+      outs[size_t(2 * k + j)] = ho;
+    }
+  }
+  return ran(outs);
+}
+
+} // namespace
+
+bool is_optimizer_op(const onnx::NodeProto &node) {
+  return node.domain() == "ai.onnx.preview.training" &&
+         (node.op_type() == "Momentum" || node.op_type() == "Adam" ||
+          node.op_type() == "Adagrad");
+}
+
+Outcome run_node(pipert_context *ctx, const onnx::NodeProto &proto, int64_t opset,
+                 const std::map<std::string, Tensor> &inputs) {
+  Node n{proto, opset, inputs};
+  if (is_optimizer_op(proto))
+    return optimizer(ctx, n);
+  if (!proto.domain().empty() && proto.domain() != "ai.onnx")
+    return {};
+  for (int k = 0; k < n.n_in(); ++k)
+    if (!proto.input(k).empty() && !n.in(k))
+      return skip("input '" + proto.input(k) + "' missing from the data set");
+  const std::string &op = proto.op_type();
+  static const std::map<std::string, pipert_unary_op> unary_ops = {
+      {"Neg", PIPERT_UNARY_NEG},   {"Relu", PIPERT_UNARY_RELU}, {"Tanh", PIPERT_UNARY_TANH},
+      {"Sigmoid", PIPERT_UNARY_SIGMOID}, {"Erf", PIPERT_UNARY_ERF}, {"Sqrt", PIPERT_UNARY_SQRT},
+      {"Exp", PIPERT_UNARY_EXP},   {"Log", PIPERT_UNARY_LOG},   {"Identity", PIPERT_UNARY_IDENTITY}};
+  static const std::map<std::string, pipert_binary_op> binary_ops = {
+      {"Add", PIPERT_BINARY_ADD}, {"Sub", PIPERT_BINARY_SUB}, {"Mul", PIPERT_BINARY_MUL},
+      {"Div", PIPERT_BINARY_DIV}, {"Pow", PIPERT_BINARY_POW}};
+  if (auto it = unary_ops.find(op); it != unary_ops.end())
+    return unary(ctx, n, it->second);
+  if (auto it = binary_ops.find(op); it != binary_ops.end())
+    return binary(ctx, n, it->second);
+  if (op == "Equal") return equal(ctx, n);
+  if (op == "Where") return where(ctx, n);
+  if (op == "Gemm") return gemm(ctx, n);
+  if (op == "MatMul") return matmul(ctx, n);
+  if (op == "Softmax") return softmax(ctx, n, false);
+  if (op == "LogSoftmax") return softmax(ctx, n, true);
+  if (op == "LayerNormalization") return layer_norm(ctx, n);
+  if (op == "Conv") return conv(ctx, n);
+  if (op == "MaxPool") return pool(ctx, n, true);
+  if (op == "AveragePool") return pool(ctx, n, false);
+  if (op == "GlobalAveragePool") return global_avgpool(ctx, n);
+  if (op == "BatchNormalization") return batch_norm(ctx, n);
+  if (op == "Transpose") return transpose(ctx, n);
+  if (op == "Concat") return concat(ctx, n);
+  if (op == "Split") return split(ctx, n);
+  if (op == "Slice") return slice(ctx, n);
+  if (op == "Gather") return gather(ctx, n);
+  if (op == "Expand") return expand(ctx, n);
+  if (op == "Cast") return cast(ctx, n);
+  if (op == "ReduceMean") return reduce(ctx, n, PIPERT_REDUCE_MEAN);
+  if (op == "ReduceSum") return reduce(ctx, n, PIPERT_REDUCE_SUM);
+  if (op == "Dropout") return dropout(ctx, n);
+  if (op == "SoftmaxCrossEntropyLoss") return loss(ctx, n, true);
+  if (op == "NegativeLogLikelihoodLoss") return loss(ctx, n, false);
+  return {};
+}
+
+} // namespace pipert_test

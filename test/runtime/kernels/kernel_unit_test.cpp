@@ -1,0 +1,310 @@
+//===- kernel_unit_test.cpp - direct checks of kernels ONNX data lacks ----===//
+//
+// Reference loops for what the node tests do not cover: larger/batched GEMM
+// paths, threads, Dropout statistics and determinism, Where/Equal on int64,
+// AdamW, SGD, weight prediction, EASGD, slots and the BLAS-1 helpers.
+//
+//===----------------------------------------------------------------------===//
+#include "pipert/pipert_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace {
+
+using Vec = std::vector<float>;
+
+Vec random_vec(size_t n, unsigned seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  Vec v(n);
+  for (auto &x : v)
+    x = d(g);
+  return v;
+}
+
+struct Ctx {
+  pipert_context *ctx;
+  explicit Ctx(int threads = 1, uint64_t seed = 3) : ctx(pipert_context_create(threads, seed)) {}
+  ~Ctx() { pipert_context_destroy(ctx); }
+};
+
+// y[b] = op(a[b]) @ op(b[b]) in double, for matrices stored row-major.
+void ref_matmul(const float *a, const float *b, float *y, int64_t m, int64_t n, int64_t k, bool ta,
+                bool tb) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p)
+        s += double(ta ? a[p * m + i] : a[i * k + p]) * double(tb ? b[j * k + p] : b[p * n + j]);
+      y[i * n + j] = float(s);
+    }
+}
+
+void expect_close(const Vec &a, const Vec &e, double tol, const char *what) {
+  ASSERT_EQ(a.size(), e.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_NEAR(a[i], e[i], tol * (1 + std::fabs(e[i]))) << what << " at " << i;
+}
+
+TEST(Gemm, TransposesBroadcastBiasAndThreads) {
+  const int64_t m = 37, n = 29, k = 53;
+  for (int threads : {1, 2})
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        Ctx ctx(threads);
+        Vec a = random_vec(static_cast<size_t>(m * k), 1), b = random_vec(static_cast<size_t>(k * n), 2);
+        Vec c = random_vec(static_cast<size_t>(m), 3); // (M, 1) column bias
+        const int64_t cs[2] = {m, 1};
+        Vec y(static_cast<size_t>(m * n)), ref(static_cast<size_t>(m * n));
+        pipert_gemm_f32(ctx.ctx, a.data(), b.data(), c.data(), 2, cs, m, n, k, ta, tb, 0.5f, 2.f,
+                        y.data());
+        ref_matmul(a.data(), b.data(), ref.data(), m, n, k, ta, tb);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j)
+            ref[static_cast<size_t>(i * n + j)] = 0.5f * ref[static_cast<size_t>(i * n + j)] + 2.f * c[static_cast<size_t>(i)];
+        expect_close(y, ref, 1e-4, "gemm");
+      }
+}
+
+TEST(MatMul, BatchBroadcastAndVectors) {
+  Ctx ctx;
+  // (3, 1, 4, 5) @ (2, 5, 6) -> (3, 2, 4, 6): A broadcast over B's batch.
+  const int64_t as[4] = {3, 1, 4, 5}, bs[3] = {2, 5, 6};
+  Vec a = random_vec(60, 4), b = random_vec(60, 5), y(3 * 2 * 24), ref(24);
+  pipert_matmul_f32(ctx.ctx, a.data(), 4, as, b.data(), 3, bs, y.data());
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j) {
+      ref_matmul(a.data() + i * 20, b.data() + j * 30, ref.data(), 4, 6, 5, false, false);
+      expect_close(Vec(y.begin() + (i * 2 + j) * 24, y.begin() + (i * 2 + j + 1) * 24), ref, 1e-5,
+                   "batched matmul");
+    }
+  // (5) @ (2, 5, 3) -> (2, 3); (2, 4, 5) @ (5) -> (2, 4)
+  const int64_t vs[1] = {5}, b3[3] = {2, 5, 3}, a3[3] = {2, 4, 5};
+  Vec v = random_vec(5, 6), yv(6), yw(8);
+  pipert_matmul_f32(ctx.ctx, v.data(), 1, vs, b.data(), 3, b3, yv.data());
+  for (int j = 0; j < 2; ++j) {
+    Vec r(3);
+    ref_matmul(v.data(), b.data() + j * 15, r.data(), 1, 3, 5, false, false);
+    expect_close(Vec(yv.begin() + j * 3, yv.begin() + j * 3 + 3), r, 1e-5, "vector @ batch");
+  }
+  pipert_matmul_f32(ctx.ctx, a.data(), 3, a3, v.data(), 1, vs, yw.data());
+  for (int j = 0; j < 2; ++j) {
+    Vec r(4);
+    ref_matmul(a.data() + j * 20, v.data(), r.data(), 4, 1, 5, false, false);
+    expect_close(Vec(yw.begin() + j * 4, yw.begin() + j * 4 + 4), r, 1e-5, "batch @ vector");
+  }
+}
+
+TEST(Conv, GroupedMatchesDirectLoop) {
+  Ctx ctx(2);
+  const int64_t xs[4] = {2, 6, 9, 8}, ws[4] = {4, 3, 3, 2}, pads[4] = {1, 2, 0, 1};
+  const int64_t st[2] = {2, 1}, dl[2] = {1, 2}, g = 2;
+  const int64_t oh = (9 + 1 + 0 - 3) / 2 + 1, ow = (8 + 2 + 1 - 3) / 1 + 1;
+  Vec x = random_vec(2 * 6 * 9 * 8, 7), w = random_vec(4 * 3 * 3 * 2, 8), b = random_vec(4, 9);
+  Vec y(static_cast<size_t>(2 * 4 * oh * ow)), ref(y.size());
+  pipert_conv2d_f32(ctx.ctx, x.data(), xs, w.data(), ws, b.data(), pads, st, dl, g, y.data());
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t m = 0; m < 4; ++m)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double s = b[static_cast<size_t>(m)];
+          const int64_t gi = m / 2;
+          for (int64_t c = 0; c < 3; ++c)
+            for (int64_t i = 0; i < 3; ++i)
+              for (int64_t j = 0; j < 2; ++j) {
+                int64_t iy = oy * 2 - 1 + i, ix = ox - 2 + j * 2;
+                if (iy < 0 || iy >= 9 || ix < 0 || ix >= 8)
+                  continue;
+                s += double(x[static_cast<size_t>(((n * 6 + gi * 3 + c) * 9 + iy) * 8 + ix)]) *
+                     w[static_cast<size_t>(((m * 3 + c) * 3 + i) * 2 + j)];
+              }
+          ref[static_cast<size_t>(((n * 4 + m) * oh + oy) * ow + ox)] = float(s);
+        }
+  expect_close(y, ref, 1e-5, "conv");
+}
+
+TEST(Dropout, DeterministicPerSeedAndUnbiased) {
+  const int64_t n = 200000;
+  Vec x(static_cast<size_t>(n), 1.f), y1(static_cast<size_t>(n)), y2(static_cast<size_t>(n));
+  std::vector<uint8_t> m1(static_cast<size_t>(n)), m2(static_cast<size_t>(n));
+  {
+    Ctx a(1, 11), b(1, 11);
+    pipert_dropout_f32(a.ctx, x.data(), n, 0.25f, 1, y1.data(), m1.data());
+    pipert_dropout_f32(b.ctx, x.data(), n, 0.25f, 1, y2.data(), m2.data());
+    EXPECT_EQ(m1, m2);
+    // The next call of the same context draws a different mask.
+    pipert_dropout_f32(a.ctx, x.data(), n, 0.25f, 1, y2.data(), m2.data());
+    EXPECT_NE(m1, m2);
+  }
+  double kept = 0, mean = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    kept += m1[static_cast<size_t>(i)];
+    mean += y1[static_cast<size_t>(i)];
+    EXPECT_EQ(y1[static_cast<size_t>(i)], m1[static_cast<size_t>(i)] ? 1.f / 0.75f : 0.f);
+  }
+  EXPECT_NEAR(kept / double(n), 0.75, 0.005);
+  EXPECT_NEAR(mean / double(n), 1.0, 0.01);
+}
+
+TEST(Elementwise, WhereEqualAndInt64Arithmetic) {
+  Ctx ctx;
+  const int64_t as[2] = {2, 3}, bs[1] = {3};
+  const int64_t a[6] = {1, 2, 3, 4, 5, 6}, b[3] = {1, 5, 3};
+  uint8_t eq[6];
+  pipert_equal_i64(ctx.ctx, a, 2, as, b, 1, bs, eq);
+  const uint8_t eq_ref[6] = {1, 0, 1, 0, 1, 0};
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(eq[i], eq_ref[i]);
+  int64_t out[6];
+  pipert_where(ctx.ctx, PIPERT_I64, eq, 2, as, a, 2, as, b, 1, bs, out);
+  const int64_t where_ref[6] = {1, 5, 3, 1, 5, 3};
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(out[i], where_ref[i]);
+  const int64_t neg[3] = {-7, 7, -7}, div[3] = {2, -2, -2};
+  int64_t q[3];
+  pipert_binary_i64(ctx.ctx, PIPERT_BINARY_DIV, neg, 1, bs, div, 1, bs, q);
+  EXPECT_EQ(q[0], -3); // truncation toward zero
+  EXPECT_EQ(q[1], -3);
+  EXPECT_EQ(q[2], 3);
+}
+
+TEST(Cast, FloatToIntTruncatesAndBool) {
+  Ctx ctx;
+  const float x[5] = {-1.7f, -0.2f, 0.f, 2.9f, 3.f};
+  int64_t i64[5];
+  uint8_t b[5];
+  double d[5];
+  pipert_cast(ctx.ctx, PIPERT_F32, x, PIPERT_I64, i64, 5);
+  pipert_cast(ctx.ctx, PIPERT_F32, x, PIPERT_BOOL, b, 5);
+  pipert_cast(ctx.ctx, PIPERT_I64, i64, PIPERT_F64, d, 5);
+  const int64_t ri[5] = {-1, 0, 0, 2, 3};
+  const uint8_t rb[5] = {1, 1, 0, 1, 1};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(i64[i], ri[i]);
+    EXPECT_EQ(b[i], rb[i]);
+    EXPECT_EQ(d[i], double(ri[i]));
+  }
+}
+
+TEST(Optimizers, SgdAdamWAndInPlace) {
+  Ctx ctx;
+  const int64_t n = 5;
+  Vec x = random_vec(n, 20), g = random_vec(n, 21), m = random_vec(n, 22);
+  Vec v = random_vec(n, 23, 0.f, 1.f);
+  // SGD in place.
+  Vec xs = x;
+  pipert_sgd_f32(ctx.ctx, 0.1f, 0.01f, xs.data(), g.data(), n, xs.data());
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_NEAR(xs[static_cast<size_t>(i)], x[static_cast<size_t>(i)] - 0.1f * (g[static_cast<size_t>(i)] + 0.01f * x[static_cast<size_t>(i)]), 1e-7);
+  // AdamW against PyTorch's formula written out in double, t = 3, in place.
+  Vec xw = x, mw = m, vw = v;
+  const double lr = 1e-2, b1 = 0.9, b2 = 0.99, eps = 1e-8, wd = 0.1;
+  pipert_adamw_f32(ctx.ctx, float(lr), 3, float(b1), float(b2), float(eps), float(wd), xw.data(),
+                   g.data(), mw.data(), vw.data(), n, xw.data(), mw.data(), vw.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    double p = x[k] * (1 - lr * wd);
+    double mm = b1 * m[k] + (1 - b1) * g[k], vv = b2 * v[k] + (1 - b2) * double(g[k]) * g[k];
+    double mhat = mm / (1 - std::pow(b1, 3)), vhat = vv / (1 - std::pow(b2, 3));
+    p -= lr * mhat / (std::sqrt(vhat) + eps);
+    EXPECT_NEAR(xw[k], p, 1e-6);
+    EXPECT_NEAR(mw[k], mm, 1e-6);
+    EXPECT_NEAR(vw[k], vv, 1e-6);
+  }
+}
+
+TEST(WeightVersions, SlotsPredictionAndEasgd) {
+  Ctx ctx;
+  const int64_t n = 6;
+  Vec w = random_vec(n, 30), v = random_vec(n, 31), slots(static_cast<size_t>(3 * n), 0.f), what(static_cast<size_t>(n));
+  pipert_copy_to_slot(ctx.ctx, slots.data(), 2, w.data(), n * int64_t(sizeof(float)));
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(slots[static_cast<size_t>(2 * n + i)], w[static_cast<size_t>(i)]);
+    EXPECT_EQ(slots[static_cast<size_t>(i)], 0.f);
+  }
+  pipert_predict_weights_f32(ctx.ctx, w.data(), v.data(), 2.f, 0.1f, n, what.data());
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_NEAR(what[static_cast<size_t>(i)], w[static_cast<size_t>(i)] - 0.2f * v[static_cast<size_t>(i)], 1e-7);
+
+  // Two replicas and a centre: one EASGD round, the diff sum formed by hand
+  // in place of the allreduce.
+  Vec c = random_vec(n, 32), x1 = random_vec(n, 33), x2 = random_vec(n, 34);
+  const Vec c0 = c, x10 = x1, x20 = x2;
+  Vec d1(static_cast<size_t>(n)), d2(static_cast<size_t>(n));
+  const float alpha = 0.25f;
+  pipert_easgd_local_f32(ctx.ctx, alpha, c.data(), x1.data(), d1.data(), n);
+  pipert_easgd_local_f32(ctx.ctx, alpha, c.data(), x2.data(), d2.data(), n);
+  pipert_accumulate_f32(ctx.ctx, d2.data(), d1.data(), n);
+  pipert_easgd_center_f32(ctx.ctx, alpha, d1.data(), c.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    EXPECT_NEAR(x1[k], x10[k] - alpha * (x10[k] - c0[k]), 1e-6);
+    EXPECT_NEAR(x2[k], x20[k] - alpha * (x20[k] - c0[k]), 1e-6);
+    EXPECT_NEAR(c[k], c0[k] + alpha * ((x10[k] - c0[k]) + (x20[k] - c0[k])), 1e-6);
+  }
+  // axpy, scale, fill.
+  Vec y(static_cast<size_t>(n), 1.f);
+  pipert_axpy_f32(ctx.ctx, 2.f, w.data(), y.data(), n);
+  pipert_scale_f32(ctx.ctx, 0.5f, y.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_NEAR(y[static_cast<size_t>(i)], 0.5f * (1.f + 2.f * w[static_cast<size_t>(i)]), 1e-6);
+  pipert_fill_f32(ctx.ctx, 3.f, y.data(), n);
+  for (float e : y)
+    EXPECT_EQ(e, 3.f);
+}
+
+TEST(Reduce, MaxMinSumSquareAndNoop) {
+  Ctx ctx;
+  const int64_t s[3] = {2, 3, 4};
+  Vec x = random_vec(24, 40);
+  const int64_t axes[2] = {0, -1};
+  Vec mx(3), mn(3), ss(3), cp(24);
+  pipert_reduce_f32(ctx.ctx, PIPERT_REDUCE_MAX, x.data(), 3, s, 2, axes, 0, mx.data());
+  pipert_reduce_f32(ctx.ctx, PIPERT_REDUCE_MIN, x.data(), 3, s, 2, axes, 0, mn.data());
+  pipert_reduce_f32(ctx.ctx, PIPERT_REDUCE_SUM_SQUARE, x.data(), 3, s, 2, axes, 0, ss.data());
+  pipert_reduce_f32(ctx.ctx, PIPERT_REDUCE_SUM, x.data(), 3, s, 0, nullptr, 1, cp.data());
+  EXPECT_EQ(cp, x);
+  for (int j = 0; j < 3; ++j) {
+    float a = -INFINITY, b = INFINITY;
+    double q = 0;
+    for (int i = 0; i < 2; ++i)
+      for (int k = 0; k < 4; ++k) {
+        float v = x[static_cast<size_t>((i * 3 + j) * 4 + k)];
+        a = std::max(a, v), b = std::min(b, v), q += double(v) * v;
+      }
+    EXPECT_EQ(mx[static_cast<size_t>(j)], a);
+    EXPECT_EQ(mn[static_cast<size_t>(j)], b);
+    EXPECT_NEAR(ss[static_cast<size_t>(j)], q, 1e-5);
+  }
+}
+
+} // namespace
+
+namespace {
+
+TEST(Threads, ParallelElementwiseMatchesSerial) {
+  const int64_t n = 300001; // above the parallel threshold, odd split
+  Vec x = random_vec(static_cast<size_t>(n), 50, -3.f, 3.f), g = random_vec(static_cast<size_t>(n), 51);
+  Ctx one(1), two(2);
+  for (pipert_unary_op op : {PIPERT_UNARY_TANH, PIPERT_UNARY_SIGMOID, PIPERT_UNARY_RELU}) {
+    Vec y1(static_cast<size_t>(n)), y2(static_cast<size_t>(n));
+    pipert_unary_f32(one.ctx, op, x.data(), n, y1.data());
+    pipert_unary_f32(two.ctx, op, x.data(), n, y2.data());
+    EXPECT_EQ(y1, y2);
+  }
+  Vec a1 = x, a2 = x;
+  pipert_axpy_f32(one.ctx, 0.5f, g.data(), a1.data(), n);
+  pipert_axpy_f32(two.ctx, 0.5f, g.data(), a2.data(), n);
+  EXPECT_EQ(a1, a2);
+  const int64_t s[2] = {900, 301};
+  Vec s1(x.begin(), x.begin() + 900 * 301), s2(s1.size());
+  pipert_softmax_f32(one.ctx, x.data(), 2, s, 1, s1.data());
+  pipert_softmax_f32(two.ctx, x.data(), 2, s, 1, s2.data());
+  EXPECT_EQ(s1, s2);
+}
+
+} // namespace

@@ -1,0 +1,78 @@
+//===- pipe-translate.cpp - translations in and out of pipec's IR ---------===//
+//
+//   pipe-translate --import-onnx model.onnx [--input-shape x=32x784] [-o out.mlir]
+//
+//===----------------------------------------------------------------------===//
+#include "pipec/Import/OnnxImporter.h"
+#include "pipec/InitAll.h"
+#include "pipec/Support/Diagnostics.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/SourceMgr.h"
+
+using namespace mlir;
+
+static llvm::cl::list<std::string> inputShapes(
+    "input-shape",
+    llvm::cl::desc("Bind a graph input's shape (x=32x784) or a symbolic "
+                   "dimension (batch=32); repeatable or comma-joined with ';'"),
+    llvm::cl::value_desc("name=DxD..."));
+static llvm::cl::opt<std::string> lossName(
+    "loss", llvm::cl::desc("Graph output that is the training loss "
+                           "(default: detected)"),
+    llvm::cl::init(""));
+static llvm::cl::list<std::string> frozenParams(
+    "frozen", llvm::cl::desc("Initializers to keep frozen (no gradient)"),
+    llvm::cl::CommaSeparated);
+
+int main(int argc, char **argv) {
+  if (argc == 2 && StringRef(argv[1]) == "--list-onnx-operators") {
+    DialectRegistry registry;
+    pipec::registerAllDialects(registry);
+    MLIRContext context(registry);
+    for (const std::string &name : pipec::supportedOnnxOperators(&context))
+      llvm::outs() << name << "\n";
+    return 0;
+  }
+  TranslateToMLIRRegistration importOnnx(
+      "import-onnx", "import an ONNX model (.onnx or .onnxtext)",
+      [](llvm::SourceMgr &sourceMgr,
+         MLIRContext *context) -> OwningOpRef<Operation *> {
+        pipec::OneLineDiagnosticHandler diagnostics(context, "pipe-translate");
+        const llvm::MemoryBuffer *buffer =
+            sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+        pipec::ImportOptions options;
+        for (const std::string &entry : inputShapes) {
+          SmallVector<StringRef> parts;
+          StringRef(entry).split(parts, ';', -1, false);
+          for (StringRef part : parts) {
+            std::string name;
+            std::vector<int64_t> shape;
+            if (!pipec::parseInputShapeBinding(part, name, shape)) {
+              emitError(UnknownLoc::get(context))
+                  << "--input-shape '" << part
+                  << "' is malformed; write name=32x784 (a graph input) or "
+                     "name=32 (a symbolic dimension)";
+              return nullptr;
+            }
+            options.inputShapes[name] = shape;
+          }
+        }
+        options.lossName = lossName;
+        options.frozen.assign(frozenParams.begin(), frozenParams.end());
+        OwningOpRef<ModuleOp> module = pipec::importOnnxModel(
+            context, buffer->getBuffer(), buffer->getBufferIdentifier(),
+            options);
+        if (!module)
+          return nullptr;
+        return OwningOpRef<Operation *>(module.release());
+      },
+      [](DialectRegistry &registry) {
+        pipec::registerAllDialects(registry);
+      });
+  return failed(mlirTranslateMain(argc, argv, "pipec translation driver"));
+}
