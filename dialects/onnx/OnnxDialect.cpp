@@ -4,6 +4,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "llvm/Support/SaveAndRestore.h"
 
 using namespace mlir;
 using namespace mlir::pipec::onnx;
@@ -28,10 +29,28 @@ Operation *ONNXDialect::materializeConstant(OpBuilder &builder,
   return nullptr;
 }
 
+/// Set while `inferShapes` runs an op's verifier before typing its results:
+/// the declared result types are placeholders then, not worth comparing.
+static thread_local bool resultTypesPending = false;
+
 LogicalResult ShapeInferenceOpInterface::inferShapes() {
+  Operation *op = getOperation();
+  // A shape function reads operands and attributes through the ODS
+  // accessors, which assume the op's operand counts, operand types and
+  // attributes are as declared; an op built generically (by the importer)
+  // may not be. Verify those first.
+  {
+    llvm::SaveAndRestore pending(resultTypesPending, true);
+    if (failed(op->getName().verifyInvariants(op)))
+      return failure();
+  }
   SmallVector<Type> types;
   if (failed(inferResultTypes(types)))
     return failure();
+  if (types.size() != op->getNumResults())
+    return op->emitOpError() << "has " << op->getNumResults()
+                             << " results but its shape function gives "
+                             << types.size();
   for (auto [result, type] : llvm::zip(getOperation()->getResults(), types))
     result.setType(type);
   return success();
@@ -39,6 +58,8 @@ LogicalResult ShapeInferenceOpInterface::inferShapes() {
 
 namespace mlir::pipec::onnx {
 LogicalResult verifyInferredTypes(Operation *op) {
+  if (resultTypesPending)
+    return success();
   auto iface = llvm::cast<ShapeInferenceOpInterface>(op);
   SmallVector<Type> types;
   if (failed(iface.inferResultTypes(types)))

@@ -23,7 +23,9 @@ def ONNX_ShapeInferenceOpInterface : OpInterface<"ShapeInferenceOpInterface"> {
       (ins "::llvm::SmallVectorImpl<::mlir::Type> &":$types)>,
   ];
   let extraClassDeclaration = [{
-    /// Replaces every result type by the inferred one.
+    /// Replaces every result type by the inferred one, after checking the
+    /// op's operand counts, operand types and attributes (an op built
+    /// generically may break them, and the shape function assumes them).
     ::mlir::LogicalResult inferShapes();
   }];
   let verify = [{ return ::mlir::pipec::onnx::verifyInferredTypes($_op); }];

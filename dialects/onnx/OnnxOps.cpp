@@ -33,7 +33,9 @@ static bool conflicts(int64_t a, int64_t b) {
 
 /// `type` (a tensor type) with element type `element`.
 static Type withElementType(Type type, Type element) {
-  return llvm::cast<TensorType>(type).clone(element);
+  if (auto tensor = llvm::dyn_cast<TensorType>(type))
+    return tensor.clone(element);
+  return unranked(element);
 }
 
 /// Product of `dims`, dynamic when any is.

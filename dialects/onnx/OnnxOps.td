@@ -106,7 +106,7 @@ def ONNX_PowOp : ONNX_ShapedOp<"Pow"> {
 def ONNX_EqualOp : ONNX_ShapedOp<"Equal", [Commutative]> {
   let summary = "elementwise A == B, broadcasting";
   let arguments = (ins AnyTensor:$A, AnyTensor:$B);
-  let results = (outs TensorOf<[I1]>:$C);
+  let results = (outs AnyTensor:$C);
   let hasFolder = 1;
 }
 
@@ -126,19 +126,19 @@ class ONNX_UnaryOp<string mnemonic, list<Trait> traits = []>
 class ONNX_FloatUnaryOp<string mnemonic, list<Trait> traits = []>
     : ONNX_ShapedOp<mnemonic, traits> {
   let arguments = (ins ONNX_FloatTensor:$input);
-  let results = (outs ONNX_FloatTensor:$output);
+  let results = (outs AnyTensor:$output);
 }
 def ONNX_ReluOp : ONNX_UnaryOp<"Relu">;
 def ONNX_NegOp : ONNX_UnaryOp<"Neg">;
 def ONNX_TanhOp : ONNX_FloatUnaryOp<"Tanh">;
 def ONNX_SigmoidOp : ONNX_UnaryOp<"Sigmoid"> {
   let arguments = (ins ONNX_FloatTensor:$X);
-  let results = (outs ONNX_FloatTensor:$Y);
+  let results = (outs AnyTensor:$Y);
 }
 def ONNX_ErfOp : ONNX_FloatUnaryOp<"Erf">;
 def ONNX_SqrtOp : ONNX_UnaryOp<"Sqrt"> {
   let arguments = (ins ONNX_FloatTensor:$X);
-  let results = (outs ONNX_FloatTensor:$Y);
+  let results = (outs AnyTensor:$Y);
 }
 def ONNX_ExpOp : ONNX_FloatUnaryOp<"Exp">;
 def ONNX_LogOp : ONNX_FloatUnaryOp<"Log">;
@@ -188,13 +188,13 @@ def ONNX_MatMulOp : ONNX_ShapedOp<"MatMul"> {
 def ONNX_SoftmaxOp : ONNX_ShapedOp<"Softmax"> {
   let arguments = (ins ONNX_FloatTensor:$input,
                    DefaultValuedAttr<I64Attr, "-1">:$axis);
-  let results = (outs ONNX_FloatTensor:$output);
+  let results = (outs AnyTensor:$output);
 }
 
 def ONNX_LogSoftmaxOp : ONNX_ShapedOp<"LogSoftmax"> {
   let arguments = (ins ONNX_FloatTensor:$input,
                    DefaultValuedAttr<I64Attr, "-1">:$axis);
-  let results = (outs ONNX_FloatTensor:$output);
+  let results = (outs AnyTensor:$output);
 }
 
 def ONNX_LayerNormalizationOp : ONNX_ShapedOp<"LayerNormalization"> {
@@ -210,7 +210,7 @@ def ONNX_LayerNormalizationOp : ONNX_ShapedOp<"LayerNormalization"> {
                    DefaultValuedAttr<I64Attr, "-1">:$axis,
                    DefaultValuedAttr<F32Attr, "1e-5">:$epsilon,
                    DefaultValuedAttr<I64Attr, "1">:$stash_type);
-  let results = (outs ONNX_FloatTensor:$Y, Variadic<ONNX_FloatTensor>:$stats);
+  let results = (outs AnyTensor:$Y, Variadic<AnyTensor>:$stats);
   let hasVerifier = 1;
 }
 
@@ -228,8 +228,8 @@ def ONNX_BatchNormalizationOp : ONNX_ShapedOp<"BatchNormalization"> {
                    DefaultValuedAttr<F32Attr, "1e-5">:$epsilon,
                    DefaultValuedAttr<F32Attr, "0.9">:$momentum,
                    DefaultValuedAttr<I64Attr, "0">:$training_mode);
-  let results = (outs ONNX_FloatTensor:$Y,
-                 Variadic<ONNX_FloatTensor>:$running_stats);
+  let results = (outs AnyTensor:$Y,
+                 Variadic<AnyTensor>:$running_stats);
 }
 
 def ONNX_ConvOp : ONNX_ShapedOp<"Conv"> {
@@ -242,7 +242,7 @@ def ONNX_ConvOp : ONNX_ShapedOp<"Conv"> {
                    OptionalAttr<DenseI64ArrayAttr>:$kernel_shape,
                    OptionalAttr<DenseI64ArrayAttr>:$pads,
                    OptionalAttr<DenseI64ArrayAttr>:$strides);
-  let results = (outs ONNX_FloatTensor:$Y);
+  let results = (outs AnyTensor:$Y);
 }
 
 def ONNX_MaxPoolOp : ONNX_ShapedOp<"MaxPool"> {
@@ -260,7 +260,7 @@ def ONNX_MaxPoolOp : ONNX_ShapedOp<"MaxPool"> {
                    OptionalAttr<DenseI64ArrayAttr>:$pads,
                    DefaultValuedAttr<I64Attr, "0">:$storage_order,
                    OptionalAttr<DenseI64ArrayAttr>:$strides);
-  let results = (outs AnyTensor:$Y, Optional<TensorOf<[I64]>>:$Indices);
+  let results = (outs AnyTensor:$Y, Optional<AnyTensor>:$Indices);
   let hasVerifier = 1;
 }
 
@@ -278,13 +278,13 @@ def ONNX_AveragePoolOp : ONNX_ShapedOp<"AveragePool"> {
                    DenseI64ArrayAttr:$kernel_shape,
                    OptionalAttr<DenseI64ArrayAttr>:$pads,
                    OptionalAttr<DenseI64ArrayAttr>:$strides);
-  let results = (outs ONNX_FloatTensor:$Y);
+  let results = (outs AnyTensor:$Y);
   let hasVerifier = 1;
 }
 
 def ONNX_GlobalAveragePoolOp : ONNX_ShapedOp<"GlobalAveragePool"> {
   let arguments = (ins ONNX_FloatTensor:$X);
-  let results = (outs ONNX_FloatTensor:$Y);
+  let results = (outs AnyTensor:$Y);
 }
 
 def ONNX_DropoutOp : ONNX_InferredOp<"Dropout"> {
@@ -298,7 +298,7 @@ def ONNX_DropoutOp : ONNX_InferredOp<"Dropout"> {
   let arguments = (ins AnyTensor:$data, ONNX_FloatTensorOrNone:$ratio,
                    AnyTypeOf<[TensorOf<[I1]>, NoneType]>:$training_mode,
                    OptionalAttr<I64Attr>:$seed);
-  let results = (outs AnyTensor:$output, Optional<TensorOf<[I1]>>:$mask);
+  let results = (outs AnyTensor:$output, Optional<AnyTensor>:$mask);
   let hasVerifier = 1;
   let hasFolder = 1;
 }
@@ -332,8 +332,8 @@ def ONNX_SoftmaxCrossEntropyLossOp : ONNX_ShapedOp<"SoftmaxCrossEntropyLoss"> {
                    ONNX_FloatTensorOrNone:$weights,
                    OptionalAttr<I64Attr>:$ignore_index,
                    DefaultValuedStrAttr<StrAttr, "mean">:$reduction);
-  let results = (outs ONNX_FloatTensor:$output,
-                 Optional<ONNX_FloatTensor>:$log_prob);
+  let results = (outs AnyTensor:$output,
+                 Optional<AnyTensor>:$log_prob);
   let hasVerifier = 1;
 }
 
@@ -344,7 +344,7 @@ def ONNX_NegativeLogLikelihoodLossOp
                    ONNX_FloatTensorOrNone:$weight,
                    OptionalAttr<I64Attr>:$ignore_index,
                    DefaultValuedStrAttr<StrAttr, "mean">:$reduction);
-  let results = (outs ONNX_FloatTensor:$loss);
+  let results = (outs AnyTensor:$loss);
   let hasVerifier = 1;
 }
 
@@ -355,7 +355,7 @@ def ONNX_NegativeLogLikelihoodLossOp
 def ONNX_ShapeOp : ONNX_ShapedOp<"Shape"> {
   let arguments = (ins AnyTensor:$data, OptionalAttr<I64Attr>:$start,
                    OptionalAttr<I64Attr>:$end);
-  let results = (outs TensorOf<[I64]>:$shape);
+  let results = (outs AnyTensor:$shape);
   let hasFolder = 1;
 }
 

@@ -348,6 +348,26 @@ LogicalResult ReturnOp::verify() {
 // ProgramOp
 //===----------------------------------------------------------------------===//
 
+void ProgramOp::build(OpBuilder &builder, OperationState &state,
+                      StringRef name, int64_t device, ArrayRef<int64_t> stages,
+                      ScheduleKind schedule, int64_t microbatches,
+                      std::optional<int64_t> pipeline) {
+  state.addAttribute(getSymNameAttrName(state.name),
+                     builder.getStringAttr(name));
+  state.addAttribute(getDeviceAttrName(state.name),
+                     builder.getI64IntegerAttr(device));
+  state.addAttribute(getStagesAttrName(state.name),
+                     builder.getDenseI64ArrayAttr(stages));
+  state.addAttribute(getScheduleAttrName(state.name),
+                     ScheduleKindAttr::get(builder.getContext(), schedule));
+  state.addAttribute(getMicrobatchesAttrName(state.name),
+                     builder.getI64IntegerAttr(microbatches));
+  if (pipeline)
+    state.addAttribute(getPipelineAttrName(state.name),
+                       builder.getI64IntegerAttr(*pipeline));
+  state.addRegion()->emplaceBlock();
+}
+
 LogicalResult ProgramOp::verify() {
   if (getDevice() < 0)
     return emitOpError() << "device " << getDevice() << " is negative";

@@ -114,7 +114,13 @@ def Pipe_ProgramOp : Pipe_Op<"program", [Symbol, IsolatedFromAbove, SingleBlock,
     `schedule` custom<ScheduleName>($schedule) `microbatches` $microbatches
     (`pipeline` $pipeline^)? attr-dict-with-keyword $body
   }];
+  let builders = [OpBuilder<(ins "::llvm::StringRef":$name, "int64_t":$device,
+      "::llvm::ArrayRef<int64_t>":$stages, "ScheduleKind":$schedule,
+      "int64_t":$microbatches,
+      CArg<"std::optional<int64_t>", "std::nullopt">:$pipeline)>];
   let extraClassDeclaration = [{
+    /// The instructions, in order.
+    ::mlir::Block &getInstructions() { return getBody().front(); }
     bool holdsStage(int64_t stage) {
       return ::llvm::is_contained(getStages(), stage);
     }

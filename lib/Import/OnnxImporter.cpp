@@ -121,8 +121,8 @@ private:
   // Graphs ------------------------------------------------------------------
   LogicalResult checkOpsets(const pb::ModelProto &model);
   LogicalResult runChecker(const pb::ModelProto &model);
-  LogicalResult decideParameters(const pb::GraphProto &graph);
-  FailureOr<func::FuncOp> importMainGraph(const pb::GraphProto &graph);
+  LogicalResult decideParameters(const pb::ModelProto &model);
+  FailureOr<func::FuncOp> importMainGraph(const pb::ModelProto &model);
   FailureOr<func::FuncOp> importTrainingGraph(const pb::GraphProto &graph,
                                               StringRef name,
                                               const pb::TrainingInfoProto &info,
@@ -423,7 +423,8 @@ LogicalResult Importer::runChecker(const pb::ModelProto &model) {
 // Parameters
 //===----------------------------------------------------------------------===//
 
-LogicalResult Importer::decideParameters(const pb::GraphProto &graph) {
+LogicalResult Importer::decideParameters(const pb::ModelProto &model) {
+  const pb::GraphProto &graph = model.graph();
   if (graph.sparse_initializer_size() > 0)
     return error() << "sparse initializers are not supported ('"
                    << graph.sparse_initializer(0).values().name() << "')";
@@ -459,6 +460,32 @@ LogicalResult Importer::decideParameters(const pb::GraphProto &graph) {
         trainable.insert(node.input(i));
     }
   }
+  // A TrainingInfoProto says exactly what is trained (the Gradient ops' xs)
+  // and what is state (the other update_binding targets).
+  llvm::StringSet<> gradientXs, bound;
+  bool haveGradient = false;
+  for (const auto &info : model.training_info()) {
+    for (const auto &kv : info.update_binding())
+      bound.insert(kv.key());
+    for (const auto &node : info.algorithm().node()) {
+      if (node.op_type() != "Gradient")
+        continue;
+      haveGradient = true;
+      for (const auto &a : node.attribute())
+        if (a.name() == "xs")
+          for (const auto &x : a.strings())
+            gradientXs.insert(x);
+    }
+  }
+  if (haveGradient) {
+    trainable.clear();
+    for (const auto &x : gradientXs)
+      if (initializers.count(x.getKey()))
+        trainable.insert(x.getKey());
+  }
+  for (const auto &b : bound)
+    if (initializers.count(b.getKey()) && !trainable.count(b.getKey()))
+      stateParams.insert(b.getKey());
   for (const auto &f : frozen) {
     if (trainable.erase(f.getKey()))
       stateParams.insert(f.getKey());
@@ -486,8 +513,9 @@ Value Importer::constantI64(ArrayRef<int64_t> vals, Location loc) {
                                 DenseIntElementsAttr::get(type, vals));
 }
 
-FailureOr<func::FuncOp> Importer::importMainGraph(const pb::GraphProto &graph) {
-  if (failed(decideParameters(graph)))
+FailureOr<func::FuncOp> Importer::importMainGraph(const pb::ModelProto &model) {
+  const pb::GraphProto &graph = model.graph();
+  if (failed(decideParameters(model)))
     return failure();
 
   SmallVector<Type> argTypes;
@@ -780,6 +808,15 @@ FailureOr<Attribute> Importer::convertAttribute(const pb::AttributeProto &a,
     return error(loc) << "attribute '" << a.name()
                       << "' refers to a function attribute, which is not "
                          "supported";
+  // An empty list carries no element type on the wire (helpers write it as
+  // INTS); the names ONNX uses for string lists get a string list.
+  bool emptyList = a.ints_size() == 0 && a.floats_size() == 0 &&
+                   a.strings_size() == 0;
+  if (emptyList && (a.type() == pb::AttributeProto::INTS ||
+                    a.type() == pb::AttributeProto::FLOATS ||
+                    a.type() == pb::AttributeProto::STRINGS) &&
+      (a.name() == "xs" || a.name() == "zs"))
+    return Attribute(builder.getStrArrayAttr({}));
   switch (a.type()) {
   case pb::AttributeProto::INT:
     return Attribute(builder.getI64IntegerAttr(a.i()));
@@ -1176,7 +1213,7 @@ OwningOpRef<ModuleOp> Importer::run(const pb::ModelProto &model) {
                        builder.getStringAttr(model.producer_name()));
   (*module)->setAttr("pipe.opset", builder.getI64IntegerAttr(opset));
   builder.setInsertionPointToEnd(module->getBody());
-  auto forward = importMainGraph(model.graph());
+  auto forward = importMainGraph(model);
   if (failed(forward))
     return {};
   for (int i = 0; i < model.training_info_size(); ++i) {

@@ -82,6 +82,9 @@ uint64_t pipert_context_next_random(pipert_context *ctx) {
   return z ^ (z >> 31);
 }
 
+uint64_t pipert_context_random_state(const pipert_context *ctx) { return ctx->rng; }
+void pipert_context_set_random_state(pipert_context *ctx, uint64_t state) { ctx->rng = state; }
+
 void *pipert_alloc(pipert_context *, size_t bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
   void *p = std::aligned_alloc(64, rounded ? rounded : 64);

@@ -62,6 +62,10 @@ pipert_backend pipert_context_backend(const pipert_context *ctx);
 int pipert_context_threads(const pipert_context *ctx);
 /* Deterministic per-context random stream (Dropout masks, shuffles). */
 uint64_t pipert_context_next_random(pipert_context *ctx);
+/* The random stream's state, for checkpoints: restoring it resumes the same
+ * sequence of masks and shuffles. */
+uint64_t pipert_context_random_state(const pipert_context *ctx);
+void pipert_context_set_random_state(pipert_context *ctx, uint64_t state);
 
 /* Device memory of the context's backend, 64-byte aligned; never NULL (an
  * allocation failure is fatal). pipert_free(NULL) is a no-op. */

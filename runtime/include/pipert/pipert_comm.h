@@ -12,6 +12,10 @@
  *  - non-blocking calls return a request that must be passed to exactly one
  *    pipert_wait (which frees it); on CUDA the wait also orders the stream;
  *  - every call takes the context (the CUDA stream lives there).
+ * NCCL has no tags: portable programs post the transfers between a pair of
+ * ranks in the same order on both sides (the compiler's verified schedules
+ * do), and use tags to label them. MPI additionally matches by tag, so the
+ * CPU backend also tolerates out-of-order posting with distinct tags.
  *
  * Ranks and layout: a run has P pipelines of S stages, P*S ranks in all.
  * Rank r is stage (r % S) of pipeline (r / S) (pipeline-major), so one

@@ -25,7 +25,7 @@ func.func @mul_wrong_result(%a: tensor<2x1xf32>, %b: tensor<3xf32>) {
 // -----
 
 func.func @equal_result_type(%a: tensor<3xi64>) {
-  // expected-error @+1 {{result #0 must be tensor of 1-bit signless integer values}}
+  // expected-error @+1 {{result #0 has element type 'i64' but should be 'i1'}}
   %0 = onnx.Equal(%a, %a) : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi64>
   return
 }

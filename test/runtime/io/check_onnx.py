@@ -2,8 +2,8 @@
 
 usage: check_onnx.py MODEL
 W and b must hold the exported values, the other initializers the values
-gen_fixtures.py gave them, everything inline; the graph is then evaluated with
-NumPy (onnxruntime, when installed, too) and compared.
+gen_fixtures.py gave them, everything inline, and the onnx checker must pass.
+(check_onnx_ort.py runs the model in onnxruntime.)
 """
 import sys
 
@@ -26,18 +26,4 @@ assert np.array_equal(vals["shape"], np.array([-1, 2, 2], dtype=np.int64)), vals
 assert np.array_equal(vals["E"], np.arange(8, dtype=np.float32).reshape(2, 4)), vals["E"]
 assert vals["zero"].shape == () and vals["zero"] == 0
 
-x = np.array([[1, 2, 3], [-1, 0.5, 2]], dtype=np.float32)
-h = x @ W + b
-expected_y = h.reshape(-1, 2, 2)
-expected_z = h + vals["E"][0]
-try:
-    import onnxruntime as ort
-except ImportError:
-    ort = None
-if ort is not None:
-    sess = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
-    y, z = sess.run(["y", "z"], {"x": x})
-    assert np.allclose(y, expected_y) and np.allclose(z, expected_z)
-    print("onnxruntime agrees")
-assert expected_y.shape == (2, 2, 2)
 print("onnx export ok")

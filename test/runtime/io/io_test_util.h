@@ -39,10 +39,12 @@ inline std::string tempDir() {
   return tmpl;
 }
 
-// Runs a Python helper script of this folder; returns its exit status.
-inline int runPython(const std::string &script, const std::string &args) {
-  const std::string cmd = std::string(PIPERT_TEST_PYTHON) + " " + PIPERT_TEST_SCRIPTS_DIR + "/" +
-                          script + " " + args;
+// Runs a Python helper script of this folder (with the system Python, which
+// has NumPy and onnx, unless told otherwise); returns its exit status.
+inline int runPython(const std::string &script, const std::string &args,
+                     const char *python = PIPERT_TEST_PYTHON) {
+  const std::string cmd =
+      std::string(python) + " " + PIPERT_TEST_SCRIPTS_DIR + "/" + script + " " + args;
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }

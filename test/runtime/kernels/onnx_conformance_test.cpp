@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 
 using namespace pipert_test;
 
@@ -38,6 +39,7 @@ onnx::NodeProto corrected_node(const std::string &name, const onnx::NodeProto &n
 
 struct Counts {
   int attempted = 0, passed = 0, skipped = 0;
+  std::map<std::string, int> per_op; // attempted cases by op type
 };
 
 Counts run_cases(bool optimizers) {
@@ -89,6 +91,7 @@ Counts run_cases(bool optimizers) {
     if (!counted)
       continue;
     ++c.attempted;
+    ++c.per_op[node.op_type()];
     if (ok) {
       ++c.passed;
     } else {
@@ -96,6 +99,10 @@ Counts run_cases(bool optimizers) {
     }
   }
   pipert_context_destroy(ctx);
+  std::printf("cases by op:");
+  for (const auto &[op, count] : c.per_op)
+    std::printf(" %s %d", op.c_str(), count);
+  std::printf("\n");
   std::printf("attempted %d, passed %d, skipped %d\n", c.attempted, c.passed, c.skipped);
   return c;
 }
