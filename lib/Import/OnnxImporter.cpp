@@ -405,8 +405,16 @@ LogicalResult Importer::runChecker(const pb::ModelProto &model) {
   // is checked structurally while nodes are imported instead.
   if (opset > kLibOnnxMaxOpset)
     return success();
+  // With external data the checker must know the model's folder, which
+  // only its path-taking form learns.
+  bool external = llvm::any_of(model.graph().initializer(), [](const auto &t) {
+    return t.data_location() == pb::TensorProto::EXTERNAL;
+  });
   try {
-    pb::checker::check_model(model);
+    if (external)
+      pb::checker::check_model(path);
+    else
+      pb::checker::check_model(model);
   } catch (const std::exception &e) {
     std::string msg = e.what();
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' '))
