@@ -170,27 +170,12 @@ private:
 //===----------------------------------------------------------------------===//
 
 FailureOr<Type> Importer::elementType(int32_t t, Location loc) {
-  switch (t) {
-  case pb::TensorProto::FLOAT: return Type(Float32Type::get(ctx));
-  case pb::TensorProto::DOUBLE: return Type(Float64Type::get(ctx));
-  case pb::TensorProto::FLOAT16: return Type(Float16Type::get(ctx));
-  case pb::TensorProto::BFLOAT16: return Type(BFloat16Type::get(ctx));
-  case pb::TensorProto::INT64: return Type(IntegerType::get(ctx, 64));
-  case pb::TensorProto::INT32: return Type(IntegerType::get(ctx, 32));
-  case pb::TensorProto::INT16: return Type(IntegerType::get(ctx, 16));
-  case pb::TensorProto::INT8: return Type(IntegerType::get(ctx, 8));
-  case pb::TensorProto::UINT8:
-    return Type(IntegerType::get(ctx, 8, IntegerType::Unsigned));
-  case pb::TensorProto::UINT16:
-    return Type(IntegerType::get(ctx, 16, IntegerType::Unsigned));
-  case pb::TensorProto::UINT32:
-    return Type(IntegerType::get(ctx, 32, IntegerType::Unsigned));
-  case pb::TensorProto::UINT64:
-    return Type(IntegerType::get(ctx, 64, IntegerType::Unsigned));
-  case pb::TensorProto::BOOL: return Type(IntegerType::get(ctx, 1));
-  default:
-    break;
-  }
+  // Complex and 8-bit float types exist in the dialect's mapping but have no
+  // kernels; strings have no MLIR element type at all.
+  Type type = ox::onnxDataTypeToType(ctx, t);
+  if (type && (type.isIntOrIndex() || type.isF16() || type.isBF16() ||
+               type.isF32() || type.isF64()))
+    return type;
   std::string name = pb::TensorProto::DataType_IsValid(t)
                          ? pb::TensorProto::DataType_Name(t)
                          : std::to_string(t);
