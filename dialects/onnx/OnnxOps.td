@@ -494,4 +494,6 @@ def ONNX_AdagradOp : ONNX_ShapedOp<"Adagrad"> {
   let hasVerifier = 1;
 }
 
+include "dialects/onnx/OnnxGradientOps.td"
+
 #endif // PIPEC_ONNX_OPS

@@ -3,6 +3,11 @@
 
 #include "dialects/onnx/OnnxDialect.h"
 #include "dialects/pipe/PipeDialect.h"
+#include "pipec/Autodiff/Autodiff.h"
+#include "pipec/Transforms/Passes.h"
+#include "pipec/Transforms/PartitionPasses.h"
+#include "pipec/Transforms/SchedulePasses.h"
+#include "pipec/Conversion/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -10,10 +15,15 @@
 
 void mlir::pipec::registerAllDialects(DialectRegistry &registry) {
   registry.insert<onnx::ONNXDialect, pipe::PipeDialect, func::FuncDialect>();
+  autodiff::registerVjpRules(registry);
 }
 
 void mlir::pipec::registerAllPasses() {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
+  registerPipecTransformsPasses();
+  registerPartitionPasses();
+  registerSchedulePasses();
+  mlir::pipec::registerConversionPassesAndPipelines();
 }

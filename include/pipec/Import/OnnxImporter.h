@@ -22,7 +22,7 @@ struct ImportOptions {
   /// Initializers to keep frozen (no gradient), by ONNX name.
   std::vector<std::string> frozen;
   /// Initializers with at least this many bytes become dense_resource blobs.
-  int64_t resourceThresholdBytes = 1024;
+  int64_t resourceThresholdBytes = 256;
 };
 
 /// Parses an `ImportOptions::inputShapes` entry "name=32x784" (also

@@ -443,16 +443,16 @@ int pipert_test(pipert_context *, pipert_request *req) {
 }
 
 pipert_request *pipert_iallreduce_f32(pipert_context *ctx, pipert_comm *comm, float *buf,
-                                      int64_t count, pipert_reduce_op op) {
+                                      int64_t count, pipert_collective_op op) {
   requireInit("allreduce");
-  if (op != PIPERT_REDUCE_SUM && op != PIPERT_REDUCE_MEAN)
+  if (op != PIPERT_COLLECTIVE_SUM && op != PIPERT_COLLECTIVE_MEAN)
     pipert_fail("allreduce: unknown reduction %d", static_cast<int>(op));
   auto *r = new pipert_request();
   r->kind = Kind::Allreduce;
   r->bytes = byteCount(count, PIPERT_F32, "allreduce");
   r->commSize = comm->size;
   r->postUs = pipert_trace_begin(ctx);
-  if (op == PIPERT_REDUCE_MEAN) {
+  if (op == PIPERT_COLLECTIVE_MEAN) {
     r->meanBuf = buf;
     r->meanCount = count;
   }
@@ -470,7 +470,7 @@ pipert_request *pipert_iallreduce_f32(pipert_context *ctx, pipert_comm *comm, fl
 }
 
 void pipert_allreduce_f32(pipert_context *ctx, pipert_comm *comm, float *buf, int64_t count,
-                          pipert_reduce_op op) {
+                          pipert_collective_op op) {
   pipert_request *r = pipert_iallreduce_f32(ctx, comm, buf, count, op);
   waitRequests(ctx, &r, 1);
 }

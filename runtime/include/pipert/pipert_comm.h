@@ -47,10 +47,10 @@ typedef struct pipert_comm pipert_comm;
 /* One non-blocking transfer or collective in flight. */
 typedef struct pipert_request pipert_request;
 
-typedef enum pipert_reduce_op {
-  PIPERT_REDUCE_SUM = 0,
-  PIPERT_REDUCE_MEAN = 1, /* sum divided by the communicator size */
-} pipert_reduce_op;
+typedef enum pipert_collective_op {
+  PIPERT_COLLECTIVE_SUM = 0,
+  PIPERT_COLLECTIVE_MEAN = 1, /* sum divided by the communicator size */
+} pipert_collective_op;
 
 /* Starts the transport (MPI_Init_thread, FUNNELED, unless MPI is already
  * initialised) and installs the abort hook so that pipert_fail ends every
@@ -102,10 +102,10 @@ int pipert_test(pipert_context *ctx, pipert_request *req);
 
 /* In-place allreduce of `count` float32 values over `comm`. */
 void pipert_allreduce_f32(pipert_context *ctx, pipert_comm *comm, float *buf, int64_t count,
-                          pipert_reduce_op op);
+                          pipert_collective_op op);
 /* Non-blocking allreduce; wait for it with pipert_wait. */
 pipert_request *pipert_iallreduce_f32(pipert_context *ctx, pipert_comm *comm, float *buf,
-                                      int64_t count, pipert_reduce_op op);
+                                      int64_t count, pipert_collective_op op);
 /* In-place broadcast of `count` elements from rank `root` of `comm`. */
 void pipert_broadcast(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
                       pipert_dtype dtype, int root);

@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
       sleep(60);
   } else if (mode == "stall-allreduce") {
     if (rank != 1)
-      pipert_allreduce_f32(ctx, world, buf.data(), 1024, PIPERT_REDUCE_SUM);
+      pipert_allreduce_f32(ctx, world, buf.data(), 1024, PIPERT_COLLECTIVE_SUM);
     else
       sleep(60);
   } else if (mode == "kill") {

@@ -137,7 +137,7 @@ TEST(Comm, AllreduceSumAndMean) {
     std::vector<float> v(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i)
       v[i] = static_cast<float>((rank() + 1) * (i % 1000));
-    pipert_allreduce_f32(g_ctx, world(), v.data(), n, PIPERT_REDUCE_SUM);
+    pipert_allreduce_f32(g_ctx, world(), v.data(), n, PIPERT_COLLECTIVE_SUM);
     const float ranksum = size() * (size() + 1) / 2.0f;
     bool ok = true;
     for (int64_t i = 0; i < n && ok; ++i)
@@ -145,13 +145,13 @@ TEST(Comm, AllreduceSumAndMean) {
     EXPECT_TRUE(ok) << "sum over " << n;
   }
   std::vector<float> m = {static_cast<float>(rank()), 2.0f, -1.0f * rank()};
-  pipert_allreduce_f32(g_ctx, world(), m.data(), 3, PIPERT_REDUCE_MEAN);
+  pipert_allreduce_f32(g_ctx, world(), m.data(), 3, PIPERT_COLLECTIVE_MEAN);
   EXPECT_FLOAT_EQ(m[0], (size() - 1) / 2.0f);
   EXPECT_FLOAT_EQ(m[1], 2.0f);
   EXPECT_FLOAT_EQ(m[2], -(size() - 1) / 2.0f);
 
   std::vector<float> nb(5, 1.0f);
-  pipert_request *r = pipert_iallreduce_f32(g_ctx, world(), nb.data(), 5, PIPERT_REDUCE_MEAN);
+  pipert_request *r = pipert_iallreduce_f32(g_ctx, world(), nb.data(), 5, PIPERT_COLLECTIVE_MEAN);
   pipert_wait(g_ctx, r);
   EXPECT_EQ(nb, std::vector<float>(5, 1.0f));
 }
@@ -193,7 +193,7 @@ TEST(Comm, LayoutGroups) {
 
     // Averaging among a stage's replicas: the mean of their world ranks.
     float v = static_cast<float>(rank());
-    pipert_allreduce_f32(g_ctx, stage, &v, 1, PIPERT_REDUCE_MEAN);
+    pipert_allreduce_f32(g_ctx, stage, &v, 1, PIPERT_COLLECTIVE_MEAN);
     float expect = 0;
     for (int i = 0; i < pipelines; ++i)
       expect += static_cast<float>(i * stages + s);
@@ -236,7 +236,7 @@ TEST(Comm, TracesTransfersAndMerges) {
   pipert_request *r = pipert_irecv(g_ctx, world(), in.data(), 1000, PIPERT_F32, prev, 9);
   pipert_send(g_ctx, world(), out.data(), 1000, PIPERT_F32, next, 9);
   pipert_wait(g_ctx, r);
-  pipert_allreduce_f32(g_ctx, world(), out.data(), 1000, PIPERT_REDUCE_SUM);
+  pipert_allreduce_f32(g_ctx, world(), out.data(), 1000, PIPERT_COLLECTIVE_SUM);
   EXPECT_GE(pipert_trace_event_count(g_ctx), 4); // kernel, send, recv, allreduce (+ idle)
   if (dir) {
     const std::string mine = std::string(dir) + "/trace-" + std::to_string(rank()) + ".json";
@@ -282,7 +282,7 @@ int main(int argc, char **argv) {
   const int rc = RUN_ALL_TESTS();
   // Any rank's failure fails the job.
   float failed = rc != 0 ? 1.0f : 0.0f;
-  pipert_allreduce_f32(g_ctx, pipert_comm_world(g_ctx), &failed, 1, PIPERT_REDUCE_SUM);
+  pipert_allreduce_f32(g_ctx, pipert_comm_world(g_ctx), &failed, 1, PIPERT_COLLECTIVE_SUM);
   pipert_comm_finalize(g_ctx);
   pipert_context_destroy(g_ctx);
   return failed > 0 ? 1 : 0;

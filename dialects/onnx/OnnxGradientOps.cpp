@@ -1,0 +1,298 @@
+//===- OnnxGradientOps.cpp - shape functions of the gradient ops -----------===//
+//
+// A gradient has the type of what it is the gradient of, so most shape
+// functions copy an operand's type; the ops that take a `shape` operand read
+// it as a constant (unranked when it is not one).
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/onnx/OnnxDialect.h"
+#include "dialects/onnx/ShapeHelpers.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/TypeUtilities.h"
+
+using namespace mlir;
+using namespace mlir::pipec::onnx;
+
+/// Checks that `a` and `b` can be the same shape and element type.
+static LogicalResult checkSameType(Operation *op, Value a, Value b,
+                                   StringRef aName, StringRef bName) {
+  if (getElementType(a) != getElementType(b))
+    return op->emitOpError() << aName << " and " << bName
+                             << " have different element types "
+                             << getElementType(a) << " and "
+                             << getElementType(b);
+  auto ta = getRanked(a), tb = getRanked(b);
+  if (ta && tb &&
+      (ta.getRank() != tb.getRank() ||
+       failed(verifyCompatibleShape(ta.getShape(), tb.getShape()))))
+    return op->emitOpError() << aName << " of type " << a.getType()
+                             << " and " << bName << " of type " << b.getType()
+                             << " must have the same shape";
+  return success();
+}
+
+/// The type a `shape` operand describes, with element type `elt`.
+static FailureOr<Type> typeFromShapeOperand(Operation *op, Value shape,
+                                            Type elt) {
+  auto t = getRanked(shape);
+  if (t && t.getRank() != 1)
+    return op->emitOpError() << "shape must be 1-D, got " << t;
+  auto dims = getConstantInts(shape);
+  if (!dims)
+    return unranked(elt);
+  for (int64_t d : *dims)
+    if (d < 0)
+      return op->emitOpError() << "shape has negative dimension " << d;
+  return ranked(*dims, elt);
+}
+
+static LogicalResult checkPoolAttrs(Operation *op, ArrayRef<int64_t> kernel,
+                                    ArrayRef<int64_t> pads,
+                                    ArrayRef<int64_t> strides,
+                                    ArrayRef<int64_t> dilations) {
+  size_t n = kernel.size();
+  if (pads.size() != 2 * n || strides.size() != n ||
+      (!dilations.empty() && dilations.size() != n))
+    return op->emitOpError()
+           << "expects " << n << " strides and dilations and " << 2 * n
+           << " pads for a " << n << "-D kernel";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+#define PIPEC_ACTIVATION_GRAD(OP, SAVED, NAME)                                 \
+  LogicalResult OP::inferResultTypes(SmallVectorImpl<Type> &types) {           \
+    if (failed(checkSameType(*this, SAVED(), getDY(), NAME, "dY")))            \
+      return failure();                                                        \
+    types.push_back(getDY().getType());                                        \
+    return success();                                                          \
+  }
+PIPEC_ACTIVATION_GRAD(ReluGradOp, getX, "X")
+PIPEC_ACTIVATION_GRAD(TanhGradOp, getY, "Y")
+PIPEC_ACTIVATION_GRAD(SigmoidGradOp, getY, "Y")
+PIPEC_ACTIVATION_GRAD(ErfGradOp, getX, "X")
+PIPEC_ACTIVATION_GRAD(SoftmaxGradOp, getY, "Y")
+PIPEC_ACTIVATION_GRAD(LogSoftmaxGradOp, getY, "Y")
+#undef PIPEC_ACTIVATION_GRAD
+
+LogicalResult ReduceToShapeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));
+  if (failed(type))
+    return failure();
+  auto target = getRanked(getShape()) ? llvm::dyn_cast<RankedTensorType>(*type)
+                                      : RankedTensorType();
+  if (auto dy = getRanked(getDY()); dy && target) {
+    auto b = broadcastShapes(*this, target.getShape(), dy.getShape());
+    if (failed(b))
+      return failure();
+    if (llvm::ArrayRef<int64_t>(*b) != dy.getShape())
+      return emitOpError() << "shape " << target << " does not broadcast to "
+                           << getDY().getType();
+  }
+  types.push_back(*type);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+LayerNormalizationGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  if (failed(checkSameType(*this, getX(), getDY(), "X", "dY")))
+    return failure();
+  if (auto x = getRanked(getX()))
+    if (failed(normalizeAxis(*this, getAxis(), x.getRank())))
+      return failure();
+  types.push_back(getDY().getType());
+  types.push_back(getScale().getType());
+  types.push_back(getScale().getType());
+  return success();
+}
+
+LogicalResult
+BatchNormalizationGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  if (failed(checkSameType(*this, getX(), getDY(), "X", "dY")))
+    return failure();
+  auto x = getRanked(getX());
+  if (x && x.getRank() < 2)
+    return emitOpError() << "X must have rank >= 2, got " << x;
+  for (Value v : {getScale(), getSavedMean(), getSavedInvStd()}) {
+    auto t = getRanked(v);
+    if (t && (t.getRank() != 1 ||
+              (x && !ShapedType::isDynamic(x.getDimSize(1)) &&
+               !ShapedType::isDynamic(t.getDimSize(0)) &&
+               t.getDimSize(0) != x.getDimSize(1))))
+      return emitOpError() << "scale and saved statistics must be (C), got "
+                           << t;
+  }
+  types.push_back(getDY().getType());
+  types.push_back(getScale().getType());
+  types.push_back(getScale().getType());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConvGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  if (failed(checkPoolAttrs(*this, getKernelShape(), getPads(), getStrides(),
+                            getDilations())))
+    return failure();
+  if (getGroup() < 1)
+    return emitOpError() << "group must be positive";
+  auto w = getRanked(getW());
+  auto dy = getRanked(getDY());
+  if (w && w.getRank() != static_cast<int64_t>(getKernelShape().size()) + 2)
+    return emitOpError() << "W of type " << w << " does not match a "
+                         << getKernelShape().size() << "-D kernel";
+  types.push_back(getX().getType());
+  types.push_back(getW().getType());
+  Type elt = getElementType(getW());
+  if (w)
+    types.push_back(ranked({w.getDimSize(0)}, elt));
+  else if (dy && dy.getRank() >= 2)
+    types.push_back(ranked({dy.getDimSize(1)}, elt));
+  else
+    types.push_back(ranked({ShapedType::kDynamic}, elt));
+  return success();
+}
+
+LogicalResult MaxPoolGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  if (failed(checkPoolAttrs(*this, getKernelShape(), getPads(), getStrides(),
+                            getDilations())))
+    return failure();
+  if (getElementType(getX()) != getElementType(getDY()))
+    return emitOpError() << "X and dY have different element types";
+  types.push_back(getX().getType());
+  return success();
+}
+
+LogicalResult
+AveragePoolGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  if (failed(checkPoolAttrs(*this, getKernelShape(), getPads(), getStrides(),
+                            {})))
+    return failure();
+  auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));
+  if (failed(type))
+    return failure();
+  types.push_back(*type);
+  return success();
+}
+
+LogicalResult
+GlobalAveragePoolGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));
+  if (failed(type))
+    return failure();
+  types.push_back(*type);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult SliceGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));
+  if (failed(type))
+    return failure();
+  types.push_back(*type);
+  return success();
+}
+
+LogicalResult GatherGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));
+  if (failed(type))
+    return failure();
+  if (auto t = llvm::dyn_cast<RankedTensorType>(*type))
+    if (failed(normalizeAxis(*this, getAxis(), t.getRank())))
+      return failure();
+  types.push_back(*type);
+  return success();
+}
+
+LogicalResult DropoutGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto dy = getRanked(getDY()), mask = getRanked(getMask());
+  if (dy && mask &&
+      (dy.getRank() != mask.getRank() ||
+       failed(verifyCompatibleShape(dy.getShape(), mask.getShape()))))
+    return emitOpError() << "mask of type " << mask
+                         << " does not match dY of type " << dy;
+  types.push_back(getDY().getType());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+static LogicalResult checkReduction(Operation *op, StringRef reduction) {
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    return op->emitOpError() << "reduction must be none, sum or mean, got '"
+                             << reduction << "'";
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyLossGradOp::inferResultTypes(
+    SmallVectorImpl<Type> &types) {
+  auto lp = getRanked(getLogProb());
+  if (lp && lp.getRank() < 2)
+    return emitOpError() << "log_prob must have rank >= 2, got " << lp;
+  types.push_back(getLogProb().getType());
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyLossGradOp::verify() {
+  return checkReduction(*this, getReduction());
+}
+
+LogicalResult NegativeLogLikelihoodLossGradOp::inferResultTypes(
+    SmallVectorImpl<Type> &types) {
+  auto type =
+      typeFromShapeOperand(*this, getShape(), getElementType(getDloss()));
+  if (failed(type))
+    return failure();
+  types.push_back(*type);
+  return success();
+}
+
+LogicalResult NegativeLogLikelihoodLossGradOp::verify() {
+  return checkReduction(*this, getReduction());
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+static LogicalResult checkScalarOperand(Operation *op, Value v,
+                                        StringRef name) {
+  if (auto t = getRanked(v); t && t.getRank() != 0)
+    return op->emitOpError() << name << " must be a scalar, got " << t;
+  return success();
+}
+
+LogicalResult SGDOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  if (failed(checkScalarOperand(*this, getR(), "R")) ||
+      failed(checkSameType(*this, getX(), getG(), "X", "G")))
+    return failure();
+  types.push_back(getX().getType());
+  return success();
+}
+
+LogicalResult AdamWOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  if (failed(checkScalarOperand(*this, getR(), "R")) ||
+      failed(checkScalarOperand(*this, getT(), "T")) ||
+      failed(checkSameType(*this, getX(), getG(), "X", "G")) ||
+      failed(checkSameType(*this, getX(), getM(), "X", "M")) ||
+      failed(checkSameType(*this, getX(), getV(), "X", "V")))
+    return failure();
+  for (int i = 0; i < 3; ++i)
+    types.push_back(getX().getType());
+  return success();
+}

@@ -1,0 +1,230 @@
+//===- Schedule.h - pipeline schedules and their simulator ------*- C++ -*-===//
+//
+// Synchronous pipeline schedules (GPipe, 1F1B-flush) as per-device
+// instruction lists, and a simulator that runs such lists together.  Nothing
+// here depends on MLIR: the passes translate `pipe.program` ops to and from
+// these lists, and unit tests drive them directly.
+//
+// Device s holds stage s.  A schedule is a list per device of
+//   F mb k | B mb k | send to peer (mb, tag) | recv from peer (mb, tag) | update
+// The generator orders every device's sends and receives along one global
+// order of transfers, so its programs are deadlock-free even when every send
+// blocks until the peer receives (rendezvous), not only with buffered sends.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEC_ANALYSIS_SCHEDULE_H
+#define PIPEC_ANALYSIS_SCHEDULE_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mlir::pipec::schedule {
+
+enum class ScheduleKind { GPipe, OneFOneB };
+
+/// "gpipe" / "1f1b", the names the command lines use.
+std::optional<ScheduleKind> parseScheduleKind(std::string_view name);
+const char *stringifyScheduleKind(ScheduleKind kind);
+
+enum class InstrKind {
+  Forward,
+  /// A full backward (input and weight gradients).
+  Backward,
+  /// Zero-bubble halves: B (input gradients) and W (weight gradients).
+  BackwardInput,
+  BackwardWeight,
+  Send,
+  Recv,
+  Update,
+  /// Anything else a program does (feed, zero_grad, report_loss, ...):
+  /// takes no time and never blocks.
+  Other,
+};
+
+/// Tags of the generator's transfers: activations go to stage s+1, their
+/// gradients come back to stage s.
+inline constexpr const char *kActivationTag = "act";
+inline constexpr const char *kGradientTag = "grad";
+
+struct Instr {
+  InstrKind kind = InstrKind::Other;
+  /// Forward / backward: the stage computed.
+  int64_t stage = -1;
+  /// Forward / backward / send / recv: the micro-batch.
+  int64_t mb = -1;
+  /// Send / recv: the other device.
+  int64_t peer = -1;
+  /// Send / recv: matched together with peer and mb.
+  std::string tag;
+  /// Send / recv: what is transferred (e.g. a tensor type); a matched pair
+  /// whose payloads differ is an error. Empty matches empty.
+  std::string payload;
+
+  static Instr forward(int64_t stage, int64_t mb);
+  static Instr backward(int64_t stage, int64_t mb);
+  static Instr send(int64_t peer, int64_t mb, std::string tag,
+                    std::string payload = {});
+  static Instr recv(int64_t peer, int64_t mb, std::string tag,
+                    std::string payload = {});
+  static Instr update(int64_t stage);
+
+  bool isCompute() const {
+    return kind == InstrKind::Forward || kind == InstrKind::Backward ||
+           kind == InstrKind::BackwardInput || kind == InstrKind::BackwardWeight;
+  }
+  bool isTransfer() const {
+    return kind == InstrKind::Send || kind == InstrKind::Recv;
+  }
+  bool operator==(const Instr &other) const;
+  bool operator!=(const Instr &other) const { return !(*this == other); }
+};
+
+/// "F3", "B0", "W2", "send mb 1 tag \"act\" to 2", "update".
+std::string describe(const Instr &instr);
+
+using Program = std::vector<Instr>;
+
+struct Schedule {
+  ScheduleKind kind = ScheduleKind::GPipe;
+  int64_t stages = 0;
+  int64_t microbatches = 0;
+  /// devices[s]: the program of device s, which holds stage s.
+  std::vector<Program> devices;
+};
+
+/// The order of forwards and backwards on stage `stage`: GPipe runs all
+/// forwards, then all backwards; 1F1B runs min(p-s-1, M) warm-up forwards,
+/// then alternates forward and backward, then drains the backwards.
+std::vector<Instr> computeOrder(ScheduleKind kind, int64_t stages,
+                                int64_t microbatches, int64_t stage);
+
+/// The full schedule of one training step: the compute order of every stage,
+/// the transfers of activations (tag kActivationTag, to s+1) and gradients
+/// (kGradientTag, to s-1), and one update at the end of every device.
+/// Requires stages >= 1 and microbatches >= 1.
+Schedule generateSchedule(ScheduleKind kind, int64_t stages,
+                          int64_t microbatches);
+
+//===----------------------------------------------------------------------===//
+// Simulation
+//===----------------------------------------------------------------------===//
+
+struct SimulationOptions {
+  /// False: a send blocks until the peer runs the matching recv
+  /// (rendezvous, what a blocking MPI_Send of a large tensor does). True: a
+  /// send returns at once and the message waits for its recv.
+  bool bufferedSends = false;
+  /// Durations, in slots, of the compute instructions; transfers take none.
+  int64_t forwardCost = 1;
+  int64_t backwardCost = 1;
+  int64_t backwardInputCost = 1;
+  int64_t backwardWeightCost = 1;
+};
+
+/// An instruction of a device's program; `index == program size` stands for
+/// the end of the program (a device that finished).
+struct InstrRef {
+  int64_t device = -1;
+  int64_t index = -1;
+  bool operator==(const InstrRef &o) const {
+    return device == o.device && index == o.index;
+  }
+};
+
+struct SimulationFailure {
+  enum Kind {
+    /// No device can go on: `first` waits for `second`'s device, which
+    /// waits elsewhere (or finished: second.index is its program's size).
+    Deadlock,
+    /// `first` (a recv) matched `second` (a send) but their payloads differ.
+    PayloadMismatch,
+    /// Buffered sends: `first` was never received; `second` is the end of
+    /// the peer's program.
+    UnreceivedSend,
+    /// `first` names a peer that is not another device of the simulation.
+    BadPeer,
+  };
+  Kind kind;
+  InstrRef first;
+  std::optional<InstrRef> second;
+  /// A one-line explanation naming both instructions.
+  std::string message;
+};
+
+/// A compute instruction placed in time.
+struct Slot {
+  int64_t start = 0;
+  int64_t end = 0;
+  /// The instruction in its device's program.
+  int64_t index = 0;
+};
+
+struct SimulationResult {
+  std::optional<SimulationFailure> failure;
+  /// Per device: its compute instructions in time, in program order.
+  std::vector<std::vector<Slot>> timeline;
+  /// When the last device finishes.
+  int64_t makespan = 0;
+  /// Per device: the most micro-batches whose forward ran and whose backward
+  /// (full, or weight part) had not yet, at any point of its program.
+  std::vector<int64_t> peakInFlight;
+  /// Idle slots of all devices over devices x makespan (0 for an empty run).
+  double bubbleFraction = 0;
+
+  bool ok() const { return !failure.has_value(); }
+};
+
+/// Runs the programs together; devices[d] is device d's program. A send of
+/// device d to q is matched with the first recv of q from d with the same
+/// (tag, mb) that q posts: in rendezvous mode only if it is the instruction q
+/// runs next, with buffered sends the earliest pending message with that key.
+SimulationResult simulate(const std::vector<Program> &devices,
+                          const SimulationOptions &options = {});
+
+/// GPipe's and 1F1B's bubble fraction with equal forward and backward
+/// costs: (p-1)/(M+p-1).
+double theoreticalBubbleFraction(int64_t stages, int64_t microbatches);
+/// Peak in-flight micro-batches of stage s: M for GPipe, min(p-s, M) for
+/// 1F1B.
+int64_t theoreticalPeakInFlight(ScheduleKind kind, int64_t stages,
+                                int64_t microbatches, int64_t stage);
+
+//===----------------------------------------------------------------------===//
+// Order checks
+//===----------------------------------------------------------------------===//
+
+struct OrderProblem {
+  InstrRef at;
+  /// Another instruction the problem involves (the earlier run of a
+  /// duplicate, the backward that comes too early, ...).
+  std::optional<InstrRef> related;
+  std::string message;
+};
+
+/// Checks one device's program: for every stage of `stages` and every
+/// micro-batch in [0, microbatches), one forward and one backward (a full
+/// one, or one input and one weight part), the forward first; the weight
+/// part after the input part; no compute of other stages or micro-batches.
+/// A micro-batch that never runs is reported at the program's end.
+std::vector<OrderProblem> checkComputeOrder(const Program &program,
+                                            int64_t device,
+                                            const std::vector<int64_t> &stages,
+                                            int64_t microbatches);
+
+//===----------------------------------------------------------------------===//
+// Time tables
+//===----------------------------------------------------------------------===//
+
+/// A human-readable table of a simulated run: a header of slot numbers, one
+/// row per device ("device 1:" then one cell per slot: F<mb>, B<mb>, W<mb>,
+/// or "." when idle), then the bubble and the peak in-flight micro-batches.
+/// A compute op of cost c fills c cells. Needs a successful result.
+std::string formatTimeTable(const std::vector<Program> &devices,
+                            const SimulationResult &result);
+
+} // namespace mlir::pipec::schedule
+
+#endif // PIPEC_ANALYSIS_SCHEDULE_H

@@ -1,0 +1,39 @@
+//===- Passes.h - onnx → runtime calls → LLVM -------------------*- C++ -*-===//
+#ifndef PIPEC_CONVERSION_PASSES_H
+#define PIPEC_CONVERSION_PASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::pipec {
+
+#define GEN_PASS_DECL
+#include "pipec/Conversion/Passes.h.inc"
+
+/// Name of the generated step function and of its metadata attribute.
+inline constexpr llvm::StringLiteral kStepFunctionName = "pipe_step";
+inline constexpr llvm::StringLiteral kProgramAttrName = "pipe.program";
+
+/// The upstream conversions after pipe-lower-to-runtime: func, arith,
+/// memref, cf → LLVM dialect, then reconcile-unrealized-casts.
+void buildLowerToLLVMPipeline(OpPassManager &pm);
+
+/// pipe-lower-to-runtime then the LLVM conversions (pipeline
+/// "pipe-lower-to-llvm").
+struct LowerToLLVMOptions : public PassPipelineOptions<LowerToLLVMOptions> {
+  Option<std::string> target{*this, "target",
+                             llvm::cl::desc("cpu or cuda"),
+                             llvm::cl::init("cpu")};
+};
+
+void registerConversionPassesAndPipelines();
+
+#define GEN_PASS_REGISTRATION
+#include "pipec/Conversion/Passes.h.inc"
+
+} // namespace mlir::pipec
+
+#endif

@@ -1,0 +1,26 @@
+//===- RuntimeABI.h - facts about the pipert C ABI the compiler needs -*- C++ -*-===//
+#ifndef PIPEC_CONVERSION_RUNTIMEABI_H
+#define PIPEC_CONVERSION_RUNTIMEABI_H
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <optional>
+#include <vector>
+
+namespace mlir::pipec {
+
+/// pipert_dtype code (ONNX TensorProto.DataType) of an element type, or
+/// nullopt for types the runtime has no kernels for.
+std::optional<int64_t> pipertDtype(Type elementType);
+/// Bytes of one element in a runtime buffer (bool is one byte).
+int64_t runtimeElementBytes(Type elementType);
+/// Bytes of a whole statically shaped tensor.
+int64_t runtimeTensorBytes(ShapedType type);
+/// The elements of a dense or dense_resource attribute as the bytes of a
+/// runtime buffer (C order, bool as uint8 0/1); false if it cannot.
+bool elementsToRuntimeBytes(Attribute attr, std::vector<char> &bytes);
+
+} // namespace mlir::pipec
+
+#endif

@@ -1,0 +1,683 @@
+//===- Schedule.cpp - pipeline schedules and their simulator --------------===//
+#include "pipec/Analysis/Schedule.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+#include <utility>
+
+using namespace mlir::pipec::schedule;
+
+std::optional<ScheduleKind>
+mlir::pipec::schedule::parseScheduleKind(std::string_view name) {
+  if (name == "gpipe")
+    return ScheduleKind::GPipe;
+  if (name == "1f1b")
+    return ScheduleKind::OneFOneB;
+  return std::nullopt;
+}
+
+const char *mlir::pipec::schedule::stringifyScheduleKind(ScheduleKind kind) {
+  switch (kind) {
+  case ScheduleKind::GPipe:
+    return "gpipe";
+  case ScheduleKind::OneFOneB:
+    return "1f1b";
+  }
+  return "?";
+}
+
+Instr Instr::forward(int64_t stage, int64_t mb) {
+  Instr i;
+  i.kind = InstrKind::Forward;
+  i.stage = stage;
+  i.mb = mb;
+  return i;
+}
+
+Instr Instr::backward(int64_t stage, int64_t mb) {
+  Instr i;
+  i.kind = InstrKind::Backward;
+  i.stage = stage;
+  i.mb = mb;
+  return i;
+}
+
+Instr Instr::send(int64_t peer, int64_t mb, std::string tag,
+                  std::string payload) {
+  Instr i;
+  i.kind = InstrKind::Send;
+  i.peer = peer;
+  i.mb = mb;
+  i.tag = std::move(tag);
+  i.payload = std::move(payload);
+  return i;
+}
+
+Instr Instr::recv(int64_t peer, int64_t mb, std::string tag,
+                  std::string payload) {
+  Instr i = send(peer, mb, std::move(tag), std::move(payload));
+  i.kind = InstrKind::Recv;
+  return i;
+}
+
+Instr Instr::update(int64_t stage) {
+  Instr i;
+  i.kind = InstrKind::Update;
+  i.stage = stage;
+  return i;
+}
+
+bool Instr::operator==(const Instr &o) const {
+  return std::tie(kind, stage, mb, peer, tag, payload) ==
+         std::tie(o.kind, o.stage, o.mb, o.peer, o.tag, o.payload);
+}
+
+/// The label of a compute instruction in a time table.
+static std::string cellLabel(const Instr &instr) {
+  switch (instr.kind) {
+  case InstrKind::Forward:
+    return "F" + std::to_string(instr.mb);
+  case InstrKind::Backward:
+  case InstrKind::BackwardInput:
+    return "B" + std::to_string(instr.mb);
+  case InstrKind::BackwardWeight:
+    return "W" + std::to_string(instr.mb);
+  default:
+    return "?";
+  }
+}
+
+std::string mlir::pipec::schedule::describe(const Instr &instr) {
+  std::ostringstream os;
+  switch (instr.kind) {
+  case InstrKind::Forward:
+  case InstrKind::Backward:
+  case InstrKind::BackwardInput:
+  case InstrKind::BackwardWeight:
+    os << cellLabel(instr);
+    if (instr.kind == InstrKind::BackwardInput)
+      os << " (input)";
+    if (instr.kind == InstrKind::BackwardWeight)
+      os << " (weight)";
+    os << " of stage " << instr.stage;
+    break;
+  case InstrKind::Send:
+    os << "send of mb " << instr.mb << " tag \"" << instr.tag
+       << "\" to device " << instr.peer;
+    break;
+  case InstrKind::Recv:
+    os << "recv of mb " << instr.mb << " tag \"" << instr.tag
+       << "\" from device " << instr.peer;
+    break;
+  case InstrKind::Update:
+    os << "update";
+    break;
+  case InstrKind::Other:
+    os << "instruction";
+    break;
+  }
+  return os.str();
+}
+
+//===----------------------------------------------------------------------===//
+// Generation
+//===----------------------------------------------------------------------===//
+
+std::vector<Instr> mlir::pipec::schedule::computeOrder(ScheduleKind kind,
+                                                       int64_t stages,
+                                                       int64_t microbatches,
+                                                       int64_t stage) {
+  std::vector<Instr> order;
+  if (kind == ScheduleKind::GPipe) {
+    for (int64_t mb = 0; mb < microbatches; ++mb)
+      order.push_back(Instr::forward(stage, mb));
+    for (int64_t mb = 0; mb < microbatches; ++mb)
+      order.push_back(Instr::backward(stage, mb));
+    return order;
+  }
+  int64_t warmup = std::min(stages - stage - 1, microbatches);
+  for (int64_t mb = 0; mb < warmup; ++mb)
+    order.push_back(Instr::forward(stage, mb));
+  for (int64_t i = 0; i < microbatches - warmup; ++i) {
+    order.push_back(Instr::forward(stage, warmup + i));
+    order.push_back(Instr::backward(stage, i));
+  }
+  for (int64_t mb = microbatches - warmup; mb < microbatches; ++mb)
+    order.push_back(Instr::backward(stage, mb));
+  return order;
+}
+
+namespace {
+/// An instruction of a device being generated, with the key that orders it.
+/// Transfers are keyed by the start time of the compute that consumes them,
+/// the same key on both ends, and ordered before a compute starting at the
+/// same time; equal keys are broken by the transfer's identity, again the
+/// same on both ends. So every device runs its transfers in one global
+/// order, which is what makes the schedule rendezvous-safe.
+struct Keyed {
+  int64_t time;
+  int kind; // 0: transfer, 1: compute
+  int direction; // 0: activation, 1: gradient
+  int64_t lowerStage;
+  int64_t mb;
+  Instr instr;
+
+  bool operator<(const Keyed &o) const {
+    return std::tie(time, kind, direction, lowerStage, mb) <
+           std::tie(o.time, o.kind, o.direction, o.lowerStage, o.mb);
+  }
+};
+} // namespace
+
+Schedule mlir::pipec::schedule::generateSchedule(ScheduleKind kind,
+                                                 int64_t stages,
+                                                 int64_t microbatches) {
+  assert(stages >= 1 && microbatches >= 1 && "empty pipeline");
+  Schedule schedule;
+  schedule.kind = kind;
+  schedule.stages = stages;
+  schedule.microbatches = microbatches;
+
+  std::vector<std::vector<Instr>> orders;
+  for (int64_t s = 0; s < stages; ++s)
+    orders.push_back(computeOrder(kind, stages, microbatches, s));
+
+  // As-soon-as-possible start times with unit costs, in each stage's order.
+  const int64_t unknown = -1;
+  std::vector<std::vector<int64_t>> fStart(
+      stages, std::vector<int64_t>(microbatches, unknown));
+  std::vector<std::vector<int64_t>> bStart = fStart;
+  std::vector<size_t> next(stages, 0);
+  std::vector<int64_t> clock(stages, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int64_t s = 0; s < stages; ++s) {
+      while (next[s] < orders[s].size()) {
+        const Instr &instr = orders[s][next[s]];
+        int64_t ready = 0;
+        if (instr.kind == InstrKind::Forward) {
+          if (s > 0) {
+            if (fStart[s - 1][instr.mb] == unknown)
+              break;
+            ready = fStart[s - 1][instr.mb] + 1;
+          }
+        } else if (s + 1 < stages) {
+          if (bStart[s + 1][instr.mb] == unknown)
+            break;
+          ready = bStart[s + 1][instr.mb] + 1;
+        }
+        int64_t start = std::max(clock[s], ready);
+        (instr.kind == InstrKind::Forward ? fStart : bStart)[s][instr.mb] =
+            start;
+        clock[s] = start + 1;
+        ++next[s];
+        progress = true;
+      }
+    }
+  }
+  for (int64_t s = 0; s < stages; ++s)
+    assert(next[s] == orders[s].size() && "compute orders cannot all run");
+
+  for (int64_t s = 0; s < stages; ++s) {
+    std::vector<Keyed> items;
+    for (const Instr &instr : orders[s]) {
+      int64_t mb = instr.mb;
+      if (instr.kind == InstrKind::Forward) {
+        int64_t t = fStart[s][mb];
+        if (s > 0)
+          items.push_back({t, 0, 0, s - 1, mb,
+                           Instr::recv(s - 1, mb, kActivationTag)});
+        items.push_back({t, 1, 0, 0, 0, instr});
+        if (s + 1 < stages)
+          items.push_back({fStart[s + 1][mb], 0, 0, s, mb,
+                           Instr::send(s + 1, mb, kActivationTag)});
+      } else {
+        int64_t t = bStart[s][mb];
+        if (s + 1 < stages)
+          items.push_back({t, 0, 1, s, mb,
+                           Instr::recv(s + 1, mb, kGradientTag)});
+        items.push_back({t, 1, 0, 0, 0, instr});
+        if (s > 0)
+          items.push_back({bStart[s - 1][mb], 0, 1, s - 1, mb,
+                           Instr::send(s - 1, mb, kGradientTag)});
+      }
+    }
+    std::stable_sort(items.begin(), items.end());
+    Program program;
+    for (Keyed &item : items)
+      program.push_back(std::move(item.instr));
+    program.push_back(Instr::update(s));
+    schedule.devices.push_back(std::move(program));
+  }
+  return schedule;
+}
+
+//===----------------------------------------------------------------------===//
+// Simulation
+//===----------------------------------------------------------------------===//
+
+double mlir::pipec::schedule::theoreticalBubbleFraction(int64_t stages,
+                                                        int64_t microbatches) {
+  return double(stages - 1) / double(microbatches + stages - 1);
+}
+
+int64_t mlir::pipec::schedule::theoreticalPeakInFlight(ScheduleKind kind,
+                                                       int64_t stages,
+                                                       int64_t microbatches,
+                                                       int64_t stage) {
+  if (kind == ScheduleKind::GPipe)
+    return microbatches;
+  return std::min(stages - stage, microbatches);
+}
+
+namespace {
+struct Message {
+  std::string tag;
+  int64_t mb;
+  std::string payload;
+  InstrRef send;
+  int64_t time;
+};
+
+class Simulator {
+public:
+  Simulator(const std::vector<Program> &devices,
+            const SimulationOptions &options)
+      : devices(devices), options(options), n(int64_t(devices.size())),
+        pc(n, 0), clock(n, 0), inFlight(n), queues(n * n) {
+    result.timeline.resize(n);
+    result.peakInFlight.assign(n, 0);
+  }
+
+  SimulationResult run();
+
+private:
+  const Instr *current(int64_t d) const {
+    return pc[d] < devices[d].size() ? &devices[d][pc[d]] : nullptr;
+  }
+  InstrRef ref(int64_t d) const { return {d, int64_t(pc[d])}; }
+  int64_t cost(const Instr &instr) const;
+  /// Runs the instructions of `d` that never block; true if any ran.
+  bool runLocal(int64_t d);
+  /// Tries the transfer `d` is at; true if it completed.
+  bool tryTransfer(int64_t d);
+  void fail(SimulationFailure::Kind kind, InstrRef first,
+            std::optional<InstrRef> second, std::string message) {
+    result.failure = SimulationFailure{kind, first, second, std::move(message)};
+  }
+  std::string where(InstrRef r) const;
+  void reportDeadlock();
+
+  const std::vector<Program> &devices;
+  SimulationOptions options;
+  int64_t n;
+  std::vector<size_t> pc;
+  std::vector<int64_t> clock;
+  std::vector<std::set<std::pair<int64_t, int64_t>>> inFlight;
+  /// Buffered messages from device a to b in queues[a * n + b], in order.
+  std::vector<std::vector<Message>> queues;
+  SimulationResult result;
+};
+} // namespace
+
+int64_t Simulator::cost(const Instr &instr) const {
+  switch (instr.kind) {
+  case InstrKind::Forward:
+    return options.forwardCost;
+  case InstrKind::Backward:
+    return options.backwardCost;
+  case InstrKind::BackwardInput:
+    return options.backwardInputCost;
+  case InstrKind::BackwardWeight:
+    return options.backwardWeightCost;
+  default:
+    return 0;
+  }
+}
+
+bool Simulator::runLocal(int64_t d) {
+  bool ran = false;
+  while (const Instr *instr = current(d)) {
+    if (instr->isTransfer())
+      break;
+    if (instr->isCompute()) {
+      int64_t start = clock[d];
+      clock[d] += cost(*instr);
+      result.timeline[d].push_back({start, clock[d], int64_t(pc[d])});
+      auto key = std::make_pair(instr->stage, instr->mb);
+      if (instr->kind == InstrKind::Forward) {
+        inFlight[d].insert(key);
+        result.peakInFlight[d] =
+            std::max(result.peakInFlight[d], int64_t(inFlight[d].size()));
+      } else if (instr->kind == InstrKind::Backward ||
+                 instr->kind == InstrKind::BackwardWeight) {
+        inFlight[d].erase(key);
+      }
+    }
+    ++pc[d];
+    ran = true;
+  }
+  return ran;
+}
+
+std::string Simulator::where(InstrRef r) const {
+  const Program &program = devices[r.device];
+  if (r.index >= int64_t(program.size()))
+    return "the end of device " + std::to_string(r.device) + "'s program";
+  return "device " + std::to_string(r.device) + "'s " +
+         describe(program[r.index]) + " (instruction " +
+         std::to_string(r.index) + ")";
+}
+
+bool Simulator::tryTransfer(int64_t d) {
+  const Instr &instr = *current(d);
+  int64_t q = instr.peer;
+  if (q < 0 || q >= n || q == d) {
+    fail(SimulationFailure::BadPeer, ref(d), std::nullopt,
+         where(ref(d)) + " names no other device of the " +
+             std::to_string(n) + " simulated");
+    return false;
+  }
+  if (options.bufferedSends) {
+    if (instr.kind == InstrKind::Send) {
+      queues[d * n + q].push_back(
+          {instr.tag, instr.mb, instr.payload, ref(d), clock[d]});
+      ++pc[d];
+      return true;
+    }
+    std::vector<Message> &queue = queues[q * n + d];
+    auto it = std::find_if(queue.begin(), queue.end(), [&](const Message &m) {
+      return m.tag == instr.tag && m.mb == instr.mb;
+    });
+    if (it == queue.end())
+      return false;
+    if (it->payload != instr.payload) {
+      fail(SimulationFailure::PayloadMismatch, ref(d), it->send,
+           where(ref(d)) + " expects " + instr.payload + " but " +
+               where(it->send) + " sends " + it->payload);
+      return false;
+    }
+    clock[d] = std::max(clock[d], it->time);
+    queue.erase(it);
+    ++pc[d];
+    return true;
+  }
+
+  const Instr *other = current(q);
+  if (!other || other->peer != d || other->tag != instr.tag ||
+      other->mb != instr.mb ||
+      other->kind != (instr.kind == InstrKind::Send ? InstrKind::Recv
+                                                    : InstrKind::Send))
+    return false;
+  if (other->payload != instr.payload) {
+    InstrRef recv = instr.kind == InstrKind::Recv ? ref(d) : ref(q);
+    InstrRef send = instr.kind == InstrKind::Recv ? ref(q) : ref(d);
+    fail(SimulationFailure::PayloadMismatch, recv, send,
+         where(recv) + " expects " +
+             devices[recv.device][recv.index].payload + " but " +
+             where(send) + " sends " + devices[send.device][send.index].payload);
+    return false;
+  }
+  int64_t time = std::max(clock[d], clock[q]);
+  clock[d] = clock[q] = time;
+  ++pc[d];
+  ++pc[q];
+  return true;
+}
+
+void Simulator::reportDeadlock() {
+  // Prefer two devices that wait on each other, and name the recv first:
+  // that is the instruction whose order a reader checks.
+  std::optional<std::pair<int64_t, int64_t>> pair;
+  for (int64_t d = 0; d < n && !pair; ++d) {
+    const Instr *instr = current(d);
+    if (!instr)
+      continue;
+    const Instr *other = current(instr->peer);
+    if (other && other->isTransfer() && other->peer == d)
+      pair = instr->kind == InstrKind::Recv || other->kind != InstrKind::Recv
+                 ? std::make_pair(d, instr->peer)
+                 : std::make_pair(instr->peer, d);
+  }
+  if (!pair) {
+    for (int64_t d = 0; d < n && !pair; ++d)
+      if (current(d))
+        pair = std::make_pair(d, current(d)->peer);
+  }
+  auto [d, q] = *pair;
+  const Instr &instr = *current(d);
+  InstrRef first = ref(d), second = ref(q);
+  std::string message = "deadlock: " + where(first) + " waits for device " +
+                        std::to_string(q) + ", ";
+  if (!current(q))
+    message += "which has finished its program";
+  else if (current(q)->peer == d)
+    message += "which waits in its " + describe(*current(q)) +
+               (options.bufferedSends ? " first" : " first (sends block until received)");
+  else
+    message += "which waits in its " + describe(*current(q));
+  if (options.bufferedSends && instr.kind == InstrKind::Recv && !current(q))
+    message = "deadlock: " + where(first) + " is never sent: device " +
+              std::to_string(q) + " finishes its program without it";
+  fail(SimulationFailure::Deadlock, first, second, message);
+}
+
+SimulationResult Simulator::run() {
+  while (!result.failure) {
+    bool progress = false;
+    bool done = true;
+    for (int64_t d = 0; d < n && !result.failure; ++d) {
+      progress |= runLocal(d);
+      if (!current(d))
+        continue;
+      done = false;
+      progress |= tryTransfer(d);
+    }
+    if (result.failure)
+      break;
+    if (done)
+      break;
+    if (!progress) {
+      reportDeadlock();
+      break;
+    }
+  }
+  if (!result.failure && options.bufferedSends) {
+    for (int64_t a = 0; a < n && !result.failure; ++a)
+      for (int64_t b = 0; b < n && !result.failure; ++b)
+        if (!queues[a * n + b].empty()) {
+          const Message &m = queues[a * n + b].front();
+          fail(SimulationFailure::UnreceivedSend, m.send,
+               InstrRef{b, int64_t(devices[b].size())},
+               where(m.send) + " is never received: device " +
+                   std::to_string(b) + " finishes its program without it");
+        }
+  }
+  for (int64_t d = 0; d < n; ++d)
+    result.makespan = std::max(result.makespan, clock[d]);
+  if (result.makespan > 0) {
+    int64_t busy = 0;
+    for (const auto &slots : result.timeline)
+      for (const Slot &slot : slots)
+        busy += slot.end - slot.start;
+    result.bubbleFraction =
+        1.0 - double(busy) / double(result.makespan * std::max<int64_t>(n, 1));
+  }
+  return std::move(result);
+}
+
+SimulationResult
+mlir::pipec::schedule::simulate(const std::vector<Program> &devices,
+                                const SimulationOptions &options) {
+  return Simulator(devices, options).run();
+}
+
+//===----------------------------------------------------------------------===//
+// Order checks
+//===----------------------------------------------------------------------===//
+
+std::vector<OrderProblem> mlir::pipec::schedule::checkComputeOrder(
+    const Program &program, int64_t device, const std::vector<int64_t> &stages,
+    int64_t microbatches) {
+  std::vector<OrderProblem> problems;
+  // First index of each (kind, stage, mb).
+  std::map<std::tuple<InstrKind, int64_t, int64_t>, int64_t> seen;
+  auto at = [&](int64_t index) { return InstrRef{device, index}; };
+  auto firstOf = [&](InstrKind kind, int64_t stage,
+                     int64_t mb) -> std::optional<int64_t> {
+    auto it = seen.find({kind, stage, mb});
+    if (it == seen.end())
+      return std::nullopt;
+    return it->second;
+  };
+  auto name = [](InstrKind kind) -> std::string {
+    switch (kind) {
+    case InstrKind::Forward:
+      return "forward";
+    case InstrKind::Backward:
+      return "backward";
+    case InstrKind::BackwardInput:
+      return "input backward";
+    default:
+      return "weight backward";
+    }
+  };
+  auto of = [](int64_t stage, int64_t mb) {
+    return " of micro-batch " + std::to_string(mb) + " on stage " +
+           std::to_string(stage);
+  };
+
+  for (int64_t i = 0; i < int64_t(program.size()); ++i) {
+    const Instr &instr = program[i];
+    if (!instr.isCompute())
+      continue;
+    int64_t stage = instr.stage, mb = instr.mb;
+    if (std::find(stages.begin(), stages.end(), stage) == stages.end()) {
+      problems.push_back({at(i), std::nullopt,
+                          "computes stage " + std::to_string(stage) +
+                              ", which device " + std::to_string(device) +
+                              " does not hold"});
+      continue;
+    }
+    if (mb < 0 || mb >= microbatches) {
+      problems.push_back({at(i), std::nullopt,
+                          "micro-batch " + std::to_string(mb) +
+                              " is not in [0, " + std::to_string(microbatches) +
+                              ")"});
+      continue;
+    }
+    if (auto earlier = firstOf(instr.kind, stage, mb)) {
+      problems.push_back({at(i), at(*earlier),
+                          "the " + name(instr.kind) + of(stage, mb) +
+                              " runs a second time"});
+      continue;
+    }
+    seen[{instr.kind, stage, mb}] = i;
+    if (instr.kind == InstrKind::Forward)
+      continue;
+    if (!firstOf(InstrKind::Forward, stage, mb)) {
+      std::optional<InstrRef> later;
+      for (int64_t j = i + 1; j < int64_t(program.size()) && !later; ++j)
+        if (program[j].kind == InstrKind::Forward &&
+            program[j].stage == stage && program[j].mb == mb)
+          later = at(j);
+      problems.push_back({at(i), later,
+                          "the " + name(instr.kind) + of(stage, mb) +
+                              " runs before its forward"});
+    }
+    if (instr.kind == InstrKind::BackwardWeight &&
+        !firstOf(InstrKind::BackwardInput, stage, mb))
+      problems.push_back({at(i), std::nullopt,
+                          "the weight backward" + of(stage, mb) +
+                              " runs before its input backward"});
+    bool full = instr.kind == InstrKind::Backward;
+    if (full ? (firstOf(InstrKind::BackwardInput, stage, mb) ||
+                firstOf(InstrKind::BackwardWeight, stage, mb))
+             : firstOf(InstrKind::Backward, stage, mb).has_value())
+      problems.push_back({at(i), std::nullopt,
+                          "micro-batch " + std::to_string(mb) + " on stage " +
+                              std::to_string(stage) +
+                              " has both a full and a split backward"});
+  }
+
+  InstrRef end = at(int64_t(program.size()));
+  for (int64_t stage : stages)
+    for (int64_t mb = 0; mb < microbatches; ++mb) {
+      if (!firstOf(InstrKind::Forward, stage, mb))
+        problems.push_back({end, std::nullopt,
+                            "the forward" + of(stage, mb) + " never runs"});
+      bool full = firstOf(InstrKind::Backward, stage, mb).has_value();
+      bool input = firstOf(InstrKind::BackwardInput, stage, mb).has_value();
+      bool weight = firstOf(InstrKind::BackwardWeight, stage, mb).has_value();
+      if (!full && !input && !weight)
+        problems.push_back({end, std::nullopt,
+                            "the backward" + of(stage, mb) + " never runs"});
+      else if (!full && input != weight)
+        problems.push_back({end, std::nullopt,
+                            std::string(input ? "the weight" : "the input") +
+                                " backward" + of(stage, mb) + " never runs"});
+    }
+  return problems;
+}
+
+//===----------------------------------------------------------------------===//
+// Time tables
+//===----------------------------------------------------------------------===//
+
+std::string
+mlir::pipec::schedule::formatTimeTable(const std::vector<Program> &devices,
+                                       const SimulationResult &result) {
+  int64_t n = int64_t(devices.size());
+  int64_t slots = result.makespan;
+  std::vector<std::vector<std::string>> cells(
+      n, std::vector<std::string>(slots, "."));
+  size_t width = std::to_string(std::max<int64_t>(slots - 1, 0)).size();
+  for (int64_t d = 0; d < n; ++d)
+    for (const Slot &slot : result.timeline[d]) {
+      std::string label = cellLabel(devices[d][slot.index]);
+      width = std::max(width, label.size());
+      for (int64_t t = slot.start; t < slot.end; ++t)
+        cells[d][t] = label;
+    }
+  std::string deviceLabel = "device " + std::to_string(std::max<int64_t>(n - 1, 0));
+  size_t labelWidth = deviceLabel.size();
+
+  std::ostringstream os;
+  auto row = [&](std::string head, const std::vector<std::string> &row) {
+    head.resize(labelWidth, ' ');
+    std::string line = head + " |";
+    for (const std::string &cell : row) {
+      std::string padded = cell;
+      padded.resize(width, ' ');
+      line += " " + padded;
+    }
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();
+    os << line << "\n";
+  };
+  std::vector<std::string> header;
+  for (int64_t t = 0; t < slots; ++t)
+    header.push_back(std::to_string(t));
+  row("slot", header);
+  for (int64_t d = 0; d < n; ++d)
+    row("device " + std::to_string(d), cells[d]);
+
+  int64_t idle = 0;
+  for (int64_t d = 0; d < n; ++d)
+    for (const std::string &cell : cells[d])
+      idle += cell == ".";
+  char fraction[32];
+  std::snprintf(fraction, sizeof(fraction), "%.3f", result.bubbleFraction);
+  os << "bubble: " << idle << " of " << n * slots << " slots idle ("
+     << fraction << ")\n";
+  os << "peak in-flight micro-batches per device:";
+  for (int64_t peak : result.peakInFlight)
+    os << " " << peak;
+  os << "\n";
+  return os.str();
+}

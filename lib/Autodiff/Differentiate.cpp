@@ -1,0 +1,177 @@
+//===- Differentiate.cpp - the reverse sweep -------------------------------===//
+//
+// Activity analysis, then one backward sweep over the straight-line forward:
+// a value gets a gradient when it is a float tensor that depends on some
+// differentiated input ("varied") and that the loss depends on ("useful").
+// Everything else (integer tensors, shapes, frozen parameters, branches
+// that do not reach the loss) gets none, so no dead gradient code is built.
+//
+//===----------------------------------------------------------------------===//
+#include "pipec/Autodiff/Autodiff.h"
+#include "pipec/Autodiff/VjpOpInterface.h"
+
+#include "dialects/onnx/OnnxDialect.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+using namespace mlir;
+using namespace mlir::pipec;
+using namespace mlir::pipec::autodiff;
+
+#include "pipec/Autodiff/VjpOpInterface.cpp.inc"
+
+Value VjpContext::resultGradOrZeros(unsigned i) {
+  if (Value g = resultGrads[i])
+    return g;
+  return splat(op->getResult(i).getType(), 0.0);
+}
+
+static bool isFloatTensor(Value v) {
+  auto t = llvm::dyn_cast<RankedTensorType>(v.getType());
+  return t && llvm::isa<FloatType>(t.getElementType());
+}
+
+namespace {
+struct Activity {
+  llvm::DenseSet<Value> varied, useful;
+  bool isActive(Value v) const {
+    return isFloatTensor(v) && varied.contains(v) && useful.contains(v);
+  }
+};
+} // namespace
+
+/// The forward ops: those of `block` before `end`.
+static SmallVector<Operation *> forwardOps(Block *block, Operation *end) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : *block) {
+    if (&op == end)
+      break;
+    ops.push_back(&op);
+  }
+  return ops;
+}
+
+static Activity analyze(ArrayRef<Operation *> ops, Value loss,
+                        ArrayRef<Value> wrt) {
+  Activity a;
+  for (Value v : wrt)
+    if (isFloatTensor(v))
+      a.varied.insert(v);
+  for (Operation *op : ops)
+    if (llvm::any_of(op->getOperands(),
+                     [&](Value v) { return a.varied.contains(v); }))
+      for (Value r : op->getResults())
+        if (isFloatTensor(r))
+          a.varied.insert(r);
+  a.useful.insert(loss);
+  for (Operation *op : llvm::reverse(ops))
+    if (llvm::any_of(op->getResults(),
+                     [&](Value v) { return a.useful.contains(v); }))
+      for (Value v : op->getOperands())
+        a.useful.insert(v);
+  return a;
+}
+
+FailureOr<SmallVector<Value>>
+mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
+                                      SmallVectorImpl<Value> &wrt) {
+  Block *block = builder.getInsertionBlock();
+  Operation *end = builder.getInsertionPoint() == block->end()
+                       ? nullptr
+                       : &*builder.getInsertionPoint();
+
+  // Let the rules ask for what they need saved, before anything refers to
+  // the forward ops.
+  {
+    SmallVector<Operation *> ops = forwardOps(block, end);
+    Activity activity = analyze(ops, loss, wrt);
+    for (Operation *op : ops) {
+      auto vjp = llvm::dyn_cast<VjpOpInterface>(op);
+      if (!vjp || !llvm::any_of(op->getResults(), [&](Value r) {
+            return activity.isActive(r);
+          }))
+        continue;
+      OpBuilder b(op);
+      Operation *replacement = vjp.prepareForVjp(b);
+      if (!replacement)
+        return failure();
+      if (replacement == op)
+        continue;
+      for (unsigned i = 0; i < op->getNumResults(); ++i) {
+        Value from = op->getResult(i), to = replacement->getResult(i);
+        if (loss == from)
+          loss = to;
+        for (Value &v : wrt)
+          if (v == from)
+            v = to;
+        from.replaceAllUsesWith(to);
+      }
+      op->erase();
+    }
+  }
+
+  SmallVector<Operation *> ops = forwardOps(block, end);
+  Activity activity = analyze(ops, loss, wrt);
+  llvm::DenseMap<Value, Value> grads;
+  OnnxBuilder seed(builder, loss.getLoc());
+  auto lossType = llvm::dyn_cast<RankedTensorType>(loss.getType());
+  if (!lossType || !isFloatTensor(loss))
+    return emitError(loss.getLoc())
+           << "the loss must be a ranked float tensor, got " << loss.getType();
+  grads[loss] = seed.splat(lossType, 1.0);
+
+  for (Operation *op : llvm::reverse(ops)) {
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      Value g = activity.isActive(r) ? grads.lookup(r) : Value();
+      resultGrads.push_back(g);
+      any |= static_cast<bool>(g);
+    }
+    if (!any)
+      continue;
+    SmallVector<bool> wanted;
+    bool wantsAny = false;
+    for (Value v : op->getOperands()) {
+      wanted.push_back(activity.isActive(v));
+      wantsAny |= wanted.back();
+    }
+    if (!wantsAny)
+      continue;
+    auto vjp = llvm::dyn_cast<VjpOpInterface>(op);
+    if (!vjp)
+      return op->emitOpError()
+             << "has no VJP rule: cannot differentiate through '"
+             << op->getName() << "'";
+    VjpContext ctx(builder, op, resultGrads, wanted);
+    if (failed(vjp.buildVjp(ctx)) || ctx.failed())
+      return failure();
+    for (auto [i, g] : llvm::enumerate(ctx.getOperandGrads())) {
+      if (!wanted[i])
+        continue;
+      if (!g)
+        return op->emitOpError()
+               << "VJP rule built no gradient for operand #" << i;
+      Value operand = op->getOperand(i);
+      if (g.getType() != operand.getType())
+        return op->emitOpError()
+               << "VJP rule gave a gradient of type " << g.getType()
+               << " for operand #" << i << " of type " << operand.getType();
+      Value &acc = grads[operand];
+      if (!acc) {
+        acc = g;
+        continue;
+      }
+      OnnxBuilder sum(builder, op->getLoc());
+      acc = sum.add(acc, g);
+      if (sum.failed())
+        return failure();
+    }
+  }
+
+  SmallVector<Value> result;
+  for (Value v : wrt)
+    result.push_back(activity.isActive(v) ? grads.lookup(v) : Value());
+  return result;
+}

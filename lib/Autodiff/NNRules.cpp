@@ -1,0 +1,295 @@
+//===- NNRules.cpp - VJPs of the neural-network ops and losses -------------===//
+#include "Rules.h"
+
+#include "dialects/onnx/ShapeHelpers.h"
+
+using namespace mlir;
+using namespace mlir::pipec;
+using namespace mlir::pipec::autodiff;
+using namespace mlir::pipec::onnx;
+
+namespace mlir::pipec::autodiff {
+
+//===----------------------------------------------------------------------===//
+// Softmax
+//===----------------------------------------------------------------------===//
+
+LogicalResult vjp(SoftmaxOp op, VjpContext &ctx) {
+  ctx.setGrad(0, ctx.create<SoftmaxGradOp>(
+                     {op.getOutput(), ctx.resultGrad(0)},
+                     {ctx.i64Attr("axis", op.getAxis())}));
+  return success();
+}
+
+LogicalResult vjp(LogSoftmaxOp op, VjpContext &ctx) {
+  ctx.setGrad(0, ctx.create<LogSoftmaxGradOp>(
+                     {op.getOutput(), ctx.resultGrad(0)},
+                     {ctx.i64Attr("axis", op.getAxis())}));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+Operation *prepare(LayerNormalizationOp op, OpBuilder &b) {
+  if (op.getStats().size() == 2)
+    return op;
+  return cloneWithResults(op, b, 3);
+}
+
+LogicalResult vjp(LayerNormalizationOp op, VjpContext &ctx) {
+  if (ctx.resultGrad(1) || ctx.resultGrad(2))
+    return op->emitOpError()
+           << "cannot differentiate through its Mean/InvStdDev outputs";
+  Operation *grad = ctx.build<LayerNormalizationGradOp>(
+      {op.getX(), op.getScale(), op.getStats()[0], op.getStats()[1],
+       ctx.resultGrad(0)},
+      {ctx.i64Attr("axis", op.getAxis())}, 3);
+  if (ctx.needsGrad(0))
+    ctx.setGrad(0, grad->getResult(0));
+  if (ctx.needsGrad(1))
+    ctx.setGrad(1, ctx.reduceToShape(grad->getResult(1),
+                                     op.getScale().getType()));
+  if (ctx.needsGrad(2))
+    ctx.setGrad(2, ctx.reduceToShape(grad->getResult(2), op.getB().getType()));
+  return success();
+}
+
+LogicalResult vjp(BatchNormalizationOp op, VjpContext &ctx) {
+  bool statsUsed = false;
+  for (unsigned i = 1; i < op->getNumResults(); ++i)
+    statsUsed |= static_cast<bool>(ctx.resultGrad(i));
+  if (statsUsed || ctx.needsGrad(3) || ctx.needsGrad(4))
+    return op->emitOpError() << "cannot differentiate the running statistics";
+  auto x = getRanked(op.getX());
+  if (!x || !x.hasStaticShape() || x.getRank() < 2)
+    return op->emitOpError() << "needs a static (N, C, ...) input to be "
+                                "differentiated";
+  Type elt = x.getElementType();
+  int64_t channels = x.getDimSize(1);
+  // Per-channel vectors broadcast as (1, C, 1...).
+  SmallVector<int64_t> bcast(x.getRank(), 1);
+  bcast[1] = channels;
+  auto bcastType = RankedTensorType::get(bcast, elt);
+  SmallVector<int64_t> axes{0};
+  for (int64_t i = 2; i < x.getRank(); ++i)
+    axes.push_back(i);
+  Value eps = ctx.scalar(elt, op.getEpsilon().convertToDouble());
+  Value one = ctx.scalar(elt, 1.0);
+  Value dy = ctx.resultGrad(0);
+
+  if (op.getTrainingMode() != 0) {
+    // The batch statistics the forward normalized with.
+    Value mean = ctx.create<ReduceMeanOp>({op.getX(), ctx.i64s(axes)},
+                                          {ctx.i64Attr("keepdims", 0)});
+    Value centered = ctx.sub(op.getX(), ctx.reshape(mean, bcastType));
+    Value var = ctx.create<ReduceMeanOp>(
+        {ctx.mul(centered, centered), ctx.i64s(axes)},
+        {ctx.i64Attr("keepdims", 0)});
+    Value invStd =
+        ctx.div(one, ctx.create<SqrtOp>({ctx.add(var, eps)}));
+    Operation *grad = ctx.build<BatchNormalizationGradOp>(
+        {op.getX(), op.getScale(), mean, invStd, dy}, {}, 3);
+    for (unsigned i = 0; i < 3; ++i)
+      if (ctx.needsGrad(i))
+        ctx.setGrad(i, grad->getResult(i));
+    return success();
+  }
+
+  // Inference mode: Y = (X - mean) * inv_std * scale + B, all constants but
+  // X, scale and B.
+  Value invStd = ctx.div(
+      one, ctx.create<SqrtOp>({ctx.add(op.getInputVar(), eps)}));
+  if (ctx.needsGrad(0))
+    ctx.setGrad(0, ctx.mul(dy, ctx.reshape(ctx.mul(op.getScale(), invStd),
+                                           bcastType)));
+  auto sumOverAxes = [&](Value v) {
+    return ctx.create<ReduceSumOp>({v, ctx.i64s(axes)},
+                                   {ctx.i64Attr("keepdims", 0)});
+  };
+  if (ctx.needsGrad(1)) {
+    Value xhat = ctx.mul(
+        ctx.sub(op.getX(), ctx.reshape(op.getInputMean(), bcastType)),
+        ctx.reshape(invStd, bcastType));
+    ctx.setGrad(1, sumOverAxes(ctx.mul(dy, xhat)));
+  }
+  if (ctx.needsGrad(2))
+    ctx.setGrad(2, sumOverAxes(dy));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+FailureOr<Window> resolveWindow(Operation *op, Type xType,
+                                ArrayRef<int64_t> kernel) {
+  auto x = llvm::dyn_cast<RankedTensorType>(xType);
+  size_t n = kernel.size();
+  if (!x || !x.hasStaticShape() || x.getRank() != static_cast<int64_t>(n) + 2)
+    return op->emitOpError() << "needs a static input to be differentiated";
+  Window w;
+  w.kernel.assign(kernel.begin(), kernel.end());
+  auto array = [&](StringRef name, int64_t fill, size_t count) {
+    if (auto a = op->getAttrOfType<DenseI64ArrayAttr>(name))
+      return SmallVector<int64_t>(a.asArrayRef());
+    return SmallVector<int64_t>(count, fill);
+  };
+  w.strides = array("strides", 1, n);
+  w.dilations = array("dilations", 1, n);
+  w.pads = array("pads", 0, 2 * n);
+  StringRef autoPad = "NOTSET";
+  if (auto a = op->getAttrOfType<StringAttr>("auto_pad"))
+    autoPad = a.getValue();
+  if (autoPad == "VALID") {
+    w.pads.assign(2 * n, 0);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t i = 0; i < n; ++i) {
+      int64_t in = x.getDimSize(i + 2), s = w.strides[i];
+      int64_t out = (in + s - 1) / s;
+      int64_t extent = (kernel[i] - 1) * w.dilations[i] + 1;
+      int64_t total = std::max<int64_t>(0, (out - 1) * s + extent - in);
+      int64_t small = total / 2, large = total - small;
+      w.pads[i] = autoPad == "SAME_UPPER" ? small : large;
+      w.pads[i + n] = autoPad == "SAME_UPPER" ? large : small;
+    }
+  }
+  return w;
+}
+
+LogicalResult vjp(ConvOp op, VjpContext &ctx) {
+  auto wType = getRanked(op.getW());
+  if (!wType || !wType.hasStaticShape())
+    return op->emitOpError() << "needs a static weight to be differentiated";
+  auto window = resolveWindow(op, op.getX().getType(),
+                              wType.getShape().drop_front(2));
+  if (failed(window))
+    return failure();
+  Operation *grad = ctx.build<ConvGradOp>(
+      {ctx.resultGrad(0), op.getX(), op.getW()},
+      {ctx.i64ArrayAttr("dilations", window->dilations),
+       ctx.i64Attr("group", op.getGroup()),
+       ctx.i64ArrayAttr("kernel_shape", window->kernel),
+       ctx.i64ArrayAttr("pads", window->pads),
+       ctx.i64ArrayAttr("strides", window->strides)},
+      3);
+  for (unsigned i = 0; i < 3; ++i)
+    if (ctx.needsGrad(i))
+      ctx.setGrad(i, grad->getResult(i));
+  return success();
+}
+
+LogicalResult vjp(MaxPoolOp op, VjpContext &ctx) {
+  auto window = resolveWindow(op, op.getX().getType(), op.getKernelShape());
+  if (failed(window))
+    return failure();
+  ctx.setGrad(0, ctx.create<MaxPoolGradOp>(
+                     {op.getX(), ctx.resultGrad(0)},
+                     {ctx.i64Attr("ceil_mode", op.getCeilMode()),
+                      ctx.i64ArrayAttr("dilations", window->dilations),
+                      ctx.i64ArrayAttr("kernel_shape", window->kernel),
+                      ctx.i64ArrayAttr("pads", window->pads),
+                      ctx.i64ArrayAttr("strides", window->strides)}));
+  return success();
+}
+
+LogicalResult vjp(AveragePoolOp op, VjpContext &ctx) {
+  auto window = resolveWindow(op, op.getX().getType(), op.getKernelShape());
+  if (failed(window))
+    return failure();
+  if (llvm::any_of(window->dilations, [](int64_t d) { return d != 1; }))
+    return op->emitOpError() << "with dilations has no gradient kernel";
+  ctx.setGrad(0, ctx.create<AveragePoolGradOp>(
+                     {ctx.resultGrad(0), ctx.shapeOf(op.getX().getType())},
+                     {ctx.i64Attr("ceil_mode", op.getCeilMode()),
+                      ctx.i64Attr("count_include_pad", op.getCountIncludePad()),
+                      ctx.i64ArrayAttr("kernel_shape", window->kernel),
+                      ctx.i64ArrayAttr("pads", window->pads),
+                      ctx.i64ArrayAttr("strides", window->strides)}));
+  return success();
+}
+
+LogicalResult vjp(GlobalAveragePoolOp op, VjpContext &ctx) {
+  ctx.setGrad(0, ctx.create<GlobalAveragePoolGradOp>(
+                     {ctx.resultGrad(0), ctx.shapeOf(op.getX().getType())}));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+Operation *prepare(DropoutOp op, OpBuilder &b) {
+  if (op.getMask() || isNone(op.getTrainingMode()))
+    return op;
+  return cloneWithResults(op, b, 2);
+}
+
+LogicalResult vjp(DropoutOp op, VjpContext &ctx) {
+  if (isNone(op.getTrainingMode())) {
+    ctx.setGrad(0, ctx.resultGrad(0));
+    return success();
+  }
+  ctx.setGrad(0, ctx.create<DropoutGradOp>({ctx.resultGrad(0), op.getMask(),
+                                            op.getRatio(),
+                                            op.getTrainingMode()}));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+/// The forward's loss attributes, for its gradient op.
+static SmallVector<NamedAttribute> lossAttrs(Operation *op) {
+  SmallVector<NamedAttribute> attrs;
+  for (StringRef name : {"ignore_index", "reduction"})
+    if (Attribute a = op->getAttr(name))
+      attrs.push_back(NamedAttribute(StringAttr::get(op->getContext(), name), a));
+  return attrs;
+}
+
+Operation *prepare(SoftmaxCrossEntropyLossOp op, OpBuilder &b) {
+  if (op.getLogProb())
+    return op;
+  return cloneWithResults(op, b, 2);
+}
+
+/// Class weights are constants in every model we know; their gradient has
+/// no kernel.
+static LogicalResult checkNoWeightGrad(Operation *op, VjpContext &ctx) {
+  if (ctx.needsGrad(2))
+    return op->emitOpError()
+           << "cannot differentiate with respect to the class weights";
+  return success();
+}
+
+LogicalResult vjp(SoftmaxCrossEntropyLossOp op, VjpContext &ctx) {
+  if (failed(checkNoWeightGrad(op, ctx)))
+    return failure();
+  Value dscores;
+  if (Value dloss = ctx.resultGrad(0))
+    dscores = ctx.create<SoftmaxCrossEntropyLossGradOp>(
+        {dloss, op.getLogProb(), op.getLabels(), op.getWeights()},
+        lossAttrs(op));
+  if (Value dlogProb = ctx.resultGrad(1)) {
+    Value g = ctx.create<LogSoftmaxGradOp>({op.getLogProb(), dlogProb},
+                                           {ctx.i64Attr("axis", 1)});
+    dscores = dscores ? ctx.add(dscores, g) : g;
+  }
+  ctx.setGrad(0, dscores);
+  return success();
+}
+
+LogicalResult vjp(NegativeLogLikelihoodLossOp op, VjpContext &ctx) {
+  if (failed(checkNoWeightGrad(op, ctx)))
+    return failure();
+  ctx.setGrad(0, ctx.create<NegativeLogLikelihoodLossGradOp>(
+                     {ctx.resultGrad(0), ctx.shapeOf(op.getInput().getType()),
+                      op.getTarget(), op.getWeight()},
+                     lossAttrs(op)));
+  return success();
+}
+
+} // namespace mlir::pipec::autodiff

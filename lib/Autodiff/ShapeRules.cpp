@@ -1,0 +1,159 @@
+//===- ShapeRules.cpp - VJPs of data-movement ops and reductions -----------===//
+#include "Rules.h"
+
+#include "dialects/onnx/ShapeHelpers.h"
+
+using namespace mlir;
+using namespace mlir::pipec;
+using namespace mlir::pipec::autodiff;
+using namespace mlir::pipec::onnx;
+
+namespace mlir::pipec::autodiff {
+
+/// Ops that only reinterpret the shape: the gradient is reshaped back.
+static LogicalResult reshapeBack(Operation *op, VjpContext &ctx) {
+  auto t = getRanked(op->getOperand(0));
+  if (!t || !t.hasStaticShape())
+    return op->emitOpError() << "needs a static input shape to be "
+                                "differentiated";
+  ctx.setGrad(0, ctx.reshape(ctx.resultGrad(0), t));
+  return success();
+}
+
+LogicalResult vjp(ReshapeOp op, VjpContext &ctx) { return reshapeBack(op, ctx); }
+LogicalResult vjp(FlattenOp op, VjpContext &ctx) { return reshapeBack(op, ctx); }
+LogicalResult vjp(UnsqueezeOp op, VjpContext &ctx) {
+  return reshapeBack(op, ctx);
+}
+LogicalResult vjp(SqueezeOp op, VjpContext &ctx) { return reshapeBack(op, ctx); }
+
+LogicalResult vjp(ExpandOp op, VjpContext &ctx) {
+  ctx.setGrad(0, ctx.reduceToShape(ctx.resultGrad(0), op.getInput().getType()));
+  return success();
+}
+
+LogicalResult vjp(TransposeOp op, VjpContext &ctx) {
+  int64_t rank = llvm::cast<RankedTensorType>(op.getData().getType()).getRank();
+  SmallVector<int64_t> perm;
+  if (auto p = op.getPerm())
+    perm.assign(p->begin(), p->end());
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  SmallVector<int64_t> inverse(rank);
+  for (int64_t i = 0; i < rank; ++i)
+    inverse[perm[i]] = i;
+  ctx.setGrad(0, ctx.create<TransposeOp>({ctx.resultGrad(0)},
+                                         {ctx.i64ArrayAttr("perm", inverse)}));
+  return success();
+}
+
+LogicalResult vjp(ConcatOp op, VjpContext &ctx) {
+  Value g = ctx.resultGrad(0);
+  int64_t rank = llvm::cast<RankedTensorType>(g.getType()).getRank();
+  auto axis = normalizeAxis(op, op.getAxis(), rank);
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> sizes;
+  for (Value v : op.getInputs()) {
+    auto t = getRanked(v);
+    if (!t || t.isDynamicDim(*axis))
+      return op->emitOpError() << "needs static sizes along the axis to be "
+                                  "differentiated";
+    sizes.push_back(t.getDimSize(*axis));
+  }
+  Operation *split = ctx.build<SplitOp>({g, ctx.i64s(sizes)},
+                                        {ctx.i64Attr("axis", *axis)},
+                                        sizes.size());
+  for (unsigned i = 0; i < sizes.size(); ++i)
+    if (ctx.needsGrad(i))
+      ctx.setGrad(i, split->getResult(i));
+  return success();
+}
+
+LogicalResult vjp(SplitOp op, VjpContext &ctx) {
+  SmallVector<Value> parts;
+  for (unsigned i = 0; i < op->getNumResults(); ++i)
+    parts.push_back(ctx.resultGradOrZeros(i));
+  ctx.setGrad(0, ctx.create<ConcatOp>(parts, {ctx.i64Attr("axis", op.getAxis())}));
+  return success();
+}
+
+LogicalResult vjp(SliceOp op, VjpContext &ctx) {
+  auto t = getRanked(op.getData());
+  if (!t || !t.hasStaticShape())
+    return op->emitOpError() << "needs a static input shape to be "
+                                "differentiated";
+  ctx.setGrad(0, ctx.create<SliceGradOp>({ctx.resultGrad(0), ctx.shapeOf(t),
+                                          op.getStarts(), op.getEnds(),
+                                          op.getAxes(), op.getSteps()}));
+  return success();
+}
+
+LogicalResult vjp(GatherOp op, VjpContext &ctx) {
+  auto t = getRanked(op.getData());
+  if (!t || !t.hasStaticShape())
+    return op->emitOpError() << "needs a static input shape to be "
+                                "differentiated";
+  ctx.setGrad(0, ctx.create<GatherGradOp>(
+                     {ctx.resultGrad(0), ctx.shapeOf(t), op.getIndices()},
+                     {ctx.i64Attr("axis", op.getAxis())}));
+  return success();
+}
+
+/// The gradient of ReduceSum (scale 1) or ReduceMean (scale 1/count): dY
+/// with the reduced axes restored as 1, broadcast back to the input.
+static LogicalResult reduceVjp(Operation *op, Value data, Value axesOperand,
+                               bool noopWithEmptyAxes,
+                               bool mean, VjpContext &ctx) {
+  auto t = getRanked(data);
+  if (!t || !t.hasStaticShape())
+    return op->emitOpError() << "needs a static input shape to be "
+                                "differentiated";
+  int64_t rank = t.getRank();
+  SmallVector<int64_t> axes;
+  if (!isNone(axesOperand)) {
+    auto values = getConstantInts(axesOperand);
+    if (!values)
+      return op->emitOpError() << "needs constant axes to be differentiated";
+    for (int64_t a : *values) {
+      auto n = normalizeAxis(op, a, rank);
+      if (failed(n))
+        return failure();
+      axes.push_back(*n);
+    }
+  }
+  Value g = ctx.resultGrad(0);
+  if (axes.empty()) {
+    if (noopWithEmptyAxes) {
+      ctx.setGrad(0, g);
+      return success();
+    }
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  }
+  SmallVector<int64_t> kept(t.getShape());
+  int64_t count = 1;
+  for (int64_t a : axes) {
+    count *= kept[a];
+    kept[a] = 1;
+  }
+  Value dx = ctx.reshape(g, RankedTensorType::get(kept, t.getElementType()));
+  if (mean)
+    dx = ctx.mul(dx, ctx.scalar(t.getElementType(), 1.0 / count));
+  if (dx.getType() != t)
+    dx = ctx.create<ExpandOp>({dx, ctx.shapeOf(t)});
+  ctx.setGrad(0, dx);
+  return success();
+}
+
+LogicalResult vjp(ReduceSumOp op, VjpContext &ctx) {
+  return reduceVjp(op, op.getData(), op.getAxes(), op.getNoopWithEmptyAxes(),
+                   /*mean=*/false, ctx);
+}
+
+LogicalResult vjp(ReduceMeanOp op, VjpContext &ctx) {
+  return reduceVjp(op, op.getData(), op.getAxes(), op.getNoopWithEmptyAxes(),
+                   /*mean=*/true, ctx);
+}
+
+} // namespace mlir::pipec::autodiff

@@ -1,0 +1,80 @@
+//===- RuntimeABI.cpp - facts about the pipert C ABI ----------------------===//
+#include "pipec/Conversion/RuntimeABI.h"
+
+#include "mlir/IR/DialectResourceBlobManager.h"
+
+using namespace mlir;
+
+std::optional<int64_t> mlir::pipec::pipertDtype(Type t) {
+  if (t.isF32())
+    return 1;
+  if (t.isF16())
+    return 10;
+  if (t.isF64())
+    return 11;
+  if (t.isInteger(1))
+    return 9;
+  if (auto it = dyn_cast<IntegerType>(t)) {
+    if (it.getWidth() == 8)
+      return it.isUnsigned() ? 2 : 3;
+    if (it.getWidth() == 32 && !it.isUnsigned())
+      return 6;
+    if (it.getWidth() == 64 && !it.isUnsigned())
+      return 7;
+  }
+  return std::nullopt;
+}
+
+int64_t mlir::pipec::runtimeElementBytes(Type t) {
+  if (t.isInteger(1))
+    return 1;
+  return (t.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+int64_t mlir::pipec::runtimeTensorBytes(ShapedType type) {
+  return type.getNumElements() * runtimeElementBytes(type.getElementType());
+}
+
+bool mlir::pipec::elementsToRuntimeBytes(Attribute attr, std::vector<char> &bytes) {
+  auto shaped = dyn_cast_or_null<TypedAttr>(attr);
+  if (!shaped)
+    return false;
+  auto type = dyn_cast<ShapedType>(shaped.getType());
+  if (!type || !type.hasStaticShape())
+    return false;
+  Type elem = type.getElementType();
+  int64_t n = type.getNumElements();
+  int64_t elemBytes = runtimeElementBytes(elem);
+  bytes.assign(static_cast<size_t>(n * elemBytes), 0);
+  if (auto dense = dyn_cast<DenseElementsAttr>(attr)) {
+    if (elem.isInteger(1)) {
+      int64_t i = 0;
+      for (bool v : dense.getValues<bool>())
+        bytes[i++] = v ? 1 : 0;
+      return true;
+    }
+    ArrayRef<char> raw = dense.getRawData();
+    if (dense.isSplat()) {
+      if (static_cast<int64_t>(raw.size()) < elemBytes)
+        return false;
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(bytes.data() + i * elemBytes, raw.data(), elemBytes);
+      return true;
+    }
+    if (static_cast<int64_t>(raw.size()) != n * elemBytes)
+      return false;
+    std::memcpy(bytes.data(), raw.data(), raw.size());
+    return true;
+  }
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return false;
+    ArrayRef<char> raw = blob->getData();
+    if (elem.isInteger(1) || static_cast<int64_t>(raw.size()) != n * elemBytes)
+      return false;
+    std::memcpy(bytes.data(), raw.data(), raw.size());
+    return true;
+  }
+  return false;
+}

@@ -1,0 +1,299 @@
+//===- AddOptimizer.cpp - pipe-add-optimizer: the update in the step -------===//
+//
+// PyTorch semantics (torch.optim, 1.13), expressed with the onnx update ops:
+//   SGD:          X -= lr (G + wd X)                      onnx.SGD
+//   SGD+momentum: buf = mu buf + (1 - dampening) G' (buf = G' at the first
+//                 step), X -= lr buf; nesterov: X -= lr (G' + mu buf), with
+//                 G' = G + wd X                           onnx.Momentum
+//                 (alpha = mu, beta = 1 - dampening, norm_coefficient = wd:
+//                 ONNX skips beta at T = 0, which is PyTorch's first step)
+//   Adam:         AdamW with decay 0 on G + wd X          onnx.AdamW
+//   AdamW:                                                onnx.AdamW
+//   Adagrad:      lr / (1 + (step - 1) lr_decay), sum += G'^2
+//                                                         onnx.Adagrad
+// ONNX Adam is not PyTorch's (epsilon is added before the bias correction),
+// hence onnx.AdamW for both Adams.
+//
+//===----------------------------------------------------------------------===//
+#include "pipec/Autodiff/OnnxBuilder.h"
+#include "pipec/Transforms/Passes.h"
+
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::pipec {
+#define GEN_PASS_DEF_PIPEADDOPTIMIZER
+#include "pipec/Transforms/Passes.h.inc"
+} // namespace mlir::pipec
+
+using namespace mlir;
+using namespace mlir::pipec;
+using namespace mlir::pipec::autodiff;
+
+namespace {
+
+/// One optimizer, resolved: every number set.
+struct Optimizer {
+  std::string kind; // sgd, momentum, nesterov, adam, adamw, adagrad, onnx-adam
+  double lr = -1, momentum = 0, dampening = 0, weightDecay = 0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 0, lrDecay = 0;
+  /// onnx-adam: the imported onnx.Adam's attributes, used as they are.
+  DictionaryAttr onnxAttrs;
+
+  SmallVector<StringRef> slots() const {
+    if (kind == "momentum" || kind == "nesterov")
+      return {"momentum_buffer"};
+    if (kind == "adam" || kind == "adamw" || kind == "onnx-adam")
+      return {"exp_avg", "exp_avg_sq"};
+    if (kind == "adagrad")
+      return {"sum"};
+    return {};
+  }
+};
+
+struct PipeAddOptimizerPass
+    : public pipec::impl::PipeAddOptimizerBase<PipeAddOptimizerPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto step = module.lookupSymbol<func::FuncOp>(funcName);
+    if (!step || step.isExternal()) {
+      module.emitError() << "pipe-add-optimizer: no function @" << funcName
+                         << " (run --pipe-autodiff first)";
+      return signalPassFailure();
+    }
+    auto optimizer = resolve(module);
+    if (failed(optimizer) || failed(rewrite(step, *optimizer)))
+      return signalPassFailure();
+  }
+
+  /// The optimizer from the options, or else from @training_algorithm.
+  FailureOr<Optimizer> resolve(ModuleOp module) {
+    Optimizer opt;
+    opt.kind = kind;
+    opt.lr = lr;
+    if (opt.kind.empty()) {
+      if (failed(fromTrainingAlgorithm(module, opt)))
+        return failure();
+    } else {
+      static const char *known[] = {"sgd", "momentum", "nesterov",
+                                    "adam", "adamw", "adagrad"};
+      if (!llvm::is_contained(known, opt.kind))
+        return module.emitError()
+               << "pipe-add-optimizer: unknown optimizer kind '" << opt.kind
+               << "' (expected sgd, momentum, nesterov, adam, adamw or "
+                  "adagrad)";
+      opt.momentum = momentum < 0 ? (opt.kind == "sgd" ? 0.0 : 0.9) : momentum;
+      opt.dampening = dampening;
+      opt.weightDecay =
+          weightDecay < 0 ? (opt.kind == "adamw" ? 0.01 : 0.0) : weightDecay;
+      opt.beta1 = beta1;
+      opt.beta2 = beta2;
+      opt.eps = eps < 0 ? (opt.kind == "adagrad" ? 1e-10 : 1e-8) : eps;
+      opt.lrDecay = lrDecay;
+      if (opt.kind == "sgd" && opt.momentum > 0)
+        opt.kind = "momentum";
+      if (opt.lr < 0) {
+        if (opt.kind == "adam" || opt.kind == "adamw")
+          opt.lr = 1e-3;
+        else if (opt.kind == "adagrad")
+          opt.lr = 1e-2;
+      }
+    }
+    if (opt.lr < 0)
+      return module.emitError() << "pipe-add-optimizer: optimizer '" << opt.kind
+                                << "' needs a learning rate (lr=...)";
+    if ((opt.kind == "momentum" || opt.kind == "nesterov") &&
+        opt.momentum <= 0)
+      return module.emitError()
+             << "pipe-add-optimizer: " << opt.kind << " needs momentum > 0";
+    if (opt.kind == "nesterov" && opt.dampening != 0)
+      return module.emitError()
+             << "pipe-add-optimizer: nesterov needs dampening = 0";
+    return opt;
+  }
+
+  LogicalResult fromTrainingAlgorithm(ModuleOp module, Optimizer &opt) {
+    auto algo = module.lookupSymbol<func::FuncOp>("training_algorithm");
+    if (!algo)
+      return module.emitError()
+             << "pipe-add-optimizer: no optimizer kind given and no "
+                "@training_algorithm to take one from";
+    Operation *found = nullptr;
+    algo.walk([&](Operation *op) {
+      if (llvm::isa<onnx::MomentumOp, onnx::AdamOp, onnx::AdagradOp>(op) &&
+          !found)
+        found = op;
+    });
+    if (!found)
+      return algo.emitError() << "has no Momentum, Adam or Adagrad op to take "
+                                 "the optimizer from";
+    if (auto m = llvm::dyn_cast<onnx::MomentumOp>(found)) {
+      opt.kind = m.getMode() == "nesterov" ? "nesterov" : "momentum";
+      opt.momentum = m.getAlpha().convertToDouble();
+      opt.dampening =
+          opt.kind == "nesterov" ? 0.0 : 1.0 - m.getBeta().convertToDouble();
+      opt.weightDecay = m.getNormCoefficient().convertToDouble();
+    } else if (auto a = llvm::dyn_cast<onnx::AdagradOp>(found)) {
+      opt.kind = "adagrad";
+      opt.lrDecay = a.getDecayFactor().convertToDouble();
+      opt.eps = a.getEpsilon().convertToDouble();
+      opt.weightDecay = a.getNormCoefficient().convertToDouble();
+    } else {
+      opt.kind = "onnx-adam";
+      opt.onnxAttrs = found->getAttrDictionary();
+    }
+    if (opt.lr < 0)
+      return found->emitError()
+             << "takes its learning rate as an input: pass lr=... to "
+                "pipe-add-optimizer";
+    return success();
+  }
+
+  LogicalResult rewrite(func::FuncOp step, const Optimizer &opt) {
+    MLIRContext *ctx = &getContext();
+    // Which results are the loss and which the gradients of what.
+    std::optional<unsigned> lossIndex;
+    SmallVector<std::pair<unsigned, unsigned>> grads; // (result, param arg)
+    for (unsigned r = 0; r < step.getNumResults(); ++r) {
+      if (step.getResultAttr(r, "pipe.loss"))
+        lossIndex = r;
+      auto name = step.getResultAttrOfType<StringAttr>(r, "pipe.grad");
+      if (!name)
+        continue;
+      std::optional<unsigned> param;
+      for (unsigned a = 0; a < step.getNumArguments(); ++a)
+        if (step.getArgAttrOfType<StringAttr>(a, "pipe.param") == name)
+          param = a;
+      if (!param)
+        return step.emitError() << "result #" << r << " is the gradient of '"
+                                << name.getValue()
+                                << "' but no argument has that pipe.param";
+      grads.push_back({r, *param});
+    }
+    if (!lossIndex || grads.empty())
+      return step.emitError() << "@" << step.getSymName()
+                              << " is not a training step: it needs a "
+                                 "pipe.loss result and pipe.grad results";
+    for (unsigned a = 0; a < step.getNumArguments(); ++a)
+      if (step.getArgAttr(a, "pipe.state"))
+        return step.emitError() << "@" << step.getSymName()
+                                << " has optimizer state already";
+
+    // The state arguments: per parameter its slots, then the step counter.
+    Block &body = step.getBody().front();
+    auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+    OpBuilder b(ret);
+    SmallVector<StringRef> slots = opt.slots();
+    SmallVector<SmallVector<Value>> state;
+    auto addArg = [&](Type type, StringRef name, Attribute init) {
+      unsigned index = step.getNumArguments();
+      auto attrs = b.getDictionaryAttr(
+          {b.getNamedAttr("pipe.init", init),
+           b.getNamedAttr("pipe.state", b.getStringAttr(name))});
+      (void)step.insertArgument(index, type, attrs, step.getLoc());
+      return step.getArgument(index);
+    };
+    for (auto [result, param] : grads) {
+      auto type = llvm::cast<RankedTensorType>(step.getArgument(param).getType());
+      StringRef name =
+          step.getArgAttrOfType<StringAttr>(param, "pipe.param").getValue();
+      auto zeros = DenseElementsAttr::get(
+          type, b.getZeroAttr(type.getElementType()));
+      state.emplace_back();
+      for (StringRef slot : slots)
+        state.back().push_back(
+            addArg(type, (name + "." + slot).str(), zeros));
+    }
+    auto i64Scalar = RankedTensorType::get({}, b.getI64Type());
+    Value count = addArg(i64Scalar, "step",
+                         DenseElementsAttr::get(i64Scalar, b.getI64IntegerAttr(0)));
+
+    OnnxBuilder ob(b, step.getLoc());
+    Type f32 = b.getF32Type();
+    Value rate = ob.scalar(f32, opt.lr);
+    Value nextCount = ob.add(count, ob.scalarI64(1));
+
+    SmallVector<Value> results{ret.getOperand(*lossIndex)};
+    SmallVector<Attribute> resultAttrs{step.getResultAttrDict(*lossIndex)};
+    SmallVector<Value> newState;
+    SmallVector<Attribute> stateAttrs;
+    auto update = [&](StringRef name) {
+      return b.getDictionaryAttr(
+          b.getNamedAttr("pipe.update", b.getStringAttr(name)));
+    };
+    for (auto [i, gp] : llvm::enumerate(grads)) {
+      auto [result, param] = gp;
+      Value x = step.getArgument(param);
+      Value g = ret.getOperand(result);
+      StringRef name =
+          step.getArgAttrOfType<StringAttr>(param, "pipe.param").getValue();
+      ob.setLoc(x.getLoc());
+      SmallVector<Value> outs;
+      if (opt.kind == "sgd") {
+        outs.push_back(ob.create<onnx::SGDOp>(
+            {rate, x, g}, {ob.f32Attr("weight_decay", opt.weightDecay)}));
+      } else if (opt.kind == "momentum" || opt.kind == "nesterov") {
+        Operation *op = ob.build<onnx::MomentumOp>(
+            {rate, count, x, g, state[i][0]},
+            {ob.f32Attr("alpha", opt.momentum),
+             ob.f32Attr("beta", 1.0 - opt.dampening),
+             ob.attr("mode", b.getStringAttr(opt.kind == "nesterov"
+                                                 ? "nesterov"
+                                                 : "standard")),
+             ob.f32Attr("norm_coefficient", opt.weightDecay)},
+            2);
+        outs.append(op->result_begin(), op->result_end());
+      } else if (opt.kind == "adam" || opt.kind == "adamw") {
+        double decoupled = 0.0;
+        if (opt.kind == "adamw")
+          decoupled = opt.weightDecay;
+        else if (opt.weightDecay != 0)
+          g = ob.add(g, ob.mul(x, ob.scalar(f32, opt.weightDecay)));
+        Operation *op = ob.build<onnx::AdamWOp>(
+            {rate, nextCount, x, g, state[i][0], state[i][1]},
+            {ob.f32Attr("beta1", opt.beta1), ob.f32Attr("beta2", opt.beta2),
+             ob.f32Attr("epsilon", opt.eps),
+             ob.f32Attr("weight_decay", decoupled)},
+            3);
+        outs.append(op->result_begin(), op->result_end());
+      } else if (opt.kind == "adagrad") {
+        Operation *op = ob.build<onnx::AdagradOp>(
+            {rate, count, x, g, state[i][0]},
+            {ob.f32Attr("decay_factor", opt.lrDecay),
+             ob.f32Attr("epsilon", opt.eps),
+             ob.f32Attr("norm_coefficient", opt.weightDecay)},
+            2);
+        outs.append(op->result_begin(), op->result_end());
+      } else { // onnx-adam
+        Operation *op = ob.build<onnx::AdamOp>(
+            {rate, count, x, g, state[i][0], state[i][1]},
+            opt.onnxAttrs.getValue(), 3);
+        outs.append(op->result_begin(), op->result_end());
+      }
+      results.push_back(outs[0]);
+      resultAttrs.push_back(update(name));
+      for (auto [slot, value] : llvm::zip(slots, ArrayRef(outs).drop_front())) {
+        newState.push_back(value);
+        stateAttrs.push_back(update((name + "." + slot).str()));
+      }
+    }
+    if (ob.failed())
+      return failure();
+    results.append(newState);
+    resultAttrs.append(stateAttrs);
+    results.push_back(nextCount);
+    resultAttrs.push_back(update("step"));
+
+    func::ReturnOp::create(b, ret.getLoc(), results);
+    ret.erase();
+    step.setType(FunctionType::get(ctx, step.getArgumentTypes(),
+                                   ValueRange(results).getTypes()));
+    for (Attribute &a : resultAttrs)
+      if (!a)
+        a = b.getDictionaryAttr({});
+    step.setAllResultAttrs(resultAttrs);
+    return success();
+  }
+};
+} // namespace

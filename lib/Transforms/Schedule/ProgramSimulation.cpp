@@ -1,0 +1,167 @@
+//===- ProgramSimulation.cpp - pipe.program ops as schedules --------------===//
+#include "ProgramSimulation.h"
+
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::pipec;
+namespace sched = mlir::pipec::schedule;
+
+Operation *ProgramSet::opAt(sched::InstrRef ref) const {
+  const auto &list = ops[ref.device];
+  if (ref.index >= 0 && ref.index < int64_t(list.size()))
+    return list[ref.index];
+  return programs[ref.device];
+}
+
+static std::string typeString(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return s;
+}
+
+/// The stage a forward or backward computes, from its callee (-1 when the
+/// callee is not a stage; the op verifiers report that).
+static int64_t calleeStage(Operation *op, FlatSymbolRefAttr callee) {
+  auto stage = SymbolTable::lookupNearestSymbolFrom<pipe::StageOp>(op, callee);
+  return stage ? stage.getStage() : -1;
+}
+
+FailureOr<ProgramSet> mlir::pipec::collectPrograms(ModuleOp module) {
+  ProgramSet set;
+  for (auto program : module.getOps<pipe::ProgramOp>())
+    set.programs.push_back(program);
+  llvm::stable_sort(set.programs, [](pipe::ProgramOp a, pipe::ProgramOp b) {
+    return a.getDevice() < b.getDevice();
+  });
+  llvm::DenseMap<int64_t, int64_t> indexOf;
+  for (auto [i, program] : llvm::enumerate(set.programs)) {
+    if (!indexOf.try_emplace(program.getDevice(), i).second)
+      return program.emitError()
+             << "a second program for device " << program.getDevice();
+  }
+
+  bool ok = true;
+  auto peerIndex = [&](Operation *op, int64_t peer) -> int64_t {
+    auto it = indexOf.find(peer);
+    if (it != indexOf.end())
+      return it->second;
+    op->emitError() << "device " << peer << " has no pipe.program";
+    ok = false;
+    return -1;
+  };
+
+  for (pipe::ProgramOp program : set.programs) {
+    sched::Program list;
+    SmallVector<Operation *> ops;
+    for (Operation &op : program.getInstructions()) {
+      sched::Instr instr;
+      if (auto fwd = dyn_cast<pipe::ForwardOp>(op)) {
+        instr = sched::Instr::forward(calleeStage(&op, fwd.getCalleeAttr()),
+                                      fwd.getMb());
+      } else if (auto bwd = dyn_cast<pipe::BackwardOp>(op)) {
+        instr = sched::Instr::backward(calleeStage(&op, bwd.getCalleeAttr()),
+                                       bwd.getMb());
+        if (bwd.getPart() == pipe::BackwardPart::Input)
+          instr.kind = sched::InstrKind::BackwardInput;
+        else if (bwd.getPart() == pipe::BackwardPart::Weight)
+          instr.kind = sched::InstrKind::BackwardWeight;
+      } else if (auto send = dyn_cast<pipe::SendOp>(op)) {
+        instr = sched::Instr::send(peerIndex(&op, send.getPeer()), send.getMb(),
+                                   send.getTag().str(),
+                                   typeString(send.getValue().getType()));
+      } else if (auto recv = dyn_cast<pipe::RecvOp>(op)) {
+        instr = sched::Instr::recv(peerIndex(&op, recv.getPeer()), recv.getMb(),
+                                   recv.getTag().str(),
+                                   typeString(recv.getValue().getType()));
+      } else if (auto update = dyn_cast<pipe::UpdateOp>(op)) {
+        instr = sched::Instr::update(-1);
+      }
+      list.push_back(std::move(instr));
+      ops.push_back(&op);
+    }
+    set.devices.push_back(std::move(list));
+    set.ops.push_back(std::move(ops));
+  }
+  if (!ok)
+    return failure();
+  return set;
+}
+
+std::string mlir::pipec::describeInstruction(Operation *op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (auto send = dyn_cast<pipe::SendOp>(op))
+    os << "send of mb " << send.getMb() << " tag \"" << send.getTag()
+       << "\" to device " << send.getPeer();
+  else if (auto recv = dyn_cast<pipe::RecvOp>(op))
+    os << "recv of mb " << recv.getMb() << " tag \"" << recv.getTag()
+       << "\" from device " << recv.getPeer();
+  else if (auto fwd = dyn_cast<pipe::ForwardOp>(op))
+    os << "forward " << fwd.getCalleeAttr() << " of mb " << fwd.getMb();
+  else if (auto bwd = dyn_cast<pipe::BackwardOp>(op))
+    os << "backward " << bwd.getCalleeAttr() << " of mb " << bwd.getMb();
+  else if (auto program = dyn_cast<pipe::ProgramOp>(op))
+    os << "end of the program of device " << program.getDevice();
+  else
+    os << op->getName();
+  return s;
+}
+
+void mlir::pipec::emitSimulationFailure(const ProgramSet &set,
+                                        const sched::SimulationFailure &failure,
+                                        bool bufferedSends) {
+  Operation *first = set.opAt(failure.first);
+  Operation *second = failure.second ? set.opAt(*failure.second) : nullptr;
+  int64_t firstDevice = set.deviceOf(failure.first.device);
+  int64_t secondDevice =
+      failure.second ? set.deviceOf(failure.second->device) : -1;
+  bool secondIsEnd = second && isa<pipe::ProgramOp>(second);
+
+  switch (failure.kind) {
+  case sched::SimulationFailure::Deadlock: {
+    InFlightDiagnostic diag = first->emitError();
+    diag << "deadlock: device " << firstDevice << " waits in this "
+         << describeInstruction(first) << ", but device " << secondDevice;
+    if (secondIsEnd)
+      diag << " finishes its program without a matching "
+           << (isa<pipe::RecvOp>(first) ? "send" : "recv");
+    else
+      diag << " first waits in a " << describeInstruction(second);
+    if (!bufferedSends && !secondIsEnd &&
+        (isa<pipe::SendOp>(first) || isa<pipe::SendOp>(second)))
+      diag << " (a send blocks until its peer receives it)";
+    diag.attachNote(second->getLoc())
+        << (secondIsEnd ? "the program of device " : "device ")
+        << secondDevice << (secondIsEnd ? " ends here" : " waits here");
+    return;
+  }
+  case sched::SimulationFailure::PayloadMismatch: {
+    auto recv = cast<pipe::RecvOp>(first);
+    auto send = cast<pipe::SendOp>(second);
+    InFlightDiagnostic diag = first->emitError();
+    diag << "this recv of mb " << recv.getMb() << " tag \"" << recv.getTag()
+         << "\" expects " << recv.getValue().getType() << " but device "
+         << secondDevice << " sends " << send.getValue().getType();
+    diag.attachNote(second->getLoc()) << "the matching send";
+    return;
+  }
+  case sched::SimulationFailure::UnreceivedSend: {
+    InFlightDiagnostic diag = first->emitError();
+    diag << "this " << describeInstruction(first)
+         << " is never received: device " << secondDevice
+         << " finishes its program without a matching recv";
+    diag.attachNote(second->getLoc())
+        << "the program of device " << secondDevice << " ends here";
+    return;
+  }
+  case sched::SimulationFailure::BadPeer:
+    first->emitError() << "this " << describeInstruction(first)
+                       << " names device " << firstDevice
+                       << " itself or no device";
+    return;
+  }
+}

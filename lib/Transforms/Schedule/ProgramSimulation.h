@@ -1,0 +1,48 @@
+//===- ProgramSimulation.h - pipe.program ops as schedules -------*- C++ -*-===//
+//
+// Translates the pipe.program ops of a module into the instruction lists of
+// pipec/Analysis/Schedule.h, and the simulator's findings back into
+// diagnostics on the ops. Shared by pipe-verify-schedule and
+// pipe-print-schedule.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEC_LIB_TRANSFORMS_SCHEDULE_PROGRAMSIMULATION_H
+#define PIPEC_LIB_TRANSFORMS_SCHEDULE_PROGRAMSIMULATION_H
+
+#include "pipec/Analysis/Schedule.h"
+
+#include "dialects/pipe/PipeDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::pipec {
+
+struct ProgramSet {
+  /// The programs, ordered by device; simulation index d is programs[d].
+  SmallVector<pipe::ProgramOp> programs;
+  std::vector<schedule::Program> devices;
+  /// ops[d][i]: the op of instruction i of programs[d].
+  SmallVector<SmallVector<Operation *>> ops;
+
+  /// The op of an instruction; the program op itself for its end.
+  Operation *opAt(schedule::InstrRef ref) const;
+  int64_t deviceOf(int64_t index) const {
+    return pipe::ProgramOp(programs[index]).getDevice();
+  }
+};
+
+/// Collects the programs of `module`. Fails, with an error on the op, where
+/// a send or recv names a device that has no program.
+FailureOr<ProgramSet> collectPrograms(ModuleOp module);
+
+/// Reports a failed simulation: an error on the failing instruction and a
+/// note on the other one involved.
+void emitSimulationFailure(const ProgramSet &set,
+                           const schedule::SimulationFailure &failure,
+                           bool bufferedSends);
+
+/// "recv of mb 1 tag "h" from device 0", "forward @s0_fwd of mb 2", ...
+std::string describeInstruction(Operation *op);
+
+} // namespace mlir::pipec
+
+#endif

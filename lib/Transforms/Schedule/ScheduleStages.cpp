@@ -1,0 +1,685 @@
+//===- ScheduleStages.cpp - pipe-schedule: programs from stages -----------===//
+//
+// Turns the forward and backward pipe.stage ops of stages 0..p-1 into one
+// pipe.program per device, ordered by the GPipe or 1F1B schedule of
+// pipec/Analysis/Schedule.h. The generator's abstract transfers ("the
+// activations of mb k to stage s+1") become one pipe.send/pipe.recv per
+// tensor crossing the cut, in the same order on both ends.
+//
+//===----------------------------------------------------------------------===//
+#include "pipec/Analysis/Schedule.h"
+#include "pipec/Transforms/SchedulePasses.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::pipec {
+#define GEN_PASS_DEF_PIPESCHEDULE
+#include "pipec/Transforms/SchedulePasses.h.inc"
+} // namespace mlir::pipec
+
+using namespace mlir;
+using namespace mlir::pipec;
+namespace sched = mlir::pipec::schedule;
+
+namespace {
+
+/// Where a non-weight argument of a stage function comes from.
+struct ArgSource {
+  enum Kind {
+    /// A graph input, read with pipe.feed (`pipe.input`).
+    Feed,
+    /// A named value: for a forward, the result of stage s-1 with this name;
+    /// for a backward, the forward's argument or result with this name.
+    Named,
+    /// The gradient of the forward result with this name, from stage s+1
+    /// (backward arguments only).
+    Grad,
+  };
+  Kind kind;
+  std::string name;
+  Type type;
+};
+
+struct Optimizer {
+  pipe::OptimizerKind kind = pipe::OptimizerKind::SGD;
+  double lr = 0;
+  std::optional<double> momentum, dampening, beta1, beta2, epsilon,
+      weightDecay, gradScale;
+  /// Where the optimizer was given (the module for pass options): its
+  /// errors are reported there.
+  Operation *holder = nullptr;
+};
+
+/// One stage: its two functions and how their values connect.
+struct Stage {
+  int64_t index = 0;
+  pipe::StageOp forward, backward;
+  int64_t params = 0;
+  SmallVector<Attribute> paramNames, paramTypes;
+
+  SmallVector<ArgSource> forwardArgs;  // non-weight arguments
+  SmallVector<std::string> resultNames; // "" where a result has no name
+  SmallVector<bool> resultIsLoss;
+  SmallVector<ArgSource> backwardArgs; // non-weight arguments
+  /// Names of the forward arguments whose gradients the backward returns,
+  /// in result order.
+  SmallVector<std::string> backwardGradResults;
+
+  /// Types of the forward's values by name: fed inputs, and named
+  /// arguments and results.
+  llvm::StringMap<Type> fedTypes, namedTypes;
+
+  /// The tensors crossing the cuts, each list in the order of stage s's
+  /// (for `activationsIn`, `gradsOut`) or s+1's (`activationsOut`,
+  /// `gradsIn`) forward arguments, so both ends agree.
+  SmallVector<std::string> activationsIn, activationsOut, gradsIn, gradsOut;
+
+  std::optional<Optimizer> optimizer;
+};
+
+/// The string value of argument or result attribute `key`, or "".
+static std::string stringAttr(DictionaryAttr attrs, StringRef key) {
+  if (!attrs)
+    return "";
+  if (auto s = attrs.getAs<StringAttr>(key))
+    return s.str();
+  return "";
+}
+
+struct PipeSchedulePass : public pipec::impl::PipeScheduleBase<PipeSchedulePass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+
+private:
+  LogicalResult collectStages(ModuleOp module, std::vector<Stage> &stages);
+  LogicalResult analyzeStage(Stage &stage);
+  LogicalResult connectStages(MutableArrayRef<Stage> stages);
+  FailureOr<Optimizer> optimizerFromOptions(ModuleOp module);
+  FailureOr<Optimizer> optimizerFromAttr(Operation *holder,
+                                         DictionaryAttr dict);
+  LogicalResult buildProgram(OpBuilder &b, Stage &stage,
+                             const sched::Program &program,
+                             pipe::ScheduleKind kind, int64_t peakInFlight);
+};
+} // namespace
+
+LogicalResult PipeSchedulePass::collectStages(ModuleOp module,
+                                              std::vector<Stage> &stages) {
+  std::map<int64_t, Stage> byIndex;
+  for (auto op : module.getOps<pipe::StageOp>()) {
+    Stage &stage = byIndex[op.getStage()];
+    stage.index = op.getStage();
+    pipe::StageOp *slot = nullptr;
+    if (op.getPhase() == pipe::Phase::Forward)
+      slot = &stage.forward;
+    else if (op.getPhase() == pipe::Phase::Backward)
+      slot = &stage.backward;
+    else
+      return op.emitError()
+             << "pipe-schedule (" << kind << ") schedules forward and full "
+             << "backward stages, not " << pipe::stringifyPhase(op.getPhase());
+    if (*slot) {
+      InFlightDiagnostic diag = op.emitError()
+                                << "a second "
+                                << pipe::stringifyPhase(op.getPhase())
+                                << " function for stage " << op.getStage();
+      diag.attachNote(slot->getLoc()) << "the first one";
+      return diag;
+    }
+    *slot = op;
+  }
+  if (byIndex.empty())
+    return module.emitError() << "pipe-schedule: no pipe.stage to schedule";
+  int64_t expected = 0;
+  for (auto &[index, stage] : byIndex) {
+    if (index != expected)
+      return module.emitError()
+             << "pipe-schedule: stage " << expected
+             << " has no pipe.stage, but stage " << index << " has";
+    pipe::StageOp present = stage.forward ? stage.forward : stage.backward;
+    if (!stage.forward || !stage.backward)
+      return present.emitError()
+             << "stage " << index << " has no "
+             << (stage.forward ? "backward" : "forward") << " function";
+    stages.push_back(stage);
+    ++expected;
+  }
+  return success();
+}
+
+LogicalResult PipeSchedulePass::analyzeStage(Stage &stage) {
+  pipe::StageOp fwd = stage.forward, bwd = stage.backward;
+  stage.params = fwd.getParams();
+  if (bwd.getParams() != stage.params ||
+      fwd.getParamTypes() != bwd.getParamTypes())
+    return bwd.emitError() << "the weights of backward @" << bwd.getSymName()
+                           << " are not those of forward @"
+                           << fwd.getSymName();
+
+  ArrayRef<Type> argTypes = fwd.getArgumentTypes();
+  for (unsigned i = 0; i < argTypes.size(); ++i) {
+    DictionaryAttr attrs = fwd.getArgAttrDict(i);
+    if (int64_t(i) < stage.params) {
+      std::string name = stringAttr(attrs, "pipe.param");
+      if (name.empty())
+        return fwd.emitError() << "weight argument " << i << " of @"
+                               << fwd.getSymName()
+                               << " has no pipe.param name";
+      stage.paramNames.push_back(StringAttr::get(fwd.getContext(), name));
+      stage.paramTypes.push_back(TypeAttr::get(argTypes[i]));
+      continue;
+    }
+    ArgSource source;
+    source.type = argTypes[i];
+    if (std::string input = stringAttr(attrs, "pipe.input"); !input.empty()) {
+      source.kind = ArgSource::Feed;
+      source.name = input;
+      if (!stage.fedTypes.try_emplace(input, source.type).second)
+        return fwd.emitError() << "@" << fwd.getSymName()
+                               << " reads graph input '" << input << "' twice";
+    } else if (std::string name = stringAttr(attrs, "pipe.name");
+               !name.empty()) {
+      source.kind = ArgSource::Named;
+      source.name = name;
+      if (!stage.namedTypes.try_emplace(name, source.type).second)
+        return fwd.emitError() << "@" << fwd.getSymName()
+                               << " has two values named '" << name << "'";
+    } else {
+      return fwd.emitError() << "argument " << i << " of @" << fwd.getSymName()
+                             << " has neither pipe.input nor pipe.name: "
+                                "pipe-schedule cannot tell where it comes from";
+    }
+    stage.forwardArgs.push_back(source);
+  }
+
+  ArrayRef<Type> resultTypes = fwd.getResultTypes();
+  for (unsigned i = 0; i < resultTypes.size(); ++i) {
+    DictionaryAttr attrs = fwd.getResultAttrDict(i);
+    std::string name = stringAttr(attrs, "pipe.name");
+    if (!name.empty() &&
+        !stage.namedTypes.try_emplace(name, resultTypes[i]).second)
+      return fwd.emitError() << "@" << fwd.getSymName()
+                             << " has two values named '" << name << "'";
+    stage.resultNames.push_back(name);
+    stage.resultIsLoss.push_back(attrs && attrs.contains("pipe.loss"));
+  }
+
+  ArrayRef<Type> bwdArgTypes = bwd.getArgumentTypes();
+  for (unsigned i = stage.params; i < bwdArgTypes.size(); ++i) {
+    DictionaryAttr attrs = bwd.getArgAttrDict(i);
+    ArgSource source;
+    source.type = bwdArgTypes[i];
+    Type expected;
+    if (std::string grad = stringAttr(attrs, "pipe.grad"); !grad.empty()) {
+      source.kind = ArgSource::Grad;
+      source.name = grad;
+      auto result = llvm::find(stage.resultNames, grad);
+      if (result == stage.resultNames.end())
+        return bwd.emitError() << "argument " << i << " of @"
+                               << bwd.getSymName() << " is the gradient of '"
+                               << grad << "', which forward @"
+                               << fwd.getSymName() << " does not return";
+      expected = resultTypes[result - stage.resultNames.begin()];
+    } else if (std::string input = stringAttr(attrs, "pipe.input");
+               !input.empty()) {
+      source.kind = ArgSource::Feed;
+      source.name = input;
+      expected = stage.fedTypes.lookup(input);
+      if (!expected)
+        return bwd.emitError() << "argument " << i << " of @"
+                               << bwd.getSymName() << " is graph input '"
+                               << input << "', which forward @"
+                               << fwd.getSymName() << " does not read";
+    } else if (std::string name = stringAttr(attrs, "pipe.name");
+               !name.empty()) {
+      source.kind = ArgSource::Named;
+      source.name = name;
+      expected = stage.namedTypes.lookup(name);
+      if (!expected)
+        return bwd.emitError() << "argument " << i << " of @"
+                               << bwd.getSymName() << " is '" << name
+                               << "', which forward @" << fwd.getSymName()
+                               << " neither takes nor returns";
+    } else {
+      return bwd.emitError() << "argument " << i << " of @" << bwd.getSymName()
+                             << " has no pipe.name, pipe.input or pipe.grad: "
+                                "pipe-schedule cannot tell where it comes from";
+    }
+    if (expected != source.type)
+      return bwd.emitError() << "argument " << i << " of @" << bwd.getSymName()
+                             << " is " << source.type << ", but its value '"
+                             << source.name << "' is " << expected;
+    stage.backwardArgs.push_back(source);
+  }
+
+  ArrayRef<Type> bwdResults = bwd.getResultTypes();
+  int64_t gradResults = int64_t(bwdResults.size()) - stage.params;
+  for (int64_t i = 0; i < gradResults; ++i) {
+    std::string grad = stringAttr(bwd.getResultAttrDict(i), "pipe.grad");
+    const ArgSource *arg = llvm::find_if(stage.forwardArgs, [&](auto &a) {
+      return a.kind == ArgSource::Named && a.name == grad;
+    });
+    if (grad.empty() || arg == stage.forwardArgs.end())
+      return bwd.emitError()
+             << "result " << i << " of @" << bwd.getSymName()
+             << " must be marked pipe.grad = \"<name>\" with a value that "
+                "forward @"
+             << fwd.getSymName() << " receives from the previous stage";
+    if (arg->type != bwdResults[i])
+      return bwd.emitError() << "result " << i << " of @" << bwd.getSymName()
+                             << " is " << bwdResults[i]
+                             << ", but the gradient of '" << grad
+                             << "' must be " << arg->type;
+    if (llvm::is_contained(stage.backwardGradResults, grad))
+      return bwd.emitError() << "@" << bwd.getSymName()
+                             << " returns the gradient of '" << grad
+                             << "' twice";
+    stage.backwardGradResults.push_back(grad);
+  }
+  return success();
+}
+
+LogicalResult PipeSchedulePass::connectStages(MutableArrayRef<Stage> stages) {
+  for (Stage &stage : stages) {
+    for (const ArgSource &arg : stage.forwardArgs)
+      if (arg.kind == ArgSource::Named)
+        stage.activationsIn.push_back(arg.name);
+    if (stage.index == 0 && !stage.activationsIn.empty())
+      return stage.forward.emitError()
+             << "@" << stage.forward.getSymName() << " takes '"
+             << stage.activationsIn.front()
+             << "', but no stage precedes stage 0 to send it";
+  }
+  for (size_t s = 1; s < stages.size(); ++s) {
+    Stage &prev = stages[s - 1], &cur = stages[s];
+    for (const std::string &name : cur.activationsIn) {
+      auto result = llvm::find(prev.resultNames, name);
+      if (result == prev.resultNames.end())
+        return cur.forward.emitError()
+               << "@" << cur.forward.getSymName() << " takes '" << name
+               << "', which forward @" << prev.forward.getSymName()
+               << " of stage " << prev.index
+               << " does not return (only neighbouring stages exchange "
+                  "activations)";
+      Type sent = prev.forward.getResultTypes()[result - prev.resultNames.begin()];
+      Type received = cur.namedTypes.lookup(name);
+      if (sent != received)
+        return cur.forward.emitError()
+               << "@" << cur.forward.getSymName() << " takes '" << name
+               << "' as " << received << ", but @"
+               << prev.forward.getSymName() << " returns " << sent;
+    }
+    prev.activationsOut = cur.activationsIn;
+  }
+  for (Stage &stage : stages) {
+    // Gradients travel in the order of the activations they belong to.
+    for (const std::string &name : stage.activationsOut)
+      if (llvm::any_of(stage.backwardArgs, [&](const ArgSource &a) {
+            return a.kind == ArgSource::Grad && a.name == name;
+          }))
+        stage.gradsIn.push_back(name);
+    for (const ArgSource &arg : stage.backwardArgs)
+      if (arg.kind == ArgSource::Grad && !llvm::is_contained(stage.gradsIn, arg.name))
+        return stage.backward.emitError()
+               << "@" << stage.backward.getSymName() << " takes the gradient of '"
+               << arg.name << "', which stage " << stage.index
+               << " does not send to a next stage";
+    for (const std::string &name : stage.activationsIn)
+      if (llvm::is_contained(stage.backwardGradResults, name))
+        stage.gradsOut.push_back(name);
+  }
+  for (size_t s = 1; s < stages.size(); ++s) {
+    Stage &prev = stages[s - 1], &cur = stages[s];
+    if (prev.gradsIn == cur.gradsOut)
+      continue;
+    for (const std::string &name : prev.gradsIn)
+      if (!llvm::is_contained(cur.gradsOut, name))
+        return prev.backward.emitError()
+               << "@" << prev.backward.getSymName() << " takes the gradient of '"
+               << name << "', which backward @" << cur.backward.getSymName()
+               << " of stage " << cur.index << " does not return";
+    for (const std::string &name : cur.gradsOut)
+      if (!llvm::is_contained(prev.gradsIn, name))
+        return cur.backward.emitError()
+               << "@" << cur.backward.getSymName()
+               << " returns the gradient of '" << name << "', which backward @"
+               << prev.backward.getSymName() << " of stage " << prev.index
+               << " does not take";
+  }
+  return success();
+}
+
+static void setAdamDefaults(Optimizer &opt) {
+  using K = pipe::OptimizerKind;
+  if (opt.kind == K::Adam || opt.kind == K::AdamW) {
+    opt.beta1 = opt.beta1.value_or(0.9);
+    opt.beta2 = opt.beta2.value_or(0.999);
+    opt.epsilon = opt.epsilon.value_or(1e-8);
+  } else if (opt.kind == K::Adagrad) {
+    opt.epsilon = opt.epsilon.value_or(1e-10);
+  }
+}
+
+FailureOr<Optimizer> PipeSchedulePass::optimizerFromOptions(ModuleOp module) {
+  Optimizer opt;
+  opt.holder = module;
+  std::optional<pipe::OptimizerKind> parsed =
+      pipe::symbolizeOptimizerKind(optimizer);
+  if (!parsed)
+    return module.emitError() << "pipe-schedule: unknown optimizer '"
+                              << optimizer << "'";
+  opt.kind = *parsed;
+  if (!(lr > 0))
+    return module.emitError()
+           << "pipe-schedule: optimizer=" << optimizer << " needs lr > 0";
+  opt.lr = lr;
+  auto given = [](double v) -> std::optional<double> {
+    if (v < 0)
+      return std::nullopt;
+    return v;
+  };
+  opt.momentum = given(momentum);
+  opt.dampening = given(dampening);
+  opt.beta1 = given(beta1);
+  opt.beta2 = given(beta2);
+  opt.epsilon = given(epsilon);
+  opt.weightDecay = given(weightDecay);
+  opt.gradScale = given(gradScale);
+  setAdamDefaults(opt);
+  return opt;
+}
+
+FailureOr<Optimizer> PipeSchedulePass::optimizerFromAttr(Operation *holder,
+                                                         DictionaryAttr dict) {
+  Optimizer opt;
+  opt.holder = holder;
+  bool hasKind = false, hasLr = false;
+  for (NamedAttribute entry : dict) {
+    StringRef key = entry.getName().getValue();
+    if (key == "kind") {
+      auto name = dyn_cast<StringAttr>(entry.getValue());
+      std::optional<pipe::OptimizerKind> parsed =
+          name ? pipe::symbolizeOptimizerKind(name.getValue()) : std::nullopt;
+      if (!parsed)
+        return holder->emitError()
+               << "pipe.optimizer: 'kind' must be one of sgd, momentum, "
+                  "nesterov, adam, adamw, adagrad; got "
+               << entry.getValue();
+      opt.kind = *parsed;
+      hasKind = true;
+      continue;
+    }
+    std::optional<double> value;
+    if (auto f = dyn_cast<FloatAttr>(entry.getValue()))
+      value = f.getValueAsDouble();
+    else if (auto i = dyn_cast<IntegerAttr>(entry.getValue()))
+      value = double(i.getValue().getSExtValue());
+    if (!value)
+      return holder->emitError() << "pipe.optimizer: '" << key
+                                 << "' must be a number";
+    if (key == "lr") {
+      opt.lr = *value;
+      hasLr = true;
+    } else if (key == "momentum") {
+      opt.momentum = value;
+    } else if (key == "dampening") {
+      opt.dampening = value;
+    } else if (key == "beta1") {
+      opt.beta1 = value;
+    } else if (key == "beta2") {
+      opt.beta2 = value;
+    } else if (key == "epsilon") {
+      opt.epsilon = value;
+    } else if (key == "weight_decay") {
+      opt.weightDecay = value;
+    } else if (key == "grad_scale") {
+      opt.gradScale = value;
+    } else {
+      return holder->emitError()
+             << "pipe.optimizer: unknown key '" << key
+             << "' (kind, lr, momentum, dampening, beta1, beta2, epsilon, "
+                "weight_decay, grad_scale)";
+    }
+  }
+  if (!hasKind || !hasLr)
+    return holder->emitError() << "pipe.optimizer needs 'kind' and 'lr'";
+  setAdamDefaults(opt);
+  return opt;
+}
+
+LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
+                                             const sched::Program &program,
+                                             pipe::ScheduleKind kind,
+                                             int64_t peakInFlight) {
+  MLIRContext *ctx = b.getContext();
+  int64_t s = stage.index;
+  Location fwdLoc = stage.forward.getLoc(), bwdLoc = stage.backward.getLoc();
+  auto programOp = pipe::ProgramOp::create(b, fwdLoc, ("device" + Twine(s)).str(),
+                                           s, ArrayRef<int64_t>{s}, kind,
+                                           microbatches);
+  programOp->setAttr("pipe.peak_in_flight", b.getI64IntegerAttr(peakInFlight));
+  if (programOp.getBody().empty())
+    programOp.getBody().push_back(new Block());
+  Block *body = &programOp.getBody().front();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(body);
+
+  Value weights;
+  IntegerAttr version;
+  if (stage.params > 0) {
+    weights = pipe::WeightBufferOp::create(
+        b, fwdLoc, pipe::WeightsType::get(ctx), s, /*versions=*/1,
+        b.getArrayAttr(stage.paramNames), b.getArrayAttr(stage.paramTypes));
+    version = b.getI64IntegerAttr(0);
+    pipe::ZeroGradOp::create(b, fwdLoc, weights);
+  }
+
+  // Per micro-batch: the forward's values by name, fed inputs, gradients
+  // received and gradients produced. A value lives from its forward to the
+  // backward that reads it; SSA makes that visible.
+  int64_t m = microbatches;
+  std::vector<llvm::StringMap<Value>> named(m), fed(m), gradIn(m), gradOut(m);
+  auto typeOfNamed = [&](StringRef name) { return stage.namedTypes.lookup(name); };
+  auto typeOfResult = [&](StringRef name) {
+    auto it = llvm::find(stage.resultNames, name);
+    return stage.forward.getResultTypes()[it - stage.resultNames.begin()];
+  };
+
+  for (const sched::Instr &instr : program) {
+    int64_t mb = instr.mb;
+    switch (instr.kind) {
+    case sched::InstrKind::Recv:
+      if (instr.tag == sched::kActivationTag) {
+        for (const std::string &name : stage.activationsIn)
+          named[mb][name] = pipe::RecvOp::create(b, fwdLoc, typeOfNamed(name),
+                                                 instr.peer, mb, name);
+      } else {
+        for (const std::string &name : stage.gradsIn)
+          gradIn[mb][name] = pipe::RecvOp::create(
+              b, bwdLoc, typeOfResult(name), instr.peer, mb, name + ".grad");
+      }
+      break;
+    case sched::InstrKind::Send:
+      if (instr.tag == sched::kActivationTag) {
+        for (const std::string &name : stage.activationsOut)
+          pipe::SendOp::create(b, fwdLoc, named[mb].lookup(name), instr.peer,
+                               mb, name);
+      } else {
+        for (const std::string &name : stage.gradsOut)
+          pipe::SendOp::create(b, bwdLoc, gradOut[mb].lookup(name), instr.peer,
+                               mb, name + ".grad");
+      }
+      break;
+    case sched::InstrKind::Forward: {
+      SmallVector<Value> inputs;
+      for (const ArgSource &arg : stage.forwardArgs) {
+        if (arg.kind == ArgSource::Feed) {
+          Value v = pipe::FeedOp::create(b, fwdLoc, arg.type, arg.name, mb);
+          fed[mb][arg.name] = v;
+          inputs.push_back(v);
+        } else {
+          inputs.push_back(named[mb].lookup(arg.name));
+        }
+      }
+      auto fwd = pipe::ForwardOp::create(
+          b, fwdLoc, stage.forward.getResultTypes(),
+          FlatSymbolRefAttr::get(stage.forward.getSymNameAttr()), inputs,
+          weights, version, b.getI64IntegerAttr(mb));
+      for (auto [i, result] : llvm::enumerate(fwd.getResults())) {
+        if (!stage.resultNames[i].empty())
+          named[mb][stage.resultNames[i]] = result;
+        if (stage.resultIsLoss[i])
+          pipe::ReportLossOp::create(b, fwdLoc, result, mb);
+      }
+      break;
+    }
+    case sched::InstrKind::Backward: {
+      SmallVector<Value> inputs;
+      for (const ArgSource &arg : stage.backwardArgs) {
+        switch (arg.kind) {
+        case ArgSource::Feed:
+          inputs.push_back(fed[mb].lookup(arg.name));
+          break;
+        case ArgSource::Named:
+          inputs.push_back(named[mb].lookup(arg.name));
+          break;
+        case ArgSource::Grad:
+          inputs.push_back(gradIn[mb].lookup(arg.name));
+          break;
+        }
+      }
+      ArrayRef<Type> results = stage.backward.getResultTypes().drop_back(
+          stage.params);
+      auto bwd = pipe::BackwardOp::create(
+          b, bwdLoc, results,
+          pipe::BackwardPartAttr::get(ctx, pipe::BackwardPart::Full),
+          FlatSymbolRefAttr::get(stage.backward.getSymNameAttr()), inputs,
+          weights, version, b.getI64IntegerAttr(mb));
+      for (auto [i, result] : llvm::enumerate(bwd.getResults()))
+        gradOut[mb][stage.backwardGradResults[i]] = result;
+      // The micro-batch's activations are dead from here on.
+      named[mb].clear();
+      fed[mb].clear();
+      gradIn[mb].clear();
+      break;
+    }
+    case sched::InstrKind::Update: {
+      if (!weights)
+        break;
+      const Optimizer &opt = *stage.optimizer;
+      auto f = [&](std::optional<double> v) {
+        return v ? b.getF64FloatAttr(*v) : FloatAttr();
+      };
+      auto update = pipe::UpdateOp::create(
+          b, opt.holder->getLoc(), weights, pipe::OptimizerKindAttr::get(ctx, opt.kind),
+          b.getF64FloatAttr(opt.lr), f(opt.momentum), f(opt.dampening),
+          f(opt.beta1), f(opt.beta2), f(opt.epsilon), f(opt.weightDecay),
+          FloatAttr(), IntegerAttr(), f(opt.gradScale));
+      // The optimizer's own rules (which hyper-parameters, which ranges)
+      // report on the attribute or option that set them.
+      if (failed(update.verifyInvariants()))
+        return failure();
+      break;
+    }
+    default:
+      break;
+    }
+  }
+  return success();
+}
+
+void PipeSchedulePass::runOnOperation() {
+  ModuleOp module = getOperation();
+  std::optional<sched::ScheduleKind> schedKind = sched::parseScheduleKind(kind);
+  if (!schedKind) {
+    module.emitError() << "pipe-schedule: kind must be gpipe or 1f1b, not '"
+                       << kind << "'";
+    return signalPassFailure();
+  }
+  if (microbatches < 1) {
+    module.emitError() << "pipe-schedule: microbatches must be >= 1 (got "
+                       << microbatches << ")";
+    return signalPassFailure();
+  }
+  if (auto programs = module.getOps<pipe::ProgramOp>(); !programs.empty()) {
+    (*programs.begin()).emitError()
+        << "pipe-schedule: the module is already scheduled";
+    return signalPassFailure();
+  }
+
+  std::vector<Stage> stages;
+  if (failed(collectStages(module, stages)))
+    return signalPassFailure();
+  for (Stage &stage : stages)
+    if (failed(analyzeStage(stage)))
+      return signalPassFailure();
+  if (failed(connectStages(stages)))
+    return signalPassFailure();
+
+  Stage &last = stages.back();
+  if (!llvm::is_contained(last.resultIsLoss, true)) {
+    last.forward.emitError() << "forward @" << last.forward.getSymName()
+                             << " of the last stage marks no result pipe.loss";
+    return signalPassFailure();
+  }
+
+  std::optional<Optimizer> fromOptions;
+  if (!optimizer.empty()) {
+    FailureOr<Optimizer> opt = optimizerFromOptions(module);
+    if (failed(opt))
+      return signalPassFailure();
+    fromOptions = *opt;
+  }
+  for (Stage &stage : stages) {
+    if (stage.params == 0)
+      continue;
+    if (fromOptions) {
+      stage.optimizer = fromOptions;
+      continue;
+    }
+    Operation *holder = stage.forward;
+    auto dict = holder->getAttrOfType<DictionaryAttr>("pipe.optimizer");
+    if (!dict) {
+      holder = module;
+      dict = holder->getAttrOfType<DictionaryAttr>("pipe.optimizer");
+    }
+    if (!dict) {
+      stage.forward.emitError()
+          << "pipe-schedule: no optimizer for stage " << stage.index
+          << ": pass optimizer=<kind> lr=<lr>, or put a pipe.optimizer "
+             "dictionary on the stage's forward or the module";
+      return signalPassFailure();
+    }
+    FailureOr<Optimizer> opt = optimizerFromAttr(holder, dict);
+    if (failed(opt))
+      return signalPassFailure();
+    stage.optimizer = *opt;
+  }
+
+  int64_t p = int64_t(stages.size());
+  sched::Schedule schedule = sched::generateSchedule(*schedKind, p, microbatches);
+  sched::SimulationResult simulated = sched::simulate(schedule.devices);
+  assert(simulated.ok() && "the generator's schedule deadlocks");
+  pipe::ScheduleKind irKind = *schedKind == sched::ScheduleKind::GPipe
+                                  ? pipe::ScheduleKind::GPipe
+                                  : pipe::ScheduleKind::OneFOneB;
+
+  for (Stage &stage : stages)
+    if (Operation *clash = module.lookupSymbol("device" + std::to_string(stage.index))) {
+      clash->emitError() << "pipe-schedule names the program of device "
+                         << stage.index << " @device" << stage.index
+                         << ", which this symbol already is";
+      return signalPassFailure();
+    }
+
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToEnd(module.getBody());
+  for (Stage &stage : stages)
+    if (failed(buildProgram(b, stage, schedule.devices[stage.index], irKind,
+                            simulated.peakInFlight[stage.index])))
+      return signalPassFailure();
+}

@@ -1,0 +1,539 @@
+//===- data.cu - data movement, cast, reductions (CUDA) --------------------===//
+//
+// Transpose, Slice and Expand are one strided-gather kernel (copy_view) over
+// the output; Concat and Split are 2-D memcpys; Gather's out-of-range indices
+// are raised on the device flag (cuda_util.h) and reported at the next sync.
+// Reductions run one warp (or one block, or one thread for column-like
+// reductions) per output element, accumulating in double like the CPU.
+//
+//===----------------------------------------------------------------------===//
+#include "kernels.cuh"
+
+#include <limits>
+
+using namespace pipert::cuda;
+
+namespace pipert::cuda {
+
+template <typename T>
+__global__ void copy_view_kernel(Layout<1> l, const T *__restrict__ x, T *__restrict__ y) {
+  PIPERT_GRID_STRIDE(i, l.n) {
+    int64_t off;
+    l.offsets(i, &off);
+    y[i] = x[off];
+  }
+}
+
+void copy_view(pipert_context *ctx, const char *op, size_t es, const void *x, int64_t rank,
+               const int64_t *shape, const int64_t *strides, void *y) {
+  int64_t st[1][kMaxRank];
+  for (int64_t i = 0; i < rank; ++i)
+    st[0][i] = strides[i];
+  Layout<1> l = make_layout<1>(rank, shape, st);
+  if (l.n == 0)
+    return;
+  // A contiguous view is one memcpy.
+  if (l.rank == 0 || (l.rank == 1 && l.st[0][0] == 1)) {
+    pipert_copy_device(ctx, y, x, size_t(l.n) * es);
+    return;
+  }
+  const unsigned grid = grid_for(ctx, l.n);
+  cudaStream_t s = stream_of(ctx);
+  switch (es) {
+  case 1: copy_view_kernel<<<grid, kBlock, 0, s>>>(l, (const uint8_t *)x, (uint8_t *)y); break;
+  case 2: copy_view_kernel<<<grid, kBlock, 0, s>>>(l, (const uint16_t *)x, (uint16_t *)y); break;
+  case 4: copy_view_kernel<<<grid, kBlock, 0, s>>>(l, (const uint32_t *)x, (uint32_t *)y); break;
+  case 8: copy_view_kernel<<<grid, kBlock, 0, s>>>(l, (const uint64_t *)x, (uint64_t *)y); break;
+  default: pipert_fail("%s: unsupported element size %zu", op, es);
+  }
+  PIPERT_LAUNCH_CHECK(op);
+}
+
+} // namespace pipert::cuda
+
+namespace {
+
+//===------------------------------ reductions ----------------------------===//
+
+__device__ __forceinline__ double reduce_init(int op) {
+  return op == PIPERT_REDUCE_MAX ? -INFINITY : op == PIPERT_REDUCE_MIN ? INFINITY : 0.0;
+}
+__device__ __forceinline__ double reduce_combine(int op, double a, double v) {
+  switch (op) {
+  case PIPERT_REDUCE_MAX: return a < v ? v : a;
+  case PIPERT_REDUCE_MIN: return v < a ? v : a;
+  default: return a + v;
+  }
+}
+
+// G threads per output: 1 (a thread per output, for outputs contiguous in x
+// and strided reductions), 32 (a warp) or kBlock (a block).
+template <int G>
+__global__ void reduce_kernel(Layout<1> outer, Layout<1> inner, const float *__restrict__ x,
+                              int op, double div, float scale, float *__restrict__ y) {
+  __shared__ double shared[32];
+  constexpr int per_block = G >= kBlock ? 1 : kBlock / G;
+  const int lane = threadIdx.x % G, slot = threadIdx.x / G;
+  for (int64_t base = int64_t(blockIdx.x) * per_block; base < outer.n;
+       base += int64_t(gridDim.x) * per_block) {
+    const int64_t o = base + slot;
+    const bool active = o < outer.n;
+    double acc = reduce_init(op);
+    if (active) {
+      int64_t ob;
+      outer.offsets(o, &ob);
+      for (int64_t r = lane; r < inner.n; r += G) {
+        int64_t ib;
+        inner.offsets(r, &ib);
+        double v = x[ob + ib];
+        if (op == PIPERT_REDUCE_SUM_SQUARE)
+          v *= v;
+        acc = reduce_combine(op, acc, v);
+      }
+    }
+    if (G == 32) {
+#pragma unroll
+      for (int s = 16; s > 0; s >>= 1)
+        acc = reduce_combine(op, acc, __shfl_down_sync(0xffffffffu, acc, s));
+    } else if (G == kBlock) {
+      const int wl = threadIdx.x & 31, wid = threadIdx.x >> 5;
+#pragma unroll
+      for (int s = 16; s > 0; s >>= 1)
+        acc = reduce_combine(op, acc, __shfl_down_sync(0xffffffffu, acc, s));
+      __syncthreads();
+      if (wl == 0)
+        shared[wid] = acc;
+      __syncthreads();
+      if (wid == 0) {
+        acc = wl < kBlock / 32 ? shared[wl] : reduce_init(op);
+#pragma unroll
+        for (int s = 16; s > 0; s >>= 1)
+          acc = reduce_combine(op, acc, __shfl_down_sync(0xffffffffu, acc, s));
+      }
+    }
+    if (active && lane == 0)
+      y[o] = float(acc / div) * scale;
+  }
+}
+
+void reduce_impl(pipert_context *ctx, const char *name, int op, const float *x, int64_t rank,
+                 const int64_t *shape, const bool *red, float scale, float *y) {
+  int64_t xst[kMaxRank], s = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    xst[i] = s;
+    s *= shape[i];
+  }
+  int64_t kshape[kMaxRank], rshape[kMaxRank], kst[1][kMaxRank], rst[1][kMaxRank];
+  int64_t nk = 0, nr = 0;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (red[i]) {
+      rshape[nr] = shape[i];
+      rst[0][nr++] = xst[i];
+    } else {
+      kshape[nk] = shape[i];
+      kst[0][nk++] = xst[i];
+    }
+  }
+  Layout<1> outer = make_layout<1>(nk, kshape, kst);
+  Layout<1> inner = make_layout<1>(nr, rshape, rst);
+  if (outer.n == 0)
+    return;
+  const double div = op == PIPERT_REDUCE_MEAN ? double(inner.n) : 1.0;
+  const int64_t sms = cx(ctx)->sm_count;
+  cudaStream_t st = stream_of(ctx);
+  const bool outputs_contiguous = outer.rank >= 1 && outer.st[0][outer.rank - 1] == 1;
+  const bool strided_reduction = inner.rank >= 1 && inner.st[0][inner.rank - 1] != 1;
+  if (outputs_contiguous && strided_reduction && outer.n >= 1024) {
+    reduce_kernel<1><<<grid_for(ctx, outer.n), kBlock, 0, st>>>(outer, inner, x, op, div, scale,
+                                                                 y);
+  } else if (outer.n >= sms * 64 || inner.n <= 1024) {
+    const int64_t blocks = std::min<int64_t>((outer.n + 7) / 8, sms * 32);
+    reduce_kernel<32><<<unsigned(blocks), kBlock, 0, st>>>(outer, inner, x, op, div, scale, y);
+  } else {
+    const int64_t blocks = std::min<int64_t>(outer.n, sms * 32);
+    reduce_kernel<kBlock><<<unsigned(blocks), kBlock, 0, st>>>(outer, inner, x, op, div, scale,
+                                                               y);
+  }
+  PIPERT_LAUNCH_CHECK(name);
+}
+
+//===------------------------------ slice ---------------------------------===//
+
+struct SliceView {
+  int64_t start[kMaxRank], step[kMaxRank], out[kMaxRank];
+};
+
+SliceView slice_view(int64_t rank, const int64_t *shape, int64_t n_axes, const int64_t *starts,
+                     const int64_t *ends, const int64_t *axes, const int64_t *steps) {
+  const char *op = "Slice";
+  check_rank(op, rank);
+  SliceView v;
+  for (int64_t i = 0; i < rank; ++i)
+    v.start[i] = 0, v.step[i] = 1, v.out[i] = shape[i];
+  bool seen[kMaxRank] = {};
+  for (int64_t k = 0; k < n_axes; ++k) {
+    int64_t a = norm_axis(op, axes ? axes[k] : k, rank);
+    if (seen[a])
+      pipert_fail("%s: axis %lld repeated", op, (long long)a);
+    seen[a] = true;
+    const int64_t dim = shape[a];
+    const int64_t step = steps ? steps[k] : 1;
+    if (step == 0)
+      pipert_fail("%s: step 0", op);
+    int64_t s = starts[k], e = ends[k];
+    if (s < 0)
+      s += dim;
+    if (e < 0 && e > std::numeric_limits<int64_t>::min() + dim)
+      e += dim;
+    else if (e < 0)
+      e = -1;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      v.out[a] = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      v.out[a] = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+    }
+    v.start[a] = s;
+    v.step[a] = step;
+  }
+  return v;
+}
+
+//===------------------------------ gather --------------------------------===//
+
+template <typename T>
+__global__ void gather_kernel(const T *__restrict__ data, const int64_t *__restrict__ idx,
+                              int64_t nidx, int64_t mid, int64_t inner, int64_t total,
+                              DeviceError *err, T *__restrict__ y) {
+  PIPERT_GRID_STRIDE(i, total) {
+    const int64_t j = i % inner, ok = i / inner;
+    const int64_t k = ok % nidx, o = ok / nidx;
+    int64_t v = idx[k];
+    if (v < 0)
+      v += mid;
+    if (v < 0 || v >= mid) {
+      raise_error(err, kErrGatherIndex, (long long)idx[k], (long long)mid);
+      y[i] = T(0);
+      continue;
+    }
+    y[i] = data[(o * mid + v) * inner + j];
+  }
+}
+
+__global__ void gather_grad_kernel(const float *__restrict__ dy, const int64_t *__restrict__ idx,
+                                   int64_t nidx, int64_t mid, int64_t inner, int64_t total,
+                                   DeviceError *err, float *__restrict__ dx) {
+  PIPERT_GRID_STRIDE(i, total) {
+    const int64_t j = i % inner, ok = i / inner;
+    const int64_t k = ok % nidx, o = ok / nidx;
+    int64_t v = idx[k];
+    if (v < 0)
+      v += mid;
+    if (v < 0 || v >= mid) {
+      raise_error(err, kErrGatherGradIndex, (long long)idx[k], (long long)mid);
+      continue;
+    }
+    atomicAdd(dx + (o * mid + v) * inner + j, dy[i]);
+  }
+}
+
+//===------------------------------ cast ----------------------------------===//
+
+template <typename From, typename To>
+__global__ void cast_kernel(const From *__restrict__ x, To *__restrict__ y, int64_t n) {
+  PIPERT_GRID_STRIDE(i, n) { y[i] = static_cast<To>(x[i]); }
+}
+template <typename From>
+__global__ void cast_bool_kernel(const From *__restrict__ x, uint8_t *__restrict__ y, int64_t n) {
+  PIPERT_GRID_STRIDE(i, n) { y[i] = x[i] != From(0); }
+}
+
+template <typename From>
+void cast_from(pipert_context *ctx, const From *x, pipert_dtype to, void *y, int64_t n) {
+  const unsigned g = grid_for(ctx, n);
+  cudaStream_t s = stream_of(ctx);
+  switch (to) {
+  case PIPERT_F32: cast_kernel<<<g, kBlock, 0, s>>>(x, (float *)y, n); break;
+  case PIPERT_F64: cast_kernel<<<g, kBlock, 0, s>>>(x, (double *)y, n); break;
+  case PIPERT_I64: cast_kernel<<<g, kBlock, 0, s>>>(x, (int64_t *)y, n); break;
+  case PIPERT_I32: cast_kernel<<<g, kBlock, 0, s>>>(x, (int32_t *)y, n); break;
+  case PIPERT_I8: cast_kernel<<<g, kBlock, 0, s>>>(x, (int8_t *)y, n); break;
+  case PIPERT_U8: cast_kernel<<<g, kBlock, 0, s>>>(x, (uint8_t *)y, n); break;
+  case PIPERT_BOOL: cast_bool_kernel<<<g, kBlock, 0, s>>>(x, (uint8_t *)y, n); break;
+  default: pipert_fail("Cast: unsupported target type %s", pipert_dtype_name(to));
+  }
+  PIPERT_LAUNCH_CHECK("Cast");
+}
+
+// Copies n_rows rows of `width` bytes with the given pitches (Concat/Split).
+void copy_rows(pipert_context *ctx, const char *op, void *dst, size_t dpitch, const void *src,
+               size_t spitch, size_t width, size_t n_rows) {
+  if (!width || !n_rows)
+    return;
+  if (n_rows == 1 || (dpitch == width && spitch == width)) {
+    pipert_copy_device(ctx, dst, src, width * n_rows);
+    return;
+  }
+  cudaError_t st = cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, n_rows,
+                                     cudaMemcpyDeviceToDevice, stream_of(ctx));
+  if (st == cudaErrorInvalidPitchValue || st == cudaErrorInvalidValue) {
+    // Pitches beyond what the copy engine takes: row by row.
+    cudaGetLastError();
+    for (size_t r = 0; r < n_rows; ++r)
+      pipert_copy_device(ctx, static_cast<char *>(dst) + r * dpitch,
+                         static_cast<const char *>(src) + r * spitch, width);
+    return;
+  }
+  if (st != cudaSuccess)
+    pipert_fail("%s: cudaMemcpy2DAsync failed: %s", op, cudaGetErrorString(st));
+}
+
+} // namespace
+
+namespace pipert::cuda {
+
+void reduce_axes(pipert_context *ctx, const char *name, int op, const float *x, int64_t rank,
+                 const int64_t *shape, const bool *reduced, float scale, float *y) {
+  reduce_impl(ctx, name, op, x, rank, shape, reduced, scale, y);
+}
+
+} // namespace pipert::cuda
+
+extern "C" {
+
+void pipert_transpose(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+                      const int64_t *shape, const int64_t *perm, void *y) {
+  const char *op = "Transpose";
+  check_rank(op, rank);
+  size_t es = elem_size(op, dtype);
+  int64_t in_strides[kMaxRank], out_shape[kMaxRank], view_strides[kMaxRank];
+  int64_t s = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    in_strides[i] = s;
+    s *= shape[i];
+  }
+  bool used[kMaxRank] = {};
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t p = perm ? perm[i] : rank - 1 - i;
+    if (p < 0 || p >= rank || used[p])
+      pipert_fail("%s: perm is not a permutation of 0..%lld", op, (long long)(rank - 1));
+    used[p] = true;
+    out_shape[i] = shape[p];
+    view_strides[i] = in_strides[p];
+  }
+  copy_view(ctx, op, es, x, rank, out_shape, view_strides, y);
+}
+
+void pipert_concat(pipert_context *ctx, pipert_dtype dtype, int64_t n, const void *const *xs,
+                   const int64_t *axis_sizes, int64_t rank, const int64_t *y_shape, int64_t axis,
+                   void *y) {
+  const char *op = "Concat";
+  check_rank(op, rank);
+  size_t es = elem_size(op, dtype);
+  int64_t a = norm_axis(op, axis, rank);
+  AxisSplit s = split_at(rank, y_shape, a);
+  int64_t total = 0;
+  for (int64_t i = 0; i < n; ++i)
+    total += axis_sizes[i];
+  if (total != s.mid)
+    pipert_fail("%s: inputs add up to %lld along axis %lld, output has %lld", op,
+                (long long)total, (long long)a, (long long)s.mid);
+  const size_t row = size_t(s.mid * s.inner) * es;
+  size_t at = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t chunk = size_t(axis_sizes[i] * s.inner) * es;
+    copy_rows(ctx, op, static_cast<char *>(y) + at, row, xs[i], chunk, chunk, size_t(s.outer));
+    at += chunk;
+  }
+}
+
+void pipert_split(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+                  const int64_t *shape, int64_t axis, int64_t n, const int64_t *split,
+                  void *const *ys) {
+  const char *op = "Split";
+  check_rank(op, rank);
+  size_t es = elem_size(op, dtype);
+  int64_t a = norm_axis(op, axis, rank);
+  AxisSplit s = split_at(rank, shape, a);
+  int64_t total = 0;
+  for (int64_t i = 0; i < n; ++i)
+    total += split[i];
+  if (total != s.mid)
+    pipert_fail("%s: split sizes add up to %lld, axis %lld has %lld", op, (long long)total,
+                (long long)a, (long long)s.mid);
+  const size_t row = size_t(s.mid * s.inner) * es;
+  size_t at = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t chunk = size_t(split[i] * s.inner) * es;
+    copy_rows(ctx, op, ys[i], chunk, static_cast<const char *>(x) + at, row, chunk,
+              size_t(s.outer));
+    at += chunk;
+  }
+}
+
+void pipert_slice_shape(int64_t rank, const int64_t *shape, int64_t n_axes,
+                        const int64_t *starts, const int64_t *ends, const int64_t *axes,
+                        const int64_t *steps, int64_t *y_shape) {
+  SliceView v = slice_view(rank, shape, n_axes, starts, ends, axes, steps);
+  std::copy(v.out, v.out + rank, y_shape);
+}
+
+void pipert_slice(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+                  const int64_t *shape, int64_t n_axes, const int64_t *starts,
+                  const int64_t *ends, const int64_t *axes, const int64_t *steps, void *y) {
+  size_t es = elem_size("Slice", dtype);
+  SliceView v = slice_view(rank, shape, n_axes, starts, ends, axes, steps);
+  int64_t strides[kMaxRank], base = 0, s = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    base += v.start[i] * s;
+    strides[i] = v.step[i] * s;
+    s *= shape[i];
+  }
+  if (numel(rank, v.out) == 0)
+    return;
+  copy_view(ctx, "Slice", es, static_cast<const char *>(x) + base * int64_t(es), rank, v.out,
+            strides, y);
+}
+
+void pipert_slice_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                           const int64_t *x_shape, int64_t n_axes, const int64_t *starts,
+                           const int64_t *ends, const int64_t *axes, const int64_t *steps,
+                           float *dx) {
+  SliceView v = slice_view(rank, x_shape, n_axes, starts, ends, axes, steps);
+  pipert_memset_zero(ctx, dx, size_t(numel(rank, x_shape)) * sizeof(float));
+  if (numel(rank, v.out) == 0)
+    return;
+  int64_t st[1][kMaxRank], base = 0, s = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    base += v.start[i] * s;
+    st[0][i] = v.step[i] * s;
+    s *= x_shape[i];
+  }
+  const Layout<1> l = make_layout<1>(rank, v.out, st);
+  float *d = dx + base;
+  launch_map(ctx, "SliceGrad", l.n, [=] __device__(int64_t i) {
+    int64_t off;
+    l.offsets(i, &off);
+    d[off] = dy[i];
+  });
+}
+
+void pipert_gather(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank,
+                   const int64_t *shape, const int64_t *indices, int64_t idx_rank,
+                   const int64_t *idx_shape, int64_t axis, void *y) {
+  const char *op = "Gather";
+  check_rank(op, rank);
+  int64_t a = norm_axis(op, axis, rank);
+  AxisSplit s = split_at(rank, shape, a);
+  const int64_t nidx = numel(idx_rank, idx_shape);
+  const int64_t total = s.outer * nidx * s.inner;
+  if (total == 0)
+    return;
+  const unsigned g = grid_for(ctx, total);
+  cudaStream_t st = stream_of(ctx);
+  DeviceError *err = cx(ctx)->err;
+  switch (elem_size(op, dtype)) {
+  case 1:
+    gather_kernel<<<g, kBlock, 0, st>>>((const uint8_t *)data, indices, nidx, s.mid, s.inner,
+                                        total, err, (uint8_t *)y);
+    break;
+  case 2:
+    gather_kernel<<<g, kBlock, 0, st>>>((const uint16_t *)data, indices, nidx, s.mid, s.inner,
+                                        total, err, (uint16_t *)y);
+    break;
+  case 4:
+    gather_kernel<<<g, kBlock, 0, st>>>((const uint32_t *)data, indices, nidx, s.mid, s.inner,
+                                        total, err, (uint32_t *)y);
+    break;
+  case 8:
+    gather_kernel<<<g, kBlock, 0, st>>>((const uint64_t *)data, indices, nidx, s.mid, s.inner,
+                                        total, err, (uint64_t *)y);
+    break;
+  default: pipert_fail("%s: unsupported dtype", op);
+  }
+  PIPERT_LAUNCH_CHECK(op);
+}
+
+void pipert_gather_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                            const int64_t *data_shape, const int64_t *indices, int64_t idx_rank,
+                            const int64_t *idx_shape, int64_t axis, float *dx) {
+  const char *op = "GatherGrad";
+  check_rank(op, rank);
+  int64_t a = norm_axis(op, axis, rank);
+  AxisSplit s = split_at(rank, data_shape, a);
+  const int64_t nidx = numel(idx_rank, idx_shape);
+  pipert_memset_zero(ctx, dx, size_t(numel(rank, data_shape)) * sizeof(float));
+  const int64_t total = s.outer * nidx * s.inner;
+  if (total == 0)
+    return;
+  gather_grad_kernel<<<grid_for(ctx, total), kBlock, 0, stream_of(ctx)>>>(
+      dy, indices, nidx, s.mid, s.inner, total, cx(ctx)->err, dx);
+  PIPERT_LAUNCH_CHECK(op);
+}
+
+void pipert_expand(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t x_rank,
+                   const int64_t *x_shape, int64_t y_rank, const int64_t *y_shape, void *y) {
+  const char *op = "Expand";
+  check_rank(op, x_rank);
+  check_rank(op, y_rank);
+  size_t es = elem_size(op, dtype);
+  int64_t check[kMaxRank];
+  if (broadcast_shape(op, x_rank, x_shape, y_rank, y_shape, check) != y_rank)
+    pipert_fail("%s: output rank %lld below input rank %lld", op, (long long)y_rank,
+                (long long)x_rank);
+  for (int64_t i = 0; i < y_rank; ++i)
+    if (check[i] != y_shape[i])
+      pipert_fail("%s: output shape is not the broadcast shape (axis %lld)", op, (long long)i);
+  int64_t strides[kMaxRank];
+  broadcast_strides(x_rank, x_shape, y_rank, strides);
+  copy_view(ctx, op, es, x, y_rank, y_shape, strides, y);
+}
+
+void pipert_cast(pipert_context *ctx, pipert_dtype from, const void *x, pipert_dtype to, void *y,
+                 int64_t n) {
+  if (n <= 0) {
+    // Still validate the types, as the CPU backend does.
+    if (!(from == PIPERT_F32 || from == PIPERT_F64 || from == PIPERT_I64 || from == PIPERT_I32 ||
+          from == PIPERT_I8 || from == PIPERT_U8 || from == PIPERT_BOOL))
+      pipert_fail("Cast: unsupported source type %s", pipert_dtype_name(from));
+    return;
+  }
+  switch (from) {
+  case PIPERT_F32: return cast_from(ctx, (const float *)x, to, y, n);
+  case PIPERT_F64: return cast_from(ctx, (const double *)x, to, y, n);
+  case PIPERT_I64: return cast_from(ctx, (const int64_t *)x, to, y, n);
+  case PIPERT_I32: return cast_from(ctx, (const int32_t *)x, to, y, n);
+  case PIPERT_I8: return cast_from(ctx, (const int8_t *)x, to, y, n);
+  case PIPERT_U8: case PIPERT_BOOL: return cast_from(ctx, (const uint8_t *)x, to, y, n);
+  default: break;
+  }
+  pipert_fail("Cast: unsupported source type %s", pipert_dtype_name(from));
+}
+
+void pipert_reduce_f32(pipert_context *ctx, pipert_reduce_op op, const float *x, int64_t rank,
+                       const int64_t *shape, int64_t n_axes, const int64_t *axes,
+                       int noop_with_empty_axes, float *y) {
+  const char *name = "Reduce";
+  check_rank(name, rank);
+  if (op != PIPERT_REDUCE_SUM && op != PIPERT_REDUCE_MEAN && op != PIPERT_REDUCE_SUM_SQUARE &&
+      op != PIPERT_REDUCE_MAX && op != PIPERT_REDUCE_MIN)
+    pipert_fail("Reduce: unknown op %d", int(op));
+  const int64_t n = numel(rank, shape);
+  if (n_axes == 0 && noop_with_empty_axes) {
+    if (y != x && n > 0)
+      pipert_copy_device(ctx, y, x, size_t(n) * sizeof(float));
+    return;
+  }
+  bool red[kMaxRank] = {};
+  for (int64_t k = 0; k < n_axes; ++k)
+    red[norm_axis(name, axes[k], rank)] = true;
+  if (n_axes == 0)
+    for (int64_t i = 0; i < rank; ++i)
+      red[i] = true;
+  reduce_impl(ctx, name, int(op), x, rank, shape, red, 1.f, y);
+}
+
+} // extern "C"

@@ -1,0 +1,406 @@
+//===- elementwise.cu - unary, binary, where, activation grads, optimizers -===//
+//
+// Elementwise kernels of the CUDA backend, with the CPU backend's formulas
+// (runtime/cpu/elementwise.cpp, optim.cpp), so both backends agree to rounding.
+// Every kernel reads element i before writing element i: in place is allowed
+// wherever the ABI allows it.
+//
+//===----------------------------------------------------------------------===//
+#include "kernels.cuh"
+
+using namespace pipert::cuda;
+
+namespace {
+
+__device__ __forceinline__ float apply_unary(int op, float v) {
+  switch (op) {
+  case PIPERT_UNARY_NEG: return -v;
+  case PIPERT_UNARY_RELU: return v > 0.f ? v : 0.f;
+  case PIPERT_UNARY_TANH: return tanhf(v);
+  case PIPERT_UNARY_SIGMOID:
+    if (v >= 0.f)
+      return 1.f / (1.f + expf(-v));
+    else {
+      const float e = expf(v);
+      return e / (1.f + e);
+    }
+  case PIPERT_UNARY_ERF: return erff(v);
+  case PIPERT_UNARY_SQRT: return sqrtf(v);
+  case PIPERT_UNARY_EXP: return expf(v);
+  case PIPERT_UNARY_LOG: return logf(v);
+  case PIPERT_UNARY_ABS: return fabsf(v);
+  case PIPERT_UNARY_RECIPROCAL: return 1.f / v;
+  default: return v;
+  }
+}
+
+template <typename T> __device__ __forceinline__ T apply_binary(int op, T u, T v) {
+  switch (op) {
+  case PIPERT_BINARY_ADD: return u + v;
+  case PIPERT_BINARY_SUB: return u - v;
+  case PIPERT_BINARY_MUL: return u * v;
+  case PIPERT_BINARY_DIV: return u / v;
+  default: return u;
+  }
+}
+
+template <typename TA, typename TB, typename TY, typename F>
+__global__ void broadcast_binary_kernel(Layout<3> l, const TA *a, const TB *b, TY *y, F f) {
+  PIPERT_GRID_STRIDE(i, l.n) {
+    int64_t off[3];
+    l.offsets(i, off);
+    y[off[2]] = f(a[off[0]], b[off[1]]);
+  }
+}
+
+// y = f(a, b) with numpy broadcasting.
+template <typename TA, typename TB, typename TY, typename F>
+void broadcast_binary(pipert_context *ctx, const char *op, const TA *a, int64_t ra,
+                      const int64_t *sa, const TB *b, int64_t rb, const int64_t *sb, TY *y,
+                      F f) {
+  check_rank(op, ra);
+  check_rank(op, rb);
+  int64_t out[kMaxRank];
+  const int64_t r = broadcast_shape(op, ra, sa, rb, sb, out);
+  int64_t st[3][kMaxRank];
+  broadcast_strides(ra, sa, r, st[0]);
+  broadcast_strides(rb, sb, r, st[1]);
+  broadcast_strides(r, out, r, st[2]);
+  Layout<3> l = make_layout<3>(r, out, st);
+  if (l.n == 0)
+    return;
+  broadcast_binary_kernel<<<grid_for(ctx, l.n), kBlock, 0, stream_of(ctx)>>>(l, a, b, y, f);
+  PIPERT_LAUNCH_CHECK(op);
+}
+
+template <typename T>
+__global__ void where_kernel(Layout<4> l, const uint8_t *c, const T *x, const T *y, T *out) {
+  PIPERT_GRID_STRIDE(i, l.n) {
+    int64_t off[4];
+    l.offsets(i, off);
+    out[off[3]] = c[off[0]] ? x[off[1]] : y[off[2]];
+  }
+}
+
+template <typename T>
+void where_typed(pipert_context *ctx, const uint8_t *c, int64_t rc, const int64_t *sc,
+                 const void *x, int64_t rx, const int64_t *sx, const void *y, int64_t ry,
+                 const int64_t *sy, void *out) {
+  const char *op = "Where";
+  check_rank(op, rc);
+  check_rank(op, rx);
+  check_rank(op, ry);
+  int64_t tmp[kMaxRank], shape[kMaxRank];
+  int64_t r = broadcast_shape(op, rc, sc, rx, sx, tmp);
+  r = broadcast_shape(op, r, tmp, ry, sy, shape);
+  int64_t st[4][kMaxRank];
+  broadcast_strides(rc, sc, r, st[0]);
+  broadcast_strides(rx, sx, r, st[1]);
+  broadcast_strides(ry, sy, r, st[2]);
+  broadcast_strides(r, shape, r, st[3]);
+  Layout<4> l = make_layout<4>(r, shape, st);
+  if (l.n == 0)
+    return;
+  where_kernel<T><<<grid_for(ctx, l.n), kBlock, 0, stream_of(ctx)>>>(
+      l, c, static_cast<const T *>(x), static_cast<const T *>(y), static_cast<T *>(out));
+  PIPERT_LAUNCH_CHECK(op);
+}
+
+struct BinaryF32 {
+  int op;
+  __device__ float operator()(float u, float v) const {
+    return op == PIPERT_BINARY_POW ? powf(u, v) : apply_binary(op, u, v);
+  }
+};
+
+struct BinaryI64 {
+  int op;
+  DeviceError *err;
+  __device__ int64_t operator()(int64_t u, int64_t v) const {
+    if (op == PIPERT_BINARY_DIV && v == 0) {
+      raise_error(err, kErrIntDivZero, 0, 0);
+      return 0;
+    }
+    return apply_binary(op, u, v);
+  }
+};
+
+template <typename T> struct EqualOp {
+  __device__ uint8_t operator()(T u, T v) const { return uint8_t(u == v); }
+};
+
+} // namespace
+
+extern "C" {
+
+void pipert_unary_f32(pipert_context *ctx, pipert_unary_op op, const float *x, int64_t n,
+                      float *y) {
+  if (op == PIPERT_UNARY_IDENTITY) {
+    if (x != y && n > 0)
+      pipert_copy_device(ctx, y, x, size_t(n) * sizeof(float));
+    return;
+  }
+  if (int(op) < PIPERT_UNARY_NEG || int(op) > PIPERT_UNARY_RECIPROCAL)
+    pipert_fail("pipert_unary_f32: unknown op %d", int(op));
+  const int o = int(op);
+  launch_map(ctx, "Unary", n, [=] __device__(int64_t i) { y[i] = apply_unary(o, x[i]); });
+}
+
+void pipert_binary_f32(pipert_context *ctx, pipert_binary_op op, const float *a, int64_t ra,
+                       const int64_t *sa, const float *b, int64_t rb, const int64_t *sb,
+                       float *y) {
+  static const char *names[] = {"Add", "Sub", "Mul", "Div", "Pow"};
+  if (int(op) < 0 || int(op) > PIPERT_BINARY_POW)
+    pipert_fail("pipert_binary_f32: unknown op %d", int(op));
+  broadcast_binary(ctx, names[op], a, ra, sa, b, rb, sb, y, BinaryF32{int(op)});
+}
+
+void pipert_binary_i64(pipert_context *ctx, pipert_binary_op op, const int64_t *a, int64_t ra,
+                       const int64_t *sa, const int64_t *b, int64_t rb, const int64_t *sb,
+                       int64_t *y) {
+  static const char *names[] = {"Add", "Sub", "Mul", "Div"};
+  if (int(op) < 0 || int(op) > PIPERT_BINARY_DIV)
+    pipert_fail("pipert_binary_i64: op %d is not supported on int64", int(op));
+  broadcast_binary(ctx, names[op], a, ra, sa, b, rb, sb, y, BinaryI64{int(op), cx(ctx)->err});
+}
+
+void pipert_equal_f32(pipert_context *ctx, const float *a, int64_t ra, const int64_t *sa,
+                      const float *b, int64_t rb, const int64_t *sb, uint8_t *y) {
+  broadcast_binary(ctx, "Equal", a, ra, sa, b, rb, sb, y, EqualOp<float>{});
+}
+
+void pipert_equal_i64(pipert_context *ctx, const int64_t *a, int64_t ra, const int64_t *sa,
+                      const int64_t *b, int64_t rb, const int64_t *sb, uint8_t *y) {
+  broadcast_binary(ctx, "Equal", a, ra, sa, b, rb, sb, y, EqualOp<int64_t>{});
+}
+
+void pipert_where(pipert_context *ctx, pipert_dtype dtype, const uint8_t *c, int64_t rc,
+                  const int64_t *sc, const void *x, int64_t rx, const int64_t *sx, const void *y,
+                  int64_t ry, const int64_t *sy, void *out) {
+  switch (pipert_dtype_size(dtype)) {
+  case 1: return where_typed<uint8_t>(ctx, c, rc, sc, x, rx, sx, y, ry, sy, out);
+  case 2: return where_typed<uint16_t>(ctx, c, rc, sc, x, rx, sx, y, ry, sy, out);
+  case 4: return where_typed<uint32_t>(ctx, c, rc, sc, x, rx, sx, y, ry, sy, out);
+  case 8: return where_typed<uint64_t>(ctx, c, rc, sc, x, rx, sx, y, ry, sy, out);
+  }
+  pipert_fail("Where: unsupported dtype %d", int(dtype));
+}
+
+void pipert_relu_grad_f32(pipert_context *ctx, const float *x, const float *dy, int64_t n,
+                          float *dx) {
+  launch_map(ctx, "ReluGrad", n,
+             [=] __device__(int64_t i) { dx[i] = x[i] > 0.f ? dy[i] : 0.f; });
+}
+
+void pipert_tanh_grad_f32(pipert_context *ctx, const float *y, const float *dy, int64_t n,
+                          float *dx) {
+  launch_map(ctx, "TanhGrad", n, [=] __device__(int64_t i) {
+    const float v = y[i];
+    dx[i] = dy[i] * (1.f - v * v);
+  });
+}
+
+void pipert_sigmoid_grad_f32(pipert_context *ctx, const float *y, const float *dy, int64_t n,
+                             float *dx) {
+  launch_map(ctx, "SigmoidGrad", n, [=] __device__(int64_t i) {
+    const float v = y[i];
+    dx[i] = dy[i] * v * (1.f - v);
+  });
+}
+
+void pipert_erf_grad_f32(pipert_context *ctx, const float *x, const float *dy, int64_t n,
+                         float *dx) {
+  launch_map(ctx, "ErfGrad", n, [=] __device__(int64_t i) {
+    const float v = x[i];
+    dx[i] = dy[i] * 1.1283791670955126f * expf(-v * v);
+  });
+}
+
+void pipert_reduce_to_shape_f32(pipert_context *ctx, const float *dy, int64_t dy_rank,
+                                const int64_t *dy_shape, int64_t x_rank, const int64_t *x_shape,
+                                float *dx) {
+  const char *op = "reduce_to_shape";
+  check_rank(op, dy_rank);
+  if (x_rank > dy_rank)
+    pipert_fail("%s: target rank %lld exceeds rank %lld", op, (long long)x_rank,
+                (long long)dy_rank);
+  bool reduced[kMaxRank];
+  for (int64_t i = 0; i < dy_rank; ++i) {
+    const int64_t j = i - (dy_rank - x_rank);
+    if (j >= 0 && x_shape[j] != 1 && x_shape[j] != dy_shape[i])
+      pipert_fail("%s: shape does not broadcast to the gradient's (axis %lld)", op,
+                  (long long)j);
+    reduced[i] = j < 0 || x_shape[j] == 1;
+  }
+  // dx (x_shape) has the layout of dy's shape with 1 on the reduced axes.
+  reduce_axes(ctx, op, PIPERT_REDUCE_SUM, dy, dy_rank, dy_shape, reduced, 1.f, dx);
+}
+
+void pipert_axpy_f32(pipert_context *ctx, float alpha, const float *x, float *y, int64_t n) {
+  launch_map(ctx, "axpy", n, [=] __device__(int64_t i) { y[i] += alpha * x[i]; });
+}
+
+void pipert_scale_f32(pipert_context *ctx, float alpha, float *x, int64_t n) {
+  launch_map(ctx, "scale", n, [=] __device__(int64_t i) { x[i] *= alpha; });
+}
+
+void pipert_fill_f32(pipert_context *ctx, float value, float *x, int64_t n) {
+  launch_map(ctx, "fill", n, [=] __device__(int64_t i) { x[i] = value; });
+}
+
+void pipert_accumulate_f32(pipert_context *ctx, const float *x, float *y, int64_t n) {
+  launch_map(ctx, "accumulate", n, [=] __device__(int64_t i) { y[i] += x[i]; });
+}
+
+//===------------------------------ optimizers ----------------------------===//
+
+void pipert_sgd_f32(pipert_context *ctx, float lr, float weight_decay, const float *x,
+                    const float *g, int64_t n, float *x_out) {
+  launch_map(ctx, "SGD", n, [=] __device__(int64_t i) {
+    const float xi = x[i];
+    x_out[i] = xi - lr * (g[i] + weight_decay * xi);
+  });
+}
+
+void pipert_momentum_f32(pipert_context *ctx, float lr, int64_t t, float alpha, float beta,
+                         float norm_coefficient, int nesterov, const float *x, const float *g,
+                         const float *v, int64_t n, float *x_out, float *v_out) {
+  const float beta_t = t > 0 ? beta : 1.f;
+  if (nesterov)
+    launch_map(ctx, "Momentum", n, [=] __device__(int64_t i) {
+      const float xi = x[i];
+      const float gr = norm_coefficient * xi + g[i];
+      const float vn = alpha * v[i] + gr;
+      x_out[i] = xi - lr * (gr + alpha * vn);
+      v_out[i] = vn;
+    });
+  else
+    launch_map(ctx, "Momentum", n, [=] __device__(int64_t i) {
+      const float xi = x[i];
+      const float gr = norm_coefficient * xi + g[i];
+      const float vn = alpha * v[i] + beta_t * gr;
+      x_out[i] = xi - lr * vn;
+      v_out[i] = vn;
+    });
+}
+
+void pipert_adam_f32(pipert_context *ctx, float lr, int64_t t, float alpha, float beta,
+                     float epsilon, float norm_coefficient, float norm_coefficient_post,
+                     const float *x, const float *g, const float *v, const float *h, int64_t n,
+                     float *x_out, float *v_out, float *h_out) {
+  float lr_t = lr;
+  if (t > 0)
+    lr_t = float(double(lr) * std::sqrt(1.0 - std::pow(double(beta), double(t))) /
+                 (1.0 - std::pow(double(alpha), double(t))));
+  launch_map(ctx, "Adam", n, [=] __device__(int64_t i) {
+    const float xi = x[i];
+    const float gr = norm_coefficient * xi + g[i];
+    const float vn = alpha * v[i] + (1.f - alpha) * gr;
+    const float hn = beta * h[i] + (1.f - beta) * gr * gr;
+    const float xn = xi - lr_t * (vn / (sqrtf(hn) + epsilon));
+    x_out[i] = (1.f - norm_coefficient_post) * xn;
+    v_out[i] = vn;
+    h_out[i] = hn;
+  });
+}
+
+void pipert_adamw_f32(pipert_context *ctx, float lr, int64_t t, float beta1, float beta2,
+                      float epsilon, float weight_decay, const float *x, const float *g,
+                      const float *m, const float *v, int64_t n, float *x_out, float *m_out,
+                      float *v_out) {
+  if (t < 1)
+    pipert_fail("AdamW: step t must be >= 1, got %lld", (long long)t);
+  const double bc1 = 1.0 - std::pow(double(beta1), double(t));
+  const double bc2 = 1.0 - std::pow(double(beta2), double(t));
+  const float step = float(double(lr) / bc1);
+  const float inv_sqrt_bc2 = float(1.0 / std::sqrt(bc2));
+  const float decay = 1.f - lr * weight_decay;
+  launch_map(ctx, "AdamW", n, [=] __device__(int64_t i) {
+    const float gi = g[i];
+    const float mn = beta1 * m[i] + (1.f - beta1) * gi;
+    const float vn = beta2 * v[i] + (1.f - beta2) * gi * gi;
+    x_out[i] = x[i] * decay - step * mn / (sqrtf(vn) * inv_sqrt_bc2 + epsilon);
+    m_out[i] = mn;
+    v_out[i] = vn;
+  });
+}
+
+void pipert_adagrad_f32(pipert_context *ctx, float lr, int64_t t, float decay_factor,
+                        float epsilon, float norm_coefficient, const float *x, const float *g,
+                        const float *h, int64_t n, float *x_out, float *h_out) {
+  const float lr_t = lr / (1.f + float(t) * decay_factor);
+  launch_map(ctx, "Adagrad", n, [=] __device__(int64_t i) {
+    const float xi = x[i];
+    const float gr = norm_coefficient * xi + g[i];
+    const float hn = h[i] + gr * gr;
+    x_out[i] = xi - lr_t * gr / (sqrtf(hn) + epsilon);
+    h_out[i] = hn;
+  });
+}
+
+void pipert_copy_to_slot(pipert_context *ctx, void *slots, int64_t slot, const void *src,
+                         int64_t bytes) {
+  if (slot < 0 || bytes < 0)
+    pipert_fail("copy_to_slot: negative slot %lld or size %lld", (long long)slot,
+                (long long)bytes);
+  pipert_copy_device(ctx, static_cast<char *>(slots) + slot * bytes, src, size_t(bytes));
+}
+
+void pipert_predict_weights_f32(pipert_context *ctx, const float *w, const float *v, float s,
+                                float lr, int64_t n, float *w_hat) {
+  const float k = s * lr;
+  launch_map(ctx, "predict_weights", n, [=] __device__(int64_t i) { w_hat[i] = w[i] - k * v[i]; });
+}
+
+void pipert_easgd_local_f32(pipert_context *ctx, float alpha, const float *center, float *x,
+                            float *diff, int64_t n) {
+  launch_map(ctx, "easgd_local", n, [=] __device__(int64_t i) {
+    const float d = x[i] - center[i];
+    if (diff)
+      diff[i] = d;
+    x[i] -= alpha * d;
+  });
+}
+
+void pipert_easgd_center_f32(pipert_context *ctx, float alpha, const float *diff_sum,
+                             float *center, int64_t n) {
+  pipert_axpy_f32(ctx, alpha, diff_sum, center, n);
+}
+
+//===------------------------------ dropout -------------------------------===//
+
+void pipert_dropout_f32(pipert_context *ctx, const float *x, int64_t n, float ratio, int training,
+                        float *y, uint8_t *mask) {
+  if (!training || ratio == 0.f) {
+    if (y != x && n > 0)
+      pipert_copy_device(ctx, y, x, size_t(n) * sizeof(float));
+    if (mask && n > 0)
+      PIPERT_CUDA_CHECK(cudaMemsetAsync(mask, 1, size_t(n), stream_of(ctx)));
+    return;
+  }
+  if (!(ratio > 0.f && ratio < 1.f))
+    pipert_fail("Dropout: ratio %g outside [0, 1)", double(ratio));
+  // The CPU backend's counter-based generator: the same masks on both.
+  const uint64_t seed = pipert_context_next_random(ctx);
+  const uint32_t threshold = uint32_t(double(ratio) * 4294967296.0);
+  const float scale = 1.f / (1.f - ratio);
+  launch_map(ctx, "Dropout", n, [=] __device__(int64_t i) {
+    uint64_t z = seed + uint64_t(i) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const uint8_t keep = uint32_t(z >> 32) >= threshold;
+    if (mask)
+      mask[i] = keep;
+    y[i] = keep ? x[i] * scale : 0.f;
+  });
+}
+
+void pipert_dropout_grad_f32(pipert_context *ctx, const float *dy, const uint8_t *mask, int64_t n,
+                             float ratio, float *dx) {
+  const float scale = ratio > 0.f ? 1.f / (1.f - ratio) : 1.f;
+  launch_map(ctx, "DropoutGrad", n,
+             [=] __device__(int64_t i) { dx[i] = mask[i] ? dy[i] * scale : 0.f; });
+}
+
+} // extern "C"

@@ -1,0 +1,76 @@
+/*===- pipert_driver.h - the main loop of a generated training program ----===*
+ *
+ * pipe-compile emits, per device, an object with a step function and a
+ * constant pipert_program_info describing it, plus a `main` that calls
+ * pipert_train_main. The driver does everything around the step: command
+ * line, data (pipert_data.h), initial values, the step loop, logs
+ * (pipert_log.h), checkpoints and ONNX export (pipert_checkpoint.h), traces.
+ *
+ * The step function (generated):
+ *   void step(pipert_context *ctx, void *const *inputs, void *const *persistent,
+ *             float *loss, int64_t step);
+ * reads one mini-batch from inputs[i] (device buffers shaped like
+ * info->inputs[i]), reads and updates the persistent buffers (parameters,
+ * optimizer state) in place, and writes the mini-batch's mean loss, computed
+ * before this step's update, to the host float *loss.
+ *
+ * Command line of a program (pipe-run passes it on):
+ *   --data D.npz --steps K [--no-shuffle] [--seed S] [--log steps.jsonl]
+ *   [--save trained.onnx] [--checkpoint DIR] [--resume DIR] [--trace t.json]
+ *   [--threads N] [--quiet]
+ *===----------------------------------------------------------------------===*/
+#ifndef PIPERT_PIPERT_DRIVER_H
+#define PIPERT_PIPERT_DRIVER_H
+
+#include "pipert/pipert.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PIPERT_PROGRAM_ABI_VERSION 1
+
+typedef enum pipert_tensor_kind {
+  PIPERT_TENSOR_INPUT = 0,  /* fed from the data, one mini-batch per step */
+  PIPERT_TENSOR_PARAM = 1,  /* trainable parameter: checkpointed, exported */
+  PIPERT_TENSOR_FROZEN = 2, /* parameter that is not trained */
+  PIPERT_TENSOR_STATE = 3,  /* optimizer state, counters: checkpointed */
+} pipert_tensor_kind;
+
+typedef struct pipert_tensor_info {
+  const char *name;     /* graph input / ONNX initializer / state name */
+  int32_t dtype;        /* pipert_dtype */
+  int32_t ndim;
+  const int64_t *shape; /* ndim entries; inputs: shape[0] is the batch */
+  const void *init;     /* host bytes of the initial value; NULL: zeros */
+  int64_t init_bytes;
+  int32_t kind;         /* pipert_tensor_kind */
+  int32_t reserved;
+} pipert_tensor_info;
+
+typedef void (*pipert_step_fn)(pipert_context *ctx, void *const *inputs,
+                               void *const *persistent, float *loss, int64_t step);
+
+typedef struct pipert_program_info {
+  int32_t abi_version; /* PIPERT_PROGRAM_ABI_VERSION */
+  int32_t n_inputs;
+  const pipert_tensor_info *inputs;
+  int32_t n_persistent;
+  int32_t reserved;
+  const pipert_tensor_info *persistent;
+  int64_t batch;
+  const char *model_file; /* the ONNX model, relative to the executable's
+                             directory (for --save); may be NULL */
+  const char *optimizer;  /* "sgd", "adam", ... or "none" */
+  pipert_step_fn step;
+} pipert_program_info;
+
+/* Runs the training loop described by the command line; returns the exit
+ * status (errors print one "pipert: error: ..." line). */
+int pipert_train_main(int argc, char **argv, const pipert_program_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PIPERT_PIPERT_DRIVER_H */

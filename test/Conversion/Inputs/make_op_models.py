@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Writes one small ONNX model per forward op for check_op_models.py.
+
+    make_op_models.py OUTDIR      (Debian's /usr/bin/python3: onnx, numpy)
+
+Each model feeds graph input `x` (first axis: the batch of 2) through the op
+under test (other operands are initializers or Constant nodes) and ends in
+loss = ReduceSum(Cast<float>(y) * P) with a random projection P (a Constant),
+so the single scalar the compiled program reports depends on every output
+element. Writes OUTDIR/<case>.onnx and OUTDIR/<case>.npz (x, 2 rows).
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+rng = np.random.default_rng(0)
+OUT = sys.argv[1]
+os.makedirs(OUT, exist_ok=True)
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def f32(*shape, positive=False):
+    a = rng.standard_normal(shape).astype(np.float32)
+    return np.abs(a) + 0.1 if positive else a
+
+
+def case(name, x, nodes, y_shape, inits=(), y_type=F, x_type=F):
+    """nodes compute `y` from `x`; y_shape is y's static shape."""
+    p = rng.standard_normal(y_shape).astype(np.float32)
+    tail = []
+    y = "y"
+    if y_type != F:
+        tail.append(helper.make_node("Cast", ["y"], ["yf"], to=F))
+        y = "yf"
+    tail += [
+        helper.make_node("Constant", [], ["proj"],
+                         value=numpy_helper.from_array(p, "proj")),
+        helper.make_node("Mul", [y, "proj"], ["weighted"]),
+        helper.make_node("ReduceSum", ["weighted"], ["loss"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        list(nodes) + tail, name,
+        [helper.make_tensor_value_info("x", x_type, list(x.shape))],
+        [helper.make_tensor_value_info("loss", F, [])],
+        [numpy_helper.from_array(v, k) for k, v in inits])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(OUT, name + ".onnx"))
+    np.savez(os.path.join(OUT, name + ".npz"), x=x)
+
+
+def const(name, array):
+    return helper.make_node("Constant", [], [name],
+                            value=numpy_helper.from_array(np.asarray(array), name))
+
+
+n = helper.make_node
+x24 = f32(2, 4)
+# Elementwise, with broadcasting against an initializer.
+for op in ["Add", "Sub", "Mul", "Div"]:
+    case(op.lower(), x24, [n(op, ["x", "b"], ["y"])], (2, 4),
+         [("b", f32(4, positive=True))])
+case("pow", f32(2, 4, positive=True), [n("Pow", ["x", "b"], ["y"])], (2, 4),
+     [("b", f32(1, 4))])
+case("add_i64", np.arange(8, dtype=np.int64).reshape(2, 4),
+     [const("k", np.array([3, -2, 5, 7], np.int64)),
+      n("Add", ["x", "k"], ["y"])], (2, 4), y_type=I64, x_type=I64)
+case("equal", np.array([[1, 2, 3, 4], [4, 3, 2, 1]], np.float32),
+     [const("k", np.array([1, 3, 3, 1], np.float32)),
+      n("Equal", ["x", "k"], ["y"])], (2, 4), y_type=TensorProto.BOOL)
+case("where", np.array([[1, 2, 3, 4], [4, 3, 2, 1]], np.float32),
+     [const("k", np.array([1, 3, 3, 1], np.float32)),
+      n("Equal", ["x", "k"], ["c"]), n("Where", ["c", "x", "b"], ["y"])], (2, 4),
+     [("b", f32(4))])
+for op in ["Relu", "Neg", "Tanh", "Sigmoid", "Erf", "Exp", "Identity"]:
+    case(op.lower(), x24, [n(op, ["x"], ["y"])], (2, 4))
+for op in ["Sqrt", "Log"]:
+    case(op.lower(), f32(2, 4, positive=True), [n(op, ["x"], ["y"])], (2, 4))
+case("cast", f32(2, 4) * 5, [n("Cast", ["x"], ["y"], to=I64)], (2, 4),
+     y_type=I64)
+# Linear algebra.
+case("gemm", f32(2, 3), [n("Gemm", ["x", "w", "c"], ["y"], transB=1,
+                           alpha=0.5, beta=2.0)], (2, 5),
+     [("w", f32(5, 3)), ("c", f32(5))])
+case("gemm_ta", f32(2, 3), [n("Gemm", ["x", "w"], ["y"], transA=1)], (3, 4),
+     [("w", f32(2, 4))])
+case("matmul", f32(2, 3, 4), [n("MatMul", ["x", "w"], ["y"])], (2, 3, 5),
+     [("w", f32(4, 5))])
+# Normalisation.
+case("softmax", f32(2, 3, 4), [n("Softmax", ["x"], ["y"], axis=1)], (2, 3, 4))
+case("logsoftmax", x24, [n("LogSoftmax", ["x"], ["y"])], (2, 4))
+case("layernorm", f32(2, 3, 4), [n("LayerNormalization", ["x", "s", "b"], ["y"],
+                                   axis=-1, epsilon=1e-5)], (2, 3, 4),
+     [("s", f32(4)), ("b", f32(4))])
+case("batchnorm", f32(2, 3, 4, 4),
+     [n("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])], (2, 3, 4, 4),
+     [("s", f32(3)), ("b", f32(3)), ("m", f32(3)), ("v", f32(3, positive=True))])
+# Convolution and pooling.
+case("conv", f32(2, 2, 5, 5), [n("Conv", ["x", "w", "b"], ["y"], pads=[1, 0, 1, 2],
+                                 strides=[2, 1])], (2, 4, 3, 5),
+     [("w", f32(4, 2, 3, 3)), ("b", f32(4))])
+case("conv_group_same", f32(2, 4, 5, 5),
+     [n("Conv", ["x", "w"], ["y"], group=2, auto_pad="SAME_UPPER")], (2, 4, 5, 5),
+     [("w", f32(4, 2, 3, 3))])
+case("conv1d", f32(2, 2, 7), [n("Conv", ["x", "w"], ["y"], dilations=[2])],
+     (2, 3, 3), [("w", f32(3, 2, 3))])
+case("maxpool", f32(2, 2, 5, 5), [n("MaxPool", ["x"], ["y"], kernel_shape=[2, 2],
+                                    strides=[2, 2], ceil_mode=1)], (2, 2, 3, 3))
+case("avgpool", f32(2, 2, 5, 5), [n("AveragePool", ["x"], ["y"], kernel_shape=[3, 3],
+                                    pads=[1, 1, 1, 1], strides=[2, 2])],
+     (2, 2, 3, 3))
+case("globalavgpool", f32(2, 3, 4, 4), [n("GlobalAveragePool", ["x"], ["y"])],
+     (2, 3, 1, 1))
+case("dropout_eval", x24, [n("Dropout", ["x"], ["y"])], (2, 4))
+# Reductions and losses.
+case("reducemean", f32(2, 3, 4), [n("ReduceMean", ["x"], ["y"], axes=[1],
+                                    keepdims=1)],
+     (2, 1, 4))
+case("reducesum", f32(2, 3, 4), [const("ax", np.array([-1, 1], np.int64)),
+                                 n("ReduceSum", ["x", "ax"], ["y"], keepdims=0)],
+     (2,))
+case("sce_loss", f32(2, 5), [const("lab", np.array([1, 4], np.int64)),
+                             n("SoftmaxCrossEntropyLoss", ["x", "lab"], ["y"])], ())
+case("nll_loss", f32(2, 5), [const("lab", np.array([3, 0], np.int64)),
+                             n("NegativeLogLikelihoodLoss", ["x", "lab", "w"], ["y"],
+                               reduction="sum")], (), [("w", f32(5, positive=True))])
+# Shapes and data movement.
+case("reshape", f32(2, 3, 4), [const("s", np.array([2, 12], np.int64)),
+                               n("Reshape", ["x", "s"], ["y"])], (2, 12))
+case("flatten", f32(2, 3, 4), [n("Flatten", ["x"], ["y"])], (2, 12))
+case("transpose", f32(2, 3, 4), [n("Transpose", ["x"], ["y"], perm=[2, 0, 1])],
+     (4, 2, 3))
+case("concat", x24, [n("Concat", ["x", "c"], ["y"], axis=1)], (2, 7),
+     [("c", f32(2, 3))])
+case("split", f32(2, 6), [const("sp", np.array([2, 4], np.int64)),
+                          n("Split", ["x", "sp"], ["a", "b"], axis=1),
+                          n("Concat", ["b", "a"], ["y"], axis=1)], (2, 6))
+case("slice", f32(2, 6), [const("st", np.array([5], np.int64)),
+                          const("en", np.array([0], np.int64)),
+                          const("ax", np.array([1], np.int64)),
+                          const("sp", np.array([-2], np.int64)),
+                          n("Slice", ["x", "st", "en", "ax", "sp"], ["y"])], (2, 3))
+case("gather", f32(2, 5), [const("ix", np.array([[4, 0], [-1, 2]], np.int64)),
+                           n("Gather", ["x", "ix"], ["y"], axis=1)], (2, 2, 2))
+case("unsqueeze_squeeze", x24, [const("ax", np.array([1], np.int64)),
+                                n("Unsqueeze", ["x", "ax"], ["u"]),
+                                n("Squeeze", ["u", "ax"], ["y"])], (2, 4))
+case("expand", f32(2, 1, 4), [const("s", np.array([3, 1], np.int64)),
+                              n("Expand", ["x", "s"], ["y"])], (2, 3, 4))
+case("constant_of_shape", x24,
+     [const("s", np.array([2, 4], np.int64)),
+      n("ConstantOfShape", ["s"], ["k"],
+        value=numpy_helper.from_array(np.array([1.5], np.float32))),
+      n("Add", ["x", "k"], ["y"])], (2, 4))
+case("shape_range", x24, [n("Shape", ["x"], ["sh"]),
+                          const("one", np.array(1, np.int64)),
+                          const("zero", np.array(0, np.int64)),
+                          n("Gather", ["sh", "one"], ["len"]),
+                          n("Range", ["zero", "len", "one"], ["r"]),
+                          n("Cast", ["r"], ["rf"], to=F),
+                          n("Add", ["x", "rf"], ["y"])], (2, 4))
+print("wrote", len([f for f in os.listdir(OUT) if f.endswith(".onnx")]), "models")

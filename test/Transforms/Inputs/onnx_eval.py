@@ -1,0 +1,963 @@
+#!/usr/bin/env python3
+"""A small reference interpreter for pipec's onnx dialect, in numpy.
+
+Reads a module printed by `pipe-opt --mlir-print-op-generic` and evaluates a
+function on numpy arrays, in float64 whatever the declared float types (so
+that finite differences are accurate). It knows the forward ops the
+importer produces and the gradient / optimizer ops of OnnxGradientOps.td,
+each written from its documented semantics, independently of the compiler.
+Used by the gradient checks (gradcheck.py) until the lowering can run the
+same checks through compiled code.
+"""
+import math
+import re
+
+import numpy as np
+
+# --------------------------------------------------------------------------
+# Parsing the generic form
+# --------------------------------------------------------------------------
+
+
+class Dense:
+    def __init__(self, value):
+        self.value = value
+
+
+class Resource:
+    def __init__(self, name, type_):
+        self.name, self.type = name, type_
+
+
+class TensorType:
+    def __init__(self, shape, elt):
+        self.shape, self.elt = shape, elt
+
+    def dtype(self):
+        if self.elt.startswith("f") or self.elt.startswith("bf"):
+            return np.float64
+        if self.elt == "i1":
+            return np.bool_
+        return np.int64
+
+    def __repr__(self):
+        return "tensor<%s%s>" % ("".join("%dx" % d for d in self.shape), self.elt)
+
+
+class Parser:
+    ident = re.compile(r"[A-Za-z_][A-Za-z0-9_.$\-]*")
+    number = re.compile(r"[-+]?(0x[0-9A-Fa-f]+|(\d+\.?\d*([eE][-+]?\d+)?)|inf|nan)")
+
+    def __init__(self, text, pos=0):
+        self.s, self.i = text, pos
+
+    def ws(self):
+        while self.i < len(self.s) and self.s[self.i] in " \t\n":
+            self.i += 1
+
+    def peek(self, lit):
+        self.ws()
+        return self.s.startswith(lit, self.i)
+
+    def eat(self, lit):
+        if self.peek(lit):
+            self.i += len(lit)
+            return True
+        return False
+
+    def expect(self, lit):
+        if not self.eat(lit):
+            raise SyntaxError("expected %r at %r" % (lit, self.s[self.i:self.i + 60]))
+
+    def string(self):
+        self.expect('"')
+        out = []
+        while self.s[self.i] != '"':
+            if self.s[self.i] == "\\":
+                nxt = self.s[self.i + 1]
+                if nxt in '"\\':
+                    out.append(nxt)
+                    self.i += 2
+                    continue
+                out.append(chr(int(self.s[self.i + 1:self.i + 3], 16)))
+                self.i += 3
+                continue
+            out.append(self.s[self.i])
+            self.i += 1
+        self.i += 1
+        return "".join(out)
+
+    def word(self):
+        self.ws()
+        m = self.ident.match(self.s, self.i)
+        if not m:
+            raise SyntaxError("expected a name at %r" % self.s[self.i:self.i + 60])
+        self.i = m.end()
+        return m.group(0)
+
+    def type(self):
+        self.ws()
+        if self.eat("tensor<"):
+            j = self.s.index(">", self.i)
+            body = self.s[self.i:j]
+            self.i = j + 1
+            parts = body.split("x")
+            if parts[0] == "*":
+                return TensorType(None, parts[1])
+            return TensorType([int(p) for p in parts[:-1]], parts[-1])
+        if self.peek("("):
+            self.expect("(")
+            ins = []
+            while not self.eat(")"):
+                ins.append(self.type())
+                self.eat(",")
+            if self.eat("->"):
+                return ("fn", ins, self.results())
+            return ins
+        return self.word()
+
+    def results(self):
+        if self.peek("("):
+            self.expect("(")
+            out = []
+            while not self.eat(")"):
+                out.append(self.type())
+                self.eat(",")
+            return out
+        return [self.type()]
+
+    def scalar(self):
+        self.ws()
+        m = self.number.match(self.s, self.i)
+        if not m:
+            raise SyntaxError("expected a number at %r" % self.s[self.i:self.i + 60])
+        self.i = m.end()
+        t = m.group(0)
+        if t.startswith("0x") or t.startswith("-0x"):
+            return ("hex", int(t, 16))
+        if t in ("inf", "-inf", "+inf", "nan"):
+            return float(t)
+        return float(t) if any(c in t for c in ".eE") else int(t)
+
+    def dense_body(self):
+        if self.peek("["):
+            self.expect("[")
+            out = []
+            while not self.eat("]"):
+                out.append(self.dense_body())
+                self.eat(",")
+            return out
+        if self.peek('"'):
+            return ("raw", self.string())
+        if self.eat("true"):
+            return 1
+        if self.eat("false"):
+            return 0
+        if self.peek("("):  # complex: unsupported
+            raise SyntaxError("complex constants are not supported")
+        return self.scalar()
+
+    def attr(self):
+        self.ws()
+        if self.peek("{"):
+            return self.dict()
+        if self.eat("["):
+            out = []
+            while not self.eat("]"):
+                out.append(self.attr())
+                self.eat(",")
+            return out
+        if self.peek('"'):
+            return self.string()
+        if self.eat("dense_resource<"):
+            name = self.s[self.i:self.s.index(">", self.i)]
+            self.i += len(name) + 1
+            self.expect(":")
+            return Resource(name, self.type())
+        if self.eat("dense<"):
+            body = self.dense_body()
+            self.expect(">")
+            self.expect(":")
+            t = self.type()
+            return Dense(make_dense(body, t))
+        if self.eat("array<"):
+            elt = self.word()
+            vals = []
+            if self.eat(":"):
+                while not self.peek(">"):
+                    vals.append(self.scalar())
+                    self.eat(",")
+            self.expect(">")
+            return list(vals)
+        if self.eat("true"):
+            return True
+        if self.eat("false"):
+            return False
+        if self.eat("unit"):
+            return True
+        if self.peek("(") or self.peek("tensor<"):
+            return self.type()
+        v = self.scalar()
+        if self.eat(":"):
+            t = self.type()
+            if isinstance(v, tuple):
+                v = bits_to_float(v[1], t)
+        return v
+
+    def dict(self):
+        self.expect("{")
+        out = {}
+        while not self.eat("}"):
+            key = self.string() if self.peek('"') else self.word()
+            out[key] = self.attr() if self.eat("=") else True
+            self.eat(",")
+        return out
+
+
+def bits_to_float(bits, t):
+    elt = t if isinstance(t, str) else t.elt
+    if elt == "f32":
+        return float(np.frombuffer(np.uint32(bits).tobytes(), np.float32)[0])
+    if elt == "f64":
+        return float(np.frombuffer(np.uint64(bits).tobytes(), np.float64)[0])
+    return bits
+
+
+def np_storage(elt):
+    return {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64,
+            "i32": np.int32, "i8": np.int8, "ui8": np.uint8, "i1": np.bool_}[elt]
+
+
+def make_dense(body, t):
+    if isinstance(body, tuple) and body[0] == "raw":
+        raw = bytes.fromhex(body[1][2:])
+        arr = np.frombuffer(raw, np_storage(t.elt))
+        n = int(np.prod(t.shape))
+        arr = np.broadcast_to(arr, (n,)) if arr.size == 1 else arr
+        return arr.reshape(t.shape).astype(t.dtype())
+
+    def conv(v):
+        if isinstance(v, list):
+            return [conv(x) for x in v]
+        if isinstance(v, tuple):
+            return bits_to_float(v[1], t)
+        return v
+    arr = np.array(conv(body), dtype=t.dtype())
+    return np.broadcast_to(arr, t.shape).copy() if arr.ndim == 0 else arr.reshape(t.shape)
+
+
+class Op:
+    def __init__(self, results, name, operands, attrs, result_types):
+        self.results, self.name = results, name
+        self.operands, self.attrs, self.result_types = operands, attrs, result_types
+
+
+class Func:
+    def __init__(self, name, arg_attrs, arg_types, res_attrs, res_types):
+        self.name, self.arg_attrs, self.arg_types = name, arg_attrs, arg_types
+        self.res_attrs, self.res_types = res_attrs, res_types
+        self.args, self.ops, self.ret = [], [], []
+
+    def arg_index(self, key, value):
+        for i, a in enumerate(self.arg_attrs):
+            if a.get(key) == value:
+                return i
+        raise KeyError("%s=%s" % (key, value))
+
+
+OP_LINE = re.compile(r'\s*(?:(%[\w#]+)(?::(\d+))? = )?"([\w.]+)"\((.*?)\)')
+
+
+def parse_module(text):
+    funcs, resources = {}, {}
+    lines = text.split("\n")
+    cur = None
+    k = 0
+    while k < len(lines):
+        line = lines[k]
+        k += 1
+        s = line.strip()
+        if s.startswith('"func.func"'):
+            p = Parser(s, s.index("<{") + 1)
+            props = p.dict()
+            ft = props["function_type"]
+            cur = Func(props["sym_name"], props.get("arg_attrs") or [{} for _ in ft[1]],
+                       ft[1], props.get("res_attrs") or [{} for _ in ft[2]], ft[2])
+            funcs[cur.name] = cur
+            continue
+        if s.startswith("^bb0(") and cur is not None:
+            cur.args = re.findall(r"(%[\w]+):", s)
+            continue
+        if s.startswith("dialect_resources"):
+            for rest in lines[k:]:
+                m = re.match(r'\s*([\w.$\-]+): "0x([0-9A-Fa-f]*)"', rest)
+                if m:
+                    resources[m.group(1)] = bytes.fromhex(m.group(2))[4:]
+            break
+        m = OP_LINE.match(line)
+        if not m or cur is None:
+            continue
+        res, count, name, operands = m.group(1), m.group(2), m.group(3), m.group(4)
+        operands = [o.strip() for o in operands.split(",") if o.strip()]
+        p = Parser(line, m.end())
+        attrs = {}
+        if p.peek("<{"):
+            p.expect("<")
+            attrs.update(p.dict())
+            p.expect(">")
+        if p.peek("{"):
+            attrs.update(p.dict())
+        p.expect(":")
+        ft = p.type()
+        if name == "func.return":
+            cur.ret = operands
+            continue
+        if res is None:
+            results = []
+        elif count:
+            results = ["%s#%d" % (res, i) for i in range(int(count))]
+        else:
+            results = [res]
+        cur.ops.append(Op(results, name, operands, attrs, ft[2]))
+    return funcs, resources
+
+
+def resource_value(resources, res):
+    t = res.type
+    return np.frombuffer(resources[res.name], np_storage(t.elt)).reshape(t.shape).astype(t.dtype())
+
+
+def init_value(func, i, resources):
+    init = func.arg_attrs[i].get("pipe.init")
+    if init is None:
+        return None
+    if isinstance(init, Resource):
+        return resource_value(resources, init)
+    return init.value.copy()
+
+
+# --------------------------------------------------------------------------
+# Ops
+# --------------------------------------------------------------------------
+
+OPS = {}
+
+
+def op(name):
+    def reg(fn):
+        OPS["onnx." + name] = fn
+        return fn
+    return reg
+
+
+def erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def norm_axis(a, rank):
+    return a + rank if a < 0 else a
+
+
+for _n, _f in {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
+               "Pow": np.power, "Equal": np.equal}.items():
+    OPS["onnx." + _n] = (lambda f: lambda a, x, y: f(x, y))(_f)
+
+
+@op("Div")
+def _div(a, x, y):
+    if np.issubdtype(np.asarray(x).dtype, np.integer):
+        return np.trunc(x / y).astype(np.int64)
+    return x / y
+
+
+OPS["onnx.Neg"] = lambda a, x: -x
+OPS["onnx.Relu"] = lambda a, x: np.maximum(x, 0)
+OPS["onnx.Tanh"] = lambda a, x: np.tanh(x)
+OPS["onnx.Sigmoid"] = lambda a, x: 1 / (1 + np.exp(-x))
+OPS["onnx.Erf"] = lambda a, x: erf(x)
+OPS["onnx.Sqrt"] = lambda a, x: np.sqrt(x)
+OPS["onnx.Exp"] = lambda a, x: np.exp(x)
+OPS["onnx.Log"] = lambda a, x: np.log(x)
+OPS["onnx.Identity"] = lambda a, x: x
+OPS["onnx.Where"] = lambda a, c, x, y: np.where(c, x, y)
+OPS["onnx.NoValue"] = lambda a: None
+OPS["onnx.Constant"] = lambda a: a["value"].value if isinstance(a["value"], Dense) else a["value"]
+
+
+@op("Cast")
+def _cast(a, x):
+    to = a["to"]
+    if to in (1, 10, 11, 16):
+        return np.asarray(x, np.float64)
+    if to == 9:
+        return np.asarray(x) != 0
+    return np.trunc(np.asarray(x, np.float64)).astype(np.int64) if np.asarray(x).dtype.kind == "f" else np.asarray(x, np.int64)
+
+
+@op("Gemm")
+def _gemm(a, A, B, C):
+    A = A.T if a.get("transA", 0) else A
+    B = B.T if a.get("transB", 0) else B
+    y = a.get("alpha", 1.0) * (A @ B)
+    if C is not None:
+        y = y + a.get("beta", 1.0) * C
+    return y
+
+
+OPS["onnx.MatMul"] = lambda a, x, y: np.matmul(x, y)
+
+
+def softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+OPS["onnx.Softmax"] = lambda a, x: softmax(x, a.get("axis", -1))
+
+
+def log_softmax(x, axis):
+    m = x.max(axis=axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+
+
+OPS["onnx.LogSoftmax"] = lambda a, x: log_softmax(x, a.get("axis", -1))
+
+
+@op("LayerNormalization")
+def _ln(a, x, scale, b, nresults=1):
+    axis = norm_axis(a.get("axis", -1), x.ndim)
+    axes = tuple(range(axis, x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    inv = 1 / np.sqrt(var + a.get("epsilon", 1e-5))
+    y = (x - mean) * inv * scale
+    if b is not None:
+        y = y + b
+    return [y, mean, inv][:nresults]
+
+
+@op("BatchNormalization")
+def _bn(a, x, scale, b, mean, var, nresults=1):
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    eps = a.get("epsilon", 1e-5)
+    if a.get("training_mode", 0):
+        axes = (0,) + tuple(range(2, x.ndim))
+        bm, bv = x.mean(axis=axes), x.var(axis=axes)
+        mom = a.get("momentum", 0.9)
+        y = (x - bm.reshape(shape)) / np.sqrt(bv.reshape(shape) + eps) * scale.reshape(shape) + b.reshape(shape)
+        return [y, mean * mom + bm * (1 - mom), var * mom + bv * (1 - mom)][:nresults]
+    return [(x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps) * scale.reshape(shape) + b.reshape(shape)]
+
+
+def window(a, x, kernel):
+    n = len(kernel)
+    strides = list(a.get("strides") or [1] * n)
+    dil = list(a.get("dilations") or [1] * n)
+    pads = list(a.get("pads") or [0] * (2 * n))
+    auto = a.get("auto_pad", "NOTSET")
+    if auto == "VALID":
+        pads = [0] * (2 * n)
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        for i in range(n):
+            inp, s = x.shape[i + 2], strides[i]
+            out = -(-inp // s)
+            total = max(0, (out - 1) * s + (kernel[i] - 1) * dil[i] + 1 - inp)
+            small, large = total // 2, total - total // 2
+            pads[i], pads[i + n] = (small, large) if auto == "SAME_UPPER" else (large, small)
+    return strides, dil, pads
+
+
+def as2d(x):
+    return x if x.ndim == 4 else x[:, :, None, :]
+
+
+def pool_out(inp, k, pb, pe, s, d, ceil):
+    ext = d * (k - 1) + 1
+    num = inp + pb + pe - ext
+    if ceil:
+        o = -(-num // s) + 1
+        if (o - 1) * s >= inp + pb:
+            o -= 1
+        return o
+    return num // s + 1
+
+
+def patches(xp, k, s, d, out):
+    """(N, C, oH, oW, kH*kW) windows of a padded 4-D array."""
+    cols = []
+    for i in range(k[0]):
+        for j in range(k[1]):
+            cols.append(xp[:, :, i * d[0]: i * d[0] + s[0] * (out[0] - 1) + 1: s[0],
+                           j * d[1]: j * d[1] + s[1] * (out[1] - 1) + 1: s[1]])
+    return np.stack(cols, axis=-1)
+
+
+def conv_setup(a, x, w):
+    k = list(w.shape[2:])
+    s, d, p = window(a, x, k)
+    if x.ndim == 3:
+        k, s, d, p = [1] + k, [1] + s, [1] + d, [0, p[0], 0, p[1]]
+    return k, s, d, p
+
+
+def conv2d(x, w, s, d, p, group):
+    x = np.pad(x, ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])))
+    k = w.shape[2:]
+    out = [(x.shape[2] - d[0] * (k[0] - 1) - 1) // s[0] + 1, (x.shape[3] - d[1] * (k[1] - 1) - 1) // s[1] + 1]
+    cols = patches(x, k, s, d, out)  # N C oH oW K
+    cg, mg = x.shape[1] // group, w.shape[0] // group
+    ys = []
+    for g in range(group):
+        wg = w[g * mg:(g + 1) * mg].reshape(mg, cg, -1)
+        ys.append(np.einsum("nchwk,mck->nmhw", cols[:, g * cg:(g + 1) * cg], wg))
+    return np.concatenate(ys, axis=1)
+
+
+@op("Conv")
+def _conv(a, x, w, b):
+    k, s, d, p = conv_setup(a, x, w)
+    y = conv2d(as2d(x), as2d(w), s, d, p, a.get("group", 1))
+    if b is not None:
+        y = y + b.reshape(1, -1, 1, 1)
+    return y if x.ndim == 4 else y[:, :, 0, :]
+
+
+def pool_setup(a, x):
+    k = list(a["kernel_shape"])
+    s, d, p = window(a, x, k)
+    if x.ndim == 3:
+        k, s, d, p = [1] + k, [1] + s, [1] + d, [0, p[0], 0, p[1]]
+    x4 = as2d(x)
+    ceil = a.get("ceil_mode", 0)
+    out = [pool_out(x4.shape[2 + i], k[i], p[i], p[i + 2], s[i], d[i], ceil) for i in range(2)]
+    # pad the end far enough for ceil_mode windows
+    extra = [max(0, (out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1 - (x4.shape[2 + i] + p[i] + p[i + 2])) for i in range(2)]
+    return x4, k, s, d, p, out, extra
+
+
+@op("MaxPool")
+def _maxpool(a, x, nresults=1):
+    x4, k, s, d, p, out, extra = pool_setup(a, x)
+    xp = np.pad(x4, ((0, 0), (0, 0), (p[0], p[2] + extra[0]), (p[1], p[3] + extra[1])), constant_values=-np.inf)
+    y = patches(xp, k, s, d, out).max(axis=-1)
+    return [y if x.ndim == 4 else y[:, :, 0, :]]
+
+
+def avg_divisor(x4, k, s, p, out, extra, include_pad):
+    ones = np.ones((1, 1) + x4.shape[2:])
+    if include_pad:
+        ones = np.pad(ones, ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])), constant_values=1)
+        ones = np.pad(ones, ((0, 0), (0, 0), (0, extra[0]), (0, extra[1])))
+    else:
+        ones = np.pad(ones, ((0, 0), (0, 0), (p[0], p[2] + extra[0]), (p[1], p[3] + extra[1])))
+    return patches(ones, k, s, [1, 1], out).sum(axis=-1)
+
+
+@op("AveragePool")
+def _avgpool(a, x):
+    x4, k, s, d, p, out, extra = pool_setup(a, x)
+    xp = np.pad(x4, ((0, 0), (0, 0), (p[0], p[2] + extra[0]), (p[1], p[3] + extra[1])))
+    y = patches(xp, k, s, [1, 1], out).sum(axis=-1) / avg_divisor(x4, k, s, p, out, extra, a.get("count_include_pad", 0))
+    return y if x.ndim == 4 else y[:, :, 0, :]
+
+
+OPS["onnx.GlobalAveragePool"] = lambda a, x: x.mean(axis=tuple(range(2, x.ndim)), keepdims=True)
+
+
+def dropout_mask(key, shape, ratio):
+    rng = np.random.default_rng(abs(hash(key)) % (2 ** 32))
+    return rng.random(shape) >= ratio
+
+
+@op("Dropout")
+def _dropout(a, x, ratio, training, nresults=1, key=None):
+    r = 0.5 if ratio is None else float(ratio)
+    if training is None or not bool(training) or r == 0:
+        return [x, np.ones(x.shape, np.bool_)][:nresults]
+    mask = dropout_mask(key, x.shape, r)
+    return [x * mask / (1 - r), mask][:nresults]
+
+
+def reduce_axes(a, x, axes):
+    if axes is None or len(axes) == 0:
+        if a.get("noop_with_empty_axes", 0):
+            return None
+        return tuple(range(x.ndim))
+    return tuple(norm_axis(int(i), x.ndim) for i in axes)
+
+
+@op("ReduceSum")
+def _rsum(a, x, axes):
+    ax = reduce_axes(a, x, axes)
+    return x if ax is None else x.sum(axis=ax, keepdims=bool(a.get("keepdims", 1)))
+
+
+@op("ReduceMean")
+def _rmean(a, x, axes):
+    ax = reduce_axes(a, x, axes)
+    return x if ax is None else x.mean(axis=ax, keepdims=bool(a.get("keepdims", 1)))
+
+
+def nll(a, logp, labels, weights):
+    c = logp.shape[1]
+    ignore = a.get("ignore_index")
+    lab = labels.astype(np.int64)
+    valid = np.ones(lab.shape, bool) if ignore is None else lab != ignore
+    safe = np.where(valid, lab, 0)
+    picked = np.take_along_axis(logp, safe[:, None], axis=1)[:, 0]
+    w = np.ones(c) if weights is None else weights
+    wl = np.where(valid, w[safe], 0.0)
+    loss = -picked * wl
+    red = a.get("reduction", "mean")
+    if red == "none":
+        return loss, wl, valid, safe
+    if red == "sum":
+        return loss.sum(), wl, valid, safe
+    return loss.sum() / wl.sum(), wl, valid, safe
+
+
+@op("SoftmaxCrossEntropyLoss")
+def _sce(a, scores, labels, weights, nresults=1):
+    logp = log_softmax(scores, 1)
+    return [nll(a, logp, labels, weights)[0], logp][:nresults]
+
+
+OPS["onnx.NegativeLogLikelihoodLoss"] = lambda a, x, t, w: nll(a, x, t, w)[0]
+OPS["onnx.Shape"] = lambda a, x: np.array(x.shape[a.get("start", 0):a.get("end", x.ndim)], np.int64)
+
+
+@op("Reshape")
+def _reshape(a, x, shape):
+    shape = [x.shape[i] if (v == 0 and not a.get("allowzero", 0)) else int(v) for i, v in enumerate(shape)]
+    return x.reshape(shape)
+
+
+OPS["onnx.Flatten"] = lambda a, x: x.reshape(int(np.prod(x.shape[:norm_axis(a.get("axis", 1), x.ndim)])), -1)
+OPS["onnx.Transpose"] = lambda a, x: np.transpose(x, a.get("perm"))
+OPS["onnx.Concat"] = lambda a, *xs: np.concatenate(xs, axis=a["axis"])
+
+
+@op("Split")
+def _split(a, x, split, nresults=1):
+    axis = norm_axis(a.get("axis", 0), x.ndim)
+    if split is None:
+        n = a.get("num_outputs", nresults)
+        size = -(-x.shape[axis] // n)
+        split = [min(size, x.shape[axis] - i * size) for i in range(n)]
+    idx = np.cumsum(split)[:-1]
+    return np.split(x, idx, axis=axis)
+
+
+def slice_index(x_shape, starts, ends, axes, steps):
+    idx = [slice(None)] * len(x_shape)
+    axes = range(len(starts)) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    for st, en, ax, sp in zip(starts, ends, axes, steps):
+        ax = norm_axis(int(ax), len(x_shape))
+        dim = x_shape[ax]
+        st, en, sp = int(st), int(en), int(sp)
+        st = st + dim if st < 0 else st
+        en = en + dim if en < 0 else en
+        if sp > 0:
+            st, en = min(max(st, 0), dim), min(max(en, 0), dim)
+        else:
+            st, en = min(max(st, -1), dim - 1), min(max(en, -1), dim - 1)
+            en = None if en < 0 else en
+        idx[ax] = slice(st, en, sp)
+    return tuple(idx)
+
+
+OPS["onnx.Slice"] = lambda a, x, st, en, ax, sp: x[slice_index(x.shape, st, en, ax, sp)]
+
+
+@op("Gather")
+def _gather(a, x, idx):
+    axis = norm_axis(a.get("axis", 0), x.ndim)
+    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    return np.take(x, idx, axis=axis)
+
+
+@op("Unsqueeze")
+def _unsqueeze(a, x, axes):
+    rank = x.ndim + len(axes)
+    for ax in sorted(norm_axis(int(i), rank) for i in axes):
+        x = np.expand_dims(x, ax)
+    return x
+
+
+@op("Squeeze")
+def _squeeze(a, x, axes):
+    if axes is None:
+        return np.squeeze(x)
+    return np.squeeze(x, axis=tuple(norm_axis(int(i), x.ndim) for i in axes))
+
+
+OPS["onnx.Expand"] = lambda a, x, shape: x * np.ones(tuple(int(v) for v in shape), dtype=x.dtype) if x.dtype != np.bool_ else np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(int(v) for v in shape)))
+OPS["onnx.Range"] = lambda a, s, l, d: np.arange(s, l, d)
+OPS["onnx.ConstantOfShape"] = lambda a, shape: np.full(tuple(int(v) for v in shape), a["value"].value.reshape(-1)[0] if "value" in a else 0.0)
+
+# ---- gradient ops (OnnxGradientOps.td) ----
+
+OPS["onnx.ReluGrad"] = lambda a, x, dy: dy * (x > 0)
+OPS["onnx.TanhGrad"] = lambda a, y, dy: dy * (1 - y * y)
+OPS["onnx.SigmoidGrad"] = lambda a, y, dy: dy * y * (1 - y)
+OPS["onnx.ErfGrad"] = lambda a, x, dy: dy * 2 / math.sqrt(math.pi) * np.exp(-x * x)
+
+
+@op("ReduceToShape")
+def _r2s(a, dy, shape):
+    shape = [int(v) for v in shape]
+    lead = dy.ndim - len(shape)
+    g = dy.sum(axis=tuple(range(lead))) if lead else dy
+    axes = tuple(i for i, d in enumerate(shape) if d == 1 and g.shape[i] != 1)
+    return g.sum(axis=axes, keepdims=True) if axes else g
+
+
+@op("SoftmaxGrad")
+def _smg(a, y, dy):
+    ax = a.get("axis", -1)
+    return y * (dy - (dy * y).sum(axis=ax, keepdims=True))
+
+
+OPS["onnx.LogSoftmaxGrad"] = lambda a, y, dy: dy - np.exp(y) * dy.sum(axis=a.get("axis", -1), keepdims=True)
+
+
+@op("LayerNormalizationGrad")
+def _lng(a, x, scale, mean, inv, dy, nresults=3):
+    axis = norm_axis(a.get("axis", -1), x.ndim)
+    axes = tuple(range(axis, x.ndim))
+    outer = tuple(range(axis))
+    xhat = (x - mean) * inv
+    dscale = (dy * xhat).sum(axis=outer)
+    db = dy.sum(axis=outer)
+    g = dy * scale
+    n = int(np.prod([x.shape[i] for i in axes]))
+    dx = inv * (g - g.sum(axis=axes, keepdims=True) / n - xhat * (g * xhat).sum(axis=axes, keepdims=True) / n)
+    return [dx, dscale, db]
+
+
+@op("BatchNormalizationGrad")
+def _bng(a, x, scale, mean, inv, dy, nresults=3):
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    axes = (0,) + tuple(range(2, x.ndim))
+    n = x.size // x.shape[1]
+    xhat = (x - mean.reshape(shape)) * inv.reshape(shape)
+    db = dy.sum(axis=axes)
+    dscale = (dy * xhat).sum(axis=axes)
+    dx = scale.reshape(shape) * inv.reshape(shape) / n * (n * dy - db.reshape(shape) - xhat * dscale.reshape(shape))
+    return [dx, dscale, db]
+
+
+@op("ConvGrad")
+def _convg(a, dy, x, w, nresults=3):
+    group = a.get("group", 1)
+    s, d, p = list(a["strides"]), list(a["dilations"]), list(a["pads"])
+    if x.ndim == 3:
+        s, d, p = [1] + s, [1] + d, [0, p[0], 0, p[1]]
+    x4, w4, dy4 = as2d(x), as2d(w), as2d(dy)
+    xp = np.pad(x4, ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])))
+    k = w4.shape[2:]
+    out = dy4.shape[2:]
+    cg, mg = x4.shape[1] // group, w4.shape[0] // group
+    dxp = np.zeros_like(xp)
+    dw = np.zeros_like(w4)
+    for g in range(group):
+        cs, ms = slice(g * cg, (g + 1) * cg), slice(g * mg, (g + 1) * mg)
+        for i in range(k[0]):
+            for j in range(k[1]):
+                hs = slice(i * d[0], i * d[0] + s[0] * (out[0] - 1) + 1, s[0])
+                ws = slice(j * d[1], j * d[1] + s[1] * (out[1] - 1) + 1, s[1])
+                dxp[:, cs, hs, ws] += np.einsum("nmhw,mc->nchw", dy4[:, ms], w4[ms, :, i, j])
+                dw[ms, :, i, j] += np.einsum("nmhw,nchw->mc", dy4[:, ms], xp[:, cs, hs, ws])
+    dx = dxp[:, :, p[0]:p[0] + x4.shape[2], p[1]:p[1] + x4.shape[3]]
+    db = dy4.sum(axis=(0, 2, 3))
+    if x.ndim == 3:
+        dx, dw = dx[:, :, 0, :], dw[:, :, 0, :]
+    return [dx, dw, db]
+
+
+def scatter_windows(shape4, p, extra, k, s, d, out, contrib):
+    """Adds contrib (N, C, oH, oW, K) back into a padded zero array, then crops."""
+    big = np.zeros((shape4[0], shape4[1], shape4[2] + p[0] + p[2] + extra[0], shape4[3] + p[1] + p[3] + extra[1]))
+    t = 0
+    for i in range(k[0]):
+        for j in range(k[1]):
+            big[:, :, i * d[0]: i * d[0] + s[0] * (out[0] - 1) + 1: s[0],
+                j * d[1]: j * d[1] + s[1] * (out[1] - 1) + 1: s[1]] += contrib[..., t]
+            t += 1
+    return big[:, :, p[0]:p[0] + shape4[2], p[1]:p[1] + shape4[3]]
+
+
+@op("MaxPoolGrad")
+def _mpg(a, x, dy):
+    x4, k, s, d, p, out, extra = pool_setup(a, x)
+    xp = np.pad(x4, ((0, 0), (0, 0), (p[0], p[2] + extra[0]), (p[1], p[3] + extra[1])), constant_values=-np.inf)
+    cols = patches(xp, k, s, d, out)
+    first = cols.argmax(axis=-1)
+    contrib = np.zeros(cols.shape)
+    np.put_along_axis(contrib, first[..., None], as2d(dy)[..., None], axis=-1)
+    dx = scatter_windows(x4.shape, p, extra, k, s, d, out, contrib)
+    return dx if x.ndim == 4 else dx[:, :, 0, :]
+
+
+@op("AveragePoolGrad")
+def _apg(a, dy, shape):
+    x = np.zeros(tuple(int(v) for v in shape))
+    x4, k, s, d, p, out, extra = pool_setup(a, x)
+    div = avg_divisor(x4, k, s, p, out, extra, a.get("count_include_pad", 0))
+    contrib = np.repeat((as2d(dy) / div)[..., None], k[0] * k[1], axis=-1)
+    dx = scatter_windows(x4.shape, p, extra, k, s, [1, 1], out, contrib)
+    return dx if x.ndim == 4 else dx[:, :, 0, :]
+
+
+@op("GlobalAveragePoolGrad")
+def _gapg(a, dy, shape):
+    shape = tuple(int(v) for v in shape)
+    return np.broadcast_to(dy, shape) / np.prod(shape[2:])
+
+
+@op("SliceGrad")
+def _sg(a, dy, shape, st, en, ax, sp):
+    dx = np.zeros(tuple(int(v) for v in shape))
+    dx[slice_index(dx.shape, st, en, ax, sp)] = dy
+    return dx
+
+
+@op("GatherGrad")
+def _gg(a, dy, shape, idx):
+    shape = tuple(int(v) for v in shape)
+    axis = norm_axis(a.get("axis", 0), len(shape))
+    idx = np.where(idx < 0, idx + shape[axis], idx)
+    dx = np.zeros(shape)
+    moved = np.moveaxis(dx, axis, 0)
+    dyv = np.moveaxis(dy.reshape(shape[:axis] + (idx.size,) + shape[axis + 1:]), axis, 0)
+    np.add.at(moved, idx.reshape(-1), dyv)
+    return dx
+
+
+@op("DropoutGrad")
+def _dg(a, dy, mask, ratio, training):
+    if training is None or not bool(training):
+        return dy
+    r = 0.5 if ratio is None else float(ratio)
+    return dy * mask / (1 - r)
+
+
+@op("SoftmaxCrossEntropyLossGrad")
+def _sceg(a, dloss, logp, labels, weights):
+    _, wl, valid, safe = nll(a, logp, labels, weights)
+    red = a.get("reduction", "mean")
+    scale = wl * (dloss if red == "none" else float(dloss))
+    if red == "mean":
+        scale = scale / wl.sum()
+    onehot = np.zeros(logp.shape)
+    np.put_along_axis(onehot, safe[:, None], 1.0, axis=1)
+    return (np.exp(logp) - onehot) * np.expand_dims(scale, 1)
+
+
+@op("NegativeLogLikelihoodLossGrad")
+def _nllg(a, dloss, shape, target, weight):
+    shape = tuple(int(v) for v in shape)
+    _, wl, valid, safe = nll(a, np.zeros(shape), target, weight)
+    red = a.get("reduction", "mean")
+    scale = wl * (dloss if red == "none" else float(dloss))
+    if red == "mean":
+        scale = scale / wl.sum()
+    dx = np.zeros(shape)
+    np.put_along_axis(dx, safe[:, None], -np.expand_dims(scale, 1), axis=1)
+    return dx
+
+
+# ---- optimizer updates (ai.onnx.preview.training and OnnxGradientOps.td) ----
+
+OPS["onnx.SGD"] = lambda a, r, x, g: x - r * (g + a.get("weight_decay", 0.0) * x)
+
+
+@op("AdamW")
+def _adamw(a, r, t, x, g, m, v, nresults=3):
+    b1, b2, eps, wd = a.get("beta1", 0.9), a.get("beta2", 0.999), a.get("epsilon", 1e-8), a.get("weight_decay", 0.01)
+    t = int(t)
+    x = x * (1 - r * wd)
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    x = x - r / (1 - b1 ** t) * m / (np.sqrt(v / (1 - b2 ** t)) + eps)
+    return [x, m, v]
+
+
+@op("Momentum")
+def _momentum(a, r, t, *xs, nresults=2):
+    n = len(xs) // 3
+    alpha, beta, nc = a["alpha"], a["beta"], a["norm_coefficient"]
+    outx, outv = [], []
+    for x, g, v in zip(xs[:n], xs[n:2 * n], xs[2 * n:]):
+        g = nc * x + g
+        if a["mode"] == "nesterov":
+            v = alpha * v + g
+            x = x - r * (g + alpha * v)
+        else:
+            v = alpha * v + (beta if int(t) > 0 else 1.0) * g
+            x = x - r * v
+        outx.append(x)
+        outv.append(v)
+    return outx + outv
+
+
+@op("Adagrad")
+def _adagrad(a, r, t, *xs, nresults=2):
+    n = len(xs) // 3
+    lr = r / (1 + int(t) * a.get("decay_factor", 0.0))
+    outx, outh = [], []
+    for x, g, h in zip(xs[:n], xs[n:2 * n], xs[2 * n:]):
+        g = a.get("norm_coefficient", 0.0) * x + g
+        h = h + g * g
+        outx.append(x - lr * g / (np.sqrt(h) + a.get("epsilon", 1e-6)))
+        outh.append(h)
+    return outx + outh
+
+
+@op("Adam")
+def _adam(a, r, t, *xs, nresults=3):
+    n = len(xs) // 4
+    al, be, eps = a.get("alpha", 0.9), a.get("beta", 0.999), a.get("epsilon", 1e-6)
+    nc, ncp = a.get("norm_coefficient", 0.0), a.get("norm_coefficient_post", 0.0)
+    t = int(t)
+    ox, ov, oh = [], [], []
+    for x, g, v, h in zip(xs[:n], xs[n:2 * n], xs[2 * n:3 * n], xs[3 * n:]):
+        g = nc * x + g
+        v = al * v + (1 - al) * g
+        h = be * h + (1 - be) * g * g
+        lr = r * math.sqrt(1 - be ** t) / (1 - al ** t) if t > 0 else r
+        ox.append((1 - ncp) * (x - lr * v / (np.sqrt(h) + eps)))
+        ov.append(v)
+        oh.append(h)
+    return ox + ov + oh
+
+
+MULTI = {"onnx.LayerNormalization", "onnx.BatchNormalization", "onnx.MaxPool", "onnx.Dropout",
+         "onnx.SoftmaxCrossEntropyLoss", "onnx.Split", "onnx.LayerNormalizationGrad",
+         "onnx.BatchNormalizationGrad", "onnx.ConvGrad", "onnx.AdamW", "onnx.Momentum",
+         "onnx.Adagrad", "onnx.Adam"}
+
+
+def run(func, args):
+    """Evaluates `func` on the list of numpy arrays `args`; returns its results."""
+    env = dict(zip(func.args, args))
+    for k, o in enumerate(func.ops):
+        fn = OPS.get(o.name)
+        if fn is None:
+            raise NotImplementedError("onnx_eval: no implementation of " + o.name)
+        ins = [env[v] for v in o.operands]
+        if o.name in MULTI:
+            kw = {"nresults": len(o.results)}
+            if o.name == "onnx.Dropout":
+                kw["key"] = (func.name, k)
+            outs = fn(o.attrs, *ins, **kw)
+        else:
+            outs = [fn(o.attrs, *ins)]
+        for r, v, t in zip(o.results, outs, o.result_types):
+            if v is not None and isinstance(t, TensorType):
+                v = np.asarray(v).astype(t.dtype())
+                if t.shape is not None and list(v.shape) != t.shape:
+                    raise ValueError("onnx_eval: %s gave shape %s, IR says %s" % (o.name, v.shape, t))
+            env[r] = v
+    return [env[v] for v in func.ret]

@@ -1,0 +1,138 @@
+// Small losses that together use every op with a VJP rule; gradcheck.py
+// compares each @train_step's gradients with finite differences.
+
+// Broadcasting arithmetic and the unary ops.
+func.func @forward(%x: tensor<4x3xf32> {pipe.input = "x"}, %b: tensor<3xf32> {pipe.param = "b", pipe.trainable}, %s: tensor<1x3xf32> {pipe.param = "s", pipe.trainable}, %p: tensor<4x1xf32> {pipe.param = "p", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %0 = onnx.Add(%x, %b) : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %1 = onnx.Mul(%0, %s) : (tensor<4x3xf32>, tensor<1x3xf32>) -> tensor<4x3xf32>
+  %2 = onnx.Sub(%1, %b) : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %3 = onnx.Div(%2, %s) : (tensor<4x3xf32>, tensor<1x3xf32>) -> tensor<4x3xf32>
+  %4 = onnx.Sigmoid(%3) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %5 = onnx.Sqrt(%4) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %6 = onnx.Exp(%p) : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  %7 = onnx.Pow(%5, %6) : (tensor<4x3xf32>, tensor<4x1xf32>) -> tensor<4x3xf32>
+  %8 = onnx.Log(%7) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %9 = onnx.Erf(%8) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %10 = onnx.Neg(%9) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %11 = onnx.Identity(%10) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %c = onnx.Constant {value = dense<[[true, false, true]]> : tensor<1x3xi1>} : tensor<1x3xi1>
+  %12 = onnx.Where(%c, %11, %1) : (tensor<1x3xi1>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %13 = onnx.Cast(%12) {to = 11 : i64} : (tensor<4x3xf32>) -> tensor<4x3xf64>
+  %14 = onnx.Tanh(%13) : (tensor<4x3xf64>) -> tensor<4x3xf64>
+  %15 = onnx.Cast(%14) {to = 1 : i64} : (tensor<4x3xf64>) -> tensor<4x3xf32>
+  %16 = onnx.Mul(%15, %12) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %17 = onnx.ReduceSum(%16, %none) {keepdims = 0 : i64} : (tensor<4x3xf32>, none) -> tensor<f32>
+  return %17 : tensor<f32>
+}
+
+// -----
+// Gemm with transposes, alpha, beta and a broadcast C; batched and 1-D MatMul.
+func.func @forward(%a: tensor<3x4xf32> {pipe.param = "a", pipe.trainable}, %w: tensor<5x3xf32> {pipe.param = "w", pipe.trainable}, %c: tensor<5xf32> {pipe.param = "c", pipe.trainable}, %m: tensor<2x1x5x2xf32> {pipe.param = "m", pipe.trainable}, %v: tensor<2xf32> {pipe.param = "v", pipe.trainable}, %u: tensor<4xf32> {pipe.param = "u", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %0 = onnx.Gemm(%a, %w, %c) {alpha = 0.5 : f32, beta = 2.0 : f32, transA = 1 : i64, transB = 1 : i64} : (tensor<3x4xf32>, tensor<5x3xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  %1 = onnx.Gemm(%0, %a, %none) {transA = 1 : i64, transB = 1 : i64} : (tensor<4x5xf32>, tensor<3x4xf32>, none) -> tensor<5x3xf32>
+  %2 = onnx.Gemm(%1, %w, %none) {transA = 1 : i64} : (tensor<5x3xf32>, tensor<5x3xf32>, none) -> tensor<3x3xf32>
+  %3 = onnx.MatMul(%0, %m) : (tensor<4x5xf32>, tensor<2x1x5x2xf32>) -> tensor<2x1x4x2xf32>
+  %4 = onnx.MatMul(%3, %v) : (tensor<2x1x4x2xf32>, tensor<2xf32>) -> tensor<2x1x4xf32>
+  %5 = onnx.MatMul(%u, %0) : (tensor<4xf32>, tensor<4x5xf32>) -> tensor<5xf32>
+  %6 = onnx.MatMul(%u, %u) : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  %7 = onnx.ReduceSum(%4, %none) {keepdims = 0 : i64} : (tensor<2x1x4xf32>, none) -> tensor<f32>
+  %8 = onnx.ReduceSum(%5, %none) {keepdims = 0 : i64} : (tensor<5xf32>, none) -> tensor<f32>
+  %sq = onnx.Gemm(%2, %2, %none) : (tensor<3x3xf32>, tensor<3x3xf32>, none) -> tensor<3x3xf32>
+  %9 = onnx.ReduceMean(%sq, %none) {keepdims = 0 : i64} : (tensor<3x3xf32>, none) -> tensor<f32>
+  %10 = onnx.Mul(%7, %8) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %11 = onnx.Add(%10, %9) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %12 = onnx.Add(%11, %6) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %12 : tensor<f32>
+}
+
+// -----
+// Softmax, LogSoftmax, LayerNormalization (with and without bias), ReduceMean.
+func.func @forward(%x: tensor<2x3x4xf32> {pipe.param = "x", pipe.trainable}, %g: tensor<3x4xf32> {pipe.param = "g", pipe.trainable}, %b: tensor<3x4xf32> {pipe.param = "b", pipe.trainable}, %g2: tensor<4xf32> {pipe.param = "g2", pipe.trainable}, %t: tensor<2x3x4xf32> {pipe.input = "t"}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %0 = onnx.LayerNormalization(%x, %g, %b) {axis = 1 : i64} : (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<2x3x4xf32>
+  %1 = onnx.LayerNormalization(%0, %g2, %none) {epsilon = 1.0e-3 : f32} : (tensor<2x3x4xf32>, tensor<4xf32>, none) -> tensor<2x3x4xf32>
+  %2 = onnx.Softmax(%1) {axis = 1 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %3 = onnx.LogSoftmax(%0) : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %4 = onnx.Mul(%2, %t) : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %5 = onnx.Mul(%3, %4) : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %axes = onnx.Constant {value = dense<[0, 2]> : tensor<2xi64>} : tensor<2xi64>
+  %6 = onnx.ReduceMean(%5, %axes) : (tensor<2x3x4xf32>, tensor<2xi64>) -> tensor<1x3x1xf32>
+  %7 = onnx.ReduceSum(%6, %none) {keepdims = 0 : i64} : (tensor<1x3x1xf32>, none) -> tensor<f32>
+  return %7 : tensor<f32>
+}
+
+// -----
+// Conv (padding, stride, dilation, groups, SAME_UPPER), pooling, BatchNormalization.
+func.func @forward(%x: tensor<2x4x7x7xf32> {pipe.param = "x", pipe.trainable}, %w: tensor<6x2x3x3xf32> {pipe.param = "w", pipe.trainable}, %bias: tensor<6xf32> {pipe.param = "bias", pipe.trainable}, %w2: tensor<3x6x2x2xf32> {pipe.param = "w2", pipe.trainable}, %scale: tensor<3xf32> {pipe.param = "scale", pipe.trainable}, %shift: tensor<3xf32> {pipe.param = "shift", pipe.trainable}, %mean: tensor<3xf32> {pipe.param = "mean"}, %var: tensor<3xf32> {pipe.init = dense<[0.5, 1.0, 2.0]> : tensor<3xf32>, pipe.param = "var"}, %t: tensor<2x3x2x2xf32> {pipe.input = "t"}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %0 = onnx.Conv(%x, %w, %bias) {group = 2 : i64, pads = array<i64: 1, 0, 2, 1>, strides = array<i64: 1, 2>, dilations = array<i64: 2, 1>} : (tensor<2x4x7x7xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<2x6x6x3xf32>
+  %1 = onnx.Relu(%0) : (tensor<2x6x6x3xf32>) -> tensor<2x6x6x3xf32>
+  %2 = onnx.Conv(%1, %w2, %none) {auto_pad = "SAME_UPPER"} : (tensor<2x6x6x3xf32>, tensor<3x6x2x2xf32>, none) -> tensor<2x3x6x3xf32>
+  %3 = onnx.BatchNormalization(%2, %scale, %shift, %mean, %var) {training_mode = 1 : i64} : (tensor<2x3x6x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x6x3xf32>
+  %4 = onnx.MaxPool(%3) {kernel_shape = array<i64: 3, 2>, pads = array<i64: 1, 0, 1, 0>, strides = array<i64: 2, 2>, ceil_mode = 1 : i64} : (tensor<2x3x6x3xf32>) -> tensor<2x3x4x2xf32>
+  %5 = onnx.AveragePool(%3) {kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 3, 2>, count_include_pad = 1 : i64} : (tensor<2x3x6x3xf32>) -> tensor<2x3x2x2xf32>
+  %6 = onnx.AveragePool(%4) {kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 1, 1>, strides = array<i64: 2, 1>} : (tensor<2x3x4x2xf32>) -> tensor<2x3x2x2xf32>
+  %7 = onnx.BatchNormalization(%6, %scale, %shift, %mean, %var) : (tensor<2x3x2x2xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x2x2xf32>
+  %8 = onnx.Mul(%5, %7) : (tensor<2x3x2x2xf32>, tensor<2x3x2x2xf32>) -> tensor<2x3x2x2xf32>
+  %9 = onnx.Mul(%8, %t) : (tensor<2x3x2x2xf32>, tensor<2x3x2x2xf32>) -> tensor<2x3x2x2xf32>
+  %10 = onnx.GlobalAveragePool(%9) : (tensor<2x3x2x2xf32>) -> tensor<2x3x1x1xf32>
+  %11 = onnx.ReduceSum(%10, %none) {keepdims = 0 : i64} : (tensor<2x3x1x1xf32>, none) -> tensor<f32>
+  return %11 : tensor<f32>
+}
+
+// -----
+// Data movement: Flatten, Reshape, Transpose, Concat, Split, Slice, Gather,
+// Unsqueeze, Squeeze, Expand; a frozen parameter and integer inputs.
+func.func @forward(%x: tensor<2x3x4xf32> {pipe.param = "x", pipe.trainable}, %y: tensor<2x2x4xf32> {pipe.param = "y", pipe.trainable}, %e: tensor<5x3xf32> {pipe.param = "e", pipe.trainable}, %frozen: tensor<3x1xf32> {pipe.param = "frozen"}, %ids: tensor<2x3xi64> {pipe.input = "ids"}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %0 = onnx.Concat(%x, %y) {axis = 1 : i64} : (tensor<2x3x4xf32>, tensor<2x2x4xf32>) -> tensor<2x5x4xf32>
+  %1 = onnx.Transpose(%0) {perm = array<i64: 2, 0, 1>} : (tensor<2x5x4xf32>) -> tensor<4x2x5xf32>
+  %split = onnx.Constant {value = dense<[1, 3]> : tensor<2xi64>} : tensor<2xi64>
+  %2:2 = onnx.Split(%1, %split) : (tensor<4x2x5xf32>, tensor<2xi64>) -> (tensor<1x2x5xf32>, tensor<3x2x5xf32>)
+  %starts = onnx.Constant {value = dense<[4, 0]> : tensor<2xi64>} : tensor<2xi64>
+  %ends = onnx.Constant {value = dense<[0, 2]> : tensor<2xi64>} : tensor<2xi64>
+  %axes = onnx.Constant {value = dense<[2, 0]> : tensor<2xi64>} : tensor<2xi64>
+  %steps = onnx.Constant {value = dense<[-2, 1]> : tensor<2xi64>} : tensor<2xi64>
+  %3 = onnx.Slice(%2#1, %starts, %ends, %axes, %steps) : (tensor<3x2x5xf32>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>) -> tensor<2x2x2xf32>
+  %4 = onnx.Flatten(%3) {axis = 2 : i64} : (tensor<2x2x2xf32>) -> tensor<4x2xf32>
+  %shape = onnx.Constant {value = dense<[8]> : tensor<1xi64>} : tensor<1xi64>
+  %5 = onnx.Reshape(%4, %shape) : (tensor<4x2xf32>, tensor<1xi64>) -> tensor<8xf32>
+  %g = onnx.Gather(%e, %ids) {axis = 0 : i64} : (tensor<5x3xf32>, tensor<2x3xi64>) -> tensor<2x3x3xf32>
+  %g1 = onnx.Gather(%e, %ids) {axis = 1 : i64} : (tensor<5x3xf32>, tensor<2x3xi64>) -> tensor<5x2x3xf32>
+  %ax0 = onnx.Constant {value = dense<[0]> : tensor<1xi64>} : tensor<1xi64>
+  %6 = onnx.Unsqueeze(%5, %ax0) : (tensor<8xf32>, tensor<1xi64>) -> tensor<1x8xf32>
+  %7 = onnx.Squeeze(%6, %ax0) : (tensor<1x8xf32>, tensor<1xi64>) -> tensor<8xf32>
+  %eshape = onnx.Constant {value = dense<[3, 1, 8]> : tensor<3xi64>} : tensor<3xi64>
+  %8 = onnx.Expand(%7, %eshape) : (tensor<8xf32>, tensor<3xi64>) -> tensor<3x1x8xf32>
+  %9 = onnx.Mul(%8, %frozen) : (tensor<3x1x8xf32>, tensor<3x1xf32>) -> tensor<3x3x8xf32>
+  %10 = onnx.ReduceSum(%9, %none) {keepdims = 0 : i64} : (tensor<3x3x8xf32>, none) -> tensor<f32>
+  %11 = onnx.Mul(%g, %g) : (tensor<2x3x3xf32>, tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
+  %12 = onnx.ReduceSum(%11, %none) {keepdims = 0 : i64} : (tensor<2x3x3xf32>, none) -> tensor<f32>
+  %13 = onnx.ReduceSum(%2#0, %none) {keepdims = 0 : i64} : (tensor<1x2x5xf32>, none) -> tensor<f32>
+  %14 = onnx.ReduceMean(%g1, %none) {keepdims = 0 : i64} : (tensor<5x2x3xf32>, none) -> tensor<f32>
+  %15 = onnx.Mul(%10, %12) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %16 = onnx.Mul(%13, %14) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %17 = onnx.Add(%15, %16) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %17 : tensor<f32>
+}
+
+// -----
+// Losses: SoftmaxCrossEntropyLoss with weights, ignore_index and its
+// log_prob used; NegativeLogLikelihoodLoss; Dropout in training mode.
+func.func @forward(%s: tensor<6x4xf32> {pipe.param = "s", pipe.trainable}, %w: tensor<4xf32> {pipe.param = "w"}, %q: tensor<3x4x2xf32> {pipe.param = "q", pipe.trainable}, %labels: tensor<6xi64> {pipe.input = "labels"}, %target: tensor<3x2xi64> {pipe.input = "target"}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %ratio = onnx.Constant {value = dense<0.25> : tensor<f32>} : tensor<f32>
+  %train = onnx.Constant {value = dense<true> : tensor<i1>} : tensor<i1>
+  %d = onnx.Dropout(%s, %ratio, %train) : (tensor<6x4xf32>, tensor<f32>, tensor<i1>) -> tensor<6x4xf32>
+  %0, %lp = onnx.SoftmaxCrossEntropyLoss(%d, %labels, %w) {ignore_index = 1 : i64} : (tensor<6x4xf32>, tensor<6xi64>, tensor<4xf32>) -> (tensor<f32>, tensor<6x4xf32>)
+  %1 = onnx.SoftmaxCrossEntropyLoss(%s, %labels, %none) {reduction = "sum"} : (tensor<6x4xf32>, tensor<6xi64>, none) -> tensor<f32>
+  %2 = onnx.ReduceMean(%lp, %none) {keepdims = 0 : i64} : (tensor<6x4xf32>, none) -> tensor<f32>
+  %3 = onnx.LogSoftmax(%q) {axis = 1 : i64} : (tensor<3x4x2xf32>) -> tensor<3x4x2xf32>
+  %4 = onnx.NegativeLogLikelihoodLoss(%3, %target, %w) : (tensor<3x4x2xf32>, tensor<3x2xi64>, tensor<4xf32>) -> tensor<f32>
+  %5 = onnx.Add(%0, %1) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %6 = onnx.Add(%5, %2) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %7 = onnx.Add(%6, %4) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %7 : tensor<f32>
+}

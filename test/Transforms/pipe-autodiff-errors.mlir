@@ -1,0 +1,60 @@
+// RUN: pipe-opt %s --split-input-file --pipe-autodiff -verify-diagnostics
+
+// expected-error @+1 {{@forward has no result marked pipe.loss}}
+func.func @forward(%w: tensor<3xf32> {pipe.param = "w", pipe.trainable}) -> tensor<3xf32> {
+  return %w : tensor<3xf32>
+}
+
+// -----
+// expected-error @+1 {{the loss (result #0 of @forward) must be a float scalar, got 'tensor<3xf32>'}}
+func.func @forward(%w: tensor<3xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<3xf32> {pipe.loss}) {
+  return %w : tensor<3xf32>
+}
+
+// -----
+// expected-error @+1 {{no argument of @forward is marked pipe.trainable}}
+func.func @forward(%x: tensor<3xf32> {pipe.input = "x"}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %0 = onnx.ReduceSum(%x, %none) {keepdims = 0 : i64} : (tensor<3xf32>, none) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+func.func @forward(%x: tensor<3xf32> {pipe.input = "x"}, %w: tensor<3xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{'onnx.ReluGrad' op has no VJP rule: cannot differentiate through 'onnx.ReluGrad'}}
+  %0 = onnx.ReluGrad(%x, %w) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %1 = onnx.ReduceSum(%0, %none) {keepdims = 0 : i64} : (tensor<3xf32>, none) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// -----
+func.func @forward(%x: tensor<2x3xf32> {pipe.input = "x"}, %y: tensor<2xi64> {pipe.input = "y"}, %cw: tensor<3xf32> {pipe.param = "cw", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  // expected-error @+1 {{'onnx.SoftmaxCrossEntropyLoss' op cannot differentiate with respect to the class weights}}
+  %0 = onnx.SoftmaxCrossEntropyLoss(%x, %y, %cw) : (tensor<2x3xf32>, tensor<2xi64>, tensor<3xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+func.func @forward(%x: tensor<4x3xf32> {pipe.input = "X"}, %w: tensor<3xf32> {pipe.param = "W", pipe.trainable}) -> (tensor<f32> {pipe.loss, pipe.output = "loss"}) {
+  %0 = onnx.MatMul(%x, %w) : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4xf32>
+  %1 = onnx.MatMul(%0, %0) : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+func.func @training_algorithm(%x: tensor<4x3xf32> {pipe.input = "X"}, %w: tensor<3xf32> {pipe.param = "W", pipe.trainable}) -> tensor<3xf32> {
+  // expected-error @+1 {{'onnx.Gradient' op y 'S' is not an output of @forward}}
+  %0 = onnx.Gradient(%w) {xs = ["W"], y = "S"} : (tensor<3xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+func.func @forward(%x: tensor<4x3xf32> {pipe.input = "X"}, %w: tensor<3xf32> {pipe.param = "W", pipe.trainable}) -> (tensor<f32> {pipe.loss, pipe.output = "loss"}) {
+  %0 = onnx.MatMul(%x, %w) : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4xf32>
+  %1 = onnx.MatMul(%0, %0) : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+func.func @training_algorithm(%w: tensor<3xf32> {pipe.param = "W", pipe.trainable}) -> tensor<3xf32> {
+  // expected-error @+1 {{'onnx.Gradient' op @training_algorithm has no argument for @forward's argument #0 'X'}}
+  %0 = onnx.Gradient(%w) {xs = ["W"], y = "loss"} : (tensor<3xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}

@@ -1,0 +1,119 @@
+//===- pipe-run.cpp - runs the executables pipe-compile wrote -------------===//
+//
+//   pipe-run OUT --data D.npz --steps K [--no-shuffle] [--seed S]
+//            [--log steps.jsonl] [--save trained.onnx] [--trace t.json]
+//            [--checkpoint DIR] [--resume DIR] [--threads N]
+//
+// One device: runs OUT/device0 in place of this process. Several devices
+// (OUT/device1... present): one MPI rank per executable, MPMD under mpirun.
+//
+//===----------------------------------------------------------------------===//
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "pipe-run: error: %s\n", message.c_str());
+  return 2;
+}
+
+bool isExecutable(const std::string &path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+         access(path.c_str(), X_OK) == 0;
+}
+
+const char *const kValueOptions[] = {"--data", "--steps", "--seed", "--log",
+                                     "--save", "--trace", "--checkpoint",
+                                     "--resume", "--threads"};
+const char *const kFlagOptions[] = {"--no-shuffle", "--quiet"};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fprintf(stderr,
+                 "usage: pipe-run OUT --data D.npz --steps K [--no-shuffle] "
+                 "[--seed S] [--log steps.jsonl] [--save trained.onnx] "
+                 "[--trace t.json] [--checkpoint DIR] [--resume DIR] "
+                 "[--threads N] [--quiet]\n");
+    return argc < 2 ? 2 : 0;
+  }
+  std::string out = argv[1];
+  struct stat st;
+  if (stat(out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return fail("'" + out + "' is not a directory written by pipe-compile");
+
+  // Check the command line here so that a typo fails before MPI starts.
+  bool haveData = false, haveSteps = false;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    bool known = false;
+    for (const char *o : kFlagOptions)
+      known |= a == o;
+    for (const char *o : kValueOptions)
+      if (a == o) {
+        if (i + 1 >= argc)
+          return fail("option " + a + " needs a value");
+        if (a == "--data")
+          haveData = true;
+        if (a == "--steps")
+          haveSteps = true;
+        ++i;
+        known = true;
+      }
+    if (!known)
+      return fail("unknown option '" + a + "'");
+  }
+  if (!haveData)
+    return fail("--data D.npz is required");
+  if (!haveSteps)
+    return fail("--steps K is required");
+
+  std::vector<std::string> devices;
+  for (int d = 0;; ++d) {
+    std::string exe = out + "/device" + std::to_string(d);
+    if (!isExecutable(exe))
+      break;
+    devices.push_back(exe);
+  }
+  if (devices.empty())
+    return fail("'" + out + "' has no device0 executable (run pipe-compile -o " +
+                out + " first)");
+
+  std::vector<std::string> args;
+  if (devices.size() == 1) {
+    args.push_back(devices[0]);
+  } else {
+    const char *mpirun = std::getenv("PIPEC_MPIRUN");
+    args.push_back(mpirun ? mpirun : "mpirun");
+    for (size_t d = 0; d < devices.size(); ++d) {
+      if (d)
+        args.push_back(":");
+      args.push_back("-np");
+      args.push_back("1");
+      args.push_back(devices[d]);
+      for (int i = 2; i < argc; ++i)
+        args.push_back(argv[i]);
+    }
+  }
+  if (devices.size() == 1)
+    for (int i = 2; i < argc; ++i)
+      args.push_back(argv[i]);
+  std::vector<char *> cargs;
+  for (std::string &a : args)
+    cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  if (devices.size() == 1)
+    execv(cargs[0], cargs.data());
+  else
+    execvp(cargs[0], cargs.data());
+  return fail("cannot run " + args[0] + ": " + std::strerror(errno));
+}
