@@ -10,6 +10,7 @@
 #define PIPERT_CUDA_CUDA_UTIL_H
 
 #include "pipert/pipert.h"
+#include "../core/shape_util.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -19,7 +20,8 @@
 
 namespace pipert::cuda {
 
-constexpr int kMaxRank = 16;
+using ::pipert::kMaxRank;
+
 
 // Errors found on the device (which cannot call pipert_fail) are recorded in
 // a flag the host checks at the next synchronisation point (pipert_synchronize,
