@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """pipert's sgemm next to numpy's on the same shapes, one thread each.
 
-usage: bench/gemm.py [--bench build-rt/bin/gemm_bench] [--threads 1] [MxNxK ...]
+usage: bench/gemm.py [--bench build/bin/gemm_bench] [--threads 1] [MxNxK ...]
 
 Runs gemm_bench --json, then numpy.matmul (float32) with the same thread
 count, and prints GFLOP/s of both and their ratio (pipert / numpy). Thread
@@ -34,7 +34,7 @@ def blas_core_of_this_process():
 def main():
     ap = argparse.ArgumentParser()
     here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--bench", default=os.path.join(here, "..", "build-rt", "bin", "gemm_bench"))
+    ap.add_argument("--bench", default=os.path.join(here, "..", "build", "bin", "gemm_bench"))
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--min-time", type=float, default=0.5)
     ap.add_argument("shapes", nargs="*")
