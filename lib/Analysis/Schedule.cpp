@@ -431,39 +431,37 @@ bool Simulator::tryTransfer(int64_t d) {
 }
 
 void Simulator::reportDeadlock() {
-  // Prefer two devices that wait on each other, and name the recv first:
-  // that is the instruction whose order a reader checks.
+  // Prefer two devices that wait on each other, and put the recv first:
+  // its position is what a reader of a broken program checks first.
   std::optional<std::pair<int64_t, int64_t>> pair;
   for (int64_t d = 0; d < n && !pair; ++d) {
     const Instr *instr = current(d);
     if (!instr)
       continue;
     const Instr *other = current(instr->peer);
-    if (other && other->isTransfer() && other->peer == d)
-      pair = instr->kind == InstrKind::Recv || other->kind != InstrKind::Recv
-                 ? std::make_pair(d, instr->peer)
-                 : std::make_pair(instr->peer, d);
+    if (!other || !other->isTransfer() || other->peer != d)
+      continue;
+    bool otherFirst =
+        instr->kind == InstrKind::Send && other->kind == InstrKind::Recv;
+    pair = otherFirst ? std::make_pair(instr->peer, d)
+                      : std::make_pair(d, instr->peer);
   }
-  if (!pair) {
-    for (int64_t d = 0; d < n && !pair; ++d)
-      if (current(d))
-        pair = std::make_pair(d, current(d)->peer);
-  }
+  // Otherwise the first waiting device and whatever its peer is doing.
+  for (int64_t d = 0; d < n && !pair; ++d)
+    if (current(d))
+      pair = std::make_pair(d, current(d)->peer);
   auto [d, q] = *pair;
-  const Instr &instr = *current(d);
   InstrRef first = ref(d), second = ref(q);
   std::string message = "deadlock: " + where(first) + " waits for device " +
                         std::to_string(q) + ", ";
   if (!current(q))
     message += "which has finished its program";
-  else if (current(q)->peer == d)
-    message += "which waits in its " + describe(*current(q)) +
-               (options.bufferedSends ? " first" : " first (sends block until received)");
   else
     message += "which waits in its " + describe(*current(q));
-  if (options.bufferedSends && instr.kind == InstrKind::Recv && !current(q))
-    message = "deadlock: " + where(first) + " is never sent: device " +
-              std::to_string(q) + " finishes its program without it";
+  if (!options.bufferedSends &&
+      (current(d)->kind == InstrKind::Send ||
+       (current(q) && current(q)->kind == InstrKind::Send)))
+    message += " (a send blocks until its peer receives it)";
   fail(SimulationFailure::Deadlock, first, second, message);
 }
 
@@ -631,7 +629,8 @@ std::vector<OrderProblem> mlir::pipec::schedule::checkComputeOrder(
 
 std::string
 mlir::pipec::schedule::formatTimeTable(const std::vector<Program> &devices,
-                                       const SimulationResult &result) {
+                                       const SimulationResult &result,
+                                       const std::vector<int64_t> &deviceIds) {
   int64_t n = int64_t(devices.size());
   int64_t slots = result.makespan;
   std::vector<std::vector<std::string>> cells(
@@ -644,8 +643,14 @@ mlir::pipec::schedule::formatTimeTable(const std::vector<Program> &devices,
       for (int64_t t = slot.start; t < slot.end; ++t)
         cells[d][t] = label;
     }
-  std::string deviceLabel = "device " + std::to_string(std::max<int64_t>(n - 1, 0));
-  size_t labelWidth = deviceLabel.size();
+  auto deviceLabel = [&](int64_t d) {
+    return "device " + std::to_string(d < int64_t(deviceIds.size())
+                                          ? deviceIds[d]
+                                          : d);
+  };
+  size_t labelWidth = 0;
+  for (int64_t d = 0; d < n; ++d)
+    labelWidth = std::max(labelWidth, deviceLabel(d).size());
 
   std::ostringstream os;
   auto row = [&](std::string head, const std::vector<std::string> &row) {
@@ -665,7 +670,7 @@ mlir::pipec::schedule::formatTimeTable(const std::vector<Program> &devices,
     header.push_back(std::to_string(t));
   row("slot", header);
   for (int64_t d = 0; d < n; ++d)
-    row("device " + std::to_string(d), cells[d]);
+    row(deviceLabel(d), cells[d]);
 
   int64_t idle = 0;
   for (int64_t d = 0; d < n; ++d)

@@ -82,7 +82,7 @@ struct Instr {
   bool operator!=(const Instr &other) const { return !(*this == other); }
 };
 
-/// "F3", "B0", "W2", "send mb 1 tag \"act\" to 2", "update".
+/// "F3 of stage 1", "send of mb 1 tag \"act\" to device 2", "update".
 std::string describe(const Instr &instr);
 
 using Program = std::vector<Instr>;
@@ -221,9 +221,11 @@ std::vector<OrderProblem> checkComputeOrder(const Program &program,
 /// A human-readable table of a simulated run: a header of slot numbers, one
 /// row per device ("device 1:" then one cell per slot: F<mb>, B<mb>, W<mb>,
 /// or "." when idle), then the bubble and the peak in-flight micro-batches.
-/// A compute op of cost c fills c cells. Needs a successful result.
+/// A compute op of cost c fills c cells. Needs a successful result. Rows
+/// are named by `deviceIds` where given (one per program), else 0, 1, ...
 std::string formatTimeTable(const std::vector<Program> &devices,
-                            const SimulationResult &result);
+                            const SimulationResult &result,
+                            const std::vector<int64_t> &deviceIds = {});
 
 } // namespace mlir::pipec::schedule
 

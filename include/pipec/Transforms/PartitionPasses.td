@@ -9,10 +9,13 @@ def PipeAssignStages : Pass<"pipe-assign-stages", "::mlir::ModuleOp"> {
   let description = [{
     Gives every op of `func.func @<func-name>` an attribute
     `pipe.stage = i : i64` so that every value flows from a stage to the same
-    or a later one (stages are contiguous in the ops' order, constants
-    excepted: an `onnx.Constant` / `onnx.NoValue` takes the earliest stage
-    of its users, since constants are duplicated into every stage that uses
-    them). The terminator gets the last stage.
+    or a later one. The ops on per-sample data are split contiguously in
+    their order; the others "float": constants, and pure ops computed from
+    weights (`pipe.param` / `pipe.state` arguments) and constants alone,
+    like a weight's Transpose, take the earliest stage of their users (a
+    later stage using them too recomputes them, as constants are
+    duplicated), so a cut never separates a weight from its preparation.
+    The terminator gets the last stage.
 
     Strategies:
     - `balanced`: a contiguous split of the op sequence minimizing the most
@@ -43,7 +46,10 @@ def PipeAssignStages : Pass<"pipe-assign-stages", "::mlir::ModuleOp"> {
     (the stage of its first use); where a parameter is used by several
     stages (tied weights), `pipe.tied_stages = [s, ...]`; on the function,
     `pipe.stage_costs = [...]` (f64, estimated forward + backward time of
-    each stage per micro-batch, in microseconds) and `pipe.num_stages`.
+    each stage per micro-batch, in microseconds; a floating op counts in the
+    stage of its first user) and `pipe.num_stages`. With `annotate-costs`,
+    every op also gets `pipe.cost = {backward_factor, bytes, flops,
+    param_bytes}` (the forward numbers of the cost model).
   }];
   let options = [
     Option<"funcName", "func-name", "std::string", "\"forward\"",
@@ -67,6 +73,9 @@ def PipeAssignStages : Pass<"pipe-assign-stages", "::mlir::ModuleOp"> {
            "cost model: memory bandwidth, GB/s">,
     Option<"linkGBps", "link-gbps", "double", "25.0",
            "cost model: bandwidth between stages, GB/s (dp)">,
+    Option<"annotateCosts", "annotate-costs", "bool", "false",
+           "also write each op's cost-model numbers as pipe.cost = {flops, "
+           "bytes, param_bytes, backward_factor}">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }

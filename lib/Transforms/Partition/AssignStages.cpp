@@ -1,9 +1,11 @@
 //===- AssignStages.cpp - pipe-assign-stages: ops into pipeline stages ----===//
 //
-// The function's ops, constants aside, form a sequence (their order, which
+// The function's ops on per-sample data form a sequence (their order, which
 // is topological); a partition is a list of cut points in it, so every value
-// flows to the same or a later stage. Constants take the earliest stage of
-// their users: they are duplicated into each stage that uses them later.
+// flows to the same or a later stage. The other ops (constants, and pure ops
+// of weights and constants only, like a weight's transpose) float: each takes
+// the earliest stage of its users, and a later stage that also uses it
+// recomputes it, as constants are duplicated.
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Analysis/CostModel.h"
@@ -12,12 +14,15 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Regex.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <set>
 #include <limits>
@@ -50,9 +55,14 @@ static StringRef getNodeName(Location loc) {
   return {};
 }
 
-/// Ops that cost nothing per step and may be duplicated into any stage.
-static bool isConstantLike(Operation *op) {
-  return op->hasTrait<OpTrait::ConstantLike>();
+/// Function arguments that hold weights rather than per-sample data.
+static bool isWeightArgument(Value value) {
+  auto arg = dyn_cast<BlockArgument>(value);
+  if (!arg)
+    return false;
+  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  return func && (func.getArgAttr(arg.getArgNumber(), "pipe.param") ||
+                  func.getArgAttr(arg.getArgNumber(), "pipe.state"));
 }
 
 namespace {
@@ -63,6 +73,11 @@ namespace {
 struct Problem {
   func::FuncOp func;
   SmallVector<Operation *> seq;
+  /// Ops that depend on no per-sample data: constants, and pure ops of
+  /// weights and constants only (a weight's transpose). They are not cut
+  /// points: each goes with its first user (its cost counted there), and a
+  /// later stage that also uses one recomputes it, as it does constants.
+  DenseSet<Operation *> floating;
   DenseMap<Operation *, int64_t> position;
   /// prefix[i]: summed training time of seq[0..i), seconds.
   SmallVector<double> prefix;
@@ -87,16 +102,43 @@ static Problem buildProblem(func::FuncOp func, const CostModel &model) {
   Problem problem;
   problem.func = func;
   Block &body = func.getBody().front();
-  for (Operation &op : body.without_terminator())
-    if (!isConstantLike(&op)) {
-      problem.position[&op] = problem.seq.size();
-      problem.seq.push_back(&op);
+  for (Operation &op : body.without_terminator()) {
+    bool floating = op.hasTrait<OpTrait::ConstantLike>() ||
+                    (isMemoryEffectFree(&op) &&
+                     llvm::all_of(op.getOperands(), [&](Value operand) {
+                       Operation *def = operand.getDefiningOp();
+                       return def ? problem.floating.contains(def)
+                                  : isWeightArgument(operand);
+                     }));
+    if (floating) {
+      problem.floating.insert(&op);
+      continue;
     }
+    problem.position[&op] = problem.seq.size();
+    problem.seq.push_back(&op);
+  }
   int64_t n = problem.size();
+  SmallVector<double> costs(n + 1, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    costs[i] = model.getTrainingTime(problem.seq[i]);
+  // A floating op's cost goes to its first user in the sequence.
+  DenseMap<Operation *, int64_t> firstUse;
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    if (!problem.floating.contains(&op))
+      continue;
+    int64_t first = n;
+    for (Operation *user : op.getUsers()) {
+      if (auto it = problem.position.find(user); it != problem.position.end())
+        first = std::min(first, it->second);
+      else if (auto it = firstUse.find(user); it != firstUse.end())
+        first = std::min(first, it->second);
+    }
+    firstUse[&op] = first;
+    costs[first] += model.getTrainingTime(&op);
+  }
   problem.prefix.assign(n + 1, 0.0);
   for (int64_t i = 0; i < n; ++i)
-    problem.prefix[i + 1] =
-        problem.prefix[i] + model.getTrainingTime(problem.seq[i]);
+    problem.prefix[i + 1] = problem.prefix[i] + costs[i];
 
   // A value defined at p and last used at q crosses cuts p+1 .. q.
   SmallVector<int64_t> bytesDelta(n + 2, 0), countDelta(n + 2, 0);
@@ -365,6 +407,10 @@ static SmallVector<int64_t> stagesFromCuts(int64_t n, ArrayRef<int64_t> cuts) {
   return stageOf;
 }
 
+static constexpr StringLiteral kNoNames =
+    "... none: no op has a NameLoc (IR printed without "
+    "--mlir-print-debuginfo loses them)";
+
 /// A few node names of the function, for messages.
 static std::string someNodeNames(const Problem &problem, size_t count = 5) {
   SmallVector<std::string> names;
@@ -377,7 +423,7 @@ static std::string someNodeNames(const Problem &problem, size_t count = 5) {
       break;
   }
   if (names.empty())
-    return "(no op has a node name)";
+    return kNoNames.str();
   return llvm::join(names, ", ") + (names.size() == count ? ", ..." : "");
 }
 
@@ -392,7 +438,7 @@ AssignStagesPass::manualFromCuts(const Problem &problem, int64_t &numStages) {
   int64_t index = 0, seqSeen = 0;
   for (Operation &op : func.getBody().front().without_terminator()) {
     bodyIndex[&op] = index++;
-    if (!isConstantLike(&op))
+    if (problem.position.count(&op))
       ++seqSeen;
     cutPoint[&op] = seqSeen;
     StringRef name = getNodeName(op.getLoc());
@@ -418,7 +464,7 @@ AssignStagesPass::manualFromCuts(const Problem &problem, int64_t &numStages) {
     }
     Operation *op = it->second;
     if (previous && bodyIndex[op] < bodyIndex[previous]) {
-      op->emitError() << "cut '" << name << "' comes before the previous cut '"
+      func.emitError() << "cut '" << name << "' comes before the previous cut '"
                       << getNodeName(previous->getLoc())
                       << "': list cuts in program order";
       return failure();
@@ -426,13 +472,13 @@ AssignStagesPass::manualFromCuts(const Problem &problem, int64_t &numStages) {
     int64_t point = cutPoint[op];
     int64_t stage = points.size();
     if (point <= (points.empty() ? 0 : points.back())) {
-      op->emitError() << "cut '" << name << "' leaves stage " << stage
-                      << " empty";
+      func.emitError() << "cut '" << name << "' leaves stage " << stage
+                       << " empty";
       return failure();
     }
     if (point >= problem.size()) {
-      op->emitError() << "cut '" << name << "' leaves stage " << stage + 1
-                      << " (the last) empty: no op computes after it";
+      func.emitError() << "cut '" << name << "' leaves stage " << stage + 1
+                       << " (the last) empty: no op computes after it";
       return failure();
     }
     points.push_back(point);
@@ -546,7 +592,12 @@ AssignStagesPass::byLayers(const Problem &problem, int64_t numStages) {
     func.emitError() << "strategy=layers found no repeated block in @"
                      << func.getSymName()
                      << ": no two ops are named like '/blocks.<i>/...', "
-                        "'layers.<i>.' (a prefix then an index)";
+                        "'layers.<i>.' (a prefix then an index)"
+                     << (someNodeNames(problem) == kNoNames
+                             ? "; there are no names: no op has a NameLoc "
+                               "(IR printed without --mlir-print-debuginfo "
+                               "loses them)"
+                             : "");
     return failure();
   }
   const std::set<int64_t> &present = indices[key];
@@ -647,7 +698,8 @@ void AssignStagesPass::runOnOperation() {
     if (n < numStages) {
       func.emitError() << "cannot split @" << func.getSymName() << " into "
                        << numStages << " stages: it has only " << n
-                       << " op(s) that compute (constants aside)";
+                       << " op(s) on per-sample data (constants and ops of weights "
+                          "alone aside)";
       return signalPassFailure();
     }
     if (strategy == "layers") {
@@ -682,7 +734,7 @@ void AssignStagesPass::runOnOperation() {
     return std::nullopt;
   };
   for (Operation &op : llvm::reverse(body.without_terminator())) {
-    if (!isConstantLike(&op))
+    if (!problem.floating.contains(&op))
       continue;
     int64_t stage = numStages - 1;
     bool used = false;
@@ -737,4 +789,23 @@ void AssignStagesPass::runOnOperation() {
     costs[s] = builder.getF64FloatAttr(sums[s] * 1e6);
   func->setAttr(kCostsAttr, builder.getArrayAttr(costs));
   func->setAttr(kNumStagesAttr, builder.getI64IntegerAttr(numStages));
+
+  if (annotateCosts)
+    for (Operation &op : body.without_terminator()) {
+      OpCost cost = model.getOpCost(&op);
+      op.setAttr("pipe.cost",
+                 builder.getDictionaryAttr({
+                     builder.getNamedAttr(
+                         "flops", builder.getI64IntegerAttr(
+                                      int64_t(std::llround(cost.flops)))),
+                     builder.getNamedAttr(
+                         "bytes", builder.getI64IntegerAttr(cost.bytes())),
+                     builder.getNamedAttr(
+                         "param_bytes",
+                         builder.getI64IntegerAttr(cost.paramBytes)),
+                     builder.getNamedAttr(
+                         "backward_factor",
+                         builder.getF64FloatAttr(cost.backwardFactor)),
+                 }));
+    }
 }

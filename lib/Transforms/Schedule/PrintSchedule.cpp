@@ -59,7 +59,10 @@ struct PipePrintSchedulePass
        << " micro-batch" << (m == 1 ? "" : "es") << ", " << result.makespan
        << " slots; (p-1)/(M+p-1) = "
        << llvm::format("%.3f", sched::theoreticalBubbleFraction(p, m)) << "\n";
-    os << sched::formatTimeTable(set->devices, result);
+    std::vector<int64_t> deviceIds;
+    for (pipe::ProgramOp program : set->programs)
+      deviceIds.push_back(program.getDevice());
+    os << sched::formatTimeTable(set->devices, result, deviceIds);
     os.flush();
   }
 };

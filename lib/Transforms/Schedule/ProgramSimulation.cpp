@@ -125,12 +125,14 @@ void mlir::pipec::emitSimulationFailure(const ProgramSet &set,
   case sched::SimulationFailure::Deadlock: {
     InFlightDiagnostic diag = first->emitError();
     diag << "deadlock: device " << firstDevice << " waits in this "
-         << describeInstruction(first) << ", but device " << secondDevice;
+         << describeInstruction(first);
     if (secondIsEnd)
-      diag << " finishes its program without a matching "
+      diag << ", but device " << secondDevice
+           << " finishes its program without a matching "
            << (isa<pipe::RecvOp>(first) ? "send" : "recv");
     else
-      diag << " first waits in a " << describeInstruction(second);
+      diag << ", while device " << secondDevice << " waits in its "
+           << describeInstruction(second);
     if (!bufferedSends && !secondIsEnd &&
         (isa<pipe::SendOp>(first) || isa<pipe::SendOp>(second)))
       diag << " (a send blocks until its peer receives it)";

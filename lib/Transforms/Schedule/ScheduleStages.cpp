@@ -602,7 +602,7 @@ void PipeSchedulePass::runOnOperation() {
   }
   if (microbatches < 1) {
     module.emitError() << "pipe-schedule: microbatches must be >= 1 (got "
-                       << microbatches << ")";
+                       << int64_t(microbatches) << ")";
     return signalPassFailure();
   }
   if (auto programs = module.getOps<pipe::ProgramOp>(); !programs.empty()) {

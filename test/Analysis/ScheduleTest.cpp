@@ -1,0 +1,317 @@
+//===- ScheduleTest.cpp - schedule generator and simulator ----------------===//
+//
+// Properties of the GPipe and 1F1B schedules over a grid of pipeline depths
+// and micro-batch counts, checked against the instruction lists themselves
+// and against the simulator; and programs broken on purpose, which the
+// simulator and the order check must reject.
+//
+//===----------------------------------------------------------------------===//
+#include "pipec/Analysis/Schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+using namespace mlir::pipec::schedule;
+
+namespace {
+
+const ScheduleKind kinds[] = {ScheduleKind::GPipe, ScheduleKind::OneFOneB};
+
+std::string caseName(ScheduleKind kind, int64_t p, int64_t m) {
+  return std::string(stringifyScheduleKind(kind)) + " p=" + std::to_string(p) +
+         " M=" + std::to_string(m);
+}
+
+/// Index of the first instruction matching `pred` in `program`, or -1.
+template <typename Pred>
+int64_t find(const Program &program, Pred pred, int64_t from = 0) {
+  for (int64_t i = from; i < int64_t(program.size()); ++i)
+    if (pred(program[i]))
+      return i;
+  return -1;
+}
+
+int64_t findRecv(const Program &program, int64_t peer, int64_t mb,
+                 const std::string &tag) {
+  return find(program, [&](const Instr &i) {
+    return i.kind == InstrKind::Recv && i.peer == peer && i.mb == mb &&
+           i.tag == tag;
+  });
+}
+
+TEST(ScheduleGrid, ComputeOrderTransfersAndSimulation) {
+  for (ScheduleKind kind : kinds)
+    for (int64_t p = 1; p <= 6; ++p)
+      for (int64_t m = 1; m <= 9; ++m) {
+        SCOPED_TRACE(caseName(kind, p, m));
+        Schedule schedule = generateSchedule(kind, p, m);
+        ASSERT_EQ(int64_t(schedule.devices.size()), p);
+
+        // Every send has exactly one recv with the same key on the peer.
+        std::map<std::tuple<int64_t, int64_t, std::string, int64_t>, int>
+            balance;
+        for (int64_t s = 0; s < p; ++s) {
+          const Program &program = schedule.devices[s];
+          // Each micro-batch's forward once, its backward once, in order.
+          for (int64_t mb = 0; mb < m; ++mb) {
+            auto isF = [&](const Instr &i) {
+              return i.kind == InstrKind::Forward && i.mb == mb;
+            };
+            auto isB = [&](const Instr &i) {
+              return i.kind == InstrKind::Backward && i.mb == mb;
+            };
+            EXPECT_EQ(std::count_if(program.begin(), program.end(), isF), 1);
+            EXPECT_EQ(std::count_if(program.begin(), program.end(), isB), 1);
+            int64_t f = find(program, isF), b = find(program, isB);
+            EXPECT_LT(f, b) << "stage " << s << " mb " << mb;
+            EXPECT_EQ(program[f].stage, s);
+            // Its input arrives before the forward, its output leaves after.
+            if (s > 0) {
+              int64_t r = findRecv(program, s - 1, mb, kActivationTag);
+              EXPECT_GE(r, 0);
+              EXPECT_LT(r, f);
+            }
+            if (s + 1 < p) {
+              int64_t r = findRecv(program, s + 1, mb, kGradientTag);
+              EXPECT_GE(r, 0);
+              EXPECT_LT(r, b);
+            }
+          }
+          // The warm-up: forwards before the first backward.
+          int64_t firstB = find(program, [](const Instr &i) {
+            return i.kind == InstrKind::Backward;
+          });
+          int64_t warm = std::count_if(
+              program.begin(), program.begin() + firstB,
+              [](const Instr &i) { return i.kind == InstrKind::Forward; });
+          EXPECT_EQ(warm, kind == ScheduleKind::GPipe ? m
+                                                      : std::min(p - s, m))
+              << "stage " << s;
+          // One update, last.
+          EXPECT_EQ(program.back().kind, InstrKind::Update);
+          EXPECT_EQ(std::count_if(program.begin(), program.end(),
+                                  [](const Instr &i) {
+                                    return i.kind == InstrKind::Update;
+                                  }),
+                    1);
+          for (const Instr &i : program) {
+            if (i.kind == InstrKind::Send)
+              ++balance[{s, i.peer, i.tag, i.mb}];
+            if (i.kind == InstrKind::Recv)
+              --balance[{i.peer, s, i.tag, i.mb}];
+          }
+          EXPECT_TRUE(checkComputeOrder(program, s, {s}, m).empty());
+        }
+        for (const auto &[key, count] : balance)
+          EXPECT_EQ(count, 0) << "transfer " << std::get<0>(key) << " -> "
+                              << std::get<1>(key) << " " << std::get<2>(key)
+                              << " mb " << std::get<3>(key);
+
+        // Deadlock-free with blocking and with buffered sends; memory and
+        // bubble as the papers say.
+        for (bool buffered : {false, true}) {
+          SCOPED_TRACE(buffered ? "buffered" : "rendezvous");
+          SimulationOptions options;
+          options.bufferedSends = buffered;
+          SimulationResult result = simulate(schedule.devices, options);
+          ASSERT_TRUE(result.ok()) << result.failure->message;
+          for (int64_t s = 0; s < p; ++s)
+            EXPECT_EQ(result.peakInFlight[s],
+                      theoreticalPeakInFlight(kind, p, m, s))
+                << "stage " << s;
+          EXPECT_NEAR(result.bubbleFraction, theoreticalBubbleFraction(p, m),
+                      1e-12);
+          EXPECT_EQ(result.makespan, 2 * (m + p - 1));
+        }
+      }
+}
+
+TEST(ScheduleGrid, TheoreticalPeaks) {
+  EXPECT_EQ(theoreticalPeakInFlight(ScheduleKind::OneFOneB, 4, 8, 0), 4);
+  EXPECT_EQ(theoreticalPeakInFlight(ScheduleKind::OneFOneB, 4, 8, 3), 1);
+  EXPECT_EQ(theoreticalPeakInFlight(ScheduleKind::OneFOneB, 4, 2, 0), 2);
+  EXPECT_EQ(theoreticalPeakInFlight(ScheduleKind::GPipe, 4, 8, 3), 8);
+}
+
+TEST(ScheduleGolden, OneFOneBTwoStagesTwoMicrobatches) {
+  Schedule schedule = generateSchedule(ScheduleKind::OneFOneB, 2, 2);
+  Program device0 = {Instr::forward(0, 0),
+                     Instr::send(1, 0, kActivationTag),
+                     Instr::forward(0, 1),
+                     Instr::send(1, 1, kActivationTag),
+                     Instr::recv(1, 0, kGradientTag),
+                     Instr::backward(0, 0),
+                     Instr::recv(1, 1, kGradientTag),
+                     Instr::backward(0, 1),
+                     Instr::update(0)};
+  // Device 1 takes micro-batch 1 before it returns the gradient of 0:
+  // device 0 is sending it then, and a blocking send would otherwise meet a
+  // blocking send.
+  Program device1 = {Instr::recv(0, 0, kActivationTag),
+                     Instr::forward(1, 0),
+                     Instr::backward(1, 0),
+                     Instr::recv(0, 1, kActivationTag),
+                     Instr::send(0, 0, kGradientTag),
+                     Instr::forward(1, 1),
+                     Instr::backward(1, 1),
+                     Instr::send(0, 1, kGradientTag),
+                     Instr::update(1)};
+  ASSERT_EQ(schedule.devices.size(), 2u);
+  EXPECT_EQ(schedule.devices[0], device0);
+  EXPECT_EQ(schedule.devices[1], device1);
+
+  SimulationResult result = simulate(schedule.devices);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(formatTimeTable(schedule.devices, result),
+            "slot     | 0  1  2  3  4  5\n"
+            "device 0 | F0 F1 .  B0 .  B1\n"
+            "device 1 | .  F0 B0 F1 B1 .\n"
+            "bubble: 4 of 12 slots idle (0.333)\n"
+            "peak in-flight micro-batches per device: 2 1\n");
+}
+
+TEST(ScheduleGolden, GPipeComputeOrder) {
+  std::vector<Instr> order = computeOrder(ScheduleKind::GPipe, 3, 2, 1);
+  std::vector<Instr> expected = {Instr::forward(1, 0), Instr::forward(1, 1),
+                                 Instr::backward(1, 0), Instr::backward(1, 1)};
+  EXPECT_EQ(order, expected);
+  order = computeOrder(ScheduleKind::OneFOneB, 4, 3, 0);
+  expected = {Instr::forward(0, 0),  Instr::forward(0, 1),
+              Instr::forward(0, 2),  Instr::backward(0, 0),
+              Instr::backward(0, 1), Instr::backward(0, 2)};
+  EXPECT_EQ(order, expected);
+}
+
+/// Swapping the recvs of micro-batches 0 and 1 on stage s deadlocks with
+/// blocking sends (stage s-1 sends 0 first), and the failure names both
+/// instructions; with buffered sends the messages are matched by key and
+/// the swap is harmless.
+TEST(ScheduleBroken, SwappedRecvsDeadlock) {
+  for (ScheduleKind kind : kinds)
+    for (int64_t p = 2; p <= 6; ++p)
+      for (int64_t m = 2; m <= 9; ++m)
+        for (int64_t s = 1; s < p; ++s) {
+          SCOPED_TRACE(caseName(kind, p, m) + " stage " + std::to_string(s));
+          Schedule schedule = generateSchedule(kind, p, m);
+          Program &program = schedule.devices[s];
+          int64_t r0 = findRecv(program, s - 1, 0, kActivationTag);
+          int64_t r1 = findRecv(program, s - 1, 1, kActivationTag);
+          ASSERT_GE(r0, 0);
+          ASSERT_GE(r1, 0);
+          std::swap(program[r0], program[r1]);
+
+          SimulationResult result = simulate(schedule.devices);
+          ASSERT_FALSE(result.ok());
+          const SimulationFailure &failure = *result.failure;
+          EXPECT_EQ(failure.kind, SimulationFailure::Deadlock);
+          // The recv now first in line, and the send it blocks.
+          EXPECT_EQ(failure.first, (InstrRef{s, r0}));
+          ASSERT_TRUE(failure.second.has_value());
+          const Program &sender = schedule.devices[s - 1];
+          int64_t send0 = find(sender, [](const Instr &i) {
+            return i.kind == InstrKind::Send && i.mb == 0 &&
+                   i.tag == kActivationTag;
+          });
+          EXPECT_EQ(*failure.second, (InstrRef{s - 1, send0}));
+          EXPECT_NE(failure.message.find("deadlock"), std::string::npos);
+          EXPECT_NE(failure.message.find("recv of mb 1"), std::string::npos)
+              << failure.message;
+
+          SimulationOptions buffered;
+          buffered.bufferedSends = true;
+          EXPECT_TRUE(simulate(schedule.devices, buffered).ok());
+        }
+}
+
+TEST(ScheduleBroken, MissingRecv) {
+  // A recv missing altogether fails in both modes: drop the last gradient
+  // recv of stage 0.
+  Schedule schedule = generateSchedule(ScheduleKind::OneFOneB, 3, 4);
+  Program &program = schedule.devices[0];
+  int64_t r = findRecv(program, 1, 3, kGradientTag);
+  ASSERT_GE(r, 0);
+  program.erase(program.begin() + r);
+
+  SimulationResult rendezvous = simulate(schedule.devices);
+  ASSERT_FALSE(rendezvous.ok());
+  EXPECT_EQ(rendezvous.failure->kind, SimulationFailure::Deadlock);
+  EXPECT_EQ(rendezvous.failure->first.device, 1);
+  // Device 0 finished: the other side is the end of its program.
+  EXPECT_EQ(*rendezvous.failure->second,
+            (InstrRef{0, int64_t(program.size())}));
+
+  SimulationOptions options;
+  options.bufferedSends = true;
+  SimulationResult buffered = simulate(schedule.devices, options);
+  ASSERT_FALSE(buffered.ok());
+  EXPECT_EQ(buffered.failure->kind, SimulationFailure::UnreceivedSend);
+  EXPECT_EQ(buffered.failure->first.device, 1);
+}
+
+TEST(ScheduleBroken, HeadToHeadSendsNeedBuffering) {
+  // The order of the pipe dialect's documentation example: device 1 returns
+  // the gradient of mb 0 before taking mb 1, while device 0 sends mb 1.
+  Schedule schedule = generateSchedule(ScheduleKind::OneFOneB, 2, 2);
+  Program &device1 = schedule.devices[1];
+  std::swap(device1[3], device1[4]); // send grad 0 before recv act 1
+  SimulationResult result = simulate(schedule.devices);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.failure->kind, SimulationFailure::Deadlock);
+  SimulationOptions options;
+  options.bufferedSends = true;
+  EXPECT_TRUE(simulate(schedule.devices, options).ok());
+}
+
+TEST(ScheduleBroken, PayloadMismatch) {
+  Schedule schedule = generateSchedule(ScheduleKind::GPipe, 2, 1);
+  for (Instr &i : schedule.devices[0])
+    if (i.kind == InstrKind::Send)
+      i.payload = "tensor<2x8xf32>";
+  for (Instr &i : schedule.devices[1])
+    if (i.kind == InstrKind::Recv)
+      i.payload = "tensor<2x4xf32>";
+  SimulationResult result = simulate(schedule.devices);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.failure->kind, SimulationFailure::PayloadMismatch);
+  EXPECT_EQ(result.failure->first.device, 1);
+  EXPECT_EQ(result.failure->second->device, 0);
+}
+
+TEST(ScheduleBroken, ComputeOrderProblems) {
+  Schedule schedule = generateSchedule(ScheduleKind::OneFOneB, 2, 3);
+  Program program = schedule.devices[1];
+  // Backward of mb 0 before its forward.
+  int64_t f0 = find(program, [](const Instr &i) {
+    return i.kind == InstrKind::Forward && i.mb == 0;
+  });
+  int64_t b0 = find(program, [](const Instr &i) {
+    return i.kind == InstrKind::Backward && i.mb == 0;
+  });
+  std::swap(program[f0], program[b0]);
+  std::vector<OrderProblem> problems = checkComputeOrder(program, 1, {1}, 3);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].at, (InstrRef{1, f0}));
+  EXPECT_EQ(*problems[0].related, (InstrRef{1, b0}));
+  EXPECT_NE(problems[0].message.find("before its forward"), std::string::npos);
+
+  // A forward run twice, and then mb 2's forward missing.
+  program = schedule.devices[1];
+  int64_t f2 = find(program, [](const Instr &i) {
+    return i.kind == InstrKind::Forward && i.mb == 2;
+  });
+  program[f2].mb = 1;
+  problems = checkComputeOrder(program, 1, {1}, 3);
+  ASSERT_GE(problems.size(), 2u);
+  EXPECT_NE(problems[0].message.find("second time"), std::string::npos);
+  bool missing = std::any_of(problems.begin(), problems.end(),
+                             [](const OrderProblem &p) {
+                               return p.message.find("never runs") !=
+                                      std::string::npos;
+                             });
+  EXPECT_TRUE(missing);
+}
+
+} // namespace
