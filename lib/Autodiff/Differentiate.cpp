@@ -14,6 +14,9 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
+
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::pipec;
@@ -51,6 +54,40 @@ static SmallVector<Operation *> forwardOps(Block *block, Operation *end) {
   }
   return ops;
 }
+
+/// Stages (see docs/pipeline-passes.md): every op a VJP rule builds for op X
+/// gets X's `pipe.stage`; the sum of a value's gradients gets the stage of
+/// the value's producer (a parameter's owner stage for an argument), so a
+/// tied weight's contributions from other stages are summed at its owner.
+static constexpr llvm::StringLiteral kStage = "pipe.stage";
+
+static Attribute producerStage(Value v) {
+  if (Operation *def = v.getDefiningOp())
+    return def->getAttr(kStage);
+  auto arg = llvm::cast<BlockArgument>(v);
+  if (auto func = llvm::dyn_cast<FunctionOpInterface>(
+          arg.getOwner()->getParentOp()))
+    return func.getArgAttr(arg.getArgNumber(), kStage);
+  return {};
+}
+
+namespace {
+/// Collects the ops a builder inserts, to give them a stage afterwards.
+struct InsertedOps : public OpBuilder::Listener {
+  SmallVector<Operation *> ops;
+  void notifyOperationInserted(Operation *op,
+                               OpBuilder::InsertPoint) override {
+    ops.push_back(op);
+  }
+  /// Sets `stage` (when there is one) on the ops inserted so far, forgets them.
+  void assign(Attribute stage) {
+    if (stage)
+      for (Operation *op : ops)
+        op->setAttr(kStage, stage);
+    ops.clear();
+  }
+};
+} // namespace
 
 static Activity analyze(ArrayRef<Operation *> ops, Value loss,
                         ArrayRef<Value> wrt) {
@@ -98,6 +135,8 @@ mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
         return failure();
       if (replacement == op)
         continue;
+      if (Attribute stage = op->getAttr(kStage))
+        replacement->setAttr(kStage, stage);
       for (unsigned i = 0; i < op->getNumResults(); ++i) {
         Value from = op->getResult(i), to = replacement->getResult(i);
         if (loss == from)
@@ -114,12 +153,18 @@ mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
   SmallVector<Operation *> ops = forwardOps(block, end);
   Activity activity = analyze(ops, loss, wrt);
   llvm::DenseMap<Value, Value> grads;
+  OpBuilder::Listener *previousListener = builder.getListener();
+  InsertedOps inserted;
+  builder.setListener(&inserted);
+  llvm::scope_exit restoreListener(
+      [&] { builder.setListener(previousListener); });
   OnnxBuilder seed(builder, loss.getLoc());
   auto lossType = llvm::dyn_cast<RankedTensorType>(loss.getType());
   if (!lossType || !isFloatTensor(loss))
     return emitError(loss.getLoc())
            << "the loss must be a ranked float tensor, got " << loss.getType();
   grads[loss] = seed.splat(lossType, 1.0);
+  inserted.assign(producerStage(loss));
 
   for (Operation *op : llvm::reverse(ops)) {
     SmallVector<Value> resultGrads;
@@ -147,6 +192,7 @@ mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
     VjpContext ctx(builder, op, resultGrads, wanted);
     if (failed(vjp.buildVjp(ctx)) || ctx.failed())
       return failure();
+    inserted.assign(op->getAttr(kStage));
     for (auto [i, g] : llvm::enumerate(ctx.getOperandGrads())) {
       if (!wanted[i])
         continue;
@@ -167,6 +213,7 @@ mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
       acc = sum.add(acc, g);
       if (sum.failed())
         return failure();
+      inserted.assign(producerStage(operand));
     }
   }
 

@@ -190,6 +190,8 @@ private:
   std::map<std::vector<int64_t>, Value> i64Arrays;
   unsigned globalCounter = 0;
   SmallVector<Value> constantCopies; // cuda: device copies freed at the end
+  Value comm;                        // the world communicator, once asked
+  SmallVector<Value> pendingSends;   // isend requests, waited at the end
 };
 
 //===----------------------------------------------------------------------===//
@@ -1058,6 +1060,30 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
     return axis < 0 ? axis + rank : axis;
   };
 
+  // Transfers between devices (pipe-lower-programs' markers).
+  if (auto transfer = dyn_cast<func::CallOp>(op)) {
+    StringRef callee = transfer.getCallee();
+    bool isSend = callee.starts_with(kPipeSendCallee);
+    if (!isSend && !callee.starts_with(kPipeRecvCallee))
+      return op->emitError() << "pipe-lower-to-runtime: no lowering for a "
+                                "call to @"
+                             << callee;
+    auto peer = op->getAttrOfType<IntegerAttr>("pipe.peer");
+    auto tag = op->getAttrOfType<IntegerAttr>("pipe.tag");
+    if (!peer || !tag)
+      return op->emitError("a transfer needs pipe.peer and pipe.tag");
+    if (!comm)
+      comm = callPtr("pipert_comm_world", {ctxArg});
+    Value v = isSend ? operand(0) : op->getResult(0);
+    SmallVector<Value> args = {ctxArg, comm, P(v), numel(v), dtypeOf(v),
+                               i32c(peer.getInt()), i32c(tag.getInt())};
+    if (isSend)
+      pendingSends.push_back(callPtr("pipert_isend", args));
+    else
+      call("pipert_recv", args);
+    return success();
+  }
+
   // Results that are constants or aliases need no kernel.
   if (name == "onnx.Constant" || name == "onnx.NoValue" || isAliasOp(op))
     return success();
@@ -1452,6 +1478,9 @@ LogicalResult StepLowering::run() {
   }
   if (lossValue)
     call("pipert_copy_to_host", {ctxArg, lossArg, P(lossValue), i64c(4)});
+  if (!pendingSends.empty())
+    call("pipert_wait_all", {ctxArg, ptrArray(pendingSends),
+                             i32c(pendingSends.size())});
   freeBlocksAfter(order[body.getTerminator()]);
   for (Value dev : constantCopies)
     call("pipert_free", {ctxArg, dev});
@@ -1501,6 +1530,25 @@ LogicalResult StepLowering::run() {
   source.erase();
   return success();
 }
+
+} // namespace
+
+LogicalResult mlir::pipec::lowerStepFunction(ModuleOp module,
+                                             func::FuncOp source, bool cuda) {
+  if (module.lookupSymbol(kStepFunctionName))
+    return module.emitError() << "@" << kStepFunctionName << " already exists";
+  StepLowering lowering(module, source, cuda);
+  if (failed(lowering.run()))
+    return failure();
+  // The transfer markers' declarations are not part of the program.
+  for (auto f : llvm::to_vector(module.getOps<func::FuncOp>()))
+    if (f.isExternal() && (f.getSymName().starts_with(kPipeSendCallee) ||
+                           f.getSymName().starts_with(kPipeRecvCallee)))
+      f.erase();
+  return success();
+}
+
+namespace {
 
 struct LowerToRuntimePass
     : public mlir::pipec::impl::LowerToRuntimeBase<LowerToRuntimePass> {

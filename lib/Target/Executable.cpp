@@ -69,7 +69,8 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
   auto *tensorTy = llvm::StructType::create(
       c, {ptr, i32, i32, ptr, ptr, i64, i32, i32}, "pipert_tensor_info");
   auto *programTy = llvm::StructType::create(
-      c, {i32, i32, ptr, i32, i32, ptr, i64, ptr, ptr, ptr}, "pipert_program_info");
+      c, {i32, i32, ptr, i32, i32, ptr, i64, ptr, ptr, ptr, i32, i32, i32, i32},
+      "pipert_program_info");
 
   auto tensors = [&](StringRef group) -> FailureOr<std::pair<llvm::Constant *, int64_t>> {
     auto list = opts.program.getAs<ArrayAttr>(group);
@@ -120,6 +121,8 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
   auto persistent = tensors("persistent");
   if (failed(persistent))
     return failure();
+  auto hasLossAttr = opts.program.getAs<BoolAttr>("has_loss");
+  bool hasLoss = !hasLossAttr || hasLossAttr.getValue();
   llvm::Function *step = m.getFunction(pipec::kStepFunctionName);
   if (!step) {
     error = "the module has no @pipe_step (run pipe-lower-to-runtime first)";
@@ -132,12 +135,16 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
       m, programTy, true, llvm::GlobalValue::ExternalLinkage,
       llvm::ConstantStruct::get(
           programTy,
-          {llvm::ConstantInt::get(i32, 1),
+          {llvm::ConstantInt::get(i32, 2), // PIPERT_PROGRAM_ABI_VERSION
            llvm::ConstantInt::get(i32, inputs->second), inputs->first,
            llvm::ConstantInt::get(i32, persistent->second),
            llvm::ConstantInt::get(i32, 0), persistent->first,
            llvm::ConstantInt::get(i64, opts.batch), model,
-           cString(m, opts.optimizer, "pipe.optimizer"), step}),
+           cString(m, opts.optimizer, "pipe.optimizer"), step,
+           llvm::ConstantInt::get(i32, opts.device),
+           llvm::ConstantInt::get(i32, opts.devices),
+           llvm::ConstantInt::get(i32, hasLoss ? 1 : 0),
+           llvm::ConstantInt::get(i32, opts.microbatches)}),
       "pipe_program_info");
   (void)info;
 

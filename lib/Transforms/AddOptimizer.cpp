@@ -209,10 +209,33 @@ struct PipeAddOptimizerPass
     Value count = addArg(i64Scalar, "step",
                          DenseElementsAttr::get(i64Scalar, b.getI64IntegerAttr(0)));
 
+    // Stages (after pipe-assign-stages): an update and its constants live
+    // with the parameter's owner stage; the shared step counter with the
+    // first owner. Unpartitioned steps get no stages.
+    auto ownerStage = [&](unsigned param) {
+      return step.getArgAttr(param, "pipe.stage");
+    };
+    Attribute counterStage;
+    for (auto [result, param] : grads)
+      if (auto s = llvm::dyn_cast_if_present<IntegerAttr>(ownerStage(param)))
+        if (!counterStage ||
+            s.getInt() < llvm::cast<IntegerAttr>(counterStage).getInt())
+          counterStage = s;
+    Operation *lastBefore = ret->getPrevNode();
+    auto stageNewOps = [&](Attribute stage) {
+      Operation *first = lastBefore ? lastBefore->getNextNode()
+                                    : &body.front();
+      for (Operation *op = first; op && op != ret; op = op->getNextNode())
+        if (stage)
+          op->setAttr("pipe.stage", stage);
+      lastBefore = ret->getPrevNode();
+    };
+
     OnnxBuilder ob(b, step.getLoc());
     Type f32 = b.getF32Type();
-    Value rate = ob.scalar(f32, opt.lr);
+    Value sharedRate = ob.scalar(f32, opt.lr);
     Value nextCount = ob.add(count, ob.scalarI64(1));
+    stageNewOps(counterStage);
 
     SmallVector<Value> results{ret.getOperand(*lossIndex)};
     SmallVector<Attribute> resultAttrs{step.getResultAttrDict(*lossIndex)};
@@ -229,6 +252,9 @@ struct PipeAddOptimizerPass
       StringRef name =
           step.getArgAttrOfType<StringAttr>(param, "pipe.param").getValue();
       ob.setLoc(x.getLoc());
+      Value rate = sharedRate;
+      if (counterStage && ownerStage(param) != counterStage)
+        rate = ob.scalar(f32, opt.lr);
       SmallVector<Value> outs;
       if (opt.kind == "sgd") {
         outs.push_back(ob.create<onnx::SGDOp>(
@@ -271,6 +297,7 @@ struct PipeAddOptimizerPass
             opt.onnxAttrs.getValue(), 3);
         outs.append(op->result_begin(), op->result_end());
       }
+      stageNewOps(ownerStage(param));
       results.push_back(outs[0]);
       resultAttrs.push_back(update(name));
       for (auto [slot, value] : llvm::zip(slots, ArrayRef(outs).drop_front())) {
@@ -293,7 +320,36 @@ struct PipeAddOptimizerPass
       if (!a)
         a = b.getDictionaryAttr({});
     step.setAllResultAttrs(resultAttrs);
+    recordOptimizer(step, opt);
     return success();
+  }
+
+  /// `pipe.optimizer` on the step: the optimizer as a dictionary in the
+  /// form pipe-schedule reads (kind, lr and the hyper-parameters the kind
+  /// uses), so that splitting the step into stages can hand the update to
+  /// `pipe.update`.
+  void recordOptimizer(func::FuncOp step, const Optimizer &opt) {
+    Builder b(step.getContext());
+    SmallVector<NamedAttribute> entries;
+    auto num = [&](StringRef key, double v) {
+      entries.push_back(b.getNamedAttr(key, b.getF64FloatAttr(v)));
+    };
+    entries.push_back(b.getNamedAttr("kind", b.getStringAttr(opt.kind)));
+    num("lr", opt.lr);
+    if (opt.kind == "momentum" || opt.kind == "nesterov") {
+      num("momentum", opt.momentum);
+      if (opt.kind == "momentum")
+        num("dampening", opt.dampening);
+    } else if (opt.kind == "adam" || opt.kind == "adamw") {
+      num("beta1", opt.beta1);
+      num("beta2", opt.beta2);
+      num("epsilon", opt.eps);
+    } else if (opt.kind == "adagrad") {
+      num("epsilon", opt.eps);
+      num("lr_decay", opt.lrDecay);
+    }
+    num("weight_decay", opt.weightDecay);
+    step->setAttr("pipe.optimizer", b.getDictionaryAttr(entries));
   }
 };
 } // namespace

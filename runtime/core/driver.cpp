@@ -9,6 +9,7 @@
 #include "pipert/pipert_driver.h"
 
 #include "pipert/pipert_checkpoint.h"
+#include "pipert/pipert_comm.h"
 #include "pipert/pipert_data.h"
 #include "pipert/pipert_log.h"
 #include "pipert/pipert_trace.h"
@@ -169,6 +170,88 @@ void checkData(const pipert_npz *npz, const Options &o,
     pipert_fail("%s: the data has no samples", o.data.c_str());
 }
 
+// Tags of the --save gather (the step's transfers use tags below 32768).
+constexpr int kSaveTagHeader = 32760;
+constexpr int kSaveTagName = 32761;
+constexpr int kSaveTagData = 32762;
+
+/// Host bytes over the transport, through a backend buffer.
+void sendHost(pipert_context *ctx, pipert_comm *comm, const void *data,
+              size_t bytes, int peer, int tag) {
+  void *dev = pipert_alloc(ctx, bytes ? bytes : 1);
+  if (bytes)
+    pipert_copy_to_device(ctx, dev, data, bytes);
+  pipert_send(ctx, comm, dev, static_cast<int64_t>(bytes), PIPERT_U8, peer, tag);
+  pipert_free(ctx, dev);
+}
+
+void recvHost(pipert_context *ctx, pipert_comm *comm, void *data, size_t bytes,
+              int peer, int tag) {
+  void *dev = pipert_alloc(ctx, bytes ? bytes : 1);
+  pipert_recv(ctx, comm, dev, static_cast<int64_t>(bytes), PIPERT_U8, peer, tag);
+  if (bytes)
+    pipert_copy_to_host(ctx, data, dev, bytes);
+  pipert_free(ctx, dev);
+}
+
+/// What rank 0 receives of another rank's parameters; owns the memory.
+struct GatheredTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  int32_t dtype = 0;
+  void *data = nullptr;
+};
+
+/// --save under several ranks: every other rank sends its parameters to
+/// rank 0 (count, then per tensor a header [name length, dtype, ndim, bytes,
+/// shape...], the name and the bytes), which receives them rank by rank.
+void gatherParameters(pipert_context *ctx, int rank, int size,
+                      const std::vector<pipert_named_tensor> &params,
+                      std::vector<GatheredTensor> &gathered) {
+  pipert_comm *world = pipert_comm_world(ctx);
+  if (rank != 0) {
+    int64_t count = static_cast<int64_t>(params.size());
+    sendHost(ctx, world, &count, sizeof count, 0, kSaveTagHeader);
+    for (const pipert_named_tensor &t : params) {
+      int64_t n = 1;
+      for (int d = 0; d < t.ndim; ++d)
+        n *= t.shape[d];
+      int64_t bytes = n * static_cast<int64_t>(pipert_dtype_size(t.dtype));
+      std::vector<int64_t> header = {static_cast<int64_t>(std::strlen(t.name)),
+                                     t.dtype, t.ndim, bytes};
+      header.insert(header.end(), t.shape, t.shape + t.ndim);
+      int64_t headerLen = static_cast<int64_t>(header.size());
+      sendHost(ctx, world, &headerLen, sizeof headerLen, 0, kSaveTagHeader);
+      sendHost(ctx, world, header.data(), header.size() * sizeof(int64_t), 0,
+               kSaveTagHeader);
+      sendHost(ctx, world, t.name, std::strlen(t.name), 0, kSaveTagName);
+      pipert_send(ctx, world, t.data, bytes, PIPERT_U8, 0, kSaveTagData);
+    }
+    return;
+  }
+  for (int peer = 1; peer < size; ++peer) {
+    int64_t count = 0;
+    recvHost(ctx, world, &count, sizeof count, peer, kSaveTagHeader);
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t headerLen = 0;
+      recvHost(ctx, world, &headerLen, sizeof headerLen, peer, kSaveTagHeader);
+      if (headerLen < 4 || headerLen > 4 + 64)
+        pipert_fail("--save: rank %d sent a malformed tensor header", peer);
+      std::vector<int64_t> header(static_cast<size_t>(headerLen));
+      recvHost(ctx, world, header.data(), header.size() * sizeof(int64_t), peer,
+               kSaveTagHeader);
+      GatheredTensor t;
+      t.name.resize(static_cast<size_t>(header[0]));
+      recvHost(ctx, world, t.name.data(), t.name.size(), peer, kSaveTagName);
+      t.dtype = static_cast<int32_t>(header[1]);
+      t.shape.assign(header.begin() + 4, header.begin() + 4 + header[2]);
+      t.data = pipert_alloc(ctx, static_cast<size_t>(header[3] ? header[3] : 1));
+      pipert_recv(ctx, world, t.data, header[3], PIPERT_U8, peer, kSaveTagData);
+      gathered.push_back(std::move(t));
+    }
+  }
+}
+
 } // namespace
 
 extern "C" int pipert_train_main(int argc, char **argv,
@@ -183,13 +266,34 @@ extern "C" int pipert_train_main(int argc, char **argv,
     return rc;
 
   pipert_context *ctx = pipert_context_create(o.threads, o.seed);
+  const bool multi = info->n_devices > 1;
+  int rank = 0;
+  if (multi) {
+    pipert_comm_init(ctx, &argc, &argv);
+    pipert_comm *world = pipert_comm_world(ctx);
+    rank = pipert_comm_rank(world);
+    if (pipert_comm_size(world) != info->n_devices)
+      pipert_fail("this program is one of %d devices, but the MPI job has %d "
+                  "ranks (run it with pipe-run)",
+                  info->n_devices, pipert_comm_size(world));
+    if (rank != info->device)
+      pipert_fail("rank %d runs the executable of device %d; launch "
+                  "device<k> as rank k (mpirun -np 1 device0 : -np 1 "
+                  "device1 ...)",
+                  rank, info->device);
+  }
   if (!o.trace.empty())
-    pipert_trace_enable(ctx, 0);
+    pipert_trace_enable(ctx, rank);
 
-  pipert_npz *npz = pipert_npz_load(o.data.c_str());
-  checkData(npz, o, info);
-  pipert_feeder *feeder =
-      pipert_feeder_create(ctx, npz, info->batch, o.shuffle ? 1 : 0, o.seed);
+  // Only a device whose program feeds graph inputs reads the data.
+  pipert_npz *npz = nullptr;
+  pipert_feeder *feeder = nullptr;
+  if (info->n_inputs > 0) {
+    npz = pipert_npz_load(o.data.c_str());
+    checkData(npz, o, info);
+    feeder = pipert_feeder_create(ctx, npz, info->batch, o.shuffle ? 1 : 0,
+                                  o.seed);
+  }
   std::vector<void *> inputs(info->n_inputs);
   for (int i = 0; i < info->n_inputs; ++i) {
     const pipert_tensor_info &t = info->inputs[i];
@@ -219,18 +323,21 @@ extern "C" int pipert_train_main(int argc, char **argv,
   if (!o.resume.empty()) {
     uint64_t rng = 0;
     int64_t saved = 0;
-    if (pipert_checkpoint_load(ctx, o.resume.c_str(), 0, &saved, &rng,
+    if (pipert_checkpoint_load(ctx, o.resume.c_str(), rank, &saved, &rng,
                                named.data(), info->n_persistent) == 0) {
       first = saved;
       pipert_context_set_random_state(ctx, rng);
     }
   }
 
-  pipert_log *log = pipert_log_open(o.log.c_str(), o.steps, info->batch,
-                                    first > 0 ? PIPERT_LOG_APPEND
-                                              : PIPERT_LOG_TRUNCATE);
-  if (o.quiet)
-    pipert_log_set_progress(log, PIPERT_PROGRESS_OFF, 0);
+  // Under several ranks only the one that computes the loss logs.
+  pipert_log *log = nullptr;
+  if (!multi || info->has_loss) {
+    log = pipert_log_open(o.log.c_str(), o.steps, info->batch,
+                          first > 0 ? PIPERT_LOG_APPEND : PIPERT_LOG_TRUNCATE);
+    if (o.quiet)
+      pipert_log_set_progress(log, PIPERT_PROGRESS_OFF, 0);
+  }
   for (int64_t s = first; s < o.steps; ++s) {
     for (int i = 0; i < info->n_inputs; ++i)
       pipert_feeder_fill(feeder, s, i, inputs[i]);
@@ -238,24 +345,37 @@ extern "C" int pipert_train_main(int argc, char **argv,
     double begin = pipert_trace_begin(ctx);
     info->step(ctx, inputs.data(), persistent.data(), &loss, s);
     pipert_trace_end(ctx, "step", "step", begin, PIPERT_TRACE_TID_COMPUTE);
-    pipert_log_step(log, s, loss, 0, nullptr, nullptr);
+    if (log)
+      pipert_log_step(log, s, loss, 0, nullptr, nullptr);
   }
   pipert_synchronize(ctx);
   pipert_log_close(log);
 
   if (!o.checkpoint.empty())
-    pipert_checkpoint_save(ctx, o.checkpoint.c_str(), 0,
+    pipert_checkpoint_save(ctx, o.checkpoint.c_str(), rank,
                            std::max<int64_t>(o.steps, first),
                            pipert_context_random_state(ctx), named.data(),
                            info->n_persistent);
   if (!o.save.empty()) {
     if (!info->model_file)
       pipert_fail("--save: this program does not know its ONNX model");
-    std::string model = info->model_file;
-    if (model[0] != '/')
-      model = executableDir() + "/" + model;
-    pipert_export_onnx(ctx, model.c_str(), o.save.c_str(), params.data(),
-                       static_cast<int>(params.size()));
+    std::vector<GatheredTensor> gathered;
+    if (multi)
+      gatherParameters(ctx, rank, info->n_devices, params, gathered);
+    if (rank == 0) {
+      std::vector<pipert_named_tensor> all = params;
+      for (const GatheredTensor &t : gathered)
+        all.push_back({t.name.c_str(), static_cast<pipert_dtype>(t.dtype),
+                       static_cast<int>(t.shape.size()), t.shape.data(),
+                       t.data});
+      std::string model = info->model_file;
+      if (model[0] != '/')
+        model = executableDir() + "/" + model;
+      pipert_export_onnx(ctx, model.c_str(), o.save.c_str(), all.data(),
+                         static_cast<int>(all.size()));
+    }
+    for (GatheredTensor &t : gathered)
+      pipert_free(ctx, t.data);
   }
   if (!o.trace.empty() && pipert_trace_write(ctx, o.trace.c_str()) != 0)
     pipert_fail("--trace: cannot write %s: %s", o.trace.c_str(),
@@ -265,8 +385,12 @@ extern "C" int pipert_train_main(int argc, char **argv,
     pipert_free(ctx, p);
   for (void *p : persistent)
     pipert_free(ctx, p);
-  pipert_feeder_destroy(feeder);
-  pipert_npz_free(npz);
+  if (feeder)
+    pipert_feeder_destroy(feeder);
+  if (npz)
+    pipert_npz_free(npz);
+  if (multi)
+    pipert_comm_finalize(ctx);
   pipert_context_destroy(ctx);
   return 0;
 }

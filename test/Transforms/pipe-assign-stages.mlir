@@ -15,6 +15,7 @@
 // RUN: pipe-opt %t/decoder.mlir --pipe-assign-stages="stages=2 strategy=layers" | FileCheck %s --check-prefix=LAYERS2
 // RUN: pipe-opt %t/decoder.mlir --pipe-assign-stages="stages=3 strategy=layers" | FileCheck %s --check-prefix=LAYERS3
 // RUN: pipe-opt %t/costs.mlir --pipe-assign-stages="stages=1 annotate-costs=true" | FileCheck %s --check-prefix=COSTS
+// RUN: pipe-opt %t/train-step.mlir --pipe-assign-stages="func-name=train_step strategy=manual cuts=r1,r2" | FileCheck %s --check-prefix=TRAIN
 
 // RUN: not pipe-opt %t/mlp.mlir --pipe-assign-stages="stages=7" 2>&1 | FileCheck %s --check-prefix=TOO-MANY
 // RUN: pipe-opt %t/unknown-cut.mlir --pipe-assign-stages="strategy=manual cuts=r1,nope" -verify-diagnostics
@@ -29,6 +30,7 @@
 // RUN: pipe-opt %t/few-blocks.mlir --pipe-assign-stages="stages=4 strategy=layers" -verify-diagnostics
 // RUN: pipe-opt %t/bad-strategy.mlir --pipe-assign-stages="strategy=random" -verify-diagnostics
 // RUN: pipe-opt %t/no-func.mlir --pipe-assign-stages -verify-diagnostics
+// RUN: pipe-opt %t/train-no-loss.mlir --pipe-assign-stages="func-name=train_step" -verify-diagnostics
 
 // Costs (FLOPs x 3 for a Gemm, x 2 for a Relu): g1 1572864, r1 8192,
 // g2 1572864, r2 2048, g3 196608, g4 196608. Two stages: the cut after r1
@@ -236,6 +238,79 @@ func.func @forward(%a: tensor<8x32xf32> {pipe.input = "a"},
   %4 = onnx.Relu(%3) : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
   %5 = onnx.Transpose(%4) {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
   return %0, %1, %2, %5 : tensor<8x64xf32>, tensor<8x16x12x12xf32>, tensor<8x8x6x6xf32>, tensor<2x4x8x8xf32>
+}
+
+// A training step: the forward ops (those the pipe.loss result depends on)
+// are partitioned; each backward op goes with the forward op whose location
+// it carries, each update with its parameter's owner; a weight's transpose
+// goes with its user.
+// TRAIN-LABEL: func.func @train_step
+// TRAIN-SAME: {pipe.param = "w1", pipe.stage = 0 : i64, pipe.trainable}
+// TRAIN-SAME: {pipe.param = "w2", pipe.stage = 1 : i64, pipe.trainable}
+// TRAIN-SAME: {pipe.param = "w3", pipe.stage = 2 : i64, pipe.trainable}
+// TRAIN-SAME: pipe.num_stages = 3 : i64
+// TRAIN:      %[[G1:.*]] = onnx.MatMul{{.*}}pipe.stage = 0 : i64
+// TRAIN-NEXT: onnx.Relu{{.*}}pipe.stage = 0 : i64
+// TRAIN-NEXT: onnx.MatMul{{.*}}pipe.stage = 1 : i64
+// TRAIN-NEXT: onnx.Relu{{.*}}pipe.stage = 1 : i64
+// TRAIN-NEXT: onnx.MatMul{{.*}}pipe.stage = 2 : i64
+// TRAIN-NEXT: onnx.ReduceSum{{.*}}pipe.stage = 2 : i64
+// TRAIN-NEXT: onnx.Constant{{.*}}pipe.stage = 2 : i64
+// TRAIN-NEXT: onnx.Transpose{{.*}}pipe.stage = 2 : i64
+// TRAIN-NEXT: onnx.MatMul{{.*}}pipe.stage = 2 : i64
+// TRAIN-NEXT: onnx.Transpose{{.*}}pipe.stage = 2 : i64
+// TRAIN-NEXT: onnx.MatMul{{.*}}pipe.stage = 2 : i64
+// TRAIN-NEXT: onnx.ReluGrad{{.*}}pipe.stage = 1 : i64
+// TRAIN-NEXT: onnx.Transpose{{.*}}pipe.stage = 1 : i64
+// TRAIN-NEXT: onnx.MatMul{{.*}}pipe.stage = 1 : i64
+// TRAIN-NEXT: onnx.Transpose{{.*}}pipe.stage = 1 : i64
+// TRAIN-NEXT: onnx.MatMul{{.*}}pipe.stage = 1 : i64
+// TRAIN-NEXT: onnx.ReluGrad(%[[G1]], {{.*}}pipe.stage = 0 : i64
+// TRAIN-NEXT: onnx.Transpose{{.*}}pipe.stage = 0 : i64
+// TRAIN-NEXT: onnx.MatMul{{.*}}pipe.stage = 0 : i64
+// TRAIN-NEXT: onnx.Sub{{.*}}pipe.stage = 0 : i64
+// TRAIN-NEXT: onnx.Sub{{.*}}pipe.stage = 1 : i64
+// TRAIN-NEXT: onnx.Sub{{.*}}pipe.stage = 2 : i64
+
+//--- train-step.mlir
+func.func @train_step(%x: tensor<4x8xf32> {pipe.input = "x"},
+                      %w1: tensor<8x8xf32> {pipe.param = "w1", pipe.trainable},
+                      %w2: tensor<8x8xf32> {pipe.param = "w2", pipe.trainable},
+                      %w3: tensor<8x8xf32> {pipe.param = "w3", pipe.trainable})
+    -> (tensor<f32> {pipe.loss}, tensor<8x8xf32> {pipe.update = "w1"},
+        tensor<8x8xf32> {pipe.update = "w2"}, tensor<8x8xf32> {pipe.update = "w3"}) {
+  %none = onnx.NoValue : none
+  %0 = onnx.MatMul(%x, %w1) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("g1")
+  %1 = onnx.Relu(%0) : (tensor<4x8xf32>) -> tensor<4x8xf32> loc("r1")
+  %2 = onnx.MatMul(%1, %w2) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("g2")
+  %3 = onnx.Relu(%2) : (tensor<4x8xf32>) -> tensor<4x8xf32> loc("r2")
+  %4 = onnx.MatMul(%3, %w3) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("g3")
+  %loss = onnx.ReduceSum(%4, %none) {keepdims = 0 : i64} : (tensor<4x8xf32>, none) -> tensor<f32> loc("loss")
+  %d4 = onnx.Constant {value = dense<1.0> : tensor<4x8xf32>} : tensor<4x8xf32> loc("loss")
+  %w3t = onnx.Transpose(%w3) {perm = array<i64: 1, 0>} : (tensor<8x8xf32>) -> tensor<8x8xf32> loc("g3")
+  %d3 = onnx.MatMul(%d4, %w3t) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("g3")
+  %a3t = onnx.Transpose(%3) {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32> loc("g3")
+  %dw3 = onnx.MatMul(%a3t, %d4) : (tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<8x8xf32> loc("g3")
+  %d2 = onnx.ReluGrad(%2, %d3) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> loc("r2")
+  %w2t = onnx.Transpose(%w2) {perm = array<i64: 1, 0>} : (tensor<8x8xf32>) -> tensor<8x8xf32> loc("g2")
+  %d1 = onnx.MatMul(%d2, %w2t) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("g2")
+  %a1t = onnx.Transpose(%1) {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32> loc("g2")
+  %dw2 = onnx.MatMul(%a1t, %d2) : (tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<8x8xf32> loc("g2")
+  %d0 = onnx.ReluGrad(%0, %d1) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> loc("r1")
+  %xt = onnx.Transpose(%x) {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32> loc("g1")
+  %dw1 = onnx.MatMul(%xt, %d0) : (tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<8x8xf32> loc("g1")
+  %n1 = onnx.Sub(%w1, %dw1) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32> loc("update")
+  %n2 = onnx.Sub(%w2, %dw2) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32> loc("update")
+  %n3 = onnx.Sub(%w3, %dw3) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32> loc("update")
+  return %loss, %n1, %n2, %n3 : tensor<f32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
+}
+
+//--- train-no-loss.mlir
+// expected-error @+1 {{@train_step is a training step (it has pipe.grad/pipe.update results) but no pipe.loss result}}
+func.func @train_step(%x: tensor<4x8xf32> {pipe.input = "x"}, %w: tensor<4x8xf32> {pipe.param = "w"})
+    -> (tensor<4x8xf32> {pipe.update = "w"}) {
+  %0 = onnx.Sub(%w, %x) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
 }
 
 // TOO-MANY: error: cannot split @forward into 7 stages: it has only 6 op(s) on per-sample data

@@ -4,6 +4,20 @@
 //       nesterov|adam|adamw|adagrad] [--lr F] [--momentum F]
 //       [--weight-decay F] [--target cpu|cuda] [--input-shape x=8x32]
 //       [--emit-mlir] [--forward-only]
+//       [--stages N --microbatches M --schedule gpipe|1f1b
+//        [--partition balanced|manual|layers] [--cut NODE,...]
+//        [--from-mlir PIPE.mlir] [--show-schedule]]
+//
+// Pipeline parallelism (--stages N > 1, or --from-mlir): import →
+// pipe-assign-stages → pipe-autodiff → pipe-add-optimizer → pipe-microbatch →
+// pipe-split-stages → pipe-insert-transfers → pipe-schedule →
+// pipe-verify-schedule → pipe-lower-programs (once per device) → LLVM →
+// OUT/device0 ... OUT/device<N-1> and OUT/plan.json. `--from-mlir PIPE.mlir`
+// starts instead from pipe IR: `pipe.stage` functions (then pipe-schedule
+// builds the programs with --schedule/--microbatches) or complete
+// `pipe.program`s; MODEL.onnx then only provides the parameters' initial
+// values (the @forward function's pipe.init, matched by pipe.param name) and
+// the model that --save writes.
 //
 // Chains the passes (import → pipe-autodiff → pipe-add-optimizer →
 // pipe-lower-to-runtime → LLVM), then emits OUT/device0 (an executable that
@@ -18,7 +32,10 @@
 #include "pipec/Support/Diagnostics.h"
 #include "pipec/Target/Executable.h"
 
+#include "dialects/pipe/PipeDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -32,9 +49,13 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
+
 using namespace mlir;
+namespace pipe = mlir::pipec::pipe;
 namespace cl = llvm::cl;
 
 static cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.onnx>"),
@@ -69,6 +90,28 @@ static cl::opt<bool>
                 cl::desc("Compile the forward pass only (the loss, no "
                          "gradients or updates)"));
 
+static cl::opt<int64_t> numStages("stages",
+                                   cl::desc("Pipeline stages (devices)"),
+                                   cl::init(1));
+static cl::opt<int64_t> microbatches("microbatches",
+                                     cl::desc("Micro-batches per step"),
+                                     cl::init(1));
+static cl::opt<std::string> scheduleKind("schedule", cl::desc("gpipe or 1f1b"),
+                                         cl::init("1f1b"));
+static cl::opt<std::string>
+    partition("partition", cl::desc("balanced, manual or layers"),
+              cl::init("balanced"));
+static cl::list<std::string> cuts("cut", cl::CommaSeparated,
+                                  cl::desc("--partition manual: ONNX nodes "
+                                           "after which a stage ends"));
+static cl::opt<std::string>
+    fromMlir("from-mlir",
+             cl::desc("Start from pipe IR (pipe.stage functions, optionally "
+                      "pipe.program ops) instead of partitioning MODEL.onnx"),
+             cl::value_desc("PIPE.mlir"));
+static cl::opt<bool> showSchedule("show-schedule",
+                                  cl::desc("Print the schedule table"));
+
 namespace {
 
 const char *const kOptimizers[] = {"sgd",  "momentum", "nesterov",
@@ -92,6 +135,268 @@ std::string stagePath(StringRef name) {
   SmallString<256> p(outDir);
   llvm::sys::path::append(p, name);
   return std::string(p);
+}
+
+int64_t dtypeBytes(int64_t dtype) {
+  return dtype == 7 || dtype == 11 ? 8
+         : dtype == 10             ? 2
+         : dtype == 2 || dtype == 3 || dtype == 9 ? 1
+                                                  : 4;
+}
+
+int64_t typeBytes(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  if (!r || !r.hasStaticShape())
+    return 0;
+  return pipec::runtimeTensorBytes(r);
+}
+
+std::string typeText(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+/// A rough cost of a stage body: 2·M·N·K for products, one per result
+/// element otherwise (FLOPs).
+int64_t estimateFlops(Operation *root) {
+  int64_t flops = 0;
+  root->walk([&](Operation *op) {
+    StringRef n = op->getName().getStringRef();
+    if (!n.starts_with("onnx.") || op->getNumResults() == 0)
+      return;
+    auto out = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    if (!out || !out.hasStaticShape())
+      return;
+    int64_t elems = out.getNumElements();
+    if ((n == "onnx.Gemm" || n == "onnx.MatMul") && op->getNumOperands() >= 2) {
+      auto a = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+      int64_t k = 1;
+      if (a && a.getRank() >= 1) {
+        bool transA = false;
+        if (auto t = op->getAttrOfType<IntegerAttr>("transA"))
+          transA = t.getInt() != 0;
+        k = transA && a.getRank() == 2 ? a.getDimSize(0)
+                                       : a.getDimSize(a.getRank() - 1);
+      }
+      flops += 2 * elems * k;
+    } else if (n == "onnx.Conv" || n == "onnx.ConvGrad") {
+      int64_t k = 1;
+      if (op->getNumOperands() >= 2)
+        if (auto w = dyn_cast<RankedTensorType>(op->getOperand(1).getType()))
+          if (w.hasStaticShape() && w.getRank() > 1)
+            k = w.getNumElements() / w.getDimSize(0);
+      flops += 2 * elems * k;
+    } else {
+      flops += elems;
+    }
+  });
+  return flops;
+}
+
+/// Runs `pipeline` on `module`; false (after printing why) on failure.
+bool runPipeline(ModuleOp module, StringRef pipeline) {
+  PassManager pm(module.getContext());
+  if (failed(parsePassPipeline(pipeline, pm, llvm::errs()))) {
+    llvm::errs() << "pipe-compile: error: cannot build the pipeline '"
+                 << pipeline << "'\n";
+    return false;
+  }
+  return succeeded(pm.run(module));
+}
+
+bool havePass(StringRef name) {
+  return PassInfo::lookup(name) || PassPipelineInfo::lookup(name);
+}
+
+/// The pipeline-parallel back end: `module` holds pipe.program ops (one per
+/// device) and the pipe.stage functions they call; writes OUT/device<k> and
+/// OUT/plan.json.
+int compilePrograms(ModuleOp module, int64_t modelBatch,
+                    const llvm::json::Object &planBase) {
+  SmallVector<pipe::ProgramOp> programs(module.getOps<pipe::ProgramOp>());
+  llvm::sort(programs, [](pipe::ProgramOp a, pipe::ProgramOp b) {
+    return a.getDevice() < b.getDevice();
+  });
+  int64_t devices = programs.size();
+  if (numStages.getNumOccurrences() && numStages != devices)
+    return fail("--stages " + llvm::Twine(numStages.getValue()) +
+                ", but the schedule has " + llvm::Twine(devices) + " devices");
+  for (auto [i, p] : llvm::enumerate(programs))
+    if (p.getDevice() != static_cast<int64_t>(i))
+      return fail("the programs must be for devices 0.." +
+                  llvm::Twine(devices - 1) + " (device " +
+                  llvm::Twine(p.getDevice()) + " is there)");
+
+  // The mini-batch: the fed micro-batch rows times M.
+  int64_t miniBatch = modelBatch;
+  for (pipe::ProgramOp p : programs)
+    for (auto feed : p.getInstructions().getOps<pipe::FeedOp>())
+      miniBatch = cast<RankedTensorType>(feed.getValue().getType()).getDimSize(0) *
+                  p.getMicrobatches();
+
+  // plan.json: what each device runs, transfers, memory; stage costs.
+  llvm::json::Array devicePlans, transfers, executables, stageCosts;
+  llvm::json::Object nodeStages;
+  std::map<int64_t, int64_t> flopsOfStage;
+  for (auto stage : module.getOps<pipe::StageOp>()) {
+    flopsOfStage[stage.getStage()] += estimateFlops(stage);
+    stage.walk([&](Operation *op) {
+      if (auto name = op->getAttrOfType<StringAttr>("pipe.node"))
+        nodeStages[name.getValue()] = stage.getStage();
+    });
+  }
+  for (auto [stage, flops] : flopsOfStage)
+    stageCosts.push_back(llvm::json::Object{{"stage", stage},
+                                            {"flops_per_microbatch", flops}});
+  int64_t totalFlops = 0;
+  for (auto [stage, flops] : flopsOfStage)
+    totalFlops += flops;
+
+  std::string error;
+  for (pipe::ProgramOp program : programs) {
+    int64_t k = program.getDevice();
+    llvm::json::Array schedule;
+    for (Operation &op : program.getInstructions()) {
+      std::string text;
+      if (auto f = dyn_cast<pipe::ForwardOp>(op))
+        text = "F" + std::to_string(f.getMb());
+      else if (auto b = dyn_cast<pipe::BackwardOp>(op))
+        text = (b.getPart() == pipe::BackwardPart::Weight ? "W" : "B") +
+               std::to_string(b.getMb());
+      else if (auto s = dyn_cast<pipe::SendOp>(op)) {
+        text = ("send " + s.getTag() + " mb " + llvm::Twine(s.getMb()) +
+                " to " + llvm::Twine(s.getPeer()))
+                   .str();
+        transfers.push_back(llvm::json::Object{
+            {"from", k},
+            {"to", s.getPeer()},
+            {"tag", s.getTag()},
+            {"mb", s.getMb()},
+            {"mpi_tag", pipec::transferTag(s.getTag(), s.getMb())},
+            {"type", typeText(s.getValue().getType())},
+            {"bytes", typeBytes(s.getValue().getType())}});
+      } else if (auto r = dyn_cast<pipe::RecvOp>(op))
+        text = ("recv " + r.getTag() + " mb " + llvm::Twine(r.getMb()) +
+                " from " + llvm::Twine(r.getPeer()))
+                   .str();
+      else if (auto fd = dyn_cast<pipe::FeedOp>(op))
+        text = ("feed " + fd.getInput() + " mb " + llvm::Twine(fd.getMb())).str();
+      else if (isa<pipe::UpdateOp>(op))
+        text = "update";
+      else if (isa<pipe::ZeroGradOp>(op))
+        text = "zero_grad";
+      else if (auto l = dyn_cast<pipe::ReportLossOp>(op))
+        text = "loss mb " + std::to_string(l.getMb());
+      else
+        continue;
+      schedule.push_back(text);
+    }
+
+    OwningOpRef<ModuleOp> device(cast<ModuleOp>(module->clone()));
+    std::string pipeline =
+        ("pipe-lower-programs{device=" + llvm::Twine(k) + " target=" + target +
+         "}")
+            .str();
+    if (!runPipeline(*device, pipeline))
+      return 1;
+    auto step = device->lookupSymbol<func::FuncOp>(pipec::kStepFunctionName);
+    DictionaryAttr info =
+        step ? step->getAttrOfType<DictionaryAttr>(pipec::kProgramAttrName)
+             : DictionaryAttr();
+    if (!info)
+      return fail("pipe-lower-programs left no @pipe_step for device " +
+                  llvm::Twine(k));
+    std::string name = "device" + std::to_string(k);
+    if (emitMlir)
+      writeFile(stagePath(name + "-runtime.mlir"),
+                [&](llvm::raw_ostream &os) { device->print(os); });
+    {
+      PassManager pm(module.getContext());
+      pipec::buildLowerToLLVMPipeline(pm);
+      if (failed(pm.run(*device)))
+        return 1;
+    }
+    pipec::ProgramOptions options;
+    options.program = info;
+    options.batch = miniBatch;
+    options.modelFile = "model.onnx";
+    options.optimizer = optimizer.getValue();
+    options.device = k;
+    options.devices = devices;
+    options.microbatches = program.getMicrobatches();
+    std::string objectPath = stagePath(name + ".o");
+    if (failed(pipec::emitProgramObject(*device, options, objectPath, error)))
+      return fail(error);
+    if (failed(pipec::linkProgram(objectPath, stagePath(name), target, error)))
+      return fail(error);
+    if (!emitMlir)
+      llvm::sys::fs::remove(objectPath);
+    executables.push_back(name);
+
+    int64_t paramBytes = 0, stateBytes = 0, inputBytes = 0;
+    llvm::json::Array params, inputs;
+    for (Attribute a : info.getAs<ArrayAttr>("persistent")) {
+      auto d = cast<DictionaryAttr>(a);
+      int64_t n = 1;
+      for (int64_t x : d.getAs<DenseI64ArrayAttr>("shape").asArrayRef())
+        n *= x;
+      int64_t bytes = n * dtypeBytes(d.getAs<IntegerAttr>("dtype").getInt());
+      StringRef kind = d.getAs<StringAttr>("kind").getValue();
+      if (kind == "param" || kind == "frozen") {
+        paramBytes += bytes;
+        params.push_back(d.getAs<StringAttr>("name").getValue());
+      } else {
+        stateBytes += bytes;
+      }
+    }
+    for (Attribute a : info.getAs<ArrayAttr>("inputs")) {
+      auto d = cast<DictionaryAttr>(a);
+      int64_t n = 1;
+      for (int64_t x : d.getAs<DenseI64ArrayAttr>("shape").asArrayRef())
+        n *= x;
+      inputBytes += n * dtypeBytes(d.getAs<IntegerAttr>("dtype").getInt());
+      inputs.push_back(d.getAs<StringAttr>("name").getValue());
+    }
+    int64_t activationBytes =
+        info.getAs<IntegerAttr>("peak_activation_bytes").getInt();
+    llvm::json::Array stages;
+    for (int64_t st : program.getStages())
+      stages.push_back(st);
+    devicePlans.push_back(llvm::json::Object{
+        {"device", k},
+        {"executable", name},
+        {"stages", std::move(stages)},
+        {"schedule_kind", pipe::stringifyScheduleKind(program.getSchedule())},
+        {"microbatches", program.getMicrobatches()},
+        {"schedule", std::move(schedule)},
+        {"reads_data", std::move(inputs)},
+        {"reports_loss", info.getAs<BoolAttr>("has_loss").getValue()},
+        {"parameters", std::move(params)},
+        {"memory",
+         llvm::json::Object{{"parameter_bytes", paramBytes},
+                            {"optimizer_state_bytes", stateBytes},
+                            {"input_bytes", inputBytes},
+                            {"peak_activation_bytes", activationBytes}}}});
+  }
+
+  llvm::json::Object plan = planBase;
+  plan["batch"] = miniBatch;
+  plan["devices"] = devices;
+  plan["microbatches"] = programs.front().getMicrobatches();
+  plan["schedule"] = pipe::stringifyScheduleKind(programs.front().getSchedule());
+  plan["node_stages"] = std::move(nodeStages);
+  plan["stage_costs"] = std::move(stageCosts);
+  plan["total_flops_per_microbatch"] = totalFlops;
+  plan["transfers"] = std::move(transfers);
+  plan["device_plans"] = std::move(devicePlans);
+  plan["executables"] = std::move(executables);
+  if (!writeFile(stagePath("plan.json"), [&](llvm::raw_ostream &os) {
+        os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
+      }))
+    return fail("cannot write " + stagePath("plan.json"));
+  return 0;
 }
 
 } // namespace
@@ -171,6 +476,98 @@ int main(int argc, char **argv) {
       });
   };
   dumpStage("0-import.mlir");
+
+  if (numStages < 1)
+    return fail("--stages must be >= 1");
+  if (microbatches < 1)
+    return fail("--microbatches must be >= 1");
+  if (scheduleKind != "gpipe" && scheduleKind != "1f1b")
+    return fail("--schedule must be gpipe or 1f1b, not '" + scheduleKind + "'");
+  if (numStages > 1 || !fromMlir.empty() || showSchedule) {
+    if (forwardOnly)
+      return fail("--forward-only has no pipeline form");
+    std::string modelCopy = stagePath("model.onnx");
+    if (std::error_code ec = llvm::sys::fs::copy_file(modelPath, modelCopy))
+      return fail("cannot copy the model to " + modelCopy + ": " + ec.message());
+    OwningOpRef<ModuleOp> pipeModule;
+    if (!fromMlir.empty()) {
+      llvm::SourceMgr sourceMgr;
+      ParserConfig config(&context);
+      pipeModule = parseSourceFile<ModuleOp>(fromMlir, config);
+      if (!pipeModule)
+        return fail("cannot parse " + fromMlir);
+      // The initial values: the imported @forward's pipe.init, by name.
+      if (!pipeModule->lookupSymbol("forward")) {
+        OpBuilder b(pipeModule->getBodyRegion());
+        b.clone(*forward);
+      }
+    } else {
+      for (StringRef pass : {"pipe-assign-stages", "pipe-autodiff",
+                             "pipe-add-optimizer", "pipe-microbatch",
+                             "pipe-split-stages", "pipe-insert-transfers",
+                             "pipe-schedule", "pipe-verify-schedule"})
+        if (!havePass(pass))
+          return fail("pass '" + pass +
+                      "' is not available in this build yet; start from "
+                      "pipe IR with --from-mlir PIPE.mlir");
+      std::string pipeline;
+      llvm::raw_string_ostream ps(pipeline);
+      ps << "pipe-assign-stages{stages=" << numStages.getValue()
+         << " strategy=" << partition.getValue();
+      if (!cuts.empty())
+        ps << " cuts=" << llvm::join(cuts, ",");
+      ps << "},pipe-autodiff,pipe-add-optimizer{kind=" << optimizer
+         << " lr=" << llvm::formatv("{0:e9}", lr.getValue());
+      if (optimizer == "momentum" || optimizer == "nesterov")
+        ps << " momentum=" << llvm::formatv("{0:e9}", momentum.getValue());
+      if (weightDecay.getNumOccurrences())
+        ps << " weight-decay=" << llvm::formatv("{0:e9}", weightDecay.getValue());
+      ps << "},pipe-microbatch{microbatches=" << microbatches.getValue()
+         << "},pipe-split-stages,pipe-insert-transfers";
+      if (!runPipeline(*module, pipeline))
+        return 1;
+      pipeModule = std::move(module);
+    }
+    if (emitMlir)
+      writeFile(stagePath("1-stages.mlir"),
+                [&](llvm::raw_ostream &os) { pipeModule->print(os); });
+    if (pipeModule->getOps<pipe::ProgramOp>().empty()) {
+      std::string pipeline;
+      llvm::raw_string_ostream ps(pipeline);
+      ps << "pipe-schedule{kind=" << scheduleKind.getValue()
+         << " microbatches=" << microbatches.getValue()
+         << " optimizer=" << optimizer.getValue()
+         << " lr=" << llvm::formatv("{0:e9}", lr.getValue());
+      if (optimizer == "momentum" || optimizer == "nesterov")
+        ps << " momentum=" << llvm::formatv("{0:e9}", momentum.getValue());
+      if (weightDecay.getNumOccurrences())
+        ps << " weight-decay=" << llvm::formatv("{0:e9}", weightDecay.getValue());
+      ps << "}";
+      if (!runPipeline(*pipeModule, pipeline))
+        return 1;
+    }
+    if (!runPipeline(*pipeModule, "pipe-verify-schedule"))
+      return 1;
+    if (emitMlir)
+      writeFile(stagePath("2-programs.mlir"),
+                [&](llvm::raw_ostream &os) { pipeModule->print(os); });
+    if (showSchedule) {
+      llvm::outs().flush();
+      if (!runPipeline(*pipeModule, "pipe-print-schedule"))
+        return 1;
+    }
+    llvm::json::Object planBase{
+        {"model", llvm::sys::path::filename(modelPath)},
+        {"target", target},
+        {"optimizer",
+         llvm::json::Object{{"name", optimizer.getValue()},
+                            {"lr", lr.getValue()},
+                            {"momentum", momentum.getValue()},
+                            {"weight_decay", weightDecay.getValue()}}}};
+    if (int rc = compilePrograms(*pipeModule, modelBatch, planBase))
+      return rc;
+    return diagnostics.errorCount() ? 1 : 0;
+  }
 
   // Training step: gradients and the optimizer update.
   if (!forwardOnly) {

@@ -5,10 +5,19 @@
 //            [--checkpoint DIR] [--resume DIR] [--threads N]
 //
 // One device: runs OUT/device0 in place of this process. Several devices
-// (OUT/device1... present): one MPI rank per executable, MPMD under mpirun.
+// (OUT/plan.json says "devices": N > 1): one MPI rank per executable, MPMD
+// under mpirun (rank k runs OUT/device<k>), every rank with the same flags:
+//   mpirun --oversubscribe [--allow-run-as-root] --mca btl self,vader
+//          --mca btl_vader_single_copy_mechanism none
+//          -np 1 OUT/device0 FLAGS : -np 1 OUT/device1 FLAGS ...
+// PIPEC_MPIRUN names another mpirun; PIPEC_MPIRUN_FLAGS (split at spaces)
+// replaces the options before the first -np.
 //
 //===----------------------------------------------------------------------===//
 #include <cerrno>
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -77,8 +86,19 @@ int main(int argc, char **argv) {
   if (!haveSteps)
     return fail("--steps K is required");
 
+  // How many devices the plan has (1 when it says nothing).
+  int planned = 1;
+  {
+    std::ifstream plan(out + "/plan.json");
+    std::stringstream text;
+    text << plan.rdbuf();
+    std::smatch m;
+    std::string body = text.str();
+    if (std::regex_search(body, m, std::regex("\"devices\"\\s*:\\s*([0-9]+)")))
+      planned = std::stoi(m[1]);
+  }
   std::vector<std::string> devices;
-  for (int d = 0;; ++d) {
+  for (int d = 0; d < planned; ++d) {
     std::string exe = out + "/device" + std::to_string(d);
     if (!isExecutable(exe))
       break;
@@ -87,6 +107,10 @@ int main(int argc, char **argv) {
   if (devices.empty())
     return fail("'" + out + "' has no device0 executable (run pipe-compile -o " +
                 out + " first)");
+  if (static_cast<int>(devices.size()) != planned)
+    return fail("plan.json says " + std::to_string(planned) +
+                " devices, but " + out + "/device" +
+                std::to_string(devices.size()) + " is missing");
 
   std::vector<std::string> args;
   if (devices.size() == 1) {
@@ -94,6 +118,23 @@ int main(int argc, char **argv) {
   } else {
     const char *mpirun = std::getenv("PIPEC_MPIRUN");
     args.push_back(mpirun ? mpirun : "mpirun");
+    if (const char *flags = std::getenv("PIPEC_MPIRUN_FLAGS")) {
+      std::istringstream words(flags);
+      for (std::string w; words >> w;)
+        args.push_back(w);
+    } else {
+      // Shared memory between the ranks of one machine; oversubscribed
+      // (fewer cores than ranks is fine); as root in containers.
+      args.insert(args.end(), {"--oversubscribe", "--mca", "btl", "self,vader",
+                               "--mca", "btl_vader_single_copy_mechanism",
+                               "none"});
+      if (geteuid() == 0)
+        args.push_back("--allow-run-as-root");
+    }
+    // Ranks that wait yield the core (more ranks than cores is the rule on
+    // small machines); unless the caller says otherwise.
+    setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+    setenv("OMPI_MCA_hwloc_base_binding_policy", "none", 0);
     for (size_t d = 0; d < devices.size(); ++d) {
       if (d)
         args.push_back(":");

@@ -49,4 +49,51 @@ def LowerToRuntime : Pass<"pipe-lower-to-runtime", "ModuleOp"> {
                            "::mlir::LLVM::LLVMDialect"];
 }
 
+def LowerPrograms : Pass<"pipe-lower-programs", "ModuleOp"> {
+  let summary = "lower one device's pipe.program (and the pipe.stage "
+                "functions it calls) to that device's @pipe_step";
+  let description = [{
+    Rewrites the `pipe.program` of device `device` into a step function with
+    the calling convention of pipe-lower-to-runtime (same ABI, same driver),
+    executing the program's instructions in order:
+
+    - `pipe.weight_buffer` (one version): the stage's parameters become
+      persistent `pipe.param` buffers, initialised from the module's function
+      argument with the same `pipe.param` name and its `pipe.init`;
+    - `pipe.feed "x" mb k`: rows k*b .. k*b+b-1 of the input's mini-batch
+      (M*b rows, filled by the driver's data feed), so only devices that feed
+      an input read data;
+    - `pipe.forward` / `pipe.backward`: the stage body inlined on the weights;
+      a backward's weight gradients are added to the accumulator
+      (`pipe.zero_grad` clears it, `pipe.accumulate` adds to it);
+    - `pipe.send` / `pipe.recv`: `pipert_isend` (all waited for at the end of
+      the step, the sent buffers kept until then) and `pipert_recv` on the
+      world communicator (rank = device), with the tag
+      (fnv1a(tag) mod 2048) * 16 + mb mod 16;
+    - `pipe.update`: the onnx optimizer op pipe-add-optimizer builds (SGD,
+      Momentum, AdamW, Adagrad; state named `<param>.<slot>`, counter
+      `step`) on the accumulated gradient times `grad_scale`;
+    - `pipe.report_loss`: the step's loss is the mean of the reported
+      micro-batch losses; a program without one reports none.
+
+    Stash, predict, average, allreduce, several weight versions and several
+    pipelines (asynchronous methods) are rejected with an error on the op.
+    Then the other programs, the stages and the other functions are erased
+    and the step is lowered to buffers and pipert calls, exactly as
+    pipe-lower-to-runtime does; `onnx-only` stops before that, leaving
+    `func.func @train_step_device<k>` in the onnx dialect (for tests).
+  }];
+  let options = [
+    Option<"device", "device", "int64_t", "-1",
+           "device whose program to lower (default: the only program)">,
+    Option<"target", "target", "std::string", "\"cpu\"", "cpu or cuda">,
+    Option<"onnxOnly", "onnx-only", "bool", "false",
+           "stop at the onnx-level step function">,
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // PIPEC_CONVERSION_PASSES

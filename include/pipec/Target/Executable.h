@@ -18,6 +18,11 @@ struct ProgramOptions {
   int64_t batch = 0;
   std::string modelFile; // relative to the executable's directory
   std::string optimizer = "none";
+  /// Pipeline parallelism: this executable's device (= MPI rank) among
+  /// `devices`; 1 device runs without a transport.
+  int64_t device = 0;
+  int64_t devices = 1;
+  int64_t microbatches = 1;
 };
 
 /// Translates a module in the LLVM dialect (holding @pipe_step) to LLVM IR,

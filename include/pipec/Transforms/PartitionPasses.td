@@ -1,11 +1,11 @@
-//===- PartitionPasses.td - pipeline partitioning passes -------*- tablegen -*-===//
+//===- PartitionPasses.td - partitioning passes ---------*- tablegen -*-===//
 #ifndef PIPEC_TRANSFORMS_PARTITIONPASSES
 #define PIPEC_TRANSFORMS_PARTITIONPASSES
 
 include "mlir/Pass/PassBase.td"
 
 def PipeAssignStages : Pass<"pipe-assign-stages", "::mlir::ModuleOp"> {
-  let summary = "splits a function into pipeline stages: pipe.stage on every op";
+  let summary = "splits a function into pipeline stages (pipe.stage)";
   let description = [{
     Gives every op of `func.func @<func-name>` an attribute
     `pipe.stage = i : i64` so that every value flows from a stage to the same
@@ -42,7 +42,17 @@ def PipeAssignStages : Pass<"pipe-assign-stages", "::mlir::ModuleOp"> {
       first block (embedding) go with the first, ops after the last (head,
       loss) with the last.
 
-    Also set: on every `pipe.param` argument, `pipe.stage = owner : i64`
+    A training step (a function with `pipe.grad` / `pipe.update` results,
+    as --pipe-autodiff / --pipe-add-optimizer build it): the forward ops
+    (those its `pipe.loss` result depends on) are partitioned as above; then
+    an update (an op whose result is a `pipe.update` result and that reads a
+    parameter) goes with the parameter's owner stage, and every other
+    backward op with the forward op whose location (else ONNX node name) it
+    carries; failing both, with the earliest gradient it reads, else the
+    latest forward value. Gradients flow to the same or an earlier stage.
+
+    Also set: on every `pipe.param` (and `pipe.state`) argument,
+    `pipe.stage = owner : i64`
     (the stage of its first use); where a parameter is used by several
     stages (tied weights), `pipe.tied_stages = [s, ...]`; on the function,
     `pipe.stage_costs = [...]` (f64, estimated forward + backward time of

@@ -7,6 +7,7 @@
 #include "mlir/Pass/Pass.h"
 
 #include "dialects/onnx/OnnxDialect.h"
+#include "dialects/pipe/PipeDialect.h"
 
 namespace mlir::pipec {
 

@@ -2,20 +2,18 @@
 //
 // The function's ops on per-sample data form a sequence (their order, which
 // is topological); a partition is a list of cut points in it, so every value
-// flows to the same or a later stage. The other ops (constants, and pure ops
-// of weights and constants only, like a weight's transpose) float: each takes
-// the earliest stage of its users, and a later stage that also uses it
-// recomputes it, as constants are duplicated.
+// flows to the same or a later stage (Partitioners.h). The other ops
+// (constants, and pure ops of weights and constants only, like a weight's
+// transpose) float: each takes the earliest stage of its users, and a later
+// stage that also uses it recomputes it, as constants are duplicated. In a
+// training step the backward ops then follow their forward ops.
 //
 //===----------------------------------------------------------------------===//
-#include "pipec/Analysis/CostModel.h"
+#include "Partitioners.h"
 #include "pipec/Transforms/PartitionPasses.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/Matchers.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
@@ -23,10 +21,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
-#include <set>
-#include <limits>
 #include <map>
+#include <set>
 
 namespace mlir::pipec {
 #define GEN_PASS_DEF_PIPEASSIGNSTAGES
@@ -35,12 +31,12 @@ namespace mlir::pipec {
 
 using namespace mlir;
 using namespace mlir::pipec;
+using namespace mlir::pipec::partition;
 
 static constexpr StringLiteral kStageAttr = "pipe.stage";
 static constexpr StringLiteral kTiedAttr = "pipe.tied_stages";
 static constexpr StringLiteral kCostsAttr = "pipe.stage_costs";
 static constexpr StringLiteral kNumStagesAttr = "pipe.num_stages";
-static constexpr double kInf = std::numeric_limits<double>::infinity();
 
 /// The ONNX node name an op was imported from: its NameLoc's name.
 static StringRef getNodeName(Location loc) {
@@ -55,327 +51,38 @@ static StringRef getNodeName(Location loc) {
   return {};
 }
 
-/// Function arguments that hold weights rather than per-sample data.
-static bool isWeightArgument(Value value) {
-  auto arg = dyn_cast<BlockArgument>(value);
-  if (!arg)
-    return false;
-  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  return func && (func.getArgAttr(arg.getArgNumber(), "pipe.param") ||
-                  func.getArgAttr(arg.getArgNumber(), "pipe.state"));
-}
-
-namespace {
-
-/// The function as the partitioners see it: the op sequence, each op's cost,
-/// and for every cut point k (between seq[k-1] and seq[k], 1 <= k < n) the
-/// activations crossing it.
-struct Problem {
-  func::FuncOp func;
-  SmallVector<Operation *> seq;
-  /// Ops that depend on no per-sample data: constants, and pure ops of
-  /// weights and constants only (a weight's transpose). They are not cut
-  /// points: each goes with its first user (its cost counted there), and a
-  /// later stage that also uses one recomputes it, as it does constants.
-  DenseSet<Operation *> floating;
-  DenseMap<Operation *, int64_t> position;
-  /// prefix[i]: summed training time of seq[0..i), seconds.
-  SmallVector<double> prefix;
-  /// crossBytes[k] / crossCount[k]: the values defined before cut k and used
-  /// at or after it (the terminator counts as position n). Index 0 and n
-  /// are unused (0).
-  SmallVector<int64_t> crossBytes;
-  SmallVector<int64_t> crossCount;
-
-  int64_t size() const { return seq.size(); }
-  double cost(int64_t begin, int64_t end) const {
-    return prefix[end] - prefix[begin];
+/// The ops the function's `pipe.loss` results depend on, when the function
+/// is a training step (has `pipe.grad` / `pipe.update` results); else
+/// std::nullopt: every op is forward.
+static FailureOr<std::optional<DenseSet<Operation *>>>
+findForwardOps(func::FuncOp func) {
+  bool trainingStep = false;
+  SmallVector<Value> losses;
+  Operation *terminator = func.getBody().front().getTerminator();
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+    trainingStep |= func.getResultAttr(i, "pipe.grad") ||
+                    func.getResultAttr(i, "pipe.update");
+    if (func.getResultAttr(i, "pipe.loss"))
+      losses.push_back(terminator->getOperand(i));
   }
-};
-
-/// A partition: cut points 0 < c_1 < ... < c_{S-1} < n.
-using Cuts = SmallVector<int64_t>;
-
-} // namespace
-
-static Problem buildProblem(func::FuncOp func, const CostModel &model) {
-  Problem problem;
-  problem.func = func;
-  Block &body = func.getBody().front();
-  for (Operation &op : body.without_terminator()) {
-    bool floating = op.hasTrait<OpTrait::ConstantLike>() ||
-                    (isMemoryEffectFree(&op) &&
-                     llvm::all_of(op.getOperands(), [&](Value operand) {
-                       Operation *def = operand.getDefiningOp();
-                       return def ? problem.floating.contains(def)
-                                  : isWeightArgument(operand);
-                     }));
-    if (floating) {
-      problem.floating.insert(&op);
+  if (!trainingStep)
+    return std::optional<DenseSet<Operation *>>();
+  if (losses.empty()) {
+    func.emitError() << "@" << func.getSymName()
+                     << " is a training step (it has pipe.grad/pipe.update "
+                        "results) but no pipe.loss result: cannot tell the "
+                        "forward ops from the backward ones";
+    return failure();
+  }
+  DenseSet<Operation *> forward;
+  SmallVector<Value> worklist(losses);
+  while (!worklist.empty()) {
+    Operation *def = worklist.pop_back_val().getDefiningOp();
+    if (!def || !forward.insert(def).second)
       continue;
-    }
-    problem.position[&op] = problem.seq.size();
-    problem.seq.push_back(&op);
+    worklist.append(def->operand_begin(), def->operand_end());
   }
-  int64_t n = problem.size();
-  SmallVector<double> costs(n + 1, 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    costs[i] = model.getTrainingTime(problem.seq[i]);
-  // A floating op's cost goes to its first user in the sequence.
-  DenseMap<Operation *, int64_t> firstUse;
-  for (Operation &op : llvm::reverse(body.without_terminator())) {
-    if (!problem.floating.contains(&op))
-      continue;
-    int64_t first = n;
-    for (Operation *user : op.getUsers()) {
-      if (auto it = problem.position.find(user); it != problem.position.end())
-        first = std::min(first, it->second);
-      else if (auto it = firstUse.find(user); it != firstUse.end())
-        first = std::min(first, it->second);
-    }
-    firstUse[&op] = first;
-    costs[first] += model.getTrainingTime(&op);
-  }
-  problem.prefix.assign(n + 1, 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    problem.prefix[i + 1] = problem.prefix[i] + costs[i];
-
-  // A value defined at p and last used at q crosses cuts p+1 .. q.
-  SmallVector<int64_t> bytesDelta(n + 2, 0), countDelta(n + 2, 0);
-  for (int64_t p = 0; p < n; ++p) {
-    for (Value result : problem.seq[p]->getResults()) {
-      int64_t last = p;
-      for (Operation *user : result.getUsers()) {
-        auto it = problem.position.find(user);
-        last = std::max(last, it == problem.position.end() ? n : it->second);
-      }
-      if (last == p)
-        continue;
-      int64_t bytes = CostModel::getValueBytes(result).value_or(0);
-      bytesDelta[p + 1] += bytes;
-      bytesDelta[last + 1] -= bytes;
-      countDelta[p + 1] += 1;
-      countDelta[last + 1] -= 1;
-    }
-  }
-  problem.crossBytes.assign(n + 1, 0);
-  problem.crossCount.assign(n + 1, 0);
-  int64_t bytes = 0, count = 0;
-  for (int64_t k = 1; k < n; ++k) {
-    bytes += bytesDelta[k];
-    count += countDelta[k];
-    problem.crossBytes[k] = bytes;
-    problem.crossCount[k] = count;
-  }
-  return problem;
-}
-
-static bool lessOrTied(double a, double b) {
-  return a <= b * (1 + 1e-9) + 1e-18;
-}
-
-/// The least achievable maximum stage cost of `stages` contiguous stages
-/// whose cuts are among `candidates` (sorted). f[s][j]: best over the prefix
-/// ending at point j (points: 0, candidates..., n) in s stages. f[s-1][.] is
-/// nondecreasing and the last stage's cost decreasing in the split point, so
-/// the optimum for each j is where they cross, found by binary search.
-static double minMaxCost(const Problem &problem, ArrayRef<int64_t> candidates,
-                         int64_t stages) {
-  SmallVector<int64_t> points{0};
-  points.append(candidates.begin(), candidates.end());
-  points.push_back(problem.size());
-  int64_t m = points.size();
-  if (m - 1 < stages)
-    return kInf;
-  SmallVector<double> prev(m, kInf), cur(m, kInf);
-  for (int64_t j = 1; j < m; ++j)
-    prev[j] = problem.cost(0, points[j]);
-  for (int64_t s = 2; s <= stages; ++s) {
-    std::fill(cur.begin(), cur.end(), kInf);
-    for (int64_t j = s; j < m; ++j) {
-      // i ranges over [s-1, j-1]: the first s-1 stages end at points[i].
-      int64_t lo = s - 1, hi = j - 1;
-      auto last = [&](int64_t i) { return problem.cost(points[i], points[j]); };
-      // Smallest i with prev[i] >= last(i); the optimum is there or before.
-      int64_t a = lo, b = hi + 1;
-      while (a < b) {
-        int64_t mid = (a + b) / 2;
-        if (prev[mid] >= last(mid))
-          b = mid;
-        else
-          a = mid + 1;
-      }
-      double best = kInf;
-      for (int64_t i : {a - 1, a})
-        if (i >= lo && i <= hi)
-          best = std::min(best, std::max(prev[i], last(i)));
-      cur[j] = best;
-    }
-    std::swap(prev, cur);
-  }
-  return prev[m - 1];
-}
-
-/// Among the partitions with cuts in `candidates` and every stage costing at
-/// most `bound`, the one whose cuts carry the fewest activation bytes (then
-/// the fewest values). The window of admissible split points moves forward
-/// with j, so a monotone deque gives each step's minimum.
-static std::optional<Cuts> minCrossingCuts(const Problem &problem,
-                                           ArrayRef<int64_t> candidates,
-                                           int64_t stages, double bound) {
-  SmallVector<int64_t> points{0};
-  points.append(candidates.begin(), candidates.end());
-  points.push_back(problem.size());
-  int64_t m = points.size();
-  using Score = std::pair<int64_t, int64_t>; // bytes, count
-  const Score none{std::numeric_limits<int64_t>::max(), 0};
-  auto add = [&](Score score, int64_t point) -> Score {
-    if (score == none)
-      return none;
-    return {score.first + problem.crossBytes[point],
-            score.second + problem.crossCount[point]};
-  };
-  // best[s][j], from[s][j]: s stages over the prefix ending at point j.
-  std::vector<std::vector<Score>> best(stages + 1,
-                                       std::vector<Score>(m, none));
-  std::vector<std::vector<int64_t>> from(stages + 1,
-                                         std::vector<int64_t>(m, -1));
-  for (int64_t j = 1; j < m; ++j)
-    if (lessOrTied(problem.cost(0, points[j]), bound))
-      best[1][j] = {0, 0};
-  for (int64_t s = 2; s <= stages; ++s) {
-    std::deque<int64_t> window; // indices i, scores increasing
-    int64_t next = s - 1;       // the next i to enter the window
-    for (int64_t j = s; j < m; ++j) {
-      for (; next < j; ++next) {
-        Score score = add(best[s - 1][next], points[next]);
-        if (score == none)
-          continue;
-        while (!window.empty() &&
-               add(best[s - 1][window.back()], points[window.back()]) >= score)
-          window.pop_back();
-        window.push_back(next);
-      }
-      while (!window.empty() &&
-             !lessOrTied(problem.cost(points[window.front()], points[j]),
-                         bound))
-        window.pop_front();
-      if (window.empty())
-        continue;
-      best[s][j] = add(best[s - 1][window.front()], points[window.front()]);
-      from[s][j] = window.front();
-    }
-  }
-  if (best[stages][m - 1] == none)
-    return std::nullopt;
-  Cuts cuts(stages - 1);
-  int64_t j = m - 1;
-  for (int64_t s = stages; s >= 2; --s) {
-    j = from[s][j];
-    cuts[s - 2] = points[j];
-  }
-  return cuts;
-}
-
-/// Cut points whose crossing is at most `threshold` bytes.
-static SmallVector<int64_t> eligibleCuts(const Problem &problem,
-                                         double threshold) {
-  SmallVector<int64_t> cuts;
-  for (int64_t k = 1; k < problem.size(); ++k)
-    if (double(problem.crossBytes[k]) <= threshold)
-      cuts.push_back(k);
-  return cuts;
-}
-
-/// The narrow cut points: the smallest threshold (cut-slack x the smallest
-/// crossing, doubled as needed) at which a balanced split over them is
-/// within `tolerance` of the best split over all cut points.
-static SmallVector<int64_t> chooseCandidates(const Problem &problem,
-                                             int64_t stages, double slack,
-                                             double tolerance,
-                                             double *restrictedBest) {
-  int64_t n = problem.size();
-  SmallVector<int64_t> all;
-  for (int64_t k = 1; k < n; ++k)
-    all.push_back(k);
-  double unrestricted = minMaxCost(problem, all, stages);
-  int64_t smallest = std::numeric_limits<int64_t>::max(), largest = 0;
-  for (int64_t k = 1; k < n; ++k) {
-    smallest = std::min(smallest, problem.crossBytes[k]);
-    largest = std::max(largest, problem.crossBytes[k]);
-  }
-  double threshold = std::max<double>(1.0, double(smallest)) *
-                     std::max(1.0, slack);
-  while (true) {
-    SmallVector<int64_t> candidates = eligibleCuts(problem, threshold);
-    if (int64_t(candidates.size()) >= stages - 1) {
-      double restricted = minMaxCost(problem, candidates, stages);
-      if (restricted <= unrestricted * (1 + tolerance) + 1e-18 ||
-          threshold >= double(largest)) {
-        *restrictedBest = restricted;
-        return candidates;
-      }
-    }
-    if (threshold >= double(largest)) {
-      *restrictedBest = unrestricted;
-      return all;
-    }
-    threshold *= 2;
-  }
-}
-
-static Cuts partitionBalanced(const Problem &problem, int64_t stages,
-                              double slack, double tolerance) {
-  double bound = 0;
-  SmallVector<int64_t> candidates =
-      chooseCandidates(problem, stages, slack, tolerance, &bound);
-  std::optional<Cuts> cuts =
-      minCrossingCuts(problem, candidates, stages, bound);
-  assert(cuts && "the min-max bound must be achievable");
-  return *cuts;
-}
-
-/// PipeDream's planner with one worker per stage: over the layers the
-/// narrow cuts delimit, A(j, s) = min_i max(A(i, s-1), 2 a_i / B, T(i..j)).
-static Cuts partitionPipeDream(const Problem &problem, const CostModel &model,
-                               int64_t stages, double slack,
-                               double tolerance) {
-  double unused = 0;
-  SmallVector<int64_t> points{0};
-  SmallVector<int64_t> candidates =
-      chooseCandidates(problem, stages, slack, tolerance, &unused);
-  points.append(candidates.begin(), candidates.end());
-  points.push_back(problem.size());
-  int64_t m = points.size();
-  std::vector<std::vector<double>> a(stages + 1,
-                                     std::vector<double>(m, kInf));
-  std::vector<std::vector<int64_t>> from(stages + 1,
-                                         std::vector<int64_t>(m, -1));
-  for (int64_t j = 1; j < m; ++j)
-    a[1][j] = problem.cost(0, points[j]);
-  for (int64_t s = 2; s <= stages; ++s)
-    for (int64_t j = s; j < m; ++j)
-      for (int64_t i = s - 1; i < j; ++i) {
-        double comm =
-            2 * model.getTransferTime(problem.crossBytes[points[i]]);
-        double value = std::max({a[s - 1][i], comm,
-                                 problem.cost(points[i], points[j])});
-        // Ties go to the cheaper crossing.
-        if (value < a[s][j] * (1 - 1e-9) ||
-            (lessOrTied(value, a[s][j]) && from[s][j] >= 0 &&
-             problem.crossBytes[points[i]] <
-                 problem.crossBytes[points[from[s][j]]])) {
-          a[s][j] = value;
-          from[s][j] = i;
-        }
-      }
-  Cuts cuts(stages - 1);
-  int64_t j = m - 1;
-  for (int64_t s = stages; s >= 2; --s) {
-    j = from[s][j];
-    cuts[s - 2] = points[j];
-  }
-  return cuts;
+  return std::optional<DenseSet<Operation *>>(std::move(forward));
 }
 
 namespace {
@@ -394,17 +101,88 @@ private:
 };
 } // namespace
 
-static SmallVector<int64_t> stagesFromCuts(int64_t n, ArrayRef<int64_t> cuts) {
-  SmallVector<int64_t> stageOf(n, 0);
-  int64_t stage = 0;
-  for (int64_t i = 0, c = 0; i < n; ++i) {
-    while (c < int64_t(cuts.size()) && cuts[c] == i) {
-      ++stage;
-      ++c;
-    }
-    stageOf[i] = stage;
+/// The earliest forward stage using `value`, through floating ops.
+static std::optional<int64_t> forwardStageOf(const Problem &problem,
+                                             ArrayRef<int64_t> stageOf,
+                                             Value value) {
+  std::optional<int64_t> stage;
+  for (Operation *user : value.getUsers()) {
+    std::optional<int64_t> s;
+    if (auto it = problem.position.find(user); it != problem.position.end())
+      s = stageOf[it->second];
+    else if (problem.floating.contains(user))
+      for (Value result : user->getResults())
+        if (std::optional<int64_t> r = forwardStageOf(problem, stageOf, result))
+          s = s ? std::min(*s, *r) : *r;
+    if (s)
+      stage = stage ? std::min(*stage, *s) : *s;
   }
-  return stageOf;
+  return stage;
+}
+
+/// Places the backward and update ops of a training step: an update (an op
+/// whose result is a `pipe.update` result and that reads a parameter) with
+/// its parameter's owner; a backward op with the forward op whose location,
+/// or else node name, it carries (the autodiff gives each op of a VJP its
+/// forward op's location); else with the earliest gradient it reads (always
+/// legal: that stage also sees the forward values the gradient's stage saw,
+/// but the work drifts later); else with the latest forward value it reads;
+/// else with the parameter it reads; else in the last stage.
+static void assignBackward(const Problem &problem, ArrayRef<int64_t> stageOf,
+                           int64_t numStages) {
+  func::FuncOp func = problem.func;
+  Operation *terminator = func.getBody().front().getTerminator();
+  llvm::StringMap<int64_t> stageByName;
+  DenseMap<Location, int64_t> stageByLoc;
+  DenseSet<Location> ambiguous;
+  for (auto [i, op] : llvm::enumerate(problem.seq)) {
+    if (StringRef name = getNodeName(op->getLoc()); !name.empty())
+      stageByName.try_emplace(name, stageOf[i]);
+    auto [it, inserted] = stageByLoc.try_emplace(op->getLoc(), stageOf[i]);
+    if (!inserted && it->second != stageOf[i])
+      ambiguous.insert(op->getLoc());
+  }
+  DenseMap<Operation *, int64_t> backwardStage;
+  Builder builder(func.getContext());
+  for (Operation *op : problem.backward) {
+    std::optional<int64_t> stage;
+    bool isUpdate = llvm::any_of(op->getUses(), [&](OpOperand &use) {
+      return use.getOwner() == terminator &&
+             func.getResultAttr(use.getOperandNumber(), "pipe.update");
+    });
+    if (isUpdate)
+      for (Value operand : op->getOperands())
+        if (auto arg = dyn_cast<BlockArgument>(operand);
+            arg && func.getArgAttr(arg.getArgNumber(), "pipe.param"))
+          if ((stage = forwardStageOf(problem, stageOf, operand)))
+            break;
+    if (!stage && !ambiguous.contains(op->getLoc()))
+      if (auto it = stageByLoc.find(op->getLoc()); it != stageByLoc.end())
+        stage = it->second;
+    if (!stage)
+      if (StringRef name = getNodeName(op->getLoc()); !name.empty())
+        if (auto it = stageByName.find(name); it != stageByName.end())
+          stage = it->second;
+    if (!stage)
+      for (Value operand : op->getOperands())
+        if (auto it = backwardStage.find(operand.getDefiningOp());
+            operand.getDefiningOp() && it != backwardStage.end())
+          stage = std::min(stage.value_or(numStages - 1), it->second);
+    if (!stage)
+      for (Value operand : op->getOperands())
+        if (auto it = problem.position.find(operand.getDefiningOp());
+            operand.getDefiningOp() && it != problem.position.end())
+          stage = std::max(stage.value_or(0), stageOf[it->second]);
+    // Of weights alone (weight decay, a step counter): with the weight.
+    if (!stage)
+      for (Value operand : op->getOperands())
+        if (auto arg = dyn_cast<BlockArgument>(operand);
+            arg && func.getArgAttr(arg.getArgNumber(), "pipe.param"))
+          if ((stage = forwardStageOf(problem, stageOf, operand)))
+            break;
+    backwardStage[op] = stage.value_or(numStages - 1);
+    op->setAttr(kStageAttr, builder.getI64IntegerAttr(backwardStage[op]));
+  }
 }
 
 static constexpr StringLiteral kNoNames =
@@ -549,7 +327,8 @@ AssignStagesPass::manualFromAttributes(const Problem &problem,
 /// ("model.layers", 0)).
 static std::optional<std::pair<std::string, int64_t>>
 blockOf(StringRef name) {
-  static const llvm::Regex pattern("([A-Za-z_][A-Za-z0-9_]*)[.]([0-9]+)([./]|$)");
+  static const llvm::Regex pattern(
+      "([A-Za-z_][A-Za-z0-9_]*)[.]([0-9]+)([./]|$)");
   SmallVector<StringRef, 4> groups;
   if (!pattern.match(name, &groups))
     return std::nullopt;
@@ -684,7 +463,12 @@ void AssignStagesPass::runOnOperation() {
   costOptions.memoryBandwidth = memoryGBps * 1e9;
   costOptions.linkBandwidth = linkGBps * 1e9;
   CostModel model(costOptions);
-  Problem problem = buildProblem(func, model);
+  FailureOr<std::optional<DenseSet<Operation *>>> forwardOps =
+      findForwardOps(func);
+  if (failed(forwardOps))
+    return signalPassFailure();
+  Problem problem =
+      buildProblem(func, model, *forwardOps ? &**forwardOps : nullptr);
   int64_t n = problem.size();
 
   int64_t numStages = stages;
@@ -698,8 +482,8 @@ void AssignStagesPass::runOnOperation() {
     if (n < numStages) {
       func.emitError() << "cannot split @" << func.getSymName() << " into "
                        << numStages << " stages: it has only " << n
-                       << " op(s) on per-sample data (constants and ops of weights "
-                          "alone aside)";
+                       << " op(s) on per-sample data (constants and ops of "
+                          "weights alone aside)";
       return signalPassFailure();
     }
     if (strategy == "layers") {
@@ -733,6 +517,8 @@ void AssignStagesPass::runOnOperation() {
       return attr.getInt();
     return std::nullopt;
   };
+  if (!problem.backward.empty())
+    assignBackward(problem, *stageOf, numStages);
   for (Operation &op : llvm::reverse(body.without_terminator())) {
     if (!problem.floating.contains(&op))
       continue;
@@ -747,23 +533,37 @@ void AssignStagesPass::runOnOperation() {
   }
   body.getTerminator()->setAttr(kStageAttr, stageAttr(numStages - 1));
 
-  // Every def-use edge must go forward; a failure here is a bug of the
-  // strategy, not of the input, except for user-set stages (checked above).
-  for (Operation &op : body) {
+  // Every forward def-use edge must go to the same or a later stage, every
+  // backward one (gradient to gradient) to the same or an earlier stage; a
+  // failure here is a bug of the strategy, not of the input, except for
+  // user-set stages (checked above).
+  DenseSet<Operation *> backwardSet(problem.backward.begin(),
+                                    problem.backward.end());
+  for (Operation &op : body.without_terminator()) {
     int64_t stage = op.getAttrOfType<IntegerAttr>(kStageAttr).getInt();
-    for (Value operand : op.getOperands())
-      if (Operation *def = operand.getDefiningOp())
-        if (def->getAttrOfType<IntegerAttr>(kStageAttr).getInt() > stage) {
-          op.emitError() << "pipe-assign-stages: stage " << stage
-                         << " uses a value of a later stage";
-          return signalPassFailure();
-        }
+    for (Value operand : op.getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (!def)
+        continue;
+      int64_t defStage = def->getAttrOfType<IntegerAttr>(kStageAttr).getInt();
+      bool gradient = backwardSet.contains(def) && backwardSet.contains(&op);
+      if (gradient ? defStage < stage : defStage > stage) {
+        op.emitError() << "pipe-assign-stages: this op in stage " << stage
+                       << " uses a value of stage " << defStage
+                       << (gradient ? " (a gradient must flow to the same or "
+                                      "an earlier stage)"
+                                    : " (values must flow to the same or a "
+                                      "later stage)");
+        return signalPassFailure();
+      }
+    }
   }
 
-  // Parameters: owned by the stage of their first use.
+  // Parameters (and optimizer state): owned by the stage of their first use.
   for (BlockArgument arg : func.getArguments()) {
     unsigned index = arg.getArgNumber();
-    if (!func.getArgAttr(index, "pipe.param"))
+    if (!func.getArgAttr(index, "pipe.param") &&
+        !func.getArgAttr(index, "pipe.state"))
       continue;
     std::set<int64_t> users;
     for (Operation *user : arg.getUsers())

@@ -18,6 +18,17 @@
  *   --data D.npz --steps K [--no-shuffle] [--seed S] [--log steps.jsonl]
  *   [--save trained.onnx] [--checkpoint DIR] [--resume DIR] [--trace t.json]
  *   [--threads N] [--quiet]
+ *
+ * Several devices (n_devices > 1, pipeline parallelism): the executables of
+ * all devices run as one MPI job, MPMD, rank k running device<k>
+ * (mpirun -np 1 device0 : -np 1 device1 ...; pipe-run does this). Each rank
+ * initialises the transport, holds only its stage's parameters and optimizer
+ * state, reads the data only when its program feeds a graph input (n_inputs
+ * > 0: the first stage, and the last for the labels), and only the rank whose
+ * step reports the loss (has_loss) logs. --checkpoint/--resume write and read
+ * <dir>/rank-<k>.ckpt per rank. --save gathers every rank's parameters on
+ * rank 0 (name, dtype, shape and bytes over the transport), which writes one
+ * ONNX model with all of them.
  *===----------------------------------------------------------------------===*/
 #ifndef PIPERT_PIPERT_DRIVER_H
 #define PIPERT_PIPERT_DRIVER_H
@@ -28,7 +39,7 @@
 extern "C" {
 #endif
 
-#define PIPERT_PROGRAM_ABI_VERSION 1
+#define PIPERT_PROGRAM_ABI_VERSION 2
 
 typedef enum pipert_tensor_kind {
   PIPERT_TENSOR_INPUT = 0,  /* fed from the data, one mini-batch per step */
@@ -63,6 +74,10 @@ typedef struct pipert_program_info {
                              directory (for --save); may be NULL */
   const char *optimizer;  /* "sgd", "adam", ... or "none" */
   pipert_step_fn step;
+  int32_t device;       /* this executable's device (= its MPI rank) */
+  int32_t n_devices;    /* executables in the job; 1: no transport */
+  int32_t has_loss;     /* the step writes *loss (the last stage) */
+  int32_t microbatches; /* micro-batches per step (informational) */
 } pipert_program_info;
 
 /* Runs the training loop described by the command line; returns the exit

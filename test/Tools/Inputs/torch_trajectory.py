@@ -4,12 +4,20 @@
     torch_trajectory.py --model mlp --data D.npz --log steps.jsonl --steps K
         --batch B --optimizer sgd|momentum|nesterov|adam|adamw|adagrad --lr F
         [--momentum F] [--weight-decay F] [--rtol 1e-4]
+        [--onnx initial.onnx] [--saved trained.onnx] [--next ARGS...]
 
-Rebuilds the model with examples/models.py (same seed, so the same initial
-weights as the exported ONNX), trains it on the data without shuffling
-(step s reads rows s*B .. s*B+B-1, wrapping) and compares every step's loss
-(computed before that step's update) with the log. Run with Debian's
-/usr/bin/python3 (torch).
+Rebuilds the model with examples/models.py, trains it on the data without
+shuffling (step s reads rows s*B .. s*B+B-1, wrapping) and compares every
+step's loss (computed before that step's update) with the log.
+
+With --onnx, the initial weights are the ONNX model's initializers (every
+parameter and buffer of the module must be one, with the same shape), so
+the reference starts exactly where pipe-compile's program starts; without it
+they come from models.py's seed. With --saved, every trained parameter in
+the ONNX written by `pipe-run --save` must match PyTorch's after the last
+step: max|ours - torch| <= rtol * max|torch| per tensor. Run with Debian's
+/usr/bin/python3 (torch, onnx). `--next` starts another check with its own
+arguments, in the same process (importing torch is the slow part).
 """
 import argparse
 import json
@@ -25,6 +33,17 @@ import models  # noqa: E402
 
 
 def main():
+    args, groups = sys.argv[1:], [[]]
+    for arg in args:
+        if arg == "--next":
+            groups.append([])
+        else:
+            groups[-1].append(arg)
+    for group in groups:
+        check(group)
+
+
+def check(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="mlp")
     ap.add_argument("--data", required=True)
@@ -36,10 +55,23 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--rtol", type=float, default=1e-4)
-    a = ap.parse_args()
+    ap.add_argument("--onnx", help="take the initial weights from this model")
+    ap.add_argument("--saved", help="compare the trained weights with this model")
+    a = ap.parse_args(argv)
 
     torch.set_num_threads(1)
     model, _, names = models.make(a.model)
+    if a.onnx:
+        inits = onnx_initializers(a.onnx)
+        state = model.state_dict()
+        for key, value in state.items():
+            if key not in inits:
+                sys.exit(f"FAIL: {a.onnx} has no initializer '{key}'")
+            if tuple(inits[key].shape) != tuple(value.shape):
+                sys.exit(f"FAIL: initializer '{key}' has shape "
+                         f"{inits[key].shape}, the module's is {tuple(value.shape)}")
+            state[key] = torch.from_numpy(inits[key].copy())
+        model.load_state_dict(state)
     model.train()
     p = model.parameters()
     wd = a.weight_decay
@@ -83,6 +115,33 @@ def main():
                      f"(relative error {rel:.2e} > {a.rtol})")
     print(f"OK: {a.steps} steps within {a.rtol} of PyTorch "
           f"(worst relative error {worst:.1e})")
+    if a.saved:
+        saved = onnx_initializers(a.saved)
+        worst = 0.0
+        params = dict(model.named_parameters())
+        for key, p in params.items():
+            if key not in saved:
+                sys.exit(f"FAIL: {a.saved} has no initializer '{key}'")
+            ref = p.detach().numpy()
+            got = saved[key]
+            if got.shape != ref.shape:
+                sys.exit(f"FAIL: saved '{key}' has shape {got.shape}, "
+                         f"PyTorch's {ref.shape}")
+            err = float(np.max(np.abs(got - ref))) / max(
+                float(np.max(np.abs(ref))), 1e-12)
+            worst = max(worst, err)
+            if err > a.rtol:
+                sys.exit(f"FAIL: saved weight '{key}' differs from PyTorch's "
+                         f"by {err:.2e} (relative to its largest element)")
+        print(f"OK: {len(params)} saved weights within {a.rtol} of PyTorch "
+              f"(worst {worst:.1e})")
+
+
+def onnx_initializers(path):
+    import onnx
+    from onnx import numpy_helper
+    model = onnx.load(path)
+    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
 
 
 if __name__ == "__main__":

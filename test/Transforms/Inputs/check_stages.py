@@ -5,7 +5,12 @@
 
 Reads the printed IR (custom form) and checks, for the function:
   - every op of the body carries pipe.stage in [0, N);
-  - along every def-use edge the stage does not decrease;
+  - along every def-use edge the stage does not decrease, except in a
+    training step (a function with pipe.update/pipe.grad results) between
+    two backward ops (those that the loss does not depend on but that read a
+    forward value, directly or not), where it does not increase;
+  - in a training step, an op whose result is a pipe.update result and that
+    reads a parameter is in that parameter's stage;
   - every stage holds at least one op that is not a constant;
   - every pipe.param argument has pipe.stage = the earliest stage that uses
     it, and pipe.tied_stages = the stages using it when there are several;
@@ -80,7 +85,26 @@ def main():
     if not num or int(num.group(1)) != a.stages:
         problems.append(f"pipe.num_stages is not {a.stages}")
 
+    results_sig = header[header.index(") -> ") + 5:] if ") -> " in header else ""
+    result_attrs = []  # per function result: its attribute text
+    depth, cur = 0, ""
+    for ch in results_sig.lstrip("(").split(" attributes {")[0]:
+        if ch in "<[{(":
+            depth += 1
+        elif ch in ">]})":
+            depth -= 1
+            if depth < 0:
+                break
+        if ch == "," and depth == 0:
+            result_attrs.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    result_attrs.append(cur)
+    training = any("pipe.update" in r or "pipe.grad" in r for r in result_attrs)
+
     stage_of = {}          # value name -> stage of its defining op
+    op_list = []           # (results, operands, stage, text)
     users = {}             # param -> set of stages using it
     per_stage = [0] * a.stages
     ops = 0
@@ -98,20 +122,70 @@ def main():
         stage = int(m.group(1))
         if not 0 <= stage < a.stages:
             problems.append(f"stage {stage} out of range: {body[:80]}")
-        lhs, rhs = (body.split(" = ", 1) if re.match(r"%[^ ]+ = ", body)
-                    else ("", body))
-        for operand in VALUE.findall(rhs):
-            base = operand.split("#")[0]
+        m = re.match(r"(%[^ ,=]+(?:, %[^ ,=]+)*) = (.*)", body)
+        lhs, rhs = (m.group(1), m.group(2)) if m else ("", body)
+        operands = [o.split("#")[0] for o in VALUE.findall(rhs)]
+        results = []
+        for result in VALUE.findall(lhs):
+            results.append(result.split(":")[0])
+            stage_of[result.split(":")[0]] = stage
+        op_list.append((results, operands, stage, body))
+        for base in operands:
             if base in params:
                 users.setdefault(base, set()).add(stage)
-            elif base in stage_of and stage_of[base] > stage:
-                problems.append(f"{base} flows from stage {stage_of[base]} back "
-                                f"to stage {stage}: {body[:80]}")
-        for result in VALUE.findall(lhs):
-            stage_of[result.split(":")[0]] = stage
         if "onnx.Constant" not in body and "onnx.NoValue" not in body \
                 and not body.startswith("return") and 0 <= stage < a.stages:
             per_stage[stage] += 1
+
+    # Forward: what the loss depends on; backward: the rest that reads a
+    # forward value (directly or through other backward ops).
+    defined_by = {r: i for i, (rs, _, _, _) in enumerate(op_list) for r in rs}
+    forward, backward = set(), set()
+    ret = next((o for o in op_list if o[3].startswith("return")), None)
+    if training:
+        loss = [i for i, r in enumerate(result_attrs) if "pipe.loss" in r]
+        if not loss or ret is None:
+            problems.append("training step without a pipe.loss result")
+        else:
+            work = [defined_by[ret[1][loss[0]]]]
+            while work:
+                i = work.pop()
+                if i in forward:
+                    continue
+                forward.add(i)
+                work += [defined_by[o] for o in op_list[i][1] if o in defined_by]
+            for i, (_, operands, _, text) in enumerate(op_list):
+                if i not in forward and not text.startswith("return") and any(
+                        defined_by.get(o) in forward or defined_by.get(o) in backward
+                        for o in operands):
+                    backward.add(i)
+    for i, (results, operands, stage, text) in enumerate(op_list):
+        if text.startswith("return"):
+            continue
+        for o in operands:
+            d = defined_by.get(o)
+            if d is None:
+                continue
+            if d in backward and i in backward:
+                if op_list[d][2] < stage:
+                    problems.append(f"gradient {o} flows from stage {op_list[d][2]} "
+                                    f"up to stage {stage}: {text[:80]}")
+            elif op_list[d][2] > stage:
+                problems.append(f"{o} flows from stage {op_list[d][2]} back "
+                                f"to stage {stage}: {text[:80]}")
+    if training and ret is not None:
+        for k, value in enumerate(ret[1]):
+            if k >= len(result_attrs) or "pipe.update" not in result_attrs[k]:
+                continue
+            d = defined_by.get(value)
+            if d is None:
+                continue
+            for o in op_list[d][1]:
+                if o in params and params[o][1] != op_list[d][2]:
+                    problems.append(f"update of {params[o][0]} in stage "
+                                    f"{op_list[d][2]}, its owner is {params[o][1]}")
+    if training:
+        print(f"training step: {len(forward)} forward, {len(backward)} backward ops")
 
     for s, count in enumerate(per_stage):
         if count == 0:

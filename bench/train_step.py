@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""One training step of pipec's compiled program next to PyTorch's, one thread.
+
+usage: /usr/bin/python3 bench/train_step.py [--build build] [--models mlp,cnn,transformer]
+           [--batch mlp=64,cnn=32,transformer=16] [--steps 200] [--warmup 20]
+           [--optimizer sgd|momentum|adam]
+
+For each model of examples/models.py: exports it (fixed batch) with a data
+set, compiles it with pipe-compile, trains it with pipe-run (--no-shuffle,
+PIPERT_THREADS=1 and --threads 1) and reads the per-step times from the step
+log; then trains the same module from the same weights on the same data in
+PyTorch with torch.set_num_threads(1) (index the batch, zero_grad, forward,
+backward, optimizer step). Prints ms/step of both and the ratio
+pipec / PyTorch (below 1: pipec is faster). The first --warmup steps of both
+are not timed. Not a test: numbers depend on the machine.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["PIPERT_THREADS"] = "1"
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+import models  # noqa: E402
+
+
+def ours(build, path, data, batch, a, work):
+    out = os.path.join(work, "out")
+    opt = ["--optimizer", a.optimizer, "--lr", "0.01"]
+    subprocess.run([os.path.join(build, "bin", "pipe-compile"), path, "-o", out] + opt,
+                   check=True)
+    log = os.path.join(work, "steps.jsonl")
+    subprocess.run([os.path.join(build, "bin", "pipe-run"), out, "--data", data,
+                    "--steps", str(a.steps), "--no-shuffle", "--quiet", "--threads", "1",
+                    "--log", log], check=True)
+    with open(log) as f:
+        t = [json.loads(line)["time_s"] for line in f]
+    return (t[-1] - t[a.warmup - 1]) / (a.steps - a.warmup)
+
+
+def reference(name, data, batch, a):
+    torch.set_num_threads(1)
+    model, _, names = models.make(name)
+    model.train()
+    p = model.parameters()
+    opt = {"sgd": lambda: torch.optim.SGD(p, lr=0.01),
+           "momentum": lambda: torch.optim.SGD(p, lr=0.01, momentum=0.9),
+           "adam": lambda: torch.optim.Adam(p, lr=0.01)}[a.optimizer]()
+    d = np.load(data)
+    arrays = [torch.from_numpy(d[n]) for n in names]
+    rows = arrays[0].shape[0]
+    begin = None
+    for s in range(a.steps):
+        if s == a.warmup:
+            begin = time.perf_counter()
+        idx = torch.tensor([(s * batch + i) % rows for i in range(batch)])
+        inputs = [x[idx] for x in arrays]
+        opt.zero_grad()
+        loss = model(*inputs)
+        loss.backward()
+        opt.step()
+        float(loss)
+    return (time.perf_counter() - begin) / (a.steps - a.warmup)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    ap.add_argument("--models", default="mlp,cnn,transformer")
+    ap.add_argument("--batch", default="mlp=64,cnn=32,transformer=16")
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"])
+    a = ap.parse_args()
+    batches = dict((k, int(v)) for k, v in (e.split("=") for e in a.batch.split(",")))
+    print(f"one thread each; {a.steps - a.warmup} timed steps after {a.warmup} warm-up; "
+          f"optimizer {a.optimizer}; torch {torch.__version__}")
+    print(f"{'model':<12} {'batch':>5} {'pipec ms/step':>14} {'PyTorch ms/step':>16} "
+          f"{'ratio':>6}")
+    for name in a.models.split(","):
+        b = batches[name]
+        with tempfile.TemporaryDirectory() as work:
+            subprocess.run([sys.executable, os.path.join(HERE, "..", "examples", "models.py"),
+                            "--out", work, "--models", name, "--batch", str(b),
+                            "--data", str(b * 16)], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            path = os.path.join(work, name + ".onnx")
+            data = os.path.join(work, name + ".npz")
+            t_ours = ours(a.build, path, data, b, a, work)
+            t_ref = reference(name, data, b, a)
+        print(f"{name:<12} {b:>5} {t_ours * 1e3:>14.3f} {t_ref * 1e3:>16.3f} "
+              f"{t_ours / t_ref:>6.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,898 @@
+//===- Microbatch.cpp - pipe-microbatch: one micro-batch of the step -------===//
+//
+// Rewrites the training step so that it computes one micro-batch of B/M
+// samples. A forward analysis gives every value one of four batch states:
+//
+//   free      does not depend on the samples (weights, constants, state)
+//   batched   holds one slice per sample along one axis (`axis`)
+//   sum       a sum over the samples (a weight gradient): the step's value is
+//             the sum of the micro-batches' values
+//   mean      a mean over the samples (a mean-reduced loss): the step's value
+//             is the mean of the micro-batches' values
+//   step      a non-linear function of a sum or mean (the optimizer's
+//             update): it can only be computed once per step, from the
+//             combined values, so it must not meet per-sample values and
+//             reach neither the loss nor a gradient result
+//
+// from the pipe.input arguments (batched on axis 0) through each op's
+// semantics. Only linear ops may consume sums and means, so that combining
+// the micro-batches' results as above is exact; anything else that mixes
+// samples (batch statistics, a Slice over the batch, a non-loss reduction
+// that feeds on) is an error on that op. Then the shape operands that name a
+// batched dimension are rewritten, the arguments retyped and every op's
+// result types re-inferred.
+//
+//===----------------------------------------------------------------------===//
+#include "pipec/Transforms/Passes.h"
+
+#include "dialects/onnx/ShapeHelpers.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::pipec {
+#define GEN_PASS_DEF_PIPEMICROBATCH
+#include "pipec/Transforms/Passes.h.inc"
+} // namespace mlir::pipec
+
+using namespace mlir;
+using namespace mlir::pipec;
+
+namespace {
+
+struct BatchState {
+  enum Kind { Free, Batched, Sum, Mean, Step };
+  Kind kind = Free;
+  int64_t axis = -1;
+
+  static BatchState free() { return {}; }
+  static BatchState batched(int64_t a) { return {Batched, a}; }
+  static BatchState sum() { return {Sum, -1}; }
+  static BatchState mean() { return {Mean, -1}; }
+  static BatchState step() { return {Step, -1}; }
+  bool isFree() const { return kind == Free; }
+  bool isBatched() const { return kind == Batched; }
+  bool isReduced() const { return kind == Sum || kind == Mean; }
+  bool operator==(const BatchState &o) const {
+    return kind == o.kind && axis == o.axis;
+  }
+};
+
+/// A shape operand entry to divide by M: operand `operand` of `op`,
+/// element `index`.
+struct ShapeRewrite {
+  Operation *op;
+  unsigned operand;
+  int64_t index;
+};
+
+
+struct PipeMicrobatchPass
+    : public pipec::impl::PipeMicrobatchBase<PipeMicrobatchPass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+
+private:
+  llvm::DenseMap<Value, BatchState> states;
+  SmallVector<ShapeRewrite> rewrites;
+  /// For a value in state `step`: the op that first made one.
+  llvm::DenseMap<Value, Operation *> stepOrigin;
+  int64_t batch = 0;
+  /// Gradient ops of mean-reduced losses: they divide by the micro-batch's
+  /// size, the step by B, so their incoming gradient is scaled by 1/M.
+  SmallVector<Operation *> meanLossGrads;
+
+  BatchState stateOf(Value v) const { return states.lookup(v); }
+  LogicalResult analyze(Operation *op);
+  void noteOrigin(InFlightDiagnostic &d, Value v);
+  FailureOr<SmallVector<BatchState>> transfer(Operation *op);
+  FailureOr<BatchState> elementwise(Operation *op, unsigned numOperands);
+  FailureOr<BatchState> reshapeLike(Operation *op, Value data, Value result,
+                                    unsigned shapeOperand);
+};
+
+} // namespace
+
+static RankedTensorType rankedType(Value v) {
+  return llvm::dyn_cast<RankedTensorType>(v.getType());
+}
+
+static int64_t intAttr(Operation *op, StringRef name, int64_t dflt) {
+  if (auto a = op->getAttrOfType<IntegerAttr>(name))
+    return a.getInt();
+  return dflt;
+}
+
+static StringRef strAttr(Operation *op, StringRef name, StringRef dflt) {
+  if (auto a = op->getAttrOfType<StringAttr>(name))
+    return a.getValue();
+  return dflt;
+}
+
+static bool isConstantOp(Value v) {
+  Operation *def = v.getDefiningOp();
+  return def && def->getNumOperands() == 0;
+}
+
+static int64_t product(ArrayRef<int64_t> dims) {
+  int64_t p = 1;
+  for (int64_t d : dims)
+    p *= d;
+  return p;
+}
+
+static InFlightDiagnostic batchError(Operation *op) {
+  return op->emitOpError() << "cannot be micro-batched: ";
+}
+
+/// Elementwise ops with numpy broadcasting over all their operands.
+static bool isElementwise(Operation *op) {
+  return llvm::isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp,
+                   onnx::PowOp, onnx::EqualOp, onnx::WhereOp, onnx::ReluOp,
+                   onnx::NegOp, onnx::TanhOp, onnx::SigmoidOp, onnx::ErfOp,
+                   onnx::SqrtOp, onnx::ExpOp, onnx::LogOp, onnx::IdentityOp,
+                   onnx::CastOp, onnx::ReluGradOp, onnx::TanhGradOp,
+                   onnx::SigmoidGradOp, onnx::ErfGradOp>(op);
+}
+
+/// Ops through which a sum or mean over the batch stays one (linear in it).
+static bool isLinearIn(Operation *op, unsigned operand) {
+  if (llvm::isa<onnx::AddOp, onnx::SubOp, onnx::NegOp, onnx::IdentityOp,
+                onnx::ReshapeOp, onnx::TransposeOp, onnx::FlattenOp,
+                onnx::SqueezeOp, onnx::UnsqueezeOp, onnx::ReduceSumOp,
+                onnx::ReduceMeanOp, onnx::ReduceToShapeOp, onnx::ExpandOp>(op))
+    return operand == 0 || llvm::isa<onnx::AddOp, onnx::SubOp>(op);
+  if (llvm::isa<onnx::MulOp>(op))
+    return true;
+  if (llvm::isa<onnx::DivOp>(op))
+    return operand == 0;
+  return false;
+}
+
+FailureOr<BatchState> PipeMicrobatchPass::elementwise(Operation *op,
+                                                      unsigned numOperands) {
+  auto resultType = rankedType(op->getResult(0));
+  if (!resultType)
+    return op->emitOpError() << "needs a ranked result to be micro-batched";
+  int64_t rank = resultType.getRank();
+  std::optional<int64_t> axis;
+  bool reduced = false;
+  BatchState::Kind reducedKind = BatchState::Free;
+  for (unsigned i = 0; i < numOperands; ++i) {
+    BatchState s = stateOf(op->getOperand(i));
+    if (s.isBatched()) {
+      int64_t a = s.axis + rank - rankedType(op->getOperand(i)).getRank();
+      if (axis && *axis != a)
+        return batchError(op) << "its operands have the batch on different "
+                                 "axes ("
+                              << *axis << " and " << a << ")";
+      axis = a;
+    } else if (s.isReduced()) {
+      if (reduced && reducedKind != s.kind)
+        return batchError(op) << "it combines a sum and a mean over the batch";
+      reduced = true;
+      reducedKind = s.kind;
+    }
+  }
+  if (reduced) {
+    if (axis)
+      return batchError(op) << "it combines a value reduced over the batch "
+                               "with a per-sample value";
+    // Scaling by or adding a constant commutes with combining the
+    // micro-batches; anything else (a weight-dependent factor, a non-linear
+    // op) can only run once on the combined value.
+    bool linear = true;
+    for (unsigned i = 0; i < numOperands; ++i) {
+      Value v = op->getOperand(i);
+      BatchState s = stateOf(v);
+      if (s.isReduced() && !isLinearIn(op, i))
+        linear = false;
+      if (s.isFree() && !isConstantOp(v))
+        linear = false;
+    }
+    if (llvm::isa<onnx::AddOp, onnx::SubOp>(op) &&
+        reducedKind == BatchState::Sum &&
+        llvm::any_of(op->getOperands(),
+                     [&](Value v) { return stateOf(v).isFree(); }))
+      linear = false;
+    if (!linear)
+      return BatchState::step();
+    return BatchState{reducedKind, -1};
+  }
+  if (!axis)
+    return BatchState::free();
+  // A batch-independent operand must broadcast along the batch axis.
+  for (unsigned i = 0; i < numOperands; ++i) {
+    Value v = op->getOperand(i);
+    if (!stateOf(v).isFree())
+      continue;
+    auto t = rankedType(v);
+    if (!t)
+      continue;
+    int64_t a = *axis - (rank - t.getRank());
+    if (a < 0 || t.getDimSize(a) == 1)
+      continue;
+    // A batch-independent value spread over the batch (the gradient of a
+    // mean: Expand of a scalar) is uniform along it: it is batched too.
+    if (auto expand = v.getDefiningOp<onnx::ExpandOp>()) {
+      auto in = rankedType(expand.getInput());
+      int64_t inAxis = a - (t.getRank() - in.getRank());
+      if (stateOf(expand.getInput()).isFree() &&
+          (inAxis < 0 || in.getDimSize(inAxis) == 1)) {
+        states[v] = BatchState::batched(a);
+        rewrites.push_back({expand, 1, a});
+        continue;
+      }
+    }
+    return batchError(op) << "operand #" << i << " (" << v.getType()
+                          << ") does not depend on the batch but spans "
+                             "the batch axis "
+                          << *axis;
+  }
+  return BatchState::batched(*axis);
+}
+
+/// Reshape-like: `result` has the batch on the axis whose outer extent is
+/// the input's (the batch stays the outermost factor of its dimension).
+FailureOr<BatchState> PipeMicrobatchPass::reshapeLike(Operation *op, Value data,
+                                                      Value result,
+                                                      unsigned shapeOperand) {
+  BatchState s = stateOf(data);
+  if (!s.isBatched())
+    return s;
+  auto in = rankedType(data), out = rankedType(result);
+  if (!in || !out || !in.hasStaticShape() || !out.hasStaticShape())
+    return op->emitOpError() << "needs static shapes to be micro-batched";
+  int64_t outer = product(in.getShape().take_front(s.axis));
+  int64_t acc = 1;
+  for (int64_t b = 0; b < out.getRank(); ++b) {
+    if (acc == outer && out.getDimSize(b) % batch == 0) {
+      if (shapeOperand != ~0u) {
+        auto entries = onnx::getConstantInts(op->getOperand(shapeOperand));
+        if (!entries)
+          return batchError(op) << "its shape is not a constant";
+        int64_t e = (*entries)[b];
+        if (e > 0)
+          rewrites.push_back({op, shapeOperand, b});
+      }
+      return BatchState::batched(b);
+    }
+    acc *= out.getDimSize(b);
+    if (acc > outer)
+      break;
+  }
+  return batchError(op) << "it mixes the batch axis " << s.axis << " of "
+                        << data.getType() << " with other dimensions of "
+                        << result.getType();
+}
+
+/// The batch state of each result of `op`, from its operands'.
+FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
+  unsigned n = op->getNumResults();
+  auto same = [&](BatchState s) { return SmallVector<BatchState>(n, s); };
+  bool anyBatch = llvm::any_of(op->getOperands(), [&](Value v) {
+    return !stateOf(v).isFree();
+  });
+  if (!anyBatch)
+    return same(BatchState::free());
+  bool anyStep = false, anyBatched = false;
+  for (Value v : op->getOperands()) {
+    anyStep |= stateOf(v).kind == BatchState::Step;
+    anyBatched |= stateOf(v).isBatched();
+  }
+  if (anyStep && anyBatched)
+    return batchError(op)
+           << "it combines per-sample values with a value that can only be "
+              "computed once per step (from the combined micro-batches)";
+  if (anyStep)
+    return same(BatchState::step());
+  if (isElementwise(op)) {
+    auto s = elementwise(op, op->getNumOperands());
+    if (failed(s))
+      return failure();
+    return same(*s);
+  }
+  // Ops that are linear in a reduced first operand and keep it reduced.
+  BatchState first = stateOf(op->getOperand(0));
+  if (first.isReduced() && llvm::isa<onnx::ReshapeOp, onnx::TransposeOp,
+                                     onnx::FlattenOp, onnx::SqueezeOp,
+                                     onnx::UnsqueezeOp, onnx::ReduceSumOp,
+                                     onnx::ReduceMeanOp,
+                                     onnx::ReduceToShapeOp, onnx::ExpandOp>(op))
+    return same(first);
+  if (llvm::any_of(op->getOperands(),
+                   [&](Value v) { return stateOf(v).isReduced(); })) {
+    if (anyBatched)
+      return batchError(op) << "it combines a value reduced over the batch "
+                               "with a per-sample value";
+    return same(BatchState::step());
+  }
+
+  auto batchedAt = [&](unsigned i) -> std::optional<int64_t> {
+    BatchState s = stateOf(op->getOperand(i));
+    if (s.isBatched())
+      return s.axis;
+    return std::nullopt;
+  };
+  auto onlyOperand0 = [&]() -> LogicalResult {
+    for (unsigned i = 1; i < op->getNumOperands(); ++i)
+      if (!stateOf(op->getOperand(i)).isFree())
+        return batchError(op) << "operand #" << i << " depends on the batch";
+    return success();
+  };
+
+  if (llvm::isa<onnx::SoftmaxOp, onnx::LogSoftmaxOp>(op)) {
+    int64_t rank = rankedType(op->getOperand(0)).getRank();
+    int64_t axis = intAttr(op, "axis", -1);
+    if (axis < 0)
+      axis += rank;
+    if (axis == *batchedAt(0))
+      return batchError(op) << "it normalizes over the batch axis";
+    return same(stateOf(op->getOperand(0)));
+  }
+  if (llvm::isa<onnx::SoftmaxGradOp, onnx::LogSoftmaxGradOp>(op)) {
+    auto s = elementwise(op, 2);
+    if (failed(s))
+      return failure();
+    int64_t rank = rankedType(op->getOperand(0)).getRank();
+    int64_t axis = intAttr(op, "axis", -1);
+    if (axis < 0)
+      axis += rank;
+    if (axis == s->axis)
+      return batchError(op) << "it normalizes over the batch axis";
+    return same(*s);
+  }
+  if (auto reduce = llvm::dyn_cast<onnx::ReduceMeanOp>(op);
+      reduce || llvm::isa<onnx::ReduceSumOp>(op)) {
+    if (failed(onlyOperand0()))
+      return failure();
+    auto t = rankedType(op->getOperand(0));
+    int64_t rank = t.getRank(), a = *batchedAt(0);
+    SmallVector<int64_t> axes;
+    if (!onnx::isNone(op->getOperand(1))) {
+      auto values = onnx::getConstantInts(op->getOperand(1));
+      if (!values)
+        return batchError(op) << "its axes are not a constant";
+      for (int64_t x : *values)
+        axes.push_back(x < 0 ? x + rank : x);
+    }
+    if (axes.empty() && !intAttr(op, "noop_with_empty_axes", 0))
+      axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+    if (llvm::is_contained(axes, a)) {
+      return same(reduce ? BatchState::mean() : BatchState::sum());
+    }
+    if (intAttr(op, "keepdims", 1))
+      return same(BatchState::batched(a));
+    int64_t before = llvm::count_if(axes, [&](int64_t x) { return x < a; });
+    return same(BatchState::batched(a - before));
+  }
+  if (llvm::isa<onnx::SoftmaxCrossEntropyLossOp,
+                onnx::NegativeLogLikelihoodLossOp>(op)) {
+    std::optional<int64_t> x = batchedAt(0), y = batchedAt(1);
+    if ((x && *x != 0) || (y && *y != 0) || !x || !y ||
+        (op->getNumOperands() > 2 && !stateOf(op->getOperand(2)).isFree()))
+      return batchError(op) << "its scores and labels must both have the "
+                               "batch on axis 0";
+    StringRef reduction = strAttr(op, "reduction", "mean");
+    SmallVector<BatchState> results(n, BatchState::batched(0));
+    if (reduction == "mean") {
+      // The mean over the non-ignored labels of a micro-batch is not a
+      // fixed share of the step's mean.
+      if (op->getAttr("ignore_index") ||
+          (op->getNumOperands() > 2 && !onnx::isNone(op->getOperand(2))))
+        return batchError(op) << "a mean-reduced loss with ignore_index or "
+                                 "class weights is not the mean of its "
+                                 "micro-batches' losses";
+      results[0] = BatchState::mean();
+    } else if (reduction == "sum") {
+      results[0] = BatchState::sum();
+    }
+    return results;
+  }
+  if (llvm::isa<onnx::SoftmaxCrossEntropyLossGradOp,
+                onnx::NegativeLogLikelihoodLossGradOp>(op)) {
+    bool sce = llvm::isa<onnx::SoftmaxCrossEntropyLossGradOp>(op);
+    Value labels = op->getOperand(2);
+    if (!stateOf(op->getOperand(0)).isFree() || batchedAt(2) != 0 ||
+        (sce && batchedAt(1) != 0))
+      return batchError(op) << "its labels must have the batch on axis 0 "
+                               "and its loss gradient none";
+    (void)labels;
+    if (!sce)
+      rewrites.push_back({op, 1, 0});
+    if (strAttr(op, "reduction", "mean") == "mean")
+      meanLossGrads.push_back(op);
+    return same(BatchState::batched(0));
+  }
+  if (auto gemm = llvm::dyn_cast<onnx::GemmOp>(op)) {
+    bool ta = intAttr(op, "transA", 0), tb = intAttr(op, "transB", 0);
+    std::optional<int64_t> a = batchedAt(0), b = batchedAt(1);
+    bool contractA = a && *a == (ta ? 0 : 1);
+    bool contractB = b && *b == (tb ? 1 : 0);
+    if (contractA != contractB)
+      return batchError(op) << "it contracts the batch axis of one operand "
+                               "with a batch-independent one";
+    if (contractA) {
+      if (!onnx::isNone(op->getOperand(2)) &&
+          !stateOf(op->getOperand(2)).isFree())
+        return batchError(op) << "its bias depends on the batch";
+      if (!onnx::isNone(op->getOperand(2)))
+        return batchError(op) << "it adds a bias to a sum over the batch";
+      return same(BatchState::sum());
+    }
+    std::optional<int64_t> axis;
+    if (a)
+      axis = 0;
+    if (b) {
+      if (axis)
+        return batchError(op) << "both operands are batched";
+      axis = 1;
+    }
+    if (std::optional<int64_t> c = batchedAt(2)) {
+      int64_t cRank = rankedType(op->getOperand(2)).getRank();
+      if (!axis || *c + 2 - cRank != *axis)
+        return batchError(op) << "its bias has the batch on another axis";
+    }
+    return same(BatchState::batched(*axis));
+  }
+  if (llvm::isa<onnx::MatMulOp>(op)) {
+    auto ta = rankedType(op->getOperand(0)), tb = rankedType(op->getOperand(1));
+    int64_t r = rankedType(op->getResult(0)).getRank();
+    if (ta.getRank() < 2 || tb.getRank() < 2)
+      return batchError(op) << "a 1-D operand of MatMul is not supported";
+    std::optional<int64_t> a = batchedAt(0), b = batchedAt(1);
+    bool contractA = a && *a == ta.getRank() - 1;
+    bool contractB = b && *b == tb.getRank() - 2;
+    if (contractA != contractB)
+      return batchError(op) << "it contracts the batch axis of one operand "
+                               "with a batch-independent one";
+    if (contractA) {
+      if (r != 2)
+        return batchError(op) << "it contracts the batch axis in a batched "
+                                 "MatMul";
+      return same(BatchState::sum());
+    }
+    std::optional<int64_t> axis;
+    if (a)
+      axis = *a == ta.getRank() - 2 ? r - 2 : *a + r - ta.getRank();
+    if (b) {
+      int64_t bAxis = *b == tb.getRank() - 1 ? r - 1 : *b + r - tb.getRank();
+      if (axis && *axis != bAxis)
+        return batchError(op) << "its operands have the batch on different "
+                                 "axes";
+      axis = bAxis;
+    }
+    return same(BatchState::batched(*axis));
+  }
+  if (llvm::isa<onnx::TransposeOp>(op)) {
+    int64_t a = *batchedAt(0);
+    auto perm = op->getAttrOfType<DenseI64ArrayAttr>("perm");
+    int64_t rank = rankedType(op->getOperand(0)).getRank();
+    if (!perm)
+      return same(BatchState::batched(rank - 1 - a));
+    auto it = llvm::find(perm.asArrayRef(), a);
+    return same(BatchState::batched(it - perm.asArrayRef().begin()));
+  }
+  if (llvm::isa<onnx::ReshapeOp>(op)) {
+    if (failed(onlyOperand0()))
+      return failure();
+    auto s = reshapeLike(op, op->getOperand(0), op->getResult(0), 1);
+    if (failed(s))
+      return failure();
+    return same(*s);
+  }
+  if (llvm::isa<onnx::FlattenOp, onnx::SqueezeOp, onnx::UnsqueezeOp,
+                onnx::IdentityOp>(op)) {
+    if (failed(onlyOperand0()))
+      return failure();
+    auto s = reshapeLike(op, op->getOperand(0), op->getResult(0), ~0u);
+    if (failed(s))
+      return failure();
+    return same(*s);
+  }
+  if (auto expand = llvm::dyn_cast<onnx::ExpandOp>(op)) {
+    if (failed(onlyOperand0()))
+      return failure();
+    int64_t r = rankedType(op->getResult(0)).getRank();
+    int64_t a = *batchedAt(0) + r - rankedType(op->getOperand(0)).getRank();
+    auto entries = onnx::getConstantInts(op->getOperand(1));
+    if (!entries)
+      return batchError(op) << "its shape is not a constant";
+    int64_t e = (*entries)[a - (r - int64_t(entries->size()))];
+    if (e != 1)
+      rewrites.push_back({op, 1, a - (r - int64_t(entries->size()))});
+    return same(BatchState::batched(a));
+  }
+  if (llvm::isa<onnx::ReduceToShapeOp>(op)) {
+    if (failed(onlyOperand0()))
+      return failure();
+    auto target = rankedType(op->getResult(0));
+    int64_t a = *batchedAt(0) -
+                (rankedType(op->getOperand(0)).getRank() - target.getRank());
+    if (a < 0 || target.getDimSize(a) == 1)
+      return same(BatchState::sum());
+    rewrites.push_back({op, 1, a});
+    return same(BatchState::batched(a));
+  }
+  if (auto concat = llvm::dyn_cast<onnx::ConcatOp>(op)) {
+    auto s = elementwise(op, op->getNumOperands());
+    if (failed(s))
+      return failure();
+    int64_t rank = rankedType(op->getResult(0)).getRank();
+    int64_t axis = intAttr(op, "axis", 0);
+    if (axis < 0)
+      axis += rank;
+    if (s->isBatched() && s->axis == axis)
+      return batchError(op) << "it concatenates along the batch axis";
+    for (auto [i, v] : llvm::enumerate(op->getOperands()))
+      if (stateOf(v).isFree())
+        return batchError(op) << "operand #" << i
+                              << " does not depend on the batch but spans it";
+    return same(*s);
+  }
+  if (llvm::isa<onnx::SplitOp>(op)) {
+    if (failed(onlyOperand0()))
+      return failure();
+    int64_t rank = rankedType(op->getOperand(0)).getRank();
+    int64_t axis = intAttr(op, "axis", 0);
+    if (axis < 0)
+      axis += rank;
+    if (axis == *batchedAt(0))
+      return batchError(op) << "it splits along the batch axis";
+    return same(stateOf(op->getOperand(0)));
+  }
+  if (llvm::isa<onnx::SliceOp>(op)) {
+    if (failed(onlyOperand0()))
+      return failure();
+    int64_t rank = rankedType(op->getOperand(0)).getRank();
+    auto axes = onnx::isNone(op->getOperand(3))
+                    ? std::optional<SmallVector<int64_t>>(
+                          llvm::to_vector(llvm::seq<int64_t>(0, rank)))
+                    : onnx::getConstantInts(op->getOperand(3));
+    if (!axes)
+      return batchError(op) << "its axes are not a constant";
+    for (int64_t x : *axes)
+      if ((x < 0 ? x + rank : x) == *batchedAt(0)) {
+        auto in = rankedType(op->getOperand(0));
+        auto out = rankedType(op->getResult(0));
+        if (in.getDimSize(*batchedAt(0)) != out.getDimSize(*batchedAt(0)))
+          return batchError(op) << "it slices the batch axis";
+        return batchError(op) << "it names the batch axis (slice it per "
+                                 "micro-batch is not supported)";
+      }
+    return same(stateOf(op->getOperand(0)));
+  }
+  if (auto gather = llvm::dyn_cast<onnx::GatherOp>(op)) {
+    int64_t rank = rankedType(op->getOperand(0)).getRank();
+    int64_t axis = intAttr(op, "axis", 0);
+    if (axis < 0)
+      axis += rank;
+    int64_t indRank = rankedType(op->getOperand(1)).getRank();
+    std::optional<int64_t> d = batchedAt(0), ind = batchedAt(1);
+    if (d && ind)
+      return batchError(op) << "both its data and its indices are batched";
+    if (ind)
+      return same(BatchState::batched(axis + *ind));
+    if (*d == axis)
+      return batchError(op) << "it gathers along the batch axis";
+    return same(BatchState::batched(*d < axis ? *d : *d + indRank - 1));
+  }
+  if (llvm::isa<onnx::GatherGradOp>(op)) {
+    // (dY, shape, indices): dX has `shape`, the data's.
+    int64_t axis = intAttr(op, "axis", 0);
+    auto data = rankedType(op->getResult(0));
+    if (axis < 0)
+      axis += data.getRank();
+    int64_t indRank = rankedType(op->getOperand(2)).getRank();
+    std::optional<int64_t> g = batchedAt(0), ind = batchedAt(2);
+    if (ind) {
+      // An embedding's gradient: a scatter-add over the samples.
+      if (!g || *g != axis + *ind)
+        return batchError(op) << "its gradient and indices disagree on the "
+                                 "batch axis";
+      return same(BatchState::sum());
+    }
+    if (!g || (*g >= axis && *g < axis + indRank))
+      return batchError(op) << "it scatters along the batch axis";
+    int64_t a = *g < axis ? *g : *g - indRank + 1;
+    rewrites.push_back({op, 1, a});
+    return same(BatchState::batched(a));
+  }
+  if (llvm::isa<onnx::AveragePoolGradOp, onnx::GlobalAveragePoolGradOp,
+                onnx::SliceGradOp>(op)) {
+    if (failed(onlyOperand0()))
+      return failure();
+    int64_t a = *batchedAt(0);
+    if (llvm::isa<onnx::SliceGradOp>(op) ? false : a != 0)
+      return batchError(op) << "the batch must be on axis 0";
+    rewrites.push_back({op, 1, a});
+    return same(BatchState::batched(a));
+  }
+  if (llvm::isa<onnx::ConvOp, onnx::MaxPoolOp, onnx::AveragePoolOp,
+                onnx::GlobalAveragePoolOp>(op)) {
+    if (failed(onlyOperand0()) || *batchedAt(0) != 0)
+      return batchError(op) << "only its input may be batched, on axis 0";
+    return same(BatchState::batched(0));
+  }
+  if (llvm::isa<onnx::ConvGradOp>(op)) {
+    // (dY, X, W, ...) -> (dX, dW, dB): dW and dB sum over the samples.
+    if (batchedAt(0) != 0 || batchedAt(1) != 0)
+      return batchError(op) << "its gradient and input must be batched on "
+                               "axis 0";
+    SmallVector<BatchState> r(n, BatchState::sum());
+    r[0] = BatchState::batched(0);
+    return r;
+  }
+  if (llvm::isa<onnx::MaxPoolGradOp>(op)) {
+    if (batchedAt(0) != 0 || batchedAt(1) != 0)
+      return batchError(op) << "its input and gradient must be batched on "
+                               "axis 0";
+    return same(BatchState::batched(0));
+  }
+  if (llvm::isa<onnx::DropoutOp, onnx::DropoutGradOp>(op)) {
+    if (failed(onlyOperand0()) && !llvm::isa<onnx::DropoutGradOp>(op))
+      return failure();
+    auto s = elementwise(op, llvm::isa<onnx::DropoutGradOp>(op) ? 2 : 1);
+    if (failed(s))
+      return failure();
+    return same(*s);
+  }
+  if (llvm::isa<onnx::LayerNormalizationOp>(op)) {
+    if (failed(onlyOperand0()))
+      return failure();
+    int64_t rank = rankedType(op->getOperand(0)).getRank();
+    int64_t axis = intAttr(op, "axis", -1);
+    if (axis < 0)
+      axis += rank;
+    if (*batchedAt(0) >= axis)
+      return batchError(op) << "it normalizes over the batch axis";
+    return same(stateOf(op->getOperand(0)));
+  }
+  if (llvm::isa<onnx::LayerNormalizationGradOp>(op)) {
+    // (X, Scale, Mean, InvStdDev, dY) -> (dX, dScale, dB)
+    std::optional<int64_t> x = batchedAt(0);
+    if (!x || batchedAt(4) != x)
+      return batchError(op) << "its input and gradient must share the batch "
+                               "axis";
+    SmallVector<BatchState> r(n, BatchState::sum());
+    r[0] = BatchState::batched(*x);
+    return r;
+  }
+  if (llvm::isa<onnx::BatchNormalizationOp, onnx::BatchNormalizationGradOp>(
+          op))
+    return batchError(op) << "batch normalization computes statistics over "
+                             "the batch; a micro-batch's are not the step's";
+  if (llvm::isa<onnx::ShapeOp>(op))
+    return batchError(op) << "it reads the batch size as data";
+  return op->emitOpError()
+         << "has no micro-batching rule: cannot tell where the batch axis of "
+            "its results is";
+}
+
+LogicalResult PipeMicrobatchPass::analyze(Operation *op) {
+  auto results = transfer(op);
+  if (failed(results))
+    return failure();
+  for (auto [v, s] : llvm::zip(op->getResults(), *results)) {
+    if (s.isBatched() && !rankedType(v))
+      return op->emitOpError() << "a batched result must be a ranked tensor";
+    states[v] = s;
+    if (s.kind == BatchState::Step) {
+      Operation *origin = op;
+      for (Value operand : op->getOperands())
+        if (Operation *o = stepOrigin.lookup(operand))
+          origin = o;
+      stepOrigin[v] = origin;
+    }
+  }
+  return success();
+}
+
+void PipeMicrobatchPass::noteOrigin(InFlightDiagnostic &d, Value v) {
+  if (Operation *origin = stepOrigin.lookup(v))
+    d.attachNote(origin->getLoc())
+        << "'" << origin->getName()
+        << "' here is not linear in a reduction over the batch";
+  else if (Operation *def = v.getDefiningOp())
+    d.attachNote(def->getLoc()) << "computed here";
+}
+
+void PipeMicrobatchPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto step = module.lookupSymbol<func::FuncOp>(funcName);
+  if (!step || step.isExternal()) {
+    module.emitError() << "pipe-microbatch: no function @" << funcName
+                       << " (run --pipe-autodiff first)";
+    return signalPassFailure();
+  }
+  if (microbatches < 1) {
+    step.emitError() << "pipe-microbatch: microbatches must be at least 1, got "
+                     << microbatches;
+    return signalPassFailure();
+  }
+  if (step->hasAttr("pipe.microbatches")) {
+    step.emitError() << "@" << funcName << " is micro-batched already";
+    return signalPassFailure();
+  }
+  Block &body = step.getBody().front();
+  auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+
+  // The batch size, from the data inputs.
+  std::optional<unsigned> firstInput;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    if (!step.getArgAttr(i, "pipe.input"))
+      continue;
+    auto t = rankedType(step.getArgument(i));
+    if (!t || t.getRank() == 0 || t.isDynamicDim(0)) {
+      step.emitError() << "pipe-microbatch: input #" << i
+                       << " needs a static batch axis 0, got "
+                       << step.getArgument(i).getType();
+      return signalPassFailure();
+    }
+    if (!firstInput) {
+      firstInput = i;
+      batch = t.getDimSize(0);
+    } else if (t.getDimSize(0) != batch) {
+      step.emitError() << "pipe-microbatch: inputs #" << *firstInput << " and #"
+                       << i << " disagree on the batch size (" << batch
+                       << " and " << t.getDimSize(0) << ")";
+      return signalPassFailure();
+    }
+    states[step.getArgument(i)] = BatchState::batched(0);
+  }
+  if (!firstInput) {
+    step.emitError() << "pipe-microbatch: @" << funcName
+                     << " has no pipe.input argument to take the batch from";
+    return signalPassFailure();
+  }
+  if (batch % microbatches != 0) {
+    step.emitError() << "pipe-microbatch: the batch size B = " << batch
+                     << " is not divisible by microbatches M = "
+                     << microbatches;
+    return signalPassFailure();
+  }
+
+  for (Operation &op : body.without_terminator())
+    if (failed(analyze(&op)))
+      return signalPassFailure();
+
+  // The results: the loss a mean or sum over the batch, gradients sums.
+  std::optional<unsigned> lossIndex;
+  for (unsigned r = 0; r < step.getNumResults(); ++r) {
+    Value v = ret.getOperand(r);
+    BatchState s = stateOf(v);
+    if (step.getResultAttr(r, "pipe.loss")) {
+      lossIndex = r;
+      if (!s.isReduced()) {
+        InFlightDiagnostic d = step.emitError()
+                               << "pipe-microbatch: the loss (result #" << r
+                               << ") is not a mean or sum over the batch";
+        noteOrigin(d, v);
+        return signalPassFailure();
+      }
+      continue;
+    }
+    if (step.getResultAttr(r, "pipe.update")) {
+      if (s.isBatched()) {
+        step.emitError() << "pipe-microbatch: update result #" << r
+                         << " has one value per sample";
+        return signalPassFailure();
+      }
+      continue;
+    }
+    if (s.kind != BatchState::Sum && !(s.isFree() && isConstantOp(v))) {
+      InFlightDiagnostic d = step.emitError()
+                             << "pipe-microbatch: result #" << r
+                             << " is not a sum over the batch: summed over "
+                                "the micro-batches it would not be the "
+                                "step's";
+      noteOrigin(d, v);
+      return signalPassFailure();
+    }
+  }
+  if (!lossIndex) {
+    step.emitError() << "pipe-microbatch: @" << funcName
+                     << " has no pipe.loss result";
+    return signalPassFailure();
+  }
+  bool lossIsMean =
+      stateOf(ret.getOperand(*lossIndex)).kind == BatchState::Mean;
+
+  // Rewrite, retype, re-infer.
+  OpBuilder b(step.getContext());
+  for (ShapeRewrite &rw : rewrites) {
+    Value shape = rw.op->getOperand(rw.operand);
+    auto entries = onnx::getConstantInts(shape);
+    if (!entries) {
+      rw.op->emitOpError() << "needs a constant shape operand #" << rw.operand
+                           << " to be micro-batched";
+      return signalPassFailure();
+    }
+    // Each use gets its own constant: rewrites are per use.
+    if ((*entries)[rw.index] % microbatches != 0) {
+      rw.op->emitOpError() << "has a batch dimension of "
+                           << (*entries)[rw.index]
+                           << " not divisible by microbatches M = "
+                           << microbatches;
+      return signalPassFailure();
+    }
+    (*entries)[rw.index] /= microbatches;
+    b.setInsertionPoint(rw.op);
+    auto type = RankedTensorType::get({int64_t(entries->size())},
+                                      b.getI64Type());
+    Operation *def = shape.getDefiningOp();
+    Operation *copy = b.clone(*def);
+    copy->setAttr("value", DenseElementsAttr::get(type, ArrayRef(*entries)));
+    rw.op->setOperand(rw.operand, copy->getResult(0));
+    if (def->use_empty())
+      def->erase();
+  }
+  SmallVector<Type> argTypes(step.getArgumentTypes());
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    if (!step.getArgAttr(i, "pipe.input"))
+      continue;
+    auto t = rankedType(step.getArgument(i));
+    SmallVector<int64_t> shape(t.getShape());
+    shape[0] /= microbatches;
+    argTypes[i] = t.clone(shape);
+    step.getArgument(i).setType(argTypes[i]);
+  }
+  for (Operation &op : body.without_terminator()) {
+    SmallVector<Type> expected;
+    for (Value r : op.getResults()) {
+      BatchState s = stateOf(r);
+      Type t = r.getType();
+      if (s.isBatched()) {
+        auto rt = llvm::cast<RankedTensorType>(t);
+        SmallVector<int64_t> shape(rt.getShape());
+        shape[s.axis] /= microbatches;
+        t = rt.clone(shape);
+      }
+      expected.push_back(t);
+    }
+    if (auto shaped = llvm::dyn_cast<onnx::ShapeInferenceOpInterface>(&op)) {
+      if (failed(shaped.inferShapes()))
+        return signalPassFailure();
+    } else if (llvm::any_of(op.getOperands(),
+                            [&](Value v) { return !stateOf(v).isFree(); })) {
+      op.emitOpError() << "has no shape function to re-infer its types";
+      return signalPassFailure();
+    }
+    for (auto [r, t] : llvm::zip(op.getResults(), expected))
+      if (r.getType() != t) {
+        op.emitOpError() << "after micro-batching result #"
+                         << r.getResultNumber() << " is " << r.getType()
+                         << ", expected " << t;
+        return signalPassFailure();
+      }
+  }
+  for (Operation *op : meanLossGrads) {
+    Value dloss = op->getOperand(0);
+    auto t = llvm::cast<RankedTensorType>(dloss.getType());
+    b.setInsertionPoint(op);
+    auto scale = onnx::ConstantOp::create(
+        b, op->getLoc(), t,
+        DenseElementsAttr::get(
+            t, b.getFloatAttr(t.getElementType(), 1.0 / double(microbatches))));
+    OperationState mul(op->getLoc(), "onnx.Mul");
+    mul.addOperands({dloss, scale});
+    mul.addTypes(t);
+    Operation *scaled = b.create(mul);
+    if (Attribute stage = op->getAttr("pipe.stage")) {
+      scale->setAttr("pipe.stage", stage);
+      scaled->setAttr("pipe.stage", stage);
+    }
+    op->setOperand(0, scaled->getResult(0));
+  }
+  step.setType(FunctionType::get(&getContext(), argTypes,
+                                 step.getResultTypes()));
+  step->setAttr("pipe.microbatches", b.getI64IntegerAttr(microbatches));
+  step->setAttr("pipe.batch_size", b.getI64IntegerAttr(batch));
+  step->setAttr("pipe.loss_combine",
+                b.getStringAttr(lossIsMean ? "mean" : "sum"));
+  step->setAttr("pipe.loss_scale",
+                b.getF64FloatAttr(lossIsMean ? 1.0 / double(microbatches)
+                                             : 1.0));
+}

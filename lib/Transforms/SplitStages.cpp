@@ -1,0 +1,595 @@
+//===- SplitStages.cpp - pipe-split-stages: one pipe.stage per phase -------===//
+//
+// Cuts the stage-annotated training step into `pipe.stage` functions, one
+// forward and one backward per stage, in the calling convention pipe-schedule
+// reads (SchedulePasses.td): values are connected by name attributes, and a
+// value crosses a cut only where a later stage (or the backward of another
+// stage) needs it. Constants are cloned into every function that uses them.
+// The optimizer's ops are dropped: the update is `pipe.update` in the
+// programs, configured by the module's `pipe.optimizer`.
+//
+//===----------------------------------------------------------------------===//
+#include "pipec/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::pipec {
+#define GEN_PASS_DEF_PIPESPLITSTAGES
+#include "pipec/Transforms/Passes.h.inc"
+} // namespace mlir::pipec
+
+using namespace mlir;
+using namespace mlir::pipec;
+
+namespace {
+
+enum Phase { Forward = 0, Backward = 1 };
+
+/// One function being built: its values, in the order they were asked for.
+struct Part {
+  int64_t stage = 0;
+  Phase phase = Forward;
+  SmallVector<Operation *> ops;
+  /// Weight arguments (block arguments of the step), in parameter order.
+  SmallVector<BlockArgument> weights;
+  /// Other arguments: values of the step defined elsewhere, with their
+  /// argument attributes.
+  llvm::MapVector<Value, NamedAttribute> inputs;
+  /// Results other than the weight gradients, with their attributes.
+  SmallVector<std::pair<Value, NamedAttribute>> outputs;
+
+  void addOutput(Value v, NamedAttribute attr) {
+    if (!llvm::is_contained(outputs, std::make_pair(v, attr)))
+      outputs.push_back({v, attr});
+  }
+};
+
+struct PipeSplitStagesPass
+    : public pipec::impl::PipeSplitStagesBase<PipeSplitStagesPass> {
+  using Base::Base;
+  void runOnOperation() override;
+
+private:
+  func::FuncOp step;
+  llvm::DenseMap<Operation *, Phase> phaseOf;
+  llvm::DenseMap<Operation *, int64_t> stageOf;
+  /// Owner stage of each trainable parameter argument.
+  llvm::DenseMap<Value, int64_t> owner;
+  llvm::DenseMap<Value, StringAttr> paramName, inputName;
+  llvm::DenseMap<Value, std::string> tags;
+  /// A crossing gradient contribution -> the others of the same primal
+  /// from the same stage, added to it before it is sent.
+  std::map<std::pair<const void *, std::string>, SmallVector<Value>>
+      extraContributions;
+  llvm::StringSet<> usedTags;
+  std::vector<Part> parts; // index 2 * stage + phase
+
+  Part &part(int64_t stage, Phase phase) { return parts[2 * stage + phase]; }
+  StringRef tagOf(Value v);
+  NamedAttribute named(StringRef key, StringRef value) {
+    Builder b(&getContext());
+    return b.getNamedAttr(key, b.getStringAttr(value));
+  }
+  LogicalResult needForward(Part &user, Value v, Operation *at);
+  FailureOr<Value> primalOf(Value grad, int64_t from, int64_t to);
+  LogicalResult build(ModuleOp module, Part &p,
+                      ArrayRef<BlockArgument> params,
+                      const llvm::DenseMap<BlockArgument, Value> &weightGrads,
+                      const llvm::DenseMap<Value, Value> &gradPrimal,
+                      const llvm::DenseSet<Value> &zeroed,
+                      std::optional<Value> loss);
+};
+} // namespace
+
+static std::string stringAttrOf(DictionaryAttr attrs, StringRef key) {
+  if (auto s = attrs ? attrs.getAs<StringAttr>(key) : StringAttr())
+    return s.str();
+  return "";
+}
+
+static bool isCloneable(Value v) {
+  Operation *def = v.getDefiningOp();
+  return def && def->getNumOperands() == 0 && def->getNumRegions() == 0;
+}
+
+StringRef PipeSplitStagesPass::tagOf(Value v) {
+  auto it = tags.find(v);
+  if (it != tags.end())
+    return it->second;
+  std::string base;
+  if (StringAttr p = paramName.lookup(v))
+    base = p.str();
+  else if (StringAttr in = inputName.lookup(v))
+    base = in.str();
+  else if (auto result = llvm::dyn_cast<OpResult>(v)) {
+    Operation *op = result.getOwner();
+    if (auto name = llvm::dyn_cast<NameLoc>(op->getLoc()))
+      base = name.getName().str();
+    if (!base.empty() && op->getNumResults() > 1)
+      base += ":" + std::to_string(result.getResultNumber());
+  }
+  if (base.empty())
+    base = "v" + std::to_string(tags.size());
+  std::string tag = base;
+  for (int i = 1; usedTags.contains(tag); ++i)
+    tag = base + "." + std::to_string(i);
+  usedTags.insert(tag);
+  return tags[v] = tag;
+}
+
+/// Makes forward value `v` available to `user` (a forward, or a backward
+/// reading what its forward took or produced): as a weight, a fed input, a
+/// result of its own forward, or a named input from the stage computing it.
+LogicalResult PipeSplitStagesPass::needForward(Part &user, Value v,
+                                               Operation *at) {
+  Part &fwd = part(user.stage, Forward);
+  if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
+    if (owner.count(v)) {
+      if (owner.lookup(v) == user.stage)
+        return success(); // a weight of this stage
+      // A tied weight read by another stage: its owner's forward sends it.
+      part(owner.lookup(v), Forward)
+          .addOutput(v, named("pipe.name", tagOf(v)));
+      fwd.inputs.insert({v, named("pipe.name", tagOf(v))});
+      if (user.phase == Backward)
+        user.inputs.insert({v, named("pipe.name", tagOf(v))});
+      return success();
+    }
+    if (StringAttr name = inputName.lookup(v)) {
+      fwd.inputs.insert({v, named("pipe.input", name.getValue())});
+      if (user.phase == Backward)
+        user.inputs.insert({v, named("pipe.input", name.getValue())});
+      return success();
+    }
+    return at->emitOpError()
+           << "uses argument #" << arg.getArgNumber() << " of @"
+           << step.getSymName()
+           << ", which is neither a trainable parameter nor a pipe.input "
+              "(frozen parameters and optimizer state cannot be split yet)";
+  }
+  Operation *def = v.getDefiningOp();
+  int64_t defStage = stageOf.lookup(def);
+  if (defStage == user.stage) {
+    if (user.phase == Backward) {
+      fwd.addOutput(v, named("pipe.name", tagOf(v)));
+      user.inputs.insert({v, named("pipe.name", tagOf(v))});
+    }
+    return success();
+  }
+  if (defStage > user.stage)
+    return at->emitOpError() << "in stage " << user.stage
+                             << " uses a forward value of the later stage "
+                             << defStage;
+  part(defStage, Forward).addOutput(v, named("pipe.name", tagOf(v)));
+  fwd.inputs.insert({v, named("pipe.name", tagOf(v))});
+  if (user.phase == Backward)
+    user.inputs.insert({v, named("pipe.name", tagOf(v))});
+  return success();
+}
+
+/// The forward value whose gradient `grad` (computed by the backward of
+/// stage `from`, used by stage `to`) is: a value of forward `to` that forward
+/// `from` reads, of grad's type. Several candidates are told apart by the
+/// forward op whose VJP rule built `grad` (those ops share its location).
+FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
+                                               int64_t to) {
+  Part &reader = part(from, Forward);
+  SmallVector<Value> candidates;
+  for (auto &[v, attr] : reader.inputs) {
+    bool definedInTo = llvm::isa<BlockArgument>(v)
+                           ? owner.count(v) && owner.lookup(v) == to
+                           : stageOf.lookup(v.getDefiningOp()) == to;
+    if (definedInTo && v.getType() == grad.getType())
+      candidates.push_back(v);
+  }
+  if (candidates.size() > 1) {
+    Location loc = grad.getDefiningOp()->getLoc();
+    SmallVector<Value> byLoc;
+    for (Operation *op : reader.ops)
+      if (op->getLoc() == loc)
+        for (Value operand : op->getOperands())
+          if (llvm::is_contained(candidates, operand) &&
+              !llvm::is_contained(byLoc, operand))
+            byLoc.push_back(operand);
+    candidates = byLoc;
+  }
+  if (candidates.size() != 1)
+    return grad.getDefiningOp()->emitOpError()
+           << "computes a gradient that stage " << to
+           << " uses, but it is not clear of which of the "
+           << candidates.size()
+           << " values stage " << from << " receives from stage " << to
+           << " (a gradient crosses a cut only as the gradient of an "
+              "activation)";
+  return candidates.front();
+}
+
+void PipeSplitStagesPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  step = module.lookupSymbol<func::FuncOp>(funcName);
+  if (!step || step.isExternal()) {
+    module.emitError() << "pipe-split-stages: no function @" << funcName;
+    return signalPassFailure();
+  }
+  if (!module.getOps<pipe::StageOp>().empty()) {
+    module.emitError() << "pipe-split-stages: the module has pipe.stage ops "
+                          "already";
+    return signalPassFailure();
+  }
+  Block &body = step.getBody().front();
+  auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+
+  // Arguments: inputs, trainable parameters with their owners.
+  SmallVector<BlockArgument> params;
+  for (BlockArgument arg : step.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    if (auto name = step.getArgAttrOfType<StringAttr>(i, "pipe.input"))
+      inputName[arg] = name;
+    auto name = step.getArgAttrOfType<StringAttr>(i, "pipe.param");
+    if (!name || !step.getArgAttr(i, "pipe.trainable"))
+      continue;
+    auto stage = step.getArgAttrOfType<IntegerAttr>(i, "pipe.stage");
+    if (!stage) {
+      step.emitError() << "parameter '" << name.getValue()
+                       << "' has no owner stage (pipe.stage): run "
+                          "--pipe-assign-stages before --pipe-autodiff";
+      return signalPassFailure();
+    }
+    owner[arg] = stage.getInt();
+    paramName[arg] = name;
+    params.push_back(arg);
+  }
+
+  // The loss and each parameter's gradient: a pipe.grad result, or the
+  // gradient operand of the optimizer op whose result is its pipe.update.
+  std::optional<Value> loss;
+  llvm::DenseMap<BlockArgument, Value> weightGrads;
+  auto optimizer = step->getAttrOfType<DictionaryAttr>("pipe.optimizer");
+  for (unsigned r = 0; r < step.getNumResults(); ++r) {
+    Value v = ret.getOperand(r);
+    if (step.getResultAttr(r, "pipe.loss"))
+      loss = v;
+    StringAttr gradOf = step.getResultAttrOfType<StringAttr>(r, "pipe.grad");
+    StringAttr updateOf =
+        step.getResultAttrOfType<StringAttr>(r, "pipe.update");
+    StringAttr name = gradOf ? gradOf : updateOf;
+    if (!name)
+      continue;
+    BlockArgument param;
+    for (BlockArgument p : params)
+      if (paramName.lookup(p) == name)
+        param = p;
+    if (!param)
+      continue; // optimizer state and the step counter
+    if (gradOf) {
+      weightGrads[param] = v;
+      continue;
+    }
+    Operation *update = v.getDefiningOp();
+    if (!update ||
+        !llvm::isa<onnx::SGDOp, onnx::MomentumOp, onnx::AdamWOp,
+                   onnx::AdagradOp>(update)) {
+      step.emitError() << "pipe-split-stages: the update of '"
+                       << name.getValue()
+                       << "' is not an onnx.SGD/Momentum/AdamW/Adagrad op";
+      return signalPassFailure();
+    }
+    Value g = update->getOperand(llvm::isa<onnx::SGDOp>(update) ? 2 : 3);
+    // Adam's L2 penalty is added to the gradient before the update
+    // (pipe-add-optimizer); pipe.update adds it itself.
+    if (optimizer && optimizer.getAs<StringAttr>("kind") &&
+        optimizer.getAs<StringAttr>("kind").getValue() == "adam")
+      if (auto add = g.getDefiningOp<onnx::AddOp>())
+        if (auto wd = optimizer.getAs<FloatAttr>("weight_decay");
+            wd && wd.getValueAsDouble() != 0)
+          g = add.getOperand(0);
+    weightGrads[param] = g;
+  }
+  if (!loss) {
+    step.emitError() << "pipe-split-stages: @" << funcName
+                     << " has no pipe.loss result";
+    return signalPassFailure();
+  }
+  for (BlockArgument p : params)
+    if (!weightGrads.count(p)) {
+      step.emitError() << "pipe-split-stages: no gradient for parameter '"
+                       << paramName.lookup(p).getValue() << "'";
+      return signalPassFailure();
+    }
+
+  // Phases: the forward computes the loss; the backward the gradients; the
+  // rest (the optimizer) is dropped.
+  llvm::SetVector<Operation *> worklist;
+  auto slice = [&](ArrayRef<Value> roots, Phase phase) {
+    SmallVector<Value> stack(roots.begin(), roots.end());
+    while (!stack.empty()) {
+      Operation *def = stack.pop_back_val().getDefiningOp();
+      if (!def || isCloneable(def->getResult(0)) || phaseOf.count(def))
+        continue;
+      phaseOf[def] = phase;
+      llvm::append_range(stack, def->getOperands());
+    }
+  };
+  slice({*loss}, Forward);
+  SmallVector<Value> gradRoots;
+  for (BlockArgument p : params)
+    gradRoots.push_back(weightGrads[p]);
+  slice(gradRoots, Backward);
+
+  int64_t numStages = 0;
+  for (Operation &op : body.without_terminator()) {
+    if (!phaseOf.count(&op))
+      continue;
+    auto stage = op.getAttrOfType<IntegerAttr>("pipe.stage");
+    if (!stage || stage.getInt() < 0) {
+      op.emitOpError() << "has no pipe.stage: run --pipe-assign-stages on "
+                          "the forward before --pipe-autodiff";
+      return signalPassFailure();
+    }
+    stageOf[&op] = stage.getInt();
+    numStages = std::max(numStages, stage.getInt() + 1);
+  }
+  for (auto &[p, s] : owner)
+    numStages = std::max(numStages, s + 1);
+  parts.resize(2 * numStages);
+  for (int64_t s = 0; s < numStages; ++s)
+    for (Phase ph : {Forward, Backward}) {
+      part(s, ph).stage = s;
+      part(s, ph).phase = ph;
+    }
+  for (BlockArgument p : params) {
+    part(owner[p], Forward).weights.push_back(p);
+    part(owner[p], Backward).weights.push_back(p);
+  }
+  for (Operation &op : body.without_terminator())
+    if (phaseOf.count(&op))
+      part(stageOf[&op], phaseOf[&op]).ops.push_back(&op);
+  if (Operation *def = loss->getDefiningOp(); def && phaseOf.count(def))
+    part(stageOf[def], Forward).addOutput(*loss, named("pipe.loss", ""));
+
+  // What crosses: forward values first (they decide the names of the
+  // activations), then the backward's saved values and gradients.
+  for (int64_t s = 0; s < numStages; ++s)
+    for (Operation *op : part(s, Forward).ops)
+      for (Value v : op->getOperands()) {
+        if (isCloneable(v) ||
+            (v.getDefiningOp() && stageOf.lookup(v.getDefiningOp()) == s))
+          continue;
+        if (failed(needForward(part(s, Forward), v, op)))
+          return signalPassFailure();
+      }
+  // Gradients crossing: per (from, primal) the contributions, summed on the
+  // sending side; on the receiving side the first use reads the received
+  // sum and the others read zeros.
+  llvm::DenseMap<Value, Value> gradPrimal; // gradient value -> primal
+  llvm::DenseSet<Value> zeroed;            // contributions read as zeros
+  // Per primal, the contribution its stage receives: from the nearest
+  // contributing stage, into which the later stages' contributions are
+  // added on their way back (pipe-insert-transfers relays them).
+  llvm::DenseMap<Value, Value> firstContribution;
+  auto needBackward = [&](Part &user, Value v, Operation *at) -> LogicalResult {
+    if (isCloneable(v))
+      return success();
+    Operation *def = v.getDefiningOp();
+    if (!def || phaseOf.lookup(def) == Forward || !phaseOf.count(def))
+      return needForward(user, v, at);
+    int64_t from = stageOf.lookup(def);
+    if (from == user.stage)
+      return success();
+    auto primal = primalOf(v, from, user.stage);
+    if (failed(primal))
+      return failure();
+    gradPrimal[v] = *primal;
+    Value &first = firstContribution[*primal];
+    if (first && first != v) {
+      zeroed.insert(v);
+      int64_t firstFrom = stageOf.lookup(first.getDefiningOp());
+      if (firstFrom == from) {
+        auto &extras = extraContributions[{first.getAsOpaquePointer(),
+                                           tagOf(*primal).str()}];
+        if (!llvm::is_contained(extras, v))
+          extras.push_back(v);
+      }
+      return success();
+    }
+    first = v;
+    part(user.stage, Forward)
+        .addOutput(*primal, named("pipe.name", tagOf(*primal)));
+    user.inputs.insert({v, named("pipe.grad", tagOf(*primal))});
+    part(from, Backward)
+        .addOutput(v, named("pipe.grad", tagOf(*primal)));
+    return success();
+  };
+  for (int64_t s = 0; s < numStages; ++s) {
+    Part &bwd = part(s, Backward);
+    for (Operation *op : bwd.ops)
+      for (Value v : op->getOperands())
+        if (failed(needBackward(bwd, v, op)))
+          return signalPassFailure();
+    for (BlockArgument p : bwd.weights)
+      if (failed(needBackward(bwd, weightGrads[p], ret)))
+        return signalPassFailure();
+  }
+
+  Builder b(&getContext());
+  OpBuilder mb(module.getContext());
+  mb.setInsertionPoint(step);
+  for (Part &p : parts)
+    if (failed(build(module, p, params, weightGrads, gradPrimal, zeroed,
+                     loss)))
+      return signalPassFailure();
+
+  // The step's facts the programs need, on the module.
+  for (StringRef key : {"pipe.microbatches", "pipe.batch_size",
+                        "pipe.loss_combine", "pipe.loss_scale"})
+    if (Attribute a = step->getAttr(key))
+      module->setAttr(key, a);
+  if (optimizer) {
+    SmallVector<NamedAttribute> entries;
+    for (NamedAttribute e : optimizer) {
+      if (e.getName() == "lr_decay") {
+        if (auto f = llvm::dyn_cast<FloatAttr>(e.getValue());
+            f && f.getValueAsDouble() != 0) {
+          step.emitError() << "pipe-split-stages: pipe.update has no "
+                              "Adagrad lr_decay";
+          return signalPassFailure();
+        }
+        continue;
+      }
+      entries.push_back(e);
+    }
+    auto kind = optimizer.getAs<StringAttr>("kind");
+    if (!kind || !pipe::symbolizeOptimizerKind(kind.getValue())) {
+      step.emitError() << "pipe-split-stages: optimizer "
+                       << optimizer.get("kind")
+                       << " has no pipe.update form";
+      return signalPassFailure();
+    }
+    module->setAttr("pipe.optimizer", b.getDictionaryAttr(entries));
+  }
+  step.erase();
+}
+
+LogicalResult PipeSplitStagesPass::build(
+    ModuleOp module, Part &p, ArrayRef<BlockArgument> params,
+    const llvm::DenseMap<BlockArgument, Value> &weightGrads,
+    const llvm::DenseMap<Value, Value> &gradPrimal,
+    const llvm::DenseSet<Value> &zeroed, std::optional<Value> loss) {
+  MLIRContext *ctx = &getContext();
+  OpBuilder b(ctx);
+  b.setInsertionPoint(step);
+  SmallVector<Type> argTypes;
+  SmallVector<Attribute> argAttrs;
+  for (BlockArgument w : p.weights) {
+    argTypes.push_back(w.getType());
+    argAttrs.push_back(b.getDictionaryAttr(
+        named("pipe.param", paramName.lookup(w).getValue())));
+  }
+  for (auto &[v, attr] : p.inputs) {
+    argTypes.push_back(v.getType());
+    argAttrs.push_back(b.getDictionaryAttr(attr));
+  }
+  // Results: a backward's crossing gradients, then its weight gradients; a
+  // forward's loss first, then its named values.
+  SmallVector<Value> results;
+  SmallVector<Attribute> resultAttrs;
+  auto addResult = [&](Value v, NamedAttribute attr) {
+    results.push_back(v);
+    if (attr.getName() == "pipe.loss")
+      resultAttrs.push_back(b.getDictionaryAttr(
+          b.getNamedAttr("pipe.loss", b.getUnitAttr())));
+    else
+      resultAttrs.push_back(b.getDictionaryAttr(attr));
+  };
+  if (p.phase == Forward) {
+    for (auto &[v, attr] : p.outputs)
+      if (attr.getName() == "pipe.loss")
+        addResult(v, attr);
+    for (auto &[v, attr] : p.outputs)
+      if (attr.getName() != "pipe.loss")
+        addResult(v, attr);
+  } else {
+    for (auto &[v, attr] : p.outputs)
+      addResult(v, attr);
+    for (BlockArgument w : p.weights) {
+      results.push_back(weightGrads.lookup(w));
+      resultAttrs.push_back(b.getDictionaryAttr({}));
+    }
+  }
+  SmallVector<Type> resultTypes;
+  for (Value v : results)
+    resultTypes.push_back(v.getType());
+
+  std::string name = ("s" + Twine(p.stage) +
+                      (p.phase == Forward ? "_fwd" : "_bwd"))
+                         .str();
+  auto stage = pipe::StageOp::create(
+      b, step.getLoc(), name,
+      p.phase == Forward ? pipe::Phase::Forward : pipe::Phase::Backward,
+      p.stage, p.weights.size(), b.getFunctionType(argTypes, resultTypes));
+  stage.setAllArgAttrs(argAttrs);
+  stage.setAllResultAttrs(resultAttrs);
+  Block *block = new Block();
+  stage.getBody().push_back(block);
+  IRMapping map;
+  for (BlockArgument w : p.weights)
+    map.map(w, block->addArgument(w.getType(), w.getLoc()));
+  for (auto &[v, attr] : p.inputs)
+    map.map(v, block->addArgument(v.getType(), v.getLoc()));
+  b.setInsertionPointToStart(block);
+
+  // The value `v` has in this function: mapped, a cloned constant, or
+  // zeros for a gradient contribution received as part of another.
+  auto lookup = [&](Value v, Location loc) -> Value {
+    if (Value m = map.lookupOrNull(v))
+      return m;
+    if (isCloneable(v)) {
+      Operation *copy = b.clone(*v.getDefiningOp());
+      map.map(v.getDefiningOp()->getResults(), copy->getResults());
+      return map.lookup(v);
+    }
+    if (zeroed.contains(v) && stageOf.lookup(v.getDefiningOp()) != p.stage) {
+      auto t = llvm::cast<RankedTensorType>(v.getType());
+      Value zeros = onnx::ConstantOp::create(
+          b, loc, t,
+          DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType())));
+      map.map(v, zeros);
+      return zeros;
+    }
+    return Value();
+  };
+  for (Operation *op : p.ops) {
+    // A zero contribution added to something is that something.
+    if (llvm::isa<onnx::AddOp>(op)) {
+      Value x = op->getOperand(0), y = op->getOperand(1);
+      if (zeroed.contains(y) && !map.lookupOrNull(y) && x.getType() == op->getResult(0).getType() &&
+          map.lookupOrNull(x)) {
+        map.map(op->getResult(0), map.lookup(x));
+        continue;
+      }
+      if (zeroed.contains(x) && !map.lookupOrNull(x) && y.getType() == op->getResult(0).getType() &&
+          map.lookupOrNull(y)) {
+        map.map(op->getResult(0), map.lookup(y));
+        continue;
+      }
+    }
+    for (Value v : op->getOperands())
+      if (!lookup(v, op->getLoc()))
+        return op->emitOpError() << "pipe-split-stages: operand "
+                                 << v.getType() << " is not available in @"
+                                 << name;
+    b.clone(*op, map);
+  }
+  SmallVector<Value> mapped;
+  for (Value v : results) {
+    Value m = lookup(v, step.getLoc());
+    if (!m)
+      return step.emitError() << "pipe-split-stages: a result of @" << name
+                              << " is not computed there";
+    auto extras = extraContributions.find(
+        {v.getAsOpaquePointer(),
+         stringAttrOf(llvm::cast<DictionaryAttr>(resultAttrs[mapped.size()]),
+                      "pipe.grad")});
+    if (p.phase == Backward && extras != extraContributions.end())
+      for (Value extra : extras->second) {
+        OperationState add(extra.getLoc(), "onnx.Add");
+        add.addOperands({m, map.lookup(extra)});
+        add.addTypes(v.getType());
+        Operation *sum = b.create(add);
+        if (Attribute s = extra.getDefiningOp()->getAttr("pipe.stage"))
+          sum->setAttr("pipe.stage", s);
+        m = sum->getResult(0);
+      }
+    mapped.push_back(m);
+  }
+  pipe::ReturnOp::create(b, step.getLoc(), mapped);
+  (void)module;
+  (void)params;
+  (void)gradPrimal;
+  (void)loss;
+  return success();
+}

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Writes one small ONNX model per op with a VJP rule, for check_grad_models.py.
+
+    make_grad_models.py OUTDIR      (Debian's /usr/bin/python3: onnx, numpy)
+
+Built like test/Conversion/Inputs/make_op_models.py, but the op's operands
+are trainable parameters (float initializers), so that one SGD step of the
+compiled training program reveals their gradients. Graph input `x` (2 rows)
+enters through `Add(x, p)` where an operand must be batch-shaped; other
+non-trained operands are Constant nodes (or, for BatchNormalization's
+statistics, state initializers). Loss = ReduceSum(y * P) with a random P.
+
+Per case NAME it writes
+  NAME.onnx       the model pipe-compile trains,
+  NAME.fd.onnx    the same graph with the parameters as graph inputs, for
+                  onnxruntime's finite differences,
+  NAME.npz        the data (x), and NAME.params.npz the initial parameters.
+Parameter values are kept away from the ops' kinks and poles (ReLU at 0,
+MaxPool ties, Log/Sqrt/Div near 0), further than the checker's step.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+rng = np.random.default_rng(0)
+OUT = sys.argv[1]
+os.makedirs(OUT, exist_ok=True)
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+count = 0
+
+
+def f32(*shape, low=None, high=None):
+    if low is not None:
+        return rng.uniform(low, high, shape).astype(np.float32)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def away_from_zero(*shape):
+    """Values with |v| in [0.2, 1.2]: no kink of ReLU within reach."""
+    return (rng.choice([-1.0, 1.0], shape) * rng.uniform(0.2, 1.2, shape)).astype(np.float32)
+
+
+def distinct(*shape):
+    """Values pairwise at least 0.05 apart: no MaxPool ties within reach."""
+    n = int(np.prod(shape))
+    return (rng.permutation(n).astype(np.float32) * 0.05 - n * 0.025).reshape(shape)
+
+
+def case(name, x, params, nodes, y_shape, state=(), x_type=F):
+    """nodes compute `y` from `x` and the parameters (name -> array)."""
+    global count
+    p = rng.standard_normal(y_shape).astype(np.float32)
+    tail = [
+        helper.make_node("Constant", [], ["proj"],
+                         value=numpy_helper.from_array(p, "proj")),
+        helper.make_node("Mul", ["y", "proj"], ["weighted"]),
+        helper.make_node("ReduceSum", ["weighted"], ["loss"], keepdims=0),
+    ]
+    x_info = helper.make_tensor_value_info("x", x_type, list(x.shape))
+    loss_info = helper.make_tensor_value_info("loss", F, [])
+    state_inits = [numpy_helper.from_array(v, k) for k, v in state]
+    for kind, inputs, inits in [
+            ("", [x_info], [numpy_helper.from_array(v, k) for k, v in params.items()]),
+            (".fd", [x_info] + [helper.make_tensor_value_info(k, F, list(v.shape))
+                                for k, v in params.items()], [])]:
+        graph = helper.make_graph(list(nodes) + tail, name, inputs, [loss_info],
+                                  inits + state_inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.checker.check_model(model)
+        onnx.save(model, os.path.join(OUT, name + kind + ".onnx"))
+    np.savez(os.path.join(OUT, name + ".npz"), x=x)
+    np.savez(os.path.join(OUT, name + ".params.npz"), **params)
+    count += 1
+
+
+def const(name, array):
+    return helper.make_node("Constant", [], [name],
+                            value=numpy_helper.from_array(np.asarray(array), name))
+
+
+def shifted(x, values):
+    """A parameter p with x + p == values."""
+    return (values - x).astype(np.float32)
+
+
+n = helper.make_node
+x24 = f32(2, 4) * 0.1
+# Elementwise, with broadcasting of the second operand.
+for op in ["Add", "Sub", "Mul", "Div"]:
+    case(op.lower(), x24, {"a": f32(2, 4), "b": f32(4, low=0.5, high=1.5)},
+         [n("Add", ["x", "a"], ["xa"]), n(op, ["xa", "b"], ["y"])], (2, 4))
+case("div_row", x24, {"a": f32(2, 4), "b": f32(2, 1, low=0.5, high=1.5)},
+     [n("Add", ["x", "a"], ["xa"]), n("Div", ["xa", "b"], ["y"])], (2, 4))
+case("pow", x24, {"a": shifted(x24, f32(2, 4, low=0.5, high=1.5)),
+                  "b": f32(1, 4, low=-1.0, high=2.0)},
+     [n("Add", ["x", "a"], ["xa"]), n("Pow", ["xa", "b"], ["y"])], (2, 4))
+case("pow_const", x24, {"a": shifted(x24, f32(2, 4, low=0.5, high=1.5))},
+     [n("Add", ["x", "a"], ["xa"]), const("e", np.array(3.0, np.float32)),
+      n("Pow", ["xa", "e"], ["y"])], (2, 4))
+case("where", np.array([[1, 2, 3, 4], [4, 3, 2, 1]], np.float32),
+     {"a": f32(2, 4), "b": f32(4)},
+     [const("k", np.array([1, 3, 3, 1], np.float32)),
+      n("Equal", ["x", "k"], ["c"]), n("Where", ["c", "a", "b"], ["y"])], (2, 4))
+case("relu", x24, {"a": shifted(x24, away_from_zero(2, 4))},
+     [n("Add", ["x", "a"], ["xa"]), n("Relu", ["xa"], ["y"])], (2, 4))
+for op in ["Neg", "Tanh", "Sigmoid", "Erf", "Exp", "Identity"]:
+    case(op.lower(), x24, {"a": f32(2, 4)},
+         [n("Add", ["x", "a"], ["xa"]), n(op, ["xa"], ["y"])], (2, 4))
+for op in ["Sqrt", "Log"]:
+    case(op.lower(), x24, {"a": shifted(x24, f32(2, 4, low=0.5, high=1.5))},
+         [n("Add", ["x", "a"], ["xa"]), n(op, ["xa"], ["y"])], (2, 4))
+case("cast", x24, {"a": f32(2, 4)},
+     [n("Add", ["x", "a"], ["xa"]), n("Cast", ["xa"], ["y"], to=F)], (2, 4))
+# Linear algebra.
+case("gemm", f32(2, 3) * 0.1, {"a": f32(2, 3), "w": f32(5, 3), "c": f32(5)},
+     [n("Add", ["x", "a"], ["xa"]),
+      n("Gemm", ["xa", "w", "c"], ["y"], transB=1, alpha=0.5, beta=2.0)], (2, 5))
+case("gemm_ta", f32(2, 3) * 0.1, {"a": f32(2, 3), "w": f32(2, 4), "c": f32(3, 1)},
+     [n("Add", ["x", "a"], ["xa"]), n("Gemm", ["xa", "w", "c"], ["y"], transA=1)],
+     (3, 4))
+case("matmul", f32(2, 3, 4) * 0.1, {"a": f32(2, 3, 4), "w": f32(4, 5)},
+     [n("Add", ["x", "a"], ["xa"]), n("MatMul", ["xa", "w"], ["y"])], (2, 3, 5))
+case("matmul_batched", f32(2, 3, 4) * 0.1, {"a": f32(2, 3, 4), "w": f32(2, 4, 5)},
+     [n("Add", ["x", "a"], ["xa"]), n("MatMul", ["xa", "w"], ["y"])], (2, 3, 5))
+# Normalisation.
+case("softmax", f32(2, 3, 4) * 0.1, {"a": f32(2, 3, 4)},
+     [n("Add", ["x", "a"], ["xa"]), n("Softmax", ["xa"], ["y"], axis=1)], (2, 3, 4))
+case("logsoftmax", x24, {"a": f32(2, 4)},
+     [n("Add", ["x", "a"], ["xa"]), n("LogSoftmax", ["xa"], ["y"])], (2, 4))
+case("layernorm", f32(2, 3, 4) * 0.1, {"a": f32(2, 3, 4), "s": f32(4), "b": f32(4)},
+     [n("Add", ["x", "a"], ["xa"]),
+      n("LayerNormalization", ["xa", "s", "b"], ["y"], axis=-1, epsilon=1e-5)],
+     (2, 3, 4))
+case("batchnorm_eval", f32(2, 3, 2, 2) * 0.1,
+     {"a": f32(2, 3, 2, 2), "s": f32(3), "b": f32(3)},
+     [n("Add", ["x", "a"], ["xa"]),
+      n("BatchNormalization", ["xa", "s", "b", "m", "v"], ["y"])], (2, 3, 2, 2),
+     state=[("m", f32(3)), ("v", f32(3, low=0.5, high=1.5))])
+case("batchnorm_train", f32(2, 3, 2, 2) * 0.1,
+     {"a": f32(2, 3, 2, 2), "s": f32(3), "b": f32(3)},
+     [n("Add", ["x", "a"], ["xa"]),
+      n("BatchNormalization", ["xa", "s", "b", "m", "v"], ["y", "rm", "rv"],
+        training_mode=1)],
+     (2, 3, 2, 2), state=[("m", f32(3)), ("v", f32(3, low=0.5, high=1.5))])
+case("layernorm_axis1", f32(2, 3, 4) * 0.1,
+     {"a": f32(2, 3, 4), "s": f32(3, 4), "b": f32(3, 4)},
+     [n("Add", ["x", "a"], ["xa"]),
+      n("LayerNormalization", ["xa", "s", "b"], ["y"], axis=1, epsilon=1e-5)],
+     (2, 3, 4))
+# Convolution and pooling.
+case("conv", f32(2, 2, 5, 5) * 0.1,
+     {"a": f32(2, 2, 5, 5), "w": f32(4, 2, 3, 3), "b": f32(4)},
+     [n("Add", ["x", "a"], ["xa"]),
+      n("Conv", ["xa", "w", "b"], ["y"], pads=[1, 0, 1, 2], strides=[2, 1])],
+     (2, 4, 3, 5))
+case("conv_group_same", f32(2, 4, 4, 4) * 0.1,
+     {"a": f32(2, 4, 4, 4), "w": f32(4, 2, 3, 3)},
+     [n("Add", ["x", "a"], ["xa"]),
+      n("Conv", ["xa", "w"], ["y"], group=2, auto_pad="SAME_UPPER")], (2, 4, 4, 4))
+case("conv1d", f32(2, 2, 7) * 0.1, {"a": f32(2, 2, 7), "w": f32(3, 2, 3)},
+     [n("Add", ["x", "a"], ["xa"]), n("Conv", ["xa", "w"], ["y"], dilations=[2])],
+     (2, 3, 3))
+x_pool = f32(2, 2, 5, 5) * 0.001
+case("maxpool", x_pool, {"a": shifted(x_pool, distinct(2, 2, 5, 5))},
+     [n("Add", ["x", "a"], ["xa"]),
+      n("MaxPool", ["xa"], ["y"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)],
+     (2, 2, 3, 3))
+case("maxpool_overlap", x_pool, {"a": shifted(x_pool, distinct(2, 2, 5, 5))},
+     [n("Add", ["x", "a"], ["xa"]),
+      n("MaxPool", ["xa"], ["y"], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])],
+     (2, 2, 5, 5))
+case("avgpool", f32(2, 2, 5, 5) * 0.1, {"a": f32(2, 2, 5, 5)},
+     [n("Add", ["x", "a"], ["xa"]),
+      n("AveragePool", ["xa"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+        strides=[2, 2])], (2, 2, 3, 3))
+case("globalavgpool", f32(2, 3, 4, 4) * 0.1, {"a": f32(2, 3, 4, 4)},
+     [n("Add", ["x", "a"], ["xa"]), n("GlobalAveragePool", ["xa"], ["y"])],
+     (2, 3, 1, 1))
+case("dropout_eval", x24, {"a": f32(2, 4)},
+     [n("Add", ["x", "a"], ["xa"]), n("Dropout", ["xa"], ["y"])], (2, 4))
+# Reductions and losses.
+case("reducemean", f32(2, 3, 4) * 0.1, {"a": f32(2, 3, 4)},
+     [n("Add", ["x", "a"], ["xa"]),
+      n("ReduceMean", ["xa"], ["y"], axes=[1], keepdims=1)], (2, 1, 4))
+case("reducesum", f32(2, 3, 4) * 0.1, {"a": f32(2, 3, 4)},
+     [n("Add", ["x", "a"], ["xa"]), const("ax", np.array([-1, 1], np.int64)),
+      n("ReduceSum", ["xa", "ax"], ["y"], keepdims=0)], (2,))
+case("sce_loss", f32(2, 5) * 0.1, {"a": f32(2, 5)},
+     [n("Add", ["x", "a"], ["xa"]), const("lab", np.array([1, 4], np.int64)),
+      n("SoftmaxCrossEntropyLoss", ["xa", "lab"], ["y"])], ())
+case("sce_loss_3d", f32(2, 5, 3) * 0.1, {"a": f32(2, 5, 3)},
+     [n("Add", ["x", "a"], ["xa"]),
+      const("lab", np.array([[1, 4, 0], [2, 2, 3]], np.int64)),
+      n("SoftmaxCrossEntropyLoss", ["xa", "lab"], ["y"], reduction="sum")], ())
+case("nll_loss", f32(2, 5) * 0.1, {"a": f32(2, 5)},
+     [n("Add", ["x", "a"], ["xa"]), const("lab", np.array([3, 0], np.int64)),
+      const("cw", f32(5, low=0.5, high=1.5)),
+      n("NegativeLogLikelihoodLoss", ["xa", "lab", "cw"], ["y"])], ())
+# Shapes and data movement.
+case("reshape", f32(2, 3, 4) * 0.1, {"a": f32(2, 3, 4)},
+     [n("Add", ["x", "a"], ["xa"]), const("s", np.array([2, 12], np.int64)),
+      n("Reshape", ["xa", "s"], ["y"])], (2, 12))
+case("flatten", f32(2, 3, 4) * 0.1, {"a": f32(2, 3, 4)},
+     [n("Add", ["x", "a"], ["xa"]), n("Flatten", ["xa"], ["y"])], (2, 12))
+case("transpose", f32(2, 3, 4) * 0.1, {"a": f32(2, 3, 4)},
+     [n("Add", ["x", "a"], ["xa"]), n("Transpose", ["xa"], ["y"], perm=[2, 0, 1])],
+     (4, 2, 3))
+case("concat", x24, {"a": f32(2, 4), "c": f32(2, 3)},
+     [n("Add", ["x", "a"], ["xa"]), n("Concat", ["xa", "c"], ["y"], axis=1)], (2, 7))
+case("split", f32(2, 6) * 0.1, {"a": f32(2, 6)},
+     [n("Add", ["x", "a"], ["xa"]), const("sp", np.array([2, 4], np.int64)),
+      n("Split", ["xa", "sp"], ["s0", "s1"], axis=1),
+      n("Mul", ["s1", "s1"], ["sq"]), n("Concat", ["sq", "s0"], ["y"], axis=1)],
+     (2, 6))
+case("slice", f32(2, 6) * 0.1, {"a": f32(2, 6)},
+     [n("Add", ["x", "a"], ["xa"]), const("st", np.array([5], np.int64)),
+      const("en", np.array([0], np.int64)), const("ax", np.array([1], np.int64)),
+      const("sp", np.array([-2], np.int64)),
+      n("Slice", ["xa", "st", "en", "ax", "sp"], ["y"])], (2, 3))
+case("gather", f32(2, 5) * 0.1, {"a": f32(2, 5)},
+     [n("Add", ["x", "a"], ["xa"]),
+      const("ix", np.array([[4, 0], [-1, 4]], np.int64)),
+      n("Gather", ["xa", "ix"], ["y"], axis=1)], (2, 2, 2))
+case("gather_embedding", np.array([[0, 3, 3], [5, 1, 0]], np.int64),
+     {"table": f32(6, 4)}, [n("Gather", ["table", "x"], ["y"], axis=0)], (2, 3, 4),
+     x_type=I64)
+case("unsqueeze_squeeze", x24, {"a": f32(2, 4)},
+     [n("Add", ["x", "a"], ["xa"]), const("ax", np.array([1], np.int64)),
+      n("Unsqueeze", ["xa", "ax"], ["u"]), n("Mul", ["u", "u"], ["uu"]),
+      n("Squeeze", ["uu", "ax"], ["y"])], (2, 4))
+case("expand", f32(2, 1, 4) * 0.1, {"a": f32(2, 1, 4), "e": f32(3, 1)},
+     [n("Add", ["x", "a"], ["xa"]), n("Add", ["xa", "e"], ["xe"]),
+      const("s", np.array([2, 3, 4], np.int64)),
+      n("Expand", ["xe", "s"], ["y"])], (2, 3, 4))
+case("expand_broadcast", f32(2, 1, 4) * 0.1, {"a": f32(2, 1, 4)},
+     [n("Add", ["x", "a"], ["xa"]), const("s", np.array([3, 1], np.int64)),
+      n("Expand", ["xa", "s"], ["y"])], (2, 3, 4))
+print("wrote", count, "models")
