@@ -10,7 +10,8 @@ set, compiles it with pipe-compile, trains it with pipe-run (--no-shuffle,
 PIPERT_THREADS=1 and --threads 1) and reads the per-step times from the step
 log; then trains the same module from the same weights on the same data in
 PyTorch with torch.set_num_threads(1) (index the batch, zero_grad, forward,
-backward, optimizer step). Prints ms/step of both and the ratio
+backward, optimizer step). Prints the median ms/step of both (medians,
+because a shared machine's load comes in bursts) and the ratio
 pipec / PyTorch (below 1: pipec is faster). The first --warmup steps of both
 are not timed. Not a test: numbers depend on the machine.
 """
@@ -44,7 +45,7 @@ def ours(build, path, data, batch, a, work):
                     "--log", log], check=True)
     with open(log) as f:
         t = [json.loads(line)["time_s"] for line in f]
-    return (t[-1] - t[a.warmup - 1]) / (a.steps - a.warmup)
+    return float(np.median(np.diff(t[a.warmup - 1:])))
 
 
 def reference(name, data, batch, a):
@@ -58,10 +59,9 @@ def reference(name, data, batch, a):
     d = np.load(data)
     arrays = [torch.from_numpy(d[n]) for n in names]
     rows = arrays[0].shape[0]
-    begin = None
+    times = []
     for s in range(a.steps):
-        if s == a.warmup:
-            begin = time.perf_counter()
+        begin = time.perf_counter()
         idx = torch.tensor([(s * batch + i) % rows for i in range(batch)])
         inputs = [x[idx] for x in arrays]
         opt.zero_grad()
@@ -69,7 +69,8 @@ def reference(name, data, batch, a):
         loss.backward()
         opt.step()
         float(loss)
-    return (time.perf_counter() - begin) / (a.steps - a.warmup)
+        times.append(time.perf_counter() - begin)
+    return float(np.median(times[a.warmup:]))
 
 
 def main():
@@ -83,7 +84,7 @@ def main():
     ap.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"])
     a = ap.parse_args()
     batches = dict((k, int(v)) for k, v in (e.split("=") for e in a.batch.split(",")))
-    print(f"one thread each; {a.steps - a.warmup} timed steps after {a.warmup} warm-up; "
+    print(f"one thread each; median of {a.steps - a.warmup} timed steps after {a.warmup} warm-up; "
           f"optimizer {a.optimizer}; torch {torch.__version__}")
     print(f"{'model':<12} {'batch':>5} {'pipec ms/step':>14} {'PyTorch ms/step':>16} "
           f"{'ratio':>6}")

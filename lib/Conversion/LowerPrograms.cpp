@@ -16,9 +16,14 @@
 //     the weight gradients a backward returns are summed into the accumulator
 //     (pipe.zero_grad resets it), pipe.accumulate adds into it;
 //   - pipe.send/recv: calls to `@__pipe_send` / `@__pipe_recv` carrying the
-//     peer and a tag, which the step lowering turns into pipert_isend (waited
-//     at the end of the step, the sent buffer kept alive until then) and
-//     pipert_recv on the world communicator;
+//     peer and a tag, which the step lowering turns into pipert_send and
+//     pipert_recv on the world communicator. Sends block by default: the
+//     verified schedules are deadlock-free with rendezvous sends, and an
+//     isend of a large message only progresses while its rank is inside MPI,
+//     so a rank computing its next micro-batch would hold its peer waiting.
+//     With nonblocking-sends, pipert_isend, all waited for at the end of the
+//     step, the sent buffers kept alive until then (for schedules verified
+//     with buffered sends);
 //   - pipe.update: the onnx optimizer op pipe-add-optimizer would build, on the
 //     accumulated gradient times grad_scale;
 //   - pipe.report_loss: the step's loss is the mean of the micro-batch losses.
@@ -66,15 +71,15 @@ struct Buffer {
   SmallVector<std::string> names;
   SmallVector<Value> params;              // slot 0, current SSA values
   SmallVector<Value> grads;               // accumulator (null: zero)
-  SmallVector<SmallVector<Value>> state;  // optimizer slots per parameter
   bool updated = false;
 };
 
 class ProgramLowering {
 public:
-  ProgramLowering(ModuleOp module, pipe::ProgramOp program)
+  ProgramLowering(ModuleOp module, pipe::ProgramOp program,
+                  bool nonblockingSends)
       : module(module), program(program), b(program.getContext()),
-        ob(b, program.getLoc()) {}
+        ob(b, program.getLoc()), nonblockingSends(nonblockingSends) {}
 
   FailureOr<func::FuncOp> run();
 
@@ -95,6 +100,7 @@ private:
   pipe::ProgramOp program;
   OpBuilder b;
   OnnxBuilder ob;
+  bool nonblockingSends;
   Block *body = nullptr;
   SmallVector<Attribute> argAttrs;
   DenseMap<Value, Value> values; // program value → function value
@@ -448,7 +454,10 @@ FailureOr<func::FuncOp> ProgramLowering::run() {
       call->setAttr("pipe.peer", b.getI64IntegerAttr(send.getPeer()));
       call->setAttr("pipe.tag", b.getI64IntegerAttr(
                                     transferTag(send.getTag(), send.getMb())));
-      sent.push_back(v);
+      if (nonblockingSends)
+        sent.push_back(v);
+      else
+        call->setAttr("pipe.blocking", b.getUnitAttr());
       continue;
     }
     if (auto recv = dyn_cast<pipe::RecvOp>(instr)) {
@@ -489,8 +498,13 @@ FailureOr<func::FuncOp> ProgramLowering::run() {
     Value sum = losses[0];
     for (Value l : ArrayRef(losses).drop_front())
       sum = ob.add(sum, l);
-    if (losses.size() > 1)
-      sum = ob.mul(sum, ob.scalar(b.getF32Type(), 1.0 / losses.size()));
+    // pipe-microbatch records how micro-batch losses make the step's loss
+    // (1/M for a mean-reduced loss, 1 for a sum); without it, their mean.
+    double scale = 1.0 / losses.size();
+    if (auto s = module->getAttrOfType<FloatAttr>("pipe.loss_scale"))
+      scale = s.getValueAsDouble();
+    if (scale != 1.0)
+      sum = ob.mul(sum, ob.scalar(b.getF32Type(), scale));
     results.insert(results.begin(), sum);
     resultAttrs.insert(resultAttrs.begin(),
                        b.getDictionaryAttr(b.getNamedAttr("pipe.loss",
@@ -560,7 +574,7 @@ struct LowerProgramsPass
                        "not supported by this lowering");
       return signalPassFailure();
     }
-    ProgramLowering lowering(module, chosen);
+    ProgramLowering lowering(module, chosen, nonblockingSends);
     FailureOr<func::FuncOp> fn = lowering.run();
     if (failed(fn))
       return signalPassFailure();

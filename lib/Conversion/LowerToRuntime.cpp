@@ -1077,7 +1077,9 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
     Value v = isSend ? operand(0) : op->getResult(0);
     SmallVector<Value> args = {ctxArg, comm, P(v), numel(v), dtypeOf(v),
                                i32c(peer.getInt()), i32c(tag.getInt())};
-    if (isSend)
+    if (isSend && op->hasAttr("pipe.blocking"))
+      call("pipert_send", args);
+    else if (isSend)
       pendingSends.push_back(callPtr("pipert_isend", args));
     else
       call("pipert_recv", args);

@@ -54,9 +54,6 @@ struct BatchState {
   bool isFree() const { return kind == Free; }
   bool isBatched() const { return kind == Batched; }
   bool isReduced() const { return kind == Sum || kind == Mean; }
-  bool operator==(const BatchState &o) const {
-    return kind == o.kind && axis == o.axis;
-  }
 };
 
 /// A shape operand entry to divide by M: operand `operand` of `op`,
@@ -378,13 +375,13 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     StringRef reduction = strAttr(op, "reduction", "mean");
     SmallVector<BatchState> results(n, BatchState::batched(0));
     if (reduction == "mean") {
-      // The mean over the non-ignored labels of a micro-batch is not a
-      // fixed share of the step's mean.
-      if (op->getAttr("ignore_index") ||
-          (op->getNumOperands() > 2 && !onnx::isNone(op->getOperand(2))))
-        return batchError(op) << "a mean-reduced loss with ignore_index or "
-                                 "class weights is not the mean of its "
-                                 "micro-batches' losses";
+      // With class weights the mean is weighted by the labels' weights, not
+      // a fixed share per micro-batch. (ignore_index, which PyTorch always
+      // exports, is accepted: exact as long as every micro-batch has as
+      // many non-ignored labels, e.g. none ignored; see Passes.td.)
+      if (op->getNumOperands() > 2 && !onnx::isNone(op->getOperand(2)))
+        return batchError(op) << "a mean-reduced loss with class weights is "
+                                 "not the mean of its micro-batches' losses";
       results[0] = BatchState::mean();
     } else if (reduction == "sum") {
       results[0] = BatchState::sum();
@@ -394,12 +391,10 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
   if (llvm::isa<onnx::SoftmaxCrossEntropyLossGradOp,
                 onnx::NegativeLogLikelihoodLossGradOp>(op)) {
     bool sce = llvm::isa<onnx::SoftmaxCrossEntropyLossGradOp>(op);
-    Value labels = op->getOperand(2);
     if (!stateOf(op->getOperand(0)).isFree() || batchedAt(2) != 0 ||
         (sce && batchedAt(1) != 0))
       return batchError(op) << "its labels must have the batch on axis 0 "
                                "and its loss gradient none";
-    (void)labels;
     if (!sce)
       rewrites.push_back({op, 1, 0});
     if (strAttr(op, "reduction", "mean") == "mean")
@@ -500,9 +495,9 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     auto entries = onnx::getConstantInts(op->getOperand(1));
     if (!entries)
       return batchError(op) << "its shape is not a constant";
-    int64_t e = (*entries)[a - (r - int64_t(entries->size()))];
-    if (e != 1)
-      rewrites.push_back({op, 1, a - (r - int64_t(entries->size()))});
+    int64_t index = a - (r - int64_t(entries->size()));
+    if (index >= 0 && (*entries)[index] != 1)
+      rewrites.push_back({op, 1, index});
     return same(BatchState::batched(a));
   }
   if (llvm::isa<onnx::ReduceToShapeOp>(op)) {
@@ -632,7 +627,7 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     return same(BatchState::batched(0));
   }
   if (llvm::isa<onnx::DropoutOp, onnx::DropoutGradOp>(op)) {
-    if (failed(onlyOperand0()) && !llvm::isa<onnx::DropoutGradOp>(op))
+    if (llvm::isa<onnx::DropoutOp>(op) && failed(onlyOperand0()))
       return failure();
     auto s = elementwise(op, llvm::isa<onnx::DropoutGradOp>(op) ? 2 : 1);
     if (failed(s))
@@ -709,7 +704,7 @@ void PipeMicrobatchPass::runOnOperation() {
   }
   if (microbatches < 1) {
     step.emitError() << "pipe-microbatch: microbatches must be at least 1, got "
-                     << microbatches;
+                     << int64_t(microbatches);
     return signalPassFailure();
   }
   if (step->hasAttr("pipe.microbatches")) {
@@ -750,7 +745,7 @@ void PipeMicrobatchPass::runOnOperation() {
   if (batch % microbatches != 0) {
     step.emitError() << "pipe-microbatch: the batch size B = " << batch
                      << " is not divisible by microbatches M = "
-                     << microbatches;
+                     << int64_t(microbatches);
     return signalPassFailure();
   }
 
@@ -815,7 +810,7 @@ void PipeMicrobatchPass::runOnOperation() {
       rw.op->emitOpError() << "has a batch dimension of "
                            << (*entries)[rw.index]
                            << " not divisible by microbatches M = "
-                           << microbatches;
+                           << int64_t(microbatches);
       return signalPassFailure();
     }
     (*entries)[rw.index] /= microbatches;

@@ -76,12 +76,9 @@ private:
   }
   LogicalResult needForward(Part &user, Value v, Operation *at);
   FailureOr<Value> primalOf(Value grad, int64_t from, int64_t to);
-  LogicalResult build(ModuleOp module, Part &p,
-                      ArrayRef<BlockArgument> params,
+  LogicalResult build(Part &p,
                       const llvm::DenseMap<BlockArgument, Value> &weightGrads,
-                      const llvm::DenseMap<Value, Value> &gradPrimal,
-                      const llvm::DenseSet<Value> &zeroed,
-                      std::optional<Value> loss);
+                      const llvm::DenseSet<Value> &zeroed);
 };
 } // namespace
 
@@ -365,62 +362,97 @@ void PipeSplitStagesPass::runOnOperation() {
   // Gradients crossing: per (from, primal) the contributions, summed on the
   // sending side; on the receiving side the first use reads the received
   // sum and the others read zeros.
-  llvm::DenseMap<Value, Value> gradPrimal; // gradient value -> primal
   llvm::DenseSet<Value> zeroed;            // contributions read as zeros
   // Per primal, the contribution its stage receives: from the nearest
   // contributing stage, into which the later stages' contributions are
   // added on their way back (pipe-insert-transfers relays them).
   llvm::DenseMap<Value, Value> firstContribution;
-  auto needBackward = [&](Part &user, Value v, Operation *at) -> LogicalResult {
+  // The crossing gradients and their primals, first: the contribution a
+  // primal's stage receives is the one from the nearest stage.
+  std::map<std::pair<const void *, int64_t>, Value> primalFor;
+  auto crossing = [&](Part &user, Value v) -> FailureOr<Value> {
     if (isCloneable(v))
-      return success();
+      return Value();
     Operation *def = v.getDefiningOp();
-    if (!def || phaseOf.lookup(def) == Forward || !phaseOf.count(def))
-      return needForward(user, v, at);
+    if (!def || !phaseOf.count(def) || phaseOf.lookup(def) == Forward)
+      return Value();
     int64_t from = stageOf.lookup(def);
     if (from == user.stage)
-      return success();
-    auto primal = primalOf(v, from, user.stage);
+      return Value();
+    auto &cached = primalFor[{v.getAsOpaquePointer(), user.stage}];
+    if (!cached) {
+      auto primal = primalOf(v, from, user.stage);
+      if (failed(primal))
+        return failure();
+      cached = *primal;
+    }
+    return cached;
+  };
+  auto forEachBackwardUse = [&](auto fn) -> LogicalResult {
+    for (int64_t s = 0; s < numStages; ++s) {
+      Part &bwd = part(s, Backward);
+      for (Operation *op : bwd.ops)
+        for (Value v : op->getOperands())
+          if (failed(fn(bwd, v, op)))
+            return failure();
+      for (BlockArgument p : bwd.weights)
+        if (failed(fn(bwd, weightGrads[p], ret.getOperation())))
+          return failure();
+    }
+    return success();
+  };
+  if (failed(forEachBackwardUse([&](Part &user, Value v, Operation *) {
+        auto primal = crossing(user, v);
+        if (failed(primal))
+          return failure();
+        if (!*primal)
+          return success();
+        Value &first = firstContribution[*primal];
+        int64_t from = stageOf.lookup(v.getDefiningOp());
+        if (!first || from < stageOf.lookup(first.getDefiningOp()))
+          first = v;
+        return success();
+      })))
+    return signalPassFailure();
+  auto needBackward = [&](Part &user, Value v, Operation *at) -> LogicalResult {
+    auto primal = crossing(user, v);
     if (failed(primal))
       return failure();
-    gradPrimal[v] = *primal;
-    Value &first = firstContribution[*primal];
-    if (first && first != v) {
+    if (!*primal) {
+      Operation *def = v.getDefiningOp();
+      if (isCloneable(v) ||
+          (def && phaseOf.count(def) && phaseOf.lookup(def) == Backward))
+        return success();
+      return needForward(user, v, at);
+    }
+    int64_t from = stageOf.lookup(v.getDefiningOp());
+    Value first = firstContribution.lookup(*primal);
+    if (first != v) {
       zeroed.insert(v);
-      int64_t firstFrom = stageOf.lookup(first.getDefiningOp());
-      if (firstFrom == from) {
+      if (stageOf.lookup(first.getDefiningOp()) == from) {
         auto &extras = extraContributions[{first.getAsOpaquePointer(),
                                            tagOf(*primal).str()}];
         if (!llvm::is_contained(extras, v))
           extras.push_back(v);
+      } else {
+        // Sent on its own; the stages in between add it to theirs.
+        part(from, Backward)
+            .addOutput(v, named("pipe.grad", tagOf(*primal)));
       }
       return success();
     }
-    first = v;
     part(user.stage, Forward)
         .addOutput(*primal, named("pipe.name", tagOf(*primal)));
     user.inputs.insert({v, named("pipe.grad", tagOf(*primal))});
-    part(from, Backward)
-        .addOutput(v, named("pipe.grad", tagOf(*primal)));
+    part(from, Backward).addOutput(v, named("pipe.grad", tagOf(*primal)));
     return success();
   };
-  for (int64_t s = 0; s < numStages; ++s) {
-    Part &bwd = part(s, Backward);
-    for (Operation *op : bwd.ops)
-      for (Value v : op->getOperands())
-        if (failed(needBackward(bwd, v, op)))
-          return signalPassFailure();
-    for (BlockArgument p : bwd.weights)
-      if (failed(needBackward(bwd, weightGrads[p], ret)))
-        return signalPassFailure();
-  }
+  if (failed(forEachBackwardUse(needBackward)))
+    return signalPassFailure();
 
   Builder b(&getContext());
-  OpBuilder mb(module.getContext());
-  mb.setInsertionPoint(step);
   for (Part &p : parts)
-    if (failed(build(module, p, params, weightGrads, gradPrimal, zeroed,
-                     loss)))
+    if (failed(build(p, weightGrads, zeroed)))
       return signalPassFailure();
 
   // The step's facts the programs need, on the module.
@@ -455,10 +487,8 @@ void PipeSplitStagesPass::runOnOperation() {
 }
 
 LogicalResult PipeSplitStagesPass::build(
-    ModuleOp module, Part &p, ArrayRef<BlockArgument> params,
-    const llvm::DenseMap<BlockArgument, Value> &weightGrads,
-    const llvm::DenseMap<Value, Value> &gradPrimal,
-    const llvm::DenseSet<Value> &zeroed, std::optional<Value> loss) {
+    Part &p, const llvm::DenseMap<BlockArgument, Value> &weightGrads,
+    const llvm::DenseSet<Value> &zeroed) {
   MLIRContext *ctx = &getContext();
   OpBuilder b(ctx);
   b.setInsertionPoint(step);
@@ -587,9 +617,5 @@ LogicalResult PipeSplitStagesPass::build(
     mapped.push_back(m);
   }
   pipe::ReturnOp::create(b, step.getLoc(), mapped);
-  (void)module;
-  (void)params;
-  (void)gradPrimal;
-  (void)loss;
   return success();
 }

@@ -377,9 +377,31 @@ extern "C" int pipert_train_main(int argc, char **argv,
     for (GatheredTensor &t : gathered)
       pipert_free(ctx, t.data);
   }
-  if (!o.trace.empty() && pipert_trace_write(ctx, o.trace.c_str()) != 0)
+  if (!o.trace.empty() && !multi && pipert_trace_write(ctx, o.trace.c_str()) != 0)
     pipert_fail("--trace: cannot write %s: %s", o.trace.c_str(),
                 std::strerror(errno));
+  if (!o.trace.empty() && multi) {
+    // One track per device: every rank writes its part, rank 0 merges them.
+    std::string part = o.trace + ".rank" + std::to_string(rank);
+    if (pipert_trace_write(ctx, part.c_str()) != 0)
+      pipert_fail("--trace: cannot write %s: %s", part.c_str(),
+                  std::strerror(errno));
+    pipert_barrier(ctx, pipert_comm_world(ctx));
+    if (rank == 0) {
+      std::vector<std::string> parts;
+      std::vector<const char *> names;
+      for (int r = 0; r < info->n_devices; ++r)
+        parts.push_back(o.trace + ".rank" + std::to_string(r));
+      for (const std::string &p : parts)
+        names.push_back(p.c_str());
+      char err[512] = {0};
+      if (pipert_trace_merge(names.data(), static_cast<int>(names.size()),
+                             o.trace.c_str(), err, sizeof err) != 0)
+        pipert_fail("--trace: cannot merge the ranks' traces: %s", err);
+      for (const std::string &p : parts)
+        std::remove(p.c_str());
+    }
+  }
 
   for (void *p : inputs)
     pipert_free(ctx, p);

@@ -2,6 +2,8 @@
 // RUN: pipe-opt %s --pipe-lower-programs="device=1 onnx-only=true" | FileCheck %s --check-prefix=DEV1
 // RUN: pipe-opt %s --pipe-lower-programs="device=0" | FileCheck %s --check-prefix=RT0
 // RUN: pipe-opt %s --pipe-lower-programs="device=1" | FileCheck %s --check-prefix=RT1
+// RUN: pipe-opt %s --pipe-lower-programs="device=0 nonblocking-sends=true onnx-only=true" | FileCheck %s --check-prefix=NB0
+// RUN: pipe-opt %s --pipe-lower-programs="device=0 nonblocking-sends=true" | FileCheck %s --check-prefix=NBRT0
 // RUN: not pipe-opt %s --pipe-lower-programs 2>&1 | FileCheck %s --check-prefix=NODEV
 // RUN: not pipe-opt %s --pipe-lower-programs="device=2" 2>&1 | FileCheck %s --check-prefix=NOPROG
 
@@ -15,20 +17,19 @@
 
 // Device 0 feeds "x": its argument is the whole mini-batch (4 rows), sliced
 // per micro-batch; the weight gradients of both backwards are summed, then
-// one SGD update. The sent activations are returned (pipe.sent) so that
-// their buffers live until the sends are waited for.
+// one SGD update. Sends block (pipe.blocking) by default.
 // DEV0-LABEL: func.func @train_step_device0(
 // DEV0-SAME: %[[W:.*]]: tensor<4x8xf32> {pipe.init = dense<{{.*}}> : tensor<4x8xf32>, pipe.param = "fc1.weight", pipe.trainable}
 // DEV0-SAME: %[[X:.*]]: tensor<4x4xf32> {pipe.input = "x"}
 // DEV0-SAME: %[[STEP:.*]]: tensor<i64> {pipe.init = dense<0> : tensor<i64>, pipe.state = "step"}
-// DEV0-SAME: -> (tensor<4x8xf32> {pipe.update = "fc1.weight"}, tensor<i64> {pipe.update = "step"}, tensor<2x8xf32> {pipe.sent}, tensor<2x8xf32> {pipe.sent})
+// DEV0-SAME: -> (tensor<4x8xf32> {pipe.update = "fc1.weight"}, tensor<i64> {pipe.update = "step"})
 // DEV0-SAME: attributes {pipe.device = 0 : i64, pipe.microbatches = 2 : i64}
 // DEV0: %[[X0:.*]] = onnx.Slice(%[[X]], %{{.*}}) {{.*}} -> tensor<2x4xf32>
 // DEV0: %[[H0:.*]] = onnx.MatMul(%[[X0]], %[[W]])
-// DEV0: call @__pipe_send_tensor_2x8xf32_(%[[H0]]) {pipe.peer = 1 : i64, pipe.tag = [[TH0:[0-9]+]] : i64}
+// DEV0: call @__pipe_send_tensor_2x8xf32_(%[[H0]]) {pipe.blocking, pipe.peer = 1 : i64, pipe.tag = [[TH0:[0-9]+]] : i64}
 // DEV0: %[[X1:.*]] = onnx.Slice(%[[X]], %{{.*}}) {{.*}} -> tensor<2x4xf32>
 // DEV0: %[[H1:.*]] = onnx.MatMul(%[[X1]], %[[W]])
-// DEV0: call @__pipe_send_tensor_2x8xf32_(%[[H1]]) {pipe.peer = 1 : i64, pipe.tag = [[TH1:[0-9]+]] : i64}
+// DEV0: call @__pipe_send_tensor_2x8xf32_(%[[H1]]) {pipe.blocking, pipe.peer = 1 : i64, pipe.tag = [[TH1:[0-9]+]] : i64}
 // DEV0: %[[D0:.*]] = call @__pipe_recv_tensor_2x8xf32_() {pipe.peer = 1 : i64, pipe.tag = [[TG0:[0-9]+]] : i64}
 // DEV0: %[[G0:.*]] = onnx.Gemm(%[[X0]], %[[D0]], %{{.*}}) {transA = 1 : i64}
 // DEV0: %[[D1:.*]] = call @__pipe_recv_tensor_2x8xf32_() {pipe.peer = 1 : i64, pipe.tag = [[TG1:[0-9]+]] : i64}
@@ -36,24 +37,24 @@
 // DEV0: %[[ACC:.*]] = onnx.Add(%[[G0]], %[[G1]])
 // DEV0: %[[NEXT:.*]] = onnx.Add(%[[STEP]], %{{.*}}) : (tensor<i64>, tensor<i64>) -> tensor<i64>
 // DEV0: %[[NEW:.*]] = onnx.SGD(%{{.*}}, %[[W]], %[[ACC]])
-// DEV0: return %[[NEW]], %[[NEXT]], %[[H0]], %[[H1]]
+// DEV0: return %[[NEW]], %[[NEXT]] :
 
 // Device 1 receives with the tags device 0 sends with (the same (tag, mb)),
 // feeds "t", and returns the mean of the two micro-batch losses.
 // DEV1-LABEL: func.func @train_step_device1(
 // DEV1-SAME: %[[W:.*]]: tensor<8x3xf32> {pipe.param = "fc2.weight", pipe.trainable}
 // DEV1-SAME: %[[T:.*]]: tensor<4x3xf32> {pipe.input = "t"}
-// DEV1-SAME: -> (tensor<f32> {pipe.loss}, tensor<8x3xf32> {pipe.update = "fc2.weight"}, tensor<i64> {pipe.update = "step"}, tensor<2x8xf32> {pipe.sent}, tensor<2x8xf32> {pipe.sent})
+// DEV1-SAME: -> (tensor<f32> {pipe.loss}, tensor<8x3xf32> {pipe.update = "fc2.weight"}, tensor<i64> {pipe.update = "step"})
 // DEV1: %[[H0:.*]] = call @__pipe_recv_tensor_2x8xf32_() {pipe.peer = 0 : i64, pipe.tag = 30064 : i64}
 // DEV1: %[[L0:.*]] = onnx.ReduceMean
 // DEV1: %[[DH0:.*]] = onnx.Gemm({{.*}}) {transB = 1 : i64}
 // DEV1: %[[G0:.*]] = onnx.Gemm(%[[H0]], {{.*}}) {transA = 1 : i64}
-// DEV1: call @__pipe_send_tensor_2x8xf32_(%[[DH0]]) {pipe.peer = 0 : i64, pipe.tag = 24944 : i64}
+// DEV1: call @__pipe_send_tensor_2x8xf32_(%[[DH0]]) {pipe.blocking, pipe.peer = 0 : i64, pipe.tag = 24944 : i64}
 // DEV1: %[[H1:.*]] = call @__pipe_recv_tensor_2x8xf32_() {pipe.peer = 0 : i64, pipe.tag = 30065 : i64}
 // DEV1: %[[L1:.*]] = onnx.ReduceMean
 // DEV1: %[[G1:.*]] = onnx.Gemm(%[[H1]], {{.*}}) {transA = 1 : i64}
 // DEV1: %[[ACC:.*]] = onnx.Add(%[[G0]], %[[G1]])
-// DEV1: call @__pipe_send_tensor_2x8xf32_({{.*}}) {pipe.peer = 0 : i64, pipe.tag = 24945 : i64}
+// DEV1: call @__pipe_send_tensor_2x8xf32_({{.*}}) {pipe.blocking, pipe.peer = 0 : i64, pipe.tag = 24945 : i64}
 // DEV1: onnx.SGD(%{{.*}}, %[[W]], %[[ACC]])
 // DEV1: %[[SUM:.*]] = onnx.Add(%[[L0]], %[[L1]])
 // DEV1: %[[HALF:.*]] = onnx.Constant {value = dense<5.000000e-01> : tensor<f32>}
@@ -61,34 +62,51 @@
 // DEV1: return %[[LOSS]],
 
 // Lowered: one @pipe_step per device, the transfers as runtime calls on the
-// world communicator; the sends are non-blocking and waited for at the end
-// of the step, before the buffers they read are freed.
+// world communicator.
 // RT0-NOT: pipe.program
 // RT0-NOT: pipe.stage
 // RT0: func.func @pipe_step(
 // RT0-SAME: pipe.program = {has_loss = false
 // RT0: %[[COMM:.*]] = call @pipert_comm_world(
-// RT0: %[[R0:.*]] = call @pipert_isend(%{{.*}}, %[[COMM]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i32, i32, i32) -> !llvm.ptr
-// RT0: %[[R1:.*]] = call @pipert_isend(
+// RT0: call @pipert_send(%{{.*}}, %[[COMM]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i32, i32, i32) -> ()
+// RT0: call @pipert_send(
 // RT0: call @pipert_recv(
 // RT0: call @pipert_recv(
 // RT0: call @pipert_sgd_f32(
-// RT0: call @pipert_wait_all(
-// RT0-NOT: call @pipert_isend
-// RT0: call @pipert_free(
+// RT0-NOT: pipert_isend
+// RT0-NOT: pipert_wait_all
 // RT0: return
 // RT0-NOT: __pipe_
 
 // RT1: func.func @pipe_step(
 // RT1-SAME: pipe.program = {has_loss = true
 // RT1: call @pipert_recv(
-// RT1: call @pipert_isend(
+// RT1: call @pipert_send(
 // RT1: call @pipert_recv(
-// RT1: call @pipert_isend(
+// RT1: call @pipert_send(
 // RT1: call @pipert_sgd_f32(
 // RT1: call @pipert_copy_to_host(
-// RT1: call @pipert_wait_all(
 // RT1-NOT: __pipe_
+
+// Non-blocking sends: the sent activations are returned (pipe.sent), so
+// that their buffers live until the sends are waited for at the end of the
+// step, before the buffers are freed.
+// NB0: func.func @train_step_device0(
+// NB0-SAME: -> (tensor<4x8xf32> {pipe.update = "fc1.weight"}, tensor<i64> {pipe.update = "step"}, tensor<2x8xf32> {pipe.sent}, tensor<2x8xf32> {pipe.sent})
+// NB0: %[[H0:.*]] = onnx.MatMul
+// NB0: call @__pipe_send_tensor_2x8xf32_(%[[H0]]) {pipe.peer = 1 : i64, pipe.tag = {{[0-9]+}} : i64}
+// NB0: %[[H1:.*]] = onnx.MatMul
+// NB0: return %{{.*}}, %{{.*}}, %[[H0]], %[[H1]] :
+
+// NBRT0: func.func @pipe_step(
+// NBRT0: %[[R0:.*]] = call @pipert_isend(
+// NBRT0: %[[R1:.*]] = call @pipert_isend(
+// NBRT0: call @pipert_recv(
+// NBRT0: call @pipert_sgd_f32(
+// NBRT0: call @pipert_wait_all(
+// NBRT0-NOT: call @pipert_isend
+// NBRT0: call @pipert_free(
+// NBRT0: return
 
 func.func @forward(%x: tensor<2x4xf32> {pipe.input = "x"},
                    %w: tensor<4x8xf32> {pipe.param = "fc1.weight", pipe.trainable,

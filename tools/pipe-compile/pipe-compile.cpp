@@ -242,9 +242,15 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
   std::map<int64_t, int64_t> flopsOfStage;
   for (auto stage : module.getOps<pipe::StageOp>()) {
     flopsOfStage[stage.getStage()] += estimateFlops(stage);
+    // The importer names every op after its ONNX node (a NameLoc).
     stage.walk([&](Operation *op) {
-      if (auto name = op->getAttrOfType<StringAttr>("pipe.node"))
-        nodeStages[name.getValue()] = stage.getStage();
+      op->getLoc()->walk([&](Location loc) {
+        if (auto name = dyn_cast<NameLoc>(loc)) {
+          nodeStages[name.getName().getValue()] = stage.getStage();
+          return WalkResult::interrupt();
+        }
+        return WalkResult::advance();
+      });
     });
   }
   for (auto [stage, flops] : flopsOfStage)

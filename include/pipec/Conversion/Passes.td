@@ -66,15 +66,18 @@ def LowerPrograms : Pass<"pipe-lower-programs", "ModuleOp"> {
     - `pipe.forward` / `pipe.backward`: the stage body inlined on the weights;
       a backward's weight gradients are added to the accumulator
       (`pipe.zero_grad` clears it, `pipe.accumulate` adds to it);
-    - `pipe.send` / `pipe.recv`: `pipert_isend` (all waited for at the end of
-      the step, the sent buffers kept until then) and `pipert_recv` on the
-      world communicator (rank = device), with the tag
-      (fnv1a(tag) mod 2048) * 16 + mb mod 16;
+    - `pipe.send` / `pipe.recv`: `pipert_send` and `pipert_recv` on the world
+      communicator (rank = device), with the tag
+      (fnv1a(tag) mod 2048) * 16 + mb mod 16. Blocking sends suffice for
+      schedules pipe-verify-schedule accepts (it assumes rendezvous sends);
+      with `nonblocking-sends`, `pipert_isend`, all waited for at the end of
+      the step (the sent buffers kept until then);
     - `pipe.update`: the onnx optimizer op pipe-add-optimizer builds (SGD,
       Momentum, AdamW, Adagrad; state named `<param>.<slot>`, counter
       `step`) on the accumulated gradient times `grad_scale`;
-    - `pipe.report_loss`: the step's loss is the mean of the reported
-      micro-batch losses; a program without one reports none.
+    - `pipe.report_loss`: the step's loss is the sum of the reported
+      micro-batch losses times the module's `pipe.loss_scale` (recorded by
+      pipe-microbatch), else their mean; a program without one reports none.
 
     Stash, predict, average, allreduce, several weight versions and several
     pipelines (asynchronous methods) are rejected with an error on the op.
@@ -87,6 +90,8 @@ def LowerPrograms : Pass<"pipe-lower-programs", "ModuleOp"> {
     Option<"device", "device", "int64_t", "-1",
            "device whose program to lower (default: the only program)">,
     Option<"target", "target", "std::string", "\"cpu\"", "cpu or cuda">,
+    Option<"nonblockingSends", "nonblocking-sends", "bool", "false",
+           "pipert_isend, waited for at the end of the step">,
     Option<"onnxOnly", "onnx-only", "bool", "false",
            "stop at the onnx-level step function">,
   ];

@@ -109,6 +109,11 @@ def PipeMicrobatch : Pass<"pipe-microbatch", "::mlir::ModuleOp"> {
     on the function: `pipe.microbatches = M`, `pipe.batch_size = B`,
     `pipe.loss_combine`, `pipe.loss_scale` (f64).
 
+    A mean-reduced loss op with `ignore_index` (PyTorch always exports
+    one) averages over the labels not ignored: the result is exact when
+    every micro-batch has equally many of them, in particular when no label
+    equals ignore_index; class weights are an error.
+
     Errors (on the op): an op that mixes samples other than a loss reduction
     or a gradient sum (batch normalization, a softmax/slice/concat over the
     batch, a reduction over the batch used non-linearly in the forward), an

@@ -1,0 +1,100 @@
+// RUN: pipe-opt %s --split-input-file --pipe-microbatch="microbatches=2" -verify-diagnostics
+
+// expected-error @+1 {{pipe-microbatch: the batch size B = 3 is not divisible by microbatches M = 2}}
+func.func @train_step(%x: tensor<3x2xf32> {pipe.input = "x"}, %w: tensor<2xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %y = onnx.Mul(%x, %w) : (tensor<3x2xf32>, tensor<2xf32>) -> tensor<3x2xf32>
+  %none = onnx.NoValue : none
+  %l = onnx.ReduceMean(%y, %none) {keepdims = 0 : i64} : (tensor<3x2xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{pipe-microbatch: inputs #0 and #1 disagree on the batch size (4 and 2)}}
+func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}, %t: tensor<2x2xf32> {pipe.input = "t"}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %l = onnx.ReduceMean(%x, %none) {keepdims = 0 : i64} : (tensor<4x2xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Batch statistics: centring over the batch mixes the samples.
+func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}, %w: tensor<2xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %axes = onnx.Constant {value = dense<0> : tensor<1xi64>} : tensor<1xi64>
+  %m = onnx.ReduceMean(%x, %axes) : (tensor<4x2xf32>, tensor<1xi64>) -> tensor<1x2xf32>
+  // expected-error @+1 {{'onnx.Sub' op cannot be micro-batched: it combines a value reduced over the batch with a per-sample value}}
+  %c = onnx.Sub(%x, %m) : (tensor<4x2xf32>, tensor<1x2xf32>) -> tensor<4x2xf32>
+  %none = onnx.NoValue : none
+  %l = onnx.ReduceMean(%c, %none) {keepdims = 0 : i64} : (tensor<4x2xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}) -> (tensor<f32> {pipe.loss}) {
+  // expected-error @+1 {{'onnx.Softmax' op cannot be micro-batched: it normalizes over the batch axis}}
+  %s = onnx.Softmax(%x) {axis = 0 : i64} : (tensor<4x2xf32>) -> tensor<4x2xf32>
+  %none = onnx.NoValue : none
+  %l = onnx.ReduceMean(%s, %none) {keepdims = 0 : i64} : (tensor<4x2xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}) -> (tensor<f32> {pipe.loss}) {
+  // expected-error @+1 {{'onnx.Shape' op cannot be micro-batched: it reads the batch size as data}}
+  %s = onnx.Shape(%x) : (tensor<4x2xf32>) -> tensor<2xi64>
+  %none = onnx.NoValue : none
+  %l = onnx.ReduceMean(%x, %none) {keepdims = 0 : i64} : (tensor<4x2xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A reshape that interleaves samples: [4, 2] -> [2, 4] puts two samples
+// in a row.
+func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}) -> (tensor<f32> {pipe.loss}) {
+  %s = onnx.Constant {value = dense<[2, 4]> : tensor<2xi64>} : tensor<2xi64>
+  // expected-error @+1 {{'onnx.Reshape' op cannot be micro-batched: it mixes the batch axis 0 of 'tensor<4x2xf32>' with other dimensions of 'tensor<2x4xf32>'}}
+  %r = onnx.Reshape(%x, %s) : (tensor<4x2xf32>, tensor<2xi64>) -> tensor<2x4xf32>
+  %none = onnx.NoValue : none
+  %l = onnx.ReduceMean(%r, %none) {keepdims = 0 : i64} : (tensor<2x4xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A loss that is not a mean or sum over the batch: its mean times a
+// weight-dependent factor would need the factor's gradient once per step.
+// expected-error @+1 {{pipe-microbatch: the loss (result #0) is not a mean or sum over the batch}}
+func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}, %w: tensor<2xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %m = onnx.ReduceMean(%x, %none) {keepdims = 0 : i64} : (tensor<4x2xf32>, none) -> tensor<f32>
+  %n = onnx.ReduceSum(%w, %none) {keepdims = 0 : i64} : (tensor<2xf32>, none) -> tensor<f32>
+  // expected-note @+1 {{'onnx.Mul' here is not linear in a reduction over the batch}}
+  %l = onnx.Mul(%m, %n) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A result with one value per sample cannot be summed over micro-batches.
+// expected-error @+1 {{pipe-microbatch: result #1 is not a sum over the batch}}
+func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}) -> (tensor<f32> {pipe.loss}, tensor<4x2xf32> {pipe.grad = "x"}) {
+  %none = onnx.NoValue : none
+  %l = onnx.ReduceMean(%x, %none) {keepdims = 0 : i64} : (tensor<4x2xf32>, none) -> tensor<f32>
+  // expected-note @+1 {{computed here}}
+  %r = onnx.Relu(%x) : (tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %l, %r : tensor<f32>, tensor<4x2xf32>
+}
+
+// -----
+
+func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}, %s: tensor<2xf32> {pipe.param = "s", pipe.trainable}, %b: tensor<2xf32> {pipe.param = "b", pipe.trainable}, %m: tensor<2xf32>, %v: tensor<2xf32>) -> (tensor<f32> {pipe.loss}) {
+  // expected-error @+1 {{'onnx.BatchNormalization' op cannot be micro-batched: batch normalization computes statistics over the batch}}
+  %y = onnx.BatchNormalization(%x, %s, %b, %m, %v) : (tensor<4x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+  %none = onnx.NoValue : none
+  %l = onnx.ReduceMean(%y, %none) {keepdims = 0 : i64} : (tensor<4x2xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -1,0 +1,46 @@
+// RUN: pipe-opt %s --split-input-file --pipe-split-stages -verify-diagnostics
+
+func.func @train_step(%x: tensor<2x3xf32> {pipe.input = "x"}, %w: tensor<3xf32> {pipe.param = "w", pipe.trainable, pipe.stage = 0 : i64}) -> (tensor<f32> {pipe.loss}, tensor<3xf32> {pipe.grad = "w"}) {
+  %y = onnx.Mul(%x, %w) {pipe.stage = 0 : i64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{'onnx.ReduceSum' op has no pipe.stage: run --pipe-assign-stages on the forward before --pipe-autodiff}}
+  %l = onnx.ReduceSum(%y, %none) {keepdims = 0 : i64} : (tensor<2x3xf32>, none) -> tensor<f32>
+  %t = onnx.Constant {value = dense<3> : tensor<1xi64>} : tensor<1xi64>
+  %g = onnx.ReduceToShape(%x, %t) {pipe.stage = 0 : i64} : (tensor<2x3xf32>, tensor<1xi64>) -> tensor<3xf32>
+  return %l, %g : tensor<f32>, tensor<3xf32>
+}
+
+// -----
+
+// expected-error @+1 {{parameter 'w' has no owner stage (pipe.stage): run --pipe-assign-stages before --pipe-autodiff}}
+func.func @train_step(%x: tensor<2x3xf32> {pipe.input = "x"}, %w: tensor<3xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}, tensor<3xf32> {pipe.grad = "w"}) {
+  %none = onnx.NoValue : none
+  %l = onnx.ReduceSum(%x, %none) {keepdims = 0 : i64, pipe.stage = 0 : i64} : (tensor<2x3xf32>, none) -> tensor<f32>
+  return %l, %w : tensor<f32>, tensor<3xf32>
+}
+
+// -----
+
+// A frozen parameter (no pipe.trainable) has no weight buffer to live in yet.
+func.func @train_step(%x: tensor<2x3xf32> {pipe.input = "x"}, %f: tensor<3xf32> {pipe.param = "f", pipe.stage = 0 : i64}, %w: tensor<3xf32> {pipe.param = "w", pipe.trainable, pipe.stage = 0 : i64}) -> (tensor<f32> {pipe.loss}, tensor<3xf32> {pipe.grad = "w"}) {
+  // expected-error @+1 {{'onnx.Mul' op uses argument #1 of @train_step, which is neither a trainable parameter nor a pipe.input (frozen parameters and optimizer state cannot be split yet)}}
+  %y = onnx.Mul(%x, %f) {pipe.stage = 0 : i64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %z = onnx.Mul(%y, %w) {pipe.stage = 0 : i64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %none = onnx.NoValue : none
+  %l = onnx.ReduceSum(%z, %none) {keepdims = 0 : i64, pipe.stage = 0 : i64} : (tensor<2x3xf32>, none) -> tensor<f32>
+  %t = onnx.Constant {value = dense<3> : tensor<1xi64>} : tensor<1xi64>
+  %g = onnx.ReduceToShape(%y, %t) {pipe.stage = 0 : i64} : (tensor<2x3xf32>, tensor<1xi64>) -> tensor<3xf32>
+  return %l, %g : tensor<f32>, tensor<3xf32>
+}
+
+// -----
+
+// expected-error @+1 {{pipe-split-stages: optimizer "onnx-adam" has no pipe.update form}}
+func.func @train_step(%x: tensor<2x3xf32> {pipe.input = "x"}, %w: tensor<3xf32> {pipe.param = "w", pipe.trainable, pipe.stage = 0 : i64}) -> (tensor<f32> {pipe.loss}, tensor<3xf32> {pipe.grad = "w"}) attributes {pipe.optimizer = {kind = "onnx-adam", lr = 1.0 : f64}} {
+  %y = onnx.Mul(%x, %w) {pipe.stage = 0 : i64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %none = onnx.NoValue : none
+  %l = onnx.ReduceSum(%y, %none) {keepdims = 0 : i64, pipe.stage = 0 : i64} : (tensor<2x3xf32>, none) -> tensor<f32>
+  %t = onnx.Constant {value = dense<3> : tensor<1xi64>} : tensor<1xi64>
+  %g = onnx.ReduceToShape(%x, %t) {pipe.stage = 0 : i64} : (tensor<2x3xf32>, tensor<1xi64>) -> tensor<3xf32>
+  return %l, %g : tensor<f32>, tensor<3xf32>
+}
