@@ -184,15 +184,33 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
       candidates.push_back(v);
   }
   if (candidates.size() > 1) {
+    // The values whose gradient `grad` is: the operands of the forward op
+    // whose VJP rule built it (they share its location), and through the
+    // ops whose rule passes a gradient on unchanged (Add, Sub's first
+    // operand, Identity) the operands of those.
     Location loc = grad.getDefiningOp()->getLoc();
-    SmallVector<Value> byLoc;
+    llvm::SetVector<Value> gradOf;
     for (Operation *op : reader.ops)
       if (op->getLoc() == loc)
         for (Value operand : op->getOperands())
-          if (llvm::is_contained(candidates, operand) &&
-              !llvm::is_contained(byLoc, operand))
-            byLoc.push_back(operand);
-    candidates = byLoc;
+          if (operand.getType() == grad.getType())
+            gradOf.insert(operand);
+    for (unsigned i = 0; i < gradOf.size(); ++i) {
+      Operation *def = gradOf[i].getDefiningOp();
+      if (!def || !llvm::is_contained(reader.ops, def))
+        continue;
+      unsigned passed = llvm::isa<onnx::AddOp>(def)        ? 2
+                        : llvm::isa<onnx::SubOp, onnx::IdentityOp>(def) ? 1
+                                                                        : 0;
+      for (unsigned j = 0; j < passed; ++j)
+        if (def->getOperand(j).getType() == grad.getType())
+          gradOf.insert(def->getOperand(j));
+    }
+    SmallVector<Value> narrowed;
+    for (Value c : candidates)
+      if (gradOf.contains(c))
+        narrowed.push_back(c);
+    candidates = narrowed;
   }
   if (candidates.size() != 1)
     return grad.getDefiningOp()->emitOpError()
