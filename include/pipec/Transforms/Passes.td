@@ -155,7 +155,9 @@ def PipeSplitStages : Pass<"pipe-split-stages", "::mlir::ModuleOp"> {
     name they have in its own forward (added as forward inputs when only the
     backward needs them). A gradient crossing a cut is named after its
     activation (the one value of the receiving stage's forward of its type
-    that the sending stage reads; the VJP op's location tells several apart);
+    that the sending stage reads; among several, the operand of the forward
+    op whose VJP built it, which shares its location, or what that operand's
+    gradient passes on to unchanged through Add, Sub and Identity);
     several contributions to one activation are added before they are sent.
     A tied weight is an activation of its owner's forward for the other
     stages; its gradient comes back as an incoming gradient of the owner.
