@@ -16,3 +16,6 @@ llvm_config.with_environment("PATH", config.pipec_tools_dir, append_path=True)
 config.substitutions.append(("%torchpy", config.python_ref))
 config.substitutions.append(("%pipec_src", config.pipec_src_root))
 config.substitutions.append(("%onnx_testdata", config.onnx_testdata))
+
+if getattr(config, "pipec_cuda_backend", False):
+    config.available_features.add("cuda-backend")
