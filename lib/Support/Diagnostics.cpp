@@ -34,6 +34,9 @@ std::string mlir::pipec::describeLocation(Location loc) {
 mlir::pipec::OneLineDiagnosticHandler::OneLineDiagnosticHandler(
     MLIRContext *ctx, llvm::StringRef toolName)
     : ScopedDiagnosticHandler(ctx), tool(toolName.str()) {
+  // A diagnostic is one line for a person; the IR dump MLIR attaches to
+  // errors raised inside passes would bury it.
+  ctx->printOpOnDiagnostic(false);
   setHandler([this](Diagnostic &diag) {
     const char *severity = "error";
     switch (diag.getSeverity()) {
@@ -51,8 +54,15 @@ mlir::pipec::OneLineDiagnosticHandler::OneLineDiagnosticHandler(
     if (!where.empty())
       llvm::errs() << where << ": ";
     llvm::errs() << msg;
-    for (Diagnostic &note : diag.getNotes())
-      llvm::errs() << " (" << note.str() << ")";
+    for (Diagnostic &note : diag.getNotes()) {
+      std::string text = note.str();
+      if (StringRef(text).starts_with("see current operation"))
+        continue;
+      for (char &c : text)
+        if (c == '\n')
+          c = ' ';
+      llvm::errs() << " (" << text << ")";
+    }
     llvm::errs() << "\n";
     return success();
   });
