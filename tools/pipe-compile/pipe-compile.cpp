@@ -370,7 +370,13 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
     llvm::json::Array stages;
     for (int64_t st : program.getStages())
       stages.push_back(st);
+    // Micro-batches whose activations this device holds at once, as the
+    // scheduler recorded it (GPipe: M; 1F1B: at most p - s).
+    llvm::json::Value peakInFlight = nullptr;
+    if (auto peak = program->getAttrOfType<IntegerAttr>("pipe.peak_in_flight"))
+      peakInFlight = peak.getInt();
     devicePlans.push_back(llvm::json::Object{
+        {"peak_in_flight_microbatches", std::move(peakInFlight)},
         {"device", k},
         {"executable", name},
         {"stages", std::move(stages)},
