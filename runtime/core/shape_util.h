@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 namespace pipert {
 
@@ -68,6 +69,90 @@ inline int64_t broadcast_shape(const char *op, int64_t ra, const int64_t *a, int
   return r;
 }
 
+// The view ONNX Slice takes of a tensor: per axis the first index read, the
+// step, and the output extent (starts/ends clamped as ONNX specifies).
+struct SliceView {
+  int64_t start[kMaxRank], step[kMaxRank], out[kMaxRank];
+};
+
+inline SliceView slice_view(int64_t rank, const int64_t *shape, int64_t n_axes, const int64_t *starts,
+                     const int64_t *ends, const int64_t *axes, const int64_t *steps) {
+  const char *op = "Slice";
+  check_rank(op, rank);
+  SliceView v;
+  for (int64_t i = 0; i < rank; ++i)
+    v.start[i] = 0, v.step[i] = 1, v.out[i] = shape[i];
+  bool seen[kMaxRank] = {};
+  for (int64_t k = 0; k < n_axes; ++k) {
+    int64_t a = norm_axis(op, axes ? axes[k] : k, rank);
+    if (seen[a])
+      pipert_fail("%s: axis %lld repeated", op, (long long)a);
+    seen[a] = true;
+    const int64_t dim = shape[a];
+    const int64_t step = steps ? steps[k] : 1;
+    if (step == 0)
+      pipert_fail("%s: step 0", op);
+    int64_t s = starts[k], e = ends[k];
+    if (s < 0)
+      s += dim;
+    if (e < 0 && e > std::numeric_limits<int64_t>::min() + dim)
+      e += dim;
+    else if (e < 0)
+      e = -1;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      v.out[a] = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      v.out[a] = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+    }
+    v.start[a] = s;
+    v.step[a] = step;
+  }
+  return v;
+}
+
+// The geometry of a 2-D NCHW convolution (X: N,C,H,W; W: M,C/group,kH,kW),
+// checked, with its output size.
+struct ConvGeom {
+  int64_t n, c, h, w;      // input
+  int64_t m, cg, kh, kw;   // weight: out channels, in channels per group, kernel
+  int64_t oh, ow;          // output
+  int64_t pt, pl, pb, pr;  // pads
+  int64_t sh, sw, dh, dw;  // strides, dilations
+  int64_t group, mg;       // groups, out channels per group
+  int64_t col_rows() const { return cg * kh * kw; }
+  int64_t col_cols() const { return oh * ow; }
+  bool pointwise() const {
+    return kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && pb == 0 && pr == 0;
+  }
+};
+
+inline ConvGeom conv_geom(const char *op, const int64_t xs[4], const int64_t ws[4], const int64_t pads[4],
+                   const int64_t strides[2], const int64_t dil[2], int64_t group) {
+  ConvGeom g;
+  g.n = xs[0], g.c = xs[1], g.h = xs[2], g.w = xs[3];
+  g.m = ws[0], g.cg = ws[1], g.kh = ws[2], g.kw = ws[3];
+  g.pt = pads[0], g.pl = pads[1], g.pb = pads[2], g.pr = pads[3];
+  g.sh = strides[0], g.sw = strides[1], g.dh = dil[0], g.dw = dil[1];
+  g.group = group;
+  if (group < 1 || g.c != g.cg * group || g.m % group != 0)
+    pipert_fail("%s: %lld input channels, %lld per group in W, %lld output channels do not fit "
+                "group=%lld",
+                op, (long long)g.c, (long long)g.cg, (long long)g.m, (long long)group);
+  if (g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1)
+    pipert_fail("%s: strides and dilations must be >= 1", op);
+  if (g.pt < 0 || g.pl < 0 || g.pb < 0 || g.pr < 0)
+    pipert_fail("%s: negative pads", op);
+  g.mg = g.m / group;
+  g.oh = (g.h + g.pt + g.pb - (g.dh * (g.kh - 1) + 1)) / g.sh + 1;
+  g.ow = (g.w + g.pl + g.pr - (g.dw * (g.kw - 1) + 1)) / g.sw + 1;
+  if (g.oh < 1 || g.ow < 1)
+    pipert_fail("%s: kernel larger than the padded input", op);
+  return g;
+}
 } // namespace pipert
 
 #endif

@@ -159,49 +159,6 @@ void reduce_impl(pipert_context *ctx, const char *name, int op, const float *x, 
 
 //===------------------------------ slice ---------------------------------===//
 
-struct SliceView {
-  int64_t start[kMaxRank], step[kMaxRank], out[kMaxRank];
-};
-
-SliceView slice_view(int64_t rank, const int64_t *shape, int64_t n_axes, const int64_t *starts,
-                     const int64_t *ends, const int64_t *axes, const int64_t *steps) {
-  const char *op = "Slice";
-  check_rank(op, rank);
-  SliceView v;
-  for (int64_t i = 0; i < rank; ++i)
-    v.start[i] = 0, v.step[i] = 1, v.out[i] = shape[i];
-  bool seen[kMaxRank] = {};
-  for (int64_t k = 0; k < n_axes; ++k) {
-    int64_t a = norm_axis(op, axes ? axes[k] : k, rank);
-    if (seen[a])
-      pipert_fail("%s: axis %lld repeated", op, (long long)a);
-    seen[a] = true;
-    const int64_t dim = shape[a];
-    const int64_t step = steps ? steps[k] : 1;
-    if (step == 0)
-      pipert_fail("%s: step 0", op);
-    int64_t s = starts[k], e = ends[k];
-    if (s < 0)
-      s += dim;
-    if (e < 0 && e > std::numeric_limits<int64_t>::min() + dim)
-      e += dim;
-    else if (e < 0)
-      e = -1;
-    if (step > 0) {
-      s = std::clamp<int64_t>(s, 0, dim);
-      e = std::clamp<int64_t>(e, 0, dim);
-      v.out[a] = e > s ? (e - s + step - 1) / step : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, dim - 1);
-      e = std::clamp<int64_t>(e, -1, dim - 1);
-      v.out[a] = s > e ? (s - e + (-step) - 1) / (-step) : 0;
-    }
-    v.start[a] = s;
-    v.step[a] = step;
-  }
-  return v;
-}
-
 //===------------------------------ gather --------------------------------===//
 
 template <typename T>

@@ -412,43 +412,6 @@ __global__ void batch_norm_grad_stats_kernel(const float *__restrict__ x, NCS g,
 
 //===------------------------------ convolution ---------------------------===//
 
-struct ConvGeom {
-  int64_t n, c, h, w;
-  int64_t m, cg, kh, kw;
-  int64_t oh, ow;
-  int64_t pt, pl, pb, pr;
-  int64_t sh, sw, dh, dw;
-  int64_t group, mg;
-  int64_t col_rows() const { return cg * kh * kw; }
-  int64_t col_cols() const { return oh * ow; }
-  bool pointwise() const {
-    return kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && pb == 0 && pr == 0;
-  }
-};
-
-ConvGeom conv_geom(const char *op, const int64_t xs[4], const int64_t ws[4], const int64_t pads[4],
-                   const int64_t strides[2], const int64_t dil[2], int64_t group) {
-  ConvGeom g;
-  g.n = xs[0], g.c = xs[1], g.h = xs[2], g.w = xs[3];
-  g.m = ws[0], g.cg = ws[1], g.kh = ws[2], g.kw = ws[3];
-  g.pt = pads[0], g.pl = pads[1], g.pb = pads[2], g.pr = pads[3];
-  g.sh = strides[0], g.sw = strides[1], g.dh = dil[0], g.dw = dil[1];
-  g.group = group;
-  if (group < 1 || g.c != g.cg * group || g.m % group != 0)
-    pipert_fail("%s: %lld input channels, %lld per group in W, %lld output channels do not fit "
-                "group=%lld",
-                op, (long long)g.c, (long long)g.cg, (long long)g.m, (long long)group);
-  if (g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1)
-    pipert_fail("%s: strides and dilations must be >= 1", op);
-  if (g.pt < 0 || g.pl < 0 || g.pb < 0 || g.pr < 0)
-    pipert_fail("%s: negative pads", op);
-  g.mg = g.m / group;
-  g.oh = (g.h + g.pt + g.pb - (g.dh * (g.kh - 1) + 1)) / g.sh + 1;
-  g.ow = (g.w + g.pl + g.pr - (g.dw * (g.kw - 1) + 1)) / g.sw + 1;
-  if (g.oh < 1 || g.ow < 1)
-    pipert_fail("%s: kernel larger than the padded input", op);
-  return g;
-}
 
 // col[(c*kh + i)*kw + j][oy*ow + ox] = x[c][oy*sh - pt + i*dh][ox*sw - pl + j*dw]
 // for all C channels of one image (group g's rows are [g K, (g+1) K)).
