@@ -153,6 +153,50 @@ inline ConvGeom conv_geom(const char *op, const int64_t xs[4], const int64_t ws[
     pipert_fail("%s: kernel larger than the padded input", op);
   return g;
 }
+// Transpose as a strided view of the input: the output shape and, per output
+// axis, the input element stride it walks. `perm` NULL reverses the axes.
+struct TransposeView {
+  int64_t shape[kMaxRank], strides[kMaxRank];
+};
+
+inline TransposeView transpose_view(const char *op, int64_t rank, const int64_t *shape,
+                                    const int64_t *perm) {
+  check_rank(op, rank);
+  TransposeView v;
+  int64_t in_strides[kMaxRank];
+  int64_t s = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    in_strides[i] = s;
+    s *= shape[i];
+  }
+  bool used[kMaxRank] = {};
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t p = perm ? perm[i] : rank - 1 - i;
+    if (p < 0 || p >= rank || used[p])
+      pipert_fail("%s: perm is not a permutation of 0..%lld", op, (long long)(rank - 1));
+    used[p] = true;
+    v.shape[i] = shape[p];
+    v.strides[i] = in_strides[p];
+  }
+  return v;
+}
+
+// numpy's promotion of a 1-D MatMul operand: (K) -> (1, K) for the left one,
+// (K) -> (K, 1) for the right one. Writes the promoted shape, returns its rank.
+inline int64_t matmul_promote(const char *op, bool left, int64_t rank, const int64_t *shape,
+                              int64_t *out) {
+  if (rank < 1)
+    pipert_fail("%s: operands must have rank >= 1", op);
+  check_rank(op, rank);
+  if (rank > 1) {
+    std::copy(shape, shape + rank, out);
+    return rank;
+  }
+  out[0] = left ? 1 : shape[0];
+  out[1] = left ? shape[0] : 1;
+  return 2;
+}
+
 } // namespace pipert
 
 #endif

@@ -131,27 +131,9 @@ void pipert_matmul_t_f32(pipert_context *ctx, const float *a, int64_t ra, const 
 
 void pipert_matmul_f32(pipert_context *ctx, const float *a, int64_t ra, const int64_t *sa,
                        const float *b, int64_t rb, const int64_t *sb, float *y) {
-  if (ra < 1 || rb < 1)
-    pipert_fail("MatMul: operands must have rank >= 1");
-  check_rank("MatMul", ra);
-  check_rank("MatMul", rb);
-  // numpy promotion of 1-D operands: (K) -> (1, K) for a, (K) -> (K, 1) for b.
   int64_t sa2[kMaxRank], sb2[kMaxRank];
-  int64_t ra2 = ra, rb2 = rb;
-  if (ra == 1) {
-    sa2[0] = 1;
-    sa2[1] = sa[0];
-    ra2 = 2;
-  } else {
-    std::copy(sa, sa + ra, sa2);
-  }
-  if (rb == 1) {
-    sb2[0] = sb[0];
-    sb2[1] = 1;
-    rb2 = 2;
-  } else {
-    std::copy(sb, sb + rb, sb2);
-  }
+  int64_t ra2 = matmul_promote("MatMul", true, ra, sa, sa2);
+  int64_t rb2 = matmul_promote("MatMul", false, rb, sb, sb2);
   pipert_matmul_t_f32(ctx, a, ra2, sa2, 0, b, rb2, sb2, 0, y);
 }
 

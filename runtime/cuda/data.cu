@@ -264,24 +264,9 @@ extern "C" {
 void pipert_transpose(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
                       const int64_t *shape, const int64_t *perm, void *y) {
   const char *op = "Transpose";
-  check_rank(op, rank);
   size_t es = elem_size(op, dtype);
-  int64_t in_strides[kMaxRank], out_shape[kMaxRank], view_strides[kMaxRank];
-  int64_t s = 1;
-  for (int64_t i = rank - 1; i >= 0; --i) {
-    in_strides[i] = s;
-    s *= shape[i];
-  }
-  bool used[kMaxRank] = {};
-  for (int64_t i = 0; i < rank; ++i) {
-    int64_t p = perm ? perm[i] : rank - 1 - i;
-    if (p < 0 || p >= rank || used[p])
-      pipert_fail("%s: perm is not a permutation of 0..%lld", op, (long long)(rank - 1));
-    used[p] = true;
-    out_shape[i] = shape[p];
-    view_strides[i] = in_strides[p];
-  }
-  copy_view(ctx, op, es, x, rank, out_shape, view_strides, y);
+  TransposeView v = transpose_view(op, rank, shape, perm);
+  copy_view(ctx, op, es, x, rank, v.shape, v.strides, y);
 }
 
 void pipert_concat(pipert_context *ctx, pipert_dtype dtype, int64_t n, const void *const *xs,
