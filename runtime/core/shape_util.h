@@ -9,6 +9,7 @@
 #define PIPERT_CORE_SHAPE_UTIL_H
 
 #include "pipert/pipert.h"
+#include "pipert/pipert_kernels.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -67,6 +68,35 @@ inline int64_t broadcast_shape(const char *op, int64_t ra, const int64_t *a, int
     out[i] = da == 1 ? db : da;
   }
   return r;
+}
+
+// Element strides of an input of (rank, shape) broadcast to an output of rank
+// out_rank: 0 on axes the input lacks or has extent 1.
+inline void broadcast_strides(int64_t rank, const int64_t *shape, int64_t out_rank,
+                              int64_t *strides) {
+  int64_t s = 1;
+  for (int64_t i = out_rank - 1; i >= 0; --i) {
+    int64_t j = i - (out_rank - rank);
+    if (j < 0 || shape[j] == 1) {
+      strides[i] = 0;
+    } else {
+      strides[i] = s;
+      s *= shape[j];
+    }
+  }
+}
+
+// Channel geometry of (N, C, d...) tensors (normalisation, losses): batch,
+// channels (classes), and the product of the spatial extents.
+struct NCS {
+  int64_t n, c, spatial;
+};
+
+inline NCS nc_split(const char *op, int64_t rank, const int64_t *shape) {
+  if (rank < 2)
+    pipert_fail("%s: input must have rank >= 2 (N, C, ...), got %lld", op, (long long)rank);
+  check_rank(op, rank);
+  return {shape[0], shape[1], numel(rank - 2, shape + 2)};
 }
 
 // The view ONNX Slice takes of a tensor: per axis the first index read, the
@@ -153,6 +183,32 @@ inline ConvGeom conv_geom(const char *op, const int64_t xs[4], const int64_t ws[
     pipert_fail("%s: kernel larger than the padded input", op);
   return g;
 }
+// The geometry of a 2-D NCHW pooling window (MaxPool: with dilations;
+// AveragePool: dil NULL), checked, with its output size.
+struct PoolGeom {
+  int64_t n, c, h, w, kh, kw, pt, pl, pb, pr, sh, sw, dh, dw, oh, ow;
+};
+
+inline PoolGeom pool_geom(const char *op, const int64_t xs[4], const int64_t k[2],
+                          const int64_t pads[4], const int64_t strides[2], const int64_t *dil,
+                          int ceil_mode) {
+  PoolGeom g;
+  g.n = xs[0], g.c = xs[1], g.h = xs[2], g.w = xs[3];
+  g.kh = k[0], g.kw = k[1];
+  g.pt = pads[0], g.pl = pads[1], g.pb = pads[2], g.pr = pads[3];
+  g.sh = strides[0], g.sw = strides[1];
+  g.dh = dil ? dil[0] : 1, g.dw = dil ? dil[1] : 1;
+  if (g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1)
+    pipert_fail("%s: kernel, strides and dilations must be >= 1", op);
+  if (g.pt < 0 || g.pl < 0 || g.pb < 0 || g.pr < 0)
+    pipert_fail("%s: negative pads", op);
+  g.oh = pipert_pool_output_dim(g.h, g.kh, g.pt, g.pb, g.sh, g.dh, ceil_mode);
+  g.ow = pipert_pool_output_dim(g.w, g.kw, g.pl, g.pr, g.sw, g.dw, ceil_mode);
+  if (g.oh < 1 || g.ow < 1)
+    pipert_fail("%s: kernel larger than the padded input", op);
+  return g;
+}
+
 // Transpose as a strided view of the input: the output shape and, per output
 // axis, the input element stride it walks. `perm` NULL reverses the axes.
 struct TransposeView {

@@ -1,5 +1,6 @@
 //===- conv.cpp - 2-D convolution (im2col + sgemm) and pooling (CPU) -------===//
 #include "kernel_util.h"
+#include "../core/formulas.h"
 
 #include <cmath>
 #include <limits>
@@ -59,29 +60,6 @@ void col2im(const ConvGeom &g, const float *PIPERT_RESTRICT col, float *PIPERT_R
       }
 }
 
-struct PoolGeom {
-  int64_t n, c, h, w, kh, kw, pt, pl, pb, pr, sh, sw, dh, dw, oh, ow;
-};
-
-PoolGeom pool_geom(const char *op, const int64_t xs[4], const int64_t k[2], const int64_t pads[4],
-                   const int64_t strides[2], const int64_t *dil, int ceil_mode) {
-  PoolGeom g;
-  g.n = xs[0], g.c = xs[1], g.h = xs[2], g.w = xs[3];
-  g.kh = k[0], g.kw = k[1];
-  g.pt = pads[0], g.pl = pads[1], g.pb = pads[2], g.pr = pads[3];
-  g.sh = strides[0], g.sw = strides[1];
-  g.dh = dil ? dil[0] : 1, g.dw = dil ? dil[1] : 1;
-  if (g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1)
-    pipert_fail("%s: kernel, strides and dilations must be >= 1", op);
-  if (g.pt < 0 || g.pl < 0 || g.pb < 0 || g.pr < 0)
-    pipert_fail("%s: negative pads", op);
-  g.oh = pipert_pool_output_dim(g.h, g.kh, g.pt, g.pb, g.sh, g.dh, ceil_mode);
-  g.ow = pipert_pool_output_dim(g.w, g.kw, g.pl, g.pr, g.sw, g.dw, ceil_mode);
-  if (g.oh < 1 || g.ow < 1)
-    pipert_fail("%s: kernel larger than the padded input", op);
-  return g;
-}
-
 // Calls fn(iy, ix) for the in-bounds taps of window (oy, ox); returns nothing.
 template <typename Fn> inline void window(const PoolGeom &g, int64_t oy, int64_t ox, Fn &&fn) {
   for (int64_t i = 0; i < g.kh; ++i) {
@@ -94,21 +72,6 @@ template <typename Fn> inline void window(const PoolGeom &g, int64_t oy, int64_t
         fn(iy, ix);
     }
   }
-}
-
-// Divisor of an average-pool window.
-inline int64_t avg_divisor(const PoolGeom &g, int64_t oy, int64_t ox, int count_include_pad) {
-  int64_t y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
-  int64_t y1 = y0 + g.kh, x1 = x0 + g.kw;
-  if (count_include_pad) {
-    // Padding counts, what ceil_mode reaches beyond it does not.
-    y1 = std::min(y1, g.h + g.pb);
-    x1 = std::min(x1, g.w + g.pr);
-    return (y1 - y0) * (x1 - x0);
-  }
-  y0 = std::max<int64_t>(y0, 0), x0 = std::max<int64_t>(x0, 0);
-  y1 = std::min(y1, g.h), x1 = std::min(x1, g.w);
-  return std::max<int64_t>(0, y1 - y0) * std::max<int64_t>(0, x1 - x0);
 }
 
 } // namespace
@@ -278,7 +241,7 @@ void pipert_avgpool2d_f32(pipert_context *, const float *x, const int64_t x_shap
       for (int64_t ox = 0; ox < g.ow; ++ox) {
         float s = 0.f;
         window(g, oy, ox, [&](int64_t iy, int64_t ix) { s += xp[iy * g.w + ix]; });
-        int64_t d = avg_divisor(g, oy, ox, count_include_pad);
+        int64_t d = formula::avg_pool_divisor(g, oy, ox, count_include_pad);
         y[(p * g.oh + oy) * g.ow + ox] = d > 0 ? s / float(d) : 0.f;
       }
   }
@@ -294,7 +257,7 @@ void pipert_avgpool2d_grad_f32(pipert_context *, const float *dy, const int64_t 
     float *dp = dx + p * g.h * g.w;
     for (int64_t oy = 0; oy < g.oh; ++oy)
       for (int64_t ox = 0; ox < g.ow; ++ox) {
-        int64_t d = avg_divisor(g, oy, ox, count_include_pad);
+        int64_t d = formula::avg_pool_divisor(g, oy, ox, count_include_pad);
         if (d <= 0)
           continue;
         const float v = dy[(p * g.oh + oy) * g.ow + ox] / float(d);

@@ -1,5 +1,6 @@
 //===- data.cpp - data movement, cast, reductions, dropout (CPU) ----------===//
 #include "kernel_util.h"
+#include "../core/formulas.h"
 
 #include <cmath>
 #include <limits>
@@ -363,14 +364,10 @@ void pipert_dropout_f32(pipert_context *ctx, const float *x, int64_t n, float ra
   // One draw from the context's stream seeds a counter-based generator, so a
   // call's mask depends only on the stream position and the element index.
   const uint64_t seed = pipert_context_next_random(ctx);
-  const uint32_t threshold = uint32_t(double(ratio) * 4294967296.0);
+  const uint32_t threshold = formula::dropout_threshold(ratio);
   const float scale = 1.f / (1.f - ratio);
   for (int64_t i = 0; i < n; ++i) {
-    uint64_t z = seed + uint64_t(i) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    const uint8_t keep = uint32_t(z >> 32) >= threshold;
+    const uint8_t keep = formula::dropout_keep(seed, i, threshold);
     if (mask)
       mask[i] = keep;
     y[i] = keep ? x[i] * scale : 0.f;

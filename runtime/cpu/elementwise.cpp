@@ -1,5 +1,6 @@
 //===- elementwise.cpp - unary, binary, where, activation grads (CPU) -----===//
 #include "kernel_util.h"
+#include "../core/formulas.h"
 
 #include <cmath>
 
@@ -100,13 +101,7 @@ void pipert_unary_f32(pipert_context *ctx, pipert_unary_op op, const float *x, i
   case PIPERT_UNARY_RELU: return map1(ctx, x, n, y, [](float v) { return v > 0.f ? v : 0.f; });
   case PIPERT_UNARY_TANH: return map1(ctx, x, n, y, [](float v) { return std::tanh(v); });
   case PIPERT_UNARY_SIGMOID:
-    return map1(ctx, x, n, y, [](float v) {
-      // Split by sign so exp never overflows.
-      if (v >= 0.f)
-        return 1.f / (1.f + std::exp(-v));
-      float e = std::exp(v);
-      return e / (1.f + e);
-    });
+    return map1(ctx, x, n, y, [](float v) { return formula::sigmoid(v); });
   case PIPERT_UNARY_ERF: return map1(ctx, x, n, y, [](float v) { return std::erf(v); });
   case PIPERT_UNARY_SQRT: return map1(ctx, x, n, y, [](float v) { return std::sqrt(v); });
   case PIPERT_UNARY_EXP: return map1(ctx, x, n, y, [](float v) { return std::exp(v); });
@@ -184,23 +179,22 @@ void pipert_where(pipert_context *, pipert_dtype dtype, const uint8_t *c, int64_
 
 void pipert_relu_grad_f32(pipert_context *ctx, const float *x, const float *dy, int64_t n,
                           float *dx) {
-  map2(ctx, x, dy, n, dx, [](float v, float g) { return v > 0.f ? g : 0.f; });
+  map2(ctx, x, dy, n, dx, [](float v, float g) { return formula::relu_grad(v, g); });
 }
 
 void pipert_tanh_grad_f32(pipert_context *ctx, const float *y, const float *dy, int64_t n,
                           float *dx) {
-  map2(ctx, y, dy, n, dx, [](float v, float g) { return g * (1.f - v * v); });
+  map2(ctx, y, dy, n, dx, [](float v, float g) { return formula::tanh_grad(v, g); });
 }
 
 void pipert_sigmoid_grad_f32(pipert_context *ctx, const float *y, const float *dy, int64_t n,
                              float *dx) {
-  map2(ctx, y, dy, n, dx, [](float v, float g) { return g * v * (1.f - v); });
+  map2(ctx, y, dy, n, dx, [](float v, float g) { return formula::sigmoid_grad(v, g); });
 }
 
 void pipert_erf_grad_f32(pipert_context *ctx, const float *x, const float *dy, int64_t n,
                          float *dx) {
-  const float k = 1.1283791670955126f; // 2 / sqrt(pi)
-  map2(ctx, x, dy, n, dx, [k](float v, float g) { return g * k * std::exp(-v * v); });
+  map2(ctx, x, dy, n, dx, [](float v, float g) { return formula::erf_grad(v, g); });
 }
 
 void pipert_reduce_to_shape_f32(pipert_context *, const float *dy, int64_t dy_rank,

@@ -83,22 +83,6 @@ void broadcast_loop(int64_t rank, const int64_t *shape, const int64_t (*strides)
   }
 }
 
-// Element strides of an input of (rank, shape) broadcast to an output of rank
-// out_rank: 0 on axes the input lacks or has extent 1.
-inline void broadcast_strides(int64_t rank, const int64_t *shape, int64_t out_rank,
-                              int64_t *strides) {
-  int64_t s = 1;
-  for (int64_t i = out_rank - 1; i >= 0; --i) {
-    int64_t j = i - (out_rank - rank);
-    if (j < 0 || shape[j] == 1) {
-      strides[i] = 0;
-    } else {
-      strides[i] = s;
-      s *= shape[j];
-    }
-  }
-}
-
 // Runs fn(begin, end) over [0, n) on up to `threads` threads (the caller's
 // thread included); small ranges stay on the calling thread.
 template <typename Fn>

@@ -1,5 +1,6 @@
 //===- loss.cpp - SoftmaxCrossEntropyLoss and NLL loss (CPU) --------------===//
 #include "kernel_util.h"
+#include "../core/formulas.h"
 
 #include <cmath>
 
@@ -7,30 +8,19 @@ using namespace pipert::cpu;
 
 namespace {
 
-struct LossGeom {
-  int64_t n, c, s; // batch, classes, spatial (prod of d...)
-};
-
-LossGeom loss_geom(const char *op, int64_t rank, const int64_t *shape) {
-  if (rank < 2)
-    pipert_fail("%s: input must have rank >= 2 (N, C, ...), got %lld", op, (long long)rank);
-  check_rank(op, rank);
-  return {shape[0], shape[1], numel(rank - 2, shape + 2)};
-}
+// Batch, classes, spatial (prod of d...).
+using LossGeom = NCS;
 
 // Per-entry weight w[label] (0 for ignored entries), validating labels.
 void label_weights(const char *op, const LossGeom &g, const int64_t *labels, const float *weights,
                    int has_ii, int64_t ii, std::vector<float> &w) {
-  w.resize(size_t(g.n * g.s));
-  for (int64_t i = 0; i < g.n * g.s; ++i) {
-    const int64_t l = labels[i];
-    if (has_ii && l == ii) {
-      w[size_t(i)] = 0.f;
-      continue;
-    }
-    if (l < 0 || l >= g.c)
-      pipert_fail("%s: label %lld out of range [0, %lld)", op, (long long)l, (long long)g.c);
-    w[size_t(i)] = weights ? weights[l] : 1.f;
+  w.resize(size_t(g.n * g.spatial));
+  for (int64_t i = 0; i < g.n * g.spatial; ++i) {
+    bool bad;
+    w[size_t(i)] = formula::label_weight(labels[i], g.c, weights, has_ii, ii, bad);
+    if (bad)
+      pipert_fail("%s: label %lld out of range [0, %lld)", op, (long long)labels[i],
+                  (long long)g.c);
   }
 }
 
@@ -39,21 +29,18 @@ void nll_forward(const char *op, const float *logp, const LossGeom &g, const int
                  const std::vector<float> &w, pipert_reduction reduction, float *loss) {
   double total = 0, wsum = 0;
   for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t s = 0; s < g.s; ++s) {
-      const int64_t i = n * g.s + s;
+    for (int64_t s = 0; s < g.spatial; ++s) {
+      const int64_t i = n * g.spatial + s;
       const float wi = w[size_t(i)];
-      const float l = wi == 0.f ? 0.f : -wi * logp[(n * g.c + labels[i]) * g.s + s];
+      const float l = wi == 0.f ? 0.f : -wi * logp[(n * g.c + labels[i]) * g.spatial + s];
       if (reduction == PIPERT_REDUCTION_NONE)
         loss[i] = l;
       total += l;
       wsum += wi;
     }
-  switch (reduction) {
-  case PIPERT_REDUCTION_NONE: return;
-  case PIPERT_REDUCTION_SUM: *loss = float(total); return;
-  case PIPERT_REDUCTION_MEAN: *loss = float(total / wsum); return;
-  }
-  pipert_fail("%s: unknown reduction %d", op, int(reduction));
+  formula::check_reduction(op, reduction);
+  if (reduction != PIPERT_REDUCTION_NONE)
+    *loss = formula::reduced_loss(reduction, total, wsum);
 }
 
 // The factor by which the loss of entry i enters the reduced loss, times
@@ -61,19 +48,15 @@ void nll_forward(const char *op, const float *logp, const LossGeom &g, const int
 void entry_scale(const char *op, const float *dloss, const LossGeom &g,
                  const std::vector<float> &w, pipert_reduction reduction,
                  std::vector<float> &scale) {
-  const int64_t m = g.n * g.s;
+  const int64_t m = g.n * g.spatial;
   scale.resize(size_t(m));
   double wsum = 0;
   for (int64_t i = 0; i < m; ++i)
     wsum += w[size_t(i)];
-  for (int64_t i = 0; i < m; ++i) {
-    switch (reduction) {
-    case PIPERT_REDUCTION_NONE: scale[size_t(i)] = dloss[i]; break;
-    case PIPERT_REDUCTION_SUM: scale[size_t(i)] = dloss[0]; break;
-    case PIPERT_REDUCTION_MEAN: scale[size_t(i)] = float(dloss[0] / wsum); break;
-    default: pipert_fail("%s: unknown reduction %d", op, int(reduction));
-    }
-  }
+  if (m > 0)
+    formula::check_reduction(op, reduction);
+  for (int64_t i = 0; i < m; ++i)
+    scale[size_t(i)] = formula::reduction_scale(reduction, dloss, i, &wsum);
 }
 
 } // namespace
@@ -86,7 +69,7 @@ void pipert_softmax_cross_entropy_loss_f32(pipert_context *ctx, const float *sco
                                            int64_t ignore_index, pipert_reduction reduction,
                                            float *loss, float *log_prob) {
   const char *op = "SoftmaxCrossEntropyLoss";
-  LossGeom g = loss_geom(op, rank, shape);
+  LossGeom g = nc_split(op, rank, shape);
   std::vector<float> own;
   float *lp = log_prob;
   if (!lp) {
@@ -104,20 +87,20 @@ void pipert_softmax_cross_entropy_loss_grad_f32(
     const int64_t *shape, const int64_t *labels, const float *weights, int has_ignore_index,
     int64_t ignore_index, pipert_reduction reduction, float *dscores) {
   const char *op = "SoftmaxCrossEntropyLossGrad";
-  LossGeom g = loss_geom(op, rank, shape);
+  LossGeom g = nc_split(op, rank, shape);
   std::vector<float> w, scale;
   label_weights(op, g, labels, weights, has_ignore_index, ignore_index, w);
   entry_scale(op, dloss, g, w, reduction, scale);
   // d loss_i / d scores[n, c, s] = w_i * (softmax_c - [c == label_i]).
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t c = 0; c < g.c; ++c) {
-      const float *PIPERT_RESTRICT lp = log_prob + (n * g.c + c) * g.s;
-      float *PIPERT_RESTRICT d = dscores + (n * g.c + c) * g.s;
-      const float *ws = w.data() + n * g.s;
-      const float *sc = scale.data() + n * g.s;
-      const int64_t *lb = labels + n * g.s;
-      for (int64_t s = 0; s < g.s; ++s)
-        d[s] = ws[s] * sc[s] * (std::exp(lp[s]) - (lb[s] == c ? 1.f : 0.f));
+      const float *PIPERT_RESTRICT lp = log_prob + (n * g.c + c) * g.spatial;
+      float *PIPERT_RESTRICT d = dscores + (n * g.c + c) * g.spatial;
+      const float *ws = w.data() + n * g.spatial;
+      const float *sc = scale.data() + n * g.spatial;
+      const int64_t *lb = labels + n * g.spatial;
+      for (int64_t s = 0; s < g.spatial; ++s)
+        d[s] = formula::softmax_xent_grad(ws[s], sc[s], lp[s], lb[s] == c);
     }
 }
 
@@ -126,7 +109,7 @@ void pipert_nll_loss_f32(pipert_context *, const float *input, int64_t rank,
                          int has_ignore_index, int64_t ignore_index, pipert_reduction reduction,
                          float *loss) {
   const char *op = "NegativeLogLikelihoodLoss";
-  LossGeom g = loss_geom(op, rank, shape);
+  LossGeom g = nc_split(op, rank, shape);
   std::vector<float> w;
   label_weights(op, g, labels, weights, has_ignore_index, ignore_index, w);
   nll_forward(op, input, g, labels, w, reduction, loss);
@@ -137,16 +120,16 @@ void pipert_nll_loss_grad_f32(pipert_context *, const float *dloss, int64_t rank
                               int has_ignore_index, int64_t ignore_index,
                               pipert_reduction reduction, float *dinput) {
   const char *op = "NegativeLogLikelihoodLossGrad";
-  LossGeom g = loss_geom(op, rank, shape);
+  LossGeom g = nc_split(op, rank, shape);
   std::vector<float> w, scale;
   label_weights(op, g, labels, weights, has_ignore_index, ignore_index, w);
   entry_scale(op, dloss, g, w, reduction, scale);
   std::fill(dinput, dinput + numel(rank, shape), 0.f);
   for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t s = 0; s < g.s; ++s) {
-      const int64_t i = n * g.s + s;
+    for (int64_t s = 0; s < g.spatial; ++s) {
+      const int64_t i = n * g.spatial + s;
       if (w[size_t(i)] != 0.f)
-        dinput[(n * g.c + labels[i]) * g.s + s] = -w[size_t(i)] * scale[size_t(i)];
+        dinput[(n * g.c + labels[i]) * g.spatial + s] = -w[size_t(i)] * scale[size_t(i)];
     }
 }
 

@@ -1,5 +1,6 @@
 //===- norm.cpp - softmax, layer and batch normalisation (CPU) ------------===//
 #include "kernel_util.h"
+#include "../core/formulas.h"
 
 #include <cmath>
 
@@ -67,20 +68,9 @@ void softmax_grad_impl(const char *op, const float *y, const float *dy, int64_t 
     for (int64_t m = 0; m < mid; ++m)
       for (int64_t j = 0; j < inner; ++j) {
         int64_t i = m * inner + j;
-        db[i] = Log ? gb[i] - std::exp(yb[i]) * acc[j] : yb[i] * (gb[i] - acc[j]);
+        db[i] = formula::softmax_grad<Log>(yb[i], gb[i], acc[j]);
       }
   }
-}
-
-// Channel geometry of (N, C, d...) tensors.
-struct NCS {
-  int64_t n, c, spatial;
-};
-NCS nc_split(const char *op, int64_t rank, const int64_t *shape) {
-  if (rank < 2)
-    pipert_fail("%s: input must have rank >= 2 (N, C, ...), got %lld", op, (long long)rank);
-  check_rank(op, rank);
-  return {shape[0], shape[1], numel(rank - 2, shape + 2)};
 }
 
 } // namespace
@@ -129,14 +119,14 @@ void pipert_layer_norm_f32(pipert_context *ctx, const float *x, int64_t rank, co
         double d = xr[j] - mu;
         v += d * d;
       }
-      const float inv = float(1.0 / std::sqrt(v / double(cols) + double(epsilon)));
+      const float inv = formula::inv_std(v / double(cols), epsilon);
       const float muf = float(mu);
       if (bias)
         for (int64_t j = 0; j < cols; ++j)
-          yr[j] = (xr[j] - muf) * inv * scale[j] + bias[j];
+          yr[j] = formula::normalized(xr[j], muf, inv) * scale[j] + bias[j];
       else
         for (int64_t j = 0; j < cols; ++j)
-          yr[j] = (xr[j] - muf) * inv * scale[j];
+          yr[j] = formula::normalized(xr[j], muf, inv) * scale[j];
       if (mean)
         mean[r] = muf;
       if (inv_std_dev)
@@ -165,19 +155,19 @@ void pipert_layer_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
     // dx = inv * (g*s - mean(g*s) - xhat * mean(g*s*xhat))
     double a = 0, b = 0;
     for (int64_t j = 0; j < cols; ++j) {
-      float xhat = (xr[j] - mu) * inv;
-      float gs = gr[j] * scale[j];
+      const float xhat = formula::normalized(xr[j], mu, inv);
+      const float gs = gr[j] * scale[j];
       a += gs;
       b += double(gs) * xhat;
     }
     const float ma = float(a / double(cols)), mb = float(b / double(cols));
     for (int64_t j = 0; j < cols; ++j) {
-      float xhat = (xr[j] - mu) * inv;
-      dr[j] = inv * (gr[j] * scale[j] - ma - xhat * mb);
+      const float xhat = formula::normalized(xr[j], mu, inv);
+      dr[j] = formula::layer_norm_dx(gr[j], scale[j], xhat, inv, ma, mb);
     }
     if (dscale)
       for (int64_t j = 0; j < cols; ++j)
-        dscale[j] += gr[j] * (xr[j] - mu) * inv;
+        dscale[j] += formula::layer_norm_dscale_term(gr[j], xr[j], mu, inv);
     if (dbias)
       for (int64_t j = 0; j < cols; ++j)
         dbias[j] += gr[j];
@@ -191,8 +181,8 @@ void pipert_batch_norm_inference_f32(pipert_context *, const float *x, int64_t r
   NCS g = nc_split("BatchNormalization", rank, shape);
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t c = 0; c < g.c; ++c) {
-      const float k = scale[c] / std::sqrt(var[c] + epsilon);
-      const float off = bias[c] - mean[c] * k;
+      float k, off;
+      formula::batch_norm_inference_coeffs(scale[c], bias[c], mean[c], var[c], epsilon, k, off);
       const float *PIPERT_RESTRICT xp = x + (n * g.c + c) * g.spatial;
       float *PIPERT_RESTRICT yp = y + (n * g.c + c) * g.spatial;
       for (int64_t i = 0; i < g.spatial; ++i)
@@ -224,7 +214,7 @@ void pipert_batch_norm_training_f32(pipert_context *, const float *x, int64_t ra
       }
     }
     const double batch_var = v / count;
-    const float inv = float(1.0 / std::sqrt(batch_var + double(epsilon)));
+    const float inv = formula::inv_std(batch_var, epsilon);
     const float k = scale[c] * inv;
     const float off = bias[c] - float(mu) * k;
     for (int64_t n = 0; n < g.n; ++n) {
@@ -233,16 +223,8 @@ void pipert_batch_norm_training_f32(pipert_context *, const float *x, int64_t ra
       for (int64_t i = 0; i < g.spatial; ++i)
         yp[i] = xp[i] * k + off;
     }
-    // Read the inputs before writing: running_* may alias mean/var.
-    const float in_mean = mean ? mean[c] : 0.f, in_var = var ? var[c] : 1.f;
-    if (running_mean)
-      running_mean[c] = in_mean * momentum + float(mu) * (1.f - momentum);
-    if (running_var)
-      running_var[c] = in_var * momentum + float(batch_var) * (1.f - momentum);
-    if (saved_mean)
-      saved_mean[c] = float(mu);
-    if (saved_inv_std)
-      saved_inv_std[c] = inv;
+    formula::batch_norm_store_stats(c, mu, batch_var, inv, momentum, mean, var, running_mean,
+                                    running_var, saved_mean, saved_inv_std);
   }
 }
 
@@ -260,7 +242,7 @@ void pipert_batch_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
       const float *gp = dy + (n * g.c + c) * g.spatial;
       for (int64_t i = 0; i < g.spatial; ++i) {
         sg += gp[i];
-        sgx += double(gp[i]) * ((xp[i] - mu) * inv);
+        sgx += double(gp[i]) * formula::normalized(xp[i], mu, inv);
       }
     }
     if (dscale)
@@ -274,7 +256,7 @@ void pipert_batch_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
       const float *PIPERT_RESTRICT gp = dy + (n * g.c + c) * g.spatial;
       float *PIPERT_RESTRICT dp = dx + (n * g.c + c) * g.spatial;
       for (int64_t i = 0; i < g.spatial; ++i)
-        dp[i] = k * (gp[i] - mg - (xp[i] - mu) * inv * mgx);
+        dp[i] = formula::batch_norm_dx(gp[i], xp[i], mu, inv, k, mg, mgx);
     }
   }
 }

@@ -6,8 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "kernel_util.h"
-
-#include <cmath>
+#include "../core/formulas.h"
 
 using namespace pipert::cpu;
 
@@ -17,29 +16,22 @@ void pipert_sgd_f32(pipert_context *ctx, float lr, float weight_decay, const flo
                     const float *g, int64_t n, float *x_out) {
   parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
-      x_out[i] = x[i] - lr * (g[i] + weight_decay * x[i]);
+      x_out[i] = formula::sgd(x[i], g[i], lr, weight_decay);
   });
 }
 
 void pipert_momentum_f32(pipert_context *ctx, float lr, int64_t t, float alpha, float beta,
                          float norm_coefficient, int nesterov, const float *x, const float *g,
                          const float *v, int64_t n, float *x_out, float *v_out) {
-  const float beta_t = t > 0 ? beta : 1.f;
+  const float beta_t = formula::momentum_beta(t, beta);
   parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
     if (nesterov) {
-      for (int64_t i = b; i < e; ++i) {
-        const float gr = norm_coefficient * x[i] + g[i];
-        const float vn = alpha * v[i] + gr;
-        x_out[i] = x[i] - lr * (gr + alpha * vn);
-        v_out[i] = vn;
-      }
+      for (int64_t i = b; i < e; ++i)
+        formula::nesterov(x[i], g[i], v[i], lr, alpha, norm_coefficient, x_out[i], v_out[i]);
     } else {
-      for (int64_t i = b; i < e; ++i) {
-        const float gr = norm_coefficient * x[i] + g[i];
-        const float vn = alpha * v[i] + beta_t * gr;
-        x_out[i] = x[i] - lr * vn;
-        v_out[i] = vn;
-      }
+      for (int64_t i = b; i < e; ++i)
+        formula::momentum(x[i], g[i], v[i], lr, alpha, beta_t, norm_coefficient, x_out[i],
+                          v_out[i]);
     }
   });
 }
@@ -48,20 +40,11 @@ void pipert_adam_f32(pipert_context *ctx, float lr, int64_t t, float alpha, floa
                      float epsilon, float norm_coefficient, float norm_coefficient_post,
                      const float *x, const float *g, const float *v, const float *h, int64_t n,
                      float *x_out, float *v_out, float *h_out) {
-  float lr_t = lr;
-  if (t > 0)
-    lr_t = float(double(lr) * std::sqrt(1.0 - std::pow(double(beta), double(t))) /
-                 (1.0 - std::pow(double(alpha), double(t))));
+  const float lr_t = formula::adam_rate(lr, t, alpha, beta);
   parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const float gr = norm_coefficient * x[i] + g[i];
-      const float vn = alpha * v[i] + (1.f - alpha) * gr;
-      const float hn = beta * h[i] + (1.f - beta) * gr * gr;
-      const float xn = x[i] - lr_t * (vn / (std::sqrt(hn) + epsilon));
-      x_out[i] = (1.f - norm_coefficient_post) * xn;
-      v_out[i] = vn;
-      h_out[i] = hn;
-    }
+    for (int64_t i = b; i < e; ++i)
+      formula::adam(x[i], g[i], v[i], h[i], lr_t, alpha, beta, epsilon, norm_coefficient,
+                    norm_coefficient_post, x_out[i], v_out[i], h_out[i]);
   });
 }
 
@@ -69,35 +52,21 @@ void pipert_adamw_f32(pipert_context *ctx, float lr, int64_t t, float beta1, flo
                       float epsilon, float weight_decay, const float *x, const float *g,
                       const float *m, const float *v, int64_t n, float *x_out, float *m_out,
                       float *v_out) {
-  if (t < 1)
-    pipert_fail("AdamW: step t must be >= 1, got %lld", (long long)t);
-  const double bc1 = 1.0 - std::pow(double(beta1), double(t));
-  const double bc2 = 1.0 - std::pow(double(beta2), double(t));
-  const float step = float(double(lr) / bc1);
-  const float inv_sqrt_bc2 = float(1.0 / std::sqrt(bc2));
-  const float decay = 1.f - lr * weight_decay;
+  const formula::AdamWStep st = formula::adamw_step(lr, t, beta1, beta2, weight_decay);
   parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const float mn = beta1 * m[i] + (1.f - beta1) * g[i];
-      const float vn = beta2 * v[i] + (1.f - beta2) * g[i] * g[i];
-      x_out[i] = x[i] * decay - step * mn / (std::sqrt(vn) * inv_sqrt_bc2 + epsilon);
-      m_out[i] = mn;
-      v_out[i] = vn;
-    }
+    for (int64_t i = b; i < e; ++i)
+      formula::adamw(x[i], g[i], m[i], v[i], st, beta1, beta2, epsilon, x_out[i], m_out[i],
+                     v_out[i]);
   });
 }
 
 void pipert_adagrad_f32(pipert_context *ctx, float lr, int64_t t, float decay_factor,
                         float epsilon, float norm_coefficient, const float *x, const float *g,
                         const float *h, int64_t n, float *x_out, float *h_out) {
-  const float lr_t = lr / (1.f + float(t) * decay_factor);
+  const float lr_t = formula::adagrad_rate(lr, t, decay_factor);
   parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const float gr = norm_coefficient * x[i] + g[i];
-      const float hn = h[i] + gr * gr;
-      x_out[i] = x[i] - lr_t * gr / (std::sqrt(hn) + epsilon);
-      h_out[i] = hn;
-    }
+    for (int64_t i = b; i < e; ++i)
+      formula::adagrad(x[i], g[i], h[i], lr_t, epsilon, norm_coefficient, x_out[i], h_out[i]);
   });
 }
 

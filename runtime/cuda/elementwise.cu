@@ -1,12 +1,14 @@
 //===- elementwise.cu - unary, binary, where, activation grads, optimizers -===//
 //
-// Elementwise kernels of the CUDA backend, with the CPU backend's formulas
-// (runtime/cpu/elementwise.cpp, optim.cpp), so both backends agree to rounding.
+// Elementwise kernels of the CUDA backend. Activation gradients, optimizer
+// updates and the dropout generator are the CPU backend's own functions
+// (runtime/core/formulas.h), so both backends agree to rounding.
 // Every kernel reads element i before writing element i: in place is allowed
 // wherever the ABI allows it.
 //
 //===----------------------------------------------------------------------===//
 #include "kernels.cuh"
+#include "../core/formulas.h"
 
 using namespace pipert::cuda;
 
@@ -17,13 +19,7 @@ __device__ __forceinline__ float apply_unary(int op, float v) {
   case PIPERT_UNARY_NEG: return -v;
   case PIPERT_UNARY_RELU: return v > 0.f ? v : 0.f;
   case PIPERT_UNARY_TANH: return tanhf(v);
-  case PIPERT_UNARY_SIGMOID:
-    if (v >= 0.f)
-      return 1.f / (1.f + expf(-v));
-    else {
-      const float e = expf(v);
-      return e / (1.f + e);
-    }
+  case PIPERT_UNARY_SIGMOID: return formula::sigmoid(v);
   case PIPERT_UNARY_ERF: return erff(v);
   case PIPERT_UNARY_SQRT: return sqrtf(v);
   case PIPERT_UNARY_EXP: return expf(v);
@@ -189,31 +185,25 @@ void pipert_where(pipert_context *ctx, pipert_dtype dtype, const uint8_t *c, int
 void pipert_relu_grad_f32(pipert_context *ctx, const float *x, const float *dy, int64_t n,
                           float *dx) {
   launch_map(ctx, "ReluGrad", n,
-             [=] __device__(int64_t i) { dx[i] = x[i] > 0.f ? dy[i] : 0.f; });
+             [=] __device__(int64_t i) { dx[i] = formula::relu_grad(x[i], dy[i]); });
 }
 
 void pipert_tanh_grad_f32(pipert_context *ctx, const float *y, const float *dy, int64_t n,
                           float *dx) {
-  launch_map(ctx, "TanhGrad", n, [=] __device__(int64_t i) {
-    const float v = y[i];
-    dx[i] = dy[i] * (1.f - v * v);
-  });
+  launch_map(ctx, "TanhGrad", n,
+             [=] __device__(int64_t i) { dx[i] = formula::tanh_grad(y[i], dy[i]); });
 }
 
 void pipert_sigmoid_grad_f32(pipert_context *ctx, const float *y, const float *dy, int64_t n,
                              float *dx) {
-  launch_map(ctx, "SigmoidGrad", n, [=] __device__(int64_t i) {
-    const float v = y[i];
-    dx[i] = dy[i] * v * (1.f - v);
-  });
+  launch_map(ctx, "SigmoidGrad", n,
+             [=] __device__(int64_t i) { dx[i] = formula::sigmoid_grad(y[i], dy[i]); });
 }
 
 void pipert_erf_grad_f32(pipert_context *ctx, const float *x, const float *dy, int64_t n,
                          float *dx) {
-  launch_map(ctx, "ErfGrad", n, [=] __device__(int64_t i) {
-    const float v = x[i];
-    dx[i] = dy[i] * 1.1283791670955126f * expf(-v * v);
-  });
+  launch_map(ctx, "ErfGrad", n,
+             [=] __device__(int64_t i) { dx[i] = formula::erf_grad(x[i], dy[i]); });
 }
 
 void pipert_reduce_to_shape_f32(pipert_context *ctx, const float *dy, int64_t dy_rank,
@@ -257,30 +247,22 @@ void pipert_accumulate_f32(pipert_context *ctx, const float *x, float *y, int64_
 void pipert_sgd_f32(pipert_context *ctx, float lr, float weight_decay, const float *x,
                     const float *g, int64_t n, float *x_out) {
   launch_map(ctx, "SGD", n, [=] __device__(int64_t i) {
-    const float xi = x[i];
-    x_out[i] = xi - lr * (g[i] + weight_decay * xi);
+    x_out[i] = formula::sgd(x[i], g[i], lr, weight_decay);
   });
 }
 
 void pipert_momentum_f32(pipert_context *ctx, float lr, int64_t t, float alpha, float beta,
                          float norm_coefficient, int nesterov, const float *x, const float *g,
                          const float *v, int64_t n, float *x_out, float *v_out) {
-  const float beta_t = t > 0 ? beta : 1.f;
+  const float beta_t = formula::momentum_beta(t, beta);
   if (nesterov)
     launch_map(ctx, "Momentum", n, [=] __device__(int64_t i) {
-      const float xi = x[i];
-      const float gr = norm_coefficient * xi + g[i];
-      const float vn = alpha * v[i] + gr;
-      x_out[i] = xi - lr * (gr + alpha * vn);
-      v_out[i] = vn;
+      formula::nesterov(x[i], g[i], v[i], lr, alpha, norm_coefficient, x_out[i], v_out[i]);
     });
   else
     launch_map(ctx, "Momentum", n, [=] __device__(int64_t i) {
-      const float xi = x[i];
-      const float gr = norm_coefficient * xi + g[i];
-      const float vn = alpha * v[i] + beta_t * gr;
-      x_out[i] = xi - lr * vn;
-      v_out[i] = vn;
+      formula::momentum(x[i], g[i], v[i], lr, alpha, beta_t, norm_coefficient, x_out[i],
+                        v_out[i]);
     });
 }
 
@@ -288,19 +270,10 @@ void pipert_adam_f32(pipert_context *ctx, float lr, int64_t t, float alpha, floa
                      float epsilon, float norm_coefficient, float norm_coefficient_post,
                      const float *x, const float *g, const float *v, const float *h, int64_t n,
                      float *x_out, float *v_out, float *h_out) {
-  float lr_t = lr;
-  if (t > 0)
-    lr_t = float(double(lr) * std::sqrt(1.0 - std::pow(double(beta), double(t))) /
-                 (1.0 - std::pow(double(alpha), double(t))));
+  const float lr_t = formula::adam_rate(lr, t, alpha, beta);
   launch_map(ctx, "Adam", n, [=] __device__(int64_t i) {
-    const float xi = x[i];
-    const float gr = norm_coefficient * xi + g[i];
-    const float vn = alpha * v[i] + (1.f - alpha) * gr;
-    const float hn = beta * h[i] + (1.f - beta) * gr * gr;
-    const float xn = xi - lr_t * (vn / (sqrtf(hn) + epsilon));
-    x_out[i] = (1.f - norm_coefficient_post) * xn;
-    v_out[i] = vn;
-    h_out[i] = hn;
+    formula::adam(x[i], g[i], v[i], h[i], lr_t, alpha, beta, epsilon, norm_coefficient,
+                  norm_coefficient_post, x_out[i], v_out[i], h_out[i]);
   });
 }
 
@@ -308,33 +281,19 @@ void pipert_adamw_f32(pipert_context *ctx, float lr, int64_t t, float beta1, flo
                       float epsilon, float weight_decay, const float *x, const float *g,
                       const float *m, const float *v, int64_t n, float *x_out, float *m_out,
                       float *v_out) {
-  if (t < 1)
-    pipert_fail("AdamW: step t must be >= 1, got %lld", (long long)t);
-  const double bc1 = 1.0 - std::pow(double(beta1), double(t));
-  const double bc2 = 1.0 - std::pow(double(beta2), double(t));
-  const float step = float(double(lr) / bc1);
-  const float inv_sqrt_bc2 = float(1.0 / std::sqrt(bc2));
-  const float decay = 1.f - lr * weight_decay;
+  const formula::AdamWStep st = formula::adamw_step(lr, t, beta1, beta2, weight_decay);
   launch_map(ctx, "AdamW", n, [=] __device__(int64_t i) {
-    const float gi = g[i];
-    const float mn = beta1 * m[i] + (1.f - beta1) * gi;
-    const float vn = beta2 * v[i] + (1.f - beta2) * gi * gi;
-    x_out[i] = x[i] * decay - step * mn / (sqrtf(vn) * inv_sqrt_bc2 + epsilon);
-    m_out[i] = mn;
-    v_out[i] = vn;
+    formula::adamw(x[i], g[i], m[i], v[i], st, beta1, beta2, epsilon, x_out[i], m_out[i],
+                   v_out[i]);
   });
 }
 
 void pipert_adagrad_f32(pipert_context *ctx, float lr, int64_t t, float decay_factor,
                         float epsilon, float norm_coefficient, const float *x, const float *g,
                         const float *h, int64_t n, float *x_out, float *h_out) {
-  const float lr_t = lr / (1.f + float(t) * decay_factor);
+  const float lr_t = formula::adagrad_rate(lr, t, decay_factor);
   launch_map(ctx, "Adagrad", n, [=] __device__(int64_t i) {
-    const float xi = x[i];
-    const float gr = norm_coefficient * xi + g[i];
-    const float hn = h[i] + gr * gr;
-    x_out[i] = xi - lr_t * gr / (sqrtf(hn) + epsilon);
-    h_out[i] = hn;
+    formula::adagrad(x[i], g[i], h[i], lr_t, epsilon, norm_coefficient, x_out[i], h_out[i]);
   });
 }
 
@@ -382,14 +341,10 @@ void pipert_dropout_f32(pipert_context *ctx, const float *x, int64_t n, float ra
     pipert_fail("Dropout: ratio %g outside [0, 1)", double(ratio));
   // The CPU backend's counter-based generator: the same masks on both.
   const uint64_t seed = pipert_context_next_random(ctx);
-  const uint32_t threshold = uint32_t(double(ratio) * 4294967296.0);
+  const uint32_t threshold = formula::dropout_threshold(ratio);
   const float scale = 1.f / (1.f - ratio);
   launch_map(ctx, "Dropout", n, [=] __device__(int64_t i) {
-    uint64_t z = seed + uint64_t(i) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    const uint8_t keep = uint32_t(z >> 32) >= threshold;
+    const uint8_t keep = formula::dropout_keep(seed, i, threshold);
     if (mask)
       mask[i] = keep;
     y[i] = keep ? x[i] * scale : 0.f;

@@ -19,22 +19,6 @@ namespace pipert::cuda {
 
 using namespace ::pipert;
 
-// Element strides of (rank, shape) broadcast to out_rank: 0 on axes the
-// input lacks or has extent 1.
-inline void broadcast_strides(int64_t rank, const int64_t *shape, int64_t out_rank,
-                              int64_t *strides) {
-  int64_t s = 1;
-  for (int64_t i = out_rank - 1; i >= 0; --i) {
-    int64_t j = i - (out_rank - rank);
-    if (j < 0 || shape[j] == 1) {
-      strides[i] = 0;
-    } else {
-      strides[i] = s;
-      s *= shape[j];
-    }
-  }
-}
-
 // An iteration space of `rank` axes (row-major linear index) and, for each of
 // K operands, its element stride on every axis.
 template <int K> struct Layout {

@@ -5,10 +5,12 @@
 // uniform. Conv is im2col + cuBLAS like the CPU backend (grouped: batched over
 // the groups), its input gradient a gather-form col2im (no atomics). Row
 // statistics (softmax, layer/batch norm, losses) accumulate in double like the
-// CPU kernels (runtime/cpu/norm.cpp, loss.cpp), with the same formulas.
+// CPU kernels (runtime/cpu/norm.cpp, loss.cpp); the per-element formulas are
+// shared with them (runtime/core/formulas.h).
 //
 //===----------------------------------------------------------------------===//
 #include "kernels.cuh"
+#include "../core/formulas.h"
 
 using namespace pipert::cuda;
 
@@ -176,7 +178,7 @@ __global__ void softmax_grad_kernel(const float *__restrict__ y, const float *__
     }
     for (int64_t m = 0; m < mid; ++m) {
       const int64_t i = b + m * inner;
-      dx[i] = Log ? dy[i] - expf(y[i]) * acc : y[i] * (dy[i] - acc);
+      dx[i] = formula::softmax_grad<Log>(y[i], dy[i], acc);
     }
   }
 }
@@ -201,7 +203,7 @@ __global__ void softmax_grad_rows_kernel(const float *__restrict__ y,
     if (active)
       for (int64_t m = lane; m < mid; m += G) {
         const int64_t i = off + m;
-        dx[i] = Log ? dy[i] - expf(y[i]) * a : y[i] * (dy[i] - a);
+        dx[i] = formula::softmax_grad<Log>(y[i], dy[i], a);
       }
   }
 }
@@ -254,11 +256,11 @@ __global__ void layer_norm_kernel(const float *__restrict__ x, int64_t rows, int
     v = group_sum<G>(v, dsh);
     if (!active)
       continue;
-    const float inv = float(1.0 / sqrt(v / double(cols) + double(epsilon)));
+    const float inv = formula::inv_std(v / double(cols), epsilon);
     const float muf = float(mu);
     float *yr = y + r * cols;
     for (int64_t j = lane; j < cols; j += G)
-      yr[j] = (xr[j] - muf) * inv * scale[j] + (bias ? bias[j] : 0.f);
+      yr[j] = formula::normalized(xr[j], muf, inv) * scale[j] + (bias ? bias[j] : 0.f);
     if (lane == 0) {
       if (mean)
         mean[r] = muf;
@@ -286,7 +288,7 @@ __global__ void layer_norm_grad_kernel(const float *__restrict__ x, int64_t rows
     double a = 0, b = 0;
     if (active)
       for (int64_t j = lane; j < cols; j += G) {
-        const float xhat = (x[off + j] - mu) * inv;
+        const float xhat = formula::normalized(x[off + j], mu, inv);
         const float gs = dy[off + j] * scale[j];
         a += gs;
         b += double(gs) * xhat;
@@ -297,8 +299,8 @@ __global__ void layer_norm_grad_kernel(const float *__restrict__ x, int64_t rows
       continue;
     const float ma = float(a / double(cols)), mb = float(b / double(cols));
     for (int64_t j = lane; j < cols; j += G) {
-      const float xhat = (x[off + j] - mu) * inv;
-      dx[off + j] = inv * (dy[off + j] * scale[j] - ma - xhat * mb);
+      const float xhat = formula::normalized(x[off + j], mu, inv);
+      dx[off + j] = formula::layer_norm_dx(dy[off + j], scale[j], xhat, inv, ma, mb);
     }
   }
 }
@@ -314,7 +316,7 @@ __global__ void layer_norm_param_grad_kernel(const float *__restrict__ x, int64_
     float ds = 0.f, db = 0.f;
     for (int64_t r = 0; r < rows; ++r) {
       const float g = dy[r * cols + j];
-      ds += g * (x[r * cols + j] - mean[r]) * inv_std[r];
+      ds += formula::layer_norm_dscale_term(g, x[r * cols + j], mean[r], inv_std[r]);
       db += g;
     }
     if (dscale)
@@ -325,16 +327,6 @@ __global__ void layer_norm_param_grad_kernel(const float *__restrict__ x, int64_
 }
 
 //===------------------------------ batch norm ----------------------------===//
-
-struct NCS {
-  int64_t n, c, spatial;
-};
-NCS nc_split(const char *op, int64_t rank, const int64_t *shape) {
-  if (rank < 2)
-    pipert_fail("%s: input must have rank >= 2 (N, C, ...), got %lld", op, (long long)rank);
-  check_rank(op, rank);
-  return {shape[0], shape[1], numel(rank - 2, shape + 2)};
-}
 
 // A block per channel: batch mean and biased variance (two passes, double),
 // running statistics, saved statistics, and k = scale * inv, off = bias - mu k
@@ -361,20 +353,12 @@ __global__ void batch_norm_stats_kernel(const float *__restrict__ x, NCS g, floa
     }
     const double batch_var = block_sum(v, dsh) / double(count);
     if (threadIdx.x == 0) {
-      const float inv = float(1.0 / sqrt(batch_var + double(epsilon)));
+      const float inv = formula::inv_std(batch_var, epsilon);
       const float k = scale[c] * inv;
       kofs[2 * c] = k;
       kofs[2 * c + 1] = bias[c] - float(mu) * k;
-      // Read the inputs before writing: running_* may alias mean/var.
-      const float in_mean = mean ? mean[c] : 0.f, in_var = var ? var[c] : 1.f;
-      if (running_mean)
-        running_mean[c] = in_mean * momentum + float(mu) * (1.f - momentum);
-      if (running_var)
-        running_var[c] = in_var * momentum + float(batch_var) * (1.f - momentum);
-      if (saved_mean)
-        saved_mean[c] = float(mu);
-      if (saved_inv_std)
-        saved_inv_std[c] = inv;
+      formula::batch_norm_store_stats(c, mu, batch_var, inv, momentum, mean, var, running_mean,
+                                      running_var, saved_mean, saved_inv_std);
     }
   }
 }
@@ -395,7 +379,7 @@ __global__ void batch_norm_grad_stats_kernel(const float *__restrict__ x, NCS g,
       const int64_t n = e / g.spatial, i = e % g.spatial;
       const int64_t at = (n * g.c + c) * g.spatial + i;
       sg += dy[at];
-      sgx += double(dy[at]) * ((x[at] - mu) * inv);
+      sgx += double(dy[at]) * formula::normalized(x[at], mu, inv);
     }
     sg = block_sum(sg, dsh);
     sgx = block_sum(sgx, dsh);
@@ -458,29 +442,6 @@ __global__ void col2im_kernel(ConvGeom g, const float *__restrict__ col, float *
 
 //===------------------------------ pooling -------------------------------===//
 
-struct PoolGeom {
-  int64_t n, c, h, w, kh, kw, pt, pl, pb, pr, sh, sw, dh, dw, oh, ow;
-};
-
-PoolGeom pool_geom(const char *op, const int64_t xs[4], const int64_t k[2], const int64_t pads[4],
-                   const int64_t strides[2], const int64_t *dil, int ceil_mode) {
-  PoolGeom g;
-  g.n = xs[0], g.c = xs[1], g.h = xs[2], g.w = xs[3];
-  g.kh = k[0], g.kw = k[1];
-  g.pt = pads[0], g.pl = pads[1], g.pb = pads[2], g.pr = pads[3];
-  g.sh = strides[0], g.sw = strides[1];
-  g.dh = dil ? dil[0] : 1, g.dw = dil ? dil[1] : 1;
-  if (g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1)
-    pipert_fail("%s: kernel, strides and dilations must be >= 1", op);
-  if (g.pt < 0 || g.pl < 0 || g.pb < 0 || g.pr < 0)
-    pipert_fail("%s: negative pads", op);
-  g.oh = pipert_pool_output_dim(g.h, g.kh, g.pt, g.pb, g.sh, g.dh, ceil_mode);
-  g.ow = pipert_pool_output_dim(g.w, g.kw, g.pl, g.pr, g.sw, g.dw, ceil_mode);
-  if (g.oh < 1 || g.ow < 1)
-    pipert_fail("%s: kernel larger than the padded input", op);
-  return g;
-}
-
 // First maximum of window (p, oy, ox): its flat index within the plane, or -1.
 __device__ __forceinline__ int64_t window_argmax(const PoolGeom &g, const float *xp, int64_t oy,
                                                  int64_t ox, float *best_out) {
@@ -505,45 +466,21 @@ __device__ __forceinline__ int64_t window_argmax(const PoolGeom &g, const float 
   return arg;
 }
 
-__device__ __forceinline__ int64_t avg_divisor(const PoolGeom &g, int64_t oy, int64_t ox,
-                                               int count_include_pad) {
-  int64_t y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
-  int64_t y1 = y0 + g.kh, x1 = x0 + g.kw;
-  if (count_include_pad) {
-    y1 = min(y1, g.h + g.pb);
-    x1 = min(x1, g.w + g.pr);
-    return (y1 - y0) * (x1 - x0);
-  }
-  y0 = max(y0, int64_t(0)), x0 = max(x0, int64_t(0));
-  y1 = min(y1, g.h), x1 = min(x1, g.w);
-  return max(int64_t(0), y1 - y0) * max(int64_t(0), x1 - x0);
-}
-
 //===------------------------------ losses --------------------------------===//
 
-struct LossGeom {
-  int64_t n, c, s;
-};
-
-LossGeom loss_geom(const char *op, int64_t rank, const int64_t *shape) {
-  if (rank < 2)
-    pipert_fail("%s: input must have rank >= 2 (N, C, ...), got %lld", op, (long long)rank);
-  check_rank(op, rank);
-  return {shape[0], shape[1], numel(rank - 2, shape + 2)};
-}
+// Batch, classes, spatial (prod of d...).
+using LossGeom = NCS;
 
 // Weight of entry i (0 when ignored), raising out-of-range labels.
 __device__ __forceinline__ float entry_weight(const LossGeom &g, const int64_t *labels,
                                               const float *weights, int has_ii, int64_t ii,
                                               int64_t i, DeviceError *err) {
   const int64_t l = labels[i];
-  if (has_ii && l == ii)
-    return 0.f;
-  if (l < 0 || l >= g.c) {
+  bool bad;
+  const float w = formula::label_weight(l, g.c, weights, has_ii, ii, bad);
+  if (bad)
     raise_error(err, kErrLabel, (long long)l, (long long)g.c);
-    return 0.f;
-  }
-  return weights ? weights[l] : 1.f;
+  return w;
 }
 
 // One block: total = sum_i -w_i logp[label_i] (when logp) and wsum = sum_i w_i;
@@ -554,11 +491,11 @@ __global__ void loss_sums_kernel(LossGeom g, const int64_t *__restrict__ labels,
                                  float *loss, double *wsum_out) {
   __shared__ double dsh[32];
   double total = 0, wsum = 0;
-  for (int64_t i = threadIdx.x; i < g.n * g.s; i += blockDim.x) {
+  for (int64_t i = threadIdx.x; i < g.n * g.spatial; i += blockDim.x) {
     const float w = entry_weight(g, labels, weights, has_ii, ii, i, err);
     if (logp && w != 0.f) {
-      const int64_t n = i / g.s, s = i % g.s;
-      total += -w * logp[(n * g.c + labels[i]) * g.s + s];
+      const int64_t n = i / g.spatial, s = i % g.spatial;
+      total += -w * logp[(n * g.c + labels[i]) * g.spatial + s];
     }
     wsum += w;
   }
@@ -566,38 +503,23 @@ __global__ void loss_sums_kernel(LossGeom g, const int64_t *__restrict__ labels,
   wsum = block_sum(wsum, dsh);
   if (threadIdx.x == 0) {
     if (loss)
-      *loss = reduction == PIPERT_REDUCTION_MEAN ? float(total / wsum) : float(total);
+      *loss = formula::reduced_loss(reduction, total, wsum);
     if (wsum_out)
       *wsum_out = wsum;
   }
 }
 
-// dL/dloss_i for the reduction (wsum: the device scalar for mean).
-__device__ __forceinline__ float entry_scale(int reduction, const float *dloss, int64_t i,
-                                             const double *wsum) {
-  switch (reduction) {
-  case PIPERT_REDUCTION_NONE: return dloss[i];
-  case PIPERT_REDUCTION_SUM: return dloss[0];
-  default: return float(dloss[0] / *wsum);
-  }
-}
-
-void check_reduction(const char *op, pipert_reduction r) {
-  if (r != PIPERT_REDUCTION_NONE && r != PIPERT_REDUCTION_SUM && r != PIPERT_REDUCTION_MEAN)
-    pipert_fail("%s: unknown reduction %d", op, int(r));
-}
-
 void nll_forward(pipert_context *ctx, const char *op, const float *logp, const LossGeom &g,
                  const int64_t *labels, const float *weights, int has_ii, int64_t ii,
                  pipert_reduction reduction, float *loss) {
-  check_reduction(op, reduction);
+  formula::check_reduction(op, reduction);
   DeviceError *err = cx(ctx)->err;
   if (reduction == PIPERT_REDUCTION_NONE) {
     const LossGeom gg = g;
-    launch_map(ctx, op, g.n * g.s, [=] __device__(int64_t i) {
+    launch_map(ctx, op, g.n * g.spatial, [=] __device__(int64_t i) {
       const float w = entry_weight(gg, labels, weights, has_ii, ii, i, err);
-      const int64_t n = i / gg.s, s = i % gg.s;
-      loss[i] = w == 0.f ? 0.f : -w * logp[(n * gg.c + labels[i]) * gg.s + s];
+      const int64_t n = i / gg.spatial, s = i % gg.spatial;
+      loss[i] = w == 0.f ? 0.f : -w * logp[(n * gg.c + labels[i]) * gg.spatial + s];
     });
     return;
   }
@@ -804,8 +726,9 @@ void pipert_batch_norm_inference_f32(pipert_context *ctx, const float *x, int64_
   const NCS g = nc_split("BatchNormalization", rank, shape);
   launch_map(ctx, "BatchNormalization", g.n * g.c * g.spatial, [=] __device__(int64_t i) {
     const int64_t c = (i / g.spatial) % g.c;
-    const float k = scale[c] / sqrtf(var[c] + epsilon);
-    y[i] = x[i] * k + (bias[c] - mean[c] * k);
+    float k, off;
+    formula::batch_norm_inference_coeffs(scale[c], bias[c], mean[c], var[c], epsilon, k, off);
+    y[i] = x[i] * k + off;
   });
 }
 
@@ -849,7 +772,7 @@ void pipert_batch_norm_grad_f32(pipert_context *ctx, const float *x, int64_t ran
     const int64_t c = (i / g.spatial) % g.c;
     const float mu = saved_mean[c], inv = saved_inv_std[c];
     const float k = scale[c] * inv;
-    dx[i] = k * (dy[i] - mg[2 * c] - (x[i] - mu) * inv * mg[2 * c + 1]);
+    dx[i] = formula::batch_norm_dx(dy[i], x[i], mu, inv, k, mg[2 * c], mg[2 * c + 1]);
   });
 }
 
@@ -1004,7 +927,7 @@ void pipert_avgpool2d_f32(pipert_context *ctx, const float *x, const int64_t x_s
           s += xp[iy * g.w + ix];
       }
     }
-    const int64_t d = avg_divisor(g, oy, ox, count_include_pad);
+    const int64_t d = formula::avg_pool_divisor(g, oy, ox, count_include_pad);
     y[o] = d > 0 ? s / float(d) : 0.f;
   });
 }
@@ -1018,7 +941,7 @@ void pipert_avgpool2d_grad_f32(pipert_context *ctx, const float *dy, const int64
   pipert_memset_zero(ctx, dx, size_t(g.n * g.c * g.h * g.w) * sizeof(float));
   launch_map(ctx, "AveragePoolGrad", g.n * g.c * g.oh * g.ow, [=] __device__(int64_t o) {
     const int64_t ox = o % g.ow, oy = (o / g.ow) % g.oh, p = o / (g.ow * g.oh);
-    const int64_t d = avg_divisor(g, oy, ox, count_include_pad);
+    const int64_t d = formula::avg_pool_divisor(g, oy, ox, count_include_pad);
     if (d <= 0)
       return;
     const float v = dy[o] / float(d);
@@ -1063,8 +986,8 @@ void pipert_softmax_cross_entropy_loss_f32(pipert_context *ctx, const float *sco
                                            int64_t ignore_index, pipert_reduction reduction,
                                            float *loss, float *log_prob) {
   const char *op = "SoftmaxCrossEntropyLoss";
-  const LossGeom g = loss_geom(op, rank, shape);
-  check_reduction(op, reduction);
+  const LossGeom g = nc_split(op, rank, shape);
+  formula::check_reduction(op, reduction);
   Scratch own(ctx, log_prob ? 0 : size_t(numel(rank, shape)) * sizeof(float));
   float *lp = log_prob ? log_prob : own.as<float>();
   pipert_log_softmax_f32(ctx, scores, rank, shape, 1, lp);
@@ -1076,8 +999,8 @@ void pipert_softmax_cross_entropy_loss_grad_f32(
     const int64_t *shape, const int64_t *labels, const float *weights, int has_ignore_index,
     int64_t ignore_index, pipert_reduction reduction, float *dscores) {
   const char *op = "SoftmaxCrossEntropyLossGrad";
-  const LossGeom g = loss_geom(op, rank, shape);
-  check_reduction(op, reduction);
+  const LossGeom g = nc_split(op, rank, shape);
+  formula::check_reduction(op, reduction);
   Scratch tmp(ctx, sizeof(double));
   const double *wsum = loss_weight_sum(ctx, op, tmp, g, labels, weights, has_ignore_index,
                                        ignore_index, reduction);
@@ -1086,12 +1009,12 @@ void pipert_softmax_cross_entropy_loss_grad_f32(
   const int has_ii = has_ignore_index;
   const int64_t ii = ignore_index;
   // d loss_i / d scores[n, c, s] = w_i * scale_i * (softmax_c - [c == label_i]).
-  launch_map(ctx, op, g.n * g.c * g.s, [=] __device__(int64_t t) {
-    const int64_t s = t % g.s, c = (t / g.s) % g.c, n = t / (g.s * g.c);
-    const int64_t e = n * g.s + s;
+  launch_map(ctx, op, g.n * g.c * g.spatial, [=] __device__(int64_t t) {
+    const int64_t s = t % g.spatial, c = (t / g.spatial) % g.c, n = t / (g.spatial * g.c);
+    const int64_t e = n * g.spatial + s;
     const float w = entry_weight(g, labels, weights, has_ii, ii, e, err);
-    const float sc = entry_scale(red, dloss, e, wsum);
-    dscores[t] = w * sc * (expf(log_prob[t]) - (labels[e] == c ? 1.f : 0.f));
+    const float sc = formula::reduction_scale(red, dloss, e, wsum);
+    dscores[t] = formula::softmax_xent_grad(w, sc, log_prob[t], labels[e] == c);
   });
 }
 
@@ -1100,7 +1023,7 @@ void pipert_nll_loss_f32(pipert_context *ctx, const float *input, int64_t rank,
                          int has_ignore_index, int64_t ignore_index, pipert_reduction reduction,
                          float *loss) {
   const char *op = "NegativeLogLikelihoodLoss";
-  const LossGeom g = loss_geom(op, rank, shape);
+  const LossGeom g = nc_split(op, rank, shape);
   nll_forward(ctx, op, input, g, labels, weights, has_ignore_index, ignore_index, reduction, loss);
 }
 
@@ -1109,8 +1032,8 @@ void pipert_nll_loss_grad_f32(pipert_context *ctx, const float *dloss, int64_t r
                               int has_ignore_index, int64_t ignore_index,
                               pipert_reduction reduction, float *dinput) {
   const char *op = "NegativeLogLikelihoodLossGrad";
-  const LossGeom g = loss_geom(op, rank, shape);
-  check_reduction(op, reduction);
+  const LossGeom g = nc_split(op, rank, shape);
+  formula::check_reduction(op, reduction);
   Scratch tmp(ctx, sizeof(double));
   const double *wsum = loss_weight_sum(ctx, op, tmp, g, labels, weights, has_ignore_index,
                                        ignore_index, reduction);
@@ -1119,12 +1042,13 @@ void pipert_nll_loss_grad_f32(pipert_context *ctx, const float *dloss, int64_t r
   const int red = int(reduction);
   const int has_ii = has_ignore_index;
   const int64_t ii = ignore_index;
-  launch_map(ctx, op, g.n * g.s, [=] __device__(int64_t e) {
+  launch_map(ctx, op, g.n * g.spatial, [=] __device__(int64_t e) {
     const float w = entry_weight(g, labels, weights, has_ii, ii, e, err);
     if (w == 0.f)
       return;
-    const int64_t n = e / g.s, s = e % g.s;
-    dinput[(n * g.c + labels[e]) * g.s + s] = -w * entry_scale(red, dloss, e, wsum);
+    const int64_t n = e / g.spatial, s = e % g.spatial;
+    dinput[(n * g.c + labels[e]) * g.spatial + s] =
+        -w * formula::reduction_scale(red, dloss, e, wsum);
   });
 }
 

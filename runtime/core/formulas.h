@@ -1,0 +1,293 @@
+//===- formulas.h - per-element math shared by the CPU and CUDA kernels ---===//
+//
+// The formulas both backends evaluate element by element: optimizer updates
+// (ai.onnx.preview.training Momentum, Adam, Adagrad; SGD, AdamW), loss terms,
+// normalisation statistics and their gradients, activation gradients and the
+// dropout generator. runtime/cpu/*.cpp call them from their loops,
+// runtime/cuda/*.cu from their kernels, so both backends agree to rounding
+// (the device may fuse a multiply-add where the host rounds twice).
+//
+// PIPERT_HD functions compile for the host and, under nvcc, for the device;
+// the few host-only ones compute the per-call scalars before a launch. Inputs
+// come by value and outputs go out by reference after every input is read,
+// so callers may pass aliasing elements (x_out[i] for x[i]) as the C ABI
+// allows. Math calls are the C float functions (sqrtf, expf, ...), which are
+// what std::sqrt(float) etc. resolve to on the host.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPERT_CORE_FORMULAS_H
+#define PIPERT_CORE_FORMULAS_H
+
+#include "pipert/pipert.h"
+#include "pipert/pipert_kernels.h"
+#include "shape_util.h"
+
+#include <cmath>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define PIPERT_HD __host__ __device__ inline
+#else
+#define PIPERT_HD inline
+#endif
+
+namespace pipert::formula {
+
+//===------------------------------ activations ---------------------------===//
+
+// Split by sign so exp never overflows.
+PIPERT_HD float sigmoid(float v) {
+  if (v >= 0.f)
+    return 1.f / (1.f + ::expf(-v));
+  const float e = ::expf(v);
+  return e / (1.f + e);
+}
+
+PIPERT_HD float relu_grad(float x, float dy) { return x > 0.f ? dy : 0.f; }
+// From the output y = tanh(x).
+PIPERT_HD float tanh_grad(float y, float dy) { return dy * (1.f - y * y); }
+// From the output y = sigmoid(x).
+PIPERT_HD float sigmoid_grad(float y, float dy) { return dy * y * (1.f - y); }
+// d erf(x) / dx = 2 / sqrt(pi) * exp(-x^2).
+PIPERT_HD float erf_grad(float x, float dy) {
+  return dy * 1.1283791670955126f * ::expf(-x * x);
+}
+
+//===------------------------------ dropout -------------------------------===//
+
+// The keep threshold on the generator's upper 32 bits for a drop ratio.
+inline uint32_t dropout_threshold(float ratio) {
+  return uint32_t(double(ratio) * 4294967296.0);
+}
+
+// A counter-based generator (splitmix64 of seed + i * golden gamma): whether
+// element i survives, from one draw `seed` of the context's random stream.
+PIPERT_HD uint8_t dropout_keep(uint64_t seed, int64_t i, uint32_t threshold) {
+  uint64_t z = seed + uint64_t(i) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return uint32_t(z >> 32) >= threshold;
+}
+
+//===------------------------------ optimizers ----------------------------===//
+
+// SGD with L2 weight decay: x - lr (g + wd x).
+PIPERT_HD float sgd(float x, float g, float lr, float weight_decay) {
+  return x - lr * (g + weight_decay * x);
+}
+
+// ONNX Momentum: beta applies from the second step on (t > 0).
+inline float momentum_beta(int64_t t, float beta) { return t > 0 ? beta : 1.f; }
+
+// ONNX Momentum, standard mode: v' = alpha v + beta_t (norm x + g), x' = x - lr v'.
+PIPERT_HD void momentum(float x, float g, float v, float lr, float alpha, float beta_t,
+                        float norm_coefficient, float &x_out, float &v_out) {
+  const float gr = norm_coefficient * x + g;
+  const float vn = alpha * v + beta_t * gr;
+  x_out = x - lr * vn;
+  v_out = vn;
+}
+
+// ONNX Momentum, Nesterov mode: v' = alpha v + gr, x' = x - lr (gr + alpha v').
+PIPERT_HD void nesterov(float x, float g, float v, float lr, float alpha, float norm_coefficient,
+                        float &x_out, float &v_out) {
+  const float gr = norm_coefficient * x + g;
+  const float vn = alpha * v + gr;
+  x_out = x - lr * (gr + alpha * vn);
+  v_out = vn;
+}
+
+// ONNX Adam's bias-corrected rate: lr sqrt(1 - beta^t) / (1 - alpha^t) for
+// t > 0, in double.
+inline float adam_rate(float lr, int64_t t, float alpha, float beta) {
+  if (t <= 0)
+    return lr;
+  return float(double(lr) * std::sqrt(1.0 - std::pow(double(beta), double(t))) /
+               (1.0 - std::pow(double(alpha), double(t))));
+}
+
+// ONNX Adam with the rate of adam_rate.
+PIPERT_HD void adam(float x, float g, float v, float h, float lr_t, float alpha, float beta,
+                    float epsilon, float norm_coefficient, float norm_coefficient_post,
+                    float &x_out, float &v_out, float &h_out) {
+  const float gr = norm_coefficient * x + g;
+  const float vn = alpha * v + (1.f - alpha) * gr;
+  const float hn = beta * h + (1.f - beta) * gr * gr;
+  const float xn = x - lr_t * (vn / (::sqrtf(hn) + epsilon));
+  x_out = (1.f - norm_coefficient_post) * xn;
+  v_out = vn;
+  h_out = hn;
+}
+
+// AdamW's per-step scalars (PyTorch's formulation, decoupled decay).
+struct AdamWStep {
+  float step;         // lr / (1 - beta1^t)
+  float inv_sqrt_bc2; // 1 / sqrt(1 - beta2^t)
+  float decay;        // 1 - lr wd
+};
+
+inline AdamWStep adamw_step(float lr, int64_t t, float beta1, float beta2, float weight_decay) {
+  if (t < 1)
+    pipert_fail("AdamW: step t must be >= 1, got %lld", (long long)t);
+  const double bc1 = 1.0 - std::pow(double(beta1), double(t));
+  const double bc2 = 1.0 - std::pow(double(beta2), double(t));
+  AdamWStep s;
+  s.step = float(double(lr) / bc1);
+  s.inv_sqrt_bc2 = float(1.0 / std::sqrt(bc2));
+  s.decay = 1.f - lr * weight_decay;
+  return s;
+}
+
+PIPERT_HD void adamw(float x, float g, float m, float v, const AdamWStep &s, float beta1,
+                     float beta2, float epsilon, float &x_out, float &m_out, float &v_out) {
+  const float mn = beta1 * m + (1.f - beta1) * g;
+  const float vn = beta2 * v + (1.f - beta2) * g * g;
+  x_out = x * s.decay - s.step * mn / (::sqrtf(vn) * s.inv_sqrt_bc2 + epsilon);
+  m_out = mn;
+  v_out = vn;
+}
+
+// ONNX Adagrad's decayed rate lr / (1 + t decay_factor).
+inline float adagrad_rate(float lr, int64_t t, float decay_factor) {
+  return lr / (1.f + float(t) * decay_factor);
+}
+
+PIPERT_HD void adagrad(float x, float g, float h, float lr_t, float epsilon,
+                       float norm_coefficient, float &x_out, float &h_out) {
+  const float gr = norm_coefficient * x + g;
+  const float hn = h + gr * gr;
+  x_out = x - lr_t * gr / (::sqrtf(hn) + epsilon);
+  h_out = hn;
+}
+
+//===------------------------------ pooling -------------------------------===//
+
+PIPERT_HD int64_t min_i64(int64_t a, int64_t b) { return b < a ? b : a; }
+PIPERT_HD int64_t max_i64(int64_t a, int64_t b) { return a < b ? b : a; }
+
+// Divisor of average-pool window (oy, ox): with count_include_pad the window
+// clipped to the padded input (padding counts, what ceil_mode reaches beyond
+// it does not), otherwise its in-bounds taps.
+PIPERT_HD int64_t avg_pool_divisor(const PoolGeom &g, int64_t oy, int64_t ox,
+                                   int count_include_pad) {
+  int64_t y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
+  int64_t y1 = y0 + g.kh, x1 = x0 + g.kw;
+  if (count_include_pad) {
+    y1 = min_i64(y1, g.h + g.pb);
+    x1 = min_i64(x1, g.w + g.pr);
+    return (y1 - y0) * (x1 - x0);
+  }
+  y0 = max_i64(y0, 0), x0 = max_i64(x0, 0);
+  y1 = min_i64(y1, g.h), x1 = min_i64(x1, g.w);
+  return max_i64(0, y1 - y0) * max_i64(0, x1 - x0);
+}
+
+//===------------------------------ losses --------------------------------===//
+
+// The weight of a loss entry with label `label` among `classes`: 0 when it is
+// the ignored index, weights[label] (1 without weights) otherwise. Sets
+// `out_of_range` (and returns 0) for a label outside [0, classes), which the
+// caller reports.
+PIPERT_HD float label_weight(int64_t label, int64_t classes, const float *weights,
+                             int has_ignore_index, int64_t ignore_index, bool &out_of_range) {
+  out_of_range = false;
+  if (has_ignore_index && label == ignore_index)
+    return 0.f;
+  if (label < 0 || label >= classes) {
+    out_of_range = true;
+    return 0.f;
+  }
+  return weights ? weights[label] : 1.f;
+}
+
+// Fails unless r is NONE, SUM or MEAN.
+inline void check_reduction(const char *op, pipert_reduction r) {
+  if (r != PIPERT_REDUCTION_NONE && r != PIPERT_REDUCTION_SUM && r != PIPERT_REDUCTION_MEAN)
+    pipert_fail("%s: unknown reduction %d", op, int(r));
+}
+
+// The reduced loss from sum_i loss_i and sum_i w_i (SUM or MEAN).
+PIPERT_HD float reduced_loss(int reduction, double total, double wsum) {
+  return reduction == PIPERT_REDUCTION_MEAN ? float(total / wsum) : float(total);
+}
+
+// dL/dloss_i for a valid reduction: the incoming gradient, spread over the
+// entries (MEAN: divided by the sum of weights, *wsum, read only then).
+PIPERT_HD float reduction_scale(int reduction, const float *dloss, int64_t i,
+                                const double *wsum) {
+  switch (reduction) {
+  case PIPERT_REDUCTION_NONE: return dloss[i];
+  case PIPERT_REDUCTION_SUM: return dloss[0];
+  default: return float(dloss[0] / *wsum);
+  }
+}
+
+// d loss_i / d scores[c] of softmax cross-entropy: w_i scale_i (softmax_c - [c == label_i]).
+PIPERT_HD float softmax_xent_grad(float w, float scale, float log_prob, bool is_label) {
+  return w * scale * (::expf(log_prob) - (is_label ? 1.f : 0.f));
+}
+
+//===------------------------------ softmax -------------------------------===//
+
+// dx of (log-)softmax from its output y, dy and acc = sum dy (Log) or
+// sum dy y (softmax) over the axis.
+template <bool Log> PIPERT_HD float softmax_grad(float y, float dy, float acc) {
+  return Log ? dy - ::expf(y) * acc : y * (dy - acc);
+}
+
+//===------------------------------ normalisation -------------------------===//
+
+// 1 / sqrt(var + eps) from a variance accumulated in double.
+PIPERT_HD float inv_std(double var, float epsilon) {
+  return float(1.0 / ::sqrt(var + double(epsilon)));
+}
+
+// xhat = (x - mu) inv_std.
+PIPERT_HD float normalized(float x, float mu, float inv) { return (x - mu) * inv; }
+
+// Layer norm's input gradient: inv (dy s - mean(dy s) - xhat mean(dy s xhat)).
+PIPERT_HD float layer_norm_dx(float dy, float scale, float xhat, float inv, float mean_gs,
+                              float mean_gsx) {
+  return inv * (dy * scale - mean_gs - xhat * mean_gsx);
+}
+
+// One row's term of layer norm's scale gradient, dy (x - mu) inv.
+PIPERT_HD float layer_norm_dscale_term(float dy, float x, float mu, float inv) {
+  return dy * (x - mu) * inv;
+}
+
+// Batch norm's input gradient: k (dy - mean(dy) - xhat mean(dy xhat)), k = scale inv.
+PIPERT_HD float batch_norm_dx(float dy, float x, float mu, float inv, float k, float mean_g,
+                              float mean_gx) {
+  return k * (dy - mean_g - normalized(x, mu, inv) * mean_gx);
+}
+
+// Inference batch norm as y = x k + off from the running statistics.
+PIPERT_HD void batch_norm_inference_coeffs(float scale, float bias, float mean, float var,
+                                           float epsilon, float &k, float &off) {
+  k = scale / ::sqrtf(var + epsilon);
+  off = bias - mean * k;
+}
+
+// Training batch norm, channel c, after its batch mean and biased variance:
+// the running statistics (momentum on the inputs' mean/var, which the outputs
+// may alias: read first) and the saved statistics; every output optional.
+PIPERT_HD void batch_norm_store_stats(int64_t c, double mu, double batch_var, float inv,
+                                      float momentum, const float *mean, const float *var,
+                                      float *running_mean, float *running_var, float *saved_mean,
+                                      float *saved_inv_std) {
+  const float in_mean = mean ? mean[c] : 0.f, in_var = var ? var[c] : 1.f;
+  if (running_mean)
+    running_mean[c] = in_mean * momentum + float(mu) * (1.f - momentum);
+  if (running_var)
+    running_var[c] = in_var * momentum + float(batch_var) * (1.f - momentum);
+  if (saved_mean)
+    saved_mean[c] = float(mu);
+  if (saved_inv_std)
+    saved_inv_std[c] = inv;
+}
+
+} // namespace pipert::formula
+
+#endif // PIPERT_CORE_FORMULAS_H
