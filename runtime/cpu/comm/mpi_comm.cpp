@@ -12,16 +12,15 @@
 //===----------------------------------------------------------------------===//
 #include "pipert/pipert_comm.h"
 #include "pipert/pipert_trace.h"
+#include "../../core/transport_util.h"
 
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 struct pipert_comm {
@@ -35,18 +34,8 @@ struct pipert_comm {
 
 namespace {
 
-enum class Kind { Send, Recv, Allreduce, Broadcast, Barrier };
-
-const char *kindName(Kind k) {
-  switch (k) {
-  case Kind::Send: return "send";
-  case Kind::Recv: return "recv";
-  case Kind::Allreduce: return "allreduce";
-  case Kind::Broadcast: return "broadcast";
-  case Kind::Barrier: return "barrier";
-  }
-  return "transfer";
-}
+using pipert::transport::Kind;
+using pipert::transport::byteCount;
 
 } // namespace
 
@@ -139,50 +128,10 @@ MPI_Datatype mpiType(pipert_dtype t) {
   }
 }
 
-int64_t byteCount(int64_t count, pipert_dtype dtype, const char *what) {
-  size_t es = pipert_dtype_size(dtype);
-  if (es == 0)
-    pipert_fail("%s: unknown dtype %d", what, static_cast<int>(dtype));
-  if (count < 0)
-    pipert_fail("%s: negative element count %lld", what, static_cast<long long>(count));
-  return count * static_cast<int64_t>(es);
-}
-
 int worldRankOf(const pipert_comm *c, int rank) { return c->worldRanks[static_cast<size_t>(rank)]; }
 
 std::string describe(const pipert_request *r) {
-  char buf[256];
-  switch (r->kind) {
-  case Kind::Send:
-    std::snprintf(buf, sizeof buf, "send of %lld bytes to rank %d, tag %d",
-                  static_cast<long long>(r->bytes), r->peerWorld, r->tag);
-    break;
-  case Kind::Recv:
-    std::snprintf(buf, sizeof buf, "recv of %lld bytes from rank %d, tag %d",
-                  static_cast<long long>(r->bytes), r->peerWorld, r->tag);
-    break;
-  case Kind::Allreduce:
-    std::snprintf(buf, sizeof buf, "allreduce of %lld bytes over %d ranks",
-                  static_cast<long long>(r->bytes), r->commSize);
-    break;
-  case Kind::Broadcast:
-    std::snprintf(buf, sizeof buf, "broadcast of %lld bytes from rank %d over %d ranks",
-                  static_cast<long long>(r->bytes), r->peerWorld, r->commSize);
-    break;
-  case Kind::Barrier:
-    std::snprintf(buf, sizeof buf, "barrier over %d ranks", r->commSize);
-    break;
-  }
-  return buf;
-}
-
-std::string formatSeconds(double s) {
-  char buf[64];
-  if (s == static_cast<double>(static_cast<long long>(s)))
-    std::snprintf(buf, sizeof buf, "%lld s", static_cast<long long>(s));
-  else
-    std::snprintf(buf, sizeof buf, "%g s", s);
-  return buf;
+  return pipert::transport::describe(r->kind, r->bytes, r->peerWorld, r->tag, r->commSize);
 }
 
 // Tests the request's MPI requests; returns true when all have completed and
@@ -222,69 +171,10 @@ bool testRequest(pipert_request *r) {
   return true;
 }
 
-void traceCompletion(pipert_context *ctx, const pipert_request *r) {
-  if (!pipert_trace_enabled(ctx))
-    return;
-  char name[96];
-  switch (r->kind) {
-  case Kind::Send:
-    std::snprintf(name, sizeof name, "send to %d tag %d", r->peerWorld, r->tag);
-    break;
-  case Kind::Recv:
-    std::snprintf(name, sizeof name, "recv from %d tag %d", r->peerWorld, r->tag);
-    break;
-  default:
-    std::snprintf(name, sizeof name, "%s", kindName(r->kind));
-    break;
-  }
-  const char *cat = r->kind == Kind::Recv ? "recv" : "send";
-  if (r->kind == Kind::Allreduce || r->kind == Kind::Broadcast || r->kind == Kind::Barrier)
-    cat = kindName(r->kind);
-  pipert_trace_end(ctx, name, cat, r->postUs, PIPERT_TRACE_TID_TRANSFER);
-}
-
-// Polls until every request completes or the timeout passes.
+// Polls until every request completes or the timeout passes, then frees them.
 void waitRequests(pipert_context *ctx, pipert_request **reqs, int n) {
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  const double traceStart = pipert_trace_begin(ctx);
-  bool blocked = false;
-  int spins = 0;
-  auto sleepFor = std::chrono::microseconds(20);
-  for (;;) {
-    bool all = true;
-    for (int i = 0; i < n; ++i)
-      if (reqs[i] && !testRequest(reqs[i]))
-        all = false;
-    if (all)
-      break;
-    blocked = true;
-    const double waited = std::chrono::duration<double>(clock::now() - start).count();
-    if (waited >= g_timeoutS) {
-      for (int i = 0; i < n; ++i)
-        if (reqs[i] && !reqs[i]->done)
-          pipert_fail("%s, timed out after %s", describe(reqs[i]).c_str(),
-                      formatSeconds(g_timeoutS).c_str());
-    }
-    if (++spins < 200)
-      continue;
-    std::this_thread::sleep_for(sleepFor);
-    sleepFor = std::min(sleepFor * 2, std::chrono::microseconds(500));
-  }
-  if (blocked && pipert_trace_enabled(ctx)) {
-    const pipert_request *first = nullptr;
-    for (int i = 0; i < n && !first; ++i)
-      first = reqs[i];
-    std::string name = first ? "wait " + describe(first) : std::string("wait");
-    pipert_trace_end(ctx, name.c_str(), "idle", traceStart, PIPERT_TRACE_TID_COMPUTE);
-  }
-  for (int i = 0; i < n; ++i) {
-    if (!reqs[i])
-      continue;
-    traceCompletion(ctx, reqs[i]);
-    delete reqs[i];
-    reqs[i] = nullptr;
-  }
+  pipert::transport::waitAndRelease(ctx, reqs, n, g_timeoutS, testRequest, describe,
+                                    [](pipert_request *r) { delete r; });
 }
 
 pipert_request *postP2P(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
@@ -404,39 +294,8 @@ void pipert_comm_set_timeout(double seconds) {
 }
 double pipert_comm_timeout(void) { return g_timeoutS; }
 
-pipert_request *pipert_isend(pipert_context *ctx, pipert_comm *comm, const void *buf,
-                             int64_t count, pipert_dtype dtype, int peer, int tag) {
-  return postP2P(ctx, comm, const_cast<void *>(buf), count, dtype, peer, tag, Kind::Send);
-}
-
-pipert_request *pipert_irecv(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
-                             pipert_dtype dtype, int peer, int tag) {
-  return postP2P(ctx, comm, buf, count, dtype, peer, tag, Kind::Recv);
-}
-
-void pipert_send(pipert_context *ctx, pipert_comm *comm, const void *buf, int64_t count,
-                 pipert_dtype dtype, int peer, int tag) {
-  pipert_request *r = pipert_isend(ctx, comm, buf, count, dtype, peer, tag);
-  waitRequests(ctx, &r, 1);
-}
-
-void pipert_recv(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
-                 pipert_dtype dtype, int peer, int tag) {
-  pipert_request *r = pipert_irecv(ctx, comm, buf, count, dtype, peer, tag);
-  waitRequests(ctx, &r, 1);
-}
-
-void pipert_wait(pipert_context *ctx, pipert_request *req) {
-  if (!req)
-    return;
-  waitRequests(ctx, &req, 1);
-}
-
-void pipert_wait_all(pipert_context *ctx, pipert_request **reqs, int n) {
-  if (n <= 0)
-    return;
-  waitRequests(ctx, reqs, n);
-}
+// isend, irecv, send, recv, wait, wait_all, allreduce_f32.
+#include "../../core/transport_entry_points.inc"
 
 int pipert_test(pipert_context *, pipert_request *req) {
   return req ? (testRequest(req) ? 1 : 0) : 1;
@@ -467,12 +326,6 @@ pipert_request *pipert_iallreduce_f32(pipert_context *ctx, pipert_comm *comm, fl
     off += n;
   } while (off < count);
   return r;
-}
-
-void pipert_allreduce_f32(pipert_context *ctx, pipert_comm *comm, float *buf, int64_t count,
-                          pipert_collective_op op) {
-  pipert_request *r = pipert_iallreduce_f32(ctx, comm, buf, count, op);
-  waitRequests(ctx, &r, 1);
 }
 
 void pipert_broadcast(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,

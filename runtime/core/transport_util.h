@@ -1,0 +1,169 @@
+//===- transport_util.h - host code shared by the pipert transports -*- C++ -*-===//
+//
+// What the MPI transport (runtime/cpu/comm/mpi_comm.cpp) and the NCCL one
+// (runtime/cuda/nccl_comm.cpp) do alike around their own requests: the kinds
+// of transfer and how errors and traces name them, byte counts, and the wait
+// loop (poll, spin, back off, time out naming the transfer, trace the idle
+// time).
+//
+// Both transports are compiled into libpipert_cuda, the MPI one with its
+// pipert_comm.h names renamed (runtime/cuda/mpi_rename.h): this header must
+// not spell any of those names, so that it reads the same in both.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPERT_CORE_TRANSPORT_UTIL_H
+#define PIPERT_CORE_TRANSPORT_UTIL_H
+
+#include "pipert/pipert.h"
+#include "pipert/pipert_trace.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+namespace pipert::transport {
+
+enum class Kind { Send, Recv, Allreduce, Broadcast, Barrier };
+
+inline const char *kindName(Kind k) {
+  switch (k) {
+  case Kind::Send: return "send";
+  case Kind::Recv: return "recv";
+  case Kind::Allreduce: return "allreduce";
+  case Kind::Broadcast: return "broadcast";
+  case Kind::Barrier: return "barrier";
+  }
+  return "transfer";
+}
+
+// How errors name a transfer: "send of 64 bytes to rank 1, tag 3", ...
+// peerWorld is the peer's (send/recv) or the root's (broadcast) world rank.
+inline std::string describe(Kind kind, int64_t bytes, int peerWorld, int tag, int commSize) {
+  char buf[256];
+  switch (kind) {
+  case Kind::Send:
+    std::snprintf(buf, sizeof buf, "send of %lld bytes to rank %d, tag %d",
+                  static_cast<long long>(bytes), peerWorld, tag);
+    break;
+  case Kind::Recv:
+    std::snprintf(buf, sizeof buf, "recv of %lld bytes from rank %d, tag %d",
+                  static_cast<long long>(bytes), peerWorld, tag);
+    break;
+  case Kind::Allreduce:
+    std::snprintf(buf, sizeof buf, "allreduce of %lld bytes over %d ranks",
+                  static_cast<long long>(bytes), commSize);
+    break;
+  case Kind::Broadcast:
+    std::snprintf(buf, sizeof buf, "broadcast of %lld bytes from rank %d over %d ranks",
+                  static_cast<long long>(bytes), peerWorld, commSize);
+    break;
+  case Kind::Barrier:
+    std::snprintf(buf, sizeof buf, "barrier over %d ranks", commSize);
+    break;
+  }
+  return buf;
+}
+
+// "300 s", "0.5 s".
+inline std::string formatSeconds(double s) {
+  char buf[64];
+  if (s == static_cast<double>(static_cast<long long>(s)))
+    std::snprintf(buf, sizeof buf, "%lld s", static_cast<long long>(s));
+  else
+    std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+// count elements of dtype in bytes, failing on an unknown dtype or a negative count.
+inline int64_t byteCount(int64_t count, pipert_dtype dtype, const char *what) {
+  size_t es = pipert_dtype_size(dtype);
+  if (es == 0)
+    pipert_fail("%s: unknown dtype %d", what, static_cast<int>(dtype));
+  if (count < 0)
+    pipert_fail("%s: negative element count %lld", what, static_cast<long long>(count));
+  return count * static_cast<int64_t>(es);
+}
+
+// The trace event of a completed transfer, from its posting to now, on the
+// transfer row: "send to 1 tag 3" (category send), "recv from 0 tag 3"
+// (recv), "allreduce" (allreduce), ...
+inline void traceCompletion(pipert_context *ctx, Kind kind, int peerWorld, int tag,
+                            double postUs) {
+  if (!pipert_trace_enabled(ctx))
+    return;
+  char name[96];
+  switch (kind) {
+  case Kind::Send: std::snprintf(name, sizeof name, "send to %d tag %d", peerWorld, tag); break;
+  case Kind::Recv: std::snprintf(name, sizeof name, "recv from %d tag %d", peerWorld, tag); break;
+  default: std::snprintf(name, sizeof name, "%s", kindName(kind)); break;
+  }
+  const char *cat = kind == Kind::Send ? "send" : kindName(kind);
+  pipert_trace_end(ctx, name, cat, postUs, PIPERT_TRACE_TID_TRANSFER);
+}
+
+// Polls until every non-null request of reqs[0..n) is done, or fails naming
+// the first one still pending once `timeout` seconds have passed. test(r)
+// advances request r and returns whether it is done (r->done after that);
+// describe(r) names it. The first 200 polls spin, then each sleeps with an
+// exponential backoff from 20 us capped at 0.5 ms (ranks may share cores:
+// spinning would slow the peer being waited for). Time spent blocked is
+// traced as "wait <first request>" (category idle) on the compute row.
+template <typename Req, typename Test, typename Describe>
+void pollUntilDone(pipert_context *ctx, Req **reqs, int n, double timeout, Test &&test,
+                   Describe &&describe) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  const double traceStart = pipert_trace_begin(ctx);
+  bool blocked = false;
+  int spins = 0;
+  auto sleepFor = std::chrono::microseconds(20);
+  for (;;) {
+    bool all = true;
+    for (int i = 0; i < n; ++i)
+      if (reqs[i] && !test(reqs[i]))
+        all = false;
+    if (all)
+      break;
+    blocked = true;
+    const double waited = std::chrono::duration<double>(clock::now() - start).count();
+    if (waited >= timeout)
+      for (int i = 0; i < n; ++i)
+        if (reqs[i] && !reqs[i]->done)
+          pipert_fail("%s, timed out after %s", describe(reqs[i]).c_str(),
+                      formatSeconds(timeout).c_str());
+    if (++spins < 200)
+      continue;
+    std::this_thread::sleep_for(sleepFor);
+    sleepFor = std::min(sleepFor * 2, std::chrono::microseconds(500));
+  }
+  if (blocked && pipert_trace_enabled(ctx)) {
+    const Req *first = nullptr;
+    for (int i = 0; i < n && !first; ++i)
+      first = reqs[i];
+    std::string name = first ? "wait " + describe(first) : std::string("wait");
+    pipert_trace_end(ctx, name.c_str(), "idle", traceStart, PIPERT_TRACE_TID_COMPUTE);
+  }
+}
+
+// pollUntilDone, then each request's completion traced (traceCompletion from
+// its kind, peerWorld, tag and postUs), release(r) called on it and its slot
+// cleared.
+template <typename Req, typename Test, typename Describe, typename Release>
+void waitAndRelease(pipert_context *ctx, Req **reqs, int n, double timeout, Test &&test,
+                    Describe &&describe, Release &&release) {
+  pollUntilDone(ctx, reqs, n, timeout, test, describe);
+  for (int i = 0; i < n; ++i) {
+    if (!reqs[i])
+      continue;
+    traceCompletion(ctx, reqs[i]->kind, reqs[i]->peerWorld, reqs[i]->tag, reqs[i]->postUs);
+    release(reqs[i]);
+    reqs[i] = nullptr;
+  }
+}
+
+} // namespace pipert::transport
+
+#endif // PIPERT_CORE_TRANSPORT_UTIL_H
