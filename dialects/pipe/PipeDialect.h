@@ -33,4 +33,24 @@ void printScheduleName(AsmPrinter &printer, ScheduleKind kind);
 #define GET_OP_CLASSES
 #include "dialects/pipe/PipeOps.h.inc"
 
+namespace mlir::pipec::pipe {
+/// The micro-batch an instruction works on: `offset`, plus the index of its
+/// enclosing pipe.loop when `base` is set.
+struct MicroBatchIndex {
+  Value base;
+  int64_t offset = 0;
+  /// The micro-batch for loop index `k` (ignored without a base).
+  int64_t at(int64_t k) const { return base ? k + offset : offset; }
+};
+/// The micro-batch of a feed, forward, backward, send, recv, report_loss,
+/// save or restore; nullopt for other ops.
+std::optional<MicroBatchIndex> getMicroBatchIndex(Operation *op);
+
+/// Calls `fn` for every instruction `program` runs in one step, in order,
+/// with its micro-batch (-1 for instructions without one): a pipe.loop's
+/// body once for every index of its range, the loop op itself not at all.
+void forEachInstruction(ProgramOp program,
+                        llvm::function_ref<void(Operation *, int64_t)> fn);
+} // namespace mlir::pipec::pipe
+
 #endif

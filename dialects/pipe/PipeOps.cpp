@@ -41,16 +41,36 @@ static std::string intList(ArrayRef<int64_t> values) {
   return s;
 }
 
-/// The micro-batch index must lie in [0, microbatches) of the program.
-static LogicalResult verifyMicroBatch(Operation *op, int64_t mb) {
+/// The micro-batch index must lie in [0, microbatches) of the program: a
+/// constant, or `%k + offset` with %k the index of the enclosing loop, for
+/// every %k the loop runs.
+static LogicalResult verifyMicroBatch(Operation *op, int64_t mb,
+                                      Value base = Value()) {
   auto program = op->getParentOfType<ProgramOp>();
   if (!program)
     return success(); // HasParent reports it.
   int64_t count = program.getMicrobatches();
-  if (mb < 0 || mb >= count)
-    return op->emitOpError() << "micro-batch " << mb
-                             << " is out of range [0, " << count
-                             << ") of program @" << program.getSymName();
+  int64_t lo = mb, hi = mb;
+  if (base) {
+    auto loop = dyn_cast<LoopOp>(op->getParentOp());
+    if (!loop || base != loop.getIndex())
+      return op->emitOpError()
+             << "names its micro-batch relative to " << base
+             << ", which is not the index of its enclosing pipe.loop";
+    if (loop.getTripCount() < 1)
+      return success(); // The loop reports it.
+    lo = loop.getLower() + mb;
+    hi = loop.getUpper() - 1 + mb;
+  }
+  if (lo < 0 || hi >= count) {
+    InFlightDiagnostic diag = op->emitOpError();
+    diag << "micro-batch " << (lo < 0 ? lo : hi);
+    if (base)
+      diag << " (of " << lo << ".." << hi << " over the loop)";
+    diag << " is out of range [0, " << count << ") of program @"
+         << program.getSymName();
+    return diag;
+  }
   return success();
 }
 
@@ -141,6 +161,53 @@ static void printScheduleName(OpAsmPrinter &printer, Operation *,
   printScheduleName(static_cast<AsmPrinter &>(printer), attr.getValue());
 }
 } // namespace mlir::pipec::pipe
+
+/// `mb 3`, `mb %k`, `mb %k + 2`, `mb %k - 1`: a micro-batch index, constant
+/// or relative to a loop index.
+static ParseResult
+parseMicroBatch(OpAsmParser &parser,
+                std::optional<OpAsmParser::UnresolvedOperand> &base,
+                IntegerAttr &offset) {
+  if (parser.parseKeyword("mb"))
+    return failure();
+  OpAsmParser::UnresolvedOperand operand;
+  OptionalParseResult hasBase = parser.parseOptionalOperand(operand);
+  int64_t value = 0;
+  if (hasBase.has_value()) {
+    if (failed(*hasBase))
+      return failure();
+    base = operand;
+    int64_t sign = 0;
+    if (succeeded(parser.parseOptionalPlus()))
+      sign = 1;
+    else if (succeeded(parser.parseOptionalMinus()))
+      sign = -1;
+    if (sign) {
+      if (parser.parseInteger(value))
+        return failure();
+      value *= sign;
+    }
+  } else if (parser.parseInteger(value)) {
+    return failure();
+  }
+  offset = parser.getBuilder().getI64IntegerAttr(value);
+  return success();
+}
+
+static void printMicroBatch(OpAsmPrinter &printer, Operation *, Value base,
+                            IntegerAttr offset) {
+  int64_t value = offset.getValue().getSExtValue();
+  printer << "mb ";
+  if (!base) {
+    printer << value;
+    return;
+  }
+  printer << base;
+  if (value > 0)
+    printer << " + " << value;
+  else if (value < 0)
+    printer << " - " << -value;
+}
 
 /// `("fc1.weight": tensor<4x8xf32>, ...)`
 static ParseResult parseParamList(OpAsmParser &parser, ArrayAttr &names,
@@ -645,13 +712,13 @@ static LogicalResult verifyWeightsClause(Operation *op, Value weights,
 }
 
 LogicalResult ForwardOp::verify() {
-  if (failed(verifyMicroBatch(*this, getMb())))
+  if (failed(verifyMicroBatch(*this, getMb(), getMbBase())))
     return failure();
   return verifyWeightsClause(*this, getWeights(), getVersion());
 }
 
 LogicalResult BackwardOp::verify() {
-  if (failed(verifyMicroBatch(*this, getMb())))
+  if (failed(verifyMicroBatch(*this, getMb(), getMbBase())))
     return failure();
   if (getPart() == BackwardPart::Weight && !getResults().empty())
     return emitOpError() << "computing weight gradients only has no results";
@@ -748,12 +815,12 @@ BackwardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 LogicalResult FeedOp::verify() {
   if (getInput().empty())
     return emitOpError() << "needs the name of a graph input";
-  return verifyMicroBatch(*this, getMb());
+  return verifyMicroBatch(*this, getMb(), getMbBase());
 }
 
 static LogicalResult verifyTransfer(Operation *op, int64_t peer, int64_t mb,
-                                    StringRef tag) {
-  if (failed(verifyPeer(op, peer)) || failed(verifyMicroBatch(op, mb)))
+                                    Value base, StringRef tag) {
+  if (failed(verifyPeer(op, peer)) || failed(verifyMicroBatch(op, mb, base)))
     return failure();
   if (tag.empty())
     return op->emitOpError() << "needs a non-empty tag";
@@ -761,11 +828,11 @@ static LogicalResult verifyTransfer(Operation *op, int64_t peer, int64_t mb,
 }
 
 LogicalResult SendOp::verify() {
-  return verifyTransfer(*this, getPeer(), getMb(), getTag());
+  return verifyTransfer(*this, getPeer(), getMb(), getMbBase(), getTag());
 }
 
 LogicalResult RecvOp::verify() {
-  return verifyTransfer(*this, getPeer(), getMb(), getTag());
+  return verifyTransfer(*this, getPeer(), getMb(), getMbBase(), getTag());
 }
 
 LogicalResult ReportLossOp::verify() {
@@ -776,5 +843,151 @@ LogicalResult ReportLossOp::verify() {
   if (!type.hasStaticShape() || type.getNumElements() != 1)
     return emitOpError() << "loss must hold exactly one element, not "
                          << type;
-  return verifyMicroBatch(*this, getMb());
+  return verifyMicroBatch(*this, getMb(), getMbBase());
+}
+
+//===----------------------------------------------------------------------===//
+// Micro-batch loops and activation buffers
+//===----------------------------------------------------------------------===//
+
+void LoopOp::build(OpBuilder &builder, OperationState &state, int64_t lower,
+                   int64_t upper) {
+  state.addAttribute(getLowerAttrName(state.name),
+                     builder.getI64IntegerAttr(lower));
+  state.addAttribute(getUpperAttrName(state.name),
+                     builder.getI64IntegerAttr(upper));
+  Block &body = state.addRegion()->emplaceBlock();
+  body.addArgument(builder.getIndexType(), state.location);
+}
+
+/// `pipe.loop %k = 0 to 6 [attributes {...}] { ... }`
+ParseResult LoopOp::parse(OpAsmParser &parser, OperationState &result) {
+  OpAsmParser::Argument index;
+  int64_t lower = 0, upper = 0;
+  if (parser.parseArgument(index) || parser.parseEqual() ||
+      parser.parseInteger(lower) || parser.parseKeyword("to") ||
+      parser.parseInteger(upper) ||
+      parser.parseOptionalAttrDictWithKeyword(result.attributes))
+    return failure();
+  Builder &b = parser.getBuilder();
+  index.type = b.getIndexType();
+  result.addAttribute("lower", b.getI64IntegerAttr(lower));
+  result.addAttribute("upper", b.getI64IntegerAttr(upper));
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body, {index}))
+    return failure();
+  if (body->empty())
+    body->emplaceBlock();
+  return success();
+}
+
+void LoopOp::print(OpAsmPrinter &printer) {
+  printer << " " << getIndex() << " = " << getLower() << " to " << getUpper();
+  printer.printOptionalAttrDictWithKeyword((*this)->getAttrs(),
+                                           {"lower", "upper"});
+  printer << " ";
+  printer.printRegion(getBody(), /*printEntryBlockArgs=*/false);
+}
+
+void LoopOp::getAsmBlockArgumentNames(Region &region,
+                                      OpAsmSetValueNameFn setNameFn) {
+  if (!region.empty() && region.front().getNumArguments() == 1)
+    setNameFn(region.front().getArgument(0), "k");
+}
+
+LogicalResult LoopOp::verify() {
+  Block &body = getInstructions();
+  if (body.getNumArguments() != 1 || !body.getArgument(0).getType().isIndex())
+    return emitOpError() << "body must take one index argument, the "
+                            "micro-batch index";
+  if (getLower() < 0 || getUpper() <= getLower())
+    return emitOpError() << "range [" << getLower() << ", " << getUpper()
+                         << ") must be non-empty and non-negative";
+  return success();
+}
+
+void ActivationBufferOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getBuffer(), "act");
+}
+
+LogicalResult ActivationBufferOp::verify() {
+  if (getName().empty())
+    return emitOpError() << "needs a name";
+  if (getDepth() < 1)
+    return emitOpError() << "needs a depth of at least one, has "
+                         << getDepth();
+  auto type = llvm::dyn_cast<RankedTensorType>(getType());
+  if (!type || !type.hasStaticShape())
+    return emitOpError() << "holds " << getType()
+                         << ", not a statically shaped tensor";
+  return success();
+}
+
+/// The activation buffer an instruction names, checked against the type of
+/// the value it stores or reads.
+static LogicalResult verifyActivationAccess(Operation *op, Value buffer,
+                                            Type valueType) {
+  auto decl = buffer.getDefiningOp<ActivationBufferOp>();
+  if (!decl)
+    return op->emitOpError()
+           << "needs a buffer defined by pipe.activation_buffer";
+  if (decl.getType() != valueType)
+    return op->emitOpError() << "accesses buffer \"" << decl.getName()
+                             << "\" of " << decl.getType() << " as "
+                             << valueType;
+  return success();
+}
+
+LogicalResult SaveOp::verify() {
+  if (failed(verifyMicroBatch(*this, getMb(), getMbBase())))
+    return failure();
+  return verifyActivationAccess(*this, getBuffer(), getValue().getType());
+}
+
+LogicalResult RestoreOp::verify() {
+  if (failed(verifyMicroBatch(*this, getMb(), getMbBase())))
+    return failure();
+  return verifyActivationAccess(*this, getBuffer(), getValue().getType());
+}
+
+std::optional<MicroBatchIndex>
+mlir::pipec::pipe::getMicroBatchIndex(Operation *op) {
+  auto make = [](auto typed) -> std::optional<MicroBatchIndex> {
+    return MicroBatchIndex{typed.getMbBase(), typed.getMb()};
+  };
+  if (auto o = dyn_cast<FeedOp>(op))
+    return make(o);
+  if (auto o = dyn_cast<ForwardOp>(op))
+    return make(o);
+  if (auto o = dyn_cast<BackwardOp>(op))
+    return make(o);
+  if (auto o = dyn_cast<SendOp>(op))
+    return make(o);
+  if (auto o = dyn_cast<RecvOp>(op))
+    return make(o);
+  if (auto o = dyn_cast<ReportLossOp>(op))
+    return make(o);
+  if (auto o = dyn_cast<SaveOp>(op))
+    return make(o);
+  if (auto o = dyn_cast<RestoreOp>(op))
+    return make(o);
+  return std::nullopt;
+}
+
+void mlir::pipec::pipe::forEachInstruction(
+    ProgramOp program, llvm::function_ref<void(Operation *, int64_t)> fn) {
+  auto visit = [&](Operation &op, int64_t k) {
+    std::optional<MicroBatchIndex> mb = getMicroBatchIndex(&op);
+    fn(&op, mb ? mb->at(k) : -1);
+  };
+  for (Operation &op : program.getInstructions()) {
+    auto loop = dyn_cast<LoopOp>(op);
+    if (!loop) {
+      visit(op, 0);
+      continue;
+    }
+    for (int64_t k = loop.getLower(); k < loop.getUpper(); ++k)
+      for (Operation &inner : loop.getInstructions())
+        visit(inner, k);
+  }
 }

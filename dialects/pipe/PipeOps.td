@@ -131,13 +131,18 @@ def Pipe_ProgramOp : Pipe_Op<"program", [Symbol, IsolatedFromAbove, SingleBlock,
 // An instruction of a program. Instructions touch persistent state or talk to
 // peers, so they have no declared effects: nothing removes or reorders them.
 class Pipe_InstrOp<string mnemonic, list<Trait> traits = []>
+    : Pipe_Op<mnemonic, !listconcat(traits,
+                                    [ParentOneOf<["ProgramOp", "LoopOp"]>])>;
+
+// A declaration of state of the whole program: only directly in a program.
+class Pipe_DeclOp<string mnemonic, list<Trait> traits = []>
     : Pipe_Op<mnemonic, !listconcat(traits, [HasParent<"ProgramOp">])>;
 
 //===----------------------------------------------------------------------===//
 // Weight buffers
 //===----------------------------------------------------------------------===//
 
-def Pipe_WeightBufferOp : Pipe_InstrOp<"weight_buffer", [
+def Pipe_WeightBufferOp : Pipe_DeclOp<"weight_buffer", [
     DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   let summary = "declares the versioned weights of one stage";
   let description = [{
@@ -337,10 +342,12 @@ def Pipe_ForwardOp : Pipe_InstrOp<"forward", [AttrSizedOperandSegments,
   }];
   let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<AnyType>:$inputs,
                        Optional<Pipe_WeightsType>:$weights,
-                       OptionalAttr<Pipe_IntAttr>:$version, Pipe_IntAttr:$mb);
+                       OptionalAttr<Pipe_IntAttr>:$version, Pipe_IntAttr:$mb,
+                       Optional<Index>:$mb_base);
   let results = (outs Variadic<AnyType>:$results);
   let assemblyFormat = [{
-    $callee `(` $inputs `)` (`weights` $weights^ `[` $version `]`)? `mb` $mb
+    $callee `(` $inputs `)` (`weights` $weights^ `[` $version `]`)?
+    custom<MicroBatch>($mb_base, $mb)
     attr-dict `:` functional-type($inputs, $results)
   }];
   let hasVerifier = 1;
@@ -369,11 +376,12 @@ def Pipe_BackwardOp : Pipe_InstrOp<"backward", [AttrSizedOperandSegments,
                            "::mlir::pipec::pipe::BackwardPart::Full">:$part,
                        FlatSymbolRefAttr:$callee, Variadic<AnyType>:$inputs,
                        Optional<Pipe_WeightsType>:$weights,
-                       OptionalAttr<Pipe_IntAttr>:$version, Pipe_IntAttr:$mb);
+                       OptionalAttr<Pipe_IntAttr>:$version, Pipe_IntAttr:$mb,
+                       Optional<Index>:$mb_base);
   let results = (outs Variadic<AnyType>:$results);
   let assemblyFormat = [{
     custom<BackwardPart>($part) `` $callee `(` $inputs `)` (`weights` $weights^ `[` $version `]`)?
-    `mb` $mb attr-dict `:` functional-type($inputs, $results)
+    custom<MicroBatch>($mb_base, $mb) attr-dict `:` functional-type($inputs, $results)
   }];
   let hasVerifier = 1;
 }
@@ -389,9 +397,9 @@ def Pipe_FeedOp : Pipe_InstrOp<"feed"> {
     %x = pipe.feed "input" mb 0 : tensor<8x4xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$input, Pipe_IntAttr:$mb);
+  let arguments = (ins StrAttr:$input, Pipe_IntAttr:$mb, Optional<Index>:$mb_base);
   let results = (outs AnyRankedTensor:$value);
-  let assemblyFormat = "$input `mb` $mb attr-dict `:` type($value)";
+  let assemblyFormat = "$input custom<MicroBatch>($mb_base, $mb) attr-dict `:` type($value)";
   let hasVerifier = 1;
 }
 
@@ -406,8 +414,10 @@ def Pipe_SendOp : Pipe_InstrOp<"send"> {
     ```
   }];
   let arguments = (ins AnyRankedTensor:$value, Pipe_IntAttr:$peer, Pipe_IntAttr:$mb,
-                       StrAttr:$tag);
-  let assemblyFormat = "$value `to` $peer `mb` $mb `tag` $tag attr-dict `:` type($value)";
+                       StrAttr:$tag, Optional<Index>:$mb_base);
+  let assemblyFormat = [{
+    $value `to` $peer custom<MicroBatch>($mb_base, $mb) `tag` $tag attr-dict `:` type($value)
+  }];
   let hasVerifier = 1;
 }
 
@@ -418,9 +428,12 @@ def Pipe_RecvOp : Pipe_InstrOp<"recv"> {
     %x = pipe.recv from 0 mb 0 tag "fc1.out" : tensor<8x8xf32>
     ```
   }];
-  let arguments = (ins Pipe_IntAttr:$peer, Pipe_IntAttr:$mb, StrAttr:$tag);
+  let arguments = (ins Pipe_IntAttr:$peer, Pipe_IntAttr:$mb, StrAttr:$tag,
+                       Optional<Index>:$mb_base);
   let results = (outs AnyRankedTensor:$value);
-  let assemblyFormat = "`from` $peer `mb` $mb `tag` $tag attr-dict `:` type($value)";
+  let assemblyFormat = [{
+    `from` $peer custom<MicroBatch>($mb_base, $mb) `tag` $tag attr-dict `:` type($value)
+  }];
   let hasVerifier = 1;
 }
 
@@ -433,8 +446,99 @@ def Pipe_ReportLossOp : Pipe_InstrOp<"report_loss"> {
     pipe.report_loss %l mb 0 : tensor<f32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$loss, Pipe_IntAttr:$mb);
-  let assemblyFormat = "$loss `mb` $mb attr-dict `:` type($loss)";
+  let arguments = (ins AnyRankedTensor:$loss, Pipe_IntAttr:$mb,
+                       Optional<Index>:$mb_base);
+  let assemblyFormat = "$loss custom<MicroBatch>($mb_base, $mb) attr-dict `:` type($loss)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Micro-batch loops and in-flight activations
+//===----------------------------------------------------------------------===//
+
+def Pipe_LoopOp : Pipe_Op<"loop", [HasParent<"ProgramOp">, SingleBlock,
+    NoTerminator,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
+  let summary = "repeats its instructions over a range of micro-batch indices";
+  let description = [{
+    Runs its body once for each `%k` in `[lower, upper)`, in order. The
+    instructions in the body name their micro-batch relative to `%k`
+    (`mb %k + 2`), so the steady state of a schedule (1F1B's
+    one-forward-one-backward, GPipe's forwards) is one copy of its
+    instructions whatever the micro-batch count. Values defined in the body
+    live for one iteration; what a later iteration needs travels through a
+    `pipe.activation_buffer`.
+
+    ```mlir
+    pipe.loop %k = 0 to 6 {
+      %x = pipe.recv from 0 mb %k + 1 tag "h" : tensor<4x8xf32>
+      ...
+    }
+    ```
+  }];
+  let arguments = (ins Pipe_IntAttr:$lower, Pipe_IntAttr:$upper);
+  let regions = (region SizedRegion<1>:$body);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let builders = [OpBuilder<(ins "int64_t":$lower, "int64_t":$upper)>];
+  let extraClassDeclaration = [{
+    ::mlir::Block &getInstructions() { return getBody().front(); }
+    /// The micro-batch index %k.
+    ::mlir::BlockArgument getIndex() { return getBody().front().getArgument(0); }
+    int64_t getTripCount() { return getUpper() - getLower(); }
+  }];
+}
+
+def Pipe_ActivationBufferOp : Pipe_DeclOp<"activation_buffer", [
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
+  let summary = "storage for one tensor of the micro-batches in flight";
+  let description = [{
+    Holds a value of type `type` for up to `depth` micro-batches at once:
+    micro-batch `mb` lives in slot `mb mod depth` from its `pipe.save` to its
+    last `pipe.restore`. This is how a value crosses from one loop iteration
+    (or one part of the program) to another, e.g. a forward's activations to
+    the backward of the same micro-batch a few iterations later.
+    pipe-verify-schedule checks that no slot is overwritten while in use and
+    that every restore finds the micro-batch it names.
+
+    ```mlir
+    %a = pipe.activation_buffer "h" depth 2 : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Pipe_IntAttr:$depth, TypeAttr:$type);
+  let results = (outs Pipe_ActivationsType:$buffer);
+  let assemblyFormat = "$name `depth` $depth attr-dict `:` $type";
+  let hasVerifier = 1;
+}
+
+def Pipe_SaveOp : Pipe_InstrOp<"save"> {
+  let summary = "keeps a micro-batch's value in an activation buffer";
+  let description = [{
+    ```mlir
+    pipe.save %x into %a mb %k + 1 : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$value, Pipe_ActivationsType:$buffer,
+                       Pipe_IntAttr:$mb, Optional<Index>:$mb_base);
+  let assemblyFormat = [{
+    $value `into` $buffer custom<MicroBatch>($mb_base, $mb) attr-dict `:` type($value)
+  }];
+  let hasVerifier = 1;
+}
+
+def Pipe_RestoreOp : Pipe_InstrOp<"restore"> {
+  let summary = "reads a micro-batch's value back from an activation buffer";
+  let description = [{
+    ```mlir
+    %x = pipe.restore %a mb %k : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Pipe_ActivationsType:$buffer, Pipe_IntAttr:$mb,
+                       Optional<Index>:$mb_base);
+  let results = (outs AnyRankedTensor:$value);
+  let assemblyFormat = [{
+    $buffer custom<MicroBatch>($mb_base, $mb) attr-dict `:` type($value)
+  }];
   let hasVerifier = 1;
 }
 

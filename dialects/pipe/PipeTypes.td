@@ -19,4 +19,13 @@ def Pipe_WeightsType : Pipe_Type<"Weights", "weights"> {
   }];
 }
 
+def Pipe_ActivationsType : Pipe_Type<"Activations", "activations"> {
+  let summary = "handle to an activation buffer";
+  let description = [{
+    The value a `pipe.activation_buffer` defines: storage of one tensor for
+    the micro-batches in flight, read and written by `pipe.save` and
+    `pipe.restore`.
+  }];
+}
+
 #endif // PIPEC_PIPE_TYPES

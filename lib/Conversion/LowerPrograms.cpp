@@ -1,32 +1,36 @@
 //===- LowerPrograms.cpp - pipe.program → one device's step function -----===//
 //
-// A program is a straight-line list of instructions, and a synchronous step
-// keeps no value across steps except the weights and the optimizer state, so
-// one device's program is rewritten into the same kind of function that
-// pipe-autodiff + pipe-add-optimizer produce for one device (onnx ops in one
-// block, tensor semantics), which pipe-lower-to-runtime's step lowering then
-// turns into buffers and kernel calls. The buffer planning and op lowering are
-// therefore shared with the one-device flow:
-//   - pipe.weight_buffer: one `pipe.param` argument per parameter (initial
-//     value from the module's function that declares the same pipe.param),
-//     optimizer state arguments named like pipe-add-optimizer names them;
-//   - pipe.feed: an argument holding the whole mini-batch of the input (the
-//     driver's data feed fills it), sliced to micro-batch k's rows;
-//   - pipe.forward/backward: the stage body inlined with the slot's weights;
-//     the weight gradients a backward returns are summed into the accumulator
-//     (pipe.zero_grad resets it), pipe.accumulate adds into it;
-//   - pipe.send/recv: calls to `@__pipe_send` / `@__pipe_recv` carrying the
-//     peer and a tag, which the step lowering turns into pipert_send and
-//     pipert_recv on the world communicator. Sends block by default: the
-//     verified schedules are deadlock-free with rendezvous sends, and an
-//     isend of a large message only progresses while its rank is inside MPI,
-//     so a rank computing its next micro-batch would hold its peer waiting.
-//     With nonblocking-sends, pipert_isend, all waited for at the end of the
-//     step, the sent buffers kept alive until then (for schedules verified
-//     with buffered sends);
-//   - pipe.update: the onnx optimizer op pipe-add-optimizer would build, on the
-//     accumulated gradient times grad_scale;
-//   - pipe.report_loss: the step's loss is the mean of the micro-batch losses.
+// One device's program becomes its @pipe_step (the ABI of
+// pipe-lower-to-runtime: ctx, inputs, persistent, loss, step) in two layers:
+//
+//   - every stage computation the program calls (a pipe.stage, forward or
+//     backward) and every optimizer update becomes one function in the onnx
+//     dialect, lowered by the step lowering of pipe-lower-to-runtime in its
+//     callable form (same signature; results marked pipe.output are copied
+//     to the caller's buffers). A stage is compiled once per device however
+//     many micro-batches run it; a backward adds its weight gradients into
+//     the accumulators it is passed (in place);
+//   - the program itself becomes the step's control: scf.for for each
+//     pipe.loop, pointer arithmetic for the micro-batch's rows of a fed input
+//     and for the slot (mb mod depth) of an activation buffer, pipert_send /
+//     pipert_recv with tags computed from the micro-batch index, and calls
+//     of the functions above with arrays of buffer pointers.
+//
+// Storage: parameters, optimizer state and the step counter are the device's
+// persistent buffers (named as pipe-add-optimizer names them, so checkpoints
+// and the saved ONNX read the same); fed inputs are the whole mini-batch (M
+// micro-batches of rows, filled by the driver); gradient accumulators,
+// activation buffers and one buffer per value an instruction defines are
+// allocated at the start of the step and freed at its end. A value saved
+// into an activation buffer by the instruction after its definition is
+// computed directly in its slot. Micro-batch losses go to one float each;
+// the step's loss is their sum times pipe.loss_scale (else their mean).
+//
+// Sends block by default: the verified schedules are deadlock-free with
+// rendezvous sends, and an isend of a large message only progresses while
+// its rank is inside MPI. With nonblocking-sends (straight-line programs
+// only, whose buffers are never reused within a step), pipert_isend, all
+// waited for at the end of the step.
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Autodiff/OnnxBuilder.h"
@@ -36,6 +40,7 @@
 #include "dialects/onnx/OnnxDialect.h"
 #include "dialects/pipe/PipeDialect.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -52,7 +57,7 @@ using namespace mlir;
 using namespace mlir::pipec;
 using namespace mlir::pipec::autodiff;
 
-int64_t mlir::pipec::transferTag(StringRef tag, int64_t mb) {
+static uint32_t tagHash(StringRef tag) {
   // FNV-1a of the tag, then the micro-batch in the low bits; within MPI's
   // guaranteed 32767. Equal tags of one pair of ranks also match in posting
   // order, which the verified schedule fixes, so a hash collision is harmless.
@@ -61,78 +66,118 @@ int64_t mlir::pipec::transferTag(StringRef tag, int64_t mb) {
     h ^= static_cast<uint8_t>(c);
     h *= 16777619u;
   }
-  return static_cast<int64_t>(h % 2048u) * 16 + (mb % 16);
+  return h % 2048u;
+}
+
+int64_t mlir::pipec::transferTag(StringRef tag, int64_t mb) {
+  return static_cast<int64_t>(tagHash(tag)) * 16 + (mb % 16);
 }
 
 namespace {
 
-struct Buffer {
-  int64_t stage;
+/// A buffer of the device's persistent state, as the driver sees it.
+struct DeviceArg {
+  std::string name, kind;
+  RankedTensorType type;
+  Attribute init;
+};
+
+/// One stage's weights on this device.
+struct WeightBuffer {
+  int64_t stage = 0;
   SmallVector<std::string> names;
-  SmallVector<Value> params;              // slot 0, current SSA values
-  SmallVector<Value> grads;               // accumulator (null: zero)
-  bool updated = false;
+  SmallVector<RankedTensorType> types;
+  SmallVector<int64_t> persistentIndex; // of each parameter
+  SmallVector<Value> grads;             // accumulator pointers (entry block)
+};
+
+/// An activation buffer: `depth` slots of `bytes` each.
+struct Ring {
+  Value base;
+  int64_t depth = 1, bytes = 0;
+};
+
+/// How a callable function's buffers are bound at a call: its inputs,
+/// persistent and output pointer arrays.
+struct CallArrays {
+  SmallVector<Value> inputs, persistent, outputs;
 };
 
 class ProgramLowering {
 public:
-  ProgramLowering(ModuleOp module, pipe::ProgramOp program,
-                  bool nonblockingSends)
-      : module(module), program(program), b(program.getContext()),
-        ob(b, program.getLoc()), nonblockingSends(nonblockingSends) {}
+  ProgramLowering(ModuleOp module, pipe::ProgramOp program, bool cuda,
+                  bool nonblockingSends, bool onnxOnly)
+      : module(module), program(program), cuda(cuda),
+        nonblockingSends(nonblockingSends), onnxOnly(onnxOnly),
+        b(program.getContext()) {}
 
-  FailureOr<func::FuncOp> run();
+  LogicalResult run();
 
 private:
-  Value addArgument(Type type, DictionaryAttr attrs) {
-    argAttrs.push_back(attrs);
-    return body->addArgument(type, program.getLoc());
-  }
+  // --- the onnx-level functions ---
   Attribute initOf(StringRef name);
-  LogicalResult inlineStage(Operation *call, StringRef callee,
-                            ArrayRef<Value> weights, ValueRange inputs,
-                            SmallVector<Value> &results);
-  Value sliceRows(Value x, int64_t first, int64_t rows, Location loc);
-  LogicalResult update(pipe::UpdateOp op, Buffer &buf);
-  Value stepCounter();
+  FailureOr<StringRef> stageFunction(Operation *call, pipe::StageOp stage,
+                                     pipe::BackwardPart part);
+  FailureOr<StringRef> updateFunction(pipe::UpdateOp op, WeightBuffer &buf,
+                                      bool countsStep,
+                                      SmallVector<int64_t> &stateIndex);
+  StringRef accumulateFunction(RankedTensorType type);
+  std::string uniqueName(StringRef base);
+
+  // --- emission of the step's control ---
+  Type ptrType() { return LLVM::LLVMPointerType::get(b.getContext()); }
+  Value i64c(int64_t v) { return arith::ConstantIntOp::create(b, loc, v, 64); }
+  Value i32c(int64_t v) { return arith::ConstantIntOp::create(b, loc, v, 32); }
+  Value offsetPtr(Value base, Value bytes) {
+    return LLVM::GEPOp::create(b, loc, ptrType(), b.getI8Type(), base,
+                               ValueRange{bytes});
+  }
+  Value loadSlot(Value array, int64_t index) {
+    Value slot = LLVM::GEPOp::create(b, loc, ptrType(), ptrType(), array,
+                                     ArrayRef<LLVM::GEPArg>{(int32_t)index});
+    return LLVM::LoadOp::create(b, loc, ptrType(), slot);
+  }
+  void call(StringRef callee, ArrayRef<Value> args);
+  Value callPtr(StringRef callee, ArrayRef<Value> args);
+  /// A buffer allocated at the start of the step and freed at its end.
+  Value allocate(int64_t bytes);
+  /// An array of `n` pointers on the stack of the step (entry block).
+  Value pointerArray(size_t n);
+  void callFunction(StringRef callee, const CallArrays &arrays);
+  Value microBatch(Operation *op);
+  Value ringSlot(Value buffer, Value mb);
+  /// The buffer for value `v` an instruction defines: its activation-buffer
+  /// slot when the next use saves it there, else a buffer of its own.
+  Value storageFor(Value v, Value mb);
+  LogicalResult lowerInstruction(Operation &op);
 
   ModuleOp module;
   pipe::ProgramOp program;
+  bool cuda, nonblockingSends, onnxOnly;
   OpBuilder b;
-  OnnxBuilder ob;
-  bool nonblockingSends;
-  Block *body = nullptr;
-  SmallVector<Attribute> argAttrs;
-  DenseMap<Value, Value> values; // program value → function value
-  DenseMap<Value, Buffer *> buffers;
-  std::vector<std::unique_ptr<Buffer>> bufferStore;
-  llvm::StringMap<Value> feeds;  // input name → whole mini-batch argument
-  SmallVector<Value> losses;
-  SmallVector<Value> sent; // kept alive until the end of the step
-  Value count, nextCount;
-  SmallVector<Value> results;
-  SmallVector<Attribute> resultAttrs;
+  Location loc = UnknownLoc::get(program.getContext());
 
-  DictionaryAttr updateOf(StringRef name) {
-    return b.getDictionaryAttr(
-        b.getNamedAttr("pipe.update", b.getStringAttr(name)));
-  }
-  /// The private declaration `@<prefix>_<type>` a transfer marker calls.
-  StringRef transferCallee(StringRef prefix, FunctionType type) {
-    std::string name = prefix.str();
-    llvm::raw_string_ostream os(name);
-    os << "_" << (type.getNumInputs() ? type.getInput(0) : type.getResult(0));
-    for (char &c : name)
-      if (!llvm::isAlnum(c) && c != '_')
-        c = '_';
-    if (auto f = module.lookupSymbol<func::FuncOp>(name))
-      return f.getSymName();
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module.getBody());
-    auto decl = func::FuncOp::create(b, module.getLoc(), name, type);
-    decl.setPrivate();
-    return decl.getSymName();
-  }
+  func::FuncOp step;
+  Block *entry = nullptr;
+  Value ctxArg, inputsArg, persistentArg, lossArg, stepArg, comm;
+  SmallVector<Value> allocations;
+  int64_t allocatedBytes = 0, calleePeakBytes = 0;
+
+  SmallVector<DeviceArg> deviceInputs, devicePersistent;
+  llvm::StringMap<int64_t> inputIndex; // fed input name → index
+  int64_t stepIndex = -1;              // the step counter's persistent index
+  DenseMap<Value, std::unique_ptr<WeightBuffer>> weightBuffers;
+  DenseMap<Value, Ring> rings;
+  DenseMap<Value, Value> pointers;     // program tensor value → buffer pointer
+  DenseMap<Value, Value> loopIndex;    // pipe.loop index → i64
+  DenseSet<Operation *> elidedSaves;   // saves computed in place
+  llvm::StringMap<std::string> functions; // key → callable function name
+  SmallVector<func::FuncOp> onnxFunctions;
+  pipe::UpdateOp lastUpdate;
+  Value lossBuffer;
+  bool reportsLoss = false;
+  int64_t reportedLosses = 0;
+  SmallVector<Value> pendingSends;
 };
 
 Attribute ProgramLowering::initOf(StringRef name) {
@@ -152,86 +197,169 @@ Attribute ProgramLowering::initOf(StringRef name) {
   return found;
 }
 
-Value ProgramLowering::sliceRows(Value x, int64_t first, int64_t rows,
-                                 Location loc) {
-  auto type = cast<RankedTensorType>(x.getType());
-  auto vec = [&](int64_t v) {
-    auto t = RankedTensorType::get({1}, b.getI64Type());
-    OperationState st(loc, "onnx.Constant");
-    st.addAttribute("value", DenseElementsAttr::get(t, ArrayRef<int64_t>{v}));
-    st.addTypes(t);
-    return b.create(st)->getResult(0);
-  };
-  SmallVector<int64_t> shape(type.getShape());
-  shape[0] = rows;
-  auto resultType = RankedTensorType::get(shape, type.getElementType());
-  OperationState st(loc, "onnx.Slice");
-  st.addOperands({x, vec(first), vec(first + rows), vec(0), vec(1)});
-  st.addTypes(resultType);
-  return b.create(st)->getResult(0);
+std::string ProgramLowering::uniqueName(StringRef base) {
+  std::string name = ("__pipe_" + base).str();
+  for (char &c : name)
+    if (!llvm::isAlnum(c) && c != '_')
+      c = '_';
+  std::string candidate = name;
+  for (int i = 1; module.lookupSymbol(candidate) ||
+                  module.lookupSymbol(candidate + ".onnx");
+       ++i)
+    candidate = name + "_" + std::to_string(i);
+  return candidate;
 }
 
-LogicalResult ProgramLowering::inlineStage(Operation *call, StringRef callee,
-                                           ArrayRef<Value> weights,
-                                           ValueRange inputs,
-                                           SmallVector<Value> &results) {
-  auto stage = module.lookupSymbol<pipe::StageOp>(callee);
-  if (!stage)
-    return call->emitError("no pipe.stage @") << callee;
-  Block &entry = stage.getBody().front();
-  if (entry.getNumArguments() != weights.size() + inputs.size())
-    return call->emitError("@")
-           << callee << " takes " << entry.getNumArguments()
-           << " arguments, the call passes " << weights.size() << " weights and "
-           << inputs.size() << " inputs";
+/// The function of a stage computation: arguments [weights (persistent),
+/// accumulators (persistent, backward with weight gradients), inputs];
+/// results [outputs...], then the accumulators plus the weight gradients,
+/// written in place.
+FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
+                                                    pipe::StageOp stage,
+                                                    pipe::BackwardPart part) {
+  std::string key = ("stage:" + stage.getSymName()).str();
+  if (auto it = functions.find(key); it != functions.end())
+    return StringRef(it->second);
+
+  int64_t params = stage.getParams();
+  bool gradients = stage.getPhase() != pipe::Phase::Forward &&
+                   stage.getPhase() != pipe::Phase::BackwardInput &&
+                   params > 0;
+  Block &source = stage.getBody().front();
+  ArrayRef<Type> argTypes = stage.getArgumentTypes();
+  ArrayRef<Type> resultTypes = stage.getResultTypes();
+  size_t outputs = resultTypes.size() - (gradients ? params : 0);
+
+  auto *body = new Block();
+  SmallVector<DictionaryAttr> argAttrs;
   IRMapping map;
-  unsigned i = 0;
-  for (Value w : weights)
-    map.map(entry.getArgument(i++), w);
-  for (Value v : inputs)
-    map.map(entry.getArgument(i++), values.lookup(v));
-  for (Operation &op : entry) {
-    if (auto ret = dyn_cast<pipe::ReturnOp>(op)) {
-      for (Value v : ret.getOperands())
-        results.push_back(map.lookup(v));
-      return success();
+  SmallVector<Value> accs;
+  for (int64_t i = 0; i < params; ++i) {
+    map.map(source.getArgument(i), body->addArgument(argTypes[i], stage.getLoc()));
+    argAttrs.push_back(b.getDictionaryAttr({}));
+  }
+  if (gradients)
+    for (int64_t i = 0; i < params; ++i) {
+      accs.push_back(body->addArgument(argTypes[i], stage.getLoc()));
+      argAttrs.push_back(b.getDictionaryAttr({}));
     }
-    Operation *clone = b.clone(op, map);
-    // Locations say which micro-batch an op belongs to in traces and errors.
-    clone->setLoc(call->getLoc());
+  for (size_t i = params; i < argTypes.size(); ++i) {
+    map.map(source.getArgument(i), body->addArgument(argTypes[i], stage.getLoc()));
+    argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+        "pipe.input", b.getStringAttr("in" + std::to_string(i - params)))));
   }
-  return call->emitError("@") << callee << " has no pipe.return";
+  OpBuilder fb(b.getContext());
+  fb.setInsertionPointToEnd(body);
+  OnnxBuilder ob(fb, stage.getLoc());
+  SmallVector<Value> results;
+  SmallVector<DictionaryAttr> resultAttrs;
+  for (Operation &op : source) {
+    auto ret = dyn_cast<pipe::ReturnOp>(op);
+    if (!ret) {
+      fb.clone(op, map);
+      continue;
+    }
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      Value mapped = map.lookupOrDefault(v);
+      if (i < outputs) {
+        results.push_back(mapped);
+        resultAttrs.push_back(b.getDictionaryAttr(
+            b.getNamedAttr("pipe.output", b.getI64IntegerAttr(i))));
+        continue;
+      }
+      int64_t p = int64_t(i - outputs);
+      ob.setLoc(ret.getLoc());
+      results.push_back(ob.add(accs[p], mapped));
+      // The accumulator's argument number: after the weights.
+      resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+          "pipe.update", b.getI64IntegerAttr(params + p))));
+    }
+  }
+  if (ob.failed()) {
+    delete body;
+    return call->emitError("pipe-lower-programs: cannot build the gradient "
+                           "accumulation of @")
+           << stage.getSymName();
+  }
+  func::ReturnOp::create(fb, stage.getLoc(), results);
+
+  std::string name = uniqueName(stage.getSymName());
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(program);
+  auto fn = func::FuncOp::create(
+      b, stage.getLoc(), onnxOnly ? name + ".onnx" : name,
+      b.getFunctionType(body->getArgumentTypes(), ValueRange(results).getTypes()));
+  fn.getBody().push_back(body);
+  fn.setAllArgAttrs(argAttrs);
+  fn.setAllResultAttrs(resultAttrs);
+  onnxFunctions.push_back(fn);
+  return StringRef(functions[key] = name);
 }
 
-Value ProgramLowering::stepCounter() {
-  if (!count) {
-    auto i64Scalar = RankedTensorType::get({}, b.getI64Type());
-    count = addArgument(
-        i64Scalar,
-        b.getDictionaryAttr(
-            {b.getNamedAttr("pipe.init",
-                            DenseElementsAttr::get(i64Scalar,
-                                                   b.getI64IntegerAttr(0))),
-             b.getNamedAttr("pipe.state", b.getStringAttr("step"))}));
-    nextCount = ob.add(count, ob.scalarI64(1));
-  }
-  return count;
+/// `acc += g` for pipe.accumulate: arguments [acc (persistent), g (input)].
+StringRef ProgramLowering::accumulateFunction(RankedTensorType type) {
+  std::string typeName;
+  llvm::raw_string_ostream os(typeName);
+  os << type;
+  std::string key = "accumulate:" + typeName;
+  if (auto it = functions.find(key); it != functions.end())
+    return it->second;
+  auto *body = new Block();
+  Value acc = body->addArgument(type, program.getLoc());
+  Value g = body->addArgument(type, program.getLoc());
+  OpBuilder fb(b.getContext());
+  fb.setInsertionPointToEnd(body);
+  OnnxBuilder ob(fb, program.getLoc());
+  Value sum = ob.add(acc, g);
+  func::ReturnOp::create(fb, program.getLoc(), sum);
+  std::string name = uniqueName("accumulate_" + typeName);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(program);
+  auto fn = func::FuncOp::create(b, program.getLoc(),
+                                 onnxOnly ? name + ".onnx" : name,
+                                 b.getFunctionType({type, type}, {type}));
+  fn.getBody().push_back(body);
+  fn.setArgAttrs(1, b.getDictionaryAttr(
+                        b.getNamedAttr("pipe.input", b.getStringAttr("g"))));
+  fn.setResultAttrs(0, b.getDictionaryAttr(b.getNamedAttr(
+                           "pipe.update", b.getI64IntegerAttr(0))));
+  onnxFunctions.push_back(fn);
+  return functions[key] = name;
 }
 
-LogicalResult ProgramLowering::update(pipe::UpdateOp op, Buffer &buf) {
-  if (buf.updated)
-    return op.emitError("pipe-lower-programs: a synchronous step updates a "
-                        "buffer once (schedules that update per micro-batch "
-                        "keep weights across steps in other slots, which this "
-                        "lowering does not support yet)");
+/// The optimizer step of one weight buffer: the onnx optimizer op
+/// pipe-add-optimizer would build, on the accumulated gradient times
+/// grad_scale. Arguments (all persistent): parameters, accumulators,
+/// optimizer state, the step counter; results: the new parameters and
+/// state, and the next count when `countsStep`. `stateIndex` receives the
+/// device persistent index of each state argument, in order.
+FailureOr<StringRef>
+ProgramLowering::updateFunction(pipe::UpdateOp op, WeightBuffer &buf,
+                                bool countsStep,
+                                SmallVector<int64_t> &stateIndex) {
   if (op.getLrScale() || op.getAnnealSteps())
     return op.emitError("pipe-lower-programs: lr_scale / anneal_steps "
                         "(PipeMare) are not supported by this lowering");
-  buf.updated = true;
-  ob.setLoc(op.getLoc());
-  Type f32 = b.getF32Type();
-  Value rate = ob.scalar(f32, op.getLr().convertToDouble());
-  double wd = op.getWeightDecay() ? op.getWeightDecay()->convertToDouble() : 0.0;
+  auto *body = new Block();
+  SmallVector<DictionaryAttr> argAttrs;
+  SmallVector<Value> results;
+  SmallVector<DictionaryAttr> resultAttrs;
+  auto named = [&](StringRef key, StringRef value) {
+    return b.getNamedAttr(key, b.getStringAttr(value));
+  };
+  auto updateOf = [&](StringRef name) {
+    return b.getDictionaryAttr(named("pipe.update", name));
+  };
+  Location l = op.getLoc();
+  SmallVector<Value> params, grads;
+  for (auto [name, type] : llvm::zip(buf.names, buf.types)) {
+    params.push_back(body->addArgument(type, l));
+    argAttrs.push_back(b.getDictionaryAttr(named("pipe.param", name)));
+  }
+  for (RankedTensorType type : buf.types) {
+    grads.push_back(body->addArgument(type, l));
+    argAttrs.push_back(b.getDictionaryAttr({}));
+  }
   pipe::OptimizerKind kind = op.getKind();
   SmallVector<StringRef> slots;
   switch (kind) {
@@ -249,21 +377,30 @@ LogicalResult ProgramLowering::update(pipe::UpdateOp op, Buffer &buf) {
   default:
     break;
   }
-  Value t = stepCounter();
-  for (auto [i, x] : llvm::enumerate(buf.params)) {
-    auto type = cast<RankedTensorType>(x.getType());
-    auto zeros = DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType()));
-    SmallVector<Value> state;
-    for (StringRef slot : slots)
-      state.push_back(addArgument(
-          type, b.getDictionaryAttr(
-                    {b.getNamedAttr("pipe.init", zeros),
-                     b.getNamedAttr("pipe.state",
-                                    b.getStringAttr(buf.names[i] + "." +
-                                                    slot.str()))})));
-    Value g = buf.grads[i];
-    if (!g)
-      g = ob.splat(type, 0.0);
+  SmallVector<SmallVector<Value>> state(params.size());
+  for (auto [i, type] : llvm::enumerate(buf.types))
+    for (StringRef slot : slots) {
+      std::string name = buf.names[i] + "." + slot.str();
+      auto zeros =
+          DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType()));
+      state[i].push_back(body->addArgument(type, l));
+      argAttrs.push_back(b.getDictionaryAttr(named("pipe.state", name)));
+      stateIndex.push_back(devicePersistent.size());
+      devicePersistent.push_back({name, "state", type, zeros});
+    }
+  auto i64Scalar = RankedTensorType::get({}, b.getI64Type());
+  Value count = body->addArgument(i64Scalar, l);
+  argAttrs.push_back(b.getDictionaryAttr(named("pipe.state", "step")));
+
+  OpBuilder fb(b.getContext());
+  fb.setInsertionPointToEnd(body);
+  OnnxBuilder ob(fb, l);
+  Type f32 = b.getF32Type();
+  Value rate = ob.scalar(f32, op.getLr().convertToDouble());
+  double wd = op.getWeightDecay() ? op.getWeightDecay()->convertToDouble() : 0.0;
+  Value nextCount = ob.add(count, ob.scalarI64(1));
+  for (auto [i, x] : llvm::enumerate(params)) {
+    Value g = grads[i];
     if (auto scale = op.getGradScale())
       if (scale->convertToDouble() != 1.0)
         g = ob.mul(g, ob.scalar(f32, scale->convertToDouble()));
@@ -275,14 +412,16 @@ LogicalResult ProgramLowering::update(pipe::UpdateOp op, Buffer &buf) {
       break;
     case pipe::OptimizerKind::Momentum:
     case pipe::OptimizerKind::Nesterov: {
-      double damp = op.getDampening() ? op.getDampening()->convertToDouble() : 0.0;
+      double damp =
+          op.getDampening() ? op.getDampening()->convertToDouble() : 0.0;
       Operation *u = ob.build<onnx::MomentumOp>(
-          {rate, t, x, g, state[0]},
+          {rate, count, x, g, state[i][0]},
           {ob.f32Attr("alpha", op.getMomentum()->convertToDouble()),
            ob.f32Attr("beta", 1.0 - damp),
-           ob.attr("mode", b.getStringAttr(kind == pipe::OptimizerKind::Nesterov
-                                               ? "nesterov"
-                                               : "standard")),
+           ob.attr("mode",
+                   b.getStringAttr(kind == pipe::OptimizerKind::Nesterov
+                                       ? "nesterov"
+                                       : "standard")),
            ob.f32Attr("norm_coefficient", wd)},
           2);
       outs.append(u->result_begin(), u->result_end());
@@ -296,7 +435,7 @@ LogicalResult ProgramLowering::update(pipe::UpdateOp op, Buffer &buf) {
       else if (wd != 0)
         g = ob.add(g, ob.mul(x, ob.scalar(f32, wd)));
       Operation *u = ob.build<onnx::AdamWOp>(
-          {rate, nextCount, x, g, state[0], state[1]},
+          {rate, nextCount, x, g, state[i][0], state[i][1]},
           {ob.f32Attr("beta1", op.getBeta1()->convertToDouble()),
            ob.f32Attr("beta2", op.getBeta2()->convertToDouble()),
            ob.f32Attr("epsilon", op.getEpsilon()->convertToDouble()),
@@ -307,7 +446,7 @@ LogicalResult ProgramLowering::update(pipe::UpdateOp op, Buffer &buf) {
     }
     case pipe::OptimizerKind::Adagrad: {
       Operation *u = ob.build<onnx::AdagradOp>(
-          {rate, t, x, g, state[0]},
+          {rate, count, x, g, state[i][0]},
           {ob.f32Attr("decay_factor", 0.0),
            ob.f32Attr("epsilon", op.getEpsilon()->convertToDouble()),
            ob.f32Attr("norm_coefficient", wd)},
@@ -316,227 +455,503 @@ LogicalResult ProgramLowering::update(pipe::UpdateOp op, Buffer &buf) {
       break;
     }
     }
-    if (ob.failed())
+    if (ob.failed()) {
+      delete body;
       return op.emitError("pipe-lower-programs: cannot build the update");
+    }
     results.push_back(outs[0]);
     resultAttrs.push_back(updateOf(buf.names[i]));
     for (auto [slot, value] : llvm::zip(slots, ArrayRef(outs).drop_front())) {
       results.push_back(value);
       resultAttrs.push_back(updateOf(buf.names[i] + "." + slot.str()));
     }
-    buf.params[i] = outs[0];
-    buf.grads[i] = Value();
   }
-  return success();
-}
-
-FailureOr<func::FuncOp> ProgramLowering::run() {
-  Location loc = program.getLoc();
-  int64_t microbatches = program.getMicrobatches();
-  body = new Block();
-  b.setInsertionPointToEnd(body);
-  auto fail = [&]() -> FailureOr<func::FuncOp> {
-    delete body;
-    return failure();
-  };
-
-  for (Operation &instr : program.getInstructions()) {
-    b.setInsertionPointToEnd(body);
-    ob.setLoc(instr.getLoc());
-    Location iloc = instr.getLoc();
-    if (auto wb = dyn_cast<pipe::WeightBufferOp>(instr)) {
-      if (wb.getVersions() != 1) {
-        wb.emitError("pipe-lower-programs: only one weight version is "
-                     "supported (synchronous schedules)");
-        return fail();
-      }
-      auto buf = std::make_unique<Buffer>();
-      buf->stage = wb.getStage();
-      for (auto [nameAttr, typeAttr] :
-           llvm::zip(wb.getParamNames(), wb.getParamTypes())) {
-        StringRef name = cast<StringAttr>(nameAttr).getValue();
-        Type type = cast<TypeAttr>(typeAttr).getValue();
-        SmallVector<NamedAttribute> attrs = {
-            b.getNamedAttr("pipe.param", b.getStringAttr(name)),
-            b.getNamedAttr("pipe.trainable", b.getUnitAttr())};
-        if (Attribute init = initOf(name))
-          attrs.push_back(b.getNamedAttr("pipe.init", init));
-        buf->names.push_back(name.str());
-        buf->params.push_back(addArgument(type, b.getDictionaryAttr(attrs)));
-        buf->grads.push_back(Value());
-      }
-      buffers[wb.getWeights()] = buf.get();
-      bufferStore.push_back(std::move(buf));
-      continue;
-    }
-    auto bufferOf = [&](Value w) -> Buffer * { return buffers.lookup(w); };
-    if (auto z = dyn_cast<pipe::ZeroGradOp>(instr)) {
-      Buffer *buf = bufferOf(z.getWeights());
-      for (Value &g : buf->grads)
-        g = Value();
-      continue;
-    }
-    if (auto feed = dyn_cast<pipe::FeedOp>(instr)) {
-      auto type = cast<RankedTensorType>(feed.getValue().getType());
-      if (type.getRank() == 0) {
-        feed.emitError("pipe-lower-programs: a fed input needs a batch axis");
-        return fail();
-      }
-      Value &whole = feeds[feed.getInput()];
-      SmallVector<int64_t> shape(type.getShape());
-      shape[0] *= microbatches;
-      auto wholeType = RankedTensorType::get(shape, type.getElementType());
-      if (!whole)
-        whole = addArgument(wholeType,
-                            b.getDictionaryAttr(b.getNamedAttr(
-                                "pipe.input", b.getStringAttr(feed.getInput()))));
-      if (whole.getType() != wholeType) {
-        feed.emitError("pipe-lower-programs: input '")
-            << feed.getInput() << "' is fed with different micro-batch types";
-        return fail();
-      }
-      int64_t rows = type.getDimSize(0);
-      values[feed.getValue()] =
-          microbatches == 1 ? whole
-                            : sliceRows(whole, feed.getMb() * rows, rows, iloc);
-      continue;
-    }
-    if (auto fwd = dyn_cast<pipe::ForwardOp>(instr)) {
-      SmallVector<Value> weights;
-      if (fwd.getWeights())
-        weights = bufferOf(fwd.getWeights())->params;
-      SmallVector<Value> outs;
-      if (failed(inlineStage(fwd, fwd.getCallee(), weights, fwd.getInputs(), outs)))
-        return fail();
-      for (auto [r, v] : llvm::zip(fwd.getResults(), outs))
-        values[r] = v;
-      continue;
-    }
-    if (auto bwd = dyn_cast<pipe::BackwardOp>(instr)) {
-      Buffer *buf = bwd.getWeights() ? bufferOf(bwd.getWeights()) : nullptr;
-      SmallVector<Value> weights;
-      if (buf)
-        weights = buf->params;
-      SmallVector<Value> outs;
-      if (failed(inlineStage(bwd, bwd.getCallee(), weights, bwd.getInputs(), outs)))
-        return fail();
-      unsigned n = bwd.getNumResults();
-      for (unsigned i = 0; i < n; ++i)
-        values[bwd.getResult(i)] = outs[i];
-      if (buf && bwd.getPart() != pipe::BackwardPart::Input) {
-        if (outs.size() != n + buf->params.size()) {
-          bwd.emitError("pipe-lower-programs: @")
-              << bwd.getCallee() << " returns " << outs.size()
-              << " values, expected " << n << " + " << buf->params.size()
-              << " weight gradients";
-          return fail();
-        }
-        for (unsigned i = 0; i < buf->params.size(); ++i) {
-          Value g = outs[n + i];
-          buf->grads[i] = buf->grads[i] ? ob.add(buf->grads[i], g) : g;
-        }
-      }
-      continue;
-    }
-    if (auto acc = dyn_cast<pipe::AccumulateOp>(instr)) {
-      Buffer *buf = bufferOf(acc.getWeights());
-      int64_t i = acc.getParam();
-      Value g = values.lookup(acc.getGrad());
-      buf->grads[i] = buf->grads[i] ? ob.add(buf->grads[i], g) : g;
-      continue;
-    }
-    if (auto send = dyn_cast<pipe::SendOp>(instr)) {
-      Value v = values.lookup(send.getValue());
-      StringRef callee = transferCallee(
-          kPipeSendCallee, b.getFunctionType({v.getType()}, {}));
-      auto call = func::CallOp::create(b, iloc, callee, TypeRange{},
-                                       ValueRange{v});
-      call->setAttr("pipe.peer", b.getI64IntegerAttr(send.getPeer()));
-      call->setAttr("pipe.tag", b.getI64IntegerAttr(
-                                    transferTag(send.getTag(), send.getMb())));
-      if (nonblockingSends)
-        sent.push_back(v);
-      else
-        call->setAttr("pipe.blocking", b.getUnitAttr());
-      continue;
-    }
-    if (auto recv = dyn_cast<pipe::RecvOp>(instr)) {
-      StringRef callee = transferCallee(
-          kPipeRecvCallee, b.getFunctionType({}, {recv.getValue().getType()}));
-      auto call = func::CallOp::create(b, iloc, callee,
-                                       TypeRange{recv.getValue().getType()},
-                                       ValueRange{});
-      call->setAttr("pipe.peer", b.getI64IntegerAttr(recv.getPeer()));
-      call->setAttr("pipe.tag", b.getI64IntegerAttr(
-                                    transferTag(recv.getTag(), recv.getMb())));
-      values[recv.getValue()] = call.getResult(0);
-      continue;
-    }
-    if (auto upd = dyn_cast<pipe::UpdateOp>(instr)) {
-      if (failed(update(upd, *bufferOf(upd.getWeights()))))
-        return fail();
-      continue;
-    }
-    if (auto rep = dyn_cast<pipe::ReportLossOp>(instr)) {
-      Value l = values.lookup(rep.getLoss());
-      auto type = cast<RankedTensorType>(l.getType());
-      if (type.getRank() != 0)
-        l = ob.reshape(l, RankedTensorType::get({}, type.getElementType()));
-      losses.push_back(l);
-      continue;
-    }
-    instr.emitError("pipe-lower-programs: ")
-        << instr.getName() << " is not supported by this lowering "
-        << "(synchronous schedules: feed, forward, backward, send, recv, "
-           "zero_grad, accumulate, update, report_loss)";
-    return fail();
-  }
-
-  b.setInsertionPointToEnd(body);
-  ob.setLoc(loc);
-  if (!losses.empty()) {
-    Value sum = losses[0];
-    for (Value l : ArrayRef(losses).drop_front())
-      sum = ob.add(sum, l);
-    // pipe-microbatch records how micro-batch losses make the step's loss
-    // (1/M for a mean-reduced loss, 1 for a sum); without it, their mean.
-    double scale = 1.0 / losses.size();
-    if (auto s = module->getAttrOfType<FloatAttr>("pipe.loss_scale"))
-      scale = s.getValueAsDouble();
-    if (scale != 1.0)
-      sum = ob.mul(sum, ob.scalar(b.getF32Type(), scale));
-    results.insert(results.begin(), sum);
-    resultAttrs.insert(resultAttrs.begin(),
-                       b.getDictionaryAttr(b.getNamedAttr("pipe.loss",
-                                                          b.getUnitAttr())));
-  }
-  if (nextCount) {
+  if (countsStep) {
     results.push_back(nextCount);
     resultAttrs.push_back(updateOf("step"));
   }
-  // The sent tensors are results that nothing keeps: they hold their buffers
-  // until the sends are waited for at the end of the step.
-  for (Value v : sent) {
-    results.push_back(v);
-    resultAttrs.push_back(b.getDictionaryAttr(
-        b.getNamedAttr("pipe.sent", b.getUnitAttr())));
-  }
-  if (ob.failed())
-    return fail();
-  func::ReturnOp::create(b, loc, results);
+  func::ReturnOp::create(fb, l, results);
 
-  SmallVector<Type> argTypes(body->getArgumentTypes());
+  std::string name = uniqueName("update_stage" + std::to_string(buf.stage));
+  OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(program);
-  std::string name = ("train_step_device" + llvm::Twine(program.getDevice())).str();
-  auto fn = func::FuncOp::create(b, loc, name,
-                                 b.getFunctionType(argTypes,
-                                                   ValueRange(results).getTypes()));
+  auto fn = func::FuncOp::create(
+      b, l, onnxOnly ? name + ".onnx" : name,
+      b.getFunctionType(body->getArgumentTypes(), ValueRange(results).getTypes()));
   fn.getBody().push_back(body);
   fn.setAllArgAttrs(argAttrs);
   fn.setAllResultAttrs(resultAttrs);
-  fn->setAttr("pipe.device", b.getI64IntegerAttr(program.getDevice()));
-  fn->setAttr("pipe.microbatches", b.getI64IntegerAttr(microbatches));
-  return fn;
+  onnxFunctions.push_back(fn);
+  functions["update:" + name] = name;
+  return StringRef(functions["update:" + name]);
+}
+
+void ProgramLowering::call(StringRef callee, ArrayRef<Value> args) {
+  SmallVector<Type> types;
+  for (Value v : args)
+    types.push_back(v.getType());
+  if (!module.lookupSymbol<func::FuncOp>(callee)) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto decl = func::FuncOp::create(b, loc, callee,
+                                     b.getFunctionType(types, TypeRange{}));
+    decl.setPrivate();
+  }
+  func::CallOp::create(b, loc, callee, TypeRange{}, args);
+}
+
+Value ProgramLowering::callPtr(StringRef callee, ArrayRef<Value> args) {
+  SmallVector<Type> types;
+  for (Value v : args)
+    types.push_back(v.getType());
+  if (!module.lookupSymbol<func::FuncOp>(callee)) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto decl = func::FuncOp::create(b, loc, callee,
+                                     b.getFunctionType(types, {ptrType()}));
+    decl.setPrivate();
+  }
+  return func::CallOp::create(b, loc, callee, TypeRange{ptrType()}, args)
+      .getResult(0);
+}
+
+Value ProgramLowering::allocate(int64_t bytes) {
+  bytes = std::max<int64_t>(bytes, 1);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  Value p = callPtr("pipert_alloc", {ctxArg, i64c(bytes)});
+  allocations.push_back(p);
+  allocatedBytes += bytes;
+  return p;
+}
+
+Value ProgramLowering::pointerArray(size_t n) {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  return LLVM::AllocaOp::create(b, loc, ptrType(), ptrType(),
+                                i64c(std::max<size_t>(n, 1)), 8);
+}
+
+void ProgramLowering::callFunction(StringRef callee, const CallArrays &arrays) {
+  auto fill = [&](ArrayRef<Value> ptrs) -> Value {
+    if (ptrs.empty())
+      return LLVM::ZeroOp::create(b, loc, ptrType());
+    Value array = pointerArray(ptrs.size());
+    for (auto [i, p] : llvm::enumerate(ptrs)) {
+      Value slot = LLVM::GEPOp::create(b, loc, ptrType(), ptrType(), array,
+                                       ArrayRef<LLVM::GEPArg>{(int32_t)i});
+      LLVM::StoreOp::create(b, loc, p, slot);
+    }
+    return array;
+  };
+  Value in = fill(arrays.inputs), pers = fill(arrays.persistent),
+        out = fill(arrays.outputs);
+  call(callee, {ctxArg, in, pers, out, stepArg});
+}
+
+Value ProgramLowering::microBatch(Operation *op) {
+  std::optional<pipe::MicroBatchIndex> mb = pipe::getMicroBatchIndex(op);
+  assert(mb && "an instruction without a micro-batch");
+  if (!mb->base)
+    return i64c(mb->offset);
+  Value k = loopIndex.lookup(mb->base);
+  if (mb->offset == 0)
+    return k;
+  return arith::AddIOp::create(b, loc, k, i64c(mb->offset));
+}
+
+Value ProgramLowering::ringSlot(Value buffer, Value mb) {
+  const Ring &ring = rings[buffer];
+  Value slot = ring.depth == 1
+                   ? i64c(0)
+                   : arith::RemUIOp::create(b, loc, mb, i64c(ring.depth))
+                         .getResult();
+  return offsetPtr(ring.base,
+                   arith::MulIOp::create(b, loc, slot, i64c(ring.bytes)));
+}
+
+Value ProgramLowering::storageFor(Value v, Value mb) {
+  Operation *def = v.getDefiningOp();
+  std::optional<pipe::MicroBatchIndex> defMb = pipe::getMicroBatchIndex(def);
+  for (Operation *user : v.getUsers())
+    if (auto save = dyn_cast<pipe::SaveOp>(user)) {
+      std::optional<pipe::MicroBatchIndex> saveMb =
+          pipe::getMicroBatchIndex(save);
+      if (defMb && saveMb->base == defMb->base &&
+          saveMb->offset == defMb->offset && !elidedSaves.count(save) &&
+          save.getValue() == v) {
+        elidedSaves.insert(save);
+        return ringSlot(save.getBuffer(), mb);
+      }
+    }
+  return allocate(runtimeTensorBytes(cast<RankedTensorType>(v.getType())));
+}
+
+LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
+  loc = instr.getLoc();
+  auto bytesOf = [](Value v) {
+    return runtimeTensorBytes(cast<RankedTensorType>(v.getType()));
+  };
+
+  if (auto wb = dyn_cast<pipe::WeightBufferOp>(instr)) {
+    if (wb.getVersions() != 1)
+      return wb.emitError("pipe-lower-programs: only one weight version is "
+                          "supported (synchronous schedules)");
+    auto buf = std::make_unique<WeightBuffer>();
+    buf->stage = wb.getStage();
+    for (auto [nameAttr, typeAttr] :
+         llvm::zip(wb.getParamNames(), wb.getParamTypes())) {
+      StringRef name = cast<StringAttr>(nameAttr).getValue();
+      auto type = dyn_cast<RankedTensorType>(cast<TypeAttr>(typeAttr).getValue());
+      if (!type || !pipertDtype(type.getElementType()))
+        return wb.emitError("pipe-lower-programs: parameter '")
+               << name << "' has a type the runtime has no kernels for";
+      buf->names.push_back(name.str());
+      buf->types.push_back(type);
+      buf->persistentIndex.push_back(devicePersistent.size());
+      devicePersistent.push_back({name.str(), "param", type, initOf(name)});
+      buf->grads.push_back(allocate(runtimeTensorBytes(type)));
+    }
+    weightBuffers[wb.getWeights()] = std::move(buf);
+    return success();
+  }
+  if (auto ab = dyn_cast<pipe::ActivationBufferOp>(instr)) {
+    auto type = cast<RankedTensorType>(ab.getType());
+    Ring ring;
+    ring.depth = ab.getDepth();
+    ring.bytes = (runtimeTensorBytes(type) + 63) / 64 * 64;
+    ring.base = allocate(ring.bytes * ring.depth);
+    rings[ab.getBuffer()] = ring;
+    return success();
+  }
+  if (auto z = dyn_cast<pipe::ZeroGradOp>(instr)) {
+    WeightBuffer &buf = *weightBuffers[z.getWeights()];
+    for (auto [g, type] : llvm::zip(buf.grads, buf.types))
+      call("pipert_memset_zero", {ctxArg, g, i64c(runtimeTensorBytes(type))});
+    return success();
+  }
+  if (auto loop = dyn_cast<pipe::LoopOp>(instr)) {
+    if (nonblockingSends)
+      return loop.emitError("pipe-lower-programs: nonblocking-sends needs a "
+                            "straight-line program (pipe-schedule loop=false): "
+                            "a loop reuses its buffers every iteration");
+    Value lower = arith::ConstantIndexOp::create(b, loc, loop.getLower());
+    Value upper = arith::ConstantIndexOp::create(b, loc, loop.getUpper());
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    auto forOp = scf::ForOp::create(b, loc, lower, upper, one);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(forOp.getBody()->getTerminator());
+    loopIndex[loop.getIndex()] = arith::IndexCastOp::create(
+        b, loc, b.getI64Type(), forOp.getInductionVar());
+    for (Operation &op : loop.getInstructions())
+      if (failed(lowerInstruction(op)))
+        return failure();
+    return success();
+  }
+  if (auto feed = dyn_cast<pipe::FeedOp>(instr)) {
+    auto type = cast<RankedTensorType>(feed.getValue().getType());
+    if (type.getRank() == 0)
+      return feed.emitError("pipe-lower-programs: a fed input needs a batch axis");
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] *= program.getMicrobatches();
+    auto wholeType = RankedTensorType::get(shape, type.getElementType());
+    auto [it, added] =
+        inputIndex.try_emplace(feed.getInput(), int64_t(deviceInputs.size()));
+    if (added)
+      deviceInputs.push_back({feed.getInput().str(), "input", wholeType, {}});
+    else if (deviceInputs[it->second].type != wholeType)
+      return feed.emitError("pipe-lower-programs: input '")
+             << feed.getInput() << "' is fed with different micro-batch types";
+    Value whole = loadSlot(inputsArg, it->second);
+    Value offset =
+        arith::MulIOp::create(b, loc, microBatch(feed), i64c(bytesOf(feed)));
+    pointers[feed.getValue()] = offsetPtr(whole, offset);
+    return success();
+  }
+  if (isa<pipe::ForwardOp, pipe::BackwardOp>(instr)) {
+    auto fwd = dyn_cast<pipe::ForwardOp>(instr);
+    auto bwd = dyn_cast<pipe::BackwardOp>(instr);
+    FlatSymbolRefAttr calleeAttr =
+        fwd ? fwd.getCalleeAttr() : bwd.getCalleeAttr();
+    auto stage = module.lookupSymbol<pipe::StageOp>(calleeAttr);
+    if (!stage)
+      return instr.emitError("no pipe.stage ") << calleeAttr;
+    pipe::BackwardPart part = bwd ? bwd.getPart() : pipe::BackwardPart::Input;
+    FailureOr<StringRef> callee = stageFunction(&instr, stage, part);
+    if (failed(callee))
+      return failure();
+    Value weights = fwd ? fwd.getWeights() : bwd.getWeights();
+    ValueRange inputs = fwd ? fwd.getInputs() : bwd.getInputs();
+    CallArrays arrays;
+    WeightBuffer *buf = weights ? weightBuffers[weights].get() : nullptr;
+    if (buf) {
+      for (int64_t index : buf->persistentIndex)
+        arrays.persistent.push_back(loadSlot(persistentArg, index));
+      bool gradients = stage.getPhase() != pipe::Phase::Forward &&
+                       stage.getPhase() != pipe::Phase::BackwardInput;
+      if (gradients)
+        arrays.persistent.append(buf->grads.begin(), buf->grads.end());
+    }
+    for (Value v : inputs)
+      arrays.inputs.push_back(pointers.lookup(v));
+    Value mb = microBatch(&instr);
+    for (Value r : instr.getResults()) {
+      Value p = storageFor(r, mb);
+      pointers[r] = p;
+      arrays.outputs.push_back(p);
+    }
+    callFunction(*callee, arrays);
+    return success();
+  }
+  if (auto acc = dyn_cast<pipe::AccumulateOp>(instr)) {
+    WeightBuffer &buf = *weightBuffers[acc.getWeights()];
+    int64_t i = acc.getParam();
+    StringRef callee = accumulateFunction(buf.types[i]);
+    CallArrays arrays;
+    arrays.persistent.push_back(buf.grads[i]);
+    arrays.inputs.push_back(pointers.lookup(acc.getGrad()));
+    callFunction(callee, arrays);
+    return success();
+  }
+  if (auto save = dyn_cast<pipe::SaveOp>(instr)) {
+    if (elidedSaves.count(save))
+      return success();
+    Value slot = ringSlot(save.getBuffer(), microBatch(save));
+    call("pipert_copy_device", {ctxArg, slot, pointers.lookup(save.getValue()),
+                                i64c(bytesOf(save.getValue()))});
+    return success();
+  }
+  if (auto restore = dyn_cast<pipe::RestoreOp>(instr)) {
+    pointers[restore.getValue()] =
+        ringSlot(restore.getBuffer(), microBatch(restore));
+    return success();
+  }
+  if (isa<pipe::SendOp, pipe::RecvOp>(instr)) {
+    auto send = dyn_cast<pipe::SendOp>(instr);
+    auto recv = dyn_cast<pipe::RecvOp>(instr);
+    Value v = send ? send.getValue() : recv.getValue();
+    auto type = cast<RankedTensorType>(v.getType());
+    std::optional<int64_t> dtype = pipertDtype(type.getElementType());
+    if (!dtype)
+      return instr.emitError("pipe-lower-programs: cannot transfer ")
+             << type << ": the runtime has no such element type";
+    if (!comm) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(entry);
+      comm = callPtr("pipert_comm_world", {ctxArg});
+    }
+    Value mb = microBatch(&instr);
+    // (hash(tag) mod 2048) * 16 + mb mod 16, as transferTag computes it.
+    Value low = arith::RemUIOp::create(b, loc, mb, i64c(16));
+    Value tag64 = arith::AddIOp::create(
+        b, loc,
+        i64c(int64_t(tagHash(send ? send.getTag() : recv.getTag())) * 16), low);
+    Value tag = arith::TruncIOp::create(b, loc, b.getI32Type(), tag64);
+    int64_t peer = send ? send.getPeer() : recv.getPeer();
+    Value buffer;
+    if (send) {
+      buffer = pointers.lookup(v);
+    } else {
+      buffer = storageFor(v, mb);
+      pointers[v] = buffer;
+    }
+    SmallVector<Value> args = {ctxArg, comm, buffer, i64c(type.getNumElements()),
+                               i32c(*dtype), i32c(peer), tag};
+    if (recv)
+      call("pipert_recv", args);
+    else if (nonblockingSends)
+      pendingSends.push_back(callPtr("pipert_isend", args));
+    else
+      call("pipert_send", args);
+    return success();
+  }
+  if (auto upd = dyn_cast<pipe::UpdateOp>(instr)) {
+    WeightBuffer &buf = *weightBuffers[upd.getWeights()];
+    if (stepIndex < 0) {
+      auto i64Scalar = RankedTensorType::get({}, b.getI64Type());
+      stepIndex = devicePersistent.size();
+      devicePersistent.push_back(
+          {"step", "state", i64Scalar,
+           DenseElementsAttr::get(i64Scalar, b.getI64IntegerAttr(0))});
+    }
+    SmallVector<int64_t> stateIndex;
+    FailureOr<StringRef> callee =
+        updateFunction(upd, buf, upd == lastUpdate, stateIndex);
+    if (failed(callee))
+      return failure();
+    CallArrays arrays;
+    for (int64_t index : buf.persistentIndex)
+      arrays.persistent.push_back(loadSlot(persistentArg, index));
+    arrays.persistent.append(buf.grads.begin(), buf.grads.end());
+    for (int64_t index : stateIndex)
+      arrays.persistent.push_back(loadSlot(persistentArg, index));
+    arrays.persistent.push_back(loadSlot(persistentArg, stepIndex));
+    callFunction(*callee, arrays);
+    return success();
+  }
+  if (auto rep = dyn_cast<pipe::ReportLossOp>(instr)) {
+    auto type = cast<RankedTensorType>(rep.getLoss().getType());
+    if (!type.getElementType().isF32())
+      return rep.emitError("pipe-lower-programs: the loss must be f32, not ")
+             << type.getElementType();
+    Value slot = offsetPtr(
+        lossBuffer, arith::MulIOp::create(b, loc, microBatch(rep), i64c(4)));
+    call("pipert_copy_device",
+         {ctxArg, slot, pointers.lookup(rep.getLoss()), i64c(4)});
+    return success();
+  }
+  return instr.emitError("pipe-lower-programs: ")
+         << instr.getName() << " is not supported by this lowering "
+         << "(synchronous schedules: feed, forward, backward, send, recv, "
+            "loop, activation_buffer, save, restore, zero_grad, accumulate, "
+            "update, report_loss)";
+}
+
+LogicalResult ProgramLowering::run() {
+  loc = program.getLoc();
+  int64_t microbatches = program.getMicrobatches();
+  DenseSet<Value> updated;
+  Operation *twice = nullptr;
+  pipe::forEachInstruction(program, [&](Operation *op, int64_t) {
+    if (isa<pipe::ReportLossOp>(op)) {
+      reportsLoss = true;
+      ++reportedLosses;
+    }
+    if (auto u = dyn_cast<pipe::UpdateOp>(op)) {
+      lastUpdate = u;
+      if (!updated.insert(u.getWeights()).second && !twice)
+        twice = op;
+    }
+  });
+  if (twice)
+    return twice->emitError(
+        "pipe-lower-programs: a synchronous step updates a buffer once "
+        "(schedules that update per micro-batch keep weights across steps in "
+        "other slots, which this lowering does not support yet)");
+
+  b.setInsertionPoint(program);
+  Type ptr = ptrType();
+  std::string stepName = onnxOnly ? "pipe_step" : kStepFunctionName.str();
+  step = func::FuncOp::create(
+      b, loc, stepName,
+      b.getFunctionType({ptr, ptr, ptr, ptr, b.getI64Type()}, {}));
+  entry = step.addEntryBlock();
+  ctxArg = entry->getArgument(0);
+  inputsArg = entry->getArgument(1);
+  persistentArg = entry->getArgument(2);
+  lossArg = entry->getArgument(3);
+  stepArg = entry->getArgument(4);
+  b.setInsertionPointToEnd(entry);
+  // Everything the step allocates goes before this point, the code after.
+  auto marker = LLVM::ZeroOp::create(b, loc, ptr);
+  b.setInsertionPointAfter(marker);
+  if (reportsLoss) {
+    lossBuffer = allocate(4 * microbatches);
+    call("pipert_memset_zero", {ctxArg, lossBuffer, i64c(4 * microbatches)});
+  }
+
+  for (Operation &instr : program.getInstructions())
+    if (failed(lowerInstruction(instr)))
+      return failure();
+
+  loc = program.getLoc();
+  if (reportsLoss) {
+    // The micro-batch losses, summed in micro-batch order on the host.
+    Value host = LLVM::AllocaOp::create(b, loc, ptr, b.getF32Type(),
+                                        i64c(microbatches), 4);
+    call("pipert_copy_to_host", {ctxArg, host, lossBuffer, i64c(4 * microbatches)});
+    Value sum = LLVM::LoadOp::create(b, loc, b.getF32Type(), host);
+    for (int64_t k = 1; k < microbatches; ++k) {
+      Value p = LLVM::GEPOp::create(b, loc, ptr, b.getF32Type(), host,
+                                    ArrayRef<LLVM::GEPArg>{(int32_t)k});
+      sum = arith::AddFOp::create(b, loc, sum,
+                                  LLVM::LoadOp::create(b, loc, b.getF32Type(), p));
+    }
+    // pipe-microbatch records how micro-batch losses make the step's loss
+    // (1/M for a mean-reduced loss, 1 for a sum); without it, their mean.
+    double scale = 1.0 / double(reportedLosses);
+    if (auto s = module->getAttrOfType<FloatAttr>("pipe.loss_scale"))
+      scale = s.getValueAsDouble();
+    if (scale != 1.0)
+      sum = arith::MulFOp::create(
+          b, loc, sum,
+          arith::ConstantFloatOp::create(b, loc, b.getF32Type(),
+                                         APFloat(static_cast<float>(scale))));
+    LLVM::StoreOp::create(b, loc, sum, lossArg);
+  }
+  if (!pendingSends.empty()) {
+    Value array = pointerArray(pendingSends.size());
+    for (auto [i, r] : llvm::enumerate(pendingSends)) {
+      Value slot = LLVM::GEPOp::create(b, loc, ptr, ptr, array,
+                                       ArrayRef<LLVM::GEPArg>{(int32_t)i});
+      LLVM::StoreOp::create(b, loc, r, slot);
+    }
+    call("pipert_wait_all", {ctxArg, array, i32c(pendingSends.size())});
+  }
+  for (Value p : allocations)
+    call("pipert_free", {ctxArg, p});
+  func::ReturnOp::create(b, loc);
+  marker.erase();
+
+  // The callable functions: buffers and kernel calls.
+  if (!onnxOnly) {
+    for (func::FuncOp fn : onnxFunctions) {
+      std::string name = fn.getSymName().str();
+      StepFunctionOptions options;
+      options.callable = true;
+      options.name = name;
+      fn.setSymName(name + ".onnx");
+      if (failed(lowerStepFunction(module, fn, cuda, options)))
+        return failure();
+      if (auto lowered = module.lookupSymbol<func::FuncOp>(name))
+        if (auto peak = lowered->getAttrOfType<IntegerAttr>("pipe.peak_bytes"))
+          calleePeakBytes = std::max(calleePeakBytes, peak.getInt());
+    }
+  } else {
+    // Declarations for the calls, beside the onnx-level bodies.
+    for (func::FuncOp fn : onnxFunctions) {
+      StringRef name = fn.getSymName().drop_back(strlen(".onnx"));
+      if (!module.lookupSymbol(name)) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(step);
+        auto decl = func::FuncOp::create(
+            b, loc, name,
+            b.getFunctionType({ptr, ptr, ptr, ptr, b.getI64Type()}, {}));
+        decl.setPrivate();
+      }
+    }
+  }
+
+  // Metadata for the object emitter, the driver and plan.json.
+  MLIRContext *ctx = b.getContext();
+  auto describe = [&](const DeviceArg &arg) {
+    SmallVector<NamedAttribute> fields = {
+        b.getNamedAttr("name", b.getStringAttr(arg.name)),
+        b.getNamedAttr("kind", b.getStringAttr(arg.kind)),
+        b.getNamedAttr("dtype", b.getI64IntegerAttr(
+                                    *pipertDtype(arg.type.getElementType()))),
+        b.getNamedAttr("shape", b.getDenseI64ArrayAttr(arg.type.getShape()))};
+    if (arg.init)
+      fields.push_back(b.getNamedAttr("init", arg.init));
+    return DictionaryAttr::get(ctx, fields);
+  };
+  SmallVector<Attribute> inputInfo, persistentInfo;
+  for (const DeviceArg &arg : deviceInputs)
+    inputInfo.push_back(describe(arg));
+  for (const DeviceArg &arg : devicePersistent)
+    persistentInfo.push_back(describe(arg));
+  step->setAttr(
+      kProgramAttrName,
+      b.getDictionaryAttr(
+          {b.getNamedAttr("inputs", b.getArrayAttr(inputInfo)),
+           b.getNamedAttr("persistent", b.getArrayAttr(persistentInfo)),
+           b.getNamedAttr("peak_activation_bytes",
+                          b.getI64IntegerAttr(allocatedBytes + calleePeakBytes)),
+           b.getNamedAttr("has_loss", b.getBoolAttr(reportsLoss)),
+           b.getNamedAttr("trains", b.getBoolAttr(bool(lastUpdate)))}));
+  step->setAttr("pipe.device", b.getI64IntegerAttr(program.getDevice()));
+  step->setAttr("pipe.microbatches", b.getI64IntegerAttr(microbatches));
+  return success();
 }
 
 struct LowerProgramsPass
@@ -574,9 +989,25 @@ struct LowerProgramsPass
                        "not supported by this lowering");
       return signalPassFailure();
     }
-    ProgramLowering lowering(module, chosen, nonblockingSends);
-    FailureOr<func::FuncOp> fn = lowering.run();
-    if (failed(fn))
+    if (target != "cpu" && target != "cuda") {
+      module.emitError() << "pipe-lower-programs: unknown target '" << target
+                         << "' (cpu, cuda)";
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol(kStepFunctionName)) {
+      module.emitError() << "pipe-lower-programs: @" << kStepFunctionName
+                         << " already exists";
+      return signalPassFailure();
+    }
+    // The functions the module had (the imported forward, the training step
+    // the stages were split from) are not part of the device's program.
+    SmallVector<func::FuncOp> before;
+    for (auto f : module.getOps<func::FuncOp>())
+      if (!f.isExternal())
+        before.push_back(f);
+    ProgramLowering lowering(module, chosen, target == "cuda",
+                             nonblockingSends, onnxOnly);
+    if (failed(lowering.run()))
       return signalPassFailure();
     // Everything else of the pipe level is done with.
     for (pipe::ProgramOp p : programs)
@@ -585,11 +1016,8 @@ struct LowerProgramsPass
       s.erase();
     if (onnxOnly)
       return;
-    for (auto f : llvm::to_vector(module.getOps<func::FuncOp>()))
-      if (f != *fn && !f.isExternal())
-        f.erase();
-    if (failed(lowerStepFunction(module, *fn, target == "cuda")))
-      return signalPassFailure();
+    for (func::FuncOp f : before)
+      f.erase();
   }
 };
 

@@ -89,9 +89,9 @@ bool isNullableResult(Operation *op, unsigned i) {
 
 /// Where a value's bytes live.
 struct Placement {
-  enum Kind { None, Constant, Input, Persistent, Step, Block, Alias };
+  enum Kind { None, Constant, Input, Persistent, Step, Block, Alias, Output };
   Kind kind = None;
-  int64_t index = -1; // input/persistent index, or block id
+  int64_t index = -1; // input/persistent/output index, or block id
   int64_t offset = 0; // unused today: blocks hold one value at a time
   Value aliasOf;      // for Alias
 };
@@ -104,8 +104,9 @@ struct BlockInfo {
 
 class StepLowering {
 public:
-  StepLowering(ModuleOp module, func::FuncOp source, bool cuda)
-      : module(module), source(source), cuda(cuda),
+  StepLowering(ModuleOp module, func::FuncOp source, bool cuda,
+               const StepFunctionOptions &options = {})
+      : module(module), source(source), cuda(cuda), options(options),
         b(source.getLoc(), source.getContext()) {}
 
   LogicalResult run();
@@ -164,6 +165,7 @@ private:
   ModuleOp module;
   func::FuncOp source;
   bool cuda;
+  StepFunctionOptions options;
   ImplicitLocOpBuilder b;
   func::FuncOp step;
   Value ctxArg, inputsArg, persistentArg, lossArg, stepArg;
@@ -175,6 +177,9 @@ private:
   Value lossValue;
   // Result value → persistent index it becomes for the next step.
   SmallVector<std::pair<Value, int64_t>> updates;
+  // Callable functions: result value → index of the caller's output buffer.
+  SmallVector<std::pair<Value, int64_t>> outputs;
+  DenseMap<Value, int64_t> directOutput; // computed in the caller's buffer
 
   DenseMap<Value, ElementsAttr> constants;
   DenseMap<Operation *, int64_t> order;
@@ -189,6 +194,11 @@ private:
   DenseMap<int64_t, Value> blockMemrefs;  // block id → memref<Nxi8>
   std::map<std::vector<int64_t>, Value> i64Arrays;
   unsigned globalCounter = 0;
+  /// Globals are named after a callable function, so that several lowered
+  /// into one module do not clash.
+  std::string globalPrefix() const {
+    return options.callable ? options.name.str() + "_" : "__pipe_";
+  }
   SmallVector<Value> constantCopies; // cuda: device copies freed at the end
   Value comm;                        // the world communicator, once asked
   SmallVector<Value> pendingSends;   // isend requests, waited at the end
@@ -238,6 +248,14 @@ LogicalResult StepLowering::classifyResults() {
   DenseSet<int64_t> updated;
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
     int64_t target = -1;
+    if (auto out = source.getResultAttrOfType<IntegerAttr>(i, "pipe.output")) {
+      if (!options.callable)
+        return source.emitError("result ")
+               << i << " is marked pipe.output, which only a callable "
+               << "function (a stage of a lowered program) has";
+      outputs.push_back({value, out.getInt()});
+      continue;
+    }
     if (source.getResultAttr(i, "pipe.loss")) {
       auto type = tensorType(value);
       if (!type || type.getNumElements() != 1 || !type.getElementType().isF32())
@@ -366,6 +384,15 @@ LogicalResult StepLowering::planBuffers() {
   DenseMap<Value, int64_t> updateTarget;
   for (auto [value, target] : updates)
     updateTarget[value] = target;
+  // Outputs defined by a kernel (not an alias, constant or argument), each
+  // returned once, go straight into the caller's buffer.
+  DenseMap<Value, int> outputUses;
+  for (auto [value, index] : outputs)
+    ++outputUses[value];
+  for (auto [value, index] : outputs)
+    if (outputUses[value] == 1 && !placement.count(value) &&
+        !updateTarget.count(value) && value.getDefiningOp())
+      directOutput[value] = index;
 
   std::multimap<int64_t, int64_t> freeBlocks; // bytes → block id
   DenseSet<int64_t> held;
@@ -389,6 +416,11 @@ LogicalResult StepLowering::planBuffers() {
           continue;
         }
         lastUse[r] = i; // dead result: freed right after its op
+      }
+      // A callable's output is computed in the caller's buffer.
+      if (auto out = directOutput.find(r); out != directOutput.end()) {
+        placement[r] = {Placement::Output, out->second};
+        continue;
       }
       // An update of a parameter or state goes straight into its buffer
       // once nothing reads the old value any more.
@@ -493,7 +525,7 @@ Value StepLowering::i64Array(ArrayRef<int64_t> values) {
     return it->second;
   auto type = MemRefType::get({static_cast<int64_t>(values.size())},
                               b.getI64Type());
-  std::string name = "__pipe_i64_" + std::to_string(globalCounter++);
+  std::string name = globalPrefix() + "i64_" + std::to_string(globalCounter++);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(step);
@@ -583,7 +615,7 @@ Value StepLowering::memrefFor(Value v) {
           RankedTensorType::get(type.getShape(), elem),
           ArrayRef<char>(bytes.data(), bytes.size()));
     }
-    std::string name = "__pipe_const_" + std::to_string(globalCounter++);
+    std::string name = globalPrefix() + "const_" + std::to_string(globalCounter++);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(step);
@@ -615,6 +647,14 @@ Value StepLowering::memrefFor(Value v) {
   case Placement::Block:
     result = viewOf(blockMemrefs[p.index], type);
     break;
+  case Placement::Output: {
+    // The caller's output buffers: the array the 4th argument points to.
+    Value slot = LLVM::GEPOp::create(b, ptrType(), ptrType(), lossArg,
+                                     ArrayRef<LLVM::GEPArg>{(int32_t)p.index});
+    Value ptr = LLVM::LoadOp::create(b, ptrType(), slot);
+    result = viewOf(wrapPointer(ptr, runtimeTensorBytes(type)), type);
+    break;
+  }
   case Placement::Step:
   case Placement::None:
     return nullptr;
@@ -1440,7 +1480,7 @@ LogicalResult StepLowering::run() {
   b.setInsertionPoint(source);
   Type ptr = ptrType();
   step = func::FuncOp::create(
-      b, kStepFunctionName,
+      b, options.name,
       b.getFunctionType({ptr, ptr, ptr, ptr, b.getI64Type()}, {}));
   Block *entry = step.addEntryBlock();
   ctxArg = entry->getArgument(0);
@@ -1480,6 +1520,16 @@ LogicalResult StepLowering::run() {
   }
   if (lossValue)
     call("pipert_copy_to_host", {ctxArg, lossArg, P(lossValue), i64c(4)});
+  // A callable function's 4th argument is the array of its output buffers.
+  for (auto [value, index] : outputs) {
+    if (directOutput.count(value))
+      continue;
+    Value slot = LLVM::GEPOp::create(b, ptrType(), ptrType(), lossArg,
+                                     ArrayRef<LLVM::GEPArg>{(int32_t)index});
+    Value dst = LLVM::LoadOp::create(b, ptrType(), slot);
+    call("pipert_copy_device",
+         {ctxArg, dst, P(value), i64c(runtimeTensorBytes(tensorType(value)))});
+  }
   if (!pendingSends.empty())
     call("pipert_wait_all", {ctxArg, ptrArray(pendingSends),
                              i32c(pendingSends.size())});
@@ -1488,6 +1538,12 @@ LogicalResult StepLowering::run() {
     call("pipert_free", {ctxArg, dev});
   func::ReturnOp::create(b);
 
+  if (options.callable) {
+    step.setPrivate();
+    step->setAttr("pipe.peak_bytes", b.getI64IntegerAttr(peakBytes));
+    source.erase();
+    return success();
+  }
   // Metadata for the object emitter, the driver and plan.json.
   auto describe = [&](BlockArgument arg, StringRef kind) {
     auto type = tensorType(arg);
@@ -1535,11 +1591,12 @@ LogicalResult StepLowering::run() {
 
 } // namespace
 
-LogicalResult mlir::pipec::lowerStepFunction(ModuleOp module,
-                                             func::FuncOp source, bool cuda) {
-  if (module.lookupSymbol(kStepFunctionName))
-    return module.emitError() << "@" << kStepFunctionName << " already exists";
-  StepLowering lowering(module, source, cuda);
+LogicalResult
+mlir::pipec::lowerStepFunction(ModuleOp module, func::FuncOp source, bool cuda,
+                               const StepFunctionOptions &options) {
+  if (module.lookupSymbol(options.name))
+    return module.emitError() << "@" << options.name << " already exists";
+  StepLowering lowering(module, source, cuda, options);
   if (failed(lowering.run()))
     return failure();
   // The transfer markers' declarations are not part of the program.

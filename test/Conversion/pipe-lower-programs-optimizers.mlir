@@ -4,33 +4,52 @@
 // One device holding both stages of a linear model, 2 micro-batches, AdamW
 // with grad_scale: the optimizer state is named as pipe-add-optimizer names
 // it (<param>.exp_avg, <param>.exp_avg_sq, one "step" counter for the
-// device), AdamW reads the incremented counter, and the accumulated gradient
-// of the two backwards is scaled before the update. No transfers.
-// CHECK-LABEL: func.func @train_step_device0(
-// CHECK-SAME: %[[W0:[^:]*]]: tensor<4x8xf32> {pipe.param = "fc1.weight", pipe.trainable}
-// CHECK-SAME: %[[W1:[^:]*]]: tensor<8x3xf32> {pipe.param = "fc2.weight", pipe.trainable}
-// CHECK-SAME: %[[X:[^:]*]]: tensor<4x4xf32> {pipe.input = "x"}
-// CHECK-SAME: %[[T:[^:]*]]: tensor<4x3xf32> {pipe.input = "t"}
-// CHECK-SAME: %[[STEP:[^:]*]]: tensor<i64> {pipe.init = dense<0> : tensor<i64>, pipe.state = "step"}
-// CHECK-SAME: %[[M1:[^:]*]]: tensor<8x3xf32> {pipe.init = dense<0.000000e+00> : tensor<8x3xf32>, pipe.state = "fc2.weight.exp_avg"}
-// CHECK-SAME: %[[V1:[^:]*]]: tensor<8x3xf32> {pipe.init = dense<0.000000e+00> : tensor<8x3xf32>, pipe.state = "fc2.weight.exp_avg_sq"}
-// CHECK-SAME: pipe.state = "fc1.weight.exp_avg"}
-// CHECK-SAME: pipe.state = "fc1.weight.exp_avg_sq"}
-// CHECK-SAME: -> (tensor<f32> {pipe.loss}, tensor<8x3xf32> {pipe.update = "fc2.weight"}, tensor<8x3xf32> {pipe.update = "fc2.weight.exp_avg"}, tensor<8x3xf32> {pipe.update = "fc2.weight.exp_avg_sq"}, tensor<4x8xf32> {pipe.update = "fc1.weight"}, tensor<4x8xf32> {pipe.update = "fc1.weight.exp_avg"}, tensor<4x8xf32> {pipe.update = "fc1.weight.exp_avg_sq"}, tensor<i64> {pipe.update = "step"})
-// CHECK: %[[ACC:.*]] = onnx.Add(%{{.*}}, %{{.*}}) : (tensor<8x3xf32>, tensor<8x3xf32>) -> tensor<8x3xf32>
+// device), both updates read the incremented counter and only the last one
+// stores it, and the accumulated gradient of the two backwards is scaled
+// before the update. No transfers.
+// CHECK-LABEL: func.func @pipe_step(
+// CHECK-SAME: inputs = [{dtype = 1 : i64, kind = "input", name = "x", shape = array<i64: 4, 4>}, {dtype = 1 : i64, kind = "input", name = "t", shape = array<i64: 4, 3>}]
+// CHECK-SAME: persistent = [{{.*}}name = "fc1.weight"{{.*}}name = "fc2.weight"{{.*}}name = "step"{{.*}}name = "fc2.weight.exp_avg"{{.*}}name = "fc2.weight.exp_avg_sq"{{.*}}name = "fc1.weight.exp_avg"{{.*}}name = "fc1.weight.exp_avg_sq"
+// The step's order: one call per instruction, each stage's function shared
+// by its micro-batches; fc1's backwards run after fc2's update but read the
+// gradients computed before it.
+// CHECK: call @__pipe_s0_fwd(
+// CHECK: call @__pipe_s1_fwd(
+// CHECK: call @__pipe_s0_fwd(
+// CHECK: call @__pipe_s1_fwd(
+// CHECK: call @__pipe_s1_bwd(
+// CHECK: call @__pipe_s1_bwd(
+// CHECK: call @__pipe_update_stage1(
+// CHECK: call @__pipe_s0_bwd(
+// CHECK: call @__pipe_s0_bwd(
+// CHECK: call @__pipe_update_stage0(
+// A backward adds its weight gradient into the accumulator it is passed
+// (the argument after the weights), in place.
+// CHECK-LABEL: func.func @__pipe_s1_bwd.onnx(
+// CHECK-SAME: %[[W:[^:]*]]: tensor<8x3xf32>, %[[ACC:[^:]*]]: tensor<8x3xf32>, %{{.*}}: tensor<2x8xf32> {pipe.input = "in0"}, %{{.*}}: tensor<2x3xf32> {pipe.input = "in1"})
+// CHECK-SAME: -> (tensor<2x8xf32> {pipe.output = 0 : i64}, tensor<8x3xf32> {pipe.update = 1 : i64})
+// CHECK: %[[SUM:.*]] = onnx.Add(%[[ACC]], %{{.*}}) : (tensor<8x3xf32>, tensor<8x3xf32>) -> tensor<8x3xf32>
+// CHECK-LABEL: func.func @__pipe_update_stage1.onnx(
+// CHECK-SAME: %[[W1:[^:]*]]: tensor<8x3xf32> {pipe.param = "fc2.weight"}, %[[G1:[^:]*]]: tensor<8x3xf32>, %[[M1:[^:]*]]: tensor<8x3xf32> {pipe.state = "fc2.weight.exp_avg"}, %[[V1:[^:]*]]: tensor<8x3xf32> {pipe.state = "fc2.weight.exp_avg_sq"}, %[[STEP:[^:]*]]: tensor<i64> {pipe.state = "step"})
+// CHECK-SAME: -> (tensor<8x3xf32> {pipe.update = "fc2.weight"}, tensor<8x3xf32> {pipe.update = "fc2.weight.exp_avg"}, tensor<8x3xf32> {pipe.update = "fc2.weight.exp_avg_sq"})
 // CHECK: %[[NEXT:.*]] = onnx.Add(%[[STEP]], %{{.*}}) : (tensor<i64>, tensor<i64>) -> tensor<i64>
 // CHECK: %[[HALF:.*]] = onnx.Constant {value = dense<5.000000e-01> : tensor<f32>}
-// CHECK: %[[G:.*]] = onnx.Mul(%[[ACC]], %[[HALF]])
+// CHECK: %[[G:.*]] = onnx.Mul(%[[G1]], %[[HALF]])
 // CHECK: onnx.AdamW(%{{.*}}, %[[NEXT]], %[[W1]], %[[G]], %[[M1]], %[[V1]])
-// fc1's backwards run after fc2's update but read the gradients computed
-// before it; fc1 updates without scaling.
-// CHECK: %[[ACC0:.*]] = onnx.Add({{.*}}) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
-// CHECK: onnx.AdamW(%{{.*}}, %[[NEXT]], %[[W0]], %[[ACC0]],
+// fc1 updates without scaling, and stores the next count.
+// CHECK-LABEL: func.func @__pipe_update_stage0.onnx(
+// CHECK-SAME: %[[W0:[^:]*]]: tensor<4x8xf32> {pipe.param = "fc1.weight"}, %[[G0:[^:]*]]: tensor<4x8xf32>,
+// CHECK-SAME: %[[STEP:[^:]*]]: tensor<i64> {pipe.state = "step"})
+// CHECK-SAME: tensor<i64> {pipe.update = "step"})
+// CHECK: %[[NEXT:.*]] = onnx.Add(%[[STEP]], %{{.*}}) : (tensor<i64>, tensor<i64>) -> tensor<i64>
+// CHECK: onnx.AdamW(%{{.*}}, %[[NEXT]], %[[W0]], %[[G0]],
 
 // RT-LABEL: func.func @pipe_step(
 // RT-NOT: pipert_comm_world
 // RT-NOT: pipert_isend
+// RT: func.func private @__pipe_update_stage1(
 // RT: call @pipert_adamw_f32(
+// RT: func.func private @__pipe_update_stage0(
 // RT: call @pipert_adamw_f32(
 
 pipe.stage @s0_fwd forward stage 0 params 1 (%w: tensor<4x8xf32>, %x: tensor<2x4xf32>) -> tensor<2x8xf32> {

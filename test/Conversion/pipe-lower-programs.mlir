@@ -6,6 +6,11 @@
 // RUN: pipe-opt %s --pipe-lower-programs="device=0 nonblocking-sends=true" | FileCheck %s --check-prefix=NBRT0
 // RUN: not pipe-opt %s --pipe-lower-programs 2>&1 | FileCheck %s --check-prefix=NODEV
 // RUN: not pipe-opt %s --pipe-lower-programs="device=2" 2>&1 | FileCheck %s --check-prefix=NOPROG
+// A looped program (pipe-schedule's default form): scf.for, slots and tags
+// computed from the micro-batch index, one function per stage computation.
+// RUN: pipe-opt %S/../Transforms/Inputs/schedule-p4.mlir --pipe-schedule="kind=1f1b microbatches=8" --pipe-lower-programs="device=1 onnx-only=true" | FileCheck %s --check-prefix=LOOP
+// RUN: pipe-opt %S/../Transforms/Inputs/schedule-p4.mlir --pipe-schedule="kind=1f1b microbatches=8" --pipe-lower-programs="device=1" | FileCheck %s --check-prefix=LOOPRT
+// RUN: not pipe-opt %S/../Transforms/Inputs/schedule-p4.mlir --pipe-schedule="kind=1f1b microbatches=8" --pipe-lower-programs="device=1 nonblocking-sends=true" 2>&1 | FileCheck %s --check-prefix=LOOPNB
 
 // The 2-device 1F1B program of test/Dialect/pipe/roundtrip-1f1b.mlir (a linear
 // model with an MSE loss, 2 micro-batches of 2 rows), lowered per device. The
@@ -15,68 +20,96 @@
 // NODEV: error: pipe-lower-programs: the module has 2 programs; pick the device to lower with device=<k>
 // NOPROG: error: pipe-lower-programs: no pipe.program for device 2
 
-// Device 0 feeds "x": its argument is the whole mini-batch (4 rows), sliced
-// per micro-batch; the weight gradients of both backwards are summed, then
-// one SGD update. Sends block (pipe.blocking) by default.
-// DEV0-LABEL: func.func @train_step_device0(
-// DEV0-SAME: %[[W:.*]]: tensor<4x8xf32> {pipe.init = dense<{{.*}}> : tensor<4x8xf32>, pipe.param = "fc1.weight", pipe.trainable}
-// DEV0-SAME: %[[X:.*]]: tensor<4x4xf32> {pipe.input = "x"}
-// DEV0-SAME: %[[STEP:.*]]: tensor<i64> {pipe.init = dense<0> : tensor<i64>, pipe.state = "step"}
+// Device 0 feeds "x": the driver fills the whole mini-batch (4 rows), each
+// micro-batch reads its rows in place. The step calls one function per
+// stage computation (its buffers given as pointer arrays), sends block, the
+// backwards add their weight gradients into the accumulator (zeroed first),
+// then one SGD update, which stores the next step count.
+// DEV0-LABEL: func.func @pipe_step(
+// DEV0-SAME: pipe.device = 0 : i64, pipe.microbatches = 2 : i64
+// DEV0-SAME: has_loss = false, inputs = [{dtype = 1 : i64, kind = "input", name = "x", shape = array<i64: 4, 4>}]
+// DEV0-SAME: persistent = [{dtype = 1 : i64, init = dense<5.000000e-01> : tensor<4x8xf32>, kind = "param", name = "fc1.weight", shape = array<i64: 4, 8>}, {dtype = 7 : i64, init = dense<0> : tensor<i64>, kind = "state", name = "step", shape = array<i64>}], trains = true
+// DEV0: %[[COMM:.*]] = call @pipert_comm_world(
+// DEV0: %[[ACC:.*]] = call @pipert_alloc(%{{.*}}, %c128_i64)
+// DEV0: call @pipert_memset_zero(%{{.*}}, %[[ACC]], %{{.*}})
+// DEV0: %[[X:.*]] = llvm.load %{{.*}} : !llvm.ptr -> !llvm.ptr
+// DEV0: %[[OFF0:.*]] = arith.muli %{{.*}}, %c32_i64
+// DEV0: llvm.getelementptr %[[X]][%[[OFF0]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// DEV0: call @__pipe_s0_fwd(
+// DEV0: call @pipert_send(%{{.*}}, %[[COMM]], %{{.*}}, %c16_i64{{.*}}, %c1_i32{{.*}}, %c1_i32{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i32, i32, i32) -> ()
+// DEV0: call @__pipe_s0_fwd(
+// DEV0: call @pipert_send(
+// DEV0: call @pipert_recv(
+// DEV0: call @__pipe_s0_bwd(
+// DEV0: call @pipert_recv(
+// DEV0: call @__pipe_s0_bwd(
+// DEV0: call @__pipe_update_stage0(
+// DEV0-NOT: pipert_isend
+// DEV0: call @pipert_free(
+// DEV0: return
+// DEV0-LABEL: func.func @__pipe_s0_fwd.onnx(
+// DEV0-SAME: %[[W:.*]]: tensor<4x8xf32>, %[[XI:.*]]: tensor<2x4xf32> {pipe.input = "in0"}) -> (tensor<2x8xf32> {pipe.output = 0 : i64})
+// DEV0: onnx.MatMul(%[[XI]], %[[W]])
+// DEV0-LABEL: func.func @__pipe_s0_bwd.onnx(
+// DEV0-SAME: %{{.*}}: tensor<4x8xf32>, %[[ACC:[^:]*]]: tensor<4x8xf32>, %[[XI:[^:]*]]: tensor<2x4xf32> {pipe.input = "in0"}, %[[D:[^:]*]]: tensor<2x8xf32> {pipe.input = "in1"}) -> (tensor<4x8xf32> {pipe.update = 1 : i64})
+// DEV0: %[[G:.*]] = onnx.Gemm(%[[XI]], %[[D]], %{{.*}}) {transA = 1 : i64}
+// DEV0: onnx.Add(%[[ACC]], %[[G]])
+// DEV0-LABEL: func.func @__pipe_update_stage0.onnx(
+// DEV0-SAME: %[[W:[^:]*]]: tensor<4x8xf32> {pipe.param = "fc1.weight"}, %[[G:[^:]*]]: tensor<4x8xf32>, %[[STEP:[^:]*]]: tensor<i64> {pipe.state = "step"})
 // DEV0-SAME: -> (tensor<4x8xf32> {pipe.update = "fc1.weight"}, tensor<i64> {pipe.update = "step"})
-// DEV0-SAME: attributes {pipe.device = 0 : i64, pipe.microbatches = 2 : i64}
-// DEV0: %[[X0:.*]] = onnx.Slice(%[[X]], %{{.*}}) {{.*}} -> tensor<2x4xf32>
-// DEV0: %[[H0:.*]] = onnx.MatMul(%[[X0]], %[[W]])
-// DEV0: call @__pipe_send_tensor_2x8xf32_(%[[H0]]) {pipe.blocking, pipe.peer = 1 : i64, pipe.tag = [[TH0:[0-9]+]] : i64}
-// DEV0: %[[X1:.*]] = onnx.Slice(%[[X]], %{{.*}}) {{.*}} -> tensor<2x4xf32>
-// DEV0: %[[H1:.*]] = onnx.MatMul(%[[X1]], %[[W]])
-// DEV0: call @__pipe_send_tensor_2x8xf32_(%[[H1]]) {pipe.blocking, pipe.peer = 1 : i64, pipe.tag = [[TH1:[0-9]+]] : i64}
-// DEV0: %[[D0:.*]] = call @__pipe_recv_tensor_2x8xf32_() {pipe.peer = 1 : i64, pipe.tag = [[TG0:[0-9]+]] : i64}
-// DEV0: %[[G0:.*]] = onnx.Gemm(%[[X0]], %[[D0]], %{{.*}}) {transA = 1 : i64}
-// DEV0: %[[D1:.*]] = call @__pipe_recv_tensor_2x8xf32_() {pipe.peer = 1 : i64, pipe.tag = [[TG1:[0-9]+]] : i64}
-// DEV0: %[[G1:.*]] = onnx.Gemm(%[[X1]], %[[D1]], %{{.*}}) {transA = 1 : i64}
-// DEV0: %[[ACC:.*]] = onnx.Add(%[[G0]], %[[G1]])
 // DEV0: %[[NEXT:.*]] = onnx.Add(%[[STEP]], %{{.*}}) : (tensor<i64>, tensor<i64>) -> tensor<i64>
-// DEV0: %[[NEW:.*]] = onnx.SGD(%{{.*}}, %[[W]], %[[ACC]])
+// DEV0: %[[NEW:.*]] = onnx.SGD(%{{.*}}, %[[W]], %[[G]])
 // DEV0: return %[[NEW]], %[[NEXT]] :
 
-// Device 1 receives with the tags device 0 sends with (the same (tag, mb)),
-// feeds "t", and returns the mean of the two micro-batch losses.
-// DEV1-LABEL: func.func @train_step_device1(
-// DEV1-SAME: %[[W:.*]]: tensor<8x3xf32> {pipe.param = "fc2.weight", pipe.trainable}
-// DEV1-SAME: %[[T:.*]]: tensor<4x3xf32> {pipe.input = "t"}
-// DEV1-SAME: -> (tensor<f32> {pipe.loss}, tensor<8x3xf32> {pipe.update = "fc2.weight"}, tensor<i64> {pipe.update = "step"})
-// DEV1: %[[H0:.*]] = call @__pipe_recv_tensor_2x8xf32_() {pipe.peer = 0 : i64, pipe.tag = 30064 : i64}
-// DEV1: %[[L0:.*]] = onnx.ReduceMean
-// DEV1: %[[DH0:.*]] = onnx.Gemm({{.*}}) {transB = 1 : i64}
-// DEV1: %[[G0:.*]] = onnx.Gemm(%[[H0]], {{.*}}) {transA = 1 : i64}
-// DEV1: call @__pipe_send_tensor_2x8xf32_(%[[DH0]]) {pipe.blocking, pipe.peer = 0 : i64, pipe.tag = 24944 : i64}
-// DEV1: %[[H1:.*]] = call @__pipe_recv_tensor_2x8xf32_() {pipe.peer = 0 : i64, pipe.tag = 30065 : i64}
-// DEV1: %[[L1:.*]] = onnx.ReduceMean
-// DEV1: %[[G1:.*]] = onnx.Gemm(%[[H1]], {{.*}}) {transA = 1 : i64}
-// DEV1: %[[ACC:.*]] = onnx.Add(%[[G0]], %[[G1]])
-// DEV1: call @__pipe_send_tensor_2x8xf32_({{.*}}) {pipe.blocking, pipe.peer = 0 : i64, pipe.tag = 24945 : i64}
-// DEV1: onnx.SGD(%{{.*}}, %[[W]], %[[ACC]])
-// DEV1: %[[SUM:.*]] = onnx.Add(%[[L0]], %[[L1]])
-// DEV1: %[[HALF:.*]] = onnx.Constant {value = dense<5.000000e-01> : tensor<f32>}
-// DEV1: %[[LOSS:.*]] = onnx.Mul(%[[SUM]], %[[HALF]])
-// DEV1: return %[[LOSS]],
+// Device 1 receives with the tags device 0 sends with ((fnv1a(tag) mod
+// 2048) * 16 + mb mod 16, computed from the micro-batch), feeds "t", keeps
+// each micro-batch's loss in a float of its own and reports their mean.
+// DEV1-LABEL: func.func @pipe_step(
+// DEV1-SAME: has_loss = true, inputs = [{dtype = 1 : i64, kind = "input", name = "t", shape = array<i64: 4, 3>}]
+// DEV1-SAME: persistent = [{dtype = 1 : i64, kind = "param", name = "fc2.weight", shape = array<i64: 8, 3>}, {dtype = 7 : i64, init = dense<0> : tensor<i64>, kind = "state", name = "step", shape = array<i64>}]
+// DEV1: %[[LOSSES:.*]] = call @pipert_alloc(%{{.*}}, %c8_i64)
+// DEV1: call @pipert_memset_zero(%{{.*}}, %[[LOSSES]], %c8_i64
+// DEV1: %[[LOW:.*]] = arith.remui %c0_i64{{.*}}, %c16_i64
+// DEV1: %[[TAG:.*]] = arith.addi %c30064_i64, %[[LOW]] : i64
+// DEV1: %[[TAG32:.*]] = arith.trunci %[[TAG]] : i64 to i32
+// DEV1: call @pipert_recv(%{{.*}}, %{{.*}}, %{{.*}}, %c16_i64{{.*}}, %c1_i32, %c0_i32, %[[TAG32]])
+// DEV1: call @__pipe_s1_fwd(
+// DEV1: call @pipert_copy_device(
+// DEV1: call @__pipe_s1_bwd(
+// DEV1: %c24944_i64
+// DEV1: call @pipert_send(
+// DEV1: call @pipert_recv(
+// DEV1: call @__pipe_s1_fwd(
+// DEV1: call @__pipe_s1_bwd(
+// DEV1: call @pipert_send(
+// DEV1: call @__pipe_update_stage1(
+// DEV1: call @pipert_copy_to_host(%{{.*}}, %[[HOST:.*]], %[[LOSSES]], %c8_i64
+// DEV1: %[[L0:.*]] = llvm.load %[[HOST]] : !llvm.ptr -> f32
+// DEV1: %[[L1:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f32
+// DEV1: %[[SUM:.*]] = arith.addf %[[L0]], %[[L1]] : f32
+// DEV1: %[[MEAN:.*]] = arith.mulf %[[SUM]], %cst : f32
+// DEV1: llvm.store %[[MEAN]], %arg3 : f32, !llvm.ptr
 
-// Lowered: one @pipe_step per device, the transfers as runtime calls on the
-// world communicator.
+// Lowered: @pipe_step and one private function per stage computation and
+// update, with their kernel calls.
 // RT0-NOT: pipe.program
 // RT0-NOT: pipe.stage
+// RT0-NOT: @forward
 // RT0: func.func @pipe_step(
 // RT0-SAME: pipe.program = {has_loss = false
-// RT0: %[[COMM:.*]] = call @pipert_comm_world(
-// RT0: call @pipert_send(%{{.*}}, %[[COMM]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i32, i32, i32) -> ()
+// RT0: call @pipert_comm_world(
+// RT0: call @__pipe_s0_fwd(
 // RT0: call @pipert_send(
-// RT0: call @pipert_recv(
-// RT0: call @pipert_recv(
-// RT0: call @pipert_sgd_f32(
 // RT0-NOT: pipert_isend
 // RT0-NOT: pipert_wait_all
 // RT0: return
-// RT0-NOT: __pipe_
+// RT0: func.func private @__pipe_s0_fwd(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64) attributes {pipe.peak_bytes =
+// RT0: call @pipert_matmul_f32(
+// RT0: func.func private @__pipe_s0_bwd(
+// RT0: call @pipert_gemm_f32(
+// RT0: func.func private @__pipe_update_stage0(
+// RT0: call @pipert_sgd_f32(
+// RT0-NOT: .onnx
 
 // RT1: func.func @pipe_step(
 // RT1-SAME: pipe.program = {has_loss = true
@@ -84,29 +117,67 @@
 // RT1: call @pipert_send(
 // RT1: call @pipert_recv(
 // RT1: call @pipert_send(
-// RT1: call @pipert_sgd_f32(
+// RT1: call @__pipe_update_stage1(
 // RT1: call @pipert_copy_to_host(
-// RT1-NOT: __pipe_
+// RT1: func.func private @__pipe_update_stage1(
+// RT1: call @pipert_sgd_f32(
 
-// Non-blocking sends: the sent activations are returned (pipe.sent), so
-// that their buffers live until the sends are waited for at the end of the
-// step, before the buffers are freed.
-// NB0: func.func @train_step_device0(
-// NB0-SAME: -> (tensor<4x8xf32> {pipe.update = "fc1.weight"}, tensor<i64> {pipe.update = "step"}, tensor<2x8xf32> {pipe.sent}, tensor<2x8xf32> {pipe.sent})
-// NB0: %[[H0:.*]] = onnx.MatMul
-// NB0: call @__pipe_send_tensor_2x8xf32_(%[[H0]]) {pipe.peer = 1 : i64, pipe.tag = {{[0-9]+}} : i64}
-// NB0: %[[H1:.*]] = onnx.MatMul
-// NB0: return %{{.*}}, %{{.*}}, %[[H0]], %[[H1]] :
+// Non-blocking sends (straight-line programs only): the sent buffers live
+// until the sends are waited for at the end of the step, before they are
+// freed.
+// NB0: func.func @pipe_step(
+// NB0: %[[R0:.*]] = call @pipert_isend(
+// NB0: %[[R1:.*]] = call @pipert_isend(
+// NB0: call @pipert_recv(
+// NB0: call @__pipe_update_stage0(
+// NB0: llvm.store %[[R0]]
+// NB0: llvm.store %[[R1]]
+// NB0: call @pipert_wait_all(%{{.*}}, %{{.*}}, %c2_i32)
+// NB0: call @pipert_free(
+// NB0: return
 
 // NBRT0: func.func @pipe_step(
-// NBRT0: %[[R0:.*]] = call @pipert_isend(
-// NBRT0: %[[R1:.*]] = call @pipert_isend(
-// NBRT0: call @pipert_recv(
-// NBRT0: call @pipert_sgd_f32(
+// NBRT0: call @pipert_isend(
+// NBRT0: call @pipert_isend(
 // NBRT0: call @pipert_wait_all(
 // NBRT0-NOT: call @pipert_isend
 // NBRT0: call @pipert_free(
 // NBRT0: return
+
+// Stage 1 of 4, 1F1B, M = 8: activations received for 3 micro-batches in
+// flight live in a buffer of 3 slots of 64 bytes (32 rounded up); a recv
+// whose value is saved lands in its slot directly.
+// LOOP-LABEL: func.func @pipe_step(
+// LOOP: %[[RING:.*]] = call @pipert_alloc(%{{.*}}, %c192_i64)
+// LOOP: scf.for %[[IV:.*]] = %c0{{.*}} to %c2{{.*}} step %c1{{.*}} {
+// LOOP: scf.for %[[IV:.*]] = %c0{{.*}} to %c5{{.*}} step %c1{{.*}} {
+// LOOP-NEXT: %[[K:.*]] = arith.index_cast %[[IV]] : index to i64
+// LOOP: %[[MB:.*]] = arith.addi %[[K]], %c2_i64{{.*}} : i64
+// LOOP: %[[SLOT:.*]] = arith.remui %[[MB]], %c3_i64{{.*}} : i64
+// LOOP: %[[BYTES:.*]] = arith.muli %[[SLOT]], %c64_i64{{.*}} : i64
+// LOOP: llvm.getelementptr %[[RING]][%[[BYTES]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// LOOP: func.call @__pipe_s1_fwd(
+// LOOP: func.call @pipert_send(
+// LOOP: func.call @pipert_recv(
+// LOOP: func.call @__pipe_s1_bwd(
+// LOOP: %[[NEXT:.*]] = arith.addi %[[K]], %c3_i64{{.*}} : i64
+// LOOP: arith.remui %[[NEXT]], %c16_i64
+// LOOP: %[[NSLOT:.*]] = arith.remui %[[NEXT]], %c3_i64{{.*}} : i64
+// LOOP: %[[NBYTES:.*]] = arith.muli %[[NSLOT]], %c64_i64{{.*}} : i64
+// LOOP: %[[NPTR:.*]] = llvm.getelementptr %[[RING]][%[[NBYTES]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// LOOP: func.call @pipert_recv(%{{.*}}, %{{.*}}, %[[NPTR]],
+// LOOP-NOT: pipert_copy_device
+// LOOP: func.call @pipert_send(
+// LOOP: }
+// LOOP-COUNT-1: func.func @__pipe_s1_fwd.onnx(
+// LOOP-COUNT-1: func.func @__pipe_s1_bwd.onnx(
+
+// LOOPRT: func.func @pipe_step(
+// LOOPRT: scf.for
+// LOOPRT: func.func private @__pipe_s1_fwd(
+// LOOPRT: func.func private @__pipe_s1_bwd(
+
+// LOOPNB: error: pipe-lower-programs: nonblocking-sends needs a straight-line program (pipe-schedule loop=false): a loop reuses its buffers every iteration
 
 func.func @forward(%x: tensor<2x4xf32> {pipe.input = "x"},
                    %w: tensor<4x8xf32> {pipe.param = "fc1.weight", pipe.trainable,

@@ -1,5 +1,5 @@
 // RUN: pipe-opt %s --pipe-insert-transfers | FileCheck %s
-// RUN: pipe-opt %s --pipe-insert-transfers --pipe-schedule="kind=gpipe microbatches=2" | pipe-opt --pipe-verify-schedule | FileCheck %s --check-prefix=SCHED
+// RUN: pipe-opt %s --pipe-insert-transfers --pipe-schedule="kind=gpipe microbatches=2 loop=false" | pipe-opt --pipe-verify-schedule | FileCheck %s --check-prefix=SCHED
 // RUN: not pipe-opt %s --pipe-schedule="kind=gpipe microbatches=2" 2>&1 | FileCheck %s --check-prefix=UNRELAYED
 
 // Three stages (pipe-split-stages output for the model: h = x w1 on stage 0;

@@ -1,9 +1,9 @@
-// RUN: pipe-opt %s --pipe-schedule="kind=1f1b microbatches=2" | FileCheck %s
-// RUN: pipe-opt %s --pipe-schedule="kind=gpipe microbatches=2" | FileCheck %s --check-prefix=GPIPE
-// RUN: pipe-opt %s --pipe-schedule="kind=1f1b microbatches=3 optimizer=adam lr=0.001" | FileCheck %s --check-prefix=ADAM
+// RUN: pipe-opt %s --pipe-schedule="kind=1f1b microbatches=2 loop=false" | FileCheck %s
+// RUN: pipe-opt %s --pipe-schedule="kind=gpipe microbatches=2 loop=false" | FileCheck %s --check-prefix=GPIPE
+// RUN: pipe-opt %s --pipe-schedule="kind=1f1b microbatches=3 loop=false optimizer=adam lr=0.001" | FileCheck %s --check-prefix=ADAM
 // The generated programs print, parse, verify and simulate again.
-// RUN: pipe-opt %s --pipe-schedule="kind=1f1b microbatches=5" | pipe-opt --pipe-verify-schedule | FileCheck %s --check-prefix=VERIFIED
-// RUN: pipe-opt %S/Inputs/schedule-p4.mlir --pipe-schedule="kind=gpipe microbatches=3" | pipe-opt --pipe-verify-schedule | FileCheck %s --check-prefix=P4
+// RUN: pipe-opt %s --pipe-schedule="kind=1f1b microbatches=5 loop=false" | pipe-opt --pipe-verify-schedule | FileCheck %s --check-prefix=VERIFIED
+// RUN: pipe-opt %S/Inputs/schedule-p4.mlir --pipe-schedule="kind=gpipe microbatches=3 loop=false" | pipe-opt --pipe-verify-schedule | FileCheck %s --check-prefix=P4
 
 // The 2-stage linear model of test/Dialect/pipe/roundtrip-1f1b.mlir, with
 // the attributes that say how the stages' values connect. Stage 1 brings its

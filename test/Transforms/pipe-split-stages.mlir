@@ -1,5 +1,5 @@
 // RUN: pipe-opt %s --pipe-split-stages | FileCheck %s
-// RUN: pipe-opt %s --pipe-split-stages --pipe-insert-transfers --pipe-schedule="kind=1f1b microbatches=2" | pipe-opt --pipe-verify-schedule | FileCheck %s --check-prefix=SCHED
+// RUN: pipe-opt %s --pipe-split-stages --pipe-insert-transfers --pipe-schedule="kind=1f1b microbatches=2 loop=false" | pipe-opt --pipe-verify-schedule | FileCheck %s --check-prefix=SCHED
 
 // The 2-layer MLP step of pipe-microbatch.mlir, micro-batched (M = 2,
 // B/M = 2) with its SGD update. Stage 0 sends the Relu output ("relu") and

@@ -250,3 +250,54 @@ pipe.program @device0 device 0 stages [0] schedule "gpipe" microbatches 1 {
 // BUF:     error: this send of mb 0 tag "extra" to device 1 is never received: device 1 finishes its program without a matching recv
 // BUF:     note: the program of device 1 ends here
 // BUF:     error: this recv of mb 0 tag "h" expects 'tensor<4xf32>' but device 0 sends 'tensor<2xf32>'
+
+// -----
+
+// A looped program whose activation buffer is too shallow: GPipe keeps all
+// four micro-batches in flight, but the buffer has two slots, so the save of
+// micro-batch 2 lands on micro-batch 0 before its backward restores it.
+pipe.stage @f0 forward stage 0 (%x: tensor<2xf32>) -> tensor<2xf32> {
+  pipe.return %x : tensor<2xf32>
+}
+pipe.stage @b0 backward stage 0 (%x: tensor<2xf32>, %y: tensor<2xf32>) -> () {
+  pipe.return
+}
+pipe.program @device0 device 0 stages [0] schedule "gpipe" microbatches 4 {
+  %a = pipe.activation_buffer "y" depth 2 : tensor<2xf32>
+  pipe.loop %k = 0 to 4 {
+    %x = pipe.feed "x" mb %k : tensor<2xf32>
+    %y = pipe.forward @f0(%x) mb %k : (tensor<2xf32>) -> tensor<2xf32>
+    // expected-note@+2 {{mb 0 was saved here}}
+    // expected-error@+1 {{device 0: this save of mb 2 into buffer "y" (depth 2) overwrites mb 0, which a later pipe.restore still reads}}
+    pipe.save %y into %a mb %k : tensor<2xf32>
+  }
+  pipe.loop %k = 0 to 4 {
+    %x = pipe.feed "x" mb %k : tensor<2xf32>
+    %y = pipe.restore %a mb %k : tensor<2xf32>
+    pipe.backward @b0(%x, %y) mb %k : (tensor<2xf32>, tensor<2xf32>) -> ()
+  }
+}
+
+// -----
+
+// A restore of a micro-batch that was never saved.
+pipe.stage @f0 forward stage 0 (%x: tensor<2xf32>) -> tensor<2xf32> {
+  pipe.return %x : tensor<2xf32>
+}
+pipe.stage @b0 backward stage 0 (%x: tensor<2xf32>, %y: tensor<2xf32>) -> () {
+  pipe.return
+}
+pipe.program @device0 device 0 stages [0] schedule "gpipe" microbatches 2 {
+  %a = pipe.activation_buffer "y" depth 2 : tensor<2xf32>
+  %x0 = pipe.feed "x" mb 0 : tensor<2xf32>
+  %y0 = pipe.forward @f0(%x0) mb 0 : (tensor<2xf32>) -> tensor<2xf32>
+  pipe.save %y0 into %a mb 0 : tensor<2xf32>
+  %x1 = pipe.feed "x" mb 1 : tensor<2xf32>
+  %y1 = pipe.forward @f0(%x1) mb 1 : (tensor<2xf32>) -> tensor<2xf32>
+  pipe.loop %k = 0 to 2 {
+    %x = pipe.feed "x" mb %k : tensor<2xf32>
+    // expected-error@+1 {{device 0: this restore of mb 1 from buffer "y" finds nothing saved in its slot}}
+    %y = pipe.restore %a mb %k : tensor<2xf32>
+    pipe.backward @b0(%x, %y) mb %k : (tensor<2xf32>, tensor<2xf32>) -> ()
+  }
+}

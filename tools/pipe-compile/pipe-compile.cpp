@@ -232,9 +232,10 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
   // The mini-batch: the fed micro-batch rows times M.
   int64_t miniBatch = modelBatch;
   for (pipe::ProgramOp p : programs)
-    for (auto feed : p.getInstructions().getOps<pipe::FeedOp>())
+    p.walk([&](pipe::FeedOp feed) {
       miniBatch = cast<RankedTensorType>(feed.getValue().getType()).getDimSize(0) *
                   p.getMicrobatches();
+    });
 
   // plan.json: what each device runs, transfers, memory; stage costs.
   llvm::json::Array devicePlans, transfers, executables, stageCosts;
@@ -264,41 +265,42 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
   for (pipe::ProgramOp program : programs) {
     int64_t k = program.getDevice();
     llvm::json::Array schedule;
-    for (Operation &op : program.getInstructions()) {
+    pipe::forEachInstruction(program, [&](Operation *opPtr, int64_t mb) {
+      Operation &op = *opPtr;
       std::string text;
-      if (auto f = dyn_cast<pipe::ForwardOp>(op))
-        text = "F" + std::to_string(f.getMb());
+      if (isa<pipe::ForwardOp>(op))
+        text = "F" + std::to_string(mb);
       else if (auto b = dyn_cast<pipe::BackwardOp>(op))
         text = (b.getPart() == pipe::BackwardPart::Weight ? "W" : "B") +
-               std::to_string(b.getMb());
+               std::to_string(mb);
       else if (auto s = dyn_cast<pipe::SendOp>(op)) {
-        text = ("send " + s.getTag() + " mb " + llvm::Twine(s.getMb()) +
-                " to " + llvm::Twine(s.getPeer()))
+        text = ("send " + s.getTag() + " mb " + llvm::Twine(mb) + " to " +
+                llvm::Twine(s.getPeer()))
                    .str();
         transfers.push_back(llvm::json::Object{
             {"from", k},
             {"to", s.getPeer()},
             {"tag", s.getTag()},
-            {"mb", s.getMb()},
-            {"mpi_tag", pipec::transferTag(s.getTag(), s.getMb())},
+            {"mb", mb},
+            {"mpi_tag", pipec::transferTag(s.getTag(), mb)},
             {"type", typeText(s.getValue().getType())},
             {"bytes", typeBytes(s.getValue().getType())}});
       } else if (auto r = dyn_cast<pipe::RecvOp>(op))
-        text = ("recv " + r.getTag() + " mb " + llvm::Twine(r.getMb()) +
-                " from " + llvm::Twine(r.getPeer()))
+        text = ("recv " + r.getTag() + " mb " + llvm::Twine(mb) + " from " +
+                llvm::Twine(r.getPeer()))
                    .str();
       else if (auto fd = dyn_cast<pipe::FeedOp>(op))
-        text = ("feed " + fd.getInput() + " mb " + llvm::Twine(fd.getMb())).str();
+        text = ("feed " + fd.getInput() + " mb " + llvm::Twine(mb)).str();
       else if (isa<pipe::UpdateOp>(op))
         text = "update";
       else if (isa<pipe::ZeroGradOp>(op))
         text = "zero_grad";
-      else if (auto l = dyn_cast<pipe::ReportLossOp>(op))
-        text = "loss mb " + std::to_string(l.getMb());
+      else if (isa<pipe::ReportLossOp>(op))
+        text = "loss mb " + std::to_string(mb);
       else
-        continue;
+        return;
       schedule.push_back(text);
-    }
+    });
 
     OwningOpRef<ModuleOp> device(cast<ModuleOp>(module->clone()));
     std::string pipeline =

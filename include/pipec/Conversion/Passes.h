@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::pipec {
@@ -31,9 +32,23 @@ inline constexpr llvm::StringLiteral kPipeRecvCallee = "__pipe_recv";
 /// The MPI tag of a transfer: deterministic in (tag string, micro-batch).
 int64_t transferTag(StringRef tag, int64_t mb);
 
+struct StepFunctionOptions {
+  /// The name of the lowered function.
+  StringRef name = kStepFunctionName;
+  /// A callable piece of a device program (a stage's forward or backward, an
+  /// update) rather than the step: its results marked `pipe.output = i` are
+  /// copied to the i-th pointer of the array its 4th argument points to, it
+  /// is private, and it carries `pipe.peak_bytes` instead of the program
+  /// metadata. Same signature as the step: (ctx, inputs, persistent,
+  /// outputs, step).
+  bool callable = false;
+};
+
 /// pipe-lower-to-runtime's rewrite of one step function `source` (erased)
-/// into @pipe_step; shared by pipe-lower-programs.
-LogicalResult lowerStepFunction(ModuleOp module, func::FuncOp source, bool cuda);
+/// into @pipe_step (or the function `options` names); shared by
+/// pipe-lower-programs.
+LogicalResult lowerStepFunction(ModuleOp module, func::FuncOp source, bool cuda,
+                                const StepFunctionOptions &options = {});
 
 /// pipe-lower-to-runtime then the LLVM conversions (pipeline
 /// "pipe-lower-to-llvm").

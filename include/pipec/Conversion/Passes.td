@@ -96,6 +96,8 @@ def LowerPrograms : Pass<"pipe-lower-programs", "ModuleOp"> {
            "stop at the onnx-level step function">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::pipec::onnx::ONNXDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::LLVM::LLVMDialect"];

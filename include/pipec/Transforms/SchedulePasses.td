@@ -27,9 +27,21 @@ def PipeSchedule : Pass<"pipe-schedule", "::mlir::ModuleOp"> {
     warm-up forwards on stage s, then one forward and one backward in turn,
     then the remaining backwards. Every device runs its sends and receives in
     one global order of transfers, so the programs are deadlock-free even when
-    sends block until received. The activations a backward needs are the SSA
-    values its forward read or produced. `pipe.peak_in_flight` is the most
+    sends block until received. `pipe.peak_in_flight` is the most
     micro-batches whose forward ran and whose backward has not.
+
+    With `loop=true` (the default), each device's instruction list is rolled
+    into loops: wherever a run of instructions repeats with every micro-batch
+    index one higher, it becomes `pipe.loop %k = lo to hi { ... }` whose
+    instructions name `mb %k + c`. GPipe's forwards and backwards and 1F1B's
+    warm-up, steady state and drain each become one loop, so a program has as
+    many instructions for M = 256 as for M = 8. A value produced in one loop
+    iteration (or outside a loop) and used in another, such as the
+    activations a backward needs from its forward, is kept with `pipe.save`
+    in a `pipe.activation_buffer` whose depth is the most micro-batches it
+    holds at once, and read back with `pipe.restore`; within one iteration or
+    one straight-line part, values flow as SSA. Fed inputs are read again
+    with `pipe.feed` where the backward needs them.
 
     How the stages' values connect is read from argument and result
     attributes of the stage functions:
@@ -56,7 +68,11 @@ def PipeSchedule : Pass<"pipe-schedule", "::mlir::ModuleOp"> {
   let options = [
     Option<"kind", "kind", "std::string", "\"1f1b\"", "gpipe or 1f1b">,
     Option<"microbatches", "microbatches", "int64_t", "0",
-           "micro-batches per step (required, >= 1)">,
+           "micro-batches per step; default: the module's pipe.microbatches "
+           "(set by pipe-microbatch)">,
+    Option<"loop", "loop", "bool", "true",
+           "roll the repeating parts of each program into pipe.loop over the "
+           "micro-batch index (false: one instruction per micro-batch)">,
     Option<"optimizer", "optimizer", "std::string", "\"\"",
            "sgd, momentum, nesterov, adam, adamw or adagrad; overrides "
            "pipe.optimizer attributes">,

@@ -16,6 +16,17 @@ Operation *ProgramSet::opAt(sched::InstrRef ref) const {
   return programs[ref.device];
 }
 
+int64_t ProgramSet::mbAt(sched::InstrRef ref) const {
+  const auto &list = mbs[ref.device];
+  if (ref.index >= 0 && ref.index < int64_t(list.size()))
+    return list[ref.index];
+  return -1;
+}
+
+std::string ProgramSet::describe(sched::InstrRef ref) const {
+  return describeInstruction(opAt(ref), mbAt(ref));
+}
+
 static std::string typeString(Type type) {
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -57,53 +68,59 @@ FailureOr<ProgramSet> mlir::pipec::collectPrograms(ModuleOp module) {
   for (pipe::ProgramOp program : set.programs) {
     sched::Program list;
     SmallVector<Operation *> ops;
-    for (Operation &op : program.getInstructions()) {
+    SmallVector<int64_t> mbs;
+    pipe::forEachInstruction(program, [&](Operation *opPtr, int64_t mb) {
+      Operation &op = *opPtr;
       sched::Instr instr;
       if (auto fwd = dyn_cast<pipe::ForwardOp>(op)) {
-        instr = sched::Instr::forward(calleeStage(&op, fwd.getCalleeAttr()),
-                                      fwd.getMb());
+        instr = sched::Instr::forward(calleeStage(&op, fwd.getCalleeAttr()), mb);
       } else if (auto bwd = dyn_cast<pipe::BackwardOp>(op)) {
-        instr = sched::Instr::backward(calleeStage(&op, bwd.getCalleeAttr()),
-                                       bwd.getMb());
+        instr = sched::Instr::backward(calleeStage(&op, bwd.getCalleeAttr()), mb);
         if (bwd.getPart() == pipe::BackwardPart::Input)
           instr.kind = sched::InstrKind::BackwardInput;
         else if (bwd.getPart() == pipe::BackwardPart::Weight)
           instr.kind = sched::InstrKind::BackwardWeight;
       } else if (auto send = dyn_cast<pipe::SendOp>(op)) {
-        instr = sched::Instr::send(peerIndex(&op, send.getPeer()), send.getMb(),
+        instr = sched::Instr::send(peerIndex(&op, send.getPeer()), mb,
                                    send.getTag().str(),
                                    typeString(send.getValue().getType()));
       } else if (auto recv = dyn_cast<pipe::RecvOp>(op)) {
-        instr = sched::Instr::recv(peerIndex(&op, recv.getPeer()), recv.getMb(),
+        instr = sched::Instr::recv(peerIndex(&op, recv.getPeer()), mb,
                                    recv.getTag().str(),
                                    typeString(recv.getValue().getType()));
-      } else if (auto update = dyn_cast<pipe::UpdateOp>(op)) {
+      } else if (isa<pipe::UpdateOp>(op)) {
         instr = sched::Instr::update(-1);
       }
       list.push_back(std::move(instr));
       ops.push_back(&op);
-    }
+      mbs.push_back(mb);
+    });
     set.devices.push_back(std::move(list));
     set.ops.push_back(std::move(ops));
+    set.mbs.push_back(std::move(mbs));
   }
   if (!ok)
     return failure();
   return set;
 }
 
-std::string mlir::pipec::describeInstruction(Operation *op) {
+std::string mlir::pipec::describeInstruction(Operation *op, int64_t mb) {
   std::string s;
   llvm::raw_string_ostream os(s);
   if (auto send = dyn_cast<pipe::SendOp>(op))
-    os << "send of mb " << send.getMb() << " tag \"" << send.getTag()
-       << "\" to device " << send.getPeer();
+    os << "send of mb " << mb << " tag \"" << send.getTag() << "\" to device "
+       << send.getPeer();
   else if (auto recv = dyn_cast<pipe::RecvOp>(op))
-    os << "recv of mb " << recv.getMb() << " tag \"" << recv.getTag()
+    os << "recv of mb " << mb << " tag \"" << recv.getTag()
        << "\" from device " << recv.getPeer();
   else if (auto fwd = dyn_cast<pipe::ForwardOp>(op))
-    os << "forward " << fwd.getCalleeAttr() << " of mb " << fwd.getMb();
+    os << "forward " << fwd.getCalleeAttr() << " of mb " << mb;
   else if (auto bwd = dyn_cast<pipe::BackwardOp>(op))
-    os << "backward " << bwd.getCalleeAttr() << " of mb " << bwd.getMb();
+    os << "backward " << bwd.getCalleeAttr() << " of mb " << mb;
+  else if (auto save = dyn_cast<pipe::SaveOp>(op))
+    os << "save of mb " << mb;
+  else if (auto restore = dyn_cast<pipe::RestoreOp>(op))
+    os << "restore of mb " << mb;
   else if (auto program = dyn_cast<pipe::ProgramOp>(op))
     os << "end of the program of device " << program.getDevice();
   else
@@ -125,14 +142,14 @@ void mlir::pipec::emitSimulationFailure(const ProgramSet &set,
   case sched::SimulationFailure::Deadlock: {
     InFlightDiagnostic diag = first->emitError();
     diag << "deadlock: device " << firstDevice << " waits in this "
-         << describeInstruction(first);
+         << set.describe(failure.first);
     if (secondIsEnd)
       diag << ", but device " << secondDevice
            << " finishes its program without a matching "
            << (isa<pipe::RecvOp>(first) ? "send" : "recv");
     else
       diag << ", while device " << secondDevice << " waits in its "
-           << describeInstruction(second);
+           << set.describe(*failure.second);
     if (!bufferedSends && !secondIsEnd &&
         (isa<pipe::SendOp>(first) || isa<pipe::SendOp>(second)))
       diag << " (a send blocks until its peer receives it)";
@@ -145,7 +162,8 @@ void mlir::pipec::emitSimulationFailure(const ProgramSet &set,
     auto recv = cast<pipe::RecvOp>(first);
     auto send = cast<pipe::SendOp>(second);
     InFlightDiagnostic diag = first->emitError();
-    diag << "this recv of mb " << recv.getMb() << " tag \"" << recv.getTag()
+    diag << "this recv of mb " << set.mbAt(failure.first) << " tag \""
+         << recv.getTag()
          << "\" expects " << recv.getValue().getType() << " but device "
          << secondDevice << " sends " << send.getValue().getType();
     diag.attachNote(second->getLoc()) << "the matching send";
@@ -153,7 +171,7 @@ void mlir::pipec::emitSimulationFailure(const ProgramSet &set,
   }
   case sched::SimulationFailure::UnreceivedSend: {
     InFlightDiagnostic diag = first->emitError();
-    diag << "this " << describeInstruction(first)
+    diag << "this " << set.describe(failure.first)
          << " is never received: device " << secondDevice
          << " finishes its program without a matching recv";
     diag.attachNote(second->getLoc())
@@ -161,7 +179,7 @@ void mlir::pipec::emitSimulationFailure(const ProgramSet &set,
     return;
   }
   case sched::SimulationFailure::BadPeer:
-    first->emitError() << "this " << describeInstruction(first)
+    first->emitError() << "this " << set.describe(failure.first)
                        << " names device " << firstDevice
                        << " itself or no device";
     return;

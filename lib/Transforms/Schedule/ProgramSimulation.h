@@ -20,11 +20,18 @@ struct ProgramSet {
   /// The programs, ordered by device; simulation index d is programs[d].
   SmallVector<pipe::ProgramOp> programs;
   std::vector<schedule::Program> devices;
-  /// ops[d][i]: the op of instruction i of programs[d].
+  /// ops[d][i]: the op of instruction i of programs[d]; an op in a
+  /// pipe.loop stands for one instruction per iteration.
   SmallVector<SmallVector<Operation *>> ops;
+  /// mbs[d][i]: the micro-batch of instruction i (-1: none).
+  SmallVector<SmallVector<int64_t>> mbs;
 
   /// The op of an instruction; the program op itself for its end.
   Operation *opAt(schedule::InstrRef ref) const;
+  /// The micro-batch of an instruction (-1: none, or the end).
+  int64_t mbAt(schedule::InstrRef ref) const;
+  /// describeInstruction of the instruction `ref`.
+  std::string describe(schedule::InstrRef ref) const;
   int64_t deviceOf(int64_t index) const {
     return pipe::ProgramOp(programs[index]).getDevice();
   }
@@ -40,8 +47,10 @@ void emitSimulationFailure(const ProgramSet &set,
                            const schedule::SimulationFailure &failure,
                            bool bufferedSends);
 
-/// "recv of mb 1 tag "h" from device 0", "forward @s0_fwd of mb 2", ...
-std::string describeInstruction(Operation *op);
+/// "recv of mb 1 tag "h" from device 0", "forward @s0_fwd of mb 2", ...;
+/// `mb` is the micro-batch the op works on in this instance (an op in a
+/// loop runs for several).
+std::string describeInstruction(Operation *op, int64_t mb);
 
 } // namespace mlir::pipec
 

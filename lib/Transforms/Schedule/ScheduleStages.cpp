@@ -15,6 +15,9 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <map>
+#include <set>
+
 namespace mlir::pipec {
 #define GEN_PASS_DEF_PIPESCHEDULE
 #include "pipec/Transforms/SchedulePasses.h.inc"
@@ -451,6 +454,235 @@ FailureOr<Optimizer> PipeSchedulePass::optimizerFromAttr(Operation *holder,
   return opt;
 }
 
+//===----------------------------------------------------------------------===//
+// Rolling a device's instruction list into micro-batch loops
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A run of a device's instruction list: `trips` repetitions of
+/// `length` instructions starting at `begin`, each repetition the previous
+/// one with every micro-batch index one higher. trips == 0 marks a
+/// straight-line run (no loop).
+struct Segment {
+  size_t begin = 0, length = 0;
+  int64_t trips = 0;
+  /// The loop's first index: the smallest micro-batch of the first
+  /// repetition, so that every offset is >= 0.
+  int64_t lower = 0;
+  bool isLoop() const { return trips > 0; }
+};
+
+/// Whether `b` is `a` with its micro-batch `shift` higher.
+bool isShifted(const sched::Instr &a, const sched::Instr &b, int64_t shift) {
+  if (a.kind != b.kind || a.stage != b.stage || a.peer != b.peer ||
+      a.tag != b.tag || a.payload != b.payload)
+    return false;
+  if (a.mb < 0 || b.mb < 0)
+    return a.mb == b.mb && shift == 0;
+  return b.mb == a.mb + shift;
+}
+
+/// Greedy rolling: at each position, the period that covers the most
+/// instructions with at least two repetitions (ties: the shorter period);
+/// else one straight-line instruction. Expanding the segments gives back
+/// `program` exactly.
+std::vector<Segment> rollProgram(const sched::Program &program) {
+  constexpr size_t kMaxPeriod = 32;
+  std::vector<Segment> segments;
+  size_t n = program.size(), i = 0;
+  while (i < n) {
+    size_t bestLength = 0;
+    int64_t bestTrips = 0;
+    for (size_t length = 1; length <= kMaxPeriod && i + 2 * length <= n;
+         ++length) {
+      // Instructions without a micro-batch (update) never repeat.
+      bool hasMb = true;
+      for (size_t t = 0; t < length; ++t)
+        hasMb &= program[i + t].mb >= 0;
+      if (!hasMb)
+        break;
+      int64_t trips = 1;
+      while (i + (trips + 1) * length <= n) {
+        bool same = true;
+        for (size_t t = 0; t < length && same; ++t)
+          same = isShifted(program[i + t], program[i + trips * length + t],
+                           trips);
+        if (!same)
+          break;
+        ++trips;
+      }
+      if (trips >= 2 && trips * int64_t(length) > bestTrips * int64_t(bestLength)) {
+        bestLength = length;
+        bestTrips = trips;
+      }
+    }
+    if (bestTrips >= 2) {
+      Segment loop{i, bestLength, bestTrips, 0};
+      loop.lower = program[i].mb;
+      for (size_t t = 0; t < bestLength; ++t)
+        loop.lower = std::min(loop.lower, program[i + t].mb);
+      segments.push_back(loop);
+      i += bestLength * bestTrips;
+      continue;
+    }
+    if (segments.empty() || segments.back().isLoop())
+      segments.push_back({i, 0, 0, 0});
+    segments.back().length++;
+    ++i;
+  }
+  return segments;
+}
+
+/// What a value is, for one micro-batch of one stage.
+enum class ValueKind { Named, GradIn, GradOut };
+
+struct ValueKey {
+  ValueKind kind;
+  std::string name;
+  bool operator<(const ValueKey &o) const {
+    return std::tie(kind, name) < std::tie(o.kind, o.name);
+  }
+};
+
+/// Where instruction `index` of the flat list runs: in the straight-line
+/// part of the program (`segment` -1) or in iteration `trip` of a loop; and
+/// the static instruction (`site`) that builds it.
+struct Place {
+  int64_t segment = -1;
+  int64_t trip = 0;
+  size_t site = 0;
+  bool sameInstance(const Place &o) const {
+    return segment == o.segment && (segment < 0 || trip == o.trip);
+  }
+};
+
+/// The values of one stage's program and which must cross from one loop
+/// iteration (or straight-line part) to another through an activation
+/// buffer.
+struct ValueFlow {
+  /// (site, value) pairs that save / restore.
+  std::set<std::pair<size_t, ValueKey>> saves, restores;
+  /// Depth of each value's activation buffer.
+  std::map<ValueKey, int64_t> depth;
+};
+} // namespace
+
+/// The values each instruction of `program` defines and uses.
+static void valuesOf(const Stage &stage, const sched::Instr &instr,
+                     SmallVectorImpl<ValueKey> &defs,
+                     SmallVectorImpl<ValueKey> &uses) {
+  switch (instr.kind) {
+  case sched::InstrKind::Recv:
+    if (instr.tag == sched::kActivationTag)
+      for (const std::string &name : stage.activationsIn)
+        defs.push_back({ValueKind::Named, name});
+    else
+      for (const std::string &name : stage.gradsIn)
+        defs.push_back({ValueKind::GradIn, name});
+    break;
+  case sched::InstrKind::Send:
+    if (instr.tag == sched::kActivationTag)
+      for (const std::string &name : stage.activationsOut)
+        uses.push_back({ValueKind::Named, name});
+    else
+      for (const std::string &name : stage.gradsOut)
+        uses.push_back({ValueKind::GradOut, name});
+    break;
+  case sched::InstrKind::Forward:
+    for (const ArgSource &arg : stage.forwardArgs)
+      if (arg.kind == ArgSource::Named)
+        uses.push_back({ValueKind::Named, arg.name});
+    for (const std::string &name : stage.resultNames)
+      if (!name.empty())
+        defs.push_back({ValueKind::Named, name});
+    break;
+  case sched::InstrKind::Backward:
+    for (const ArgSource &arg : stage.backwardArgs) {
+      if (arg.kind == ArgSource::Named)
+        uses.push_back({ValueKind::Named, arg.name});
+      else if (arg.kind == ArgSource::Grad)
+        uses.push_back({ValueKind::GradIn, arg.name});
+    }
+    for (const std::string &name : stage.backwardGradResults)
+      defs.push_back({ValueKind::GradOut, name});
+    break;
+  default:
+    break;
+  }
+}
+
+/// Which values cross instances, and the depth their buffers need: the
+/// least d such that no micro-batch is saved into slot mb mod d while
+/// another one there still waits for a restore.
+static ValueFlow analyzeValueFlow(const Stage &stage,
+                                  const sched::Program &program,
+                                  ArrayRef<Segment> segments,
+                                  int64_t microbatches) {
+  std::vector<Place> places(program.size());
+  for (auto [index, seg] : llvm::enumerate(segments)) {
+    if (!seg.isLoop()) {
+      for (size_t t = 0; t < seg.length; ++t)
+        places[seg.begin + t] = {-1, 0, seg.begin + t};
+      continue;
+    }
+    for (int64_t trip = 0; trip < seg.trips; ++trip)
+      for (size_t t = 0; t < seg.length; ++t)
+        places[seg.begin + trip * seg.length + t] = {int64_t(index), trip,
+                                                     seg.begin + t};
+  }
+  struct Def {
+    size_t position;
+    Place place;
+  };
+  std::map<std::pair<ValueKey, int64_t>, Def> defs;
+  // Per value: (save position, last restore position) of each micro-batch,
+  // and the positions of all saves.
+  std::map<ValueKey, std::map<int64_t, std::pair<size_t, size_t>>> live;
+  ValueFlow flow;
+  for (size_t i = 0; i < program.size(); ++i) {
+    SmallVector<ValueKey> defined, used;
+    valuesOf(stage, program[i], defined, used);
+    for (const ValueKey &key : used) {
+      auto it = defs.find({key, program[i].mb});
+      assert(it != defs.end() && "a schedule uses a value before its def");
+      if (it->second.place.sameInstance(places[i]))
+        continue;
+      flow.saves.insert({it->second.place.site, key});
+      flow.restores.insert({places[i].site, key});
+      auto &interval = live[key][program[i].mb];
+      interval = {it->second.position, i};
+    }
+    for (const ValueKey &key : defined)
+      defs[{key, program[i].mb}] = {i, places[i]};
+  }
+  // A saving site saves every micro-batch it defines, restored or not.
+  std::map<ValueKey, std::vector<std::pair<size_t, int64_t>>> savesOf;
+  for (auto &[keyMb, def] : defs)
+    if (flow.saves.count({def.place.site, keyMb.first}))
+      savesOf[keyMb.first].push_back({def.position, keyMb.second});
+  for (auto &[key, saves] : savesOf) {
+    const auto &intervals = live[key];
+    int64_t depth = 1;
+    for (; depth < microbatches; ++depth) {
+      bool clash = false;
+      for (auto &[mb, interval] : intervals) {
+        for (auto &[position, other] : saves)
+          if (other != mb && other % depth == mb % depth &&
+              position > interval.first && position < interval.second) {
+            clash = true;
+            break;
+          }
+        if (clash)
+          break;
+      }
+      if (!clash)
+        break;
+    }
+    flow.depth[key] = depth;
+  }
+  return flow;
+}
+
 LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
                                              const sched::Program &program,
                                              pipe::ScheduleKind kind,
@@ -475,118 +707,196 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
         b, fwdLoc, pipe::WeightsType::get(ctx), s, /*versions=*/1,
         b.getArrayAttr(stage.paramNames), b.getArrayAttr(stage.paramTypes));
     version = b.getI64IntegerAttr(0);
-    pipe::ZeroGradOp::create(b, fwdLoc, weights);
   }
 
-  // Per micro-batch: the forward's values by name, fed inputs, gradients
-  // received and gradients produced. A value lives from its forward to the
-  // backward that reads it; SSA makes that visible.
-  int64_t m = microbatches;
-  std::vector<llvm::StringMap<Value>> named(m), fed(m), gradIn(m), gradOut(m);
-  auto typeOfNamed = [&](StringRef name) { return stage.namedTypes.lookup(name); };
+  std::vector<Segment> segments;
+  if (loop)
+    segments = rollProgram(program);
+  else
+    segments.push_back({0, program.size(), 0, 0});
+  ValueFlow flow = analyzeValueFlow(stage, program, segments, microbatches);
+
   auto typeOfResult = [&](StringRef name) {
     auto it = llvm::find(stage.resultNames, name);
     return stage.forward.getResultTypes()[it - stage.resultNames.begin()];
   };
+  auto typeOf = [&](const ValueKey &key) -> Type {
+    switch (key.kind) {
+    case ValueKind::Named:
+      return stage.namedTypes.lookup(key.name);
+    case ValueKind::GradIn:
+      return typeOfResult(key.name);
+    case ValueKind::GradOut:
+      return stage.namedTypes.lookup(key.name);
+    }
+    return Type();
+  };
+  std::map<ValueKey, Value> buffers;
+  for (auto &[key, depth] : flow.depth) {
+    std::string name = key.name;
+    if (key.kind == ValueKind::GradIn)
+      name += ".grad_in";
+    else if (key.kind == ValueKind::GradOut)
+      name += ".grad";
+    buffers[key] = pipe::ActivationBufferOp::create(
+        b, key.kind == ValueKind::Named ? fwdLoc : bwdLoc,
+        pipe::ActivationsType::get(ctx), name, depth, typeOf(key));
+  }
+  if (weights)
+    pipe::ZeroGradOp::create(b, fwdLoc, weights);
 
-  for (const sched::Instr &instr : program) {
-    int64_t mb = instr.mb;
-    switch (instr.kind) {
-    case sched::InstrKind::Recv:
-      if (instr.tag == sched::kActivationTag) {
-        for (const std::string &name : stage.activationsIn)
-          named[mb][name] = pipe::RecvOp::create(b, fwdLoc, typeOfNamed(name),
-                                                 instr.peer, mb, name);
-      } else {
-        for (const std::string &name : stage.gradsIn)
-          gradIn[mb][name] = pipe::RecvOp::create(
-              b, bwdLoc, typeOfResult(name), instr.peer, mb, name + ".grad");
-      }
-      break;
-    case sched::InstrKind::Send:
-      if (instr.tag == sched::kActivationTag) {
-        for (const std::string &name : stage.activationsOut)
-          pipe::SendOp::create(b, fwdLoc, named[mb].lookup(name), instr.peer,
-                               mb, name);
-      } else {
-        for (const std::string &name : stage.gradsOut)
-          pipe::SendOp::create(b, bwdLoc, gradOut[mb].lookup(name), instr.peer,
-                               mb, name + ".grad");
-      }
-      break;
-    case sched::InstrKind::Forward: {
-      SmallVector<Value> inputs;
-      for (const ArgSource &arg : stage.forwardArgs) {
-        if (arg.kind == ArgSource::Feed) {
-          Value v = pipe::FeedOp::create(b, fwdLoc, arg.type, arg.name, mb);
-          fed[mb][arg.name] = v;
-          inputs.push_back(v);
-        } else {
-          inputs.push_back(named[mb].lookup(arg.name));
-        }
-      }
-      auto fwd = pipe::ForwardOp::create(
-          b, fwdLoc, stage.forward.getResultTypes(),
-          FlatSymbolRefAttr::get(stage.forward.getSymNameAttr()), inputs,
-          weights, version, b.getI64IntegerAttr(mb));
-      for (auto [i, result] : llvm::enumerate(fwd.getResults())) {
-        if (!stage.resultNames[i].empty())
-          named[mb][stage.resultNames[i]] = result;
-        if (stage.resultIsLoss[i])
-          pipe::ReportLossOp::create(b, fwdLoc, result, mb);
-      }
-      break;
+  // The values of the part being built (one straight-line part, or one loop
+  // body), by what they are and their micro-batch offset.
+  // Straight-line parts share one table: their values dominate what follows.
+  using ValueTable = std::map<std::pair<ValueKey, int64_t>, Value>;
+  using FeedTable = std::map<std::pair<std::string, int64_t>, Value>;
+  ValueTable topValues, loopValues, topRestored, loopRestored;
+  FeedTable topFed, loopFed;
+  Value base; // the loop index while building a loop body
+
+  for (const Segment &seg : segments) {
+    loopValues.clear();
+    loopRestored.clear();
+    loopFed.clear();
+    ValueTable &values = seg.isLoop() ? loopValues : topValues;
+    FeedTable &fed = seg.isLoop() ? loopFed : topFed;
+    base = Value();
+    OpBuilder::InsertionGuard segmentGuard(b);
+    int64_t shift = 0; // instruction mb = k + (mb - shift) in a loop
+    if (seg.isLoop()) {
+      auto loopOp = pipe::LoopOp::create(b, fwdLoc, seg.lower,
+                                         seg.lower + seg.trips);
+      base = loopOp.getIndex();
+      shift = seg.lower;
+      b.setInsertionPointToStart(&loopOp.getInstructions());
     }
-    case sched::InstrKind::Backward: {
-      SmallVector<Value> inputs;
-      for (const ArgSource &arg : stage.backwardArgs) {
-        switch (arg.kind) {
-        case ArgSource::Feed:
-          inputs.push_back(fed[mb].lookup(arg.name));
-          break;
-        case ArgSource::Named:
-          inputs.push_back(named[mb].lookup(arg.name));
-          break;
-        case ArgSource::Grad:
-          inputs.push_back(gradIn[mb].lookup(arg.name));
-          break;
-        }
-      }
-      ArrayRef<Type> results = stage.backward.getResultTypes().drop_back(
-          stage.params);
-      auto bwd = pipe::BackwardOp::create(
-          b, bwdLoc, results,
-          pipe::BackwardPartAttr::get(ctx, pipe::BackwardPart::Full),
-          FlatSymbolRefAttr::get(stage.backward.getSymNameAttr()), inputs,
-          weights, version, b.getI64IntegerAttr(mb));
-      for (auto [i, result] : llvm::enumerate(bwd.getResults()))
-        gradOut[mb][stage.backwardGradResults[i]] = result;
-      // The micro-batch's activations are dead from here on.
-      named[mb].clear();
-      fed[mb].clear();
-      gradIn[mb].clear();
-      break;
-    }
-    case sched::InstrKind::Update: {
-      if (!weights)
-        break;
-      const Optimizer &opt = *stage.optimizer;
-      auto f = [&](std::optional<double> v) {
-        return v ? b.getF64FloatAttr(*v) : FloatAttr();
+    for (size_t t = 0; t < seg.length; ++t) {
+      size_t site = seg.begin + t;
+      const sched::Instr &instr = program[site];
+      int64_t mb = instr.mb - shift; // offset (loop) or micro-batch
+      IntegerAttr mbAttr = b.getI64IntegerAttr(mb);
+      auto define = [&](const ValueKey &key, Value v, Location loc) {
+        values[{key, mb}] = v;
+        if (flow.saves.count({site, key}))
+          pipe::SaveOp::create(b, loc, v, buffers.at(key), mb, base);
       };
-      auto update = pipe::UpdateOp::create(
-          b, opt.holder->getLoc(), weights, pipe::OptimizerKindAttr::get(ctx, opt.kind),
-          b.getF64FloatAttr(opt.lr), f(opt.momentum), f(opt.dampening),
-          f(opt.beta1), f(opt.beta2), f(opt.epsilon), f(opt.weightDecay),
-          FloatAttr(), IntegerAttr(), f(opt.gradScale));
-      // The optimizer's own rules (which hyper-parameters, which ranges)
-      // report on the attribute or option that set them.
-      if (failed(update.verifyInvariants()))
-        return failure();
-      break;
-    }
-    default:
-      break;
+      auto use = [&](const ValueKey &key, Location loc) -> Value {
+        if (flow.restores.count({site, key})) {
+          Value &restored = (seg.isLoop() ? loopRestored : topRestored)[{key, mb}];
+          if (!restored)
+            restored = pipe::RestoreOp::create(b, loc, typeOf(key),
+                                               buffers.at(key), mb, base);
+          return restored;
+        }
+        Value v = values[{key, mb}];
+        if (!v) {
+          // The flow analysis and this table disagree: a bug, not bad input.
+          llvm::report_fatal_error("pipe-schedule: a value is used in its own "
+                                   "part of the program before its definition");
+        }
+        return v;
+      };
+      auto feed = [&](const ArgSource &arg, Location loc) {
+        Value &v = fed[{arg.name, mb}];
+        if (!v)
+          v = pipe::FeedOp::create(b, loc, arg.type, arg.name, mb, base);
+        return v;
+      };
+      switch (instr.kind) {
+      case sched::InstrKind::Recv:
+        if (instr.tag == sched::kActivationTag) {
+          for (const std::string &name : stage.activationsIn)
+            define({ValueKind::Named, name},
+                   pipe::RecvOp::create(b, fwdLoc, stage.namedTypes.lookup(name),
+                                        instr.peer, mb, name, base),
+                   fwdLoc);
+        } else {
+          for (const std::string &name : stage.gradsIn)
+            define({ValueKind::GradIn, name},
+                   pipe::RecvOp::create(b, bwdLoc, typeOfResult(name),
+                                        instr.peer, mb, name + ".grad", base),
+                   bwdLoc);
+        }
+        break;
+      case sched::InstrKind::Send:
+        if (instr.tag == sched::kActivationTag) {
+          for (const std::string &name : stage.activationsOut)
+            pipe::SendOp::create(b, fwdLoc, use({ValueKind::Named, name}, fwdLoc),
+                                 instr.peer, mb, name, base);
+        } else {
+          for (const std::string &name : stage.gradsOut)
+            pipe::SendOp::create(b, bwdLoc,
+                                 use({ValueKind::GradOut, name}, bwdLoc),
+                                 instr.peer, mb, name + ".grad", base);
+        }
+        break;
+      case sched::InstrKind::Forward: {
+        SmallVector<Value> inputs;
+        for (const ArgSource &arg : stage.forwardArgs)
+          inputs.push_back(arg.kind == ArgSource::Feed
+                               ? feed(arg, fwdLoc)
+                               : use({ValueKind::Named, arg.name}, fwdLoc));
+        auto fwd = pipe::ForwardOp::create(
+            b, fwdLoc, stage.forward.getResultTypes(),
+            FlatSymbolRefAttr::get(stage.forward.getSymNameAttr()), inputs,
+            weights, version, mbAttr, base);
+        for (auto [i, result] : llvm::enumerate(fwd.getResults())) {
+          if (stage.resultIsLoss[i])
+            pipe::ReportLossOp::create(b, fwdLoc, result, mb, base);
+          if (!stage.resultNames[i].empty())
+            define({ValueKind::Named, stage.resultNames[i]}, result, fwdLoc);
+        }
+        break;
+      }
+      case sched::InstrKind::Backward: {
+        SmallVector<Value> inputs;
+        for (const ArgSource &arg : stage.backwardArgs) {
+          switch (arg.kind) {
+          case ArgSource::Feed:
+            inputs.push_back(feed(arg, bwdLoc));
+            break;
+          case ArgSource::Named:
+            inputs.push_back(use({ValueKind::Named, arg.name}, bwdLoc));
+            break;
+          case ArgSource::Grad:
+            inputs.push_back(use({ValueKind::GradIn, arg.name}, bwdLoc));
+            break;
+          }
+        }
+        ArrayRef<Type> results =
+            stage.backward.getResultTypes().drop_back(stage.params);
+        auto bwd = pipe::BackwardOp::create(
+            b, bwdLoc, results,
+            pipe::BackwardPartAttr::get(ctx, pipe::BackwardPart::Full),
+            FlatSymbolRefAttr::get(stage.backward.getSymNameAttr()), inputs,
+            weights, version, mbAttr, base);
+        for (auto [i, result] : llvm::enumerate(bwd.getResults()))
+          define({ValueKind::GradOut, stage.backwardGradResults[i]}, result,
+                 bwdLoc);
+        break;
+      }
+      case sched::InstrKind::Update: {
+        if (!weights)
+          break;
+        const Optimizer &opt = *stage.optimizer;
+        auto f = [&](std::optional<double> v) {
+          return v ? b.getF64FloatAttr(*v) : FloatAttr();
+        };
+        auto update = pipe::UpdateOp::create(
+            b, opt.holder->getLoc(), weights,
+            pipe::OptimizerKindAttr::get(ctx, opt.kind),
+            b.getF64FloatAttr(opt.lr), f(opt.momentum), f(opt.dampening),
+            f(opt.beta1), f(opt.beta2), f(opt.epsilon), f(opt.weightDecay),
+            FloatAttr(), IntegerAttr(), f(opt.gradScale));
+        // The optimizer's own rules (which hyper-parameters, which ranges)
+        // report on the attribute or option that set them.
+        if (failed(update.verifyInvariants()))
+          return failure();
+        break;
+      }
+      default:
+        break;
+      }
     }
   }
   return success();
@@ -600,9 +910,23 @@ void PipeSchedulePass::runOnOperation() {
                        << kind << "'";
     return signalPassFailure();
   }
+  // M is given once, to pipe-microbatch, which records it on the module.
+  if (auto recorded = module->getAttrOfType<IntegerAttr>("pipe.microbatches")) {
+    int64_t m = recorded.getInt();
+    if (microbatches == 0) {
+      microbatches = m;
+    } else if (microbatches != m) {
+      module.emitError() << "pipe-schedule: microbatches=" << int64_t(microbatches)
+                         << ", but the stages were split into " << m
+                         << " micro-batches (pipe.microbatches); drop the "
+                            "option or make them agree";
+      return signalPassFailure();
+    }
+  }
   if (microbatches < 1) {
     module.emitError() << "pipe-schedule: microbatches must be >= 1 (got "
-                       << int64_t(microbatches) << ")";
+                       << int64_t(microbatches)
+                       << "); pass microbatches=<M> or run pipe-microbatch first";
     return signalPassFailure();
   }
   if (auto programs = module.getOps<pipe::ProgramOp>(); !programs.empty()) {

@@ -658,7 +658,7 @@ pipe.stage @fwd forward stage 0 (%x: tensor<2xf32>) -> tensor<2xf32> {
 pipe.program @p device 0 stages [0] schedule "gpipe" microbatches 2 {
   %x = pipe.feed "x" mb 0 : tensor<2xf32>
   // expected-error@+1 {{names a weight version but passes no weights}}
-  %y = "pipe.forward"(%x) <{callee = @fwd, mb = 0 : i64, version = 0 : i64, operandSegmentSizes = array<i32: 1, 0>}> : (tensor<2xf32>) -> tensor<2xf32>
+  %y = "pipe.forward"(%x) <{callee = @fwd, mb = 0 : i64, version = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 0>}> : (tensor<2xf32>) -> tensor<2xf32>
 }
 
 // -----
@@ -670,7 +670,7 @@ pipe.program @p device 0 stages [0] schedule "gpipe" microbatches 2 {
   %w = pipe.weight_buffer stage 0 versions 1 ("w": tensor<4xf32>)
   %x = pipe.feed "x" mb 0 : tensor<2xf32>
   // expected-error@+1 {{passes weights without a version}}
-  %y = "pipe.forward"(%x, %w) <{callee = @fwd, mb = 0 : i64, operandSegmentSizes = array<i32: 1, 1>}> : (tensor<2xf32>, !pipe.weights) -> tensor<2xf32>
+  %y = "pipe.forward"(%x, %w) <{callee = @fwd, mb = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 0>}> : (tensor<2xf32>, !pipe.weights) -> tensor<2xf32>
 }
 
 // -----
@@ -808,4 +808,92 @@ pipe.program @p device 1 stages [1] schedule "gpipe" microbatches 2 {
   %l = pipe.recv from 0 mb 0 tag "loss" : tensor<f32>
   // expected-error@+1 {{micro-batch 2 is out of range [0, 2) of program @p}}
   pipe.report_loss %l mb 2 : tensor<f32>
+}
+
+// -----
+
+// Micro-batch loops and activation buffers.
+
+pipe.program @p device 0 stages [0] schedule "gpipe" microbatches 4 {
+  // expected-error@+1 {{range [3, 3) must be non-empty and non-negative}}
+  pipe.loop %k = 3 to 3 {
+  }
+}
+
+// -----
+
+pipe.program @p device 0 stages [0] schedule "gpipe" microbatches 4 {
+  pipe.loop %k = 0 to 3 {
+    // expected-error@+1 {{micro-batch 4 (of 2..4 over the loop) is out of range [0, 4) of program @p}}
+    %x = pipe.feed "x" mb %k + 2 : tensor<2xf32>
+  }
+}
+
+// -----
+
+pipe.program @p device 0 stages [0] schedule "gpipe" microbatches 4 {
+  pipe.loop %k = 0 to 3 {
+    // expected-error@+1 {{micro-batch -1 (of -1..1 over the loop) is out of range [0, 4) of program @p}}
+    pipe.recv from 1 mb %k - 1 tag "h" : tensor<2xf32>
+  }
+}
+
+// -----
+
+pipe.program @p device 0 stages [0] schedule "gpipe" microbatches 4 {
+  pipe.loop %k = 0 to 2 {
+    // expected-error@+1 {{'pipe.loop' op expects parent op 'pipe.program'}}
+    pipe.loop %j = 0 to 2 {
+    }
+  }
+}
+
+// -----
+
+pipe.program @p device 0 stages [0] schedule "gpipe" microbatches 4 {
+  pipe.loop %k = 0 to 2 {
+    // expected-error@+1 {{'pipe.activation_buffer' op expects parent op 'pipe.program'}}
+    %a = pipe.activation_buffer "h" depth 2 : tensor<2xf32>
+  }
+}
+
+// -----
+
+pipe.program @p device 0 stages [0] schedule "gpipe" microbatches 4 {
+  // expected-error@+1 {{needs a depth of at least one, has 0}}
+  %a = pipe.activation_buffer "h" depth 0 : tensor<2xf32>
+}
+
+// -----
+
+pipe.program @p device 0 stages [0] schedule "gpipe" microbatches 4 {
+  // expected-error@+1 {{holds 'tensor<?xf32>', not a statically shaped tensor}}
+  %a = pipe.activation_buffer "h" depth 2 : tensor<?xf32>
+}
+
+// -----
+
+pipe.program @p device 0 stages [0] schedule "gpipe" microbatches 4 {
+  %a = pipe.activation_buffer "h" depth 2 : tensor<2xf32>
+  %x = pipe.feed "x" mb 0 : tensor<3xf32>
+  // expected-error@+1 {{accesses buffer "h" of 'tensor<2xf32>' as 'tensor<3xf32>'}}
+  pipe.save %x into %a mb 0 : tensor<3xf32>
+}
+
+// -----
+
+pipe.program @p device 0 stages [0] schedule "gpipe" microbatches 4 {
+  %a = pipe.activation_buffer "h" depth 2 : tensor<2xf32>
+  pipe.loop %k = 0 to 4 {
+    // expected-error@+1 {{micro-batch 4 (of 1..4 over the loop) is out of range}}
+    %x = pipe.restore %a mb %k + 1 : tensor<2xf32>
+  }
+}
+
+// -----
+
+pipe.program @p device 0 stages [0] schedule "gpipe" microbatches 4 {
+  %c = "test.index"() : () -> index
+  // expected-error@+1 {{names its micro-batch relative to}}
+  %x = pipe.feed "x" mb %c + 1 : tensor<2xf32>
 }
