@@ -8,6 +8,7 @@
 #include "pipec/Transforms/PartitionPasses.h"
 #include "pipec/Transforms/SchedulePasses.h"
 #include "pipec/Conversion/Passes.h"
+#include "pipec/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -26,4 +27,5 @@ void mlir::pipec::registerAllPasses() {
   registerPartitionPasses();
   registerSchedulePasses();
   mlir::pipec::registerConversionPassesAndPipelines();
+  registerPipelines();
 }

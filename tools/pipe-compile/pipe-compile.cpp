@@ -28,6 +28,8 @@
 #include "pipec/Conversion/Passes.h"
 #include "pipec/Conversion/RuntimeABI.h"
 #include "pipec/Import/OnnxImporter.h"
+#include "pipec/Pipelines/Pipelines.h"
+#include "pipec/Transforms/SchedulePasses.h"
 #include "pipec/InitAll.h"
 #include "pipec/Support/Diagnostics.h"
 #include "pipec/Target/Executable.h"
@@ -99,7 +101,7 @@ static cl::opt<int64_t> microbatches("microbatches",
 static cl::opt<std::string> scheduleKind("schedule", cl::desc("gpipe or 1f1b"),
                                          cl::init("1f1b"));
 static cl::opt<std::string>
-    partition("partition", cl::desc("balanced, manual or layers"),
+    partition("partition", cl::desc("balanced, dp, manual or layers"),
               cl::init("balanced"));
 static cl::list<std::string> cuts("cut", cl::CommaSeparated,
                                   cl::desc("--partition manual: ONNX nodes "
@@ -206,10 +208,6 @@ bool runPipeline(ModuleOp module, StringRef pipeline) {
   return succeeded(pm.run(module));
 }
 
-bool havePass(StringRef name) {
-  return PassInfo::lookup(name) || PassPipelineInfo::lookup(name);
-}
-
 /// The pipeline-parallel back end: `module` holds pipe.program ops (one per
 /// device) and the pipe.stage functions they call; writes OUT/device<k> and
 /// OUT/plan.json.
@@ -303,12 +301,15 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
     });
 
     OwningOpRef<ModuleOp> device(cast<ModuleOp>(module->clone()));
-    std::string pipeline =
-        ("pipe-lower-programs{device=" + llvm::Twine(k) + " target=" + target +
-         "}")
-            .str();
-    if (!runPipeline(*device, pipeline))
-      return 1;
+    {
+      pipec::LowerDeviceOptions lower;
+      lower.device = k;
+      lower.target = target == "cuda" ? pipec::TargetOption::CUDA : pipec::TargetOption::CPU;
+      PassManager pm(module.getContext());
+      pipec::buildLowerDevicePipeline(pm, lower);
+      if (failed(pm.run(*device)))
+        return 1;
+    }
     auto step = device->lookupSymbol<func::FuncOp>(pipec::kStepFunctionName);
     DictionaryAttr info =
         step ? step->getAttrOfType<DictionaryAttr>(pipec::kProgramAttrName)
@@ -489,7 +490,12 @@ int main(int argc, char **argv) {
         module->print(os);
       });
   };
-  dumpStage("0-import.mlir");
+  // The imported module keeps its locations (the ONNX node names, which name
+  // stages and transfers), so that pipe-opt replays the later stages from it.
+  if (emitMlir)
+    writeFile(stagePath("0-import.mlir"), [&](llvm::raw_ostream &os) {
+      module->print(os, OpPrintingFlags().enableDebugInfo());
+    });
 
   if (numStages < 1)
     return fail("--stages must be >= 1");
@@ -498,6 +504,36 @@ int main(int argc, char **argv) {
   if (scheduleKind != "gpipe" && scheduleKind != "1f1b")
     return fail("--schedule must be gpipe or 1f1b, not '" + scheduleKind + "'");
   if (numStages > 1 || !fromMlir.empty() || showSchedule) {
+    // The options of pipe-train-pipeline, from the command line.
+    pipec::TrainPipelineOptions trainOptions;
+    trainOptions.stages = numStages.getValue();
+    trainOptions.microbatches = microbatches.getValue();
+    trainOptions.schedule = scheduleKind == "gpipe" ? pipec::ScheduleOption::GPipe
+                                                    : pipec::ScheduleOption::OneFOneB;
+    std::optional<pipec::PartitionOption> strategy =
+        llvm::StringSwitch<std::optional<pipec::PartitionOption>>(partition)
+            .Case("balanced", pipec::PartitionOption::Balanced)
+            .Case("dp", pipec::PartitionOption::DP)
+            .Case("manual", pipec::PartitionOption::Manual)
+            .Case("layers", pipec::PartitionOption::Layers)
+            .Default(std::nullopt);
+    if (!strategy)
+      return fail("--partition must be balanced, dp, manual or layers, not '" +
+                  partition + "'");
+    trainOptions.partition = *strategy;
+    trainOptions.cuts = llvm::to_vector(cuts);
+    trainOptions.optimizer =
+        llvm::StringSwitch<pipec::OptimizerOption>(optimizer)
+            .Case("momentum", pipec::OptimizerOption::Momentum)
+            .Case("nesterov", pipec::OptimizerOption::Nesterov)
+            .Case("adam", pipec::OptimizerOption::Adam)
+            .Case("adamw", pipec::OptimizerOption::AdamW)
+            .Case("adagrad", pipec::OptimizerOption::Adagrad)
+            .Default(pipec::OptimizerOption::SGD);
+    trainOptions.lr = lr.getValue();
+    trainOptions.momentum = momentum.getValue();
+    trainOptions.weightDecay =
+        weightDecay.getNumOccurrences() ? weightDecay.getValue() : -1.0;
     if (forwardOnly)
       return fail("--forward-only has no pipeline form");
     std::string modelCopy = stagePath("model.onnx");
@@ -516,52 +552,39 @@ int main(int argc, char **argv) {
         b.clone(*forward);
       }
     } else {
-      for (StringRef pass : {"pipe-assign-stages", "pipe-autodiff",
-                             "pipe-add-optimizer", "pipe-microbatch",
-                             "pipe-split-stages", "pipe-insert-transfers",
-                             "pipe-schedule", "pipe-verify-schedule"})
-        if (!havePass(pass))
-          return fail("pass '" + pass +
-                      "' is not available in this build yet; start from "
-                      "pipe IR with --from-mlir PIPE.mlir");
-      std::string pipeline;
-      llvm::raw_string_ostream ps(pipeline);
-      ps << "pipe-assign-stages{stages=" << numStages.getValue()
-         << " strategy=" << partition.getValue();
-      if (!cuts.empty())
-        ps << " cuts=" << llvm::join(cuts, ",");
-      ps << "},pipe-autodiff,pipe-add-optimizer{kind=" << optimizer
-         << " lr=" << llvm::formatv("{0:e9}", lr.getValue());
-      if (optimizer == "momentum" || optimizer == "nesterov")
-        ps << " momentum=" << llvm::formatv("{0:e9}", momentum.getValue());
-      if (weightDecay.getNumOccurrences())
-        ps << " weight-decay=" << llvm::formatv("{0:e9}", weightDecay.getValue());
-      ps << "},pipe-microbatch{microbatches=" << microbatches.getValue()
-         << "},pipe-split-stages,pipe-insert-transfers";
-      if (!runPipeline(*module, pipeline))
+      PassManager pm(&context);
+      pipec::buildStagesPipeline(pm, trainOptions);
+      if (failed(pm.run(*module)))
         return 1;
       pipeModule = std::move(module);
     }
     if (emitMlir)
       writeFile(stagePath("1-stages.mlir"),
                 [&](llvm::raw_ostream &os) { pipeModule->print(os); });
-    if (pipeModule->getOps<pipe::ProgramOp>().empty()) {
-      std::string pipeline;
-      llvm::raw_string_ostream ps(pipeline);
-      ps << "pipe-schedule{kind=" << scheduleKind.getValue()
-         << " microbatches=" << microbatches.getValue()
-         << " optimizer=" << optimizer.getValue()
-         << " lr=" << llvm::formatv("{0:e9}", lr.getValue());
-      if (optimizer == "momentum" || optimizer == "nesterov")
-        ps << " momentum=" << llvm::formatv("{0:e9}", momentum.getValue());
-      if (weightDecay.getNumOccurrences())
-        ps << " weight-decay=" << llvm::formatv("{0:e9}", weightDecay.getValue());
-      ps << "}";
-      if (!runPipeline(*pipeModule, pipeline))
+    {
+      PassManager pm(&context);
+      if (!fromMlir.empty()) {
+        // Pipe IR from elsewhere: M and the optimizer come from the command
+        // line (they override the module's, if it has them).
+        if (pipeModule->getOps<pipe::ProgramOp>().empty()) {
+          pipec::PipeScheduleOptions schedule;
+          schedule.kind = scheduleKind.getValue();
+          schedule.microbatches = microbatches.getValue();
+          schedule.optimizer = optimizer.getValue();
+          schedule.lr = lr.getValue();
+          if (optimizer == "momentum" || optimizer == "nesterov")
+            schedule.momentum = momentum.getValue();
+          if (weightDecay.getNumOccurrences())
+            schedule.weightDecay = weightDecay.getValue();
+          pm.addPass(pipec::createPipeSchedule(schedule));
+        }
+        pm.addPass(pipec::createPipeVerifySchedule());
+      } else {
+        pipec::buildSchedulePipeline(pm, trainOptions);
+      }
+      if (failed(pm.run(*pipeModule)))
         return 1;
     }
-    if (!runPipeline(*pipeModule, "pipe-verify-schedule"))
-      return 1;
     if (emitMlir)
       writeFile(stagePath("2-programs.mlir"),
                 [&](llvm::raw_ostream &os) { pipeModule->print(os); });

@@ -1,0 +1,107 @@
+//===- Pipelines.h - pipec's named pass pipelines ---------------*- C++ -*-===//
+//
+// The flow pipe-compile runs, as pass pipelines with typed options, so that
+// `pipe-opt --pipe-train-pipeline='stages=4 microbatches=8 schedule=1f1b'`
+// produces the verified per-device programs pipe-compile produces, and
+// `pipe-opt --pipe-lower-device='device=1'` one device's LLVM-dialect step.
+// pipe-compile builds its pass managers from these same functions.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEC_PIPELINES_PIPELINES_H
+#define PIPEC_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir::pipec {
+
+enum class ScheduleOption { GPipe, OneFOneB };
+enum class PartitionOption { Balanced, DP, Manual, Layers };
+enum class OptimizerOption { SGD, Momentum, Nesterov, Adam, AdamW, Adagrad };
+enum class TargetOption { CPU, CUDA };
+
+/// The names the command lines use ("1f1b", "dp", "adamw", "cuda", ...).
+llvm::StringRef stringify(ScheduleOption value);
+llvm::StringRef stringify(PartitionOption value);
+llvm::StringRef stringify(OptimizerOption value);
+llvm::StringRef stringify(TargetOption value);
+
+struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
+  Option<int64_t> stages{*this, "stages",
+                         llvm::cl::desc("pipeline stages (devices)"),
+                         llvm::cl::init(1)};
+  Option<int64_t> microbatches{*this, "microbatches",
+                               llvm::cl::desc("micro-batches per step"),
+                               llvm::cl::init(1)};
+  Option<ScheduleOption> schedule{
+      *this, "schedule", llvm::cl::desc("the pipeline schedule"),
+      llvm::cl::init(ScheduleOption::OneFOneB),
+      llvm::cl::values(
+          clEnumValN(ScheduleOption::GPipe, "gpipe", "all forwards, then all backwards"),
+          clEnumValN(ScheduleOption::OneFOneB, "1f1b",
+                     "one forward one backward (PipeDream-Flush)"))};
+  Option<PartitionOption> partition{
+      *this, "partition", llvm::cl::desc("how ops are assigned to stages"),
+      llvm::cl::init(PartitionOption::Balanced),
+      llvm::cl::values(
+          clEnumValN(PartitionOption::Balanced, "balanced", "cost-model DP over cut points"),
+          clEnumValN(PartitionOption::DP, "dp", "PipeDream's dynamic program"),
+          clEnumValN(PartitionOption::Manual, "manual", "cuts by ONNX node name"),
+          clEnumValN(PartitionOption::Layers, "layers", "equal runs of layers"))};
+  ListOption<std::string> cuts{
+      *this, "cuts",
+      llvm::cl::desc("ONNX node names ending stages 0..p-2 (partition=manual)")};
+  Option<OptimizerOption> optimizer{
+      *this, "optimizer", llvm::cl::desc("the optimizer"),
+      llvm::cl::init(OptimizerOption::SGD),
+      llvm::cl::values(clEnumValN(OptimizerOption::SGD, "sgd", "plain SGD"),
+                       clEnumValN(OptimizerOption::Momentum, "momentum", "SGD with momentum"),
+                       clEnumValN(OptimizerOption::Nesterov, "nesterov", "Nesterov momentum"),
+                       clEnumValN(OptimizerOption::Adam, "adam", "Adam"),
+                       clEnumValN(OptimizerOption::AdamW, "adamw", "AdamW"),
+                       clEnumValN(OptimizerOption::Adagrad, "adagrad", "Adagrad"))};
+  Option<double> lr{*this, "lr", llvm::cl::desc("learning rate"),
+                    llvm::cl::init(0.01)};
+  Option<double> momentum{*this, "momentum",
+                          llvm::cl::desc("momentum (momentum, nesterov)"),
+                          llvm::cl::init(0.9)};
+  Option<double> weightDecay{*this, "weight-decay",
+                             llvm::cl::desc("weight decay (default: none)"),
+                             llvm::cl::init(-1.0)};
+  Option<bool> loop{*this, "loop",
+                    llvm::cl::desc("micro-batch loops in the programs (false: "
+                                   "one instruction per micro-batch)"),
+                    llvm::cl::init(true)};
+};
+
+/// Partition, differentiate, add the optimizer, micro-batch, split into
+/// stages and insert transfers: the module of pipe.stage ops
+/// (pipe-compile's 1-stages.mlir).
+void buildStagesPipeline(OpPassManager &pm, const TrainPipelineOptions &options);
+/// Schedule and verify: one pipe.program per device (2-programs.mlir). M
+/// and the optimizer come from the module (pipe-microbatch and
+/// pipe-add-optimizer record them).
+void buildSchedulePipeline(OpPassManager &pm, const TrainPipelineOptions &options);
+
+struct LowerDeviceOptions : public PassPipelineOptions<LowerDeviceOptions> {
+  Option<int64_t> device{*this, "device",
+                         llvm::cl::desc("the device whose program to lower"),
+                         llvm::cl::init(0)};
+  Option<TargetOption> target{
+      *this, "target", llvm::cl::desc("the runtime backend"),
+      llvm::cl::init(TargetOption::CPU),
+      llvm::cl::values(clEnumValN(TargetOption::CPU, "cpu", "OpenBLAS + MPI"),
+                       clEnumValN(TargetOption::CUDA, "cuda", "cuBLAS + CUDA + NCCL"))};
+};
+
+/// One device's program to its @pipe_step and kernel calls
+/// (pipe-lower-programs; pipe-compile's device<k>-runtime.mlir).
+void buildLowerDevicePipeline(OpPassManager &pm, const LowerDeviceOptions &options);
+
+/// Registers pipe-train-pipeline, pipe-stages-pipeline,
+/// pipe-schedule-pipeline and pipe-lower-device.
+void registerPipelines();
+
+} // namespace mlir::pipec
+
+#endif

@@ -1,0 +1,119 @@
+//===- Pipelines.cpp - pipec's named pass pipelines ------------------------===//
+#include "pipec/Pipelines/Pipelines.h"
+
+#include "pipec/Conversion/Passes.h"
+#include "pipec/Transforms/PartitionPasses.h"
+#include "pipec/Transforms/Passes.h"
+#include "pipec/Transforms/SchedulePasses.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+using namespace mlir::pipec;
+
+StringRef mlir::pipec::stringify(ScheduleOption value) {
+  return value == ScheduleOption::GPipe ? "gpipe" : "1f1b";
+}
+
+StringRef mlir::pipec::stringify(PartitionOption value) {
+  switch (value) {
+  case PartitionOption::Balanced:
+    return "balanced";
+  case PartitionOption::DP:
+    return "dp";
+  case PartitionOption::Manual:
+    return "manual";
+  case PartitionOption::Layers:
+    return "layers";
+  }
+  return "balanced";
+}
+
+StringRef mlir::pipec::stringify(OptimizerOption value) {
+  switch (value) {
+  case OptimizerOption::SGD:
+    return "sgd";
+  case OptimizerOption::Momentum:
+    return "momentum";
+  case OptimizerOption::Nesterov:
+    return "nesterov";
+  case OptimizerOption::Adam:
+    return "adam";
+  case OptimizerOption::AdamW:
+    return "adamw";
+  case OptimizerOption::Adagrad:
+    return "adagrad";
+  }
+  return "sgd";
+}
+
+StringRef mlir::pipec::stringify(TargetOption value) {
+  return value == TargetOption::CUDA ? "cuda" : "cpu";
+}
+
+void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
+                                      const TrainPipelineOptions &options) {
+  PipeAssignStagesOptions assign;
+  assign.stages = options.stages;
+  assign.strategy = stringify(options.partition).str();
+  assign.cuts = llvm::to_vector(options.cuts);
+  pm.addPass(createPipeAssignStages(assign));
+  pm.addPass(createPipeAutodiff());
+  PipeAddOptimizerOptions optimizer;
+  optimizer.kind = stringify(options.optimizer).str();
+  optimizer.lr = options.lr;
+  if (options.optimizer == OptimizerOption::Momentum ||
+      options.optimizer == OptimizerOption::Nesterov)
+    optimizer.momentum = options.momentum;
+  optimizer.weightDecay = options.weightDecay;
+  pm.addPass(createPipeAddOptimizer(optimizer));
+  PipeMicrobatchOptions microbatch;
+  microbatch.microbatches = options.microbatches;
+  pm.addPass(createPipeMicrobatch(microbatch));
+  pm.addPass(createPipeSplitStages());
+  pm.addPass(createPipeInsertTransfers());
+}
+
+void mlir::pipec::buildSchedulePipeline(OpPassManager &pm,
+                                        const TrainPipelineOptions &options) {
+  PipeScheduleOptions schedule;
+  schedule.kind = stringify(options.schedule).str();
+  schedule.loop = options.loop;
+  pm.addPass(createPipeSchedule(schedule));
+  pm.addPass(createPipeVerifySchedule());
+}
+
+void mlir::pipec::buildLowerDevicePipeline(OpPassManager &pm,
+                                           const LowerDeviceOptions &options) {
+  LowerProgramsOptions lower;
+  lower.device = options.device;
+  lower.target = stringify(options.target).str();
+  pm.addPass(createLowerPrograms(lower));
+}
+
+void mlir::pipec::registerPipelines() {
+  PassPipelineRegistration<TrainPipelineOptions>(
+      "pipe-train-pipeline",
+      "what pipe-compile runs up to the per-device programs: partition, "
+      "autodiff, optimizer, micro-batching, stages, transfers, schedule, "
+      "verify",
+      [](OpPassManager &pm, const TrainPipelineOptions &options) {
+        buildStagesPipeline(pm, options);
+        buildSchedulePipeline(pm, options);
+      });
+  PassPipelineRegistration<TrainPipelineOptions>(
+      "pipe-stages-pipeline",
+      "the first half of pipe-train-pipeline: up to the pipe.stage functions "
+      "and their transfers",
+      buildStagesPipeline);
+  PassPipelineRegistration<TrainPipelineOptions>(
+      "pipe-schedule-pipeline",
+      "the second half of pipe-train-pipeline: schedule and verify (M and "
+      "the optimizer from the module)",
+      buildSchedulePipeline);
+  PassPipelineRegistration<LowerDeviceOptions>(
+      "pipe-lower-device",
+      "one device's program to its @pipe_step and kernel calls "
+      "(pipe-lower-programs)",
+      buildLowerDevicePipeline);
+}
