@@ -200,8 +200,6 @@ private:
     return options.callable ? options.name.str() + "_" : "__pipe_";
   }
   SmallVector<Value> constantCopies; // cuda: device copies freed at the end
-  Value comm;                        // the world communicator, once asked
-  SmallVector<Value> pendingSends;   // isend requests, waited at the end
 };
 
 //===----------------------------------------------------------------------===//
@@ -1100,31 +1098,12 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
     return axis < 0 ? axis + rank : axis;
   };
 
-  // Transfers between devices (pipe-lower-programs' markers).
-  if (auto transfer = dyn_cast<func::CallOp>(op)) {
-    StringRef callee = transfer.getCallee();
-    bool isSend = callee.starts_with(kPipeSendCallee);
-    if (!isSend && !callee.starts_with(kPipeRecvCallee))
-      return op->emitError() << "pipe-lower-to-runtime: no lowering for a "
-                                "call to @"
-                             << callee;
-    auto peer = op->getAttrOfType<IntegerAttr>("pipe.peer");
-    auto tag = op->getAttrOfType<IntegerAttr>("pipe.tag");
-    if (!peer || !tag)
-      return op->emitError("a transfer needs pipe.peer and pipe.tag");
-    if (!comm)
-      comm = callPtr("pipert_comm_world", {ctxArg});
-    Value v = isSend ? operand(0) : op->getResult(0);
-    SmallVector<Value> args = {ctxArg, comm, P(v), numel(v), dtypeOf(v),
-                               i32c(peer.getInt()), i32c(tag.getInt())};
-    if (isSend && op->hasAttr("pipe.blocking"))
-      call("pipert_send", args);
-    else if (isSend)
-      pendingSends.push_back(callPtr("pipert_isend", args));
-    else
-      call("pipert_recv", args);
-    return success();
-  }
+  if (auto call = dyn_cast<func::CallOp>(op))
+    return op->emitError() << "pipe-lower-to-runtime: no lowering for a call "
+                              "to @"
+                           << call.getCallee()
+                           << " (a step is onnx ops; pipe-lower-programs "
+                              "lowers transfers itself)";
 
   // Results that are constants or aliases need no kernel.
   if (name == "onnx.Constant" || name == "onnx.NoValue" || isAliasOp(op))
@@ -1530,9 +1509,6 @@ LogicalResult StepLowering::run() {
     call("pipert_copy_device",
          {ctxArg, dst, P(value), i64c(runtimeTensorBytes(tensorType(value)))});
   }
-  if (!pendingSends.empty())
-    call("pipert_wait_all", {ctxArg, ptrArray(pendingSends),
-                             i32c(pendingSends.size())});
   freeBlocksAfter(order[body.getTerminator()]);
   for (Value dev : constantCopies)
     call("pipert_free", {ctxArg, dev});
@@ -1599,11 +1575,6 @@ mlir::pipec::lowerStepFunction(ModuleOp module, func::FuncOp source, bool cuda,
   StepLowering lowering(module, source, cuda, options);
   if (failed(lowering.run()))
     return failure();
-  // The transfer markers' declarations are not part of the program.
-  for (auto f : llvm::to_vector(module.getOps<func::FuncOp>()))
-    if (f.isExternal() && (f.getSymName().starts_with(kPipeSendCallee) ||
-                           f.getSymName().starts_with(kPipeRecvCallee)))
-      f.erase();
   return success();
 }
 

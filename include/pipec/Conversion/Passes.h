@@ -22,13 +22,6 @@ inline constexpr llvm::StringLiteral kProgramAttrName = "pipe.program";
 /// memref, cf → LLVM dialect, then reconcile-unrealized-casts.
 void buildLowerToLLVMPipeline(OpPassManager &pm);
 
-/// Callees (prefixes; a suffix names the tensor type) of the transfer markers
-/// pipe-lower-programs leaves in a step function and the step lowering turns
-/// into pipert_isend / pipert_recv. The calls carry `pipe.peer` and
-/// `pipe.tag` (i64).
-inline constexpr llvm::StringLiteral kPipeSendCallee = "__pipe_send";
-inline constexpr llvm::StringLiteral kPipeRecvCallee = "__pipe_recv";
-
 /// The MPI tag of a transfer: deterministic in (tag string, micro-batch).
 int64_t transferTag(StringRef tag, int64_t mb);
 

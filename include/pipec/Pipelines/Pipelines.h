@@ -3,7 +3,8 @@
 // The flow pipe-compile runs, as pass pipelines with typed options, so that
 // `pipe-opt --pipe-train-pipeline='stages=4 microbatches=8 schedule=1f1b'`
 // produces the verified per-device programs pipe-compile produces, and
-// `pipe-opt --pipe-lower-device='device=1'` one device's LLVM-dialect step.
+// `pipe-opt --pipe-lower-device='device=1'` one device's @pipe_step as
+// pipert calls (pipe-compile then runs pipe-lower-to-llvm's conversions).
 // pipe-compile builds its pass managers from these same functions.
 //
 //===----------------------------------------------------------------------===//
