@@ -1001,10 +1001,7 @@ struct LowerProgramsPass
     }
     // The functions the module had (the imported forward, the training step
     // the stages were split from) are not part of the device's program.
-    SmallVector<func::FuncOp> before;
-    for (auto f : module.getOps<func::FuncOp>())
-      if (!f.isExternal())
-        before.push_back(f);
+    SmallVector<func::FuncOp> before(module.getOps<func::FuncOp>());
     ProgramLowering lowering(module, chosen, target == "cuda",
                              nonblockingSends, onnxOnly);
     if (failed(lowering.run()))

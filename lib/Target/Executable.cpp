@@ -194,8 +194,13 @@ LogicalResult mlir::pipec::emitProgramObject(ModuleOp module,
     return failure();
   }
   llvm::TargetOptions targetOptions;
+  // The program is calls into the runtime, whose kernels do the work:
+  // instruction selection without the optimising scheduler and register
+  // allocator loses nothing measurable at run time, and their cost grows
+  // faster than linearly in a function's length.
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
-      triple, "generic", "", targetOptions, llvm::Reloc::PIC_));
+      triple, "generic", "", targetOptions, llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::None));
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());
   std::string verifyErrors;

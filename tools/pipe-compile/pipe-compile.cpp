@@ -26,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Conversion/Passes.h"
+#include "llvm/ADT/SetVector.h"
 #include "pipec/Conversion/RuntimeABI.h"
 #include "pipec/Import/OnnxImporter.h"
 #include "pipec/Pipelines/Pipelines.h"
@@ -208,6 +209,45 @@ bool runPipeline(ModuleOp module, StringRef pipeline) {
   return succeeded(pm.run(module));
 }
 
+/// What device `program` needs of `module`: the module's attributes, its
+/// program, the stage computations the program calls, and bodiless
+/// declarations of the functions that give parameters their initial values
+/// (pipe.init on arguments). Cloning the whole module (every stage of every
+/// device) for each device made compile time grow with devices x model.
+OwningOpRef<ModuleOp> deviceModule(ModuleOp module, pipe::ProgramOp program) {
+  OwningOpRef<ModuleOp> device = ModuleOp::create(module.getLoc());
+  (*device)->setAttrs(module->getAttrDictionary());
+  OpBuilder b(device->getBodyRegion());
+  b.setInsertionPointToEnd(device->getBody());
+  for (auto f : module.getOps<func::FuncOp>()) {
+    bool initialises = false;
+    for (unsigned i = 0; i < f.getNumArguments() && !initialises; ++i)
+      initialises = bool(f.getArgAttr(i, "pipe.init"));
+    if (!initialises)
+      continue;
+    auto decl = func::FuncOp::create(b, f.getLoc(), f.getSymName(),
+                                     f.getFunctionType());
+    decl.setPrivate();
+    if (ArrayAttr args = f.getAllArgAttrs())
+      decl.setAllArgAttrs(args);
+  }
+  llvm::SetVector<Operation *> stages;
+  program.walk([&](Operation *op) {
+    FlatSymbolRefAttr callee;
+    if (auto fwd = dyn_cast<pipe::ForwardOp>(op))
+      callee = fwd.getCalleeAttr();
+    else if (auto bwd = dyn_cast<pipe::BackwardOp>(op))
+      callee = bwd.getCalleeAttr();
+    if (callee)
+      if (Operation *stage = module.lookupSymbol(callee))
+        stages.insert(stage);
+  });
+  for (Operation *stage : stages)
+    b.clone(*stage);
+  b.clone(*program);
+  return device;
+}
+
 /// The pipeline-parallel back end: `module` holds pipe.program ops (one per
 /// device) and the pipe.stage functions they call; writes OUT/device<k> and
 /// OUT/plan.json.
@@ -300,7 +340,7 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
       schedule.push_back(text);
     });
 
-    OwningOpRef<ModuleOp> device(cast<ModuleOp>(module->clone()));
+    OwningOpRef<ModuleOp> device = deviceModule(module, program);
     {
       pipec::LowerDeviceOptions lower;
       lower.device = k;
