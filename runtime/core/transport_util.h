@@ -134,10 +134,18 @@ void pollUntilDone(pipert_context *ctx, Req **reqs, int n, double timeout, Test 
         if (reqs[i] && !reqs[i]->done)
           pipert_fail("%s, timed out after %s", describe(reqs[i]).c_str(),
                       formatSeconds(timeout).c_str());
-    if (++spins < 200)
+    // A transfer between two busy ranks completes in a few round trips,
+    // each needing both sides inside the transport: sleeping between polls
+    // adds the sleep to every round trip (a rendezvous send of 8 KB took
+    // 2.5 ms with 20-500 us sleeps). So poll, yielding the core to any other
+    // rank that shares it, for the first milliseconds; only a long wait (a
+    // peer still computing) backs off to short sleeps.
+    if (++spins < 200 || waited < 0.005) {
+      std::this_thread::yield();
       continue;
+    }
     std::this_thread::sleep_for(sleepFor);
-    sleepFor = std::min(sleepFor * 2, std::chrono::microseconds(500));
+    sleepFor = std::min(sleepFor * 2, std::chrono::microseconds(200));
   }
   if (blocked && pipert_trace_enabled(ctx)) {
     const Req *first = nullptr;
