@@ -3,26 +3,54 @@
 
 #include "mlir/IR/DialectResourceBlobManager.h"
 
+// The runtime's C ABI itself: the element type codes come from there.
+#include "pipert/pipert.h"
+
 using namespace mlir;
+
+// The codes are ONNX's TensorProto.DataType, which the importer and the
+// saved models use too.
+static_assert(PIPERT_F32 == 1 && PIPERT_U8 == 2 && PIPERT_I8 == 3 &&
+                  PIPERT_I32 == 6 && PIPERT_I64 == 7 && PIPERT_BOOL == 9 &&
+                  PIPERT_F16 == 10 && PIPERT_F64 == 11,
+              "pipert_dtype codes must be ONNX's TensorProto.DataType");
 
 std::optional<int64_t> mlir::pipec::pipertDtype(Type t) {
   if (t.isF32())
-    return 1;
+    return PIPERT_F32;
   if (t.isF16())
-    return 10;
+    return PIPERT_F16;
   if (t.isF64())
-    return 11;
+    return PIPERT_F64;
   if (t.isInteger(1))
-    return 9;
+    return PIPERT_BOOL;
   if (auto it = dyn_cast<IntegerType>(t)) {
     if (it.getWidth() == 8)
-      return it.isUnsigned() ? 2 : 3;
+      return it.isUnsigned() ? PIPERT_U8 : PIPERT_I8;
     if (it.getWidth() == 32 && !it.isUnsigned())
-      return 6;
+      return PIPERT_I32;
     if (it.getWidth() == 64 && !it.isUnsigned())
-      return 7;
+      return PIPERT_I64;
   }
   return std::nullopt;
+}
+
+int64_t mlir::pipec::runtimeDtypeBytes(int64_t code) {
+  switch (static_cast<pipert_dtype>(code)) {
+  case PIPERT_F64:
+  case PIPERT_I64:
+    return 8;
+  case PIPERT_F32:
+  case PIPERT_I32:
+    return 4;
+  case PIPERT_F16:
+    return 2;
+  case PIPERT_U8:
+  case PIPERT_I8:
+  case PIPERT_BOOL:
+    return 1;
+  }
+  return 0;
 }
 
 int64_t mlir::pipec::runtimeElementBytes(Type t) {

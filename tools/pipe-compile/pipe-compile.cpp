@@ -30,6 +30,7 @@
 #include "pipec/Conversion/RuntimeABI.h"
 #include "pipec/Import/OnnxImporter.h"
 #include "pipec/Pipelines/Pipelines.h"
+#include "pipec/Target/Plan.h"
 #include "pipec/Transforms/SchedulePasses.h"
 #include "pipec/InitAll.h"
 #include "pipec/Support/Diagnostics.h"
@@ -140,64 +141,6 @@ std::string stagePath(StringRef name) {
   return std::string(p);
 }
 
-int64_t dtypeBytes(int64_t dtype) {
-  return dtype == 7 || dtype == 11 ? 8
-         : dtype == 10             ? 2
-         : dtype == 2 || dtype == 3 || dtype == 9 ? 1
-                                                  : 4;
-}
-
-int64_t typeBytes(Type t) {
-  auto r = dyn_cast<RankedTensorType>(t);
-  if (!r || !r.hasStaticShape())
-    return 0;
-  return pipec::runtimeTensorBytes(r);
-}
-
-std::string typeText(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << t;
-  return s;
-}
-
-/// A rough cost of a stage body: 2·M·N·K for products, one per result
-/// element otherwise (FLOPs).
-int64_t estimateFlops(Operation *root) {
-  int64_t flops = 0;
-  root->walk([&](Operation *op) {
-    StringRef n = op->getName().getStringRef();
-    if (!n.starts_with("onnx.") || op->getNumResults() == 0)
-      return;
-    auto out = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-    if (!out || !out.hasStaticShape())
-      return;
-    int64_t elems = out.getNumElements();
-    if ((n == "onnx.Gemm" || n == "onnx.MatMul") && op->getNumOperands() >= 2) {
-      auto a = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
-      int64_t k = 1;
-      if (a && a.getRank() >= 1) {
-        bool transA = false;
-        if (auto t = op->getAttrOfType<IntegerAttr>("transA"))
-          transA = t.getInt() != 0;
-        k = transA && a.getRank() == 2 ? a.getDimSize(0)
-                                       : a.getDimSize(a.getRank() - 1);
-      }
-      flops += 2 * elems * k;
-    } else if (n == "onnx.Conv" || n == "onnx.ConvGrad") {
-      int64_t k = 1;
-      if (op->getNumOperands() >= 2)
-        if (auto w = dyn_cast<RankedTensorType>(op->getOperand(1).getType()))
-          if (w.hasStaticShape() && w.getRank() > 1)
-            k = w.getNumElements() / w.getDimSize(0);
-      flops += 2 * elems * k;
-    } else {
-      flops += elems;
-    }
-  });
-  return flops;
-}
-
 /// Runs `pipeline` on `module`; false (after printing why) on failure.
 bool runPipeline(ModuleOp module, StringRef pipeline) {
   PassManager pm(module.getContext());
@@ -275,71 +218,12 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
                   p.getMicrobatches();
     });
 
-  // plan.json: what each device runs, transfers, memory; stage costs.
-  llvm::json::Array devicePlans, transfers, executables, stageCosts;
-  llvm::json::Object nodeStages;
-  std::map<int64_t, int64_t> flopsOfStage;
-  for (auto stage : module.getOps<pipe::StageOp>()) {
-    flopsOfStage[stage.getStage()] += estimateFlops(stage);
-    // The importer names every op after its ONNX node (a NameLoc).
-    stage.walk([&](Operation *op) {
-      op->getLoc()->walk([&](Location loc) {
-        if (auto name = dyn_cast<NameLoc>(loc)) {
-          nodeStages[name.getName().getValue()] = stage.getStage();
-          return WalkResult::interrupt();
-        }
-        return WalkResult::advance();
-      });
-    });
-  }
-  for (auto [stage, flops] : flopsOfStage)
-    stageCosts.push_back(llvm::json::Object{{"stage", stage},
-                                            {"flops_per_microbatch", flops}});
-  int64_t totalFlops = 0;
-  for (auto [stage, flops] : flopsOfStage)
-    totalFlops += flops;
-
+  // plan.json (docs/plan-json.md): what each device runs, transfers,
+  // memory; stage costs.
+  llvm::json::Array devicePlans, transfers, executables;
   std::string error;
   for (pipe::ProgramOp program : programs) {
     int64_t k = program.getDevice();
-    llvm::json::Array schedule;
-    pipe::forEachInstruction(program, [&](Operation *opPtr, int64_t mb) {
-      Operation &op = *opPtr;
-      std::string text;
-      if (isa<pipe::ForwardOp>(op))
-        text = "F" + std::to_string(mb);
-      else if (auto b = dyn_cast<pipe::BackwardOp>(op))
-        text = (b.getPart() == pipe::BackwardPart::Weight ? "W" : "B") +
-               std::to_string(mb);
-      else if (auto s = dyn_cast<pipe::SendOp>(op)) {
-        text = ("send " + s.getTag() + " mb " + llvm::Twine(mb) + " to " +
-                llvm::Twine(s.getPeer()))
-                   .str();
-        transfers.push_back(llvm::json::Object{
-            {"from", k},
-            {"to", s.getPeer()},
-            {"tag", s.getTag()},
-            {"mb", mb},
-            {"mpi_tag", pipec::transferTag(s.getTag(), mb)},
-            {"type", typeText(s.getValue().getType())},
-            {"bytes", typeBytes(s.getValue().getType())}});
-      } else if (auto r = dyn_cast<pipe::RecvOp>(op))
-        text = ("recv " + r.getTag() + " mb " + llvm::Twine(mb) + " from " +
-                llvm::Twine(r.getPeer()))
-                   .str();
-      else if (auto fd = dyn_cast<pipe::FeedOp>(op))
-        text = ("feed " + fd.getInput() + " mb " + llvm::Twine(mb)).str();
-      else if (isa<pipe::UpdateOp>(op))
-        text = "update";
-      else if (isa<pipe::ZeroGradOp>(op))
-        text = "zero_grad";
-      else if (isa<pipe::ReportLossOp>(op))
-        text = "loss mb " + std::to_string(mb);
-      else
-        return;
-      schedule.push_back(text);
-    });
-
     OwningOpRef<ModuleOp> device = deviceModule(module, program);
     {
       pipec::LowerDeviceOptions lower;
@@ -384,56 +268,7 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
       llvm::sys::fs::remove(objectPath);
     executables.push_back(name);
 
-    int64_t paramBytes = 0, stateBytes = 0, inputBytes = 0;
-    llvm::json::Array params, inputs;
-    for (Attribute a : info.getAs<ArrayAttr>("persistent")) {
-      auto d = cast<DictionaryAttr>(a);
-      int64_t n = 1;
-      for (int64_t x : d.getAs<DenseI64ArrayAttr>("shape").asArrayRef())
-        n *= x;
-      int64_t bytes = n * dtypeBytes(d.getAs<IntegerAttr>("dtype").getInt());
-      StringRef kind = d.getAs<StringAttr>("kind").getValue();
-      if (kind == "param" || kind == "frozen") {
-        paramBytes += bytes;
-        params.push_back(d.getAs<StringAttr>("name").getValue());
-      } else {
-        stateBytes += bytes;
-      }
-    }
-    for (Attribute a : info.getAs<ArrayAttr>("inputs")) {
-      auto d = cast<DictionaryAttr>(a);
-      int64_t n = 1;
-      for (int64_t x : d.getAs<DenseI64ArrayAttr>("shape").asArrayRef())
-        n *= x;
-      inputBytes += n * dtypeBytes(d.getAs<IntegerAttr>("dtype").getInt());
-      inputs.push_back(d.getAs<StringAttr>("name").getValue());
-    }
-    int64_t activationBytes =
-        info.getAs<IntegerAttr>("peak_activation_bytes").getInt();
-    llvm::json::Array stages;
-    for (int64_t st : program.getStages())
-      stages.push_back(st);
-    // Micro-batches whose activations this device holds at once, as the
-    // scheduler recorded it (GPipe: M; 1F1B: at most p - s).
-    llvm::json::Value peakInFlight = nullptr;
-    if (auto peak = program->getAttrOfType<IntegerAttr>("pipe.peak_in_flight"))
-      peakInFlight = peak.getInt();
-    devicePlans.push_back(llvm::json::Object{
-        {"peak_in_flight_microbatches", std::move(peakInFlight)},
-        {"device", k},
-        {"executable", name},
-        {"stages", std::move(stages)},
-        {"schedule_kind", pipe::stringifyScheduleKind(program.getSchedule())},
-        {"microbatches", program.getMicrobatches()},
-        {"schedule", std::move(schedule)},
-        {"reads_data", std::move(inputs)},
-        {"reports_loss", info.getAs<BoolAttr>("has_loss").getValue()},
-        {"parameters", std::move(params)},
-        {"memory",
-         llvm::json::Object{{"parameter_bytes", paramBytes},
-                            {"optimizer_state_bytes", stateBytes},
-                            {"input_bytes", inputBytes},
-                            {"peak_activation_bytes", activationBytes}}}});
+    devicePlans.push_back(pipec::describeDevice(program, info, name, transfers));
   }
 
   llvm::json::Object plan = planBase;
@@ -441,16 +276,13 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
   plan["devices"] = devices;
   plan["microbatches"] = programs.front().getMicrobatches();
   plan["schedule"] = pipe::stringifyScheduleKind(programs.front().getSchedule());
-  plan["node_stages"] = std::move(nodeStages);
-  plan["stage_costs"] = std::move(stageCosts);
-  plan["total_flops_per_microbatch"] = totalFlops;
+  for (auto &[key, value] : pipec::describeStages(module))
+    plan[key] = std::move(value);
   plan["transfers"] = std::move(transfers);
   plan["device_plans"] = std::move(devicePlans);
   plan["executables"] = std::move(executables);
-  if (!writeFile(stagePath("plan.json"), [&](llvm::raw_ostream &os) {
-        os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
-      }))
-    return fail("cannot write " + stagePath("plan.json"));
+  if (failed(pipec::writePlan(stagePath("plan.json"), std::move(plan), error)))
+    return fail(error);
   return 0;
 }
 
@@ -634,7 +466,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     llvm::json::Object planBase{
-        {"model", llvm::sys::path::filename(modelPath)},
+        {"model", llvm::sys::path::filename(modelPath).str()},
         {"target", target},
         {"optimizer",
          llvm::json::Object{{"name", optimizer.getValue()},
@@ -714,39 +546,8 @@ int main(int argc, char **argv) {
   if (std::error_code ec = llvm::sys::fs::copy_file(modelPath, modelCopy))
     return fail("cannot copy the model to " + modelCopy + ": " + ec.message());
 
-  int64_t paramBytes = 0, stateBytes = 0, inputBytes = 0;
-  llvm::json::Array params, state, inputs;
-  auto describe = [&](DictionaryAttr d, int64_t &bytes) {
-    auto shape = d.getAs<DenseI64ArrayAttr>("shape").asArrayRef();
-    int64_t n = 1;
-    for (int64_t s : shape)
-      n *= s;
-    int64_t dtype = d.getAs<IntegerAttr>("dtype").getInt();
-    int64_t elem = dtype == 7 || dtype == 11 ? 8 : dtype == 10 ? 2
-                   : dtype == 2 || dtype == 3 || dtype == 9 ? 1
-                                                            : 4;
-    bytes += n * elem;
-    return llvm::json::Object{
-        {"name", d.getAs<StringAttr>("name").getValue()},
-        {"shape", llvm::json::Array(shape)},
-        {"elements", n},
-        {"dtype", dtype},
-        {"kind", d.getAs<StringAttr>("kind").getValue()}};
-  };
-  for (Attribute a : program.getAs<ArrayAttr>("inputs"))
-    inputs.push_back(describe(cast<DictionaryAttr>(a), inputBytes));
-  for (Attribute a : program.getAs<ArrayAttr>("persistent")) {
-    auto d = cast<DictionaryAttr>(a);
-    StringRef kind = d.getAs<StringAttr>("kind").getValue();
-    if (kind == "param" || kind == "frozen")
-      params.push_back(describe(d, paramBytes));
-    else
-      state.push_back(describe(d, stateBytes));
-  }
-  int64_t activationBytes =
-      program.getAs<IntegerAttr>("peak_activation_bytes").getInt();
   llvm::json::Object plan{
-      {"model", llvm::sys::path::filename(modelPath)},
+      {"model", llvm::sys::path::filename(modelPath).str()},
       {"batch", modelBatch},
       {"target", target},
       {"devices", 1},
@@ -756,20 +557,10 @@ int main(int argc, char **argv) {
                           {"lr", lr.getValue()},
                           {"momentum", momentum.getValue()},
                           {"weight_decay", weightDecay.getValue()}}},
-      {"inputs", std::move(inputs)},
-      {"parameters", std::move(params)},
-      {"state", std::move(state)},
-      {"memory",
-       llvm::json::Object{{"parameter_bytes", paramBytes},
-                          {"optimizer_state_bytes", stateBytes},
-                          {"input_bytes", inputBytes},
-                          {"activation_bytes", activationBytes},
-                          {"total_bytes", paramBytes + stateBytes + inputBytes +
-                                              activationBytes}}},
       {"executables", llvm::json::Array{"device0"}}};
-  if (!writeFile(stagePath("plan.json"), [&](llvm::raw_ostream &os) {
-        os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
-      }))
-    return fail("cannot write " + stagePath("plan.json"));
+  for (auto &[key, value] : pipec::describeBuffers(program))
+    plan[key] = std::move(value);
+  if (failed(pipec::writePlan(stagePath("plan.json"), std::move(plan), error)))
+    return fail(error);
   return diagnostics.errorCount() ? 1 : 0;
 }

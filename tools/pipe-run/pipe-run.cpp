@@ -14,9 +14,12 @@
 // replaces the options before the first -np.
 //
 //===----------------------------------------------------------------------===//
+#include "pipec/Target/PlanVersion.h"
+
+#include "llvm/Support/JSON.h"
+
 #include <cerrno>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <cstdio>
 #include <cstdlib>
@@ -86,16 +89,35 @@ int main(int argc, char **argv) {
   if (!haveSteps)
     return fail("--steps K is required");
 
-  // How many devices the plan has (1 when it says nothing).
+  // How many devices the plan has (docs/plan-json.md).
   int planned = 1;
   {
-    std::ifstream plan(out + "/plan.json");
+    std::string path = out + "/plan.json";
+    std::ifstream plan(path);
+    if (!plan)
+      return fail("'" + out + "' has no plan.json (run pipe-compile -o " + out +
+                  " first)");
     std::stringstream text;
     text << plan.rdbuf();
-    std::smatch m;
-    std::string body = text.str();
-    if (std::regex_search(body, m, std::regex("\"devices\"\\s*:\\s*([0-9]+)")))
-      planned = std::stoi(m[1]);
+    llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text.str());
+    if (!parsed)
+      return fail(path + ": not valid JSON (" +
+                  llvm::toString(parsed.takeError()) +
+                  "); compile again with pipe-compile");
+    const llvm::json::Object *root = parsed->getAsObject();
+    if (!root)
+      return fail(path + ": not a JSON object; compile again with pipe-compile");
+    std::optional<int64_t> version = root->getInteger("version");
+    if (!version || *version != mlir::pipec::kPlanVersion)
+      return fail(path + ": plan version " +
+                  (version ? std::to_string(*version) : std::string("none")) +
+                  ", this pipe-run reads version " +
+                  std::to_string(mlir::pipec::kPlanVersion) +
+                  "; compile again with this pipe-compile");
+    std::optional<int64_t> devices = root->getInteger("devices");
+    if (!devices || *devices < 1)
+      return fail(path + ": \"devices\" must be a positive integer");
+    planned = static_cast<int>(*devices);
   }
   std::vector<std::string> devices;
   for (int d = 0; d < planned; ++d) {

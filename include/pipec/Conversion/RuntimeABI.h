@@ -13,6 +13,8 @@ namespace mlir::pipec {
 /// pipert_dtype code (ONNX TensorProto.DataType) of an element type, or
 /// nullopt for types the runtime has no kernels for.
 std::optional<int64_t> pipertDtype(Type elementType);
+/// Bytes of one element of pipert_dtype `code`; 0 for an unknown code.
+int64_t runtimeDtypeBytes(int64_t code);
 /// Bytes of one element in a runtime buffer (bool is one byte).
 int64_t runtimeElementBytes(Type elementType);
 /// Bytes of a whole statically shaped tensor.

@@ -1,0 +1,178 @@
+//===- Plan.cpp - OUT/plan.json --------------------------------------------===//
+#include "pipec/Target/Plan.h"
+
+#include "pipec/Analysis/CostModel.h"
+#include "pipec/Conversion/Passes.h"
+#include "pipec/Conversion/RuntimeABI.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace mlir::pipec;
+
+static std::string typeText(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+llvm::json::Object mlir::pipec::describeBuffers(DictionaryAttr info) {
+  int64_t paramBytes = 0, stateBytes = 0, inputBytes = 0;
+  llvm::json::Array params, state, inputs;
+  auto describe = [&](DictionaryAttr d, int64_t &bytes) {
+    auto shape = d.getAs<DenseI64ArrayAttr>("shape").asArrayRef();
+    int64_t n = 1;
+    for (int64_t s : shape)
+      n *= s;
+    int64_t dtype = d.getAs<IntegerAttr>("dtype").getInt();
+    bytes += n * runtimeDtypeBytes(dtype);
+    return llvm::json::Object{
+        {"name", d.getAs<StringAttr>("name").getValue().str()},
+        {"shape", llvm::json::Array(shape)},
+        {"elements", n},
+        {"dtype", dtype},
+        {"kind", d.getAs<StringAttr>("kind").getValue().str()}};
+  };
+  for (Attribute a : info.getAs<ArrayAttr>("inputs"))
+    inputs.push_back(describe(cast<DictionaryAttr>(a), inputBytes));
+  for (Attribute a : info.getAs<ArrayAttr>("persistent")) {
+    auto d = cast<DictionaryAttr>(a);
+    StringRef kind = d.getAs<StringAttr>("kind").getValue();
+    if (kind == "param" || kind == "frozen")
+      params.push_back(describe(d, paramBytes));
+    else
+      state.push_back(describe(d, stateBytes));
+  }
+  int64_t activationBytes =
+      info.getAs<IntegerAttr>("peak_activation_bytes").getInt();
+  return llvm::json::Object{
+      {"inputs", std::move(inputs)},
+      {"parameters", std::move(params)},
+      {"state", std::move(state)},
+      {"memory",
+       llvm::json::Object{{"parameter_bytes", paramBytes},
+                          {"optimizer_state_bytes", stateBytes},
+                          {"input_bytes", inputBytes},
+                          {"peak_activation_bytes", activationBytes},
+                          {"total_bytes", paramBytes + stateBytes + inputBytes +
+                                              activationBytes}}}};
+}
+
+llvm::json::Object mlir::pipec::describeStages(ModuleOp module) {
+  llvm::json::Object nodeStages;
+  std::map<int64_t, double> flopsOfStage;
+  CostModel costs;
+  for (auto stage : module.getOps<pipe::StageOp>()) {
+    double &flops = flopsOfStage[stage.getStage()];
+    stage.walk([&](Operation *op) {
+      if (op->getDialect() && op->getDialect()->getNamespace() == "onnx")
+        flops += costs.getOpCost(op).flops;
+      // The importer names every op after its ONNX node (a NameLoc).
+      op->getLoc()->walk([&](Location loc) {
+        if (auto name = dyn_cast<NameLoc>(loc)) {
+          nodeStages[name.getName().getValue().str()] = stage.getStage();
+          return WalkResult::interrupt();
+        }
+        return WalkResult::advance();
+      });
+    });
+  }
+  llvm::json::Array stageCosts;
+  int64_t total = 0;
+  for (auto [stage, flops] : flopsOfStage) {
+    stageCosts.push_back(llvm::json::Object{
+        {"stage", stage}, {"flops_per_microbatch", int64_t(flops)}});
+    total += int64_t(flops);
+  }
+  return llvm::json::Object{{"node_stages", std::move(nodeStages)},
+                            {"stage_costs", std::move(stageCosts)},
+                            {"total_flops_per_microbatch", total}};
+}
+
+llvm::json::Object mlir::pipec::describeDevice(pipe::ProgramOp program,
+                                               DictionaryAttr info,
+                                               StringRef executable,
+                                               llvm::json::Array &transfers) {
+  int64_t k = program.getDevice();
+  llvm::json::Array schedule;
+  pipe::forEachInstruction(program, [&](Operation *op, int64_t mb) {
+    std::string text;
+    if (isa<pipe::ForwardOp>(op)) {
+      text = "F" + std::to_string(mb);
+    } else if (auto b = dyn_cast<pipe::BackwardOp>(op)) {
+      text = (b.getPart() == pipe::BackwardPart::Weight ? "W" : "B") +
+             std::to_string(mb);
+    } else if (auto s = dyn_cast<pipe::SendOp>(op)) {
+      text = llvm::formatv("send {0} mb {1} to {2}", s.getTag(), mb, s.getPeer());
+      auto type = cast<RankedTensorType>(s.getValue().getType());
+      transfers.push_back(llvm::json::Object{
+          {"from", k},
+          {"to", s.getPeer()},
+          {"tag", s.getTag().str()},
+          {"mb", mb},
+          {"mpi_tag", transferTag(s.getTag(), mb)},
+          {"type", typeText(type)},
+          {"bytes", runtimeTensorBytes(type)}});
+    } else if (auto r = dyn_cast<pipe::RecvOp>(op)) {
+      text = llvm::formatv("recv {0} mb {1} from {2}", r.getTag(), mb, r.getPeer());
+    } else if (auto fd = dyn_cast<pipe::FeedOp>(op)) {
+      text = llvm::formatv("feed {0} mb {1}", fd.getInput(), mb);
+    } else if (isa<pipe::UpdateOp>(op)) {
+      text = "update";
+    } else if (isa<pipe::ZeroGradOp>(op)) {
+      text = "zero_grad";
+    } else if (isa<pipe::ReportLossOp>(op)) {
+      text = "loss mb " + std::to_string(mb);
+    } else {
+      return;
+    }
+    schedule.push_back(text);
+  });
+
+  llvm::json::Object buffers = describeBuffers(info);
+  llvm::json::Array params, inputs;
+  for (const llvm::json::Value &p : *buffers.getArray("parameters"))
+    params.push_back(p.getAsObject()->getString("name")->str());
+  for (const llvm::json::Value &p : *buffers.getArray("inputs"))
+    inputs.push_back(p.getAsObject()->getString("name")->str());
+  llvm::json::Object memory = std::move(*buffers.getObject("memory"));
+  memory.erase("total_bytes");
+  llvm::json::Array stages;
+  for (int64_t s : program.getStages())
+    stages.push_back(s);
+  // Micro-batches whose activations this device holds at once, as the
+  // scheduler recorded it (GPipe: M; 1F1B: at most p - s).
+  llvm::json::Value peakInFlight = nullptr;
+  if (auto peak = program->getAttrOfType<IntegerAttr>("pipe.peak_in_flight"))
+    peakInFlight = peak.getInt();
+  return llvm::json::Object{
+      {"peak_in_flight_microbatches", std::move(peakInFlight)},
+      {"device", k},
+      {"executable", executable.str()},
+      {"stages", std::move(stages)},
+      {"schedule_kind", pipe::stringifyScheduleKind(program.getSchedule()).str()},
+      {"microbatches", program.getMicrobatches()},
+      {"schedule", std::move(schedule)},
+      {"reads_data", std::move(inputs)},
+      {"reports_loss", info.getAs<BoolAttr>("has_loss").getValue()},
+      {"parameters", std::move(params)},
+      {"memory", std::move(memory)}};
+}
+
+LogicalResult mlir::pipec::writePlan(StringRef path, llvm::json::Object plan,
+                                     std::string &error) {
+  plan["version"] = kPlanVersion;
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);
+  if (ec) {
+    error = ("cannot write " + path + ": " + ec.message()).str();
+    return failure();
+  }
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
+  return success();
+}
