@@ -26,6 +26,49 @@ def Pipe_Dialect : Dialect {
     copies.
   }];
   let cppNamespace = "::mlir::pipec::pipe";
+
+  // The attributes passes exchange on ops, modules and function arguments
+  // and results (`pipe.<name>`). Declared here so that their names come from
+  // one place (PipeDialect::get<Name>AttrHelper().getNameStr()) and the
+  // dialect verifies their kinds and ranges wherever they appear
+  // (verifyOperationAttribute, verifyRegionArgAttribute,
+  // verifyRegionResultAttribute); PipeDialect.cpp says what each means.
+  let discardableAttrs = (ins
+    // On ops (after partitioning) and stage functions.
+    "::mlir::IntegerAttr":$stage,
+    "::mlir::DictionaryAttr":$cost,
+    // On the module / the training step.
+    "::mlir::IntegerAttr":$microbatches,
+    "::mlir::IntegerAttr":$batch_size,
+    "::mlir::FloatAttr":$loss_scale,
+    "::mlir::StringAttr":$loss_combine,
+    "::mlir::DictionaryAttr":$optimizer,
+    "::mlir::ArrayAttr":$transfers,
+    "::mlir::IntegerAttr":$num_stages,
+    "::mlir::StringAttr":$producer,
+    "::mlir::IntegerAttr":$opset,
+    // On programs and lowered step functions.
+    "::mlir::IntegerAttr":$peak_in_flight,
+    "::mlir::IntegerAttr":$device,
+    "::mlir::IntegerAttr":$peak_bytes,
+    "::mlir::DictionaryAttr":$program,
+    // On function arguments and results.
+    "::mlir::StringAttr":$name,
+    "::mlir::StringAttr":$param,
+    "::mlir::StringAttr":$input,
+    "::mlir::StringAttr":$grad,
+    "::mlir::StringAttr":$state,
+    "::mlir::UnitAttr":$loss,
+    "::mlir::UnitAttr":$trainable,
+    "::mlir::UnitAttr":$step,
+    "::mlir::StringAttr":$output,
+    "::mlir::IntegerAttr":$result_buffer,
+    "::mlir::ElementsAttr":$init,
+    "::mlir::Attribute":$update
+  );
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
 }

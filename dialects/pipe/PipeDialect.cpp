@@ -3,7 +3,10 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <functional>
 
 using namespace mlir;
 using namespace mlir::pipec::pipe;
@@ -54,4 +57,141 @@ void PipeDialect::initialize() {
 #define GET_OP_LIST
 #include "dialects/pipe/PipeOps.cpp.inc"
       >();
+}
+
+//===----------------------------------------------------------------------===//
+// Discardable attributes
+//===----------------------------------------------------------------------===//
+//
+// What the pipe.* attributes mean, where passes put them:
+//   ops          pipe.stage (the stage an op runs on, pipe-assign-stages),
+//                pipe.cost (the cost model's numbers, annotate-costs)
+//   module/step  pipe.microbatches, pipe.batch_size, pipe.loss_scale and
+//                pipe.loss_combine (pipe-microbatch), pipe.optimizer
+//                (pipe-add-optimizer), pipe.transfers (pipe-insert-transfers),
+//                pipe.num_stages, pipe.stage_costs (pipe-assign-stages),
+//                pipe.producer, pipe.opset (the importer)
+//   programs     pipe.peak_in_flight (pipe-schedule)
+//   lowered      pipe.device, pipe.program, pipe.peak_bytes
+//   arguments    pipe.input, pipe.param, pipe.trainable, pipe.init,
+//                pipe.state, pipe.step, pipe.name, pipe.grad
+//   results      pipe.loss, pipe.output (the graph output's name), pipe.name,
+//                pipe.grad, pipe.update, pipe.param, pipe.state,
+//                pipe.result_buffer (a callable piece of a lowered program:
+//                the caller's buffer the result is written to)
+// Attributes with other pipe.* names are left alone.
+
+namespace {
+/// Checks the kind (and range) of a known pipe.* attribute; `where` names
+/// the holder in the message.
+LogicalResult verifyPipeAttr(Operation *op, NamedAttribute attr,
+                             const llvm::Twine &where, Type valueType = {}) {
+  StringRef name = attr.getName().getValue();
+  Attribute value = attr.getValue();
+  auto fail = [&](StringRef what) -> LogicalResult {
+    return op->emitError() << where << " has " << name << " = " << value
+                           << ", but it must be " << what;
+  };
+  auto integer = [&](int64_t min, StringRef what) -> LogicalResult {
+    auto i = dyn_cast<IntegerAttr>(value);
+    if (!i || !i.getType().isSignlessInteger() ||
+        i.getValue().getSExtValue() < min)
+      return fail(what);
+    return success();
+  };
+  auto string = [&]() -> LogicalResult {
+    auto s = dyn_cast<StringAttr>(value);
+    if (!s || s.getValue().empty())
+      return fail("a non-empty string");
+    return success();
+  };
+  auto unit = [&]() -> LogicalResult {
+    return isa<UnitAttr>(value) ? success() : fail("a unit attribute");
+  };
+  return llvm::StringSwitch<std::function<LogicalResult()>>(name)
+      .Case("pipe.stage", [&] { return integer(0, "a stage index >= 0"); })
+      .Case("pipe.microbatches",
+            [&] { return integer(1, "a micro-batch count >= 1"); })
+      .Case("pipe.batch_size", [&] { return integer(1, "a batch size >= 1"); })
+      .Case("pipe.num_stages", [&] { return integer(1, "a stage count >= 1"); })
+      .Case("pipe.peak_in_flight",
+            [&] { return integer(0, "a micro-batch count >= 0"); })
+      .Case("pipe.device", [&] { return integer(0, "a device index >= 0"); })
+      .Case("pipe.peak_bytes", [&] { return integer(0, "a byte count >= 0"); })
+      .Case("pipe.result_buffer",
+            [&] { return integer(0, "an output buffer index >= 0"); })
+      .Case("pipe.opset", [&] { return integer(1, "an opset version"); })
+      .Case("pipe.loss_scale",
+            [&]() -> LogicalResult {
+              auto f = dyn_cast<FloatAttr>(value);
+              return f && f.getValueAsDouble() > 0
+                         ? success()
+                         : fail("a positive float");
+            })
+      .Case("pipe.loss_combine",
+            [&]() -> LogicalResult {
+              auto s = dyn_cast<StringAttr>(value);
+              return s && (s.getValue() == "mean" || s.getValue() == "sum")
+                         ? success()
+                         : fail("\"mean\" or \"sum\"");
+            })
+      .Cases({"pipe.optimizer", "pipe.program", "pipe.cost"},
+             [&]() -> LogicalResult {
+               return isa<DictionaryAttr>(value) ? success()
+                                                 : fail("a dictionary");
+             })
+      .Case("pipe.transfers",
+            [&]() -> LogicalResult {
+              return isa<ArrayAttr>(value) ? success() : fail("an array");
+            })
+      .Cases({"pipe.name", "pipe.param", "pipe.input", "pipe.grad",
+              "pipe.state", "pipe.producer", "pipe.output"},
+             string)
+      .Cases({"pipe.loss", "pipe.trainable", "pipe.step"}, unit)
+      .Case("pipe.update",
+            [&]() -> LogicalResult {
+              if (auto s = dyn_cast<StringAttr>(value); s && !s.empty())
+                return success();
+              if (auto i = dyn_cast<IntegerAttr>(value);
+                  i && i.getValue().getSExtValue() >= 0)
+                return success();
+              return fail("the name or the argument index of what it updates");
+            })
+      .Case("pipe.init",
+            [&]() -> LogicalResult {
+              auto elements = dyn_cast<ElementsAttr>(value);
+              if (!elements)
+                return fail("the initial value (elements)");
+              if (valueType && elements.getType() != valueType)
+                return op->emitError()
+                       << where << " has pipe.init of type "
+                       << elements.getType() << ", but the value is "
+                       << valueType;
+              return success();
+            })
+      .Default([]() -> LogicalResult { return success(); })();
+}
+} // namespace
+
+LogicalResult PipeDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  return verifyPipeAttr(op, attr, "'" + op->getName().getStringRef() + "'");
+}
+
+LogicalResult PipeDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned region,
+                                                    unsigned index,
+                                                    NamedAttribute attr) {
+  Type type;
+  if (region < op->getNumRegions() && !op->getRegion(region).empty() &&
+      index < op->getRegion(region).getNumArguments())
+    type = op->getRegion(region).getArgument(index).getType();
+  return verifyPipeAttr(op, attr, "argument " + llvm::Twine(index), type);
+}
+
+LogicalResult PipeDialect::verifyRegionResultAttribute(Operation *op,
+                                                       unsigned region,
+                                                       unsigned index,
+                                                       NamedAttribute attr) {
+  return verifyPipeAttr(op, attr, "result " + llvm::Twine(index));
 }

@@ -6,7 +6,7 @@
 //   - every stage computation the program calls (a pipe.stage, forward or
 //     backward) and every optimizer update becomes one function in the onnx
 //     dialect, lowered by the step lowering of pipe-lower-to-runtime in its
-//     callable form (same signature; results marked pipe.output are copied
+//     callable form (same signature; results marked pipe.result_buffer are copied
 //     to the caller's buffers). A stage is compiled once per device however
 //     many micro-batches run it; a backward adds its weight gradients into
 //     the accumulators it is passed (in place);
@@ -264,7 +264,7 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
       if (i < outputs) {
         results.push_back(mapped);
         resultAttrs.push_back(b.getDictionaryAttr(
-            b.getNamedAttr("pipe.output", b.getI64IntegerAttr(i))));
+            b.getNamedAttr("pipe.result_buffer", b.getI64IntegerAttr(i))));
         continue;
       }
       int64_t p = int64_t(i - outputs);

@@ -246,10 +246,10 @@ LogicalResult StepLowering::classifyResults() {
   DenseSet<int64_t> updated;
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
     int64_t target = -1;
-    if (auto out = source.getResultAttrOfType<IntegerAttr>(i, "pipe.output")) {
+    if (auto out = source.getResultAttrOfType<IntegerAttr>(i, "pipe.result_buffer")) {
       if (!options.callable)
         return source.emitError("result ")
-               << i << " is marked pipe.output, which only a callable "
+               << i << " is marked pipe.result_buffer, which only a callable "
                << "function (a stage of a lowered program) has";
       outputs.push_back({value, out.getInt()});
       continue;

@@ -27,7 +27,7 @@
 // (the argument after the weights), in place.
 // CHECK-LABEL: func.func @__pipe_s1_bwd.onnx(
 // CHECK-SAME: %[[W:[^:]*]]: tensor<8x3xf32>, %[[ACC:[^:]*]]: tensor<8x3xf32>, %{{.*}}: tensor<2x8xf32> {pipe.input = "in0"}, %{{.*}}: tensor<2x3xf32> {pipe.input = "in1"})
-// CHECK-SAME: -> (tensor<2x8xf32> {pipe.output = 0 : i64}, tensor<8x3xf32> {pipe.update = 1 : i64})
+// CHECK-SAME: -> (tensor<2x8xf32> {pipe.result_buffer = 0 : i64}, tensor<8x3xf32> {pipe.update = 1 : i64})
 // CHECK: %[[SUM:.*]] = onnx.Add(%[[ACC]], %{{.*}}) : (tensor<8x3xf32>, tensor<8x3xf32>) -> tensor<8x3xf32>
 // CHECK-LABEL: func.func @__pipe_update_stage1.onnx(
 // CHECK-SAME: %[[W1:[^:]*]]: tensor<8x3xf32> {pipe.param = "fc2.weight"}, %[[G1:[^:]*]]: tensor<8x3xf32>, %[[M1:[^:]*]]: tensor<8x3xf32> {pipe.state = "fc2.weight.exp_avg"}, %[[V1:[^:]*]]: tensor<8x3xf32> {pipe.state = "fc2.weight.exp_avg_sq"}, %[[STEP:[^:]*]]: tensor<i64> {pipe.state = "step"})

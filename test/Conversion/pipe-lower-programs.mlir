@@ -48,7 +48,7 @@
 // DEV0: call @pipert_free(
 // DEV0: return
 // DEV0-LABEL: func.func @__pipe_s0_fwd.onnx(
-// DEV0-SAME: %[[W:.*]]: tensor<4x8xf32>, %[[XI:.*]]: tensor<2x4xf32> {pipe.input = "in0"}) -> (tensor<2x8xf32> {pipe.output = 0 : i64})
+// DEV0-SAME: %[[W:.*]]: tensor<4x8xf32>, %[[XI:.*]]: tensor<2x4xf32> {pipe.input = "in0"}) -> (tensor<2x8xf32> {pipe.result_buffer = 0 : i64})
 // DEV0: onnx.MatMul(%[[XI]], %[[W]])
 // DEV0-LABEL: func.func @__pipe_s0_bwd.onnx(
 // DEV0-SAME: %{{.*}}: tensor<4x8xf32>, %[[ACC:[^:]*]]: tensor<4x8xf32>, %[[XI:[^:]*]]: tensor<2x4xf32> {pipe.input = "in0"}, %[[D:[^:]*]]: tensor<2x8xf32> {pipe.input = "in1"}) -> (tensor<4x8xf32> {pipe.update = 1 : i64})

@@ -29,7 +29,7 @@ struct StepFunctionOptions {
   /// The name of the lowered function.
   StringRef name = kStepFunctionName;
   /// A callable piece of a device program (a stage's forward or backward, an
-  /// update) rather than the step: its results marked `pipe.output = i` are
+  /// update) rather than the step: its results marked `pipe.result_buffer = i` are
   /// copied to the i-th pointer of the array its 4th argument points to, it
   /// is private, and it carries `pipe.peak_bytes` instead of the program
   /// metadata. Same signature as the step: (ctx, inputs, persistent,

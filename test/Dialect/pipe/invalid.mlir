@@ -897,3 +897,47 @@ pipe.program @p device 0 stages [0] schedule "gpipe" microbatches 4 {
   // expected-error@+1 {{names its micro-batch relative to}}
   %x = pipe.feed "x" mb %c + 1 : tensor<2xf32>
 }
+
+// -----
+
+// The pipe.* attributes passes exchange are declared by the dialect and
+// checked wherever they appear.
+
+// expected-error@+1 {{'builtin.module' has pipe.microbatches = 0 : i64, but it must be a micro-batch count >= 1}}
+module attributes {pipe.microbatches = 0 : i64} {
+}
+
+// -----
+
+func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error@+1 {{'test.op' has pipe.stage = -1 : i64, but it must be a stage index >= 0}}
+  %y = "test.op"(%x) {pipe.stage = -1 : i64} : (tensor<2xf32>) -> tensor<2xf32>
+  return %y : tensor<2xf32>
+}
+
+// -----
+
+// expected-error@+1 {{argument 0 has pipe.init of type 'tensor<3xf32>', but the value is 'tensor<2xf32>'}}
+func.func @f(%w: tensor<2xf32> {pipe.param = "w", pipe.init = dense<1.0> : tensor<3xf32>}) -> tensor<2xf32> {
+  return %w : tensor<2xf32>
+}
+
+// -----
+
+// expected-error@+1 {{argument 0 has pipe.param = "", but it must be a non-empty string}}
+func.func @f(%w: tensor<2xf32> {pipe.param = ""}) -> tensor<2xf32> {
+  return %w : tensor<2xf32>
+}
+
+// -----
+
+// expected-error@+1 {{result 0 has pipe.loss = 1 : i64, but it must be a unit attribute}}
+func.func @f(%x: tensor<f32>) -> (tensor<f32> {pipe.loss = 1}) {
+  return %x : tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{'builtin.module' has pipe.loss_combine = "max", but it must be "mean" or "sum"}}
+module attributes {pipe.loss_combine = "max"} {
+}
