@@ -9,6 +9,7 @@
 // module for plan.json.
 //
 //===----------------------------------------------------------------------===//
+#include "pipec/Autodiff/OnnxBuilder.h"
 #include "pipec/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -204,12 +205,16 @@ void PipeInsertTransfersPass::runOnOperation() {
         llvm::cast<pipe::ReturnOp>(bwd.getBody().front().getTerminator());
     if (auto existing = resultNamed(bwd, "pipe.grad", in)) {
       OpBuilder b(ret);
-      OperationState add(bwd.getLoc(), "onnx.Add");
-      add.addOperands({ret.getOperand(*existing), incoming});
-      add.addTypes(type);
-      Operation *sum = b.create(add);
-      sum->setAttr("pipe.stage", b.getI64IntegerAttr(r));
-      ret->setOperand(*existing, sum->getResult(0));
+      autodiff::OnnxBuilder ob(b, bwd.getLoc());
+      Value sum = ob.add(ret.getOperand(*existing), incoming);
+      if (ob.failed()) {
+        bwd.emitError("pipe-insert-transfers: cannot add the gradient "
+                      "relayed from stage ")
+            << r;
+        return signalPassFailure();
+      }
+      sum.getDefiningOp()->setAttr("pipe.stage", b.getI64IntegerAttr(r));
+      ret->setOperand(*existing, sum);
     } else {
       unsigned at = bwd.getNumResults() - bwd.getParams();
       addResult(bwd, at, incoming, nameDict(ctx, "pipe.grad", in));

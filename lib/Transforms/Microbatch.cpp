@@ -23,6 +23,7 @@
 // result types re-inferred.
 //
 //===----------------------------------------------------------------------===//
+#include "pipec/Autodiff/OnnxBuilder.h"
 #include "pipec/Transforms/Passes.h"
 
 #include "dialects/onnx/ShapeHelpers.h"
@@ -871,15 +872,17 @@ void PipeMicrobatchPass::runOnOperation() {
         b, op->getLoc(), t,
         DenseElementsAttr::get(
             t, b.getFloatAttr(t.getElementType(), 1.0 / double(microbatches))));
-    OperationState mul(op->getLoc(), "onnx.Mul");
-    mul.addOperands({dloss, scale});
-    mul.addTypes(t);
-    Operation *scaled = b.create(mul);
+    autodiff::OnnxBuilder ob(b, op->getLoc());
+    Value scaled = ob.mul(dloss, scale);
+    if (ob.failed() || scaled.getType() != t) {
+      op->emitError("pipe-microbatch: cannot scale the loss gradient");
+      return signalPassFailure();
+    }
     if (Attribute stage = op->getAttr("pipe.stage")) {
       scale->setAttr("pipe.stage", stage);
-      scaled->setAttr("pipe.stage", stage);
+      scaled.getDefiningOp()->setAttr("pipe.stage", stage);
     }
-    op->setOperand(0, scaled->getResult(0));
+    op->setOperand(0, scaled);
   }
   step.setType(FunctionType::get(&getContext(), argTypes,
                                  step.getResultTypes()));

@@ -9,6 +9,7 @@
 // programs, configured by the module's `pipe.optimizer`.
 //
 //===----------------------------------------------------------------------===//
+#include "pipec/Autodiff/OnnxBuilder.h"
 #include "pipec/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -624,13 +625,15 @@ LogicalResult PipeSplitStagesPass::build(
                       "pipe.grad")});
     if (p.phase == Backward && extras != extraContributions.end())
       for (Value extra : extras->second) {
-        OperationState add(extra.getLoc(), "onnx.Add");
-        add.addOperands({m, map.lookup(extra)});
-        add.addTypes(v.getType());
-        Operation *sum = b.create(add);
+        autodiff::OnnxBuilder ob(b, extra.getLoc());
+        Value sum = ob.add(m, map.lookup(extra));
+        if (ob.failed() || sum.getType() != v.getType())
+          return emitError(extra.getLoc(),
+                           "pipe-split-stages: cannot sum the contributions "
+                           "to a gradient");
         if (Attribute s = extra.getDefiningOp()->getAttr("pipe.stage"))
-          sum->setAttr("pipe.stage", s);
-        m = sum->getResult(0);
+          sum.getDefiningOp()->setAttr("pipe.stage", s);
+        m = sum;
       }
     mapped.push_back(m);
   }
