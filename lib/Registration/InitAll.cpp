@@ -5,8 +5,6 @@
 #include "dialects/pipe/PipeDialect.h"
 #include "pipec/Autodiff/Autodiff.h"
 #include "pipec/Transforms/Passes.h"
-#include "pipec/Transforms/PartitionPasses.h"
-#include "pipec/Transforms/SchedulePasses.h"
 #include "pipec/Conversion/Passes.h"
 #include "pipec/Pipelines/Pipelines.h"
 
@@ -24,8 +22,6 @@ void mlir::pipec::registerAllPasses() {
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
   registerPipecTransformsPasses();
-  registerPartitionPasses();
-  registerSchedulePasses();
   mlir::pipec::registerConversionPassesAndPipelines();
   registerPipelines();
 }

@@ -2,7 +2,7 @@
 //
 // Cuts the stage-annotated training step into `pipe.stage` functions, one
 // forward and one backward per stage, in the calling convention pipe-schedule
-// reads (SchedulePasses.td): values are connected by name attributes, and a
+// reads (Passes.td): values are connected by name attributes, and a
 // value crosses a cut only where a later stage (or the backward of another
 // stage) needs it. Constants are cloned into every function that uses them.
 // The optimizer's ops are dropped: the update is `pipe.update` in the

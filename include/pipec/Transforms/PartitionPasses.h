@@ -1,19 +1,12 @@
 //===- PartitionPasses.h - pipeline partitioning passes ---------*- C++ -*-===//
+//
+// The passes of PipecPartition (pipe-assign-stages). They are declared with
+// all the transforms passes in Passes.td; this header only includes Passes.h.
+//
+//===----------------------------------------------------------------------===//
 #ifndef PIPEC_TRANSFORMS_PARTITIONPASSES_H
 #define PIPEC_TRANSFORMS_PARTITIONPASSES_H
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/Pass/Pass.h"
-
-namespace mlir::pipec {
-
-#define GEN_PASS_DECL
-#include "pipec/Transforms/PartitionPasses.h.inc"
-
-#define GEN_PASS_REGISTRATION
-#include "pipec/Transforms/PartitionPasses.h.inc"
-
-} // namespace mlir::pipec
+#include "pipec/Transforms/Passes.h"
 
 #endif // PIPEC_TRANSFORMS_PARTITIONPASSES_H

@@ -1,8 +1,21 @@
 //===- Passes.td - pipec transformation passes -----------------*- tablegen -*-===//
+//
+// The passes of the three transforms libraries, in one Passes.h.inc:
+// PipecTransforms (autodiff, optimizer, micro-batching, split, transfers),
+// PipecPartition (lib/Transforms/Partition: stage assignment) and
+// PipecSchedule (lib/Transforms/Schedule: schedules). Each library defines
+// its own passes (GEN_PASS_DEF_<PASS>); registerPipecTransformsPasses()
+// registers them all.
+//
+//===----------------------------------------------------------------------===//
 #ifndef PIPEC_TRANSFORMS_PASSES
 #define PIPEC_TRANSFORMS_PASSES
 
 include "mlir/Pass/PassBase.td"
+
+//===----------------------------------------------------------------------===//
+// Training step, micro-batching, stages and transfers
+//===----------------------------------------------------------------------===//
 
 def PipeAutodiff : Pass<"pipe-autodiff", "::mlir::ModuleOp"> {
   let summary = "builds the training step: loss and gradients of the trainable parameters";
@@ -148,7 +161,7 @@ def PipeSplitStages : Pass<"pipe-split-stages", "::mlir::ModuleOp"> {
           -> (gradients of received activations {pipe.grad = "<tag>"}...,
               gradients of the k weights...)
 
-    the form --pipe-schedule reads (see SchedulePasses.td). Forward ops are
+    the form --pipe-schedule reads (see PipeSchedule). Forward ops are
     those the loss depends on, backward ops those the weight gradients depend
     on; constants are cloned where used. A forward returns what a later
     forward or its own backward reads; a backward reads forward values by the
@@ -199,6 +212,231 @@ def PipeInsertTransfers : Pass<"pipe-insert-transfers", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::pipec::pipe::PipeDialect",
                            "::mlir::pipec::onnx::ONNXDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Partitioning (PipecPartition)
+//===----------------------------------------------------------------------===//
+
+def PipeAssignStages : Pass<"pipe-assign-stages", "::mlir::ModuleOp"> {
+  let summary = "splits a function into pipeline stages (pipe.stage)";
+  let description = [{
+    Gives every op of `func.func @<func-name>` an attribute
+    `pipe.stage = i : i64` so that every value flows from a stage to the same
+    or a later one. The ops on per-sample data are split contiguously in
+    their order; the others "float": constants, and pure ops computed from
+    weights (`pipe.param` / `pipe.state` arguments) and constants alone,
+    like a weight's Transpose, take the earliest stage of their users (a
+    later stage using them too recomputes them, as constants are
+    duplicated), so a cut never separates a weight from its preparation.
+    The terminator gets the last stage.
+
+    Strategies:
+    - `balanced`: a contiguous split of the op sequence minimizing the most
+      expensive stage (forward + backward time of the cost model, see
+      pipec/Analysis/CostModel.h). Cuts are only allowed where few bytes of
+      activations cross them: a cut is eligible when its crossing bytes are
+      at most `cut-slack` times the smallest crossing of the function; the
+      threshold is doubled until the best split over eligible cuts is
+      within `tolerance` of the best split over all cuts. Among splits of
+      equal (within 1e-9) maximum cost, the one whose cuts carry the fewest
+      activation bytes wins. Exact: a dynamic program over cut points.
+    - `dp`: PipeDream's dynamic program (one worker per stage, no
+      replication) over the layers the eligible cuts delimit:
+      A(j, s) = min_i max(A(i, s-1), 2 a_i / B, T(i+1..j)), with a_i the
+      bytes crossing cut i and B the link bandwidth.
+    - `manual`: with `cuts`, a new stage starts after each op whose ONNX
+      node name (its NameLoc) is listed, in program order; without `cuts`,
+      the `pipe.stage` attributes already on ops are kept and the ops without
+      one get the latest stage of their operands.
+    - `layers`: finds the repeated block of a transformer from the node
+      names (`/blocks.<i>/...`, `layers.<i>.`, `h.<i>.`: a prefix `<word>.<i>`
+      with the most distinct indices) and gives each stage an equal number
+      of blocks (the first `blocks % stages` stages one more); ops before the
+      first block (embedding) go with the first, ops after the last (head,
+      loss) with the last.
+
+    A training step (a function with `pipe.grad` / `pipe.update` results,
+    as --pipe-autodiff / --pipe-add-optimizer build it): the forward ops
+    (those its `pipe.loss` result depends on) are partitioned as above; then
+    an update (an op whose result is a `pipe.update` result and that reads a
+    parameter) goes with the parameter's owner stage, and every other
+    backward op with the forward op whose location (else ONNX node name) it
+    carries; failing both, with the earliest gradient it reads, else the
+    latest forward value. Gradients flow to the same or an earlier stage.
+
+    Also set: on every `pipe.param` (and `pipe.state`) argument,
+    `pipe.stage = owner : i64`
+    (the stage of its first use); where a parameter is used by several
+    stages (tied weights), `pipe.tied_stages = [s, ...]`; on the function,
+    `pipe.stage_costs = [...]` (f64, estimated forward + backward time of
+    each stage per micro-batch, in microseconds; a floating op counts in the
+    stage of its first user) and `pipe.num_stages`. With `annotate-costs`,
+    every op also gets `pipe.cost = {backward_factor, bytes, flops,
+    param_bytes}` (the forward numbers of the cost model).
+  }];
+  let options = [
+    Option<"funcName", "func-name", "std::string", "\"forward\"",
+           "the function to partition">,
+    Option<"stages", "stages", "int64_t", "0",
+           "number of stages (0: with strategy=manual, from cuts or the "
+           "existing attributes; else 2)">,
+    Option<"strategy", "strategy", "std::string", "\"balanced\"",
+           "balanced, dp, manual or layers">,
+    ListOption<"cuts", "cuts", "std::string",
+               "strategy=manual: ONNX node names after which a stage ends">,
+    Option<"cutSlack", "cut-slack", "double", "2.0",
+           "balanced/dp: a cut is eligible when its crossing bytes are at "
+           "most this times the smallest crossing">,
+    Option<"tolerance", "tolerance", "double", "0.1",
+           "balanced/dp: accepted excess of the max stage cost over the "
+           "unrestricted optimum before more cut points are admitted">,
+    Option<"peakGflops", "peak-gflops", "double", "100000.0",
+           "cost model: peak arithmetic rate, GFLOP/s">,
+    Option<"memoryGBps", "memory-gbps", "double", "2000.0",
+           "cost model: memory bandwidth, GB/s">,
+    Option<"linkGBps", "link-gbps", "double", "25.0",
+           "cost model: bandwidth between stages, GB/s (dp)">,
+    Option<"annotateCosts", "annotate-costs", "bool", "false",
+           "also write each op's cost-model numbers as pipe.cost = {flops, "
+           "bytes, param_bytes, backward_factor}">,
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Scheduling (PipecSchedule)
+//===----------------------------------------------------------------------===//
+
+def PipeSchedule : Pass<"pipe-schedule", "::mlir::ModuleOp"> {
+  let summary = "builds one pipe.program per device from the stages: GPipe or 1F1B";
+  let description = [{
+    Input: a module with one `forward` and one `backward` `pipe.stage` for
+    each stage 0 .. p-1 and no `pipe.program`. Output: the same module plus
+    `pipe.program @device<s> device s stages [s] schedule "<kind>"
+    microbatches M attributes {pipe.peak_in_flight = N}` for every stage s,
+    the straight-line instructions of one synchronous training step:
+
+      %w = pipe.weight_buffer stage s versions 1 (...)   (stages with weights)
+      pipe.zero_grad %w
+      ... per micro-batch, in the schedule's order:
+        pipe.recv (activations from s-1) / pipe.feed (graph inputs)
+        pipe.forward, pipe.report_loss (results marked pipe.loss)
+        pipe.send (activations to s+1)
+        pipe.recv (their gradients from s+1), pipe.backward,
+        pipe.send (gradients of the received activations, to s-1)
+      pipe.update %w <optimizer>
+
+    GPipe runs all forwards, then all backwards; 1F1B runs min(p-s-1, M)
+    warm-up forwards on stage s, then one forward and one backward in turn,
+    then the remaining backwards. Every device runs its sends and receives in
+    one global order of transfers, so the programs are deadlock-free even when
+    sends block until received. `pipe.peak_in_flight` is the most
+    micro-batches whose forward ran and whose backward has not.
+
+    With `loop=true` (the default), each device's instruction list is rolled
+    into loops: wherever a run of instructions repeats with every micro-batch
+    index one higher, it becomes `pipe.loop %k = lo to hi { ... }` whose
+    instructions name `mb %k + c`. GPipe's forwards and backwards and 1F1B's
+    warm-up, steady state and drain each become one loop, so a program has as
+    many instructions for M = 256 as for M = 8. A value produced in one loop
+    iteration (or outside a loop) and used in another, such as the
+    activations a backward needs from its forward, is kept with `pipe.save`
+    in a `pipe.activation_buffer` whose depth is the most micro-batches it
+    holds at once, and read back with `pipe.restore`; within one iteration or
+    one straight-line part, values flow as SSA. Fed inputs are read again
+    with `pipe.feed` where the backward needs them.
+
+    How the stages' values connect is read from argument and result
+    attributes of the stage functions:
+      - forward weight arguments (the first `params`):
+        `pipe.param = "<onnx initializer>"`, the weight buffer's names;
+      - forward arguments: `pipe.input = "<graph input>"` (read with
+        pipe.feed on that stage) or `pipe.name = "<tag>"` (the forward result
+        of stage s-1 with that name, sent with that tag);
+      - forward results: `pipe.name = "<tag>"` (sent to stage s+1 when its
+        forward takes it, else kept for the backward), `pipe.loss`;
+      - backward arguments: `pipe.name` / `pipe.input` (the forward value of
+        the same stage and micro-batch with that name), or
+        `pipe.grad = "<tag>"` (the gradient of the forward result <tag>,
+        received from stage s+1 with tag "<tag>.grad");
+      - backward results before the weight gradients: `pipe.grad = "<tag>"`,
+        the gradient of the forward argument <tag>, sent to stage s-1.
+
+    The optimizer: the pass options when `optimizer` is given; else a
+    `pipe.optimizer` dictionary on the stage's forward, else on the module:
+    `{kind = "adam", lr = 1.0e-3, beta1 = ..., beta2 = ..., epsilon = ...,
+    momentum = ..., dampening = ..., weight_decay = ..., grad_scale = ...}`.
+    Adam(W) and Adagrad get PyTorch's defaults for betas and epsilon.
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", "\"1f1b\"", "gpipe or 1f1b">,
+    Option<"microbatches", "microbatches", "int64_t", "0",
+           "micro-batches per step; default: the module's pipe.microbatches "
+           "(set by pipe-microbatch)">,
+    Option<"loop", "loop", "bool", "true",
+           "roll the repeating parts of each program into pipe.loop over the "
+           "micro-batch index (false: one instruction per micro-batch)">,
+    Option<"optimizer", "optimizer", "std::string", "\"\"",
+           "sgd, momentum, nesterov, adam, adamw or adagrad; overrides "
+           "pipe.optimizer attributes">,
+    Option<"lr", "lr", "double", "-1.0", "learning rate (with optimizer)">,
+    Option<"momentum", "momentum", "double", "-1.0",
+           "momentum (momentum, nesterov)">,
+    Option<"dampening", "dampening", "double", "-1.0", "dampening (momentum)">,
+    Option<"beta1", "beta1", "double", "-1.0", "Adam(W) beta1, default 0.9">,
+    Option<"beta2", "beta2", "double", "-1.0", "Adam(W) beta2, default 0.999">,
+    Option<"epsilon", "epsilon", "double", "-1.0",
+           "epsilon, default 1e-8 (Adam(W)), 1e-10 (Adagrad)">,
+    Option<"weightDecay", "weight-decay", "double", "-1.0", "weight decay">,
+    Option<"gradScale", "grad-scale", "double", "-1.0",
+           "factor on the accumulated gradient">,
+  ];
+  let dependentDialects = ["::mlir::pipec::pipe::PipeDialect"];
+}
+
+def PipeVerifySchedule : Pass<"pipe-verify-schedule", "::mlir::ModuleOp"> {
+  let summary = "proves the pipe.program ops of a module run together";
+  let description = [{
+    Simulates every `pipe.program` of the module together and fails when:
+      - the programs deadlock: the error is on one waiting instruction, a
+        note on the instruction (or the end of the program) of the device it
+        waits for. By default a send blocks until its peer receives it
+        (rendezvous); with `buffered-sends` a send returns at once and only
+        receives wait;
+      - a send and the recv it matches (same peers, mb and tag) transfer
+        different types; a send is never received; a transfer names a device
+        without a program;
+      - on some device a micro-batch's forward or backward of a stage it
+        holds is missing, runs twice, or the backward precedes the forward;
+      - `pipe.peak_in_flight`, where present, is not the simulated peak.
+  }];
+  let options = [
+    Option<"bufferedSends", "buffered-sends", "bool", "false",
+           "sends return at once instead of waiting for the recv">,
+  ];
+}
+
+def PipePrintSchedule : Pass<"pipe-print-schedule", "::mlir::ModuleOp"> {
+  let summary = "prints the pipe.program ops of a module as a time table";
+  let description = [{
+    Simulates the programs (as pipe-verify-schedule does) and prints to
+    stdout one row per device, one column per time slot: `F<mb>` forward,
+    `B<mb>` backward (or its input part), `W<mb>` weight backward, `.` idle;
+    then the bubble (idle slots over all slots) next to GPipe's and 1F1B's
+    (p-1)/(M+p-1), and the peak in-flight micro-batches per device. The IR is
+    unchanged.
+  }];
+  let options = [
+    Option<"forwardCost", "forward-cost", "int64_t", "1",
+           "slots a forward takes">,
+    Option<"backwardCost", "backward-cost", "int64_t", "1",
+           "slots a backward takes (full or input part)">,
+    Option<"weightCost", "weight-cost", "int64_t", "1",
+           "slots a weight backward takes">,
+    Option<"bufferedSends", "buffered-sends", "bool", "false",
+           "sends return at once instead of waiting for the recv">,
+  ];
 }
 
 #endif // PIPEC_TRANSFORMS_PASSES

@@ -1,20 +1,13 @@
 //===- SchedulePasses.h - pipeline scheduling passes ------------*- C++ -*-===//
+//
+// The passes of PipecSchedule (pipe-schedule, pipe-verify-schedule,
+// pipe-print-schedule). They are declared with all the transforms passes in
+// Passes.td; this header only includes Passes.h.
+//
+//===----------------------------------------------------------------------===//
 #ifndef PIPEC_TRANSFORMS_SCHEDULEPASSES_H
 #define PIPEC_TRANSFORMS_SCHEDULEPASSES_H
 
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/Pass/Pass.h"
-
-#include "dialects/pipe/PipeDialect.h"
-
-namespace mlir::pipec {
-
-#define GEN_PASS_DECL
-#include "pipec/Transforms/SchedulePasses.h.inc"
-
-#define GEN_PASS_REGISTRATION
-#include "pipec/Transforms/SchedulePasses.h.inc"
-
-} // namespace mlir::pipec
+#include "pipec/Transforms/Passes.h"
 
 #endif // PIPEC_TRANSFORMS_SCHEDULEPASSES_H

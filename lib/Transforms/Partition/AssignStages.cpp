@@ -26,7 +26,7 @@
 
 namespace mlir::pipec {
 #define GEN_PASS_DEF_PIPEASSIGNSTAGES
-#include "pipec/Transforms/PartitionPasses.h.inc"
+#include "pipec/Transforms/Passes.h.inc"
 } // namespace mlir::pipec
 
 using namespace mlir;

@@ -20,7 +20,7 @@
 
 namespace mlir::pipec {
 #define GEN_PASS_DEF_PIPESCHEDULE
-#include "pipec/Transforms/SchedulePasses.h.inc"
+#include "pipec/Transforms/Passes.h.inc"
 } // namespace mlir::pipec
 
 using namespace mlir;

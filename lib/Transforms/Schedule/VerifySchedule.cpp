@@ -10,7 +10,7 @@
 
 namespace mlir::pipec {
 #define GEN_PASS_DEF_PIPEVERIFYSCHEDULE
-#include "pipec/Transforms/SchedulePasses.h.inc"
+#include "pipec/Transforms/Passes.h.inc"
 } // namespace mlir::pipec
 
 using namespace mlir;

@@ -1,0 +1,549 @@
+//===- OnnxOpsNN.cpp - neural network ops, reductions and losses ----------===//
+//
+// Shape functions and verifiers of Softmax, the normalizations, the
+// sliding-window ops (Conv, MaxPool, AveragePool), GlobalAveragePool,
+// Dropout, ReduceMean/ReduceSum and the losses.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/onnx/OnnxDialect.h"
+#include "dialects/onnx/OnnxOpsHelpers.h"
+#include "dialects/onnx/ShapeHelpers.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+
+using namespace mlir;
+using namespace mlir::pipec::onnx;
+
+//===----------------------------------------------------------------------===//
+// Neural network
+//===----------------------------------------------------------------------===//
+
+/// Softmax-like ops: the result has the input's type; the axis must exist.
+static LogicalResult inferAlongAxis(Operation *op, Value input, int64_t axis,
+                                    SmallVectorImpl<Type> &types) {
+  if (auto t = getRanked(input))
+    if (failed(normalizeAxis(op, axis, t.getRank())))
+      return failure();
+  types.push_back(input.getType());
+  return success();
+}
+
+LogicalResult SoftmaxOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return inferAlongAxis(*this, getInput(), getAxis(), types);
+}
+LogicalResult LogSoftmaxOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return inferAlongAxis(*this, getInput(), getAxis(), types);
+}
+
+/// Checks that `v` (if ranked) broadcasts unidirectionally to `shape`.
+static LogicalResult checkBroadcastsTo(Operation *op, Value v,
+                                       ArrayRef<int64_t> shape,
+                                       StringRef name) {
+  auto t = getRanked(v);
+  if (!t)
+    return success();
+  auto error = [&]() {
+    return op->emitOpError() << name << " of type " << t
+                             << " does not broadcast to the normalized shape ["
+                             << shape << "]";
+  };
+  if (t.getRank() > static_cast<int64_t>(shape.size()))
+    return error();
+  size_t offset = shape.size() - t.getRank();
+  for (auto [i, d] : llvm::enumerate(t.getShape()))
+    if (d != 1 && conflicts(d, shape[offset + i]))
+      return error();
+  return success();
+}
+
+LogicalResult
+LayerNormalizationOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type stash = onnxDataTypeToType(getContext(), getStashType());
+  if (!stash || !llvm::isa<FloatType>(stash))
+    return emitOpError() << "stash_type "
+                         << static_cast<int64_t>(getStashType())
+                         << " is not a floating-point ONNX data type code";
+  if (getStats().size() > 2)
+    return emitOpError() << "has " << getStats().size()
+                         << " optional results, at most 2 (Mean, InvStdDev)";
+  if (failed(checkSameElementType(*this, getX(), getScale(), "X", "Scale")) ||
+      failed(checkSameElementType(*this, getX(), getB(), "X", "B")))
+    return failure();
+  auto t = getRanked(getX());
+  if (!t) {
+    types.push_back(getX().getType());
+    types.append(getStats().size(), unranked(stash));
+    return success();
+  }
+  auto axis = normalizeAxis(*this, getAxis(), t.getRank());
+  if (failed(axis))
+    return failure();
+  ArrayRef<int64_t> normalized = t.getShape().drop_front(*axis);
+  if (failed(checkBroadcastsTo(*this, getScale(), normalized, "Scale")) ||
+      failed(checkBroadcastsTo(*this, getB(), normalized, "B")))
+    return failure();
+  SmallVector<int64_t> statsShape(t.getShape());
+  for (int64_t i = *axis; i < t.getRank(); ++i)
+    statsShape[i] = 1;
+  types.push_back(t);
+  types.append(getStats().size(), ranked(statsShape, stash));
+  return success();
+}
+
+LogicalResult LayerNormalizationOp::verify() {
+  if (getEpsilon().isNegative())
+    return emitOpError() << "epsilon must not be negative";
+  return success();
+}
+
+LogicalResult
+BatchNormalizationOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  int64_t training = getTrainingMode();
+  if (training != 0 && training != 1)
+    return emitOpError() << "training_mode must be 0 or 1, got " << training;
+  size_t extra = getRunningStats().size();
+  if (extra > 2)
+    return emitOpError() << "has " << extra
+                         << " optional results, at most 2 (running_mean, "
+                            "running_var)";
+  if (extra > 0 && training == 0)
+    return emitOpError() << "running_mean and running_var are outputs only "
+                            "with training_mode = 1";
+  if (failed(checkSameElementType(*this, getScale(), getB(), "scale", "B")) ||
+      failed(checkSameElementType(*this, getInputMean(), getInputVar(),
+                                  "input_mean", "input_var")))
+    return failure();
+  int64_t channels = kDynamic;
+  if (auto t = getRanked(getX())) {
+    if (t.getRank() < 2)
+      return emitOpError() << "X must have rank >= 2 (N x C x ...), got " << t;
+    channels = t.getDimSize(1);
+  }
+  for (auto [v, name] : {std::pair<Value, StringRef>{getScale(), "scale"},
+                         {getB(), "B"},
+                         {getInputMean(), "input_mean"},
+                         {getInputVar(), "input_var"}}) {
+    auto t = getRanked(v);
+    if (!t)
+      continue;
+    if (t.getRank() != 1 || conflicts(t.getDimSize(0), channels))
+      return emitOpError() << name << " must be 1-D of the channel count "
+                           << (isDynamic(channels) ? std::string("C")
+                                                   : std::to_string(channels))
+                           << ", got " << t;
+  }
+  types.push_back(getX().getType());
+  Value stats[] = {getInputMean(), getInputVar()};
+  for (size_t i = 0; i < extra; ++i)
+    types.push_back(stats[i].getType());
+  return success();
+}
+
+/// The attributes of a sliding-window op (Conv, MaxPool, AveragePool).
+struct Window {
+  ArrayRef<int64_t> kernel; // may hold kDynamic (Conv with a dynamic W)
+  std::optional<ArrayRef<int64_t>> strides, pads, dilations;
+  StringRef autoPad;
+  bool ceilMode = false;
+};
+
+static LogicalResult checkAutoPad(Operation *op, StringRef autoPad) {
+  if (autoPad == "NOTSET" || autoPad == "SAME_UPPER" ||
+      autoPad == "SAME_LOWER" || autoPad == "VALID")
+    return success();
+  return op->emitOpError() << "auto_pad must be NOTSET, SAME_UPPER, "
+                              "SAME_LOWER or VALID, got '"
+                           << autoPad << "'";
+}
+
+/// Checks the window attributes against `n` spatial dimensions.
+static LogicalResult checkWindow(Operation *op, const Window &w, size_t n) {
+  if (failed(checkAutoPad(op, w.autoPad)))
+    return failure();
+  auto checkList = [&](std::optional<ArrayRef<int64_t>> list, StringRef name,
+                       size_t size, int64_t min) -> LogicalResult {
+    if (!list)
+      return success();
+    if (list->size() != size)
+      return op->emitOpError() << name << " has " << list->size()
+                               << " values but needs " << size;
+    for (int64_t v : *list)
+      if (v < min)
+        return op->emitOpError() << name << " has invalid value " << v;
+    return success();
+  };
+  if (failed(checkList(w.kernel, "kernel_shape", n, 1)) ||
+      failed(checkList(w.strides, "strides", n, 1)) ||
+      failed(checkList(w.dilations, "dilations", n, 1)) ||
+      failed(checkList(w.pads, "pads", 2 * n, 0)))
+    return failure();
+  if (w.autoPad != "NOTSET" && w.pads &&
+      llvm::any_of(*w.pads, [](int64_t p) { return p != 0; }))
+    return op->emitOpError() << "pads cannot be used with auto_pad = "
+                             << w.autoPad;
+  return success();
+}
+
+/// Output spatial sizes of a sliding window over `input` (checked window).
+static FailureOr<SmallVector<int64_t>>
+windowOutput(Operation *op, const Window &w, ArrayRef<int64_t> input) {
+  size_t n = input.size();
+  SmallVector<int64_t> out;
+  for (size_t i = 0; i < n; ++i) {
+    int64_t in = input[i], k = w.kernel[i];
+    int64_t stride = w.strides ? (*w.strides)[i] : 1;
+    int64_t dilation = w.dilations ? (*w.dilations)[i] : 1;
+    if (isDynamic(in)) {
+      out.push_back(kDynamic);
+      continue;
+    }
+    if (w.autoPad == "SAME_UPPER" || w.autoPad == "SAME_LOWER") {
+      out.push_back((in + stride - 1) / stride);
+      continue;
+    }
+    if (isDynamic(k)) {
+      out.push_back(kDynamic);
+      continue;
+    }
+    int64_t padBegin = 0, padEnd = 0;
+    if (w.autoPad == "NOTSET" && w.pads) {
+      padBegin = (*w.pads)[i];
+      padEnd = (*w.pads)[i + n];
+    }
+    int64_t window = (k - 1) * dilation + 1;
+    int64_t span = in + padBegin + padEnd - window;
+    if (span < 0)
+      return op->emitOpError()
+             << "window of size " << window << " does not fit spatial "
+             << "dimension " << i << " of size " << in << " (padded to "
+             << in + padBegin + padEnd << ")";
+    int64_t size = (w.ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
+    // The last window must start inside the input or its begin padding.
+    if (w.ceilMode && (size - 1) * stride >= in + padBegin)
+      --size;
+    out.push_back(size);
+  }
+  return out;
+}
+
+LogicalResult ConvOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type elt = getElementType(getX());
+  if (failed(checkSameElementType(*this, getX(), getW(), "X", "W")) ||
+      failed(checkSameElementType(*this, getX(), getB(), "X", "B")))
+    return failure();
+  int64_t group = getGroup();
+  if (group < 1)
+    return emitOpError() << "group must be positive, got " << group;
+  auto tx = getRanked(getX()), tw = getRanked(getW());
+  if (tx && tx.getRank() < 3)
+    return emitOpError() << "X must have rank >= 3 (N x C x D1 ...), got "
+                         << tx;
+  if (tw && tw.getRank() < 3)
+    return emitOpError() << "W must have rank >= 3 (M x C/group x k1 ...), got "
+                         << tw;
+  if (tx && tw && tx.getRank() != tw.getRank())
+    return emitOpError() << "X and W must have the same rank, got " << tx
+                         << " and " << tw;
+  int64_t rank = tx ? tx.getRank() : tw ? tw.getRank() : -1;
+  if (rank < 0) {
+    types.push_back(unranked(elt));
+    return success();
+  }
+  size_t n = rank - 2;
+  SmallVector<int64_t> kernel(n, kDynamic);
+  if (auto attr = getKernelShape()) {
+    kernel.assign(attr->begin(), attr->end());
+    if (tw && kernel.size() == n)
+      for (size_t i = 0; i < n; ++i)
+        if (conflicts(kernel[i], tw.getDimSize(i + 2)))
+          return emitOpError() << "kernel_shape [" << *attr
+                               << "] differs from W's spatial dimensions in "
+                               << tw;
+  } else if (tw) {
+    kernel.assign(tw.getShape().begin() + 2, tw.getShape().end());
+  }
+  Window w{kernel, getStrides(), getPads(), getDilations(), getAutoPad(),
+           false};
+  // Kernel sizes copied from a dynamic W are unknown, not invalid.
+  Window checked = w;
+  SmallVector<int64_t> checkedKernel(kernel);
+  for (int64_t &k : checkedKernel)
+    if (isDynamic(k))
+      k = 1;
+  checked.kernel = checkedKernel;
+  if (failed(checkWindow(*this, checked, n)))
+    return failure();
+  int64_t m = tw ? tw.getDimSize(0) : kDynamic;
+  if (tw && !isDynamic(m) && m % group != 0)
+    return emitOpError() << "W's " << m
+                         << " output channels are not a multiple of group "
+                         << group;
+  if (tx && tw && !isDynamic(tw.getDimSize(1)) &&
+      conflicts(tx.getDimSize(1), tw.getDimSize(1) * group))
+    return emitOpError() << "X has " << tx.getDimSize(1)
+                         << " channels but W expects " << tw.getDimSize(1)
+                         << " x group " << group;
+  if (auto tb = getRanked(getB()))
+    if (tb.getRank() != 1 || conflicts(tb.getDimSize(0), m))
+      return emitOpError() << "B must be 1-D of W's output channel count, got "
+                           << tb;
+  if (!tx) {
+    types.push_back(ranked(SmallVector<int64_t>(rank, kDynamic), elt));
+    return success();
+  }
+  auto spatial = windowOutput(*this, w, tx.getShape().drop_front(2));
+  if (failed(spatial))
+    return failure();
+  SmallVector<int64_t> out{tx.getDimSize(0), m};
+  out.append(*spatial);
+  types.push_back(ranked(out, elt));
+  return success();
+}
+
+/// Shape function of MaxPool and AveragePool.
+static FailureOr<Type> inferPool(Operation *op, Value x, const Window &w) {
+  Type elt = getElementType(x);
+  size_t n = w.kernel.size();
+  if (failed(checkWindow(op, w, n)))
+    return failure();
+  auto t = getRanked(x);
+  if (!t)
+    return ranked(SmallVector<int64_t>(n + 2, kDynamic), elt);
+  if (static_cast<size_t>(t.getRank()) != n + 2)
+    return op->emitOpError() << "kernel_shape has " << n
+                             << " dimensions but X " << t << " has "
+                             << t.getRank() - 2 << " spatial dimensions";
+  auto spatial = windowOutput(op, w, t.getShape().drop_front(2));
+  if (failed(spatial))
+    return failure();
+  SmallVector<int64_t> out{t.getDimSize(0), t.getDimSize(1)};
+  out.append(*spatial);
+  return ranked(out, elt);
+}
+
+LogicalResult MaxPoolOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Window w{getKernelShape(), getStrides(), getPads(), getDilations(),
+           getAutoPad(), getCeilMode() != 0};
+  auto y = inferPool(*this, getX(), w);
+  if (failed(y))
+    return failure();
+  types.push_back(*y);
+  if (getIndices())
+    types.push_back(withElementType(*y, IntegerType::get(getContext(), 64)));
+  return success();
+}
+
+static LogicalResult checkFlag(Operation *op, int64_t value, StringRef name) {
+  if (value == 0 || value == 1)
+    return success();
+  return op->emitOpError() << name << " must be 0 or 1, got " << value;
+}
+
+LogicalResult MaxPoolOp::verify() {
+  if (failed(checkFlag(*this, getCeilMode(), "ceil_mode")))
+    return failure();
+  return checkFlag(*this, getStorageOrder(), "storage_order");
+}
+
+LogicalResult AveragePoolOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Window w{getKernelShape(), getStrides(), getPads(), getDilations(),
+           getAutoPad(), getCeilMode() != 0};
+  auto y = inferPool(*this, getX(), w);
+  if (failed(y))
+    return failure();
+  types.push_back(*y);
+  return success();
+}
+
+LogicalResult AveragePoolOp::verify() {
+  if (failed(checkFlag(*this, getCeilMode(), "ceil_mode")))
+    return failure();
+  return checkFlag(*this, getCountIncludePad(), "count_include_pad");
+}
+
+LogicalResult
+GlobalAveragePoolOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto t = getRanked(getX());
+  if (!t) {
+    types.push_back(getX().getType());
+    return success();
+  }
+  if (t.getRank() < 3)
+    return emitOpError() << "X must have rank >= 3 (N x C x D1 ...), got " << t;
+  SmallVector<int64_t> out(t.getRank(), 1);
+  out[0] = t.getDimSize(0);
+  out[1] = t.getDimSize(1);
+  types.push_back(ranked(out, t.getElementType()));
+  return success();
+}
+
+LogicalResult DropoutOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  if (failed(checkScalar(*this, getRatio(), "ratio")) ||
+      failed(checkScalar(*this, getTrainingMode(), "training_mode")))
+    return failure();
+  types.push_back(getData().getType());
+  if (getMask())
+    types.push_back(
+        withElementType(getData().getType(), IntegerType::get(getContext(), 1)));
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  auto ratio = llvm::dyn_cast_if_present<DenseFPElementsAttr>(
+      getConstantAttr(getRatio()));
+  if (ratio && ratio.getNumElements() == 1) {
+    double r = (*ratio.getValues<APFloat>().begin()).convertToDouble();
+    if (!(r >= 0 && r < 1))
+      return emitOpError() << "ratio must be in [0, 1), got " << r;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and losses
+//===----------------------------------------------------------------------===//
+
+/// Shape function of ReduceMean and ReduceSum.
+static LogicalResult inferReduce(Operation *op, Value data, Value axesValue,
+                                 bool keepdims, bool noopWithEmptyAxes,
+                                 SmallVectorImpl<Type> &types) {
+  auto t = getRanked(data);
+  Type elt = getElementType(data);
+  if (auto ta = getRanked(axesValue); ta && ta.getRank() != 1)
+    return op->emitOpError() << "axes must be 1-D, got " << ta;
+  std::optional<SmallVector<int64_t>> axes;
+  if (isNone(axesValue))
+    axes.emplace();
+  else
+    axes = getConstantInts(axesValue);
+  if (!axes) {
+    if (t && keepdims)
+      types.push_back(ranked(SmallVector<int64_t>(t.getRank(), kDynamic), elt));
+    else
+      types.push_back(unranked(elt));
+    return success();
+  }
+  if (axes->empty() && noopWithEmptyAxes) {
+    types.push_back(data.getType());
+    return success();
+  }
+  if (!t) {
+    types.push_back(unranked(elt));
+    return success();
+  }
+  SmallVector<bool> reduced(t.getRank(), axes->empty());
+  auto normalized = normalizeAxes(op, *axes, t.getRank());
+  if (failed(normalized))
+    return failure();
+  for (int64_t a : *normalized)
+    reduced[a] = true;
+  SmallVector<int64_t> out;
+  for (auto [i, d] : llvm::enumerate(t.getShape())) {
+    if (!reduced[i])
+      out.push_back(d);
+    else if (keepdims)
+      out.push_back(1);
+  }
+  types.push_back(ranked(out, elt));
+  return success();
+}
+
+LogicalResult ReduceMeanOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return inferReduce(*this, getData(), getAxes(), getKeepdims(),
+                     getNoopWithEmptyAxes(), types);
+}
+LogicalResult ReduceSumOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return inferReduce(*this, getData(), getAxes(), getKeepdims(),
+                     getNoopWithEmptyAxes(), types);
+}
+LogicalResult ReduceMeanOp::verify() {
+  if (failed(checkFlag(*this, getKeepdims(), "keepdims")))
+    return failure();
+  return checkFlag(*this, getNoopWithEmptyAxes(), "noop_with_empty_axes");
+}
+LogicalResult ReduceSumOp::verify() {
+  if (failed(checkFlag(*this, getKeepdims(), "keepdims")))
+    return failure();
+  return checkFlag(*this, getNoopWithEmptyAxes(), "noop_with_empty_axes");
+}
+
+/// Shape function of the losses: `input` is N x C x D1..., `target` N x D1...,
+/// `weight` of size C; the loss has target's shape for reduction "none",
+/// else it is a scalar.
+static FailureOr<Type> inferLoss(Operation *op, Value input, Value target,
+                                 Value weight, StringRef reduction,
+                                 StringRef inputName, StringRef targetName) {
+  Type elt = getElementType(input);
+  if (failed(checkSameElementType(op, input, weight, inputName, "weight")))
+    return failure();
+  auto ti = getRanked(input), tt = getRanked(target);
+  if (ti && ti.getRank() < 2)
+    return op->emitOpError() << inputName << " must have rank >= 2 "
+                             << "(N x C x D1 ...), got " << ti;
+  if (ti && tt) {
+    bool ok = tt.getRank() == ti.getRank() - 1 &&
+              !conflicts(tt.getDimSize(0), ti.getDimSize(0));
+    for (int64_t i = 1; ok && i < tt.getRank(); ++i)
+      ok = !conflicts(tt.getDimSize(i), ti.getDimSize(i + 1));
+    if (!ok)
+      return op->emitOpError() << targetName << " " << tt << " does not match "
+                               << inputName << " " << ti
+                               << " without its class axis";
+  }
+  if (auto tw = getRanked(weight))
+    if (tw.getRank() != 1 || (ti && conflicts(tw.getDimSize(0),
+                                              ti.getDimSize(1))))
+      return op->emitOpError() << "weights must be 1-D of the class count, got "
+                               << tw;
+  if (reduction != "none")
+    return ranked({}, elt);
+  if (tt)
+    return ranked(tt.getShape(), elt);
+  if (ti) {
+    SmallVector<int64_t> shape(ti.getShape());
+    shape.erase(shape.begin() + 1);
+    return ranked(shape, elt);
+  }
+  return unranked(elt);
+}
+
+static LogicalResult checkReduction(Operation *op, StringRef reduction) {
+  if (reduction == "none" || reduction == "sum" || reduction == "mean")
+    return success();
+  return op->emitOpError() << "reduction must be none, sum or mean, got '"
+                           << reduction << "'";
+}
+
+LogicalResult
+SoftmaxCrossEntropyLossOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto loss = inferLoss(*this, getScores(), getLabels(), getWeights(),
+                        getReduction(), "scores", "labels");
+  if (failed(loss))
+    return failure();
+  types.push_back(*loss);
+  if (getLogProb())
+    types.push_back(getScores().getType());
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyLossOp::verify() {
+  return checkReduction(*this, getReduction());
+}
+
+LogicalResult
+NegativeLogLikelihoodLossOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto loss = inferLoss(*this, getInput(), getTarget(), getWeight(),
+                        getReduction(), "input", "target");
+  if (failed(loss))
+    return failure();
+  types.push_back(*loss);
+  return success();
+}
+
+LogicalResult NegativeLogLikelihoodLossOp::verify() {
+  return checkReduction(*this, getReduction());
+}

@@ -1,0 +1,526 @@
+//===- OnnxOpsShape.cpp - shape ops ---------------------------------------===//
+//
+// Shape functions of Shape, Reshape, Flatten, Transpose, Concat, Split,
+// Slice, Gather, Unsqueeze, Squeeze and Expand, and the parts of them the
+// folders reuse (ShapeFunctions.h).
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/onnx/OnnxDialect.h"
+#include "dialects/onnx/OnnxOpsHelpers.h"
+#include "dialects/onnx/ShapeFunctions.h"
+#include "dialects/onnx/ShapeHelpers.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+
+using namespace mlir;
+using namespace mlir::pipec::onnx;
+
+//===----------------------------------------------------------------------===//
+// Shapes
+//===----------------------------------------------------------------------===//
+
+namespace mlir::pipec::onnx {
+/// The [start, end) range of Shape's output, clamped as ONNX specifies.
+std::pair<int64_t, int64_t> shapeRange(ShapeOp op, int64_t rank) {
+  auto clamp = [&](int64_t v) {
+    if (v < 0)
+      v += rank;
+    return std::min(std::max<int64_t>(v, 0), rank);
+  };
+  int64_t start = op.getStart() ? clamp(*op.getStart()) : 0;
+  int64_t end = op.getEnd() ? clamp(*op.getEnd()) : rank;
+  return {start, std::max(start, end)};
+}
+} // namespace mlir::pipec::onnx
+
+LogicalResult ShapeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type i64 = IntegerType::get(getContext(), 64);
+  auto t = getRanked(getData());
+  if (!t) {
+    types.push_back(ranked({kDynamic}, i64));
+    return success();
+  }
+  auto [start, end] = shapeRange(*this, t.getRank());
+  types.push_back(ranked({end - start}, i64));
+  return success();
+}
+
+/// Resolves a Reshape target (0 copies the input dim unless allowzero, -1 is
+/// inferred); emits an error on `op` when it cannot hold the input.
+static FailureOr<SmallVector<int64_t>>
+resolveReshape(Operation *op, ArrayRef<int64_t> input,
+               ArrayRef<int64_t> target, bool allowZero) {
+  SmallVector<int64_t> out;
+  int64_t inferred = -1, known = 1;
+  bool inputStatic = llvm::none_of(input, ShapedType::isDynamic);
+  bool targetStatic = true;
+  for (auto [i, targetDim] : llvm::enumerate(target)) {
+    int64_t d = targetDim;
+    if (d == -1) {
+      if (inferred >= 0)
+        return op->emitOpError() << "shape has more than one -1";
+      inferred = i;
+      out.push_back(kDynamic);
+      continue;
+    }
+    if (d == 0 && !allowZero) {
+      if (i >= input.size())
+        return op->emitOpError() << "shape copies dimension " << i
+                                 << " that the input of rank " << input.size()
+                                 << " lacks";
+      d = input[i];
+    } else if (d < -1) {
+      return op->emitOpError() << "shape has invalid dimension " << d;
+    }
+    out.push_back(d);
+    if (isDynamic(d))
+      targetStatic = false;
+    else
+      known *= d;
+  }
+  if (inferred >= 0 && allowZero && known == 0)
+    return op->emitOpError() << "shape has both -1 and 0 with allowzero";
+  if (inputStatic && targetStatic) {
+    int64_t total = product(input);
+    if (inferred >= 0) {
+      if (known == 0 || total % known != 0)
+        return op->emitOpError() << "cannot reshape " << total
+                                 << " elements into the target shape";
+      out[inferred] = total / known;
+    } else if (total != known) {
+      return op->emitOpError() << "cannot reshape " << total
+                               << " elements into " << known;
+    }
+  }
+  return out;
+}
+
+LogicalResult ReshapeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type elt = getElementType(getData());
+  auto st = getRanked(getShape());
+  if (st && st.getRank() != 1)
+    return emitOpError() << "shape must be 1-D, got " << st;
+  auto target = getConstantInts(getShape());
+  auto t = getRanked(getData());
+  if (!target || !t) {
+    if (st && st.hasStaticShape())
+      types.push_back(
+          ranked(SmallVector<int64_t>(st.getDimSize(0), kDynamic), elt));
+    else
+      types.push_back(unranked(elt));
+    return success();
+  }
+  auto shape = resolveReshape(*this, t.getShape(), *target, getAllowzero());
+  if (failed(shape))
+    return failure();
+  types.push_back(ranked(*shape, elt));
+  return success();
+}
+
+LogicalResult FlattenOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type elt = getElementType(getInput());
+  auto t = getRanked(getInput());
+  if (!t) {
+    types.push_back(ranked({kDynamic, kDynamic}, elt));
+    return success();
+  }
+  int64_t rank = t.getRank(), axis = getAxis();
+  if (axis < -rank || axis > rank)
+    return emitOpError() << "axis " << axis << " is out of range for rank "
+                         << rank;
+  if (axis < 0)
+    axis += rank;
+  types.push_back(ranked({product(t.getShape().take_front(axis)),
+                          product(t.getShape().drop_front(axis))},
+                         elt));
+  return success();
+}
+
+LogicalResult TransposeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type elt = getElementType(getData());
+  auto t = getRanked(getData());
+  std::optional<ArrayRef<int64_t>> perm = getPerm();
+  if (!t) {
+    types.push_back(perm ? ranked(SmallVector<int64_t>(perm->size(), kDynamic),
+                                  elt)
+                         : unranked(elt));
+    return success();
+  }
+  int64_t rank = t.getRank();
+  SmallVector<int64_t> order;
+  if (perm) {
+    order.assign(perm->begin(), perm->end());
+    SmallVector<bool> seen(rank, false);
+    bool valid = static_cast<int64_t>(order.size()) == rank;
+    for (int64_t p : order) {
+      if (!valid)
+        break;
+      valid = p >= 0 && p < rank && !seen[p];
+      if (valid)
+        seen[p] = true;
+    }
+    if (!valid)
+      return emitOpError() << "perm [" << *perm
+                           << "] is not a permutation of the " << rank
+                           << " axes";
+  } else {
+    for (int64_t i = rank - 1; i >= 0; --i)
+      order.push_back(i);
+  }
+  SmallVector<int64_t> out;
+  for (int64_t p : order)
+    out.push_back(t.getDimSize(p));
+  types.push_back(ranked(out, elt));
+  return success();
+}
+
+LogicalResult ConcatOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  if (getInputs().empty())
+    return emitOpError() << "needs at least one input";
+  Type elt = getElementType(getInputs().front());
+  int64_t rank = -1;
+  for (Value v : getInputs()) {
+    if (getElementType(v) != elt)
+      return emitOpError() << "inputs have different element types " << elt
+                           << " and " << getElementType(v);
+    if (auto t = getRanked(v)) {
+      if (rank >= 0 && t.getRank() != rank)
+        return emitOpError() << "inputs have different ranks " << rank
+                             << " and " << t.getRank();
+      rank = t.getRank();
+    }
+  }
+  if (rank < 0) {
+    types.push_back(unranked(elt));
+    return success();
+  }
+  auto axis = normalizeAxis(*this, getAxis(), rank);
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> out(rank, kDynamic);
+  out[*axis] = 0;
+  for (Value v : getInputs()) {
+    auto t = getRanked(v);
+    if (!t) {
+      out[*axis] = kDynamic;
+      continue;
+    }
+    for (int64_t i = 0; i < rank; ++i) {
+      int64_t d = t.getDimSize(i);
+      if (i == *axis) {
+        out[i] = isDynamic(out[i]) || isDynamic(d) ? kDynamic : out[i] + d;
+      } else if (conflicts(out[i], d)) {
+        return emitOpError() << "inputs differ in dimension " << i << ": "
+                             << out[i] << " and " << d;
+      } else if (isDynamic(out[i])) {
+        out[i] = d;
+      }
+    }
+  }
+  types.push_back(ranked(out, elt));
+  return success();
+}
+
+LogicalResult SplitOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type elt = getElementType(getInput());
+  size_t n = getOutputs().size();
+  if (n == 0)
+    return emitOpError() << "needs at least one result";
+  if (!isNone(getSplit()) && getNumOutputs())
+    return emitOpError() << "takes either a split input or num_outputs, not "
+                            "both";
+  if (auto k = getNumOutputs();
+      k && static_cast<int64_t>(*k) != static_cast<int64_t>(n))
+    return emitOpError() << "num_outputs is " << static_cast<int64_t>(*k)
+                         << " but the op has " << n << " results";
+  if (auto ts = getRanked(getSplit()); ts && ts.getRank() != 1)
+    return emitOpError() << "split must be 1-D, got " << ts;
+  auto t = getRanked(getInput());
+  if (!t) {
+    types.append(n, unranked(elt));
+    return success();
+  }
+  auto axis = normalizeAxis(*this, getAxis(), t.getRank());
+  if (failed(axis))
+    return failure();
+  int64_t dim = t.getDimSize(*axis);
+  SmallVector<int64_t> sizes(n, kDynamic);
+  if (!isNone(getSplit())) {
+    if (auto split = getConstantInts(getSplit())) {
+      if (split->size() != n)
+        return emitOpError() << "split has " << split->size()
+                             << " sizes but the op has " << n << " results";
+      int64_t total = 0;
+      for (int64_t s : *split) {
+        if (s < 0)
+          return emitOpError() << "split has negative size " << s;
+        total += s;
+      }
+      if (conflicts(total, dim))
+        return emitOpError() << "split sizes add up to " << total
+                             << " but dimension " << *axis << " is " << dim;
+      sizes.assign(split->begin(), split->end());
+    }
+  } else if (!isDynamic(dim)) {
+    if (getNumOutputs()) {
+      int64_t chunk = (dim + n - 1) / n;
+      int64_t last = dim - chunk * static_cast<int64_t>(n - 1);
+      if (last <= 0 && dim > 0)
+        return emitOpError() << "cannot split dimension " << *axis
+                             << " of size " << dim << " into " << n
+                             << " parts";
+      sizes.assign(n, chunk);
+      sizes.back() = last;
+    } else {
+      if (dim % static_cast<int64_t>(n) != 0)
+        return emitOpError() << "cannot split dimension " << *axis
+                             << " of size " << dim << " evenly into " << n
+                             << " parts";
+      sizes.assign(n, dim / n);
+    }
+  }
+  for (int64_t s : sizes) {
+    SmallVector<int64_t> shape(t.getShape());
+    shape[*axis] = s;
+    types.push_back(ranked(shape, elt));
+  }
+  return success();
+}
+
+namespace mlir::pipec::onnx {
+/// Slice's per-axis ranges on `shape`: one entry per dimension, nullopt when
+/// unknown (dynamic dimension, or non-constant starts/ends/steps). `axesKnown`
+/// tells whether the sliced axes are known at all.
+FailureOr<SmallVector<std::optional<SliceRange>>>
+resolveSlice(SliceOp op, ArrayRef<int64_t> shape, bool &axesKnown) {
+  int64_t rank = shape.size();
+  SmallVector<std::optional<SliceRange>> ranges;
+  for (int64_t d : shape)
+    ranges.push_back(isDynamic(d) ? std::nullopt
+                                  : std::optional<SliceRange>({0, 1, d}));
+  // Lengths from the operand types where the values are unknown.
+  int64_t count = kDynamic;
+  for (auto [v, name] :
+       {std::pair<Value, StringRef>{op.getStarts(), "starts"},
+        {op.getEnds(), "ends"},
+        {op.getAxes(), "axes"},
+        {op.getSteps(), "steps"}}) {
+    auto t = getRanked(v);
+    if (!t)
+      continue;
+    if (t.getRank() != 1)
+      return op.emitOpError() << name << " must be 1-D, got " << t;
+    if (conflicts(count, t.getDimSize(0)))
+      return op.emitOpError() << "starts, ends, axes and steps must have the "
+                                 "same length";
+    if (!isDynamic(t.getDimSize(0)))
+      count = t.getDimSize(0);
+  }
+  auto starts = getConstantInts(op.getStarts());
+  auto ends = getConstantInts(op.getEnds());
+  auto steps = getConstantInts(op.getSteps());
+  if (steps && llvm::is_contained(*steps, 0))
+    return op.emitOpError() << "steps must not be zero";
+  std::optional<SmallVector<int64_t>> axes;
+  if (isNone(op.getAxes())) {
+    if (!isDynamic(count)) {
+      axes.emplace();
+      for (int64_t i = 0; i < count; ++i)
+        axes->push_back(i);
+    }
+  } else {
+    axes = getConstantInts(op.getAxes());
+  }
+  axesKnown = axes.has_value();
+  if (!axes)
+    return ranges;
+  auto normalized = normalizeAxes(op, *axes, rank);
+  if (failed(normalized))
+    return failure();
+  bool valuesKnown = starts && ends && (isNone(op.getSteps()) || steps);
+  if (valuesKnown &&
+      (starts->size() != axes->size() || ends->size() != axes->size() ||
+       (steps && steps->size() != axes->size())))
+    return op.emitOpError() << "starts, ends, axes and steps must have the "
+                               "same length";
+  for (auto [i, axis] : llvm::enumerate(*normalized)) {
+    if (!valuesKnown || isDynamic(shape[axis])) {
+      ranges[axis] = std::nullopt;
+      continue;
+    }
+    int64_t step = steps ? (*steps)[i] : 1;
+    ranges[axis] = resolveSliceRange(shape[axis], (*starts)[i], (*ends)[i],
+                                     step);
+  }
+  return ranges;
+}
+} // namespace mlir::pipec::onnx
+
+LogicalResult SliceOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type elt = getElementType(getData());
+  auto t = getRanked(getData());
+  if (!t) {
+    types.push_back(unranked(elt));
+    return success();
+  }
+  bool axesKnown = false;
+  auto ranges = resolveSlice(*this, t.getShape(), axesKnown);
+  if (failed(ranges))
+    return failure();
+  SmallVector<int64_t> out;
+  for (auto &range : *ranges)
+    out.push_back(axesKnown && range ? range->size : kDynamic);
+  types.push_back(ranked(out, elt));
+  return success();
+}
+
+LogicalResult GatherOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type elt = getElementType(getData());
+  auto t = getRanked(getData()), ti = getRanked(getIndices());
+  if (!t) {
+    types.push_back(unranked(elt));
+    return success();
+  }
+  if (t.getRank() == 0)
+    return emitOpError() << "data must have rank >= 1";
+  auto axis = normalizeAxis(*this, getAxis(), t.getRank());
+  if (failed(axis))
+    return failure();
+  int64_t dim = t.getDimSize(*axis);
+  if (auto indices = getConstantInts(getIndices()); indices && !isDynamic(dim))
+    for (int64_t i : *indices)
+      if (i < -dim || i >= dim)
+        return emitOpError() << "index " << i << " is out of range for axis "
+                             << *axis << " of size " << dim;
+  if (!ti) {
+    types.push_back(unranked(elt));
+    return success();
+  }
+  SmallVector<int64_t> out(t.getShape().take_front(*axis));
+  llvm::append_range(out, ti.getShape());
+  llvm::append_range(out, t.getShape().drop_front(*axis + 1));
+  types.push_back(ranked(out, elt));
+  return success();
+}
+
+/// Number of entries of a 1-D axes/shape operand, kDynamic when unknown.
+static int64_t lengthOf(Value v) {
+  auto t = getRanked(v);
+  return t && t.getRank() == 1 ? t.getDimSize(0) : kDynamic;
+}
+
+LogicalResult UnsqueezeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type elt = getElementType(getData());
+  auto t = getRanked(getData());
+  if (auto ta = getRanked(getAxes()); ta && ta.getRank() != 1)
+    return emitOpError() << "axes must be 1-D, got " << ta;
+  auto axes = getConstantInts(getAxes());
+  if (!t) {
+    types.push_back(unranked(elt));
+    return success();
+  }
+  if (!axes) {
+    int64_t k = lengthOf(getAxes());
+    types.push_back(isDynamic(k) ? unranked(elt)
+                                 : ranked(SmallVector<int64_t>(
+                                              t.getRank() + k, kDynamic),
+                                          elt));
+    return success();
+  }
+  int64_t rank = t.getRank() + axes->size();
+  auto normalized = normalizeAxes(*this, *axes, rank);
+  if (failed(normalized))
+    return failure();
+  SmallVector<bool> inserted(rank, false);
+  for (int64_t a : *normalized)
+    inserted[a] = true;
+  SmallVector<int64_t> out;
+  auto next = t.getShape().begin();
+  for (int64_t i = 0; i < rank; ++i)
+    out.push_back(inserted[i] ? 1 : *next++);
+  types.push_back(ranked(out, elt));
+  return success();
+}
+
+LogicalResult SqueezeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type elt = getElementType(getData());
+  auto t = getRanked(getData());
+  if (auto ta = getRanked(getAxes()); ta && ta.getRank() != 1)
+    return emitOpError() << "axes must be 1-D, got " << ta;
+  if (!t) {
+    types.push_back(unranked(elt));
+    return success();
+  }
+  SmallVector<int64_t> out;
+  if (isNone(getAxes())) {
+    // Which dynamic dimensions are 1 is unknown.
+    if (!t.hasStaticShape()) {
+      types.push_back(unranked(elt));
+      return success();
+    }
+    for (int64_t d : t.getShape())
+      if (d != 1)
+        out.push_back(d);
+    types.push_back(ranked(out, elt));
+    return success();
+  }
+  auto axes = getConstantInts(getAxes());
+  if (!axes) {
+    int64_t k = lengthOf(getAxes());
+    types.push_back(isDynamic(k) ? unranked(elt)
+                                 : ranked(SmallVector<int64_t>(
+                                              t.getRank() - k, kDynamic),
+                                          elt));
+    return success();
+  }
+  auto normalized = normalizeAxes(*this, *axes, t.getRank());
+  if (failed(normalized))
+    return failure();
+  SmallVector<bool> removed(t.getRank(), false);
+  for (int64_t a : *normalized) {
+    if (conflicts(t.getDimSize(a), 1))
+      return emitOpError() << "cannot squeeze dimension " << a << " of size "
+                           << t.getDimSize(a);
+    removed[a] = true;
+  }
+  for (auto [i, d] : llvm::enumerate(t.getShape()))
+    if (!removed[i])
+      out.push_back(d);
+  types.push_back(ranked(out, elt));
+  return success();
+}
+
+LogicalResult ExpandOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type elt = getElementType(getInput());
+  auto t = getRanked(getInput());
+  if (auto ts = getRanked(getShape()); ts && ts.getRank() != 1)
+    return emitOpError() << "shape must be 1-D, got " << ts;
+  auto shape = getConstantInts(getShape());
+  if (shape)
+    for (int64_t d : *shape)
+      if (d < 0)
+        return emitOpError() << "shape has negative dimension " << d;
+  if (!t) {
+    types.push_back(unranked(elt));
+    return success();
+  }
+  if (!shape) {
+    int64_t k = lengthOf(getShape());
+    types.push_back(isDynamic(k)
+                        ? unranked(elt)
+                        : ranked(SmallVector<int64_t>(
+                                     std::max<int64_t>(k, t.getRank()),
+                                     kDynamic),
+                                 elt));
+    return success();
+  }
+  auto out = broadcastShapes(*this, t.getShape(), *shape);
+  if (failed(out))
+    return failure();
+  types.push_back(ranked(*out, elt));
+  return success();
+}

@@ -1,0 +1,449 @@
+//===- ImportNodes.cpp - ONNX nodes → onnx dialect ops --------------------===//
+//
+// Attribute conversion, generic op creation with shape inference and
+// folding, the rewriting of older opset forms into the one the dialect
+// models, and the import of one node.
+//
+//===----------------------------------------------------------------------===//
+#include "Importer.h"
+
+#include "dialects/onnx/ShapeHelpers.h"
+
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+
+namespace mlir::pipec::onnx_import {
+
+/// Number of formal inputs (incl. trailing optional ones) of the form the
+/// dialect models; absent trailing inputs are padded with `none`. Ops with
+/// variadic inputs are not listed.
+const llvm::StringMap<unsigned> &formalInputCounts() {
+  static const llvm::StringMap<unsigned> counts = {
+      {"Gemm", 3},        {"Conv", 3},
+      {"Slice", 5},       {"Split", 2},
+      {"Squeeze", 2},     {"Unsqueeze", 2},
+      {"ReduceMean", 2},  {"ReduceSum", 2},
+      {"Dropout", 3},     {"SoftmaxCrossEntropyLoss", 3},
+      {"NegativeLogLikelihoodLoss", 3},
+      {"LayerNormalization", 3},
+      {"ConstantOfShape", 1},
+  };
+  return counts;
+}
+
+std::string nodeLabel(const pb::NodeProto &node, int index) {
+  if (!node.name().empty())
+    return node.name();
+  if (node.output_size() > 0 && !node.output(0).empty())
+    return node.op_type() + " → " + node.output(0);
+  return node.op_type() + "#" + std::to_string(index);
+}
+
+//===----------------------------------------------------------------------===//
+// Nodes
+//===----------------------------------------------------------------------===//
+
+FailureOr<Attribute> Importer::convertAttribute(const pb::AttributeProto &a,
+                                                Location loc) {
+  if (!a.ref_attr_name().empty())
+    return error(loc) << "attribute '" << a.name()
+                      << "' refers to a function attribute, which is not "
+                         "supported";
+  // An empty list carries no element type on the wire (helpers write it as
+  // INTS); the names ONNX uses for string lists get a string list.
+  bool emptyList = a.ints_size() == 0 && a.floats_size() == 0 &&
+                   a.strings_size() == 0;
+  if (emptyList && (a.type() == pb::AttributeProto::INTS ||
+                    a.type() == pb::AttributeProto::FLOATS ||
+                    a.type() == pb::AttributeProto::STRINGS) &&
+      (a.name() == "xs" || a.name() == "zs"))
+    return Attribute(builder.getStrArrayAttr({}));
+  switch (a.type()) {
+  case pb::AttributeProto::INT:
+    return Attribute(builder.getI64IntegerAttr(a.i()));
+  case pb::AttributeProto::FLOAT:
+    return Attribute(builder.getF32FloatAttr(a.f()));
+  case pb::AttributeProto::STRING:
+    return Attribute(builder.getStringAttr(a.s()));
+  case pb::AttributeProto::INTS:
+    return Attribute(builder.getDenseI64ArrayAttr(
+        SmallVector<int64_t>(a.ints().begin(), a.ints().end())));
+  case pb::AttributeProto::FLOATS:
+    return Attribute(builder.getDenseF32ArrayAttr(
+        SmallVector<float>(a.floats().begin(), a.floats().end())));
+  case pb::AttributeProto::STRINGS: {
+    SmallVector<StringRef> strs(a.strings().begin(), a.strings().end());
+    return Attribute(builder.getStrArrayAttr(strs));
+  }
+  case pb::AttributeProto::TENSOR: {
+    auto attr = tensorAttr(a.t(), loc, /*allowResource=*/false);
+    if (failed(attr))
+      return failure();
+    return Attribute(*attr);
+  }
+  default:
+    break;
+  }
+  return error(loc) << "attribute '" << a.name() << "' has type "
+                    << pb::AttributeProto::AttributeType_Name(a.type())
+                    << ", which is not supported (subgraphs, sparse tensors "
+                       "and type protos are not)";
+}
+
+Operation *Importer::createOp(StringRef opType, ArrayRef<Value> operands,
+                              ArrayRef<NamedAttribute> attrs,
+                              unsigned numResults, Location loc) {
+  OperationState state(loc, ("onnx." + opType).str());
+  state.addOperands(operands);
+  state.addAttributes(attrs);
+  state.addTypes(SmallVector<Type>(
+      numResults, UnrankedTensorType::get(Float32Type::get(ctx))));
+  return builder.create(state);
+}
+
+/// Types the op's results with its shape function, verifies it, and folds
+/// it when its operands are constants; returns the values that stand for its
+/// results.
+FailureOr<SmallVector<Value>> Importer::typeAndFold(Operation *op) {
+  if (auto si = dyn_cast<ox::ShapeInferenceOpInterface>(op))
+    if (failed(si.inferShapes()))
+      return failure();
+  if (failed(mlir::verify(op)))
+    return failure();
+  SmallVector<Value> results(op->getResults());
+  if (op->hasTrait<OpTrait::ConstantLike>() || op->getNumResults() == 0)
+    return results;
+  SmallVector<OpFoldResult> folded;
+  if (failed(op->fold(folded)) || folded.empty())
+    return results;
+  SmallVector<Value> replacements;
+  for (auto [result, fr] : llvm::zip(op->getResults(), folded)) {
+    if (auto v = llvm::dyn_cast_if_present<Value>(fr)) {
+      replacements.push_back(v);
+      continue;
+    }
+    Operation *cst = op->getDialect()->materializeConstant(
+        builder, llvm::cast<Attribute>(fr), result.getType(), op->getLoc());
+    if (!cst)
+      return results; // cannot materialize: keep the op
+    replacements.push_back(cst->getResult(0));
+  }
+  bool inPlace = llvm::any_of(replacements, [&](Value v) {
+    return v.getDefiningOp() == op;
+  });
+  if (inPlace)
+    return results;
+  op->replaceAllUsesWith(replacements);
+  op->erase();
+  return replacements;
+}
+
+FailureOr<Value> Importer::coercedSoftmax(StringRef opType, Value input,
+                                          int64_t axis, Location loc) {
+  // Before opset 13, Softmax/LogSoftmax flatten the input to 2-D at `axis`
+  // and normalise over the second dimension.
+  auto t = ox::getRanked(input);
+  if (!t || !t.hasStaticShape())
+    return error(loc) << opType << " of opset " << opset
+                      << " needs a static input shape";
+  int64_t rank = t.getRank();
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis > rank)
+    return error(loc) << opType << " axis is out of range for rank " << rank;
+  NamedAttribute lastAxis = builder.getNamedAttr(
+      "axis", builder.getI64IntegerAttr(-1));
+  if (axis == rank - 1) {
+    auto r = typeAndFold(createOp(opType, {input}, {lastAxis}, 1, loc));
+    if (failed(r))
+      return failure();
+    return (*r)[0];
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < rank; ++i)
+    (i < axis ? outer : inner) *= t.getDimSize(i);
+  auto flat = typeAndFold(createOp(
+      "Reshape", {input, constantI64({outer, inner}, loc)}, {}, 1, loc));
+  if (failed(flat))
+    return failure();
+  auto soft = typeAndFold(createOp(opType, {(*flat)[0]}, {lastAxis}, 1, loc));
+  if (failed(soft))
+    return failure();
+  auto back = typeAndFold(createOp(
+      "Reshape", {(*soft)[0], constantI64(t.getShape(), loc)}, {}, 1, loc));
+  if (failed(back))
+    return failure();
+  return (*back)[0];
+}
+
+LogicalResult Importer::normalizeOldForms(StringRef opType,
+                                          const pb::NodeProto &node,
+                                          SmallVectorImpl<Value> &operands,
+                                          NamedAttrList &attrs, Location loc) {
+  auto moveIntsToInput = [&](StringRef attrName, unsigned inputIndex) {
+    Attribute a = attrs.erase(attrName);
+    if (!a)
+      return;
+    auto ints = llvm::cast<DenseI64ArrayAttr>(a).asArrayRef();
+    while (operands.size() < inputIndex)
+      operands.push_back(noneValue());
+    Value c = constantI64(ints, loc);
+    if (operands.size() == inputIndex)
+      operands.push_back(c);
+    else
+      operands[inputIndex] = c;
+  };
+  if (opType == "Squeeze" || opType == "Unsqueeze" || opType == "ReduceSum") {
+    if (opset < 13)
+      moveIntsToInput("axes", 1);
+  } else if (opType == "ReduceMean") {
+    if (opset < 18)
+      moveIntsToInput("axes", 1);
+  } else if (opType == "Split") {
+    if (opset < 13)
+      moveIntsToInput("split", 1);
+  } else if (opType == "Slice") {
+    if (opset < 10) {
+      Attribute axes = attrs.get("axes");
+      moveIntsToInput("starts", 1);
+      moveIntsToInput("ends", 2);
+      if (axes)
+        moveIntsToInput("axes", 3);
+    }
+  } else if (opType == "Dropout") {
+    if (opset < 12) {
+      Attribute ratio = attrs.erase("ratio");
+      attrs.erase("is_test");
+      if (ratio) {
+        auto type = RankedTensorType::get({}, Float32Type::get(ctx));
+        float r = llvm::cast<FloatAttr>(ratio).getValueAsDouble();
+        operands.push_back(ox::ConstantOp::create(
+            builder, loc, type, DenseElementsAttr::get(type, r)));
+      }
+    }
+  } else if (opset < 7 && (opType == "Add" || opType == "Sub" ||
+                            opType == "Mul" || opType == "Div" ||
+                            opType == "Pow" || opType == "Gemm")) {
+    // Before opset 7, broadcasting was opt-in (`broadcast`) and `axis` said
+    // where B aligns in A; numpy broadcasting aligns trailing dimensions, so
+    // B gets trailing 1s to align at `axis`.
+    attrs.erase("broadcast");
+    Attribute axisAttr = attrs.erase("axis");
+    if (axisAttr && opType != "Gemm" && operands.size() == 2) {
+      auto ta = ox::getRanked(operands[0]), tb = ox::getRanked(operands[1]);
+      if (!ta || !tb)
+        return error(loc) << opType << " with a legacy broadcast axis needs "
+                                       "ranked inputs";
+      int64_t axis = llvm::cast<IntegerAttr>(axisAttr).getInt();
+      if (axis < 0)
+        axis += ta.getRank();
+      int64_t trailing = ta.getRank() - axis - tb.getRank();
+      if (axis < 0 || trailing < 0)
+        return error(loc) << opType << " legacy broadcast axis " << axis
+                          << " does not fit shapes " << ta << " and " << tb;
+      if (trailing > 0) {
+        SmallVector<int64_t> shape(tb.getShape());
+        shape.append(trailing, 1);
+        auto r = typeAndFold(createOp(
+            "Reshape", {operands[1], constantI64(shape, loc)}, {}, 1, loc));
+        if (failed(r))
+          return failure();
+        operands[1] = (*r)[0];
+      }
+    }
+  } else if (opType == "BatchNormalization") {
+    if (opset < 9) {
+      if (auto spatial = attrs.erase("spatial"))
+        if (llvm::cast<IntegerAttr>(spatial).getInt() != 1)
+          return error(loc) << "BatchNormalization with spatial=0 is not "
+                               "supported";
+    }
+    if (opset < 7)
+      attrs.erase("is_test");
+    if (opset < 14 && node.output_size() > 1) {
+      if (node.output_size() > 3) {
+        for (int i = 3; i < node.output_size(); ++i)
+          if (!node.output(i).empty())
+            return error(loc) << "BatchNormalization's saved_mean/saved_var "
+                                 "outputs (opset < 14) are not supported";
+      }
+      attrs.set("training_mode", builder.getI64IntegerAttr(1));
+    }
+  }
+  return success();
+}
+
+LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
+  std::string label = nodeLabel(node, index);
+  Location loc = NameLoc::get(builder.getStringAttr(label), fileLoc);
+  const std::string &domain = node.domain();
+  StringRef opType = node.op_type();
+  bool training = domain == kTrainingDomain;
+  if (!domain.empty() && domain != "ai.onnx" && !training)
+    return error(loc) << "operator '" << opType << "' of domain '" << domain
+                      << "' is not supported (only ai.onnx and "
+                      << kTrainingDomain << " are)";
+  if (training && trainingOpset == 0)
+    return error(loc) << "node uses domain " << kTrainingDomain
+                      << " but the model does not import it";
+
+  if (!training && opset == 0)
+    return error(loc) << "node uses the ai.onnx domain but the model does not "
+                         "import it";
+  static const llvm::StringSet<> stableSinceOne = {
+      "GlobalAveragePool", "MaxPool", "AveragePool", "Conv", "Flatten",
+      "Transpose", "Softmax", "LogSoftmax", "Gemm", "Constant", "Relu",
+      "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Identity"};
+  if (!training && opset < kMinOpsetAllOps && !stableSinceOne.count(opType))
+    return error(loc) << "operator '" << opType << "' at opset " << opset
+                      << " is not supported (ai.onnx opsets below "
+                      << kMinOpsetAllOps << " are supported only for "
+                      << "operators unchanged since); convert the model with "
+                         "onnx.version_converter";
+  std::string opName = ("onnx." + opType).str();
+  std::optional<RegisteredOperationName> registered =
+      RegisteredOperationName::lookup(opName, ctx);
+  if (opType == "NoValue" || !registered) {
+    auto diag = error(loc) << "operator '" << opType << "' (domain '"
+                           << (domain.empty() ? "ai.onnx" : domain)
+                           << "', opset " << (training ? trainingOpset : opset)
+                           << ") is not supported; supported operators: ";
+    auto names = pipec::supportedOnnxOperators(ctx);
+    diag << llvm::join(names, ", ");
+    return failure();
+  }
+
+  // Constant: every value_* form becomes `value`.
+  if (opType == "Constant") {
+    if (node.attribute_size() != 1 || node.output_size() != 1)
+      return error(loc) << "Constant must have exactly one value attribute "
+                           "and one output";
+    const auto &a = node.attribute(0);
+    ElementsAttr value;
+    auto f32 = Float32Type::get(ctx);
+    auto i64 = IntegerType::get(ctx, 64);
+    if (a.name() == "value") {
+      auto t = tensorAttr(a.t(), loc, /*allowResource=*/true);
+      if (failed(t))
+        return failure();
+      value = *t;
+    } else if (a.name() == "value_float") {
+      value = DenseElementsAttr::get(RankedTensorType::get({}, f32), a.f());
+    } else if (a.name() == "value_floats") {
+      SmallVector<float> v(a.floats().begin(), a.floats().end());
+      value = DenseElementsAttr::get(
+          RankedTensorType::get({(int64_t)v.size()}, f32), ArrayRef(v));
+    } else if (a.name() == "value_int") {
+      value = DenseElementsAttr::get(RankedTensorType::get({}, i64),
+                                     (int64_t)a.i());
+    } else if (a.name() == "value_ints") {
+      SmallVector<int64_t> v(a.ints().begin(), a.ints().end());
+      value = DenseElementsAttr::get(
+          RankedTensorType::get({(int64_t)v.size()}, i64), ArrayRef(v));
+    } else {
+      return error(loc) << "Constant attribute '" << a.name()
+                        << "' is not supported (strings and sparse tensors "
+                           "are not)";
+    }
+    auto op = ox::ConstantOp::create(
+        builder, loc, llvm::cast<ShapedType>(value.getType()), value);
+    values[node.output(0)] = op;
+    return success();
+  }
+
+  SmallVector<Value> operands;
+  for (const auto &in : node.input()) {
+    if (in.empty()) {
+      operands.push_back(noneValue());
+      continue;
+    }
+    auto it = values.find(in);
+    if (it == values.end())
+      return error(loc) << "input '" << in << "' is not defined before this "
+                        << "node (the graph must be topologically sorted and "
+                           "every input produced)";
+    operands.push_back(it->second);
+  }
+  NamedAttrList attrs;
+  llvm::StringSet<> known;
+  for (StringAttr n : registered->getAttributeNames())
+    known.insert(n.getValue());
+  for (const auto &a : node.attribute()) {
+    auto attr = convertAttribute(a, loc);
+    if (failed(attr))
+      return failure();
+    attrs.set(a.name(), *attr);
+  }
+  if (failed(normalizeOldForms(opType, node, operands, attrs, loc)))
+    return failure();
+  for (const NamedAttribute &a : attrs)
+    if (!known.count(a.getName().getValue()))
+      return error(loc) << "attribute '" << a.getName().getValue() << "' of "
+                        << opType << " is not supported";
+
+  if ((opType == "Softmax" || opType == "LogSoftmax") && opset < 13) {
+    int64_t axis = 1;
+    if (auto a = attrs.get("axis"))
+      axis = llvm::cast<IntegerAttr>(a).getInt();
+    if (operands.size() != 1)
+      return error(loc) << opType << " takes one input";
+    auto r = coercedSoftmax(opType, operands[0], axis, loc);
+    if (failed(r))
+      return failure();
+    values[node.output(0)] = *r;
+    return success();
+  }
+
+  auto formal = formalInputCounts().find(opType);
+  if (formal != formalInputCounts().end()) {
+    if (operands.size() > formal->second)
+      return error(loc) << opType << " takes at most " << formal->second
+                        << " inputs, the node has " << operands.size();
+    while (operands.size() < formal->second)
+      operands.push_back(noneValue());
+  }
+
+  // Absent trailing optional outputs are left off.
+  unsigned numResults = node.output_size();
+  while (numResults > 0 && node.output(numResults - 1).empty())
+    --numResults;
+  if (opType == "BatchNormalization" && numResults > 3)
+    numResults = 3;
+
+  Operation *op = createOp(opType, operands, attrs, numResults, loc);
+  auto results = typeAndFold(op);
+  if (failed(results))
+    return failure();
+  for (unsigned i = 0; i < numResults; ++i) {
+    const std::string &name = node.output(i);
+    if (name.empty())
+      continue;
+    // A shape that depends on runtime data takes the model's declaration.
+    Value v = (*results)[i];
+    auto type = llvm::dyn_cast<TensorType>(v.getType());
+    auto declared = declaredShapes.find(name);
+    if (type && !type.hasStaticShape() && declared != declaredShapes.end() &&
+        v.getDefiningOp() == op) {
+      auto refined = RankedTensorType::get(declared->second,
+                                           type.getElementType());
+      if (type.hasRank() && failed(verifyCompatibleShape(
+                                type.getShape(), refined.getShape())))
+        return error(loc) << "output '" << name << "' is declared "
+                          << refined << " but the operator gives " << type;
+      v.setType(refined);
+      if (failed(mlir::verify(op)))
+        return failure();
+    }
+    if (values.count(name) && !values[name].getDefiningOp<ox::NoValueOp>())
+      return error(loc) << "value '" << name << "' is defined twice";
+    values[name] = (*results)[i];
+  }
+  return success();
+}
+
+} // namespace mlir::pipec::onnx_import

@@ -1,0 +1,110 @@
+//===- Importer.h - the importer shared by lib/Import -----------*- C++ -*-===//
+//
+// The Importer class (one per imported model) and the opset limits. Its
+// members are defined by section: OnnxImporter.cpp (model-level checks and
+// the driver), ImportTensors.cpp (types and tensors), ImportGraph.cpp
+// (parameters and graph import), ImportNodes.cpp (nodes). Private to
+// lib/Import.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEC_LIB_IMPORT_IMPORTER_H
+#define PIPEC_LIB_IMPORT_IMPORTER_H
+
+#include "pipec/Import/OnnxImporter.h"
+
+#include "dialects/onnx/OnnxDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <set>
+
+namespace pb = ::onnx;
+namespace ox = mlir::pipec::onnx;
+
+namespace mlir::pipec::onnx_import {
+
+constexpr int64_t kMinOpset = 1;
+/// Below this opset only operators whose semantics have not changed since
+/// opset 1 (besides attributes the importer rejects) are imported.
+constexpr int64_t kMinOpsetAllOps = 6;
+constexpr int64_t kMaxOpset = 21;
+constexpr int64_t kLibOnnxMaxOpset = 17; // what libonnx 1.12's checker knows
+constexpr const char *kTrainingDomain = "ai.onnx.preview.training";
+
+class Importer {
+public:
+  Importer(MLIRContext *ctx, StringRef path, const pipec::ImportOptions &opts)
+      : ctx(ctx), builder(ctx), path(path.str()), opts(opts),
+        fileLoc(FileLineColLoc::get(ctx, path, 0, 0)) {}
+
+  OwningOpRef<ModuleOp> run(const pb::ModelProto &model);
+
+private:
+  // Errors ------------------------------------------------------------------
+  InFlightDiagnostic error() { return emitError(fileLoc); }
+  InFlightDiagnostic error(Location loc) { return emitError(loc); }
+
+  // Types and tensors -------------------------------------------------------
+  FailureOr<Type> elementType(int32_t onnxType, Location loc);
+  FailureOr<RankedTensorType> valueType(const pb::ValueInfoProto &info,
+                                        Location loc);
+  FailureOr<ElementsAttr> tensorAttr(const pb::TensorProto &t, Location loc,
+                                     bool allowResource);
+  FailureOr<std::string> externalData(const pb::TensorProto &t, Location loc);
+
+  // Graphs ------------------------------------------------------------------
+  LogicalResult checkOpsets(const pb::ModelProto &model);
+  LogicalResult runChecker(const pb::ModelProto &model);
+  LogicalResult decideParameters(const pb::ModelProto &model);
+  FailureOr<func::FuncOp> importMainGraph(const pb::ModelProto &model);
+  FailureOr<func::FuncOp> importTrainingGraph(const pb::GraphProto &graph,
+                                              StringRef name,
+                                              const pb::TrainingInfoProto &info,
+                                              func::FuncOp forward);
+  LogicalResult importNodes(const pb::GraphProto &graph);
+  LogicalResult importNode(const pb::NodeProto &node, int index);
+  LogicalResult finishFunction(func::FuncOp fn);
+
+  // Nodes -------------------------------------------------------------------
+  FailureOr<Attribute> convertAttribute(const pb::AttributeProto &attr,
+                                        Location loc);
+  LogicalResult normalizeOldForms(StringRef opType, const pb::NodeProto &node,
+                                  SmallVectorImpl<Value> &operands,
+                                  NamedAttrList &attrs, Location loc);
+  Value constantI64(ArrayRef<int64_t> values, Location loc);
+  Value noneValue();
+  Operation *createOp(StringRef opType, ArrayRef<Value> operands,
+                      ArrayRef<NamedAttribute> attrs, unsigned numResults,
+                      Location loc);
+  FailureOr<SmallVector<Value>> typeAndFold(Operation *op);
+  FailureOr<Value> coercedSoftmax(StringRef opType, Value input, int64_t axis,
+                                  Location loc);
+
+  MLIRContext *ctx;
+  OpBuilder builder;
+  std::string path;
+  const pipec::ImportOptions &opts;
+  Location fileLoc;
+  int64_t opset = 0, trainingOpset = 0;
+
+  llvm::StringMap<Value> values;
+  /// Static shapes the model itself declares (graph outputs, value_info):
+  /// they fix results whose shape depends on runtime data (a Reshape target
+  /// fed as a graph input).
+  llvm::StringMap<SmallVector<int64_t>> declaredShapes;
+  llvm::StringMap<const pb::TensorProto *> initializers;
+  llvm::StringSet<> trainable, stateParams, frozen;
+  Value none;
+  Block *body = nullptr;
+  std::set<std::string> blobNames;
+};
+
+} // namespace mlir::pipec::onnx_import
+
+#endif
