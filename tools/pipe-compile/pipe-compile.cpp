@@ -382,17 +382,17 @@ int main(int argc, char **argv) {
     trainOptions.microbatches = microbatches.getValue();
     trainOptions.schedule = scheduleKind == "gpipe" ? pipec::ScheduleOption::GPipe
                                                     : pipec::ScheduleOption::OneFOneB;
-    std::optional<pipec::PartitionOption> strategy =
-        llvm::StringSwitch<std::optional<pipec::PartitionOption>>(partition)
-            .Case("balanced", pipec::PartitionOption::Balanced)
-            .Case("dp", pipec::PartitionOption::DP)
-            .Case("manual", pipec::PartitionOption::Manual)
-            .Case("layers", pipec::PartitionOption::Layers)
-            .Default(std::nullopt);
-    if (!strategy)
+    pipec::PartitionOption strategy = pipec::PartitionOption::Balanced;
+    if (partition == "dp")
+      strategy = pipec::PartitionOption::DP;
+    else if (partition == "manual")
+      strategy = pipec::PartitionOption::Manual;
+    else if (partition == "layers")
+      strategy = pipec::PartitionOption::Layers;
+    else if (partition != "balanced")
       return fail("--partition must be balanced, dp, manual or layers, not '" +
                   partition + "'");
-    trainOptions.partition = *strategy;
+    trainOptions.partition = strategy;
     trainOptions.cuts = llvm::to_vector(cuts);
     trainOptions.optimizer =
         llvm::StringSwitch<pipec::OptimizerOption>(optimizer)
