@@ -4,6 +4,11 @@
 #include "pipec/Conversion/Passes.h"
 #include "pipec/Conversion/RuntimeABI.h"
 
+// The runtime's C ABI: the structs the program describes itself with.
+#include "pipert/pipert_driver.h"
+
+#include <cstddef>
+
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -32,12 +37,25 @@ namespace {
 
 int64_t kindCode(StringRef kind) {
   if (kind == "input")
-    return 0;
+    return PIPERT_TENSOR_INPUT;
   if (kind == "param")
-    return 1;
+    return PIPERT_TENSOR_PARAM;
   if (kind == "frozen")
-    return 2;
-  return 3;
+    return PIPERT_TENSOR_FROZEN;
+  return PIPERT_TENSOR_STATE;
+}
+
+/// Whether the LLVM struct `type` lays out like the C struct whose field
+/// offsets and size are given (the program is compiled for this host).
+bool sameLayout(const llvm::DataLayout &layout, llvm::StructType *type,
+                ArrayRef<size_t> offsets, size_t size) {
+  const llvm::StructLayout *l = layout.getStructLayout(type);
+  if (l->getSizeInBytes() != size || type->getNumElements() != offsets.size())
+    return false;
+  for (auto [i, offset] : llvm::enumerate(offsets))
+    if (l->getElementOffset(i) != offset)
+      return false;
+  return true;
 }
 
 /// A private constant global holding `data`.
@@ -71,6 +89,39 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
   auto *programTy = llvm::StructType::create(
       c, {i32, i32, ptr, i32, i32, ptr, i64, ptr, ptr, ptr, i32, i32, i32, i32},
       "pipert_program_info");
+  // The structs above are pipert_driver.h's; a field added or moved there
+  // without the same change here is caught before any program is built.
+  const llvm::DataLayout &layout = m.getDataLayout();
+  if (!sameLayout(layout, tensorTy,
+                  {offsetof(pipert_tensor_info, name),
+                   offsetof(pipert_tensor_info, dtype),
+                   offsetof(pipert_tensor_info, ndim),
+                   offsetof(pipert_tensor_info, shape),
+                   offsetof(pipert_tensor_info, init),
+                   offsetof(pipert_tensor_info, init_bytes),
+                   offsetof(pipert_tensor_info, kind),
+                   offsetof(pipert_tensor_info, reserved)},
+                  sizeof(pipert_tensor_info)) ||
+      !sameLayout(layout, programTy,
+                  {offsetof(pipert_program_info, abi_version),
+                   offsetof(pipert_program_info, n_inputs),
+                   offsetof(pipert_program_info, inputs),
+                   offsetof(pipert_program_info, n_persistent),
+                   offsetof(pipert_program_info, reserved),
+                   offsetof(pipert_program_info, persistent),
+                   offsetof(pipert_program_info, batch),
+                   offsetof(pipert_program_info, model_file),
+                   offsetof(pipert_program_info, optimizer),
+                   offsetof(pipert_program_info, step),
+                   offsetof(pipert_program_info, device),
+                   offsetof(pipert_program_info, n_devices),
+                   offsetof(pipert_program_info, has_loss),
+                   offsetof(pipert_program_info, microbatches)},
+                  sizeof(pipert_program_info))) {
+    error = "internal error: the program description the compiler emits no "
+            "longer matches pipert_driver.h (rebuild pipec from one checkout)";
+    return failure();
+  }
 
   auto tensors = [&](StringRef group) -> FailureOr<std::pair<llvm::Constant *, int64_t>> {
     auto list = opts.program.getAs<ArrayAttr>(group);
@@ -135,7 +186,7 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
       m, programTy, true, llvm::GlobalValue::ExternalLinkage,
       llvm::ConstantStruct::get(
           programTy,
-          {llvm::ConstantInt::get(i32, 2), // PIPERT_PROGRAM_ABI_VERSION
+          {llvm::ConstantInt::get(i32, PIPERT_PROGRAM_ABI_VERSION),
            llvm::ConstantInt::get(i32, inputs->second), inputs->first,
            llvm::ConstantInt::get(i32, persistent->second),
            llvm::ConstantInt::get(i32, 0), persistent->first,
@@ -180,8 +231,6 @@ LogicalResult mlir::pipec::emitProgramObject(ModuleOp module,
     error = "translation to LLVM IR failed";
     return failure();
   }
-  if (failed(addProgramInfo(*llvmModule, options, error)))
-    return failure();
 
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
@@ -203,6 +252,8 @@ LogicalResult mlir::pipec::emitProgramObject(ModuleOp module,
       llvm::CodeGenOptLevel::None));
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());
+  if (failed(addProgramInfo(*llvmModule, options, error)))
+    return failure();
   std::string verifyErrors;
   llvm::raw_string_ostream verifyStream(verifyErrors);
   if (llvm::verifyModule(*llvmModule, &verifyStream)) {
