@@ -8,6 +8,10 @@
 //===----------------------------------------------------------------------===//
 #include "StepLowering.h"
 
+#include "dialects/onnx/OnnxDialect.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
 using namespace mlir;
 using namespace mlir::pipec;
 
@@ -29,31 +33,36 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
             i32c(reductionCode(attrStr(op, "reduction", "mean")))};
   };
 
-  if (name == "onnx.ReluGrad" || name == "onnx.ErfGrad" ||
-      name == "onnx.TanhGrad" || name == "onnx.SigmoidGrad") {
-    std::string fn = "pipert_" + name.drop_front(5).drop_back(4).lower() +
-                     "_grad_f32";
+  if (isa<onnx::ReluGradOp, onnx::ErfGradOp, onnx::TanhGradOp,
+          onnx::SigmoidGradOp>(op)) {
+    StringRef fn =
+        llvm::TypeSwitch<Operation *, StringRef>(op)
+            .Case<onnx::ReluGradOp>([](auto) { return "pipert_relu_grad_f32"; })
+            .Case<onnx::ErfGradOp>([](auto) { return "pipert_erf_grad_f32"; })
+            .Case<onnx::TanhGradOp>([](auto) { return "pipert_tanh_grad_f32"; })
+            .Case<onnx::SigmoidGradOp>(
+                [](auto) { return "pipert_sigmoid_grad_f32"; });
     call(fn, {ctxArg, P(operand(0)), P(operand(1)), numel(operand(1)),
               out(op, 0)});
     return success();
   }
-  if (name == "onnx.ReduceToShape") {
+  if (isa<onnx::ReduceToShapeOp>(op)) {
     Value dy = operand(0);
     call("pipert_reduce_to_shape_f32", {ctxArg, P(dy), rankOf(dy), shapeOf(dy),
                                         resultRank(0), resultShape(0),
                                         out(op, 0)});
     return success();
   }
-  if (name == "onnx.SoftmaxGrad" || name == "onnx.LogSoftmaxGrad") {
+  if (isa<onnx::SoftmaxGradOp, onnx::LogSoftmaxGradOp>(op)) {
     Value y = operand(0);
     int64_t rank = tensorType(y).getRank();
-    call(name == "onnx.SoftmaxGrad" ? "pipert_softmax_grad_f32"
-                                    : "pipert_log_softmax_grad_f32",
+    call(isa<onnx::SoftmaxGradOp>(op) ? "pipert_softmax_grad_f32"
+                                      : "pipert_log_softmax_grad_f32",
          {ctxArg, P(y), P(operand(1)), rankOf(y), shapeOf(y),
           i64c(normAxis(attrInt(op, "axis", -1), rank)), out(op, 0)});
     return success();
   }
-  if (name == "onnx.LayerNormalizationGrad") {
+  if (isa<onnx::LayerNormalizationGradOp>(op)) {
     Value x = operand(0);
     int64_t rank = tensorType(x).getRank();
     call("pipert_layer_norm_grad_f32",
@@ -63,19 +72,18 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
           out(op, 2)});
     return success();
   }
-  if (name == "onnx.BatchNormalizationGrad") {
+  if (isa<onnx::BatchNormalizationGradOp>(op)) {
     Value x = operand(0);
     call("pipert_batch_norm_grad_f32",
          {ctxArg, P(x), rankOf(x), shapeOf(x), P(operand(1)), P(operand(2)),
           P(operand(3)), P(operand(4)), out(op, 0), out(op, 1), out(op, 2)});
     return success();
   }
-  if (name == "onnx.ConvGrad" || name == "onnx.MaxPoolGrad" ||
-      name == "onnx.AveragePoolGrad") {
+  if (isa<onnx::ConvGradOp, onnx::MaxPoolGradOp, onnx::AveragePoolGradOp>(op)) {
     // The forward input's shape: X's, or the `shape` operand's (the result).
-    auto xt = name == "onnx.AveragePoolGrad" ? tensorType(op->getResult(0))
-                                              : tensorType(operand(1));
-    if (name == "onnx.MaxPoolGrad")
+    auto xt = isa<onnx::AveragePoolGradOp>(op) ? tensorType(op->getResult(0))
+                                                : tensorType(operand(1));
+    if (isa<onnx::MaxPoolGradOp>(op))
       xt = tensorType(operand(0));
     int64_t rank = xt.getRank();
     if (rank != 3 && rank != 4)
@@ -100,7 +108,7 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
       pads = {0, pads[0], 0, pads[1]};
     Value padsV = i64Array(pads), stridesV = pair("strides", 1);
     Value xShape = i64Array(shape4(xt.getShape()));
-    if (name == "onnx.ConvGrad") {
+    if (isa<onnx::ConvGradOp>(op)) {
       Value dy = operand(0), x = operand(1), w = operand(2);
       Value wShape = i64Array(shape4(tensorType(w).getShape()));
       Value dil = pair("dilations", 1);
@@ -121,7 +129,7 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
     }
     Value kernel = pair("kernel_shape", 1);
     Value ceil = i32c(attrInt(op, "ceil_mode", 0));
-    if (name == "onnx.MaxPoolGrad") {
+    if (isa<onnx::MaxPoolGradOp>(op)) {
       call("pipert_maxpool2d_grad_f32",
            {ctxArg, P(operand(0)), xShape, P(operand(1)), kernel, padsV,
             stridesV, pair("dilations", 1), ceil, out(op, 0)});
@@ -132,12 +140,12 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
           i32c(attrInt(op, "count_include_pad", 0)), out(op, 0)});
     return success();
   }
-  if (name == "onnx.GlobalAveragePoolGrad") {
+  if (isa<onnx::GlobalAveragePoolGradOp>(op)) {
     call("pipert_global_avgpool_grad_f32",
          {ctxArg, P(operand(0)), resultRank(0), resultShape(0), out(op, 0)});
     return success();
   }
-  if (name == "onnx.SliceGrad") {
+  if (isa<onnx::SliceGradOp>(op)) {
     auto starts = constInts(op, operand(2), "SliceGrad starts");
     auto ends = constInts(op, operand(3), "SliceGrad ends");
     auto axes = constInts(op, operand(4), "SliceGrad axes");
@@ -151,7 +159,7 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
           steps->empty() ? nullPtr() : i64Array(*steps), out(op, 0)});
     return success();
   }
-  if (name == "onnx.GatherGrad") {
+  if (isa<onnx::GatherGradOp>(op)) {
     Value idx = operand(2);
     if (!getElementTypeOrSelf(idx.getType()).isInteger(64))
       return op->emitError("GatherGrad indices must be i64");
@@ -162,7 +170,7 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
           i64c(normAxis(attrInt(op, "axis", 0), rank)), out(op, 0)});
     return success();
   }
-  if (name == "onnx.DropoutGrad") {
+  if (isa<onnx::DropoutGradOp>(op)) {
     int64_t training = 0;
     if (!isa<NoneType>(operand(3).getType())) {
       auto t = constantOf(operand(3));
@@ -182,7 +190,7 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
                                      numel(operand(0)), ratio, out(op, 0)});
     return success();
   }
-  if (name == "onnx.SoftmaxCrossEntropyLossGrad") {
+  if (isa<onnx::SoftmaxCrossEntropyLossGradOp>(op)) {
     Value logProb = operand(1);
     SmallVector<Value> args = {ctxArg, P(operand(0)), P(logProb),
                                rankOf(logProb), shapeOf(logProb),
@@ -192,7 +200,7 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
     call("pipert_softmax_cross_entropy_loss_grad_f32", args);
     return success();
   }
-  if (name == "onnx.NegativeLogLikelihoodLossGrad") {
+  if (isa<onnx::NegativeLogLikelihoodLossGradOp>(op)) {
     SmallVector<Value> args = {ctxArg, P(operand(0)), resultRank(0),
                                resultShape(0), P(operand(2)), P(operand(3))};
     args.append(lossArgs());

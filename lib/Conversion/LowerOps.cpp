@@ -10,36 +10,39 @@
 
 #include "pipec/Conversion/RuntimeABI.h"
 
-#include "llvm/ADT/StringSwitch.h"
+#include "dialects/onnx/OnnxDialect.h"
+
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::pipec;
 
 namespace mlir::pipec::steplowering {
 
-int64_t unaryCode(StringRef name) {
-  return llvm::StringSwitch<int64_t>(name)
-      .Case("onnx.Neg", 1)
-      .Case("onnx.Relu", 2)
-      .Case("onnx.Tanh", 3)
-      .Case("onnx.Sigmoid", 4)
-      .Case("onnx.Erf", 5)
-      .Case("onnx.Sqrt", 6)
-      .Case("onnx.Exp", 7)
-      .Case("onnx.Log", 8)
-      .Case("onnx.Abs", 9)
-      .Case("onnx.Reciprocal", 10)
-      .Default(-1);
+/// The pipert_unary_op code of an elementwise op (pipert_kernels.h), or -1.
+/// The runtime's Abs (9) and Reciprocal (10) have no onnx op yet.
+int64_t unaryCode(Operation *op) {
+  return llvm::TypeSwitch<Operation *, int64_t>(op)
+      .Case<onnx::NegOp>([](auto) { return 1; })
+      .Case<onnx::ReluOp>([](auto) { return 2; })
+      .Case<onnx::TanhOp>([](auto) { return 3; })
+      .Case<onnx::SigmoidOp>([](auto) { return 4; })
+      .Case<onnx::ErfOp>([](auto) { return 5; })
+      .Case<onnx::SqrtOp>([](auto) { return 6; })
+      .Case<onnx::ExpOp>([](auto) { return 7; })
+      .Case<onnx::LogOp>([](auto) { return 8; })
+      .Default([](Operation *) { return -1; });
 }
 
-int64_t binaryCode(StringRef name) {
-  return llvm::StringSwitch<int64_t>(name)
-      .Case("onnx.Add", 0)
-      .Case("onnx.Sub", 1)
-      .Case("onnx.Mul", 2)
-      .Case("onnx.Div", 3)
-      .Case("onnx.Pow", 4)
-      .Default(-1);
+/// The pipert_binary_op code of an elementwise op, or -1.
+int64_t binaryCode(Operation *op) {
+  return llvm::TypeSwitch<Operation *, int64_t>(op)
+      .Case<onnx::AddOp>([](auto) { return 0; })
+      .Case<onnx::SubOp>([](auto) { return 1; })
+      .Case<onnx::MulOp>([](auto) { return 2; })
+      .Case<onnx::DivOp>([](auto) { return 3; })
+      .Case<onnx::PowOp>([](auto) { return 4; })
+      .Default([](Operation *) { return -1; });
 }
 
 /// spatial axes of a convolution or pooling.
@@ -84,7 +87,7 @@ LogicalResult StepLowering::lowerConvLike(Operation *op, bool conv) {
   if (conv)
     kernel.assign(tensorType(op->getOperand(1)).getShape().drop_front(2).begin(),
                   tensorType(op->getOperand(1)).getShape().drop_front(2).end());
-  else if (name != "onnx.GlobalAveragePool")
+  else if (!isa<onnx::GlobalAveragePoolOp>(op))
     kernel = *attrInts(op, "kernel_shape");
   SmallVector<int64_t> strides =
       attrInts(op, "strides").value_or(SmallVector<int64_t>(spatial, 1));
@@ -122,7 +125,7 @@ LogicalResult StepLowering::lowerConvLike(Operation *op, bool conv) {
   }
   Value kernelV = i64Array(to2d(kernel, 1));
   int64_t ceil = attrInt(op, "ceil_mode", 0);
-  if (name == "onnx.MaxPool") {
+  if (isa<onnx::MaxPoolOp>(op)) {
     if (attrInt(op, "storage_order", 0) != 0)
       return op->emitError("MaxPool with storage_order=1 is not supported");
     call("pipert_maxpool2d_f32",
@@ -163,21 +166,21 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
                               "lowers transfers itself)";
 
   // Results that are constants or aliases need no kernel.
-  if (name == "onnx.Constant" || name == "onnx.NoValue" || isAliasOp(op))
+  if (isa<onnx::ConstantOp, onnx::NoValueOp>(op) || isAliasOp(op))
     return success();
   if (op->getNumResults() && llvm::all_of(op->getResults(), [&](Value r) {
         return placement[r].kind == Placement::Constant;
       }))
     return success();
 
-  if (int64_t code = unaryCode(name); code >= 0) {
+  if (int64_t code = unaryCode(op); code >= 0) {
     if (failed(requireF32(operand(0))))
       return failure();
     call("pipert_unary_f32",
          {ctxArg, i32c(code), P(operand(0)), numel(operand(0)), out(op, 0)});
     return success();
   }
-  if (int64_t code = binaryCode(name); code >= 0) {
+  if (int64_t code = binaryCode(op); code >= 0) {
     Value a = operand(0), c = operand(1);
     Type e = elemOf(a);
     if (elemOf(c) != e)
@@ -196,7 +199,7 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
               shapeOf(c), out(op, 0)});
     return success();
   }
-  if (name == "onnx.Equal") {
+  if (isa<onnx::EqualOp>(op)) {
     Value a = operand(0), c = operand(1);
     StringRef fn = elemOf(a).isF32() ? "pipert_equal_f32"
                    : elemOf(a).isInteger(64) ? "pipert_equal_i64"
@@ -207,14 +210,14 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
               out(op, 0)});
     return success();
   }
-  if (name == "onnx.Where") {
+  if (isa<onnx::WhereOp>(op)) {
     Value c = operand(0), x = operand(1), y = operand(2);
     call("pipert_where", {ctxArg, dtypeOf(x), P(c), rankOf(c), shapeOf(c), P(x),
                           rankOf(x), shapeOf(x), P(y), rankOf(y), shapeOf(y),
                           out(op, 0)});
     return success();
   }
-  if (name == "onnx.Cast") {
+  if (isa<onnx::CastOp>(op)) {
     Value x = operand(0);
     auto to = pipertDtype(elemOf(op->getResult(0)));
     if (!to)
@@ -223,7 +226,7 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
          {ctxArg, dtypeOf(x), P(x), i32c(*to), out(op, 0), numel(x)});
     return success();
   }
-  if (name == "onnx.Gemm") {
+  if (isa<onnx::GemmOp>(op)) {
     Value a = operand(0), bb = operand(1), c = operand(2);
     if (failed(requireF32(a)))
       return failure();
@@ -239,7 +242,7 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
           out(op, 0)});
     return success();
   }
-  if (name == "onnx.MatMul") {
+  if (isa<onnx::MatMulOp>(op)) {
     Value a = operand(0), c = operand(1);
     if (failed(requireF32(a)))
       return failure();
@@ -247,17 +250,18 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
                                rankOf(c), shapeOf(c), out(op, 0)});
     return success();
   }
-  if (name == "onnx.Softmax" || name == "onnx.LogSoftmax") {
+  if (isa<onnx::SoftmaxOp, onnx::LogSoftmaxOp>(op)) {
     Value x = operand(0);
     if (failed(requireF32(x)))
       return failure();
     int64_t rank = tensorType(x).getRank();
-    call(name == "onnx.Softmax" ? "pipert_softmax_f32" : "pipert_log_softmax_f32",
+    call(isa<onnx::SoftmaxOp>(op) ? "pipert_softmax_f32"
+                                  : "pipert_log_softmax_f32",
          {ctxArg, P(x), rankOf(x), shapeOf(x),
           i64c(normAxis(attrInt(op, "axis", -1), rank)), out(op, 0)});
     return success();
   }
-  if (name == "onnx.LayerNormalization") {
+  if (isa<onnx::LayerNormalizationOp>(op)) {
     Value x = operand(0);
     if (failed(requireF32(x)))
       return failure();
@@ -272,7 +276,7 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
           out(op, 0), out(op, 1), out(op, 2)});
     return success();
   }
-  if (name == "onnx.BatchNormalization") {
+  if (isa<onnx::BatchNormalizationOp>(op)) {
     Value x = operand(0);
     if (failed(requireF32(x)))
       return failure();
@@ -290,17 +294,17 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
     }
     return success();
   }
-  if (name == "onnx.Conv")
+  if (isa<onnx::ConvOp>(op))
     return lowerConvLike(op, /*conv=*/true);
-  if (name == "onnx.MaxPool" || name == "onnx.AveragePool")
+  if (isa<onnx::MaxPoolOp, onnx::AveragePoolOp>(op))
     return lowerConvLike(op, /*conv=*/false);
-  if (name == "onnx.GlobalAveragePool") {
+  if (isa<onnx::GlobalAveragePoolOp>(op)) {
     Value x = operand(0);
     call("pipert_global_avgpool_f32",
          {ctxArg, P(x), rankOf(x), shapeOf(x), out(op, 0)});
     return success();
   }
-  if (name == "onnx.Dropout") {
+  if (isa<onnx::DropoutOp>(op)) {
     Value x = operand(0);
     if (failed(requireF32(x)))
       return failure();
@@ -323,7 +327,7 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
                                 out(op, 0), out(op, 1)});
     return success();
   }
-  if (name == "onnx.ReduceMean" || name == "onnx.ReduceSum") {
+  if (isa<onnx::ReduceMeanOp, onnx::ReduceSumOp>(op)) {
     Value x = operand(0);
     if (failed(requireF32(x)))
       return failure();
@@ -331,13 +335,13 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
     if (failed(axes))
       return failure();
     call("pipert_reduce_f32",
-         {ctxArg, i32c(name == "onnx.ReduceMean" ? 1 : 0), P(x), rankOf(x),
+         {ctxArg, i32c(isa<onnx::ReduceMeanOp>(op) ? 1 : 0), P(x), rankOf(x),
           shapeOf(x), i64c(axes->size()), i64Array(*axes),
           i32c(attrInt(op, "noop_with_empty_axes", 0)), out(op, 0)});
     return success();
   }
-  if (name == "onnx.SoftmaxCrossEntropyLoss" ||
-      name == "onnx.NegativeLogLikelihoodLoss") {
+  if (isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(
+          op)) {
     Value x = operand(0), labels = operand(1), weights = operand(2);
     if (failed(requireF32(x)))
       return failure();
@@ -346,7 +350,7 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
     auto ii = op->getAttrOfType<IntegerAttr>("ignore_index");
     Value hasIgnore = i32c(ii ? 1 : 0), ignore = i64c(ii ? ii.getInt() : 0);
     Value reduction = i32c(reductionCode(attrStr(op, "reduction", "mean")));
-    if (name == "onnx.SoftmaxCrossEntropyLoss")
+    if (isa<onnx::SoftmaxCrossEntropyLossOp>(op))
       call("pipert_softmax_cross_entropy_loss_f32",
            {ctxArg, P(x), rankOf(x), shapeOf(x), P(labels), P(weights),
             hasIgnore, ignore, reduction, out(op, 0), out(op, 1)});
@@ -356,7 +360,7 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
             hasIgnore, ignore, reduction, out(op, 0)});
     return success();
   }
-  if (name == "onnx.Transpose") {
+  if (isa<onnx::TransposeOp>(op)) {
     Value x = operand(0);
     int64_t rank = tensorType(x).getRank();
     SmallVector<int64_t> perm;
@@ -369,7 +373,7 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
                               i64Array(perm), out(op, 0)});
     return success();
   }
-  if (name == "onnx.Concat") {
+  if (isa<onnx::ConcatOp>(op)) {
     Value y = op->getResult(0);
     int64_t rank = tensorType(y).getRank();
     int64_t axis = normAxis(attrInt(op, "axis", 0), rank);
@@ -384,7 +388,7 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
           i64c(rank), shapeOf(y), i64c(axis), out(op, 0)});
     return success();
   }
-  if (name == "onnx.Split") {
+  if (isa<onnx::SplitOp>(op)) {
     Value x = operand(0);
     int64_t rank = tensorType(x).getRank();
     int64_t axis = normAxis(attrInt(op, "axis", 0), rank);
@@ -399,7 +403,7 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
                           ptrArray(ptrs)});
     return success();
   }
-  if (name == "onnx.Slice") {
+  if (isa<onnx::SliceOp>(op)) {
     Value x = operand(0);
     auto starts = constInts(op, operand(1), "Slice starts");
     auto ends = constInts(op, operand(2), "Slice ends");
@@ -414,7 +418,7 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
           steps->empty() ? nullPtr() : i64Array(*steps), out(op, 0)});
     return success();
   }
-  if (name == "onnx.Gather") {
+  if (isa<onnx::GatherOp>(op)) {
     Value data = operand(0), idx = operand(1);
     if (!elemOf(idx).isInteger(64))
       return op->emitError("Gather indices must be i64 (Cast them)");
@@ -425,7 +429,7 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
           out(op, 0)});
     return success();
   }
-  if (name == "onnx.Expand") {
+  if (isa<onnx::ExpandOp>(op)) {
     Value x = operand(0), y = op->getResult(0);
     call("pipert_expand", {ctxArg, dtypeOf(x), P(x), rankOf(x), shapeOf(x),
                            rankOf(y), shapeOf(y), out(op, 0)});
@@ -433,8 +437,8 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
   }
 
   // ai.onnx.preview.training optimizers: one call per tensor.
-  if (name == "onnx.Momentum" || name == "onnx.Adam" || name == "onnx.Adagrad") {
-    unsigned groups = name == "onnx.Adam" ? 4 : 3;
+  if (isa<onnx::MomentumOp, onnx::AdamOp, onnx::AdagradOp>(op)) {
+    unsigned groups = isa<onnx::AdamOp>(op) ? 4 : 3;
     unsigned n = (op->getNumOperands() - 2) / groups;
     auto lr = scalarF32(op, operand(0), name.str() + " learning rate R");
     auto t = scalarI64(op, operand(1), name.str() + " update count T");
@@ -444,14 +448,14 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
       Value x = operand(2 + i), g = operand(2 + n + i), s1 = operand(2 + 2 * n + i);
       if (failed(requireF32(x)))
         return failure();
-      if (name == "onnx.Momentum") {
+      if (isa<onnx::MomentumOp>(op)) {
         call("pipert_momentum_f32",
              {ctxArg, *lr, *t, f32c(attrF(op, "alpha", 0.9)),
               f32c(attrF(op, "beta", 1.0)),
               f32c(attrF(op, "norm_coefficient", 0.0)),
               i32c(attrStr(op, "mode", "standard") == "nesterov"), P(x), P(g),
               P(s1), numel(x), out(op, i), out(op, n + i)});
-      } else if (name == "onnx.Adam") {
+      } else if (isa<onnx::AdamOp>(op)) {
         Value s2 = operand(2 + 3 * n + i);
         call("pipert_adam_f32",
              {ctxArg, *lr, *t, f32c(attrF(op, "alpha", 0.9)),
@@ -470,7 +474,7 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
     return success();
   }
 
-  if (name == "onnx.SGD") {
+  if (isa<onnx::SGDOp>(op)) {
     auto lr = scalarF32(op, operand(0), "SGD learning rate R");
     if (failed(lr) || failed(requireF32(operand(1))))
       return failure();
@@ -479,7 +483,7 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
                             out(op, 0)});
     return success();
   }
-  if (name == "onnx.AdamW") {
+  if (isa<onnx::AdamWOp>(op)) {
     auto lr = scalarF32(op, operand(0), "AdamW learning rate R");
     auto t = scalarI64(op, operand(1), "AdamW update count T");
     if (failed(lr) || failed(t) || failed(requireF32(operand(2))))

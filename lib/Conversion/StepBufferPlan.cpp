@@ -13,7 +13,7 @@
 
 #include "pipec/Conversion/RuntimeABI.h"
 
-#include "llvm/ADT/StringSwitch.h"
+#include "dialects/onnx/OnnxDialect.h"
 
 #include <map>
 
@@ -24,11 +24,10 @@ namespace mlir::pipec::steplowering {
 
 /// Ops whose result is their first operand's bytes under another shape.
 bool isAliasOp(Operation *op) {
-  StringRef n = op->getName().getStringRef();
-  if (n == "onnx.Identity" || n == "onnx.Reshape" || n == "onnx.Flatten" ||
-      n == "onnx.Squeeze" || n == "onnx.Unsqueeze")
+  if (isa<onnx::IdentityOp, onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
+          onnx::UnsqueezeOp>(op))
     return true;
-  if (n == "onnx.Cast")
+  if (isa<onnx::CastOp>(op))
     return getElementTypeOrSelf(op->getOperand(0).getType()) ==
            getElementTypeOrSelf(op->getResult(0).getType());
   return false;
@@ -36,31 +35,24 @@ bool isAliasOp(Operation *op) {
 
 /// Kernels that allow an output to be written over an input of its shape.
 bool allowsInPlace(Operation *op) {
-  return llvm::StringSwitch<bool>(op->getName().getStringRef())
-      .Cases({"onnx.Momentum", "onnx.Adam", "onnx.Adagrad", "onnx.SGD",
-              "onnx.AdamW"},
-             true)
-      .Cases({"onnx.Add", "onnx.Sub", "onnx.Mul", "onnx.Div"}, true)
-      .Cases({"onnx.Relu", "onnx.Neg", "onnx.Tanh", "onnx.Sigmoid", "onnx.Erf",
-              "onnx.Sqrt", "onnx.Exp", "onnx.Log"},
-             true)
-      .Default(false);
+  return isa<onnx::MomentumOp, onnx::AdamOp, onnx::AdagradOp, onnx::SGDOp,
+             onnx::AdamWOp>(op) ||
+         isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp>(op) ||
+         isa<onnx::ReluOp, onnx::NegOp, onnx::TanhOp, onnx::SigmoidOp,
+             onnx::ErfOp, onnx::SqrtOp, onnx::ExpOp, onnx::LogOp>(op);
 }
 
 /// Results a kernel may skip (its nullable outputs): unused ones get no
 /// buffer.
 bool isNullableResult(Operation *op, unsigned i) {
-  StringRef n = op->getName().getStringRef();
-  if (n == "onnx.ConvGrad")
+  if (isa<onnx::ConvGradOp>(op))
     return true; // one call per used result
   if (i == 0)
     return false;
-  return llvm::StringSwitch<bool>(n)
-      .Cases({"onnx.LayerNormalization", "onnx.BatchNormalization",
-              "onnx.MaxPool", "onnx.Dropout", "onnx.SoftmaxCrossEntropyLoss",
-              "onnx.LayerNormalizationGrad", "onnx.BatchNormalizationGrad"},
-             true)
-      .Default(false);
+  return isa<onnx::LayerNormalizationOp, onnx::BatchNormalizationOp,
+             onnx::MaxPoolOp, onnx::DropoutOp, onnx::SoftmaxCrossEntropyLossOp,
+             onnx::LayerNormalizationGradOp,
+             onnx::BatchNormalizationGradOp>(op);
 }
 
 //===----------------------------------------------------------------------===//
@@ -161,14 +153,14 @@ LogicalResult StepLowering::classifyResults() {
 
 void StepLowering::computeConstants() {
   for (Operation &op : source.getBody().front().without_terminator()) {
-    if (op.getName().getStringRef() == "onnx.Constant") {
+    if (isa<onnx::ConstantOp>(op)) {
       if (auto v = op.getAttrOfType<ElementsAttr>("value"))
         constants[op.getResult(0)] = v;
       continue;
     }
     // Shape computations left unfolded (Shape, Range, ConstantOfShape,
     // Reshape of a constant, ...): fold them now that operands are known.
-    if (op.getName().getStringRef() == "onnx.Dropout" || op.getNumResults() == 0)
+    if (isa<onnx::DropoutOp>(op) || op.getNumResults() == 0)
       continue;
     SmallVector<Attribute> operands;
     bool allKnown = true;
@@ -180,7 +172,7 @@ void StepLowering::computeConstants() {
       auto it = constants.find(v);
       if (it == constants.end()) {
         // Shape only needs the static type, not the values.
-        if (op.getName().getStringRef() != "onnx.Shape")
+        if (!isa<onnx::ShapeOp>(op))
           allKnown = false;
         operands.push_back(nullptr);
         continue;

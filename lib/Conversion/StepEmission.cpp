@@ -12,6 +12,7 @@
 #include "pipec/Conversion/RuntimeABI.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace mlir::pipec;
