@@ -1,0 +1,216 @@
+//===- LowerGradientOps.cpp - onnx gradient ops → pipert kernel calls -----===//
+//
+// StepLowering::lowerGradientOp: the ops of OnnxGradientOps.td that reverse
+// mode differentiation emits (activation, softmax, normalisation,
+// convolution/pooling, slice/gather, dropout and loss gradients), each one
+// call of its pipert *_grad kernel (three for ConvGrad, one per used result).
+//
+//===----------------------------------------------------------------------===//
+#include "StepLowering.h"
+
+#include "dialects/onnx/OnnxDialect.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::pipec;
+
+namespace mlir::pipec::steplowering {
+
+LogicalResult StepLowering::lowerGradientOp(Operation *op) {
+  StringRef name = op->getName().getStringRef();
+  handled = true;
+  auto operand = [&](unsigned i) { return op->getOperand(i); };
+  auto numel = [&](Value v) { return i64c(tensorType(v).getNumElements()); };
+  auto resultShape = [&](unsigned i) { return shapeOf(op->getResult(i)); };
+  auto resultRank = [&](unsigned i) { return rankOf(op->getResult(i)); };
+  auto normAxis = [&](int64_t axis, int64_t rank) {
+    return axis < 0 ? axis + rank : axis;
+  };
+  auto lossArgs = [&]() -> SmallVector<Value> {
+    auto ii = op->getAttrOfType<IntegerAttr>("ignore_index");
+    return {i32c(ii ? 1 : 0), i64c(ii ? ii.getInt() : 0),
+            i32c(reductionCode(attrStr(op, "reduction", "mean")))};
+  };
+
+  if (isa<onnx::ReluGradOp, onnx::ErfGradOp, onnx::TanhGradOp,
+          onnx::SigmoidGradOp>(op)) {
+    StringRef fn =
+        llvm::TypeSwitch<Operation *, StringRef>(op)
+            .Case<onnx::ReluGradOp>([](auto) { return "pipert_relu_grad_f32"; })
+            .Case<onnx::ErfGradOp>([](auto) { return "pipert_erf_grad_f32"; })
+            .Case<onnx::TanhGradOp>([](auto) { return "pipert_tanh_grad_f32"; })
+            .Case<onnx::SigmoidGradOp>(
+                [](auto) { return "pipert_sigmoid_grad_f32"; });
+    call(fn, {ctxArg, P(operand(0)), P(operand(1)), numel(operand(1)),
+              out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::ReduceToShapeOp>(op)) {
+    Value dy = operand(0);
+    call("pipert_reduce_to_shape_f32", {ctxArg, P(dy), rankOf(dy), shapeOf(dy),
+                                        resultRank(0), resultShape(0),
+                                        out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::SoftmaxGradOp, onnx::LogSoftmaxGradOp>(op)) {
+    Value y = operand(0);
+    int64_t rank = tensorType(y).getRank();
+    call(isa<onnx::SoftmaxGradOp>(op) ? "pipert_softmax_grad_f32"
+                                      : "pipert_log_softmax_grad_f32",
+         {ctxArg, P(y), P(operand(1)), rankOf(y), shapeOf(y),
+          i64c(normAxis(attrInt(op, "axis", -1), rank)), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::LayerNormalizationGradOp>(op)) {
+    Value x = operand(0);
+    int64_t rank = tensorType(x).getRank();
+    call("pipert_layer_norm_grad_f32",
+         {ctxArg, P(x), rankOf(x), shapeOf(x),
+          i64c(normAxis(attrInt(op, "axis", -1), rank)), P(operand(1)),
+          P(operand(2)), P(operand(3)), P(operand(4)), out(op, 0), out(op, 1),
+          out(op, 2)});
+    return success();
+  }
+  if (isa<onnx::BatchNormalizationGradOp>(op)) {
+    Value x = operand(0);
+    call("pipert_batch_norm_grad_f32",
+         {ctxArg, P(x), rankOf(x), shapeOf(x), P(operand(1)), P(operand(2)),
+          P(operand(3)), P(operand(4)), out(op, 0), out(op, 1), out(op, 2)});
+    return success();
+  }
+  if (isa<onnx::ConvGradOp, onnx::MaxPoolGradOp, onnx::AveragePoolGradOp>(op)) {
+    // The forward input's shape: X's, or the `shape` operand's (the result).
+    auto xt = isa<onnx::AveragePoolGradOp>(op) ? tensorType(op->getResult(0))
+                                                : tensorType(operand(1));
+    if (isa<onnx::MaxPoolGradOp>(op))
+      xt = tensorType(operand(0));
+    int64_t rank = xt.getRank();
+    if (rank != 3 && rank != 4)
+      return op->emitError() << name << " is lowered for rank 3 and 4 only";
+    bool oneD = rank == 3;
+    auto shape4 = [&](ArrayRef<int64_t> s) {
+      SmallVector<int64_t> r(s.begin(), s.end());
+      if (oneD)
+        r.insert(r.begin() + 2, 1);
+      return r;
+    };
+    auto pair = [&](StringRef attr, int64_t fill) {
+      SmallVector<int64_t> v =
+          attrInts(op, attr).value_or(SmallVector<int64_t>(rank - 2, fill));
+      if (oneD)
+        v.insert(v.begin(), 1);
+      return i64Array(v);
+    };
+    SmallVector<int64_t> pads =
+        attrInts(op, "pads").value_or(SmallVector<int64_t>(2 * (rank - 2), 0));
+    if (oneD)
+      pads = {0, pads[0], 0, pads[1]};
+    Value padsV = i64Array(pads), stridesV = pair("strides", 1);
+    Value xShape = i64Array(shape4(xt.getShape()));
+    if (isa<onnx::ConvGradOp>(op)) {
+      Value dy = operand(0), x = operand(1), w = operand(2);
+      Value wShape = i64Array(shape4(tensorType(w).getShape()));
+      Value dil = pair("dilations", 1);
+      Value group = i64c(attrInt(op, "group", 1));
+      if (placement[op->getResult(0)].kind != Placement::None)
+        call("pipert_conv2d_grad_input_f32", {ctxArg, P(dy), P(w), wShape, xShape,
+                                              padsV, stridesV, dil, group,
+                                              out(op, 0)});
+      if (placement[op->getResult(1)].kind != Placement::None)
+        call("pipert_conv2d_grad_weight_f32", {ctxArg, P(x), xShape, P(dy),
+                                               wShape, padsV, stridesV, dil,
+                                               group, out(op, 1)});
+      if (placement[op->getResult(2)].kind != Placement::None)
+        call("pipert_conv2d_grad_bias_f32",
+             {ctxArg, P(dy), i64Array(shape4(tensorType(dy).getShape())),
+              out(op, 2)});
+      return success();
+    }
+    Value kernel = pair("kernel_shape", 1);
+    Value ceil = i32c(attrInt(op, "ceil_mode", 0));
+    if (isa<onnx::MaxPoolGradOp>(op)) {
+      call("pipert_maxpool2d_grad_f32",
+           {ctxArg, P(operand(0)), xShape, P(operand(1)), kernel, padsV,
+            stridesV, pair("dilations", 1), ceil, out(op, 0)});
+      return success();
+    }
+    call("pipert_avgpool2d_grad_f32",
+         {ctxArg, P(operand(0)), xShape, kernel, padsV, stridesV, ceil,
+          i32c(attrInt(op, "count_include_pad", 0)), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::GlobalAveragePoolGradOp>(op)) {
+    call("pipert_global_avgpool_grad_f32",
+         {ctxArg, P(operand(0)), resultRank(0), resultShape(0), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::SliceGradOp>(op)) {
+    auto starts = constInts(op, operand(2), "SliceGrad starts");
+    auto ends = constInts(op, operand(3), "SliceGrad ends");
+    auto axes = constInts(op, operand(4), "SliceGrad axes");
+    auto steps = constInts(op, operand(5), "SliceGrad steps");
+    if (failed(starts) || failed(ends) || failed(axes) || failed(steps))
+      return failure();
+    call("pipert_slice_grad_f32",
+         {ctxArg, P(operand(0)), resultRank(0), resultShape(0),
+          i64c(starts->size()), i64Array(*starts), i64Array(*ends),
+          axes->empty() ? nullPtr() : i64Array(*axes),
+          steps->empty() ? nullPtr() : i64Array(*steps), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::GatherGradOp>(op)) {
+    Value idx = operand(2);
+    if (!getElementTypeOrSelf(idx.getType()).isInteger(64))
+      return op->emitError("GatherGrad indices must be i64");
+    int64_t rank = tensorType(op->getResult(0)).getRank();
+    call("pipert_gather_grad_f32",
+         {ctxArg, P(operand(0)), resultRank(0), resultShape(0), P(idx),
+          rankOf(idx), shapeOf(idx),
+          i64c(normAxis(attrInt(op, "axis", 0), rank)), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::DropoutGradOp>(op)) {
+    int64_t training = 0;
+    if (!isa<NoneType>(operand(3).getType())) {
+      auto t = constantOf(operand(3));
+      if (!t)
+        return op->emitError("DropoutGrad training_mode must be a "
+                             "compile-time constant");
+      training = (*t->getValues<APInt>().begin()).getBoolValue();
+    }
+    Value ratio = f32c(training ? 0.5 : 0.0);
+    if (training && !isa<NoneType>(operand(2).getType())) {
+      auto r = scalarF32(op, operand(2), "DropoutGrad ratio");
+      if (failed(r))
+        return failure();
+      ratio = *r;
+    }
+    call("pipert_dropout_grad_f32", {ctxArg, P(operand(0)), P(operand(1)),
+                                     numel(operand(0)), ratio, out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::SoftmaxCrossEntropyLossGradOp>(op)) {
+    Value logProb = operand(1);
+    SmallVector<Value> args = {ctxArg, P(operand(0)), P(logProb),
+                               rankOf(logProb), shapeOf(logProb),
+                               P(operand(2)), P(operand(3))};
+    args.append(lossArgs());
+    args.push_back(out(op, 0));
+    call("pipert_softmax_cross_entropy_loss_grad_f32", args);
+    return success();
+  }
+  if (isa<onnx::NegativeLogLikelihoodLossGradOp>(op)) {
+    SmallVector<Value> args = {ctxArg, P(operand(0)), resultRank(0),
+                               resultShape(0), P(operand(2)), P(operand(3))};
+    args.append(lossArgs());
+    args.push_back(out(op, 0));
+    call("pipert_nll_loss_grad_f32", args);
+    return success();
+  }
+  handled = false;
+  return failure();
+}
+
+
+} // namespace mlir::pipec::steplowering

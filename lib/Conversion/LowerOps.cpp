@@ -1,0 +1,507 @@
+//===- LowerOps.cpp - onnx ops → pipert kernel calls ----------------------===//
+//
+// StepLowering::lowerOp: one call of a pipert kernel per onnx op of the step
+// (elementwise, matmul/gemm, normalisations, convolution and pooling in
+// lowerConvLike, losses, shape ops, the ai.onnx.preview.training optimizers);
+// the gradient ops are in LowerGradientOps.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "StepLowering.h"
+
+#include "pipec/Conversion/RuntimeABI.h"
+
+#include "dialects/onnx/OnnxDialect.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::pipec;
+
+namespace mlir::pipec::steplowering {
+
+/// The pipert_unary_op code of an elementwise op (pipert_kernels.h), or -1.
+/// The runtime's Abs (9) and Reciprocal (10) have no onnx op yet.
+int64_t unaryCode(Operation *op) {
+  return llvm::TypeSwitch<Operation *, int64_t>(op)
+      .Case<onnx::NegOp>([](auto) { return 1; })
+      .Case<onnx::ReluOp>([](auto) { return 2; })
+      .Case<onnx::TanhOp>([](auto) { return 3; })
+      .Case<onnx::SigmoidOp>([](auto) { return 4; })
+      .Case<onnx::ErfOp>([](auto) { return 5; })
+      .Case<onnx::SqrtOp>([](auto) { return 6; })
+      .Case<onnx::ExpOp>([](auto) { return 7; })
+      .Case<onnx::LogOp>([](auto) { return 8; })
+      .Default([](Operation *) { return -1; });
+}
+
+/// The pipert_binary_op code of an elementwise op, or -1.
+int64_t binaryCode(Operation *op) {
+  return llvm::TypeSwitch<Operation *, int64_t>(op)
+      .Case<onnx::AddOp>([](auto) { return 0; })
+      .Case<onnx::SubOp>([](auto) { return 1; })
+      .Case<onnx::MulOp>([](auto) { return 2; })
+      .Case<onnx::DivOp>([](auto) { return 3; })
+      .Case<onnx::PowOp>([](auto) { return 4; })
+      .Default([](Operation *) { return -1; });
+}
+
+/// spatial axes of a convolution or pooling.
+SmallVector<int64_t> resolvePads(Operation *op, ArrayRef<int64_t> in,
+                                 ArrayRef<int64_t> kernel,
+                                 ArrayRef<int64_t> strides,
+                                 ArrayRef<int64_t> dilations) {
+  size_t n = in.size();
+  std::string autoPad = attrStr(op, "auto_pad", "NOTSET");
+  SmallVector<int64_t> pads(2 * n, 0);
+  if (autoPad == "NOTSET") {
+    if (auto p = attrInts(op, "pads"))
+      if (p->size() == 2 * n)
+        pads = *p;
+    return pads;
+  }
+  if (autoPad == "VALID")
+    return pads;
+  for (size_t i = 0; i < n; ++i) {
+    int64_t outDim = (in[i] + strides[i] - 1) / strides[i];
+    int64_t total = std::max<int64_t>(
+        (outDim - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - in[i], 0);
+    int64_t small = total / 2, large = total - small;
+    pads[i] = autoPad == "SAME_LOWER" ? large : small;
+    pads[i + n] = autoPad == "SAME_LOWER" ? small : large;
+  }
+  return pads;
+}
+
+LogicalResult StepLowering::lowerConvLike(Operation *op, bool conv) {
+  StringRef name = op->getName().getStringRef();
+  Value x = op->getOperand(0);
+  auto xt = tensorType(x);
+  int64_t rank = xt.getRank();
+  if (rank != 3 && rank != 4)
+    return op->emitError() << name << " is lowered for 1-D and 2-D inputs "
+                                      "(rank 3 or 4), not rank "
+                           << rank;
+  int64_t spatial = rank - 2;
+  SmallVector<int64_t> inSpatial(xt.getShape().drop_front(2));
+  SmallVector<int64_t> kernel;
+  if (conv)
+    kernel.assign(tensorType(op->getOperand(1)).getShape().drop_front(2).begin(),
+                  tensorType(op->getOperand(1)).getShape().drop_front(2).end());
+  else if (!isa<onnx::GlobalAveragePoolOp>(op))
+    kernel = *attrInts(op, "kernel_shape");
+  SmallVector<int64_t> strides =
+      attrInts(op, "strides").value_or(SmallVector<int64_t>(spatial, 1));
+  SmallVector<int64_t> dilations =
+      attrInts(op, "dilations").value_or(SmallVector<int64_t>(spatial, 1));
+  SmallVector<int64_t> pads =
+      resolvePads(op, inSpatial, kernel, strides, dilations);
+  // 1-D is 2-D with H = kH = 1.
+  auto to2d = [&](ArrayRef<int64_t> v, int64_t fill) {
+    SmallVector<int64_t> r(v.begin(), v.end());
+    if (spatial == 1)
+      r.insert(r.begin(), fill);
+    return r;
+  };
+  auto shape4 = [&](ArrayRef<int64_t> s) {
+    SmallVector<int64_t> r(s.begin(), s.end());
+    if (spatial == 1)
+      r.insert(r.begin() + 2, 1);
+    return r;
+  };
+  SmallVector<int64_t> pads4 = pads;
+  if (spatial == 1)
+    pads4 = {0, pads[0], 0, pads[1]};
+  Value xShape = i64Array(shape4(xt.getShape()));
+  Value padsV = i64Array(pads4);
+  Value stridesV = i64Array(to2d(strides, 1));
+  Value dilationsV = i64Array(to2d(dilations, 1));
+  if (conv) {
+    Value w = op->getOperand(1);
+    call("pipert_conv2d_f32",
+         {ctxArg, P(x), xShape, P(w), i64Array(shape4(tensorType(w).getShape())),
+          P(op->getOperand(2)), padsV, stridesV, dilationsV,
+          i64c(attrInt(op, "group", 1)), out(op, 0)});
+    return success();
+  }
+  Value kernelV = i64Array(to2d(kernel, 1));
+  int64_t ceil = attrInt(op, "ceil_mode", 0);
+  if (isa<onnx::MaxPoolOp>(op)) {
+    if (attrInt(op, "storage_order", 0) != 0)
+      return op->emitError("MaxPool with storage_order=1 is not supported");
+    call("pipert_maxpool2d_f32",
+         {ctxArg, P(x), xShape, kernelV, padsV, stridesV, dilationsV,
+          i32c(ceil), out(op, 0), out(op, 1)});
+    return success();
+  }
+  for (int64_t d : dilations)
+    if (d != 1)
+      return op->emitError("AveragePool with dilations is not supported");
+  call("pipert_avgpool2d_f32",
+       {ctxArg, P(x), xShape, kernelV, padsV, stridesV, i32c(ceil),
+        i32c(attrInt(op, "count_include_pad", 0)), out(op, 0)});
+  return success();
+}
+
+LogicalResult StepLowering::lowerOp(Operation *op) {
+  StringRef name = op->getName().getStringRef();
+  auto operand = [&](unsigned i) { return op->getOperand(i); };
+  auto elemOf = [&](Value v) { return getElementTypeOrSelf(v.getType()); };
+  auto requireF32 = [&](Value v) -> LogicalResult {
+    if (!elemOf(v).isF32())
+      return op->emitError() << name << " is lowered for f32 only, not "
+                             << elemOf(v);
+    return success();
+  };
+  auto dtypeOf = [&](Value v) { return i32c(*pipertDtype(elemOf(v))); };
+  auto numel = [&](Value v) { return i64c(tensorType(v).getNumElements()); };
+  auto normAxis = [&](int64_t axis, int64_t rank) {
+    return axis < 0 ? axis + rank : axis;
+  };
+
+  if (auto call = dyn_cast<func::CallOp>(op))
+    return op->emitError() << "pipe-lower-to-runtime: no lowering for a call "
+                              "to @"
+                           << call.getCallee()
+                           << " (a step is onnx ops; pipe-lower-programs "
+                              "lowers transfers itself)";
+
+  // Results that are constants or aliases need no kernel.
+  if (isa<onnx::ConstantOp, onnx::NoValueOp>(op) || isAliasOp(op))
+    return success();
+  if (op->getNumResults() && llvm::all_of(op->getResults(), [&](Value r) {
+        return placement[r].kind == Placement::Constant;
+      }))
+    return success();
+
+  if (int64_t code = unaryCode(op); code >= 0) {
+    if (failed(requireF32(operand(0))))
+      return failure();
+    call("pipert_unary_f32",
+         {ctxArg, i32c(code), P(operand(0)), numel(operand(0)), out(op, 0)});
+    return success();
+  }
+  if (int64_t code = binaryCode(op); code >= 0) {
+    Value a = operand(0), c = operand(1);
+    Type e = elemOf(a);
+    if (elemOf(c) != e)
+      return op->emitError() << name << " with operands of different element "
+                                        "types is not supported";
+    StringRef fn;
+    if (e.isF32())
+      fn = "pipert_binary_f32";
+    else if (e.isInteger(64) && code != 4)
+      fn = "pipert_binary_i64";
+    else
+      return op->emitError() << name << " is lowered for f32 (and i64 "
+                                        "except Pow), not "
+                             << e;
+    call(fn, {ctxArg, i32c(code), P(a), rankOf(a), shapeOf(a), P(c), rankOf(c),
+              shapeOf(c), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::EqualOp>(op)) {
+    Value a = operand(0), c = operand(1);
+    StringRef fn = elemOf(a).isF32() ? "pipert_equal_f32"
+                   : elemOf(a).isInteger(64) ? "pipert_equal_i64"
+                                             : "";
+    if (fn.empty())
+      return op->emitError("Equal is lowered for f32 and i64 only");
+    call(fn, {ctxArg, P(a), rankOf(a), shapeOf(a), P(c), rankOf(c), shapeOf(c),
+              out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::WhereOp>(op)) {
+    Value c = operand(0), x = operand(1), y = operand(2);
+    call("pipert_where", {ctxArg, dtypeOf(x), P(c), rankOf(c), shapeOf(c), P(x),
+                          rankOf(x), shapeOf(x), P(y), rankOf(y), shapeOf(y),
+                          out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::CastOp>(op)) {
+    Value x = operand(0);
+    auto to = pipertDtype(elemOf(op->getResult(0)));
+    if (!to)
+      return op->emitError("Cast to an element type the runtime lacks");
+    call("pipert_cast",
+         {ctxArg, dtypeOf(x), P(x), i32c(*to), out(op, 0), numel(x)});
+    return success();
+  }
+  if (isa<onnx::GemmOp>(op)) {
+    Value a = operand(0), bb = operand(1), c = operand(2);
+    if (failed(requireF32(a)))
+      return failure();
+    int64_t ta = attrInt(op, "transA", 0), tb = attrInt(op, "transB", 0);
+    auto as = tensorType(a).getShape(), bs = tensorType(bb).getShape();
+    int64_t m = ta ? as[1] : as[0], k = ta ? as[0] : as[1];
+    int64_t n = tb ? bs[0] : bs[1];
+    bool hasC = !isa<NoneType>(c.getType());
+    call("pipert_gemm_f32",
+         {ctxArg, P(a), P(bb), P(c), i64c(hasC ? tensorType(c).getRank() : 0),
+          hasC ? shapeOf(c) : nullPtr(), i64c(m), i64c(n), i64c(k), i32c(ta),
+          i32c(tb), f32c(attrF(op, "alpha", 1.0)), f32c(attrF(op, "beta", 1.0)),
+          out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::MatMulOp>(op)) {
+    Value a = operand(0), c = operand(1);
+    if (failed(requireF32(a)))
+      return failure();
+    call("pipert_matmul_f32", {ctxArg, P(a), rankOf(a), shapeOf(a), P(c),
+                               rankOf(c), shapeOf(c), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::SoftmaxOp, onnx::LogSoftmaxOp>(op)) {
+    Value x = operand(0);
+    if (failed(requireF32(x)))
+      return failure();
+    int64_t rank = tensorType(x).getRank();
+    call(isa<onnx::SoftmaxOp>(op) ? "pipert_softmax_f32"
+                                  : "pipert_log_softmax_f32",
+         {ctxArg, P(x), rankOf(x), shapeOf(x),
+          i64c(normAxis(attrInt(op, "axis", -1), rank)), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::LayerNormalizationOp>(op)) {
+    Value x = operand(0);
+    if (failed(requireF32(x)))
+      return failure();
+    if (attrInt(op, "stash_type", 1) != 1)
+      return op->emitError("LayerNormalization with stash_type other than "
+                           "float is not supported");
+    int64_t rank = tensorType(x).getRank();
+    call("pipert_layer_norm_f32",
+         {ctxArg, P(x), rankOf(x), shapeOf(x),
+          i64c(normAxis(attrInt(op, "axis", -1), rank)),
+          f32c(attrF(op, "epsilon", 1e-5)), P(operand(1)), P(operand(2)),
+          out(op, 0), out(op, 1), out(op, 2)});
+    return success();
+  }
+  if (isa<onnx::BatchNormalizationOp>(op)) {
+    Value x = operand(0);
+    if (failed(requireF32(x)))
+      return failure();
+    float eps = attrF(op, "epsilon", 1e-5);
+    if (attrInt(op, "training_mode", 0)) {
+      call("pipert_batch_norm_training_f32",
+           {ctxArg, P(x), rankOf(x), shapeOf(x), P(operand(1)), P(operand(2)),
+            P(operand(3)), P(operand(4)), f32c(eps),
+            f32c(attrF(op, "momentum", 0.9)), out(op, 0), out(op, 1),
+            out(op, 2), nullPtr(), nullPtr()});
+    } else {
+      call("pipert_batch_norm_inference_f32",
+           {ctxArg, P(x), rankOf(x), shapeOf(x), P(operand(1)), P(operand(2)),
+            P(operand(3)), P(operand(4)), f32c(eps), out(op, 0)});
+    }
+    return success();
+  }
+  if (isa<onnx::ConvOp>(op))
+    return lowerConvLike(op, /*conv=*/true);
+  if (isa<onnx::MaxPoolOp, onnx::AveragePoolOp>(op))
+    return lowerConvLike(op, /*conv=*/false);
+  if (isa<onnx::GlobalAveragePoolOp>(op)) {
+    Value x = operand(0);
+    call("pipert_global_avgpool_f32",
+         {ctxArg, P(x), rankOf(x), shapeOf(x), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::DropoutOp>(op)) {
+    Value x = operand(0);
+    if (failed(requireF32(x)))
+      return failure();
+    Value ratio = f32c(0.5);
+    if (!isa<NoneType>(operand(1).getType())) {
+      auto r = scalarF32(op, operand(1), "Dropout ratio");
+      if (failed(r))
+        return failure();
+      ratio = *r;
+    }
+    int64_t training = 0;
+    if (!isa<NoneType>(operand(2).getType())) {
+      auto t = constantOf(operand(2));
+      if (!t)
+        return op->emitError("Dropout training_mode must be a compile-time "
+                             "constant");
+      training = (*t->getValues<APInt>().begin()).getBoolValue();
+    }
+    call("pipert_dropout_f32", {ctxArg, P(x), numel(x), ratio, i32c(training),
+                                out(op, 0), out(op, 1)});
+    return success();
+  }
+  if (isa<onnx::ReduceMeanOp, onnx::ReduceSumOp>(op)) {
+    Value x = operand(0);
+    if (failed(requireF32(x)))
+      return failure();
+    auto axes = constInts(op, operand(1), "the axes of " + name.str());
+    if (failed(axes))
+      return failure();
+    call("pipert_reduce_f32",
+         {ctxArg, i32c(isa<onnx::ReduceMeanOp>(op) ? 1 : 0), P(x), rankOf(x),
+          shapeOf(x), i64c(axes->size()), i64Array(*axes),
+          i32c(attrInt(op, "noop_with_empty_axes", 0)), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(
+          op)) {
+    Value x = operand(0), labels = operand(1), weights = operand(2);
+    if (failed(requireF32(x)))
+      return failure();
+    if (!elemOf(labels).isInteger(64))
+      return op->emitError() << name << " labels must be i64 (Cast them)";
+    auto ii = op->getAttrOfType<IntegerAttr>("ignore_index");
+    Value hasIgnore = i32c(ii ? 1 : 0), ignore = i64c(ii ? ii.getInt() : 0);
+    Value reduction = i32c(reductionCode(attrStr(op, "reduction", "mean")));
+    if (isa<onnx::SoftmaxCrossEntropyLossOp>(op))
+      call("pipert_softmax_cross_entropy_loss_f32",
+           {ctxArg, P(x), rankOf(x), shapeOf(x), P(labels), P(weights),
+            hasIgnore, ignore, reduction, out(op, 0), out(op, 1)});
+    else
+      call("pipert_nll_loss_f32",
+           {ctxArg, P(x), rankOf(x), shapeOf(x), P(labels), P(weights),
+            hasIgnore, ignore, reduction, out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::TransposeOp>(op)) {
+    Value x = operand(0);
+    int64_t rank = tensorType(x).getRank();
+    SmallVector<int64_t> perm;
+    if (auto p = attrInts(op, "perm"))
+      perm = *p;
+    else
+      for (int64_t i = rank - 1; i >= 0; --i)
+        perm.push_back(i);
+    call("pipert_transpose", {ctxArg, dtypeOf(x), P(x), rankOf(x), shapeOf(x),
+                              i64Array(perm), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::ConcatOp>(op)) {
+    Value y = op->getResult(0);
+    int64_t rank = tensorType(y).getRank();
+    int64_t axis = normAxis(attrInt(op, "axis", 0), rank);
+    SmallVector<Value> ptrs;
+    SmallVector<int64_t> sizes;
+    for (Value x : op->getOperands()) {
+      ptrs.push_back(P(x));
+      sizes.push_back(tensorType(x).getDimSize(axis));
+    }
+    call("pipert_concat",
+         {ctxArg, dtypeOf(y), i64c(ptrs.size()), ptrArray(ptrs), i64Array(sizes),
+          i64c(rank), shapeOf(y), i64c(axis), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::SplitOp>(op)) {
+    Value x = operand(0);
+    int64_t rank = tensorType(x).getRank();
+    int64_t axis = normAxis(attrInt(op, "axis", 0), rank);
+    SmallVector<Value> ptrs;
+    SmallVector<int64_t> sizes;
+    for (unsigned i = 0; i < op->getNumResults(); ++i) {
+      ptrs.push_back(out(op, i));
+      sizes.push_back(tensorType(op->getResult(i)).getDimSize(axis));
+    }
+    call("pipert_split", {ctxArg, dtypeOf(x), P(x), rankOf(x), shapeOf(x),
+                          i64c(axis), i64c(ptrs.size()), i64Array(sizes),
+                          ptrArray(ptrs)});
+    return success();
+  }
+  if (isa<onnx::SliceOp>(op)) {
+    Value x = operand(0);
+    auto starts = constInts(op, operand(1), "Slice starts");
+    auto ends = constInts(op, operand(2), "Slice ends");
+    auto axes = constInts(op, operand(3), "Slice axes");
+    auto steps = constInts(op, operand(4), "Slice steps");
+    if (failed(starts) || failed(ends) || failed(axes) || failed(steps))
+      return failure();
+    call("pipert_slice",
+         {ctxArg, dtypeOf(x), P(x), rankOf(x), shapeOf(x), i64c(starts->size()),
+          i64Array(*starts), i64Array(*ends),
+          axes->empty() ? nullPtr() : i64Array(*axes),
+          steps->empty() ? nullPtr() : i64Array(*steps), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::GatherOp>(op)) {
+    Value data = operand(0), idx = operand(1);
+    if (!elemOf(idx).isInteger(64))
+      return op->emitError("Gather indices must be i64 (Cast them)");
+    int64_t rank = tensorType(data).getRank();
+    call("pipert_gather",
+         {ctxArg, dtypeOf(data), P(data), rankOf(data), shapeOf(data), P(idx),
+          rankOf(idx), shapeOf(idx), i64c(normAxis(attrInt(op, "axis", 0), rank)),
+          out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::ExpandOp>(op)) {
+    Value x = operand(0), y = op->getResult(0);
+    call("pipert_expand", {ctxArg, dtypeOf(x), P(x), rankOf(x), shapeOf(x),
+                           rankOf(y), shapeOf(y), out(op, 0)});
+    return success();
+  }
+
+  // ai.onnx.preview.training optimizers: one call per tensor.
+  if (isa<onnx::MomentumOp, onnx::AdamOp, onnx::AdagradOp>(op)) {
+    unsigned groups = isa<onnx::AdamOp>(op) ? 4 : 3;
+    unsigned n = (op->getNumOperands() - 2) / groups;
+    auto lr = scalarF32(op, operand(0), name.str() + " learning rate R");
+    auto t = scalarI64(op, operand(1), name.str() + " update count T");
+    if (failed(lr) || failed(t))
+      return failure();
+    for (unsigned i = 0; i < n; ++i) {
+      Value x = operand(2 + i), g = operand(2 + n + i), s1 = operand(2 + 2 * n + i);
+      if (failed(requireF32(x)))
+        return failure();
+      if (isa<onnx::MomentumOp>(op)) {
+        call("pipert_momentum_f32",
+             {ctxArg, *lr, *t, f32c(attrF(op, "alpha", 0.9)),
+              f32c(attrF(op, "beta", 1.0)),
+              f32c(attrF(op, "norm_coefficient", 0.0)),
+              i32c(attrStr(op, "mode", "standard") == "nesterov"), P(x), P(g),
+              P(s1), numel(x), out(op, i), out(op, n + i)});
+      } else if (isa<onnx::AdamOp>(op)) {
+        Value s2 = operand(2 + 3 * n + i);
+        call("pipert_adam_f32",
+             {ctxArg, *lr, *t, f32c(attrF(op, "alpha", 0.9)),
+              f32c(attrF(op, "beta", 0.999)), f32c(attrF(op, "epsilon", 1e-6)),
+              f32c(attrF(op, "norm_coefficient", 0.0)),
+              f32c(attrF(op, "norm_coefficient_post", 0.0)), P(x), P(g), P(s1),
+              P(s2), numel(x), out(op, i), out(op, n + i), out(op, 2 * n + i)});
+      } else {
+        call("pipert_adagrad_f32",
+             {ctxArg, *lr, *t, f32c(attrF(op, "decay_factor", 0.0)),
+              f32c(attrF(op, "epsilon", 1e-6)),
+              f32c(attrF(op, "norm_coefficient", 0.0)), P(x), P(g), P(s1),
+              numel(x), out(op, i), out(op, n + i)});
+      }
+    }
+    return success();
+  }
+
+  if (isa<onnx::SGDOp>(op)) {
+    auto lr = scalarF32(op, operand(0), "SGD learning rate R");
+    if (failed(lr) || failed(requireF32(operand(1))))
+      return failure();
+    call("pipert_sgd_f32", {ctxArg, *lr, f32c(attrF(op, "weight_decay", 0.0)),
+                            P(operand(1)), P(operand(2)), numel(operand(1)),
+                            out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::AdamWOp>(op)) {
+    auto lr = scalarF32(op, operand(0), "AdamW learning rate R");
+    auto t = scalarI64(op, operand(1), "AdamW update count T");
+    if (failed(lr) || failed(t) || failed(requireF32(operand(2))))
+      return failure();
+    call("pipert_adamw_f32",
+         {ctxArg, *lr, *t, f32c(attrF(op, "beta1", 0.9)),
+          f32c(attrF(op, "beta2", 0.999)), f32c(attrF(op, "epsilon", 1e-8)),
+          f32c(attrF(op, "weight_decay", 0.01)), P(operand(2)), P(operand(3)),
+          P(operand(4)), P(operand(5)), numel(operand(2)), out(op, 0),
+          out(op, 1), out(op, 2)});
+    return success();
+  }
+  if (succeeded(lowerGradientOp(op)))
+    return success();
+  if (handled)
+    return failure();
+  return op->emitError() << "pipe-lower-to-runtime: no lowering for " << name;
+}
+
+
+} // namespace mlir::pipec::steplowering

@@ -1,0 +1,330 @@
+//===- StepBufferPlan.cpp - buffer planning of the step lowering ----------===//
+//
+// The analysis half of the step lowering: which arguments are inputs,
+// persistent buffers or the step counter; which results update a persistent
+// buffer, are the loss or go to a caller's output buffer; which values fold
+// to constants; and where every other value lives. Blocks are planned by
+// liveness in program order (best fit among freed blocks), aliases share
+// their root's storage, and an update is written in place when nothing
+// reads the old value any more.
+//
+//===----------------------------------------------------------------------===//
+#include "StepLowering.h"
+
+#include "pipec/Conversion/RuntimeABI.h"
+
+#include "dialects/onnx/OnnxDialect.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace mlir::pipec;
+
+namespace mlir::pipec::steplowering {
+
+/// Ops whose result is their first operand's bytes under another shape.
+bool isAliasOp(Operation *op) {
+  if (isa<onnx::IdentityOp, onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
+          onnx::UnsqueezeOp>(op))
+    return true;
+  if (isa<onnx::CastOp>(op))
+    return getElementTypeOrSelf(op->getOperand(0).getType()) ==
+           getElementTypeOrSelf(op->getResult(0).getType());
+  return false;
+}
+
+/// Kernels that allow an output to be written over an input of its shape.
+bool allowsInPlace(Operation *op) {
+  return isa<onnx::MomentumOp, onnx::AdamOp, onnx::AdagradOp, onnx::SGDOp,
+             onnx::AdamWOp>(op) ||
+         isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp>(op) ||
+         isa<onnx::ReluOp, onnx::NegOp, onnx::TanhOp, onnx::SigmoidOp,
+             onnx::ErfOp, onnx::SqrtOp, onnx::ExpOp, onnx::LogOp>(op);
+}
+
+/// Results a kernel may skip (its nullable outputs): unused ones get no
+/// buffer.
+bool isNullableResult(Operation *op, unsigned i) {
+  if (isa<onnx::ConvGradOp>(op))
+    return true; // one call per used result
+  if (i == 0)
+    return false;
+  return isa<onnx::LayerNormalizationOp, onnx::BatchNormalizationOp,
+             onnx::MaxPoolOp, onnx::DropoutOp, onnx::SoftmaxCrossEntropyLossOp,
+             onnx::LayerNormalizationGradOp,
+             onnx::BatchNormalizationGradOp>(op);
+}
+
+//===----------------------------------------------------------------------===//
+// Analysis
+//===----------------------------------------------------------------------===//
+
+LogicalResult StepLowering::classifyArguments() {
+  for (BlockArgument arg : source.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto type = tensorType(arg);
+    if (!type || !type.hasStaticShape())
+      return source.emitError("argument ")
+             << i << " must be a statically shaped tensor, not "
+             << arg.getType();
+    if (!pipertDtype(type.getElementType()))
+      return source.emitError("argument ")
+             << i << " has element type " << type.getElementType()
+             << ", which the runtime has no kernels for";
+    if (source.getArgAttr(i, "pipe.input")) {
+      inputIndex[arg] = inputs.size();
+      inputs.push_back(arg);
+    } else if (source.getArgAttr(i, "pipe.step")) {
+      if (type.getNumElements() != 1)
+        return source.emitError("pipe.step argument ")
+               << i << " must hold one element";
+      stepCounter = arg;
+    } else {
+      persistentIndex[arg] = persistent.size();
+      persistent.push_back(arg);
+    }
+  }
+  return success();
+}
+
+LogicalResult StepLowering::classifyResults() {
+  auto ret = cast<func::ReturnOp>(source.getBody().front().getTerminator());
+  auto argByName = [&](StringRef attr, StringRef name) -> int64_t {
+    for (BlockArgument arg : persistent)
+      if (auto s = source.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr))
+        if (s.getValue() == name)
+          return persistentIndex[arg];
+    return -1;
+  };
+  DenseSet<int64_t> updated;
+  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+    int64_t target = -1;
+    if (auto out = source.getResultAttrOfType<IntegerAttr>(i, "pipe.result_buffer")) {
+      if (!options.callable)
+        return source.emitError("result ")
+               << i << " is marked pipe.result_buffer, which only a callable "
+               << "function (a stage of a lowered program) has";
+      outputs.push_back({value, out.getInt()});
+      continue;
+    }
+    if (source.getResultAttr(i, "pipe.loss")) {
+      auto type = tensorType(value);
+      if (!type || type.getNumElements() != 1 || !type.getElementType().isF32())
+        return source.emitError("the loss (result ")
+               << i << ") must be one f32 element";
+      lossValue = value;
+      continue;
+    }
+    if (auto n = source.getResultAttrOfType<StringAttr>(i, "pipe.update")) {
+      target = argByName("pipe.param", n.getValue());
+      if (target < 0)
+        target = argByName("pipe.state", n.getValue());
+      if (target < 0)
+        return source.emitError("result ")
+               << i << " updates '" << n.getValue()
+               << "', but no argument has that pipe.param or pipe.state";
+    } else if (auto idx =
+                   source.getResultAttrOfType<IntegerAttr>(i, "pipe.update")) {
+      auto arg = source.getArgument(idx.getInt());
+      if (!persistentIndex.count(arg))
+        return source.emitError("result ")
+               << i << " updates argument " << idx.getInt()
+               << ", which is not a persistent buffer";
+      target = persistentIndex[arg];
+    } else if (auto n = source.getResultAttrOfType<StringAttr>(i, "pipe.param")) {
+      target = argByName("pipe.param", n.getValue());
+    } else if (auto n = source.getResultAttrOfType<StringAttr>(i, "pipe.state")) {
+      target = argByName("pipe.state", n.getValue());
+    }
+    if (target < 0)
+      continue; // a plain graph output: computed, not kept
+    if (!updated.insert(target).second)
+      return source.emitError("two results update persistent buffer ")
+             << target;
+    if (value.getType() != persistent[target].getType())
+      return source.emitError("result ")
+             << i << " has type " << value.getType()
+             << " but updates an argument of type "
+             << persistent[target].getType();
+    updates.push_back({value, target});
+  }
+  return success();
+}
+
+void StepLowering::computeConstants() {
+  for (Operation &op : source.getBody().front().without_terminator()) {
+    if (isa<onnx::ConstantOp>(op)) {
+      if (auto v = op.getAttrOfType<ElementsAttr>("value"))
+        constants[op.getResult(0)] = v;
+      continue;
+    }
+    // Shape computations left unfolded (Shape, Range, ConstantOfShape,
+    // Reshape of a constant, ...): fold them now that operands are known.
+    if (isa<onnx::DropoutOp>(op) || op.getNumResults() == 0)
+      continue;
+    SmallVector<Attribute> operands;
+    bool allKnown = true;
+    for (Value v : op.getOperands()) {
+      if (isa<NoneType>(v.getType())) {
+        operands.push_back(nullptr);
+        continue;
+      }
+      auto it = constants.find(v);
+      if (it == constants.end()) {
+        // Shape only needs the static type, not the values.
+        if (!isa<onnx::ShapeOp>(op))
+          allKnown = false;
+        operands.push_back(nullptr);
+        continue;
+      }
+      operands.push_back(it->second);
+    }
+    if (!allKnown)
+      continue;
+    SmallVector<OpFoldResult> folded;
+    if (failed(op.fold(operands, folded)) || folded.size() != op.getNumResults())
+      continue;
+    for (auto [result, f] : llvm::zip(op.getResults(), folded))
+      if (auto attr = dyn_cast_if_present<ElementsAttr>(
+              dyn_cast_if_present<Attribute>(f)))
+        if (attr.getType() == result.getType())
+          constants[result] = attr;
+  }
+}
+
+Value StepLowering::rootOf(Value v) {
+  while (true) {
+    auto it = placement.find(v);
+    if (it == placement.end() || it->second.kind != Placement::Alias)
+      return v;
+    v = it->second.aliasOf;
+  }
+}
+
+LogicalResult StepLowering::planBuffers() {
+  Block &body = source.getBody().front();
+  int64_t index = 0;
+  for (Operation &op : body)
+    order[&op] = index++;
+  int64_t returnIndex = index - 1;
+
+  for (BlockArgument arg : inputs)
+    placement[arg] = {Placement::Input, inputIndex[arg]};
+  for (BlockArgument arg : persistent)
+    placement[arg] = {Placement::Persistent, persistentIndex[arg]};
+  if (stepCounter)
+    placement[stepCounter] = {Placement::Step};
+
+  // Aliases and constants first, so that liveness is per storage root.
+  for (Operation &op : body.without_terminator()) {
+    for (Value r : op.getResults()) {
+      if (isa<NoneType>(r.getType()))
+        placement[r] = {Placement::None};
+      else if (constants.count(r))
+        placement[r] = {Placement::Constant};
+      else if (isAliasOp(&op))
+        placement[r] = {Placement::Alias, -1, 0, op.getOperand(0)};
+    }
+  }
+  for (Operation &op : body)
+    for (Value v : op.getOperands()) {
+      Value root = rootOf(v);
+      lastUse[root] = std::max(lastUse.lookup(root), order[&op]);
+    }
+
+  DenseMap<Value, int64_t> updateTarget;
+  for (auto [value, target] : updates)
+    updateTarget[value] = target;
+  // Outputs defined by a kernel (not an alias, constant or argument), each
+  // returned once, go straight into the caller's buffer.
+  DenseMap<Value, int> outputUses;
+  for (auto [value, index] : outputs)
+    ++outputUses[value];
+  for (auto [value, index] : outputs)
+    if (outputUses[value] == 1 && !placement.count(value) &&
+        !updateTarget.count(value) && value.getDefiningOp())
+      directOutput[value] = index;
+
+  std::multimap<int64_t, int64_t> freeBlocks; // bytes → block id
+  DenseSet<int64_t> held;
+  int64_t liveBytes = 0;
+  DenseMap<Value, int64_t> blockOfRoot;
+  for (Operation &op : body.without_terminator()) {
+    int64_t i = order[&op];
+    for (Value r : op.getResults()) {
+      if (placement.count(r))
+        continue;
+      auto type = tensorType(r);
+      if (!type || !type.hasStaticShape())
+        return op.emitError("result type ")
+               << r.getType() << " is not a statically shaped tensor";
+      if (!pipertDtype(type.getElementType()))
+        return op.emitError("result element type ")
+               << type.getElementType() << " has no runtime kernels";
+      if (!lastUse.count(r)) {
+        if (isNullableResult(&op, cast<OpResult>(r).getResultNumber())) {
+          placement[r] = {Placement::None};
+          continue;
+        }
+        lastUse[r] = i; // dead result: freed right after its op
+      }
+      // A callable's output is computed in the caller's buffer.
+      if (auto out = directOutput.find(r); out != directOutput.end()) {
+        placement[r] = {Placement::Output, out->second};
+        continue;
+      }
+      // An update of a parameter or state goes straight into its buffer
+      // once nothing reads the old value any more.
+      auto t = updateTarget.find(r);
+      if (t != updateTarget.end()) {
+        Value arg = persistent[t->second];
+        int64_t argLast = lastUse.lookup(rootOf(arg));
+        if (argLast < i || (argLast == i && allowsInPlace(&op))) {
+          placement[r] = {Placement::Persistent, t->second};
+          inPlace.insert(r);
+          continue;
+        }
+      }
+      int64_t bytes = roundUp(std::max<int64_t>(runtimeTensorBytes(type), 1),
+                              kBlockAlign);
+      int64_t id;
+      auto fit = freeBlocks.lower_bound(bytes); // best fit: smallest >= bytes
+      if (fit != freeBlocks.end()) {
+        id = fit->second;
+        freeBlocks.erase(fit);
+      } else {
+        id = blocks.size();
+        blocks.push_back({bytes, i, -1});
+        liveBytes += bytes;
+        peakBytes = std::max(peakBytes, liveBytes);
+      }
+      held.insert(id);
+      blocks[id].freeAfter = -1;
+      placement[r] = {Placement::Block, id};
+      blockOfRoot[r] = id;
+    }
+    // Release the blocks whose values are all dead after this op (after
+    // placing its results, so that outputs never share an input's block).
+    SmallVector<Value> roots;
+    for (Value v : op.getOperands())
+      roots.push_back(rootOf(v));
+    for (Value r : op.getResults())
+      roots.push_back(rootOf(r));
+    for (Value root : roots) {
+      auto it = blockOfRoot.find(root);
+      if (it == blockOfRoot.end() || lastUse.lookup(root) != i)
+        continue;
+      int64_t id = it->second;
+      blockOfRoot.erase(it);
+      held.erase(id);
+      blocks[id].freeAfter = i;
+      freeBlocks.insert({blocks[id].bytes, id});
+    }
+  }
+  // What is still held (results, the loss) is freed at the end of the step.
+  for (int64_t id : held)
+    blocks[id].freeAfter = returnIndex;
+  return success();
+}
+
+} // namespace mlir::pipec::steplowering

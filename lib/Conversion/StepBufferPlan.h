@@ -1,0 +1,56 @@
+//===- StepBufferPlan.h - buffer planning of the step lowering --*- C++ -*-===//
+//
+// Private to lib/Conversion. What the step lowering of pipe-lower-to-runtime
+// knows about where a value's bytes live: the Placement of a value, the
+// BlockInfo of a planned block (its size and the ops it lives between), and
+// the per-op tables the planner consults (aliases, in-place updates,
+// nullable results). The planning itself (StepLowering::classifyArguments,
+// classifyResults, computeConstants, planBuffers, rootOf) is in
+// StepBufferPlan.cpp.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEC_LIB_CONVERSION_STEPBUFFERPLAN_H
+#define PIPEC_LIB_CONVERSION_STEPBUFFERPLAN_H
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Operation.h"
+#include "mlir/IR/Value.h"
+
+namespace mlir::pipec::steplowering {
+
+constexpr int64_t kBlockAlign = 64;
+
+inline int64_t roundUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+inline RankedTensorType tensorType(Value v) {
+  return dyn_cast<RankedTensorType>(v.getType());
+}
+
+/// Ops whose result is their first operand's bytes under another shape.
+bool isAliasOp(Operation *op);
+
+/// Kernels that allow an output to be written over an input of its shape.
+bool allowsInPlace(Operation *op);
+
+/// Results a kernel may skip (its nullable outputs): unused ones get no
+/// buffer.
+bool isNullableResult(Operation *op, unsigned i);
+
+/// Where a value's bytes live.
+struct Placement {
+  enum Kind { None, Constant, Input, Persistent, Step, Block, Alias, Output };
+  Kind kind = None;
+  int64_t index = -1; // input/persistent/output index, or block id
+  int64_t offset = 0; // unused today: blocks hold one value at a time
+  Value aliasOf;      // for Alias
+};
+
+struct BlockInfo {
+  int64_t bytes = 0;
+  int64_t allocBefore = -1; // op index before which it is allocated
+  int64_t freeAfter = -1;   // op index after which it is freed
+};
+
+} // namespace mlir::pipec::steplowering
+
+#endif // PIPEC_LIB_CONVERSION_STEPBUFFERPLAN_H

@@ -1,0 +1,147 @@
+//===- StepLowering.h - the step lowering's class ---------------*- C++ -*-===//
+//
+// Private to lib/Conversion. StepLowering turns one straight-line onnx step
+// function into buffers + calls of the pipert runtime. Its methods are
+// defined across:
+//   - StepBufferPlan.cpp: classification of arguments and results, constant
+//     folding, liveness-based buffer planning;
+//   - StepEmission.cpp: emission helpers (pointers, views, globals, calls,
+//     operand access) and the attribute helpers of the kernels;
+//   - LowerOps.cpp: lowerOp and lowerConvLike, one kernel call per op;
+//   - LowerGradientOps.cpp: lowerGradientOp (the ops of OnnxGradientOps.td);
+//   - LowerToRuntime.cpp: run (the driver), lowerStepFunction and the pass.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEC_LIB_CONVERSION_STEPLOWERING_H
+#define PIPEC_LIB_CONVERSION_STEPLOWERING_H
+
+#include "StepBufferPlan.h"
+
+#include "pipec/Conversion/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::pipec::steplowering {
+
+class StepLowering {
+public:
+  StepLowering(ModuleOp module, func::FuncOp source, bool cuda,
+               const StepFunctionOptions &options = {})
+      : module(module), source(source), cuda(cuda), options(options),
+        b(source.getLoc(), source.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  // --- analysis ---
+  LogicalResult classifyArguments();
+  LogicalResult classifyResults();
+  void computeConstants();
+  LogicalResult planBuffers();
+  Value rootOf(Value v);
+
+  // --- emission helpers ---
+  Type ptrType() { return LLVM::LLVMPointerType::get(b.getContext()); }
+  Value i64c(int64_t v) { return arith::ConstantIntOp::create(b, v, 64); }
+  Value i32c(int64_t v) { return arith::ConstantIntOp::create(b, v, 32); }
+  Value f32c(double v) {
+    return arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                          APFloat(static_cast<float>(v)));
+  }
+  Value nullPtr() { return LLVM::ZeroOp::create(b, ptrType()); }
+  Value pointerOf(Value memref);
+  Value wrapPointer(Value ptr, int64_t bytes);
+  Value viewOf(Value block, RankedTensorType type);
+  Value i64Array(ArrayRef<int64_t> values);
+  Value ptrArray(ArrayRef<Value> ptrs);
+  void call(StringRef callee, ArrayRef<Value> args);
+  Value callPtr(StringRef callee, ArrayRef<Value> args);
+
+  // Operand access for the kernels.
+  Value P(Value v);                 // buffer pointer (null for none)
+  Value rankOf(Value v) { return i64c(tensorType(v).getRank()); }
+  Value shapeOf(Value v) { return i64Array(tensorType(v).getShape()); }
+  Value out(Operation *op, unsigned i) {
+    return i < op->getNumResults() ? P(op->getResult(i)) : nullPtr();
+  }
+  std::optional<ElementsAttr> constantOf(Value v) {
+    auto it = constants.find(v);
+    if (it == constants.end())
+      return std::nullopt;
+    return it->second;
+  }
+  FailureOr<SmallVector<int64_t>> constInts(Operation *op, Value v,
+                                            StringRef what);
+  FailureOr<Value> scalarF32(Operation *op, Value v, StringRef what);
+  FailureOr<Value> scalarI64(Operation *op, Value v, StringRef what);
+  Value memrefFor(Value v);
+
+  LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerConvLike(Operation *op, bool conv);
+  /// The onnx.*Grad ops of OnnxGradientOps.td; sets `handled` when `op` is
+  /// one of them (success or not).
+  LogicalResult lowerGradientOp(Operation *op);
+  bool handled = false;
+
+  ModuleOp module;
+  func::FuncOp source;
+  bool cuda;
+  StepFunctionOptions options;
+  ImplicitLocOpBuilder b;
+  func::FuncOp step;
+  Value ctxArg, inputsArg, persistentArg, lossArg, stepArg;
+
+  SmallVector<BlockArgument> inputs, persistent;
+  DenseMap<Value, int64_t> inputIndex, persistentIndex;
+  BlockArgument stepCounter;
+  SmallVector<NamedAttribute> persistentKinds;
+  Value lossValue;
+  // Result value → persistent index it becomes for the next step.
+  SmallVector<std::pair<Value, int64_t>> updates;
+  // Callable functions: result value → index of the caller's output buffer.
+  SmallVector<std::pair<Value, int64_t>> outputs;
+  DenseMap<Value, int64_t> directOutput; // computed in the caller's buffer
+
+  DenseMap<Value, ElementsAttr> constants;
+  DenseMap<Operation *, int64_t> order;
+  DenseMap<Value, Placement> placement;
+  DenseMap<Value, int64_t> lastUse;
+  SmallVector<BlockInfo> blocks;
+  int64_t peakBytes = 0;
+  DenseSet<Value> inPlace; // update results written over their argument
+
+  // Emission state.
+  DenseMap<Value, Value> memrefs;         // tensor value → typed memref
+  DenseMap<int64_t, Value> blockMemrefs;  // block id → memref<Nxi8>
+  std::map<std::vector<int64_t>, Value> i64Arrays;
+  unsigned globalCounter = 0;
+  /// Globals are named after a callable function, so that several lowered
+  /// into one module do not clash.
+  std::string globalPrefix() const {
+    return options.callable ? options.name.str() + "_" : "__pipe_";
+  }
+  SmallVector<Value> constantCopies; // cuda: device copies freed at the end
+};
+
+// Attributes of the op being lowered, with their ONNX defaults.
+int64_t attrInt(Operation *op, StringRef name, int64_t dflt);
+double attrF(Operation *op, StringRef name, double dflt);
+std::string attrStr(Operation *op, StringRef name, StringRef dflt);
+std::optional<SmallVector<int64_t>> attrInts(Operation *op, StringRef name);
+/// The runtime's code of a loss's `reduction` (none 0, sum 1, mean 2).
+int64_t reductionCode(StringRef r);
+
+} // namespace mlir::pipec::steplowering
+
+#endif // PIPEC_LIB_CONVERSION_STEPLOWERING_H
