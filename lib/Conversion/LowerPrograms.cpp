@@ -487,32 +487,11 @@ ProgramLowering::updateFunction(pipe::UpdateOp op, WeightBuffer &buf,
 }
 
 void ProgramLowering::call(StringRef callee, ArrayRef<Value> args) {
-  SmallVector<Type> types;
-  for (Value v : args)
-    types.push_back(v.getType());
-  if (!module.lookupSymbol<func::FuncOp>(callee)) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module.getBody());
-    auto decl = func::FuncOp::create(b, loc, callee,
-                                     b.getFunctionType(types, TypeRange{}));
-    decl.setPrivate();
-  }
-  func::CallOp::create(b, loc, callee, TypeRange{}, args);
+  callRuntime(b, loc, module, callee, args);
 }
 
 Value ProgramLowering::callPtr(StringRef callee, ArrayRef<Value> args) {
-  SmallVector<Type> types;
-  for (Value v : args)
-    types.push_back(v.getType());
-  if (!module.lookupSymbol<func::FuncOp>(callee)) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module.getBody());
-    auto decl = func::FuncOp::create(b, loc, callee,
-                                     b.getFunctionType(types, {ptrType()}));
-    decl.setPrivate();
-  }
-  return func::CallOp::create(b, loc, callee, TypeRange{ptrType()}, args)
-      .getResult(0);
+  return callRuntime(b, loc, module, callee, args, {ptrType()}).getResult(0);
 }
 
 Value ProgramLowering::allocate(int64_t bytes) {

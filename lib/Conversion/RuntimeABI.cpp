@@ -106,3 +106,16 @@ bool mlir::pipec::elementsToRuntimeBytes(Attribute attr, std::vector<char> &byte
   }
   return false;
 }
+
+func::CallOp mlir::pipec::callRuntime(OpBuilder &b, Location loc,
+                                      ModuleOp module, StringRef callee,
+                                      ValueRange args, TypeRange results) {
+  if (!module.lookupSymbol<func::FuncOp>(callee)) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto decl = func::FuncOp::create(
+        b, loc, callee, b.getFunctionType(args.getTypes(), results));
+    decl.setPrivate();
+  }
+  return func::CallOp::create(b, loc, callee, results, args);
+}

@@ -98,31 +98,11 @@ Value StepLowering::ptrArray(ArrayRef<Value> ptrs) {
 }
 
 void StepLowering::call(StringRef callee, ArrayRef<Value> args) {
-  SmallVector<Type> types;
-  for (Value v : args)
-    types.push_back(v.getType());
-  if (!module.lookupSymbol<func::FuncOp>(callee)) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module.getBody());
-    auto decl = func::FuncOp::create(b, callee,
-                                     b.getFunctionType(types, TypeRange{}));
-    decl.setPrivate();
-  }
-  func::CallOp::create(b, callee, TypeRange{}, args);
+  callRuntime(b, b.getLoc(), module, callee, args);
 }
 
 Value StepLowering::callPtr(StringRef callee, ArrayRef<Value> args) {
-  SmallVector<Type> types;
-  for (Value v : args)
-    types.push_back(v.getType());
-  if (!module.lookupSymbol<func::FuncOp>(callee)) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module.getBody());
-    auto decl = func::FuncOp::create(b, callee,
-                                     b.getFunctionType(types, {ptrType()}));
-    decl.setPrivate();
-  }
-  return func::CallOp::create(b, callee, TypeRange{ptrType()}, args)
+  return callRuntime(b, b.getLoc(), module, callee, args, {ptrType()})
       .getResult(0);
 }
 

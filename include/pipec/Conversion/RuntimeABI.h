@@ -2,7 +2,10 @@
 #ifndef PIPEC_CONVERSION_RUNTIMEABI_H
 #define PIPEC_CONVERSION_RUNTIMEABI_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <optional>
@@ -22,6 +25,13 @@ int64_t runtimeTensorBytes(ShapedType type);
 /// The elements of a dense or dense_resource attribute as the bytes of a
 /// runtime buffer (C order, bool as uint8 0/1); false if it cannot.
 bool elementsToRuntimeBytes(Attribute attr, std::vector<char> &bytes);
+
+/// A call of the runtime's C function `callee` on `args` with `results`;
+/// the first call declares it (private, at the start of `module`) with the
+/// argument and result types of that call.
+func::CallOp callRuntime(OpBuilder &b, Location loc, ModuleOp module,
+                         StringRef callee, ValueRange args,
+                         TypeRange results = {});
 
 } // namespace mlir::pipec
 
