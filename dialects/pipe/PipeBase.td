@@ -45,6 +45,7 @@ def Pipe_Dialect : Dialect {
     "::mlir::DictionaryAttr":$optimizer,
     "::mlir::ArrayAttr":$transfers,
     "::mlir::IntegerAttr":$num_stages,
+    "::mlir::ArrayAttr":$stage_costs,
     "::mlir::StringAttr":$producer,
     "::mlir::IntegerAttr":$opset,
     // On programs and lowered step functions.
@@ -64,7 +65,9 @@ def Pipe_Dialect : Dialect {
     "::mlir::StringAttr":$output,
     "::mlir::IntegerAttr":$result_buffer,
     "::mlir::ElementsAttr":$init,
-    "::mlir::Attribute":$update
+    "::mlir::Attribute":$update,
+    "::mlir::ArrayAttr":$tied_stages,
+    "::mlir::StringAttr":$update_binding
   );
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;

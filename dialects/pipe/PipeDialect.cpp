@@ -1,5 +1,6 @@
 //===- PipeDialect.cpp -----------------------------------------------------===//
 #include "dialects/pipe/PipeDialect.h"
+#include "dialects/pipe/PipeAttrNames.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -109,46 +110,46 @@ LogicalResult verifyPipeAttr(Operation *op, NamedAttribute attr,
     return isa<UnitAttr>(value) ? success() : fail("a unit attribute");
   };
   return llvm::StringSwitch<std::function<LogicalResult()>>(name)
-      .Case("pipe.stage", [&] { return integer(0, "a stage index >= 0"); })
-      .Case("pipe.microbatches",
+      .Case(attrs::kStage, [&] { return integer(0, "a stage index >= 0"); })
+      .Case(attrs::kMicrobatches,
             [&] { return integer(1, "a micro-batch count >= 1"); })
-      .Case("pipe.batch_size", [&] { return integer(1, "a batch size >= 1"); })
-      .Case("pipe.num_stages", [&] { return integer(1, "a stage count >= 1"); })
-      .Case("pipe.peak_in_flight",
+      .Case(attrs::kBatchSize, [&] { return integer(1, "a batch size >= 1"); })
+      .Case(attrs::kNumStages, [&] { return integer(1, "a stage count >= 1"); })
+      .Case(attrs::kPeakInFlight,
             [&] { return integer(0, "a micro-batch count >= 0"); })
-      .Case("pipe.device", [&] { return integer(0, "a device index >= 0"); })
-      .Case("pipe.peak_bytes", [&] { return integer(0, "a byte count >= 0"); })
-      .Case("pipe.result_buffer",
+      .Case(attrs::kDevice, [&] { return integer(0, "a device index >= 0"); })
+      .Case(attrs::kPeakBytes, [&] { return integer(0, "a byte count >= 0"); })
+      .Case(attrs::kResultBuffer,
             [&] { return integer(0, "an output buffer index >= 0"); })
-      .Case("pipe.opset", [&] { return integer(1, "an opset version"); })
-      .Case("pipe.loss_scale",
+      .Case(attrs::kOpset, [&] { return integer(1, "an opset version"); })
+      .Case(attrs::kLossScale,
             [&]() -> LogicalResult {
               auto f = dyn_cast<FloatAttr>(value);
               return f && f.getValueAsDouble() > 0
                          ? success()
                          : fail("a positive float");
             })
-      .Case("pipe.loss_combine",
+      .Case(attrs::kLossCombine,
             [&]() -> LogicalResult {
               auto s = dyn_cast<StringAttr>(value);
               return s && (s.getValue() == "mean" || s.getValue() == "sum")
                          ? success()
                          : fail("\"mean\" or \"sum\"");
             })
-      .Cases({"pipe.optimizer", "pipe.program", "pipe.cost"},
+      .Cases({attrs::kOptimizer, attrs::kProgram, attrs::kCost},
              [&]() -> LogicalResult {
                return isa<DictionaryAttr>(value) ? success()
                                                  : fail("a dictionary");
              })
-      .Case("pipe.transfers",
+      .Case(attrs::kTransfers,
             [&]() -> LogicalResult {
               return isa<ArrayAttr>(value) ? success() : fail("an array");
             })
-      .Cases({"pipe.name", "pipe.param", "pipe.input", "pipe.grad",
-              "pipe.state", "pipe.producer", "pipe.output"},
+      .Cases({attrs::kName, attrs::kParam, attrs::kInput, attrs::kGrad,
+              attrs::kState, attrs::kProducer, attrs::kOutput},
              string)
-      .Cases({"pipe.loss", "pipe.trainable", "pipe.step"}, unit)
-      .Case("pipe.update",
+      .Cases({attrs::kLoss, attrs::kTrainable, attrs::kStep}, unit)
+      .Case(attrs::kUpdate,
             [&]() -> LogicalResult {
               if (auto s = dyn_cast<StringAttr>(value); s && !s.empty())
                 return success();
@@ -157,7 +158,7 @@ LogicalResult verifyPipeAttr(Operation *op, NamedAttribute attr,
                 return success();
               return fail("the name or the argument index of what it updates");
             })
-      .Case("pipe.init",
+      .Case(attrs::kInit,
             [&]() -> LogicalResult {
               auto elements = dyn_cast<ElementsAttr>(value);
               if (!elements)

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Analysis/CostModel.h"
+#include "dialects/pipe/PipeAttrNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -49,7 +50,7 @@ bool CostModel::isParam(Value value) {
     return false;
   auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
   return func && arg.getOwner()->isEntryBlock() &&
-         func.getArgAttr(arg.getArgNumber(), "pipe.param");
+         func.getArgAttr(arg.getArgNumber(), pipe::attrs::kParam);
 }
 
 int64_t CostModel::getParamBytes(Operation *op) {

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Autodiff/Autodiff.h"
+#include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Autodiff/VjpOpInterface.h"
 
 #include "dialects/onnx/OnnxDialect.h"
@@ -59,7 +60,7 @@ static SmallVector<Operation *> forwardOps(Block *block, Operation *end) {
 /// gets X's `pipe.stage`; the sum of a value's gradients gets the stage of
 /// the value's producer (a parameter's owner stage for an argument), so a
 /// tied weight's contributions from other stages are summed at its owner.
-static constexpr llvm::StringLiteral kStage = "pipe.stage";
+static constexpr llvm::StringLiteral kStage = pipe::attrs::kStage;
 
 static Attribute producerStage(Value v) {
   if (Operation *def = v.getDefiningOp())

@@ -34,6 +34,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Autodiff/OnnxBuilder.h"
+#include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Conversion/Passes.h"
 #include "pipec/Conversion/RuntimeABI.h"
 
@@ -186,9 +187,9 @@ Attribute ProgramLowering::initOf(StringRef name) {
     if (found)
       return WalkResult::interrupt();
     for (unsigned i = 0; i < f.getNumArguments(); ++i)
-      if (auto n = f.getArgAttrOfType<StringAttr>(i, "pipe.param"))
+      if (auto n = f.getArgAttrOfType<StringAttr>(i, pipe::attrs::kParam))
         if (n.getValue() == name)
-          if (Attribute init = f.getArgAttr(i, "pipe.init")) {
+          if (Attribute init = f.getArgAttr(i, pipe::attrs::kInit)) {
             found = init;
             return WalkResult::interrupt();
           }
@@ -246,7 +247,7 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
   for (size_t i = params; i < argTypes.size(); ++i) {
     map.map(source.getArgument(i), body->addArgument(argTypes[i], stage.getLoc()));
     argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-        "pipe.input", b.getStringAttr("in" + std::to_string(i - params)))));
+        pipe::attrs::kInput, b.getStringAttr("in" + std::to_string(i - params)))));
   }
   OpBuilder fb(b.getContext());
   fb.setInsertionPointToEnd(body);
@@ -264,7 +265,7 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
       if (i < outputs) {
         results.push_back(mapped);
         resultAttrs.push_back(b.getDictionaryAttr(
-            b.getNamedAttr("pipe.result_buffer", b.getI64IntegerAttr(i))));
+            b.getNamedAttr(pipe::attrs::kResultBuffer, b.getI64IntegerAttr(i))));
         continue;
       }
       int64_t p = int64_t(i - outputs);
@@ -272,7 +273,7 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
       results.push_back(ob.add(accs[p], mapped));
       // The accumulator's argument number: after the weights.
       resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-          "pipe.update", b.getI64IntegerAttr(params + p))));
+          pipe::attrs::kUpdate, b.getI64IntegerAttr(params + p))));
     }
   }
   if (ob.failed()) {
@@ -320,9 +321,9 @@ StringRef ProgramLowering::accumulateFunction(RankedTensorType type) {
                                  b.getFunctionType({type, type}, {type}));
   fn.getBody().push_back(body);
   fn.setArgAttrs(1, b.getDictionaryAttr(
-                        b.getNamedAttr("pipe.input", b.getStringAttr("g"))));
+                        b.getNamedAttr(pipe::attrs::kInput, b.getStringAttr("g"))));
   fn.setResultAttrs(0, b.getDictionaryAttr(b.getNamedAttr(
-                           "pipe.update", b.getI64IntegerAttr(0))));
+                           pipe::attrs::kUpdate, b.getI64IntegerAttr(0))));
   onnxFunctions.push_back(fn);
   return functions[key] = name;
 }
@@ -348,13 +349,13 @@ ProgramLowering::updateFunction(pipe::UpdateOp op, WeightBuffer &buf,
     return b.getNamedAttr(key, b.getStringAttr(value));
   };
   auto updateOf = [&](StringRef name) {
-    return b.getDictionaryAttr(named("pipe.update", name));
+    return b.getDictionaryAttr(named(pipe::attrs::kUpdate, name));
   };
   Location l = op.getLoc();
   SmallVector<Value> params, grads;
   for (auto [name, type] : llvm::zip(buf.names, buf.types)) {
     params.push_back(body->addArgument(type, l));
-    argAttrs.push_back(b.getDictionaryAttr(named("pipe.param", name)));
+    argAttrs.push_back(b.getDictionaryAttr(named(pipe::attrs::kParam, name)));
   }
   for (RankedTensorType type : buf.types) {
     grads.push_back(body->addArgument(type, l));
@@ -384,13 +385,13 @@ ProgramLowering::updateFunction(pipe::UpdateOp op, WeightBuffer &buf,
       auto zeros =
           DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType()));
       state[i].push_back(body->addArgument(type, l));
-      argAttrs.push_back(b.getDictionaryAttr(named("pipe.state", name)));
+      argAttrs.push_back(b.getDictionaryAttr(named(pipe::attrs::kState, name)));
       stateIndex.push_back(devicePersistent.size());
       devicePersistent.push_back({name, "state", type, zeros});
     }
   auto i64Scalar = RankedTensorType::get({}, b.getI64Type());
   Value count = body->addArgument(i64Scalar, l);
-  argAttrs.push_back(b.getDictionaryAttr(named("pipe.state", "step")));
+  argAttrs.push_back(b.getDictionaryAttr(named(pipe::attrs::kState, "step")));
 
   OpBuilder fb(b.getContext());
   fb.setInsertionPointToEnd(body);
@@ -849,7 +850,7 @@ LogicalResult ProgramLowering::run() {
     // pipe-microbatch records how micro-batch losses make the step's loss
     // (1/M for a mean-reduced loss, 1 for a sum); without it, their mean.
     double scale = 1.0 / double(reportedLosses);
-    if (auto s = module->getAttrOfType<FloatAttr>("pipe.loss_scale"))
+    if (auto s = module->getAttrOfType<FloatAttr>(pipe::attrs::kLossScale))
       scale = s.getValueAsDouble();
     if (scale != 1.0)
       sum = arith::MulFOp::create(
@@ -883,7 +884,7 @@ LogicalResult ProgramLowering::run() {
       if (failed(lowerStepFunction(module, fn, cuda, options)))
         return failure();
       if (auto lowered = module.lookupSymbol<func::FuncOp>(name))
-        if (auto peak = lowered->getAttrOfType<IntegerAttr>("pipe.peak_bytes"))
+        if (auto peak = lowered->getAttrOfType<IntegerAttr>(pipe::attrs::kPeakBytes))
           calleePeakBytes = std::max(calleePeakBytes, peak.getInt());
     }
   } else {
@@ -928,8 +929,8 @@ LogicalResult ProgramLowering::run() {
                           b.getI64IntegerAttr(allocatedBytes + calleePeakBytes)),
            b.getNamedAttr("has_loss", b.getBoolAttr(reportsLoss)),
            b.getNamedAttr("trains", b.getBoolAttr(bool(lastUpdate)))}));
-  step->setAttr("pipe.device", b.getI64IntegerAttr(program.getDevice()));
-  step->setAttr("pipe.microbatches", b.getI64IntegerAttr(microbatches));
+  step->setAttr(pipe::attrs::kDevice, b.getI64IntegerAttr(program.getDevice()));
+  step->setAttr(pipe::attrs::kMicrobatches, b.getI64IntegerAttr(microbatches));
   return success();
 }
 

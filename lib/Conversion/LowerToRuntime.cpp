@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "StepLowering.h"
+#include "dialects/pipe/PipeAttrNames.h"
 
 #include "pipec/Conversion/Passes.h"
 #include "pipec/Conversion/RuntimeABI.h"
@@ -102,7 +103,7 @@ LogicalResult StepLowering::run() {
 
   if (options.callable) {
     step.setPrivate();
-    step->setAttr("pipe.peak_bytes", b.getI64IntegerAttr(peakBytes));
+    step->setAttr(pipe::attrs::kPeakBytes, b.getI64IntegerAttr(peakBytes));
     source.erase();
     return success();
   }
@@ -111,7 +112,7 @@ LogicalResult StepLowering::run() {
     auto type = tensorType(arg);
     unsigned i = arg.getArgNumber();
     std::string name = "arg" + std::to_string(i);
-    for (StringRef key : {"pipe.input", "pipe.param", "pipe.state"})
+    for (StringRef key : {pipe::attrs::kInput, pipe::attrs::kParam, pipe::attrs::kState})
       if (auto s = source.getArgAttrOfType<StringAttr>(i, key))
         name = s.str();
     SmallVector<NamedAttribute> fields = {
@@ -120,7 +121,7 @@ LogicalResult StepLowering::run() {
         b.getNamedAttr("dtype",
                        b.getI64IntegerAttr(*pipertDtype(type.getElementType()))),
         b.getNamedAttr("shape", b.getDenseI64ArrayAttr(type.getShape()))};
-    if (Attribute init = source.getArgAttr(i, "pipe.init"))
+    if (Attribute init = source.getArgAttr(i, pipe::attrs::kInit))
       fields.push_back(b.getNamedAttr("init", init));
     return DictionaryAttr::get(ctx, fields);
   };
@@ -132,9 +133,9 @@ LogicalResult StepLowering::run() {
     updated.insert(target);
   for (BlockArgument arg : persistent) {
     unsigned i = arg.getArgNumber();
-    StringRef kind = source.getArgAttr(i, "pipe.state") ? "state"
-                     : source.getArgAttr(i, "pipe.param")
-                         ? (source.getArgAttr(i, "pipe.trainable") ? "param"
+    StringRef kind = source.getArgAttr(i, pipe::attrs::kState) ? "state"
+                     : source.getArgAttr(i, pipe::attrs::kParam)
+                         ? (source.getArgAttr(i, pipe::attrs::kTrainable) ? "param"
                                                                    : "frozen")
                          : "state";
     persistentInfo.push_back(describe(arg, kind));

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "StepLowering.h"
+#include "dialects/pipe/PipeAttrNames.h"
 
 #include "pipec/Conversion/RuntimeABI.h"
 
@@ -71,10 +72,10 @@ LogicalResult StepLowering::classifyArguments() {
       return source.emitError("argument ")
              << i << " has element type " << type.getElementType()
              << ", which the runtime has no kernels for";
-    if (source.getArgAttr(i, "pipe.input")) {
+    if (source.getArgAttr(i, pipe::attrs::kInput)) {
       inputIndex[arg] = inputs.size();
       inputs.push_back(arg);
-    } else if (source.getArgAttr(i, "pipe.step")) {
+    } else if (source.getArgAttr(i, pipe::attrs::kStep)) {
       if (type.getNumElements() != 1)
         return source.emitError("pipe.step argument ")
                << i << " must hold one element";
@@ -99,7 +100,7 @@ LogicalResult StepLowering::classifyResults() {
   DenseSet<int64_t> updated;
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
     int64_t target = -1;
-    if (auto out = source.getResultAttrOfType<IntegerAttr>(i, "pipe.result_buffer")) {
+    if (auto out = source.getResultAttrOfType<IntegerAttr>(i, pipe::attrs::kResultBuffer)) {
       if (!options.callable)
         return source.emitError("result ")
                << i << " is marked pipe.result_buffer, which only a callable "
@@ -107,7 +108,7 @@ LogicalResult StepLowering::classifyResults() {
       outputs.push_back({value, out.getInt()});
       continue;
     }
-    if (source.getResultAttr(i, "pipe.loss")) {
+    if (source.getResultAttr(i, pipe::attrs::kLoss)) {
       auto type = tensorType(value);
       if (!type || type.getNumElements() != 1 || !type.getElementType().isF32())
         return source.emitError("the loss (result ")
@@ -115,26 +116,26 @@ LogicalResult StepLowering::classifyResults() {
       lossValue = value;
       continue;
     }
-    if (auto n = source.getResultAttrOfType<StringAttr>(i, "pipe.update")) {
-      target = argByName("pipe.param", n.getValue());
+    if (auto n = source.getResultAttrOfType<StringAttr>(i, pipe::attrs::kUpdate)) {
+      target = argByName(pipe::attrs::kParam, n.getValue());
       if (target < 0)
-        target = argByName("pipe.state", n.getValue());
+        target = argByName(pipe::attrs::kState, n.getValue());
       if (target < 0)
         return source.emitError("result ")
                << i << " updates '" << n.getValue()
                << "', but no argument has that pipe.param or pipe.state";
     } else if (auto idx =
-                   source.getResultAttrOfType<IntegerAttr>(i, "pipe.update")) {
+                   source.getResultAttrOfType<IntegerAttr>(i, pipe::attrs::kUpdate)) {
       auto arg = source.getArgument(idx.getInt());
       if (!persistentIndex.count(arg))
         return source.emitError("result ")
                << i << " updates argument " << idx.getInt()
                << ", which is not a persistent buffer";
       target = persistentIndex[arg];
-    } else if (auto n = source.getResultAttrOfType<StringAttr>(i, "pipe.param")) {
-      target = argByName("pipe.param", n.getValue());
-    } else if (auto n = source.getResultAttrOfType<StringAttr>(i, "pipe.state")) {
-      target = argByName("pipe.state", n.getValue());
+    } else if (auto n = source.getResultAttrOfType<StringAttr>(i, pipe::attrs::kParam)) {
+      target = argByName(pipe::attrs::kParam, n.getValue());
+    } else if (auto n = source.getResultAttrOfType<StringAttr>(i, pipe::attrs::kState)) {
+      target = argByName(pipe::attrs::kState, n.getValue());
     }
     if (target < 0)
       continue; // a plain graph output: computed, not kept

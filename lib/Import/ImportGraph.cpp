@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Importer.h"
+#include "dialects/pipe/PipeAttrNames.h"
 
 #include "dialects/onnx/ShapeHelpers.h"
 
@@ -162,7 +163,7 @@ FailureOr<func::FuncOp> Importer::importMainGraph(const pb::ModelProto &model) {
       return failure();
     argTypes.push_back(*type);
     NamedAttrList attrs;
-    attrs.set("pipe.input", builder.getStringAttr(in.name()));
+    attrs.set(pipe::attrs::kInput, builder.getStringAttr(in.name()));
     argAttrs.push_back(attrs);
     argNames.push_back(in.name());
   }
@@ -179,10 +180,10 @@ FailureOr<func::FuncOp> Importer::importMainGraph(const pb::ModelProto &model) {
       return failure();
     argTypes.push_back(llvm::cast<ShapedType>(attr->getType()));
     NamedAttrList attrs;
-    attrs.set("pipe.param", builder.getStringAttr(t.name()));
+    attrs.set(pipe::attrs::kParam, builder.getStringAttr(t.name()));
     if (trainable.count(t.name()))
-      attrs.set("pipe.trainable", builder.getUnitAttr());
-    attrs.set("pipe.init", *attr);
+      attrs.set(pipe::attrs::kTrainable, builder.getUnitAttr());
+    attrs.set(pipe::attrs::kInit, *attr);
     argAttrs.push_back(attrs);
     argNames.push_back(t.name());
     params.push_back(&t);
@@ -223,7 +224,7 @@ FailureOr<func::FuncOp> Importer::importMainGraph(const pb::ModelProto &model) {
                      << "' is not produced by any node, input or initializer";
     results.push_back(it->second);
     NamedAttrList attrs;
-    attrs.set("pipe.output", builder.getStringAttr(out.name()));
+    attrs.set(pipe::attrs::kOutput, builder.getStringAttr(out.name()));
     resultAttrs.push_back(attrs);
   }
   if (!opts.lossName.empty()) {
@@ -259,7 +260,7 @@ FailureOr<func::FuncOp> Importer::importMainGraph(const pb::ModelProto &model) {
       return error() << "the loss '" << graph.output(lossIndex).name()
                      << "' is not a scalar (type " << results[lossIndex].getType()
                      << ")";
-    resultAttrs[lossIndex].set("pipe.loss", builder.getUnitAttr());
+    resultAttrs[lossIndex].set(pipe::attrs::kLoss, builder.getUnitAttr());
   }
   func::ReturnOp::create(builder, fileLoc, results);
   fn.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
@@ -284,9 +285,9 @@ Importer::importTrainingGraph(const pb::GraphProto &graph, StringRef name,
   SmallVector<std::string> argNames;
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
     auto dict = argAttrs[i];
-    auto n = dict.getAs<StringAttr>("pipe.input");
+    auto n = dict.getAs<StringAttr>(pipe::attrs::kInput);
     if (!n)
-      n = dict.getAs<StringAttr>("pipe.param");
+      n = dict.getAs<StringAttr>(pipe::attrs::kParam);
     argNames.push_back(n.str());
   }
   for (const auto &in : graph.input()) {
@@ -297,7 +298,7 @@ Importer::importTrainingGraph(const pb::GraphProto &graph, StringRef name,
       return failure();
     argTypes.push_back(*type);
     argAttrs.push_back(DictionaryAttr::get(
-        ctx, {builder.getNamedAttr("pipe.input",
+        ctx, {builder.getNamedAttr(pipe::attrs::kInput,
                                    builder.getStringAttr(in.name()))}));
     argNames.push_back(in.name());
   }
@@ -340,11 +341,11 @@ Importer::importTrainingGraph(const pb::GraphProto &graph, StringRef name,
                      << "' is not produced by any node";
     results.push_back(it->second);
     SmallVector<NamedAttribute> attrs{builder.getNamedAttr(
-        "pipe.output", builder.getStringAttr(out.name()))};
+        pipe::attrs::kOutput, builder.getStringAttr(out.name()))};
     for (const auto &kv : info.update_binding())
       if (kv.value() == out.name())
         attrs.push_back(builder.getNamedAttr(
-            "pipe.update_binding", builder.getStringAttr(kv.key())));
+            pipe::attrs::kUpdateBinding, builder.getStringAttr(kv.key())));
     resultAttrs.push_back(DictionaryAttr::get(ctx, attrs));
   }
   for (const auto &kv : info.update_binding()) {

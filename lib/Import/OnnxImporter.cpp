@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Import/OnnxImporter.h"
+#include "dialects/pipe/PipeAttrNames.h"
 
 #include "Importer.h"
 
@@ -92,9 +93,9 @@ OwningOpRef<ModuleOp> Importer::run(const pb::ModelProto &model) {
   }
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
   if (!model.producer_name().empty())
-    (*module)->setAttr("pipe.producer",
+    (*module)->setAttr(pipe::attrs::kProducer,
                        builder.getStringAttr(model.producer_name()));
-  (*module)->setAttr("pipe.opset", builder.getI64IntegerAttr(opset));
+  (*module)->setAttr(pipe::attrs::kOpset, builder.getI64IntegerAttr(opset));
   builder.setInsertionPointToEnd(module->getBody());
   auto forward = importMainGraph(model);
   if (failed(forward))

@@ -1,5 +1,6 @@
 //===- Plan.cpp - OUT/plan.json --------------------------------------------===//
 #include "pipec/Target/Plan.h"
+#include "dialects/pipe/PipeAttrNames.h"
 
 #include "pipec/Analysis/CostModel.h"
 #include "pipec/Conversion/Passes.h"
@@ -148,7 +149,7 @@ llvm::json::Object mlir::pipec::describeDevice(pipe::ProgramOp program,
   // Micro-batches whose activations this device holds at once, as the
   // scheduler recorded it (GPipe: M; 1F1B: at most p - s).
   llvm::json::Value peakInFlight = nullptr;
-  if (auto peak = program->getAttrOfType<IntegerAttr>("pipe.peak_in_flight"))
+  if (auto peak = program->getAttrOfType<IntegerAttr>(pipe::attrs::kPeakInFlight))
     peakInFlight = peak.getInt();
   return llvm::json::Object{
       {"peak_in_flight_microbatches", std::move(peakInFlight)},

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Autodiff/OnnxBuilder.h"
+#include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Transforms/Passes.h"
 
 #include "mlir/IR/SymbolTable.h"
@@ -156,14 +157,14 @@ struct PipeAddOptimizerPass
     std::optional<unsigned> lossIndex;
     SmallVector<std::pair<unsigned, unsigned>> grads; // (result, param arg)
     for (unsigned r = 0; r < step.getNumResults(); ++r) {
-      if (step.getResultAttr(r, "pipe.loss"))
+      if (step.getResultAttr(r, pipe::attrs::kLoss))
         lossIndex = r;
-      auto name = step.getResultAttrOfType<StringAttr>(r, "pipe.grad");
+      auto name = step.getResultAttrOfType<StringAttr>(r, pipe::attrs::kGrad);
       if (!name)
         continue;
       std::optional<unsigned> param;
       for (unsigned a = 0; a < step.getNumArguments(); ++a)
-        if (step.getArgAttrOfType<StringAttr>(a, "pipe.param") == name)
+        if (step.getArgAttrOfType<StringAttr>(a, pipe::attrs::kParam) == name)
           param = a;
       if (!param)
         return step.emitError() << "result #" << r << " is the gradient of '"
@@ -176,7 +177,7 @@ struct PipeAddOptimizerPass
                               << " is not a training step: it needs a "
                                  "pipe.loss result and pipe.grad results";
     for (unsigned a = 0; a < step.getNumArguments(); ++a)
-      if (step.getArgAttr(a, "pipe.state"))
+      if (step.getArgAttr(a, pipe::attrs::kState))
         return step.emitError() << "@" << step.getSymName()
                                 << " has optimizer state already";
 
@@ -189,15 +190,15 @@ struct PipeAddOptimizerPass
     auto addArg = [&](Type type, StringRef name, Attribute init) {
       unsigned index = step.getNumArguments();
       auto attrs = b.getDictionaryAttr(
-          {b.getNamedAttr("pipe.init", init),
-           b.getNamedAttr("pipe.state", b.getStringAttr(name))});
+          {b.getNamedAttr(pipe::attrs::kInit, init),
+           b.getNamedAttr(pipe::attrs::kState, b.getStringAttr(name))});
       (void)step.insertArgument(index, type, attrs, step.getLoc());
       return step.getArgument(index);
     };
     for (auto [result, param] : grads) {
       auto type = llvm::cast<RankedTensorType>(step.getArgument(param).getType());
       StringRef name =
-          step.getArgAttrOfType<StringAttr>(param, "pipe.param").getValue();
+          step.getArgAttrOfType<StringAttr>(param, pipe::attrs::kParam).getValue();
       auto zeros = DenseElementsAttr::get(
           type, b.getZeroAttr(type.getElementType()));
       state.emplace_back();
@@ -213,7 +214,7 @@ struct PipeAddOptimizerPass
     // with the parameter's owner stage; the shared step counter with the
     // first owner. Unpartitioned steps get no stages.
     auto ownerStage = [&](unsigned param) {
-      return step.getArgAttr(param, "pipe.stage");
+      return step.getArgAttr(param, pipe::attrs::kStage);
     };
     Attribute counterStage;
     for (auto [result, param] : grads)
@@ -227,7 +228,7 @@ struct PipeAddOptimizerPass
                                     : &body.front();
       for (Operation *op = first; op && op != ret; op = op->getNextNode())
         if (stage)
-          op->setAttr("pipe.stage", stage);
+          op->setAttr(pipe::attrs::kStage, stage);
       lastBefore = ret->getPrevNode();
     };
 
@@ -243,14 +244,14 @@ struct PipeAddOptimizerPass
     SmallVector<Attribute> stateAttrs;
     auto update = [&](StringRef name) {
       return b.getDictionaryAttr(
-          b.getNamedAttr("pipe.update", b.getStringAttr(name)));
+          b.getNamedAttr(pipe::attrs::kUpdate, b.getStringAttr(name)));
     };
     for (auto [i, gp] : llvm::enumerate(grads)) {
       auto [result, param] = gp;
       Value x = step.getArgument(param);
       Value g = ret.getOperand(result);
       StringRef name =
-          step.getArgAttrOfType<StringAttr>(param, "pipe.param").getValue();
+          step.getArgAttrOfType<StringAttr>(param, pipe::attrs::kParam).getValue();
       ob.setLoc(x.getLoc());
       Value rate = sharedRate;
       if (counterStage && ownerStage(param) != counterStage)
@@ -349,7 +350,7 @@ struct PipeAddOptimizerPass
       num("lr_decay", opt.lrDecay);
     }
     num("weight_decay", opt.weightDecay);
-    step->setAttr("pipe.optimizer", b.getDictionaryAttr(entries));
+    step->setAttr(pipe::attrs::kOptimizer, b.getDictionaryAttr(entries));
   }
 };
 } // namespace

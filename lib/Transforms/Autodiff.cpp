@@ -1,5 +1,6 @@
 //===- Autodiff.cpp - pipe-autodiff: build the training step ---------------===//
 #include "pipec/Autodiff/Autodiff.h"
+#include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Autodiff/OnnxBuilder.h"
 #include "pipec/Transforms/Passes.h"
 
@@ -25,7 +26,7 @@ static Value zerosOf(OpBuilder &b, Location loc, Type type) {
 
 /// The name an argument has in the ONNX graph (pipe.input or pipe.param).
 static StringAttr graphName(func::FuncOp func, unsigned i) {
-  for (StringRef key : {"pipe.input", "pipe.param", "pipe.state"})
+  for (StringRef key : {pipe::attrs::kInput, pipe::attrs::kParam, pipe::attrs::kState})
     if (auto name = func.getArgAttrOfType<StringAttr>(i, key))
       return name;
   return {};
@@ -67,7 +68,7 @@ struct PipeAutodiffPass
   FailureOr<unsigned> findLoss(func::FuncOp forward) {
     std::optional<unsigned> loss;
     for (unsigned i = 0; i < forward.getNumResults(); ++i) {
-      if (!forward.getResultAttr(i, "pipe.loss"))
+      if (!forward.getResultAttr(i, pipe::attrs::kLoss))
         continue;
       if (loss)
         return forward.emitError()
@@ -95,7 +96,7 @@ struct PipeAutodiffPass
       return failure();
     SmallVector<unsigned> trainable;
     for (unsigned i = 0; i < forward.getNumArguments(); ++i)
-      if (forward.getArgAttr(i, "pipe.trainable"))
+      if (forward.getArgAttr(i, pipe::attrs::kTrainable))
         trainable.push_back(i);
     if (trainable.empty())
       return forward.emitError() << "no argument of @" << forward.getSymName()
@@ -136,7 +137,7 @@ struct PipeAutodiffPass
       if (!name)
         name = b.getStringAttr("arg" + std::to_string(arg));
       resultAttrs.push_back(b.getDictionaryAttr(
-          b.getNamedAttr("pipe.grad", name)));
+          b.getNamedAttr(pipe::attrs::kGrad, name)));
     }
     func::ReturnOp::create(b, ret.getLoc(), results);
     ret.erase();
@@ -158,7 +159,7 @@ struct PipeAutodiffPass
     // y: a forward output, by name.
     std::optional<unsigned> yIndex;
     for (unsigned i = 0; i < forward.getNumResults(); ++i)
-      if (auto name = forward.getResultAttrOfType<StringAttr>(i, "pipe.output"))
+      if (auto name = forward.getResultAttrOfType<StringAttr>(i, pipe::attrs::kOutput))
         if (name.getValue() == op.getY())
           yIndex = i;
     if (!yIndex)

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Autodiff/OnnxBuilder.h"
+#include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -107,20 +108,20 @@ FailureOr<std::string> PipeInsertTransfersPass::nameAt(const std::string &name,
   int64_t r = stage - 1;
   pipe::StageOp fwd = stages[r].fwd;
   MLIRContext *ctx = fwd.getContext();
-  std::optional<unsigned> arg = argNamed(fwd, "pipe.name", *prev);
+  std::optional<unsigned> arg = argNamed(fwd, pipe::attrs::kName, *prev);
   Value in;
   if (arg) {
     in = fwd.getArgument(*arg);
   } else {
     unsigned index = fwd.getNumArguments();
     Type type = stages[it->second].fwd.getResultTypes()[*resultNamed(
-        stages[it->second].fwd, "pipe.name", name)];
-    (void)fwd.insertArgument(index, type, nameDict(ctx, "pipe.name", *prev),
+        stages[it->second].fwd, pipe::attrs::kName, name)];
+    (void)fwd.insertArgument(index, type, nameDict(ctx, pipe::attrs::kName, *prev),
                              fwd.getLoc());
     in = fwd.getArgument(index);
   }
   std::string out = name + ".s" + std::to_string(r);
-  addResult(fwd, fwd.getNumResults(), in, nameDict(ctx, "pipe.name", out));
+  addResult(fwd, fwd.getNumResults(), in, nameDict(ctx, pipe::attrs::kName, out));
   relays.push_back({r, *prev, out});
   return relayed[{name, stage}] = out;
 }
@@ -161,7 +162,7 @@ void PipeInsertTransfersPass::runOnOperation() {
   }
   for (auto [index, s] : llvm::enumerate(stages))
     for (unsigned i = 0; i < s.fwd.getNumResults(); ++i) {
-      std::string name = stringAttrOf(s.fwd.getResultAttrDict(i), "pipe.name");
+      std::string name = stringAttrOf(s.fwd.getResultAttrDict(i), pipe::attrs::kName);
       if (!name.empty())
         producer[name] = index;
     }
@@ -169,7 +170,7 @@ void PipeInsertTransfersPass::runOnOperation() {
   // Forward: rename the far-away reads to the relayed names.
   for (auto [index, s] : llvm::enumerate(stages)) {
     for (unsigned i = s.fwd.getParams(); i < s.fwd.getNumArguments(); ++i) {
-      std::string name = stringAttrOf(s.fwd.getArgAttrDict(i), "pipe.name");
+      std::string name = stringAttrOf(s.fwd.getArgAttrDict(i), pipe::attrs::kName);
       if (name.empty())
         continue;
       auto local = nameAt(name, index);
@@ -177,11 +178,11 @@ void PipeInsertTransfersPass::runOnOperation() {
         return signalPassFailure();
       if (*local == name)
         continue;
-      s.fwd.setArgAttr(i, "pipe.name", StringAttr::get(ctx, *local));
-      if (auto a = argNamed(s.bwd, "pipe.name", name))
-        s.bwd.setArgAttr(*a, "pipe.name", StringAttr::get(ctx, *local));
-      if (auto r = resultNamed(s.bwd, "pipe.grad", name))
-        s.bwd.setResultAttr(*r, "pipe.grad", StringAttr::get(ctx, *local));
+      s.fwd.setArgAttr(i, pipe::attrs::kName, StringAttr::get(ctx, *local));
+      if (auto a = argNamed(s.bwd, pipe::attrs::kName, name))
+        s.bwd.setArgAttr(*a, pipe::attrs::kName, StringAttr::get(ctx, *local));
+      if (auto r = resultNamed(s.bwd, pipe::attrs::kGrad, name))
+        s.bwd.setResultAttr(*r, pipe::attrs::kGrad, StringAttr::get(ctx, *local));
     }
   }
   // Backward: each relay passes the gradient of what it returned back as
@@ -191,19 +192,19 @@ void PipeInsertTransfersPass::runOnOperation() {
   });
   for (auto &[r, in, out] : relays) {
     pipe::StageOp next = stages[r + 1].bwd, bwd = stages[r].bwd;
-    if (!resultNamed(next, "pipe.grad", out))
+    if (!resultNamed(next, pipe::attrs::kGrad, out))
       continue; // no gradient flows back
     Type type;
     for (unsigned i = 0; i < stages[r].fwd.getNumResults(); ++i)
-      if (stringAttrOf(stages[r].fwd.getResultAttrDict(i), "pipe.name") == out)
+      if (stringAttrOf(stages[r].fwd.getResultAttrDict(i), pipe::attrs::kName) == out)
         type = stages[r].fwd.getResultTypes()[i];
     unsigned index = bwd.getNumArguments();
-    (void)bwd.insertArgument(index, type, nameDict(ctx, "pipe.grad", out),
+    (void)bwd.insertArgument(index, type, nameDict(ctx, pipe::attrs::kGrad, out),
                              bwd.getLoc());
     Value incoming = bwd.getArgument(index);
     auto ret =
         llvm::cast<pipe::ReturnOp>(bwd.getBody().front().getTerminator());
-    if (auto existing = resultNamed(bwd, "pipe.grad", in)) {
+    if (auto existing = resultNamed(bwd, pipe::attrs::kGrad, in)) {
       OpBuilder b(ret);
       autodiff::OnnxBuilder ob(b, bwd.getLoc());
       Value sum = ob.add(ret.getOperand(*existing), incoming);
@@ -213,11 +214,11 @@ void PipeInsertTransfersPass::runOnOperation() {
             << r;
         return signalPassFailure();
       }
-      sum.getDefiningOp()->setAttr("pipe.stage", b.getI64IntegerAttr(r));
+      sum.getDefiningOp()->setAttr(pipe::attrs::kStage, b.getI64IntegerAttr(r));
       ret->setOperand(*existing, sum);
     } else {
       unsigned at = bwd.getNumResults() - bwd.getParams();
-      addResult(bwd, at, incoming, nameDict(ctx, "pipe.grad", in));
+      addResult(bwd, at, incoming, nameDict(ctx, pipe::attrs::kGrad, in));
     }
   }
 
@@ -241,16 +242,16 @@ void PipeInsertTransfersPass::runOnOperation() {
     if (index == 0)
       continue;
     for (unsigned i = s.fwd.getParams(); i < s.fwd.getNumArguments(); ++i) {
-      std::string name = stringAttrOf(s.fwd.getArgAttrDict(i), "pipe.name");
+      std::string name = stringAttrOf(s.fwd.getArgAttrDict(i), pipe::attrs::kName);
       if (!name.empty())
         record(name, index - 1, index, "forward", s.fwd.getArgumentTypes()[i]);
     }
     for (unsigned i = 0; i < s.bwd.getNumResults() - s.bwd.getParams(); ++i) {
-      std::string name = stringAttrOf(s.bwd.getResultAttrDict(i), "pipe.grad");
+      std::string name = stringAttrOf(s.bwd.getResultAttrDict(i), pipe::attrs::kGrad);
       if (!name.empty())
         record(name + ".grad", index, index - 1, "backward",
                s.bwd.getResultTypes()[i]);
     }
   }
-  module->setAttr("pipe.transfers", b.getArrayAttr(transfers));
+  module->setAttr(pipe::attrs::kTransfers, b.getArrayAttr(transfers));
 }

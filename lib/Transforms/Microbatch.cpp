@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Autodiff/OnnxBuilder.h"
+#include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Transforms/Passes.h"
 
 #include "dialects/onnx/ShapeHelpers.h"
@@ -708,7 +709,7 @@ void PipeMicrobatchPass::runOnOperation() {
                      << int64_t(microbatches);
     return signalPassFailure();
   }
-  if (step->hasAttr("pipe.microbatches")) {
+  if (step->hasAttr(pipe::attrs::kMicrobatches)) {
     step.emitError() << "@" << funcName << " is micro-batched already";
     return signalPassFailure();
   }
@@ -718,7 +719,7 @@ void PipeMicrobatchPass::runOnOperation() {
   // The batch size, from the data inputs.
   std::optional<unsigned> firstInput;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    if (!step.getArgAttr(i, "pipe.input"))
+    if (!step.getArgAttr(i, pipe::attrs::kInput))
       continue;
     auto t = rankedType(step.getArgument(i));
     if (!t || t.getRank() == 0 || t.isDynamicDim(0)) {
@@ -759,7 +760,7 @@ void PipeMicrobatchPass::runOnOperation() {
   for (unsigned r = 0; r < step.getNumResults(); ++r) {
     Value v = ret.getOperand(r);
     BatchState s = stateOf(v);
-    if (step.getResultAttr(r, "pipe.loss")) {
+    if (step.getResultAttr(r, pipe::attrs::kLoss)) {
       lossIndex = r;
       if (!s.isReduced()) {
         InFlightDiagnostic d = step.emitError()
@@ -770,7 +771,7 @@ void PipeMicrobatchPass::runOnOperation() {
       }
       continue;
     }
-    if (step.getResultAttr(r, "pipe.update")) {
+    if (step.getResultAttr(r, pipe::attrs::kUpdate)) {
       if (s.isBatched()) {
         step.emitError() << "pipe-microbatch: update result #" << r
                          << " has one value per sample";
@@ -827,7 +828,7 @@ void PipeMicrobatchPass::runOnOperation() {
   }
   SmallVector<Type> argTypes(step.getArgumentTypes());
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    if (!step.getArgAttr(i, "pipe.input"))
+    if (!step.getArgAttr(i, pipe::attrs::kInput))
       continue;
     auto t = rankedType(step.getArgument(i));
     SmallVector<int64_t> shape(t.getShape());
@@ -878,19 +879,19 @@ void PipeMicrobatchPass::runOnOperation() {
       op->emitError("pipe-microbatch: cannot scale the loss gradient");
       return signalPassFailure();
     }
-    if (Attribute stage = op->getAttr("pipe.stage")) {
-      scale->setAttr("pipe.stage", stage);
-      scaled.getDefiningOp()->setAttr("pipe.stage", stage);
+    if (Attribute stage = op->getAttr(pipe::attrs::kStage)) {
+      scale->setAttr(pipe::attrs::kStage, stage);
+      scaled.getDefiningOp()->setAttr(pipe::attrs::kStage, stage);
     }
     op->setOperand(0, scaled);
   }
   step.setType(FunctionType::get(&getContext(), argTypes,
                                  step.getResultTypes()));
-  step->setAttr("pipe.microbatches", b.getI64IntegerAttr(microbatches));
-  step->setAttr("pipe.batch_size", b.getI64IntegerAttr(batch));
-  step->setAttr("pipe.loss_combine",
+  step->setAttr(pipe::attrs::kMicrobatches, b.getI64IntegerAttr(microbatches));
+  step->setAttr(pipe::attrs::kBatchSize, b.getI64IntegerAttr(batch));
+  step->setAttr(pipe::attrs::kLossCombine,
                 b.getStringAttr(lossIsMean ? "mean" : "sum"));
-  step->setAttr("pipe.loss_scale",
+  step->setAttr(pipe::attrs::kLossScale,
                 b.getF64FloatAttr(lossIsMean ? 1.0 / double(microbatches)
                                              : 1.0));
 }

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Autodiff/OnnxBuilder.h"
+#include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -131,16 +132,16 @@ LogicalResult PipeSplitStagesPass::needForward(Part &user, Value v,
         return success(); // a weight of this stage
       // A tied weight read by another stage: its owner's forward sends it.
       part(owner.lookup(v), Forward)
-          .addOutput(v, named("pipe.name", tagOf(v)));
-      fwd.inputs.insert({v, named("pipe.name", tagOf(v))});
+          .addOutput(v, named(pipe::attrs::kName, tagOf(v)));
+      fwd.inputs.insert({v, named(pipe::attrs::kName, tagOf(v))});
       if (user.phase == Backward)
-        user.inputs.insert({v, named("pipe.name", tagOf(v))});
+        user.inputs.insert({v, named(pipe::attrs::kName, tagOf(v))});
       return success();
     }
     if (StringAttr name = inputName.lookup(v)) {
-      fwd.inputs.insert({v, named("pipe.input", name.getValue())});
+      fwd.inputs.insert({v, named(pipe::attrs::kInput, name.getValue())});
       if (user.phase == Backward)
-        user.inputs.insert({v, named("pipe.input", name.getValue())});
+        user.inputs.insert({v, named(pipe::attrs::kInput, name.getValue())});
       return success();
     }
     return at->emitOpError()
@@ -153,8 +154,8 @@ LogicalResult PipeSplitStagesPass::needForward(Part &user, Value v,
   int64_t defStage = stageOf.lookup(def);
   if (defStage == user.stage) {
     if (user.phase == Backward) {
-      fwd.addOutput(v, named("pipe.name", tagOf(v)));
-      user.inputs.insert({v, named("pipe.name", tagOf(v))});
+      fwd.addOutput(v, named(pipe::attrs::kName, tagOf(v)));
+      user.inputs.insert({v, named(pipe::attrs::kName, tagOf(v))});
     }
     return success();
   }
@@ -162,10 +163,10 @@ LogicalResult PipeSplitStagesPass::needForward(Part &user, Value v,
     return at->emitOpError() << "in stage " << user.stage
                              << " uses a forward value of the later stage "
                              << defStage;
-  part(defStage, Forward).addOutput(v, named("pipe.name", tagOf(v)));
-  fwd.inputs.insert({v, named("pipe.name", tagOf(v))});
+  part(defStage, Forward).addOutput(v, named(pipe::attrs::kName, tagOf(v)));
+  fwd.inputs.insert({v, named(pipe::attrs::kName, tagOf(v))});
   if (user.phase == Backward)
-    user.inputs.insert({v, named("pipe.name", tagOf(v))});
+    user.inputs.insert({v, named(pipe::attrs::kName, tagOf(v))});
   return success();
 }
 
@@ -243,12 +244,12 @@ void PipeSplitStagesPass::runOnOperation() {
   SmallVector<BlockArgument> params;
   for (BlockArgument arg : step.getArguments()) {
     unsigned i = arg.getArgNumber();
-    if (auto name = step.getArgAttrOfType<StringAttr>(i, "pipe.input"))
+    if (auto name = step.getArgAttrOfType<StringAttr>(i, pipe::attrs::kInput))
       inputName[arg] = name;
-    auto name = step.getArgAttrOfType<StringAttr>(i, "pipe.param");
-    if (!name || !step.getArgAttr(i, "pipe.trainable"))
+    auto name = step.getArgAttrOfType<StringAttr>(i, pipe::attrs::kParam);
+    if (!name || !step.getArgAttr(i, pipe::attrs::kTrainable))
       continue;
-    auto stage = step.getArgAttrOfType<IntegerAttr>(i, "pipe.stage");
+    auto stage = step.getArgAttrOfType<IntegerAttr>(i, pipe::attrs::kStage);
     if (!stage) {
       step.emitError() << "parameter '" << name.getValue()
                        << "' has no owner stage (pipe.stage): run "
@@ -264,14 +265,14 @@ void PipeSplitStagesPass::runOnOperation() {
   // gradient operand of the optimizer op whose result is its pipe.update.
   std::optional<Value> loss;
   llvm::DenseMap<BlockArgument, Value> weightGrads;
-  auto optimizer = step->getAttrOfType<DictionaryAttr>("pipe.optimizer");
+  auto optimizer = step->getAttrOfType<DictionaryAttr>(pipe::attrs::kOptimizer);
   for (unsigned r = 0; r < step.getNumResults(); ++r) {
     Value v = ret.getOperand(r);
-    if (step.getResultAttr(r, "pipe.loss"))
+    if (step.getResultAttr(r, pipe::attrs::kLoss))
       loss = v;
-    StringAttr gradOf = step.getResultAttrOfType<StringAttr>(r, "pipe.grad");
+    StringAttr gradOf = step.getResultAttrOfType<StringAttr>(r, pipe::attrs::kGrad);
     StringAttr updateOf =
-        step.getResultAttrOfType<StringAttr>(r, "pipe.update");
+        step.getResultAttrOfType<StringAttr>(r, pipe::attrs::kUpdate);
     StringAttr name = gradOf ? gradOf : updateOf;
     if (!name)
       continue;
@@ -340,7 +341,7 @@ void PipeSplitStagesPass::runOnOperation() {
   for (Operation &op : body.without_terminator()) {
     if (!phaseOf.count(&op))
       continue;
-    auto stage = op.getAttrOfType<IntegerAttr>("pipe.stage");
+    auto stage = op.getAttrOfType<IntegerAttr>(pipe::attrs::kStage);
     if (!stage || stage.getInt() < 0) {
       op.emitOpError() << "has no pipe.stage: run --pipe-assign-stages on "
                           "the forward before --pipe-autodiff";
@@ -365,7 +366,7 @@ void PipeSplitStagesPass::runOnOperation() {
     if (phaseOf.count(&op))
       part(stageOf[&op], phaseOf[&op]).ops.push_back(&op);
   if (Operation *def = loss->getDefiningOp(); def && phaseOf.count(def))
-    part(stageOf[def], Forward).addOutput(*loss, named("pipe.loss", ""));
+    part(stageOf[def], Forward).addOutput(*loss, named(pipe::attrs::kLoss, ""));
 
   // What crosses: forward values first (they decide the names of the
   // activations), then the backward's saved values and gradients.
@@ -456,14 +457,14 @@ void PipeSplitStagesPass::runOnOperation() {
       } else {
         // Sent on its own; the stages in between add it to theirs.
         part(from, Backward)
-            .addOutput(v, named("pipe.grad", tagOf(*primal)));
+            .addOutput(v, named(pipe::attrs::kGrad, tagOf(*primal)));
       }
       return success();
     }
     part(user.stage, Forward)
-        .addOutput(*primal, named("pipe.name", tagOf(*primal)));
-    user.inputs.insert({v, named("pipe.grad", tagOf(*primal))});
-    part(from, Backward).addOutput(v, named("pipe.grad", tagOf(*primal)));
+        .addOutput(*primal, named(pipe::attrs::kName, tagOf(*primal)));
+    user.inputs.insert({v, named(pipe::attrs::kGrad, tagOf(*primal))});
+    part(from, Backward).addOutput(v, named(pipe::attrs::kGrad, tagOf(*primal)));
     return success();
   };
   if (failed(forEachBackwardUse(needBackward)))
@@ -475,8 +476,8 @@ void PipeSplitStagesPass::runOnOperation() {
       return signalPassFailure();
 
   // The step's facts the programs need, on the module.
-  for (StringRef key : {"pipe.microbatches", "pipe.batch_size",
-                        "pipe.loss_combine", "pipe.loss_scale"})
+  for (StringRef key : {pipe::attrs::kMicrobatches, pipe::attrs::kBatchSize,
+                        pipe::attrs::kLossCombine, pipe::attrs::kLossScale})
     if (Attribute a = step->getAttr(key))
       module->setAttr(key, a);
   if (optimizer) {
@@ -500,7 +501,7 @@ void PipeSplitStagesPass::runOnOperation() {
                        << " has no pipe.update form";
       return signalPassFailure();
     }
-    module->setAttr("pipe.optimizer", b.getDictionaryAttr(entries));
+    module->setAttr(pipe::attrs::kOptimizer, b.getDictionaryAttr(entries));
   }
   step.erase();
 }
@@ -516,7 +517,7 @@ LogicalResult PipeSplitStagesPass::build(
   for (BlockArgument w : p.weights) {
     argTypes.push_back(w.getType());
     argAttrs.push_back(b.getDictionaryAttr(
-        named("pipe.param", paramName.lookup(w).getValue())));
+        named(pipe::attrs::kParam, paramName.lookup(w).getValue())));
   }
   for (auto &[v, attr] : p.inputs) {
     argTypes.push_back(v.getType());
@@ -528,18 +529,18 @@ LogicalResult PipeSplitStagesPass::build(
   SmallVector<Attribute> resultAttrs;
   auto addResult = [&](Value v, NamedAttribute attr) {
     results.push_back(v);
-    if (attr.getName() == "pipe.loss")
+    if (attr.getName() == pipe::attrs::kLoss)
       resultAttrs.push_back(b.getDictionaryAttr(
-          b.getNamedAttr("pipe.loss", b.getUnitAttr())));
+          b.getNamedAttr(pipe::attrs::kLoss, b.getUnitAttr())));
     else
       resultAttrs.push_back(b.getDictionaryAttr(attr));
   };
   if (p.phase == Forward) {
     for (auto &[v, attr] : p.outputs)
-      if (attr.getName() == "pipe.loss")
+      if (attr.getName() == pipe::attrs::kLoss)
         addResult(v, attr);
     for (auto &[v, attr] : p.outputs)
-      if (attr.getName() != "pipe.loss")
+      if (attr.getName() != pipe::attrs::kLoss)
         addResult(v, attr);
   } else {
     for (auto &[v, attr] : p.outputs)
@@ -622,7 +623,7 @@ LogicalResult PipeSplitStagesPass::build(
     auto extras = extraContributions.find(
         {v.getAsOpaquePointer(),
          stringAttrOf(llvm::cast<DictionaryAttr>(resultAttrs[mapped.size()]),
-                      "pipe.grad")});
+                      pipe::attrs::kGrad)});
     if (p.phase == Backward && extras != extraContributions.end())
       for (Value extra : extras->second) {
         autodiff::OnnxBuilder ob(b, extra.getLoc());
@@ -631,8 +632,8 @@ LogicalResult PipeSplitStagesPass::build(
           return emitError(extra.getLoc(),
                            "pipe-split-stages: cannot sum the contributions "
                            "to a gradient");
-        if (Attribute s = extra.getDefiningOp()->getAttr("pipe.stage"))
-          sum.getDefiningOp()->setAttr("pipe.stage", s);
+        if (Attribute s = extra.getDefiningOp()->getAttr(pipe::attrs::kStage))
+          sum.getDefiningOp()->setAttr(pipe::attrs::kStage, s);
         m = sum;
       }
     mapped.push_back(m);

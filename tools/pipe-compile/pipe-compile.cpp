@@ -26,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Conversion/Passes.h"
+#include "dialects/pipe/PipeAttrNames.h"
 #include "llvm/ADT/SetVector.h"
 #include "pipec/Conversion/RuntimeABI.h"
 #include "pipec/Import/OnnxImporter.h"
@@ -165,7 +166,7 @@ OwningOpRef<ModuleOp> deviceModule(ModuleOp module, pipe::ProgramOp program) {
   for (auto f : module.getOps<func::FuncOp>()) {
     bool initialises = false;
     for (unsigned i = 0; i < f.getNumArguments() && !initialises; ++i)
-      initialises = bool(f.getArgAttr(i, "pipe.init"));
+      initialises = bool(f.getArgAttr(i, pipe::attrs::kInit));
     if (!initialises)
       continue;
     auto decl = func::FuncOp::create(b, f.getLoc(), f.getSymName(),
@@ -333,11 +334,11 @@ int main(int argc, char **argv) {
     return fail("the imported module has no @forward");
   int64_t modelBatch = 0;
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
-    if (!forward.getArgAttr(i, "pipe.input"))
+    if (!forward.getArgAttr(i, pipe::attrs::kInput))
       continue;
     auto type = cast<RankedTensorType>(forward.getArgument(i).getType());
     StringRef name =
-        forward.getArgAttrOfType<StringAttr>(i, "pipe.input").getValue();
+        forward.getArgAttrOfType<StringAttr>(i, pipe::attrs::kInput).getValue();
     if (type.getRank() == 0)
       return fail("graph input '" + name + "' is a scalar; it has no batch axis");
     if (modelBatch == 0)

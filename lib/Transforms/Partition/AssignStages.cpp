@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Partitioners.h"
+#include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Transforms/PartitionPasses.h"
 
 #include "mlir/IR/Builders.h"
@@ -33,10 +34,10 @@ using namespace mlir;
 using namespace mlir::pipec;
 using namespace mlir::pipec::partition;
 
-static constexpr StringLiteral kStageAttr = "pipe.stage";
-static constexpr StringLiteral kTiedAttr = "pipe.tied_stages";
-static constexpr StringLiteral kCostsAttr = "pipe.stage_costs";
-static constexpr StringLiteral kNumStagesAttr = "pipe.num_stages";
+static constexpr StringLiteral kStageAttr = pipe::attrs::kStage;
+static constexpr StringLiteral kTiedAttr = pipe::attrs::kTiedStages;
+static constexpr StringLiteral kCostsAttr = pipe::attrs::kStageCosts;
+static constexpr StringLiteral kNumStagesAttr = pipe::attrs::kNumStages;
 
 /// The ONNX node name an op was imported from: its NameLoc's name.
 static StringRef getNodeName(Location loc) {
@@ -60,9 +61,9 @@ findForwardOps(func::FuncOp func) {
   SmallVector<Value> losses;
   Operation *terminator = func.getBody().front().getTerminator();
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
-    trainingStep |= func.getResultAttr(i, "pipe.grad") ||
-                    func.getResultAttr(i, "pipe.update");
-    if (func.getResultAttr(i, "pipe.loss"))
+    trainingStep |= func.getResultAttr(i, pipe::attrs::kGrad) ||
+                    func.getResultAttr(i, pipe::attrs::kUpdate);
+    if (func.getResultAttr(i, pipe::attrs::kLoss))
       losses.push_back(terminator->getOperand(i));
   }
   if (!trainingStep)
@@ -148,12 +149,12 @@ static void assignBackward(const Problem &problem, ArrayRef<int64_t> stageOf,
     std::optional<int64_t> stage;
     bool isUpdate = llvm::any_of(op->getUses(), [&](OpOperand &use) {
       return use.getOwner() == terminator &&
-             func.getResultAttr(use.getOperandNumber(), "pipe.update");
+             func.getResultAttr(use.getOperandNumber(), pipe::attrs::kUpdate);
     });
     if (isUpdate)
       for (Value operand : op->getOperands())
         if (auto arg = dyn_cast<BlockArgument>(operand);
-            arg && func.getArgAttr(arg.getArgNumber(), "pipe.param"))
+            arg && func.getArgAttr(arg.getArgNumber(), pipe::attrs::kParam))
           if ((stage = forwardStageOf(problem, stageOf, operand)))
             break;
     if (!stage && !ambiguous.contains(op->getLoc()))
@@ -177,7 +178,7 @@ static void assignBackward(const Problem &problem, ArrayRef<int64_t> stageOf,
     if (!stage)
       for (Value operand : op->getOperands())
         if (auto arg = dyn_cast<BlockArgument>(operand);
-            arg && func.getArgAttr(arg.getArgNumber(), "pipe.param"))
+            arg && func.getArgAttr(arg.getArgNumber(), pipe::attrs::kParam))
           if ((stage = forwardStageOf(problem, stageOf, operand)))
             break;
     backwardStage[op] = stage.value_or(numStages - 1);
@@ -562,8 +563,8 @@ void AssignStagesPass::runOnOperation() {
   // Parameters (and optimizer state): owned by the stage of their first use.
   for (BlockArgument arg : func.getArguments()) {
     unsigned index = arg.getArgNumber();
-    if (!func.getArgAttr(index, "pipe.param") &&
-        !func.getArgAttr(index, "pipe.state"))
+    if (!func.getArgAttr(index, pipe::attrs::kParam) &&
+        !func.getArgAttr(index, pipe::attrs::kState))
       continue;
     std::set<int64_t> users;
     for (Operation *user : arg.getUsers())
@@ -593,7 +594,7 @@ void AssignStagesPass::runOnOperation() {
   if (annotateCosts)
     for (Operation &op : body.without_terminator()) {
       OpCost cost = model.getOpCost(&op);
-      op.setAttr("pipe.cost",
+      op.setAttr(pipe::attrs::kCost,
                  builder.getDictionaryAttr({
                      builder.getNamedAttr(
                          "flops", builder.getI64IntegerAttr(

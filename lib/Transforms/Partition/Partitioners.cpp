@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Partitioners.h"
+#include "dialects/pipe/PipeAttrNames.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -27,8 +28,8 @@ bool partition::isWeightArgument(Value value) {
   if (!arg)
     return false;
   auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  return func && (func.getArgAttr(arg.getArgNumber(), "pipe.param") ||
-                  func.getArgAttr(arg.getArgNumber(), "pipe.state"));
+  return func && (func.getArgAttr(arg.getArgNumber(), pipe::attrs::kParam) ||
+                  func.getArgAttr(arg.getArgNumber(), pipe::attrs::kState));
 }
 
 Problem partition::buildProblem(func::FuncOp func, const CostModel &model,

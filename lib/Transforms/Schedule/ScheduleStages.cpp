@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Analysis/Schedule.h"
+#include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Transforms/SchedulePasses.h"
 
 #include "mlir/IR/Builders.h"
@@ -167,7 +168,7 @@ LogicalResult PipeSchedulePass::analyzeStage(Stage &stage) {
   for (unsigned i = 0; i < argTypes.size(); ++i) {
     DictionaryAttr attrs = fwd.getArgAttrDict(i);
     if (int64_t(i) < stage.params) {
-      std::string name = stringAttr(attrs, "pipe.param");
+      std::string name = stringAttr(attrs, pipe::attrs::kParam);
       if (name.empty())
         return fwd.emitError() << "weight argument " << i << " of @"
                                << fwd.getSymName()
@@ -178,13 +179,13 @@ LogicalResult PipeSchedulePass::analyzeStage(Stage &stage) {
     }
     ArgSource source;
     source.type = argTypes[i];
-    if (std::string input = stringAttr(attrs, "pipe.input"); !input.empty()) {
+    if (std::string input = stringAttr(attrs, pipe::attrs::kInput); !input.empty()) {
       source.kind = ArgSource::Feed;
       source.name = input;
       if (!stage.fedTypes.try_emplace(input, source.type).second)
         return fwd.emitError() << "@" << fwd.getSymName()
                                << " reads graph input '" << input << "' twice";
-    } else if (std::string name = stringAttr(attrs, "pipe.name");
+    } else if (std::string name = stringAttr(attrs, pipe::attrs::kName);
                !name.empty()) {
       source.kind = ArgSource::Named;
       source.name = name;
@@ -202,13 +203,13 @@ LogicalResult PipeSchedulePass::analyzeStage(Stage &stage) {
   ArrayRef<Type> resultTypes = fwd.getResultTypes();
   for (unsigned i = 0; i < resultTypes.size(); ++i) {
     DictionaryAttr attrs = fwd.getResultAttrDict(i);
-    std::string name = stringAttr(attrs, "pipe.name");
+    std::string name = stringAttr(attrs, pipe::attrs::kName);
     if (!name.empty() &&
         !stage.namedTypes.try_emplace(name, resultTypes[i]).second)
       return fwd.emitError() << "@" << fwd.getSymName()
                              << " has two values named '" << name << "'";
     stage.resultNames.push_back(name);
-    stage.resultIsLoss.push_back(attrs && attrs.contains("pipe.loss"));
+    stage.resultIsLoss.push_back(attrs && attrs.contains(pipe::attrs::kLoss));
   }
 
   ArrayRef<Type> bwdArgTypes = bwd.getArgumentTypes();
@@ -217,7 +218,7 @@ LogicalResult PipeSchedulePass::analyzeStage(Stage &stage) {
     ArgSource source;
     source.type = bwdArgTypes[i];
     Type expected;
-    if (std::string grad = stringAttr(attrs, "pipe.grad"); !grad.empty()) {
+    if (std::string grad = stringAttr(attrs, pipe::attrs::kGrad); !grad.empty()) {
       source.kind = ArgSource::Grad;
       source.name = grad;
       auto result = llvm::find(stage.resultNames, grad);
@@ -227,7 +228,7 @@ LogicalResult PipeSchedulePass::analyzeStage(Stage &stage) {
                                << grad << "', which forward @"
                                << fwd.getSymName() << " does not return";
       expected = resultTypes[result - stage.resultNames.begin()];
-    } else if (std::string input = stringAttr(attrs, "pipe.input");
+    } else if (std::string input = stringAttr(attrs, pipe::attrs::kInput);
                !input.empty()) {
       source.kind = ArgSource::Feed;
       source.name = input;
@@ -237,7 +238,7 @@ LogicalResult PipeSchedulePass::analyzeStage(Stage &stage) {
                                << bwd.getSymName() << " is graph input '"
                                << input << "', which forward @"
                                << fwd.getSymName() << " does not read";
-    } else if (std::string name = stringAttr(attrs, "pipe.name");
+    } else if (std::string name = stringAttr(attrs, pipe::attrs::kName);
                !name.empty()) {
       source.kind = ArgSource::Named;
       source.name = name;
@@ -262,7 +263,7 @@ LogicalResult PipeSchedulePass::analyzeStage(Stage &stage) {
   ArrayRef<Type> bwdResults = bwd.getResultTypes();
   int64_t gradResults = int64_t(bwdResults.size()) - stage.params;
   for (int64_t i = 0; i < gradResults; ++i) {
-    std::string grad = stringAttr(bwd.getResultAttrDict(i), "pipe.grad");
+    std::string grad = stringAttr(bwd.getResultAttrDict(i), pipe::attrs::kGrad);
     const ArgSource *arg = llvm::find_if(stage.forwardArgs, [&](auto &a) {
       return a.kind == ArgSource::Named && a.name == grad;
     });
@@ -693,7 +694,7 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
   auto programOp = pipe::ProgramOp::create(b, fwdLoc, ("device" + Twine(s)).str(),
                                            s, ArrayRef<int64_t>{s}, kind,
                                            microbatches);
-  programOp->setAttr("pipe.peak_in_flight", b.getI64IntegerAttr(peakInFlight));
+  programOp->setAttr(pipe::attrs::kPeakInFlight, b.getI64IntegerAttr(peakInFlight));
   if (programOp.getBody().empty())
     programOp.getBody().push_back(new Block());
   Block *body = &programOp.getBody().front();
@@ -911,7 +912,7 @@ void PipeSchedulePass::runOnOperation() {
     return signalPassFailure();
   }
   // M is given once, to pipe-microbatch, which records it on the module.
-  if (auto recorded = module->getAttrOfType<IntegerAttr>("pipe.microbatches")) {
+  if (auto recorded = module->getAttrOfType<IntegerAttr>(pipe::attrs::kMicrobatches)) {
     int64_t m = recorded.getInt();
     if (microbatches == 0) {
       microbatches = m;
@@ -966,10 +967,10 @@ void PipeSchedulePass::runOnOperation() {
       continue;
     }
     Operation *holder = stage.forward;
-    auto dict = holder->getAttrOfType<DictionaryAttr>("pipe.optimizer");
+    auto dict = holder->getAttrOfType<DictionaryAttr>(pipe::attrs::kOptimizer);
     if (!dict) {
       holder = module;
-      dict = holder->getAttrOfType<DictionaryAttr>("pipe.optimizer");
+      dict = holder->getAttrOfType<DictionaryAttr>(pipe::attrs::kOptimizer);
     }
     if (!dict) {
       stage.forward.emitError()

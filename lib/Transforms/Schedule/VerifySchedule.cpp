@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ProgramSimulation.h"
+#include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Transforms/SchedulePasses.h"
 
 namespace mlir::pipec {
@@ -121,7 +122,7 @@ struct PipeVerifySchedulePass
     }
 
     for (auto [d, program] : llvm::enumerate(set->programs)) {
-      auto recorded = program->getAttrOfType<IntegerAttr>("pipe.peak_in_flight");
+      auto recorded = program->getAttrOfType<IntegerAttr>(pipe::attrs::kPeakInFlight);
       if (recorded && recorded.getInt() != result.peakInFlight[d]) {
         program.emitError() << "pipe.peak_in_flight is " << recorded.getInt()
                             << ", but device " << program.getDevice()
