@@ -325,10 +325,14 @@ static FailureOr<Type> inferPool(Operation *op, Value x, const Window &w) {
   return ranked(out, elt);
 }
 
+/// The window of a MaxPool or AveragePool.
+template <typename PoolOp> static Window poolWindow(PoolOp op) {
+  return Window{op.getKernelShape(), op.getStrides(), op.getPads(),
+                op.getDilations(), op.getAutoPad(), op.getCeilMode() != 0};
+}
+
 LogicalResult MaxPoolOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  Window w{getKernelShape(), getStrides(), getPads(), getDilations(),
-           getAutoPad(), getCeilMode() != 0};
-  auto y = inferPool(*this, getX(), w);
+  auto y = inferPool(*this, getX(), poolWindow(*this));
   if (failed(y))
     return failure();
   types.push_back(*y);
@@ -350,9 +354,7 @@ LogicalResult MaxPoolOp::verify() {
 }
 
 LogicalResult AveragePoolOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  Window w{getKernelShape(), getStrides(), getPads(), getDilations(),
-           getAutoPad(), getCeilMode() != 0};
-  auto y = inferPool(*this, getX(), w);
+  auto y = inferPool(*this, getX(), poolWindow(*this));
   if (failed(y))
     return failure();
   types.push_back(*y);

@@ -15,6 +15,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::pipec::pipe;
@@ -952,26 +953,12 @@ LogicalResult RestoreOp::verify() {
 
 std::optional<MicroBatchIndex>
 mlir::pipec::pipe::getMicroBatchIndex(Operation *op) {
-  auto make = [](auto typed) -> std::optional<MicroBatchIndex> {
-    return MicroBatchIndex{typed.getMbBase(), typed.getMb()};
-  };
-  if (auto o = dyn_cast<FeedOp>(op))
-    return make(o);
-  if (auto o = dyn_cast<ForwardOp>(op))
-    return make(o);
-  if (auto o = dyn_cast<BackwardOp>(op))
-    return make(o);
-  if (auto o = dyn_cast<SendOp>(op))
-    return make(o);
-  if (auto o = dyn_cast<RecvOp>(op))
-    return make(o);
-  if (auto o = dyn_cast<ReportLossOp>(op))
-    return make(o);
-  if (auto o = dyn_cast<SaveOp>(op))
-    return make(o);
-  if (auto o = dyn_cast<RestoreOp>(op))
-    return make(o);
-  return std::nullopt;
+  return llvm::TypeSwitch<Operation *, std::optional<MicroBatchIndex>>(op)
+      .Case<FeedOp, ForwardOp, BackwardOp, SendOp, RecvOp, ReportLossOp, SaveOp,
+            RestoreOp>([](auto typed) {
+        return MicroBatchIndex{typed.getMbBase(), typed.getMb()};
+      })
+      .Default([](Operation *) { return std::nullopt; });
 }
 
 void mlir::pipec::pipe::forEachInstruction(

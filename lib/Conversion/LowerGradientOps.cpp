@@ -146,17 +146,14 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
     return success();
   }
   if (isa<onnx::SliceGradOp>(op)) {
-    auto starts = constInts(op, operand(2), "SliceGrad starts");
-    auto ends = constInts(op, operand(3), "SliceGrad ends");
-    auto axes = constInts(op, operand(4), "SliceGrad axes");
-    auto steps = constInts(op, operand(5), "SliceGrad steps");
-    if (failed(starts) || failed(ends) || failed(axes) || failed(steps))
+    auto window = sliceWindow(op, 2, "SliceGrad");
+    if (failed(window))
       return failure();
-    call("pipert_slice_grad_f32",
-         {ctxArg, P(operand(0)), resultRank(0), resultShape(0),
-          i64c(starts->size()), i64Array(*starts), i64Array(*ends),
-          axes->empty() ? nullPtr() : i64Array(*axes),
-          steps->empty() ? nullPtr() : i64Array(*steps), out(op, 0)});
+    SmallVector<Value> args = {ctxArg, P(operand(0)), resultRank(0),
+                               resultShape(0)};
+    args.append(window->begin(), window->end());
+    args.push_back(out(op, 0));
+    call("pipert_slice_grad_f32", args);
     return success();
   }
   if (isa<onnx::GatherGradOp>(op)) {

@@ -405,17 +405,13 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
   }
   if (isa<onnx::SliceOp>(op)) {
     Value x = operand(0);
-    auto starts = constInts(op, operand(1), "Slice starts");
-    auto ends = constInts(op, operand(2), "Slice ends");
-    auto axes = constInts(op, operand(3), "Slice axes");
-    auto steps = constInts(op, operand(4), "Slice steps");
-    if (failed(starts) || failed(ends) || failed(axes) || failed(steps))
+    auto window = sliceWindow(op, 1, "Slice");
+    if (failed(window))
       return failure();
-    call("pipert_slice",
-         {ctxArg, dtypeOf(x), P(x), rankOf(x), shapeOf(x), i64c(starts->size()),
-          i64Array(*starts), i64Array(*ends),
-          axes->empty() ? nullPtr() : i64Array(*axes),
-          steps->empty() ? nullPtr() : i64Array(*steps), out(op, 0)});
+    SmallVector<Value> args = {ctxArg, dtypeOf(x), P(x), rankOf(x), shapeOf(x)};
+    args.append(window->begin(), window->end());
+    args.push_back(out(op, 0));
+    call("pipert_slice", args);
     return success();
   }
   if (isa<onnx::GatherOp>(op)) {

@@ -812,15 +812,14 @@ LogicalResult ProgramLowering::run() {
   b.setInsertionPoint(program);
   Type ptr = ptrType();
   std::string stepName = onnxOnly ? "pipe_step" : kStepFunctionName.str();
-  step = func::FuncOp::create(
-      b, loc, stepName,
-      b.getFunctionType({ptr, ptr, ptr, ptr, b.getI64Type()}, {}));
-  entry = step.addEntryBlock();
-  ctxArg = entry->getArgument(0);
-  inputsArg = entry->getArgument(1);
-  persistentArg = entry->getArgument(2);
-  lossArg = entry->getArgument(3);
-  stepArg = entry->getArgument(4);
+  StepArguments args;
+  step = createStepFunction(b, loc, stepName, args);
+  entry = &step.getBody().front();
+  ctxArg = args.ctx;
+  inputsArg = args.inputs;
+  persistentArg = args.persistent;
+  lossArg = args.lossOrOutputs;
+  stepArg = args.step;
   b.setInsertionPointToEnd(entry);
   // Everything the step allocates goes before this point, the code after.
   auto marker = LLVM::ZeroOp::create(b, loc, ptr);
@@ -894,9 +893,8 @@ LogicalResult ProgramLowering::run() {
       if (!module.lookupSymbol(name)) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(step);
-        auto decl = func::FuncOp::create(
-            b, loc, name,
-            b.getFunctionType({ptr, ptr, ptr, ptr, b.getI64Type()}, {}));
+        auto decl = func::FuncOp::create(b, loc, name,
+                                         stepFunctionType(b.getContext()));
         decl.setPrivate();
       }
     }
@@ -969,16 +967,8 @@ struct LowerProgramsPass
                        "not supported by this lowering");
       return signalPassFailure();
     }
-    if (target != "cpu" && target != "cuda") {
-      module.emitError() << "pipe-lower-programs: unknown target '" << target
-                         << "' (cpu, cuda)";
+    if (failed(checkStepLowering(module, getArgument(), target)))
       return signalPassFailure();
-    }
-    if (module.lookupSymbol(kStepFunctionName)) {
-      module.emitError() << "pipe-lower-programs: @" << kStepFunctionName
-                         << " already exists";
-      return signalPassFailure();
-    }
     // The functions the module had (the imported forward, the training step
     // the stages were split from) are not part of the device's program.
     SmallVector<func::FuncOp> before(module.getOps<func::FuncOp>());

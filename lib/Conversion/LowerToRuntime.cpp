@@ -44,16 +44,14 @@ LogicalResult StepLowering::run() {
 
   MLIRContext *ctx = b.getContext();
   b.setInsertionPoint(source);
-  Type ptr = ptrType();
-  step = func::FuncOp::create(
-      b, options.name,
-      b.getFunctionType({ptr, ptr, ptr, ptr, b.getI64Type()}, {}));
-  Block *entry = step.addEntryBlock();
-  ctxArg = entry->getArgument(0);
-  inputsArg = entry->getArgument(1);
-  persistentArg = entry->getArgument(2);
-  lossArg = entry->getArgument(3);
-  stepArg = entry->getArgument(4);
+  StepArguments args;
+  step = createStepFunction(b, b.getLoc(), options.name, args);
+  ctxArg = args.ctx;
+  inputsArg = args.inputs;
+  persistentArg = args.persistent;
+  lossArg = args.lossOrOutputs;
+  stepArg = args.step;
+  Block *entry = &step.getBody().front();
   b.setInsertionPointToEnd(entry);
 
   Block &body = source.getBody().front();
@@ -154,6 +152,17 @@ LogicalResult StepLowering::run() {
 
 } // namespace mlir::pipec::steplowering
 
+LogicalResult mlir::pipec::checkStepLowering(ModuleOp module, StringRef pass,
+                                             StringRef target) {
+  if (target != "cpu" && target != "cuda")
+    return module.emitError()
+           << pass << ": unknown target '" << target << "' (cpu, cuda)";
+  if (module.lookupSymbol(kStepFunctionName))
+    return module.emitError()
+           << pass << ": @" << kStepFunctionName << " already exists";
+  return success();
+}
+
 LogicalResult
 mlir::pipec::lowerStepFunction(ModuleOp module, func::FuncOp source, bool cuda,
                                const StepFunctionOptions &options) {
@@ -173,11 +182,8 @@ struct LowerToRuntimePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (target != "cpu" && target != "cuda") {
-      module.emitError() << "pipe-lower-to-runtime: unknown target '" << target
-                         << "' (cpu, cuda)";
+    if (failed(checkStepLowering(module, getArgument(), target)))
       return signalPassFailure();
-    }
     func::FuncOp source;
     if (!funcName.empty()) {
       source = module.lookupSymbol<func::FuncOp>(funcName);
@@ -192,11 +198,6 @@ struct LowerToRuntimePass
                          << (funcName.empty() ? "@train_step or @forward"
                                               : "@" + funcName)
                          << " to lower";
-      return signalPassFailure();
-    }
-    if (module.lookupSymbol(kStepFunctionName)) {
-      module.emitError() << "pipe-lower-to-runtime: @" << kStepFunctionName
-                         << " already exists";
       return signalPassFailure();
     }
     // The other functions (the forward a training step was built from, an

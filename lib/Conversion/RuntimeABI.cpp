@@ -1,6 +1,7 @@
 //===- RuntimeABI.cpp - facts about the pipert C ABI ----------------------===//
 #include "pipec/Conversion/RuntimeABI.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 
 // The runtime's C ABI itself: the element type codes come from there.
@@ -118,4 +119,21 @@ func::CallOp mlir::pipec::callRuntime(OpBuilder &b, Location loc,
     decl.setPrivate();
   }
   return func::CallOp::create(b, loc, callee, results, args);
+}
+
+FunctionType mlir::pipec::stepFunctionType(MLIRContext *ctx) {
+  Type ptr = LLVM::LLVMPointerType::get(ctx);
+  return FunctionType::get(ctx, {ptr, ptr, ptr, ptr, IntegerType::get(ctx, 64)},
+                           {});
+}
+
+func::FuncOp mlir::pipec::createStepFunction(OpBuilder &b, Location loc,
+                                             StringRef name,
+                                             StepArguments &args) {
+  auto fn = func::FuncOp::create(b, loc, name,
+                                 stepFunctionType(b.getContext()));
+  Block *entry = fn.addEntryBlock();
+  args = {entry->getArgument(0), entry->getArgument(1), entry->getArgument(2),
+          entry->getArgument(3), entry->getArgument(4)};
+  return fn;
 }

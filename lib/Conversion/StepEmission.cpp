@@ -226,11 +226,7 @@ FailureOr<Value> StepLowering::scalarF32(Operation *op, Value v,
     op->emitError() << what << " must be one f32 element";
     return failure();
   }
-  // A runtime scalar: read it back to the host.
-  auto host = memref::AllocaOp::create(b, MemRefType::get({1}, b.getF32Type()));
-  call("pipert_copy_to_host", {ctxArg, pointerOf(host), P(v), i64c(4)});
-  return Value(memref::LoadOp::create(b, host, ValueRange{
-                                                   arith::ConstantIndexOp::create(b, 0)}));
+  return hostScalar(v, b.getF32Type());
 }
 
 FailureOr<Value> StepLowering::scalarI64(Operation *op, Value v,
@@ -248,10 +244,36 @@ FailureOr<Value> StepLowering::scalarI64(Operation *op, Value v,
     op->emitError() << what << " must be one i64 element";
     return failure();
   }
-  auto host = memref::AllocaOp::create(b, MemRefType::get({1}, b.getI64Type()));
-  call("pipert_copy_to_host", {ctxArg, pointerOf(host), P(v), i64c(8)});
-  return Value(memref::LoadOp::create(b, host, ValueRange{
-                                                   arith::ConstantIndexOp::create(b, 0)}));
+  return hostScalar(v, b.getI64Type());
+}
+
+Value StepLowering::hostScalar(Value v, Type elementType) {
+  auto host = memref::AllocaOp::create(b, MemRefType::get({1}, elementType));
+  call("pipert_copy_to_host",
+       {ctxArg, pointerOf(host), P(v),
+        i64c(runtimeElementBytes(elementType))});
+  return memref::LoadOp::create(b, host,
+                                ValueRange{arith::ConstantIndexOp::create(b, 0)});
+}
+
+FailureOr<SmallVector<Value>>
+StepLowering::sliceWindow(Operation *op, unsigned first, StringRef what) {
+  static constexpr StringLiteral names[] = {"starts", "ends", "axes",
+                                            "steps"};
+  SmallVector<SmallVector<int64_t>> parts;
+  for (auto [i, part] : llvm::enumerate(names)) {
+    auto ints = constInts(op, op->getOperand(first + i),
+                          (what + " " + part).str());
+    if (failed(ints))
+      return failure();
+    parts.push_back(std::move(*ints));
+  }
+  auto optional = [&](ArrayRef<int64_t> v) {
+    return v.empty() ? nullPtr() : i64Array(v);
+  };
+  return SmallVector<Value>{i64c(parts[0].size()), i64Array(parts[0]),
+                            i64Array(parts[1]), optional(parts[2]),
+                            optional(parts[3])};
 }
 
 //===----------------------------------------------------------------------===//

@@ -83,6 +83,13 @@ private:
   }
   FailureOr<SmallVector<int64_t>> constInts(Operation *op, Value v,
                                             StringRef what);
+  /// Slice's and SliceGrad's window from the constant operands `first` ..
+  /// `first` + 3 (starts, ends, axes, steps): the kernels' arguments count,
+  /// starts, ends, axes (null: all), steps (null: ones).
+  FailureOr<SmallVector<Value>> sliceWindow(Operation *op, unsigned first,
+                                            StringRef what);
+  /// A one-element runtime tensor read back to the host.
+  Value hostScalar(Value v, Type elementType);
   FailureOr<Value> scalarF32(Operation *op, Value v, StringRef what);
   FailureOr<Value> scalarI64(Operation *op, Value v, StringRef what);
   Value memrefFor(Value v);

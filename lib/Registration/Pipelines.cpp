@@ -11,44 +11,27 @@
 using namespace mlir;
 using namespace mlir::pipec;
 
+// Indexed by the enums' values, in their declaration order.
 StringRef mlir::pipec::stringify(ScheduleOption value) {
-  return value == ScheduleOption::GPipe ? "gpipe" : "1f1b";
+  static constexpr StringLiteral names[] = {"gpipe", "1f1b"};
+  return names[static_cast<int>(value)];
 }
 
 StringRef mlir::pipec::stringify(PartitionOption value) {
-  switch (value) {
-  case PartitionOption::Balanced:
-    return "balanced";
-  case PartitionOption::DP:
-    return "dp";
-  case PartitionOption::Manual:
-    return "manual";
-  case PartitionOption::Layers:
-    return "layers";
-  }
-  return "balanced";
+  static constexpr StringLiteral names[] = {"balanced", "dp", "manual",
+                                            "layers"};
+  return names[static_cast<int>(value)];
 }
 
 StringRef mlir::pipec::stringify(OptimizerOption value) {
-  switch (value) {
-  case OptimizerOption::SGD:
-    return "sgd";
-  case OptimizerOption::Momentum:
-    return "momentum";
-  case OptimizerOption::Nesterov:
-    return "nesterov";
-  case OptimizerOption::Adam:
-    return "adam";
-  case OptimizerOption::AdamW:
-    return "adamw";
-  case OptimizerOption::Adagrad:
-    return "adagrad";
-  }
-  return "sgd";
+  static constexpr StringLiteral names[] = {"sgd",  "momentum", "nesterov",
+                                            "adam", "adamw",    "adagrad"};
+  return names[static_cast<int>(value)];
 }
 
 StringRef mlir::pipec::stringify(TargetOption value) {
-  return value == TargetOption::CUDA ? "cuda" : "cpu";
+  static constexpr StringLiteral names[] = {"cpu", "cuda"};
+  return names[static_cast<int>(value)];
 }
 
 void mlir::pipec::buildStagesPipeline(OpPassManager &pm,

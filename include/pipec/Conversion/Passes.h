@@ -37,6 +37,11 @@ struct StepFunctionOptions {
   bool callable = false;
 };
 
+/// What both lowerings check before writing @pipe_step: a known target and
+/// no @pipe_step yet; the error names `pass`.
+LogicalResult checkStepLowering(ModuleOp module, StringRef pass,
+                                StringRef target);
+
 /// pipe-lower-to-runtime's rewrite of one step function `source` (erased)
 /// into @pipe_step (or the function `options` names); shared by
 /// pipe-lower-programs.

@@ -26,6 +26,20 @@ int64_t runtimeTensorBytes(ShapedType type);
 /// runtime buffer (C order, bool as uint8 0/1); false if it cannot.
 bool elementsToRuntimeBytes(Attribute attr, std::vector<char> &bytes);
 
+/// The C signature of a step (pipert_step_fn) and of the callable pieces of
+/// a lowered program: (ctx, inputs, persistent, loss or outputs, step).
+FunctionType stepFunctionType(MLIRContext *ctx);
+
+/// The arguments of such a function, by role.
+struct StepArguments {
+  Value ctx, inputs, persistent, lossOrOutputs, step;
+};
+
+/// Creates function `name` with the step's signature at `b`'s insertion
+/// point, with its entry block; `args` receives the block's arguments.
+func::FuncOp createStepFunction(OpBuilder &b, Location loc, StringRef name,
+                                StepArguments &args);
+
 /// A call of the runtime's C function `callee` on `args` with `results`;
 /// the first call declares it (private, at the start of `module`) with the
 /// argument and result types of that call.

@@ -568,27 +568,33 @@ struct ValueFlow {
 };
 } // namespace
 
+/// What a send or recv of the schedule carries on `stage`: the kind of value
+/// and the tensors' names, in the order both ends agree on.
+static std::pair<ValueKind, ArrayRef<std::string>>
+transferred(const Stage &stage, const sched::Instr &instr) {
+  bool activations = instr.tag == sched::kActivationTag;
+  if (instr.kind == sched::InstrKind::Recv)
+    return activations ? std::make_pair(ValueKind::Named,
+                                        ArrayRef(stage.activationsIn))
+                       : std::make_pair(ValueKind::GradIn,
+                                        ArrayRef(stage.gradsIn));
+  return activations
+             ? std::make_pair(ValueKind::Named, ArrayRef(stage.activationsOut))
+             : std::make_pair(ValueKind::GradOut, ArrayRef(stage.gradsOut));
+}
+
 /// The values each instruction of `program` defines and uses.
 static void valuesOf(const Stage &stage, const sched::Instr &instr,
                      SmallVectorImpl<ValueKey> &defs,
                      SmallVectorImpl<ValueKey> &uses) {
   switch (instr.kind) {
   case sched::InstrKind::Recv:
-    if (instr.tag == sched::kActivationTag)
-      for (const std::string &name : stage.activationsIn)
-        defs.push_back({ValueKind::Named, name});
-    else
-      for (const std::string &name : stage.gradsIn)
-        defs.push_back({ValueKind::GradIn, name});
+  case sched::InstrKind::Send: {
+    auto [kind, names] = transferred(stage, instr);
+    for (const std::string &name : names)
+      (instr.kind == sched::InstrKind::Recv ? defs : uses).push_back({kind, name});
     break;
-  case sched::InstrKind::Send:
-    if (instr.tag == sched::kActivationTag)
-      for (const std::string &name : stage.activationsOut)
-        uses.push_back({ValueKind::Named, name});
-    else
-      for (const std::string &name : stage.gradsOut)
-        uses.push_back({ValueKind::GradOut, name});
-    break;
+  }
   case sched::InstrKind::Forward:
     for (const ArgSource &arg : stage.forwardArgs)
       if (arg.kind == ArgSource::Named)
