@@ -65,6 +65,21 @@ def Pipe_OptimizerKindAttr : EnumAttr<Pipe_Dialect, Pipe_OptimizerKind, "optimiz
   let assemblyFormat = "$value";
 }
 
+// How a forward, backward or update names the weight version it reads:
+// `slot` (a fixed slot of the buffer, synchronous schedules), or a version
+// relative to the instruction's global micro-batch u (`u - 2`) or step t
+// (`t - 1`), for the no-flush methods (PipeDream, 2BW).
+def Pipe_VersionClock : I32EnumAttr<"VersionClock", "weight version clock", [
+    I32EnumAttrCase<"Slot", 0, "slot">,
+    I32EnumAttrCase<"MicroBatch", 1, "u">,
+    I32EnumAttrCase<"Step", 2, "t">]> {
+  let cppNamespace = "::mlir::pipec::pipe";
+  let genSpecializedAttr = 0;
+}
+def Pipe_VersionClockAttr : EnumAttr<Pipe_Dialect, Pipe_VersionClock, "version_clock"> {
+  let assemblyFormat = "$value";
+}
+
 def Pipe_ReduceKind : I32EnumAttr<"ReduceKind", "reduction", [
     I32EnumAttrCase<"Sum", 0, "sum">,
     I32EnumAttrCase<"Mean", 1, "mean">]> {

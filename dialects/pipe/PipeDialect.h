@@ -51,6 +51,26 @@ std::optional<MicroBatchIndex> getMicroBatchIndex(Operation *op);
 /// body once for every index of its range, the loop op itself not at all.
 void forEachInstruction(ProgramOp program,
                         llvm::function_ref<void(Operation *, int64_t)> fn);
+
+/// The steps without data a no-flush program runs after the last step to
+/// finish the micro-batches in flight: ceil(-lowest micro-batch / M); 0 for
+/// a synchronous program.
+int64_t drainSteps(ProgramOp program);
+
+/// Calls `fn` for every instruction a run of `steps` steps executes, in
+/// order, with its global micro-batch t*M + mb (-1 for instructions
+/// without one): for a no-flush program, the body for t = 0 .. steps-1
+/// and then drainSteps more times, skipping instructions whose global
+/// micro-batch lies outside [0, steps*M); for a synchronous program, one
+/// step (forEachInstruction), whatever `steps`.
+void forEachInstructionInRun(ProgramOp program, int64_t steps,
+                             llvm::function_ref<void(Operation *, int64_t)> fn);
+
+/// The weight version a no-flush forward, backward or update with version
+/// `version` relative to `clock` names for global micro-batch `u`: u +
+/// version, or floor(u / M) + version.
+int64_t versionAt(VersionClock clock, int64_t version, int64_t u,
+                  int64_t microbatches);
 } // namespace mlir::pipec::pipe
 
 #endif

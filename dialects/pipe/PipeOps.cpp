@@ -52,6 +52,9 @@ static LogicalResult verifyMicroBatch(Operation *op, int64_t mb,
     return success(); // HasParent reports it.
   int64_t count = program.getMicrobatches();
   int64_t lo = mb, hi = mb;
+  // A no-flush program names micro-batches of earlier steps still in flight
+  // with negative indices.
+  bool noFlush = program.isNoFlush();
   if (base) {
     auto loop = dyn_cast<LoopOp>(op->getParentOp());
     if (!loop || base != loop.getIndex())
@@ -63,13 +66,13 @@ static LogicalResult verifyMicroBatch(Operation *op, int64_t mb,
     lo = loop.getLower() + mb;
     hi = loop.getUpper() - 1 + mb;
   }
-  if (lo < 0 || hi >= count) {
+  if ((lo < 0 && !noFlush) || hi >= count) {
     InFlightDiagnostic diag = op->emitOpError();
-    diag << "micro-batch " << (lo < 0 ? lo : hi);
+    diag << "micro-batch " << (lo < 0 && !noFlush ? lo : hi);
     if (base)
       diag << " (of " << lo << ".." << hi << " over the loop)";
-    diag << " is out of range [0, " << count << ") of program @"
-         << program.getSymName();
+    diag << " is out of range " << (noFlush ? "(-inf" : "[0") << ", " << count
+         << ") of program @" << program.getSymName();
     return diag;
   }
   return success();
@@ -193,6 +196,119 @@ parseMicroBatch(OpAsmParser &parser,
   }
   offset = parser.getBuilder().getI64IntegerAttr(value);
   return success();
+}
+
+/// An optional ` mb %k - 1` (update, zero_grad of a no-flush program).
+static ParseResult
+parseOptMicroBatch(OpAsmParser &parser,
+                   std::optional<OpAsmParser::UnresolvedOperand> &base,
+                   IntegerAttr &offset) {
+  if (failed(parser.parseOptionalKeyword("mb")))
+    return success();
+  OpAsmParser::UnresolvedOperand operand;
+  OptionalParseResult hasBase = parser.parseOptionalOperand(operand);
+  int64_t value = 0;
+  if (hasBase.has_value()) {
+    if (failed(*hasBase))
+      return failure();
+    base = operand;
+    int64_t sign = 0;
+    if (succeeded(parser.parseOptionalPlus()))
+      sign = 1;
+    else if (succeeded(parser.parseOptionalMinus()))
+      sign = -1;
+    if (sign) {
+      if (parser.parseInteger(value))
+        return failure();
+      value *= sign;
+    }
+  } else if (parser.parseInteger(value)) {
+    return failure();
+  }
+  offset = parser.getBuilder().getI64IntegerAttr(value);
+  return success();
+}
+
+/// A weight version: `0` (a slot), `u`, `u - 2`, `t - 1`.
+static ParseResult parseVersion(OpAsmParser &parser, VersionClockAttr &clock,
+                                IntegerAttr &version) {
+  MLIRContext *ctx = parser.getContext();
+  int64_t value = 0;
+  VersionClock kind = VersionClock::Slot;
+  if (succeeded(parser.parseOptionalKeyword("u")))
+    kind = VersionClock::MicroBatch;
+  else if (succeeded(parser.parseOptionalKeyword("t")))
+    kind = VersionClock::Step;
+  if (kind == VersionClock::Slot) {
+    if (parser.parseInteger(value))
+      return failure();
+  } else {
+    int64_t sign = 0;
+    if (succeeded(parser.parseOptionalPlus()))
+      sign = 1;
+    else if (succeeded(parser.parseOptionalMinus()))
+      sign = -1;
+    if (sign) {
+      if (parser.parseInteger(value))
+        return failure();
+      value *= sign;
+    }
+  }
+  if (kind != VersionClock::Slot)
+    clock = VersionClockAttr::get(ctx, kind);
+  version = parser.getBuilder().getI64IntegerAttr(value);
+  return success();
+}
+
+static void printVersion(OpAsmPrinter &printer, Operation *,
+                         VersionClockAttr clock, IntegerAttr version) {
+  int64_t value = version ? version.getValue().getSExtValue() : 0;
+  VersionClock kind = clock ? clock.getValue() : VersionClock::Slot;
+  if (kind == VersionClock::Slot) {
+    printer << value;
+    return;
+  }
+  printer << (kind == VersionClock::MicroBatch ? "u" : "t");
+  if (value > 0)
+    printer << " + " << value;
+  else if (value < 0)
+    printer << " - " << -value;
+}
+
+/// An optional `[u - 1]` after an update's weights.
+static ParseResult parseOptVersion(OpAsmParser &parser, VersionClockAttr &clock,
+                                   IntegerAttr &version) {
+  if (failed(parser.parseOptionalLSquare()))
+    return success();
+  if (parseVersion(parser, clock, version) || parser.parseRSquare())
+    return failure();
+  return success();
+}
+
+static void printOptVersion(OpAsmPrinter &printer, Operation *op,
+                            VersionClockAttr clock, IntegerAttr version) {
+  if (!version)
+    return;
+  printer << "[";
+  printVersion(printer, op, clock, version);
+  printer << "]";
+}
+
+static void printOptMicroBatch(OpAsmPrinter &printer, Operation *, Value base,
+                               IntegerAttr offset) {
+  if (!offset)
+    return;
+  int64_t value = offset.getValue().getSExtValue();
+  printer << "mb ";
+  if (!base) {
+    printer << value;
+    return;
+  }
+  printer << base;
+  if (value > 0)
+    printer << " + " << value;
+  else if (value < 0)
+    printer << " - " << -value;
 }
 
 static void printMicroBatch(OpAsmPrinter &printer, Operation *, Value base,
@@ -436,6 +552,18 @@ void ProgramOp::build(OpBuilder &builder, OperationState &state,
   state.addRegion()->emplaceBlock();
 }
 
+bool ProgramOp::isNoFlush() {
+  switch (getSchedule()) {
+  case ScheduleKind::PipeDream:
+  case ScheduleKind::PipeDream2BW:
+  case ScheduleKind::PipeMare:
+  case ScheduleKind::SpecTrain:
+    return true;
+  default:
+    return false;
+  }
+}
+
 LogicalResult ProgramOp::verify() {
   if (getDevice() < 0)
     return emitOpError() << "device " << getDevice() << " is negative";
@@ -454,6 +582,10 @@ LogicalResult ProgramOp::verify() {
   }
   if (std::optional<int64_t> pipeline = getPipeline(); pipeline && *pipeline < 0)
     return emitOpError() << "pipeline " << *pipeline << " is negative";
+  if (getVerticalSync() && getSchedule() != ScheduleKind::PipeDream)
+    return emitOpError() << "vertical_sync applies to the pipedream schedule "
+                            "only, not "
+                         << stringifyScheduleKind(getSchedule());
 
   // One program per device: report it on the later one.
   for (Operation *prev = (*this)->getPrevNode(); prev;
@@ -606,9 +738,27 @@ bool UpdateOp::hasVelocity() {
   llvm_unreachable("unknown optimizer kind");
 }
 
+LogicalResult ZeroGradOp::verify() {
+  if (getMb())
+    return verifyMicroBatch(*this, *getMb(), getMbBase());
+  if (getMbBase())
+    return emitOpError() << "has a micro-batch index without an offset";
+  return success();
+}
+
 LogicalResult UpdateOp::verify() {
   if (failed(getBuffer(*this, getWeights())))
     return failure();
+  if (getMb() && failed(verifyMicroBatch(*this, *getMb(), getMbBase())))
+    return failure();
+  if (getMbBase() && !getMb())
+    return emitOpError() << "has a micro-batch index without an offset";
+  if (getVersion() && getVersionClock() == VersionClock::Slot)
+    return emitOpError() << "names a fixed slot; an update names the version "
+                            "it starts from (u, t) in a no-flush program";
+  if (getVersion() && !getMb())
+    return emitOpError() << "names its version relative to a micro-batch "
+                            "but has none (mb)";
   OptimizerKind kind = getKind();
   StringRef kindName = stringifyOptimizerKind(kind);
 
@@ -698,7 +848,8 @@ LogicalResult UpdateOp::verify() {
 
 /// Checks an optional `weights %w[version]` clause.
 static LogicalResult verifyWeightsClause(Operation *op, Value weights,
-                                         std::optional<int64_t> version) {
+                                         std::optional<int64_t> version,
+                                         VersionClock clock) {
   if (!weights) {
     if (version)
       return op->emitOpError() << "names a weight version but passes no weights";
@@ -709,13 +860,24 @@ static LogicalResult verifyWeightsClause(Operation *op, Value weights,
   FailureOr<WeightBufferOp> buffer = getBuffer(op, weights);
   if (failed(buffer))
     return failure();
+  if (clock != VersionClock::Slot) {
+    // Relative versions: pipe-verify-schedule checks that the version read
+    // is still in the buffer when the instruction runs.
+    auto program = op->getParentOfType<ProgramOp>();
+    if (program && !program.isNoFlush())
+      return op->emitOpError()
+             << "names a version relative to its micro-batch or step, which "
+                "only a no-flush program (pipedream, pipedream_2bw) may";
+    return success();
+  }
   return verifySlot(op, *buffer, *version, "weight version");
 }
 
 LogicalResult ForwardOp::verify() {
   if (failed(verifyMicroBatch(*this, getMb(), getMbBase())))
     return failure();
-  return verifyWeightsClause(*this, getWeights(), getVersion());
+  return verifyWeightsClause(*this, getWeights(), getVersion(),
+                             getVersionClock());
 }
 
 LogicalResult BackwardOp::verify() {
@@ -723,7 +885,8 @@ LogicalResult BackwardOp::verify() {
     return failure();
   if (getPart() == BackwardPart::Weight && !getResults().empty())
     return emitOpError() << "computing weight gradients only has no results";
-  return verifyWeightsClause(*this, getWeights(), getVersion());
+  return verifyWeightsClause(*this, getWeights(), getVersion(),
+                             getVersionClock());
 }
 
 /// Checks a call of a stage computation: the callee is a pipe.stage of the
@@ -901,9 +1064,12 @@ LogicalResult LoopOp::verify() {
   if (body.getNumArguments() != 1 || !body.getArgument(0).getType().isIndex())
     return emitOpError() << "body must take one index argument, the "
                             "micro-batch index";
-  if (getLower() < 0 || getUpper() <= getLower())
+  auto program = (*this)->getParentOfType<ProgramOp>();
+  bool noFlush = program && program.isNoFlush();
+  if ((getLower() < 0 && !noFlush) || getUpper() <= getLower())
     return emitOpError() << "range [" << getLower() << ", " << getUpper()
-                         << ") must be non-empty and non-negative";
+                         << ") must be non-empty"
+                         << (noFlush ? "" : " and non-negative");
   return success();
 }
 
@@ -958,6 +1124,12 @@ mlir::pipec::pipe::getMicroBatchIndex(Operation *op) {
             RestoreOp>([](auto typed) {
         return MicroBatchIndex{typed.getMbBase(), typed.getMb()};
       })
+      .Case<UpdateOp, ZeroGradOp>(
+          [](auto typed) -> std::optional<MicroBatchIndex> {
+            if (!typed.getMb())
+              return std::nullopt;
+            return MicroBatchIndex{typed.getMbBase(), *typed.getMb()};
+          })
       .Default([](Operation *) { return std::nullopt; });
 }
 
@@ -977,4 +1149,51 @@ void mlir::pipec::pipe::forEachInstruction(
       for (Operation &inner : loop.getInstructions())
         visit(inner, k);
   }
+}
+
+int64_t mlir::pipec::pipe::drainSteps(ProgramOp program) {
+  if (!program.isNoFlush())
+    return 0;
+  int64_t lowest = 0;
+  forEachInstruction(program, [&](Operation *op, int64_t mb) {
+    if (getMicroBatchIndex(op))
+      lowest = std::min(lowest, mb);
+  });
+  int64_t m = program.getMicrobatches();
+  return (-lowest + m - 1) / m;
+}
+
+void mlir::pipec::pipe::forEachInstructionInRun(
+    ProgramOp program, int64_t steps,
+    llvm::function_ref<void(Operation *, int64_t)> fn) {
+  if (!program.isNoFlush())
+    return forEachInstruction(program, fn);
+  int64_t m = program.getMicrobatches();
+  int64_t total = steps * m, calls = steps + drainSteps(program);
+  for (int64_t t = 0; t < calls; ++t)
+    forEachInstruction(program, [&](Operation *op, int64_t mb) {
+      if (!getMicroBatchIndex(op)) {
+        if (t < steps)
+          fn(op, -1);
+        return;
+      }
+      int64_t u = t * m + mb;
+      if (u >= 0 && u < total)
+        fn(op, u);
+    });
+}
+
+int64_t mlir::pipec::pipe::versionAt(VersionClock clock, int64_t version,
+                                     int64_t u, int64_t microbatches) {
+  switch (clock) {
+  case VersionClock::Slot:
+    return version;
+  case VersionClock::MicroBatch:
+    return u + version;
+  case VersionClock::Step: {
+    int64_t t = u >= 0 ? u / microbatches : -((-u + microbatches - 1) / microbatches);
+    return t + version;
+  }
+  }
+  return version;
 }

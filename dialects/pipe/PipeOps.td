@@ -89,8 +89,15 @@ def Pipe_ProgramOp : Pipe_Op<"program", [Symbol, IsolatedFromAbove, SingleBlock,
                                          NoTerminator]> {
   let summary = "everything one device does in one training step, in order";
   let description = [{
-    One per device. The body is a straight-line list of instructions; the
-    runtime executes it once per training step. `pipe.weight_buffer` ops in it
+    One per device. The body is a list of instructions (and micro-batch
+    loops); the runtime executes it once per training step. Under a no-flush
+    method (`schedule "pipedream"` or `"pipedream_2bw"`) the body is one step
+    of the steady state: micro-batch indices are relative to the step's
+    first micro-batch (global index u = t*M + mb, t the step), negative ones
+    name micro-batches of earlier steps still in flight, an instruction whose
+    u lies outside [0, steps*M) is skipped, and after the last step the
+    runtime runs the body ceil((p-1)/M) more times without data to drain the
+    pipeline. `pipe.weight_buffer` ops in it
     declare state that persists across steps. `stages` lists the stages this
     device holds (several for interleaved schedules); `pipeline` is the
     replica index under AvgPipe. Micro-batch indices of the instructions lie
@@ -107,12 +114,14 @@ def Pipe_ProgramOp : Pipe_Op<"program", [Symbol, IsolatedFromAbove, SingleBlock,
                        DenseI64ArrayAttr:$stages,
                        Pipe_ScheduleKindAttr:$schedule,
                        Pipe_IntAttr:$microbatches,
-                       OptionalAttr<Pipe_IntAttr>:$pipeline);
+                       OptionalAttr<Pipe_IntAttr>:$pipeline,
+                       UnitAttr:$vertical_sync);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $sym_name `device` $device `stages` $stages
     `schedule` custom<ScheduleName>($schedule) `microbatches` $microbatches
-    (`pipeline` $pipeline^)? attr-dict-with-keyword $body
+    (`pipeline` $pipeline^)? (`vertical_sync` $vertical_sync^)?
+    attr-dict-with-keyword $body
   }];
   let builders = [OpBuilder<(ins "::llvm::StringRef":$name, "int64_t":$device,
       "::llvm::ArrayRef<int64_t>":$stages, "ScheduleKind":$schedule,
@@ -124,6 +133,12 @@ def Pipe_ProgramOp : Pipe_Op<"program", [Symbol, IsolatedFromAbove, SingleBlock,
     bool holdsStage(int64_t stage) {
       return ::llvm::is_contained(getStages(), stage);
     }
+    /// Whether the program runs without a flush between steps (PipeDream,
+    /// 2BW, PipeMare, SpecTrain): its body is one step of a steady state
+    /// whose instructions name micro-batches relative to the step, some of
+    /// them of earlier steps (negative), and an instruction whose global
+    /// micro-batch t*M + mb lies outside the run is skipped.
+    bool isNoFlush();
   }];
   let hasVerifier = 1;
 }
@@ -236,8 +251,17 @@ def Pipe_AverageOp : Pipe_InstrOp<"average"> {
 
 def Pipe_ZeroGradOp : Pipe_InstrOp<"zero_grad"> {
   let summary = "zeroes the gradient accumulator of a weight buffer";
-  let arguments = (ins Pipe_WeightsType:$weights);
-  let assemblyFormat = "$weights attr-dict";
+  let description = [{
+    With a micro-batch (no-flush programs, after an update), it is skipped
+    with that micro-batch.
+  }];
+  let arguments = (ins Pipe_WeightsType:$weights,
+                       OptionalAttr<Pipe_IntAttr>:$mb, Optional<Index>:$mb_base);
+  let builders = [OpBuilder<(ins "::mlir::Value":$weights), [{
+    build($_builder, $_state, weights, ::mlir::IntegerAttr(), ::mlir::Value());
+  }]>];
+  let assemblyFormat = "$weights custom<OptMicroBatch>($mb_base, $mb) attr-dict";
+  let hasVerifier = 1;
 }
 
 def Pipe_AccumulateOp : Pipe_InstrOp<"accumulate"> {
@@ -289,6 +313,13 @@ def Pipe_UpdateOp : Pipe_InstrOp<"update"> {
     1/τ_s); with `anneal_steps` K it anneals geometrically to 1 over K steps:
     lr_k = lr · lr_scale^(1 − min(k/K, 1)).
 
+    In a no-flush program the update names the version it starts from and
+    the micro-batch whose backward completes its gradient: `pipe.update
+    %w[u] ... mb %k - 1` computes W(v+1) from W(v) (v = u, one update per
+    micro-batch; `%w[t]`, one per step) and leaves W(v) in its slot, so a
+    buffer of V versions holds W(v) in slot v mod V. It is skipped with its
+    micro-batch.
+
     ```mlir
     pipe.update %w momentum lr(1.000000e-01) momentum(9.000000e-01)
     ```
@@ -303,9 +334,13 @@ def Pipe_UpdateOp : Pipe_InstrOp<"update"> {
                        OptionalAttr<F64Attr>:$weight_decay,
                        OptionalAttr<F64Attr>:$lr_scale,
                        OptionalAttr<Pipe_IntAttr>:$anneal_steps,
-                       OptionalAttr<F64Attr>:$grad_scale);
+                       OptionalAttr<F64Attr>:$grad_scale,
+                       OptionalAttr<Pipe_IntAttr>:$version,
+                       DefaultValuedAttr<Pipe_VersionClockAttr,
+                           "::mlir::pipec::pipe::VersionClock::Slot">:$version_clock,
+                       OptionalAttr<Pipe_IntAttr>:$mb, Optional<Index>:$mb_base);
   let assemblyFormat = [{
-    $weights `` $kind `lr` `(` $lr `)`
+    $weights `` custom<OptVersion>($version_clock, $version) `` $kind `lr` `(` $lr `)`
     (`momentum` `(` $momentum^ `)`)?
     (`dampening` `(` $dampening^ `)`)?
     (`beta1` `(` $beta1^ `)`)?
@@ -315,6 +350,7 @@ def Pipe_UpdateOp : Pipe_InstrOp<"update"> {
     (`lr_scale` `(` $lr_scale^ `)`)?
     (`anneal_steps` `(` $anneal_steps^ `)`)?
     (`grad_scale` `(` $grad_scale^ `)`)?
+    custom<OptMicroBatch>($mb_base, $mb)
     attr-dict
   }];
   let extraClassDeclaration = [{
@@ -334,6 +370,9 @@ def Pipe_ForwardOp : Pipe_InstrOp<"forward", [AttrSizedOperandSegments,
   let description = [{
     Calls the `forward` stage `callee` with the weights of version `version`
     of the buffer (absent for a stage without weights) followed by `inputs`.
+    The version is a slot (`%w[0]`) or, in a no-flush program, relative to
+    the instruction's global micro-batch u or its step t: `%w[u - 2]` reads
+    W(u - 2), the weights after u - 2 updates (W(0) below 0).
 
     ```mlir
     %y = pipe.forward @stage0_fwd(%x) weights %w[0] mb 1
@@ -342,11 +381,13 @@ def Pipe_ForwardOp : Pipe_InstrOp<"forward", [AttrSizedOperandSegments,
   }];
   let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<AnyType>:$inputs,
                        Optional<Pipe_WeightsType>:$weights,
-                       OptionalAttr<Pipe_IntAttr>:$version, Pipe_IntAttr:$mb,
-                       Optional<Index>:$mb_base);
+                       OptionalAttr<Pipe_IntAttr>:$version,
+                       DefaultValuedAttr<Pipe_VersionClockAttr,
+                           "::mlir::pipec::pipe::VersionClock::Slot">:$version_clock,
+                       Pipe_IntAttr:$mb, Optional<Index>:$mb_base);
   let results = (outs Variadic<AnyType>:$results);
   let assemblyFormat = [{
-    $callee `(` $inputs `)` (`weights` $weights^ `[` $version `]`)?
+    $callee `(` $inputs `)` (`weights` $weights^ `[` custom<Version>($version_clock, $version) `]`)?
     custom<MicroBatch>($mb_base, $mb)
     attr-dict `:` functional-type($inputs, $results)
   }];
@@ -376,11 +417,13 @@ def Pipe_BackwardOp : Pipe_InstrOp<"backward", [AttrSizedOperandSegments,
                            "::mlir::pipec::pipe::BackwardPart::Full">:$part,
                        FlatSymbolRefAttr:$callee, Variadic<AnyType>:$inputs,
                        Optional<Pipe_WeightsType>:$weights,
-                       OptionalAttr<Pipe_IntAttr>:$version, Pipe_IntAttr:$mb,
-                       Optional<Index>:$mb_base);
+                       OptionalAttr<Pipe_IntAttr>:$version,
+                       DefaultValuedAttr<Pipe_VersionClockAttr,
+                           "::mlir::pipec::pipe::VersionClock::Slot">:$version_clock,
+                       Pipe_IntAttr:$mb, Optional<Index>:$mb_base);
   let results = (outs Variadic<AnyType>:$results);
   let assemblyFormat = [{
-    custom<BackwardPart>($part) `` $callee `(` $inputs `)` (`weights` $weights^ `[` $version `]`)?
+    custom<BackwardPart>($part) `` $callee `(` $inputs `)` (`weights` $weights^ `[` custom<Version>($version_clock, $version) `]`)?
     custom<MicroBatch>($mb_base, $mb) attr-dict `:` functional-type($inputs, $results)
   }];
   let hasVerifier = 1;

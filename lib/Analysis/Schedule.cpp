@@ -65,10 +65,11 @@ Instr Instr::recv(int64_t peer, int64_t mb, std::string tag,
   return i;
 }
 
-Instr Instr::update(int64_t stage) {
+Instr Instr::update(int64_t stage, int64_t mb) {
   Instr i;
   i.kind = InstrKind::Update;
   i.stage = stage;
+  i.mb = mb;
   return i;
 }
 
@@ -255,6 +256,115 @@ Schedule mlir::pipec::schedule::generateSchedule(ScheduleKind kind,
     schedule.devices.push_back(std::move(program));
   }
   return schedule;
+}
+
+//===----------------------------------------------------------------------===//
+// No-flush schedules
+//===----------------------------------------------------------------------===//
+
+namespace {
+int64_t floorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+} // namespace
+
+Schedule mlir::pipec::schedule::generateNoFlushStep(int64_t stages,
+                                                    int64_t microbatches,
+                                                    UpdateRule rule) {
+  assert(stages >= 1 && microbatches >= 1 && "empty pipeline");
+  const int64_t p = stages, m = microbatches;
+  // A long 1F1B run has the no-flush compute order (a warm-up, then one
+  // forward and one backward, the drain only at its end) and a transfer
+  // order every device agrees on. Its steps in the middle are the steady
+  // state: take one of them.
+  const int64_t lag = (p - 1 + m - 1) / m; // steps of warm-up
+  const int64_t pick = lag + 2;
+  const int64_t steps = pick + lag + 3;
+  Schedule run = generateSchedule(ScheduleKind::OneFOneB, p, steps * m);
+
+  Schedule step;
+  step.kind = ScheduleKind::OneFOneB;
+  step.stages = p;
+  step.microbatches = m;
+  for (int64_t s = 0; s < p; ++s) {
+    const int64_t w = p - 1 - s;
+    // The step an instruction of the long run belongs to: a forward's and
+    // its activation transfers', the step of its micro-batch; a backward's
+    // and the gradient it sends, the step of the forward it follows in
+    // 1F1B order (micro-batch + w); a gradient received, the step in which
+    // the next stage sends it (micro-batch + w - 1).
+    auto stepOf = [&](const Instr &instr) -> int64_t {
+      switch (instr.kind) {
+      case InstrKind::Forward:
+        return floorDiv(instr.mb, m);
+      case InstrKind::Backward:
+        return floorDiv(instr.mb + w, m);
+      case InstrKind::Send:
+      case InstrKind::Recv:
+        if (instr.tag == kActivationTag)
+          return floorDiv(instr.mb, m);
+        if (instr.kind == InstrKind::Send)
+          return floorDiv(instr.mb + w, m);
+        return floorDiv(instr.mb + w - 1, m);
+      default:
+        return kNoMicroBatch;
+      }
+    };
+    std::vector<std::vector<Instr>> bySteps(steps + lag + 2);
+    for (const Instr &instr : run.devices[s]) {
+      int64_t t = stepOf(instr);
+      if (t == kNoMicroBatch)
+        continue; // the run's final update
+      bySteps[t].push_back(instr);
+      if (instr.kind == InstrKind::Backward &&
+          (rule == UpdateRule::PerMicroBatch || (instr.mb + 1) % m == 0))
+        bySteps[t].push_back(Instr::update(s, instr.mb));
+    }
+    auto relative = [&](std::vector<Instr> list, int64_t t) {
+      for (Instr &instr : list)
+        instr.mb -= t * m;
+      return list;
+    };
+    Program body = relative(bySteps[pick], pick);
+    // The steady state repeats: the next step is this one shifted by M.
+    assert(body == relative(bySteps[pick + 1], pick + 1) &&
+           "1F1B's steady state does not repeat step by step");
+    step.devices.push_back(std::move(body));
+  }
+  return step;
+}
+
+int64_t mlir::pipec::schedule::drainSteps(const Program &step,
+                                          int64_t microbatches) {
+  int64_t lowest = 0;
+  for (const Instr &instr : step)
+    if (instr.hasMb())
+      lowest = std::min(lowest, instr.mb);
+  return (-lowest + microbatches - 1) / microbatches;
+}
+
+Program mlir::pipec::schedule::expandSteps(const Program &step,
+                                           int64_t microbatches,
+                                           int64_t steps) {
+  Program run;
+  int64_t total = steps * microbatches;
+  int64_t calls = steps + drainSteps(step, microbatches);
+  for (int64_t t = 0; t < calls; ++t)
+    for (const Instr &instr : step) {
+      if (!instr.hasMb()) {
+        if (t < steps)
+          run.push_back(instr);
+        continue;
+      }
+      int64_t g = t * microbatches + instr.mb;
+      if (g < 0 || g >= total)
+        continue;
+      Instr global = instr;
+      global.mb = g;
+      run.push_back(std::move(global));
+    }
+  return run;
 }
 
 //===----------------------------------------------------------------------===//

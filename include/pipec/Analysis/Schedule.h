@@ -49,12 +49,17 @@ enum class InstrKind {
 inline constexpr const char *kActivationTag = "act";
 inline constexpr const char *kGradientTag = "grad";
 
+/// The micro-batch of an instruction that has none (micro-batch indices of
+/// a no-flush step program may be negative).
+inline constexpr int64_t kNoMicroBatch = INT64_MIN;
+
 struct Instr {
   InstrKind kind = InstrKind::Other;
   /// Forward / backward: the stage computed.
   int64_t stage = -1;
-  /// Forward / backward / send / recv: the micro-batch.
-  int64_t mb = -1;
+  /// Forward / backward / send / recv (and a no-flush update): the
+  /// micro-batch.
+  int64_t mb = kNoMicroBatch;
   /// Send / recv: the other device.
   int64_t peer = -1;
   /// Send / recv: matched together with peer and mb.
@@ -69,7 +74,9 @@ struct Instr {
                     std::string payload = {});
   static Instr recv(int64_t peer, int64_t mb, std::string tag,
                     std::string payload = {});
-  static Instr update(int64_t stage);
+  static Instr update(int64_t stage, int64_t mb = kNoMicroBatch);
+
+  bool hasMb() const { return mb != kNoMicroBatch; }
 
   bool isCompute() const {
     return kind == InstrKind::Forward || kind == InstrKind::Backward ||
@@ -107,6 +114,45 @@ std::vector<Instr> computeOrder(ScheduleKind kind, int64_t stages,
 /// Requires stages >= 1 and microbatches >= 1.
 Schedule generateSchedule(ScheduleKind kind, int64_t stages,
                           int64_t microbatches);
+
+//===----------------------------------------------------------------------===//
+// No-flush schedules (PipeDream, PipeDream-2BW)
+//===----------------------------------------------------------------------===//
+
+/// When a no-flush method updates a stage's weights.
+enum class UpdateRule {
+  /// After every backward (PipeDream): one update per micro-batch.
+  PerMicroBatch,
+  /// After the backward of each step's last micro-batch (2BW): one per step.
+  PerStep,
+};
+
+/// One step of 1F1B without a flush, per device: what device s does in
+/// step t of a long run, micro-batch indices relative to the step's first
+/// micro-batch t*M. Device s runs the forwards of the step's micro-batches
+/// 0..M-1 and the backwards of micro-batches 0-w..M-1-w (w = p-1-s: the
+/// negative ones are earlier steps' micro-batches still in flight), in the
+/// generator's steady-state order. A gradient the next stage sends in one
+/// step for a backward of the next step is received at once, so no transfer
+/// crosses a step boundary. Update instructions carry the micro-batch of
+/// the backward they follow (`mb`). Running the step program for t = 0, 1,
+/// ... and skipping every instruction whose global micro-batch t*M + mb is
+/// outside [0, steps*M) (expandSteps) gives a deadlock-free run: each step's
+/// transfers follow one global order on every device.
+/// Requires stages >= 1 and microbatches >= 1.
+Schedule generateNoFlushStep(int64_t stages, int64_t microbatches,
+                             UpdateRule rule);
+
+/// How many steps without data a no-flush step program needs after the last
+/// step to finish every micro-batch in flight: ceil(-min mb / M), 0 for a
+/// program without negative micro-batches.
+int64_t drainSteps(const Program &step, int64_t microbatches);
+
+/// A run of `steps` steps of a no-flush step program and its drain, with
+/// global micro-batch indices; instructions of micro-batches outside
+/// [0, steps*M) are left out (instructions without a micro-batch are kept
+/// once per step).
+Program expandSteps(const Program &step, int64_t microbatches, int64_t steps);
 
 //===----------------------------------------------------------------------===//
 // Simulation

@@ -368,9 +368,25 @@ def PipeSchedule : Pass<"pipe-schedule", "::mlir::ModuleOp"> {
     `{kind = "adam", lr = 1.0e-3, beta1 = ..., beta2 = ..., epsilon = ...,
     momentum = ..., dampening = ..., weight_decay = ..., grad_scale = ...}`.
     Adam(W) and Adagrad get PyTorch's defaults for betas and epsilon.
+
+    No-flush methods (`kind=pipedream`, `kind=2bw`, ../shared/METHODS.md):
+    each program is one step of 1F1B's steady state without a flush
+    (schedule::generateNoFlushStep): device s runs the forwards of the
+    step's micro-batches 0..M-1 and the backwards of -w..M-1-w (w = p-1-s,
+    negative: earlier steps' micro-batches), with weight versions explicit:
+    `pipe.weight_buffer ... versions V`, forwards and backwards reading
+    `%w[u - w]` (PipeDream, V = p-s; vertical sync `%w[u - (p-1)]`, V = p)
+    or `%w[t - 1]` (2BW, V = 2), and `pipe.update %w[u] ... mb` after every
+    backward (PipeDream, on the micro-batch's own gradient) or `%w[t]` after
+    each step's last one (2BW, on the mean over the step), each followed by
+    a `pipe.zero_grad` of its micro-batch. Fed inputs the backward needs are
+    kept from the forward in activation buffers. 2BW needs M >= p.
   }];
   let options = [
-    Option<"kind", "kind", "std::string", "\"1f1b\"", "gpipe or 1f1b">,
+    Option<"kind", "kind", "std::string", "\"1f1b\"",
+           "gpipe, 1f1b, or a no-flush method: pipedream, 2bw">,
+    Option<"verticalSync", "vertical-sync", "bool", "false",
+           "pipedream: every stage reads W(u - (p-1)) for micro-batch u">,
     Option<"microbatches", "microbatches", "int64_t", "0",
            "micro-batches per step; default: the module's pipe.microbatches "
            "(set by pipe-microbatch)">,

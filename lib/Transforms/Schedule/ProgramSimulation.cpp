@@ -41,6 +41,14 @@ static int64_t calleeStage(Operation *op, FlatSymbolRefAttr callee) {
   return stage ? stage.getStage() : -1;
 }
 
+int64_t mlir::pipec::runSteps(ArrayRef<pipe::ProgramOp> programs) {
+  int64_t drain = -1;
+  for (pipe::ProgramOp program : programs)
+    if (program.isNoFlush())
+      drain = std::max(drain, pipe::drainSteps(program));
+  return drain < 0 ? 1 : 2 * drain + 3;
+}
+
 FailureOr<ProgramSet> mlir::pipec::collectPrograms(ModuleOp module) {
   ProgramSet set;
   for (auto program : module.getOps<pipe::ProgramOp>())
@@ -55,6 +63,7 @@ FailureOr<ProgramSet> mlir::pipec::collectPrograms(ModuleOp module) {
              << "a second program for device " << program.getDevice();
   }
 
+  int64_t steps = runSteps(set.programs);
   bool ok = true;
   auto peerIndex = [&](Operation *op, int64_t peer) -> int64_t {
     auto it = indexOf.find(peer);
@@ -69,7 +78,8 @@ FailureOr<ProgramSet> mlir::pipec::collectPrograms(ModuleOp module) {
     sched::Program list;
     SmallVector<Operation *> ops;
     SmallVector<int64_t> mbs;
-    pipe::forEachInstruction(program, [&](Operation *opPtr, int64_t mb) {
+    pipe::forEachInstructionInRun(program, steps, [&](Operation *opPtr,
+                                                      int64_t mb) {
       Operation &op = *opPtr;
       sched::Instr instr;
       if (auto fwd = dyn_cast<pipe::ForwardOp>(op)) {
@@ -91,6 +101,7 @@ FailureOr<ProgramSet> mlir::pipec::collectPrograms(ModuleOp module) {
       } else if (isa<pipe::UpdateOp>(op)) {
         instr = sched::Instr::update(-1);
       }
+
       list.push_back(std::move(instr));
       ops.push_back(&op);
       mbs.push_back(mb);

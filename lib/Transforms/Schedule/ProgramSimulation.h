@@ -38,8 +38,14 @@ struct ProgramSet {
 };
 
 /// Collects the programs of `module`. Fails, with an error on the op, where
-/// a send or recv names a device that has no program.
+/// a send or recv names a device that has no program. No-flush programs are
+/// expanded over a run of `runSteps(...)` steps (pipe::forEachInstructionInRun),
+/// with global micro-batch indices.
 FailureOr<ProgramSet> collectPrograms(ModuleOp module);
+
+/// The steps a no-flush run is checked over: long enough to reach the
+/// steady state and drain from it (drain * 2 + 3); 1 for synchronous ones.
+int64_t runSteps(ArrayRef<pipe::ProgramOp> programs);
 
 /// Reports a failed simulation: an error on the failing instruction and a
 /// note on the other one involved.

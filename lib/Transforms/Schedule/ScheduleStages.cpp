@@ -108,6 +108,17 @@ private:
   LogicalResult buildProgram(OpBuilder &b, Stage &stage,
                              const sched::Program &program,
                              pipe::ScheduleKind kind, int64_t peakInFlight);
+
+  /// The no-flush method being built (PipeDream, 2BW), if any.
+  struct NoFlush {
+    sched::UpdateRule rule = sched::UpdateRule::PerMicroBatch;
+    bool verticalSync = false;
+    int64_t stages = 1;
+    /// How micro-batch losses make a step's loss (pipe.loss_scale: 1/M for
+    /// a mean): a per-micro-batch update undoes it on the gradient.
+    double lossScale = 1.0;
+  };
+  std::optional<NoFlush> noFlush;
 };
 } // namespace
 
@@ -478,7 +489,7 @@ bool isShifted(const sched::Instr &a, const sched::Instr &b, int64_t shift) {
   if (a.kind != b.kind || a.stage != b.stage || a.peer != b.peer ||
       a.tag != b.tag || a.payload != b.payload)
     return false;
-  if (a.mb < 0 || b.mb < 0)
+  if (!a.hasMb() || !b.hasMb())
     return a.mb == b.mb && shift == 0;
   return b.mb == a.mb + shift;
 }
@@ -499,7 +510,7 @@ std::vector<Segment> rollProgram(const sched::Program &program) {
       // Instructions without a micro-batch (update) never repeat.
       bool hasMb = true;
       for (size_t t = 0; t < length; ++t)
-        hasMb &= program[i + t].mb >= 0;
+        hasMb &= program[i + t].hasMb();
       if (!hasMb)
         break;
       int64_t trips = 1;
@@ -535,7 +546,9 @@ std::vector<Segment> rollProgram(const sched::Program &program) {
 }
 
 /// What a value is, for one micro-batch of one stage.
-enum class ValueKind { Named, GradIn, GradOut };
+/// Fed: a graph input a no-flush program's forward feeds and its backward
+/// (possibly in a later step) reads back from an activation buffer.
+enum class ValueKind { Named, GradIn, GradOut, Fed };
 
 struct ValueKey {
   ValueKind kind;
@@ -585,7 +598,7 @@ transferred(const Stage &stage, const sched::Instr &instr) {
 
 /// The values each instruction of `program` defines and uses.
 static void valuesOf(const Stage &stage, const sched::Instr &instr,
-                     SmallVectorImpl<ValueKey> &defs,
+                     bool keepFed, SmallVectorImpl<ValueKey> &defs,
                      SmallVectorImpl<ValueKey> &uses) {
   switch (instr.kind) {
   case sched::InstrKind::Recv:
@@ -596,9 +609,12 @@ static void valuesOf(const Stage &stage, const sched::Instr &instr,
     break;
   }
   case sched::InstrKind::Forward:
-    for (const ArgSource &arg : stage.forwardArgs)
+    for (const ArgSource &arg : stage.forwardArgs) {
       if (arg.kind == ArgSource::Named)
         uses.push_back({ValueKind::Named, arg.name});
+      else if (arg.kind == ArgSource::Feed && keepFed)
+        defs.push_back({ValueKind::Fed, arg.name});
+    }
     for (const std::string &name : stage.resultNames)
       if (!name.empty())
         defs.push_back({ValueKind::Named, name});
@@ -609,6 +625,8 @@ static void valuesOf(const Stage &stage, const sched::Instr &instr,
         uses.push_back({ValueKind::Named, arg.name});
       else if (arg.kind == ArgSource::Grad)
         uses.push_back({ValueKind::GradIn, arg.name});
+      else if (arg.kind == ArgSource::Feed && keepFed)
+        uses.push_back({ValueKind::Fed, arg.name});
     }
     for (const std::string &name : stage.backwardGradResults)
       defs.push_back({ValueKind::GradOut, name});
@@ -620,23 +638,37 @@ static void valuesOf(const Stage &stage, const sched::Instr &instr,
 
 /// Which values cross instances, and the depth their buffers need: the
 /// least d such that no micro-batch is saved into slot mb mod d while
-/// another one there still waits for a restore.
+/// another one there still waits for a restore. A synchronous program is
+/// analysed over its one step (`copies` 1). A no-flush step program runs
+/// again every step with micro-batches M higher and passes values from one
+/// step to a later one: it is analysed over `copies` consecutive steps, and
+/// a use whose definition lies before the first is left to the later copies.
 static ValueFlow analyzeValueFlow(const Stage &stage,
                                   const sched::Program &program,
                                   ArrayRef<Segment> segments,
-                                  int64_t microbatches) {
-  std::vector<Place> places(program.size());
+                                  int64_t microbatches, int64_t copies,
+                                  bool keepFed) {
+  const size_t n = program.size();
+  std::vector<Place> bodyPlaces(n);
   for (auto [index, seg] : llvm::enumerate(segments)) {
     if (!seg.isLoop()) {
       for (size_t t = 0; t < seg.length; ++t)
-        places[seg.begin + t] = {-1, 0, seg.begin + t};
+        bodyPlaces[seg.begin + t] = {-1, 0, seg.begin + t};
       continue;
     }
     for (int64_t trip = 0; trip < seg.trips; ++trip)
       for (size_t t = 0; t < seg.length; ++t)
-        places[seg.begin + trip * seg.length + t] = {int64_t(index), trip,
-                                                     seg.begin + t};
+        bodyPlaces[seg.begin + trip * seg.length + t] = {int64_t(index), trip,
+                                                         seg.begin + t};
   }
+  // The instance of a place in copy c: loops and straight-line parts of
+  // different copies are different instances.
+  auto placeOf = [&](size_t i, int64_t c) {
+    Place place = bodyPlaces[i];
+    place.segment = place.segment < 0 ? -1 - c
+                                      : place.segment + c * int64_t(n + 1);
+    return place;
+  };
   struct Def {
     size_t position;
     Place place;
@@ -646,35 +678,43 @@ static ValueFlow analyzeValueFlow(const Stage &stage,
   // and the positions of all saves.
   std::map<ValueKey, std::map<int64_t, std::pair<size_t, size_t>>> live;
   ValueFlow flow;
-  for (size_t i = 0; i < program.size(); ++i) {
-    SmallVector<ValueKey> defined, used;
-    valuesOf(stage, program[i], defined, used);
-    for (const ValueKey &key : used) {
-      auto it = defs.find({key, program[i].mb});
-      assert(it != defs.end() && "a schedule uses a value before its def");
-      if (it->second.place.sameInstance(places[i]))
-        continue;
-      flow.saves.insert({it->second.place.site, key});
-      flow.restores.insert({places[i].site, key});
-      auto &interval = live[key][program[i].mb];
-      interval = {it->second.position, i};
+  for (int64_t c = 0; c < copies; ++c)
+    for (size_t i = 0; i < n; ++i) {
+      size_t position = size_t(c) * n + i;
+      int64_t mb = program[i].mb + c * microbatches;
+      Place place = placeOf(i, c);
+      SmallVector<ValueKey> defined, used;
+      valuesOf(stage, program[i], keepFed, defined, used);
+      for (const ValueKey &key : used) {
+        auto it = defs.find({key, mb});
+        if (it == defs.end()) {
+          assert(copies > 1 && "a schedule uses a value before its def");
+          continue; // defined in a step before the first copy
+        }
+        if (it->second.place.sameInstance(place))
+          continue;
+        flow.saves.insert({it->second.place.site, key});
+        flow.restores.insert({bodyPlaces[i].site, key});
+        live[key][mb] = {it->second.position, position};
+      }
+      for (const ValueKey &key : defined)
+        defs[{key, mb}] = {position, place};
     }
-    for (const ValueKey &key : defined)
-      defs[{key, program[i].mb}] = {i, places[i]};
-  }
   // A saving site saves every micro-batch it defines, restored or not.
   std::map<ValueKey, std::vector<std::pair<size_t, int64_t>>> savesOf;
   for (auto &[keyMb, def] : defs)
     if (flow.saves.count({def.place.site, keyMb.first}))
       savesOf[keyMb.first].push_back({def.position, keyMb.second});
+  const int64_t maxDepth = microbatches * copies;
   for (auto &[key, saves] : savesOf) {
     const auto &intervals = live[key];
     int64_t depth = 1;
-    for (; depth < microbatches; ++depth) {
+    auto mod = [](int64_t a, int64_t d) { return ((a % d) + d) % d; };
+    for (; depth < maxDepth; ++depth) {
       bool clash = false;
       for (auto &[mb, interval] : intervals) {
         for (auto &[position, other] : saves)
-          if (other != mb && other % depth == mb % depth &&
+          if (other != mb && mod(other, depth) == mod(mb, depth) &&
               position > interval.first && position < interval.second) {
             clash = true;
             break;
@@ -701,27 +741,58 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
                                            s, ArrayRef<int64_t>{s}, kind,
                                            microbatches);
   programOp->setAttr(pipe::attrs::kPeakInFlight, b.getI64IntegerAttr(peakInFlight));
+  if (noFlush && noFlush->verticalSync)
+    programOp.setVerticalSync(true);
   if (programOp.getBody().empty())
     programOp.getBody().push_back(new Block());
   Block *body = &programOp.getBody().front();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(body);
 
+  // The weight version forwards and backwards read, and how many versions
+  // the stage keeps (METHODS.md): synchronous, the one live copy; PipeDream,
+  // W(u - (p-1-s)) with p-s versions (vertical sync: W(u - (p-1)), p
+  // versions); 2BW, W(t - 1) with two.
   Value weights;
   IntegerAttr version;
+  pipe::VersionClock clock = pipe::VersionClock::Slot;
+  int64_t versions = 1;
+  if (noFlush) {
+    int64_t p = noFlush->stages;
+    if (noFlush->rule == sched::UpdateRule::PerStep) {
+      clock = pipe::VersionClock::Step;
+      version = b.getI64IntegerAttr(-1);
+      versions = 2;
+    } else {
+      clock = pipe::VersionClock::MicroBatch;
+      int64_t lag = noFlush->verticalSync ? p - 1 : p - 1 - s;
+      version = b.getI64IntegerAttr(-lag);
+      versions = lag + 1;
+    }
+  }
   if (stage.params > 0) {
     weights = pipe::WeightBufferOp::create(
-        b, fwdLoc, pipe::WeightsType::get(ctx), s, /*versions=*/1,
+        b, fwdLoc, pipe::WeightsType::get(ctx), s, versions,
         b.getArrayAttr(stage.paramNames), b.getArrayAttr(stage.paramTypes));
-    version = b.getI64IntegerAttr(0);
+    if (!noFlush)
+      version = b.getI64IntegerAttr(0);
+  } else {
+    version = IntegerAttr();
   }
+  auto clockAttr = pipe::VersionClockAttr::get(ctx, clock);
 
   std::vector<Segment> segments;
   if (loop)
     segments = rollProgram(program);
   else
     segments.push_back({0, program.size(), 0, 0});
-  ValueFlow flow = analyzeValueFlow(stage, program, segments, microbatches);
+  // A no-flush step passes values to the steps after it: analyse enough
+  // consecutive steps to see every micro-batch from its forward to its
+  // backward.
+  int64_t copies =
+      noFlush ? sched::drainSteps(program, microbatches) + 3 : 1;
+  ValueFlow flow = analyzeValueFlow(stage, program, segments, microbatches,
+                                    copies, noFlush.has_value());
 
   auto typeOfResult = [&](StringRef name) {
     auto it = llvm::find(stage.resultNames, name);
@@ -735,6 +806,8 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
       return typeOfResult(key.name);
     case ValueKind::GradOut:
       return stage.namedTypes.lookup(key.name);
+    case ValueKind::Fed:
+      return stage.fedTypes.lookup(key.name);
     }
     return Type();
   };
@@ -745,11 +818,16 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
       name += ".grad_in";
     else if (key.kind == ValueKind::GradOut)
       name += ".grad";
+    else if (key.kind == ValueKind::Fed)
+      name += ".fed";
     buffers[key] = pipe::ActivationBufferOp::create(
         b, key.kind == ValueKind::Named ? fwdLoc : bwdLoc,
         pipe::ActivationsType::get(ctx), name, depth, typeOf(key));
   }
-  if (weights)
+  // A synchronous step starts from zero gradients; a no-flush program
+  // zeroes them after each update instead (they may be accumulated over
+  // steps).
+  if (weights && !noFlush)
     pipe::ZeroGradOp::create(b, fwdLoc, weights);
 
   // The values of the part being built (one straight-line part, or one loop
@@ -809,6 +887,14 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
           v = pipe::FeedOp::create(b, loc, arg.type, arg.name, mb, base);
         return v;
       };
+      // No-flush: the forward feeds and keeps what the backward reads back
+      // (the step's data is gone by the time a later step's backward runs).
+      auto feedForward = [&](const ArgSource &arg, Location loc) {
+        Value v = feed(arg, loc);
+        if (noFlush && !values.count({{ValueKind::Fed, arg.name}, mb}))
+          define({ValueKind::Fed, arg.name}, v, loc);
+        return v;
+      };
       switch (instr.kind) {
       case sched::InstrKind::Recv:
         if (instr.tag == sched::kActivationTag) {
@@ -841,12 +927,13 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
         SmallVector<Value> inputs;
         for (const ArgSource &arg : stage.forwardArgs)
           inputs.push_back(arg.kind == ArgSource::Feed
-                               ? feed(arg, fwdLoc)
+                               ? feedForward(arg, fwdLoc)
                                : use({ValueKind::Named, arg.name}, fwdLoc));
         auto fwd = pipe::ForwardOp::create(
             b, fwdLoc, stage.forward.getResultTypes(),
             FlatSymbolRefAttr::get(stage.forward.getSymNameAttr()), inputs,
-            weights, version, mbAttr, base);
+            weights, version, weights ? clockAttr : pipe::VersionClockAttr(),
+            mbAttr, base);
         for (auto [i, result] : llvm::enumerate(fwd.getResults())) {
           if (stage.resultIsLoss[i])
             pipe::ReportLossOp::create(b, fwdLoc, result, mb, base);
@@ -860,7 +947,8 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
         for (const ArgSource &arg : stage.backwardArgs) {
           switch (arg.kind) {
           case ArgSource::Feed:
-            inputs.push_back(feed(arg, bwdLoc));
+            inputs.push_back(noFlush ? use({ValueKind::Fed, arg.name}, bwdLoc)
+                                     : feed(arg, bwdLoc));
             break;
           case ArgSource::Named:
             inputs.push_back(use({ValueKind::Named, arg.name}, bwdLoc));
@@ -876,7 +964,8 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
             b, bwdLoc, results,
             pipe::BackwardPartAttr::get(ctx, pipe::BackwardPart::Full),
             FlatSymbolRefAttr::get(stage.backward.getSymNameAttr()), inputs,
-            weights, version, mbAttr, base);
+            weights, version, weights ? clockAttr : pipe::VersionClockAttr(),
+            mbAttr, base);
         for (auto [i, result] : llvm::enumerate(bwd.getResults()))
           define({ValueKind::GradOut, stage.backwardGradResults[i]}, result,
                  bwdLoc);
@@ -889,16 +978,38 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
         auto f = [&](std::optional<double> v) {
           return v ? b.getF64FloatAttr(*v) : FloatAttr();
         };
+        std::optional<double> gradScale = opt.gradScale;
+        IntegerAttr updateVersion, updateMb;
+        pipe::VersionClockAttr updateClock;
+        if (noFlush) {
+          // The update after micro-batch u's backward turns W(u) into
+          // W(u+1) (PipeDream), the one after a step's last backward W(t)
+          // into W(t+1) (2BW).
+          updateMb = mbAttr;
+          updateVersion = b.getI64IntegerAttr(0);
+          updateClock = clockAttr;
+          // Per micro-batch, the gradient is the micro-batch's own: undo the
+          // 1/M that makes micro-batch gradients sum to the step's mean.
+          if (noFlush->rule == sched::UpdateRule::PerMicroBatch &&
+              noFlush->lossScale != 1.0)
+            gradScale = gradScale.value_or(1.0) / noFlush->lossScale;
+        }
         auto update = pipe::UpdateOp::create(
             b, opt.holder->getLoc(), weights,
             pipe::OptimizerKindAttr::get(ctx, opt.kind),
             b.getF64FloatAttr(opt.lr), f(opt.momentum), f(opt.dampening),
             f(opt.beta1), f(opt.beta2), f(opt.epsilon), f(opt.weightDecay),
-            FloatAttr(), IntegerAttr(), f(opt.gradScale));
+            FloatAttr(), IntegerAttr(), f(gradScale), updateVersion,
+            updateClock ? updateClock
+                        : pipe::VersionClockAttr::get(ctx, pipe::VersionClock::Slot),
+            updateMb, updateMb ? base : Value());
         // The optimizer's own rules (which hyper-parameters, which ranges)
         // report on the attribute or option that set them.
         if (failed(update.verifyInvariants()))
           return failure();
+        if (noFlush)
+          pipe::ZeroGradOp::create(b, opt.holder->getLoc(), weights, mbAttr,
+                                   base);
         break;
       }
       default:
@@ -911,9 +1022,25 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
 
 void PipeSchedulePass::runOnOperation() {
   ModuleOp module = getOperation();
-  std::optional<sched::ScheduleKind> schedKind = sched::parseScheduleKind(kind);
-  if (!schedKind) {
-    module.emitError() << "pipe-schedule: kind must be gpipe or 1f1b, not '"
+  // The no-flush methods (METHODS.md): PipeDream updates per micro-batch,
+  // 2BW per step; both run 1F1B's order without a flush.
+  std::optional<sched::ScheduleKind> schedKind;
+  if (kind == "pipedream") {
+    noFlush = NoFlush{sched::UpdateRule::PerMicroBatch, verticalSync};
+  } else if (kind == "2bw" || kind == "pipedream_2bw") {
+    noFlush = NoFlush{sched::UpdateRule::PerStep, false};
+  } else {
+    schedKind = sched::parseScheduleKind(kind);
+    if (!schedKind) {
+      module.emitError() << "pipe-schedule: kind must be gpipe, 1f1b, "
+                            "pipedream or 2bw, not '"
+                         << kind << "'";
+      return signalPassFailure();
+    }
+  }
+  if (verticalSync && (!noFlush || noFlush->rule != sched::UpdateRule::PerMicroBatch)) {
+    module.emitError() << "pipe-schedule: vertical-sync applies to "
+                          "kind=pipedream only, not '"
                        << kind << "'";
     return signalPassFailure();
   }
@@ -992,12 +1119,41 @@ void PipeSchedulePass::runOnOperation() {
   }
 
   int64_t p = int64_t(stages.size());
-  sched::Schedule schedule = sched::generateSchedule(*schedKind, p, microbatches);
-  sched::SimulationResult simulated = sched::simulate(schedule.devices);
+  sched::Schedule schedule;
+  sched::SimulationResult simulated;
+  pipe::ScheduleKind irKind;
+  if (noFlush) {
+    if (noFlush->rule == sched::UpdateRule::PerStep && microbatches < p) {
+      module.emitError() << "pipe-schedule: 2bw needs at least as many "
+                            "micro-batches as stages (M = "
+                         << int64_t(microbatches) << " < p = " << p
+                         << "): raise the micro-batches";
+      return signalPassFailure();
+    }
+    noFlush->stages = p;
+    if (auto scale = module->getAttrOfType<FloatAttr>(pipe::attrs::kLossScale))
+      noFlush->lossScale = scale.getValueAsDouble();
+    schedule = sched::generateNoFlushStep(p, microbatches, noFlush->rule);
+    // A run long enough to reach the steady state (as pipe-verify-schedule
+    // checks it, runSteps).
+    int64_t drain = 0;
+    for (const sched::Program &device : schedule.devices)
+      drain = std::max(drain, sched::drainSteps(device, microbatches));
+    std::vector<sched::Program> run;
+    for (const sched::Program &device : schedule.devices)
+      run.push_back(sched::expandSteps(device, microbatches, 2 * drain + 3));
+    simulated = sched::simulate(run);
+    irKind = noFlush->rule == sched::UpdateRule::PerStep
+                 ? pipe::ScheduleKind::PipeDream2BW
+                 : pipe::ScheduleKind::PipeDream;
+  } else {
+    schedule = sched::generateSchedule(*schedKind, p, microbatches);
+    simulated = sched::simulate(schedule.devices);
+    irKind = *schedKind == sched::ScheduleKind::GPipe
+                 ? pipe::ScheduleKind::GPipe
+                 : pipe::ScheduleKind::OneFOneB;
+  }
   assert(simulated.ok() && "the generator's schedule deadlocks");
-  pipe::ScheduleKind irKind = *schedKind == sched::ScheduleKind::GPipe
-                                  ? pipe::ScheduleKind::GPipe
-                                  : pipe::ScheduleKind::OneFOneB;
 
   for (Stage &stage : stages)
     if (Operation *clash = module.lookupSymbol("device" + std::to_string(stage.index))) {

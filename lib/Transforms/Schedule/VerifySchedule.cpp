@@ -22,10 +22,10 @@ namespace {
 /// Checks the activation buffers of one program over a whole step: a
 /// pipe.restore finds the micro-batch it names in slot mb mod depth, and a
 /// pipe.save never overwrites a micro-batch a later restore still reads.
-LogicalResult verifyActivationBuffers(pipe::ProgramOp program) {
+LogicalResult verifyActivationBuffers(pipe::ProgramOp program, int64_t steps) {
   // How many restores each (buffer, micro-batch) has in the step.
   DenseMap<std::pair<Operation *, int64_t>, int64_t> restoresLeft;
-  pipe::forEachInstruction(program, [&](Operation *op, int64_t mb) {
+  pipe::forEachInstructionInRun(program, steps, [&](Operation *op, int64_t mb) {
     if (auto restore = dyn_cast<pipe::RestoreOp>(op))
       ++restoresLeft[{restore.getBuffer().getDefiningOp(), mb}];
   });
@@ -35,7 +35,7 @@ LogicalResult verifyActivationBuffers(pipe::ProgramOp program) {
   };
   DenseMap<std::pair<Operation *, int64_t>, Slot> slots;
   bool ok = true;
-  pipe::forEachInstruction(program, [&](Operation *op, int64_t mb) {
+  pipe::forEachInstructionInRun(program, steps, [&](Operation *op, int64_t mb) {
     if (!ok)
       return;
     auto save = dyn_cast<pipe::SaveOp>(op);
@@ -81,6 +81,122 @@ LogicalResult verifyActivationBuffers(pipe::ProgramOp program) {
   return success(ok);
 }
 
+/// The versions a weight buffer of a no-flush program must keep
+/// (METHODS.md): PipeDream p - s on stage s (vertical sync: p), 2BW 2.
+int64_t theoreticalVersions(pipe::ProgramOp program, int64_t stage,
+                            int64_t stages) {
+  switch (program.getSchedule()) {
+  case pipe::ScheduleKind::PipeDream:
+    return program.getVerticalSync() ? stages : stages - stage;
+  case pipe::ScheduleKind::PipeDream2BW:
+    return 2;
+  default:
+    return 1;
+  }
+}
+
+/// Checks the weight versions of a no-flush program over a run: buffer of
+/// V versions holds W(v) in slot v mod V (every slot starts as W(0)); an
+/// update `%w[v]` must find W(v) there and the newest, and writes W(v+1) to
+/// slot v+1 mod V; a forward or backward reading version v (W(0) for v <
+/// 0) must find it in its slot, not a version written over it.
+LogicalResult verifyWeightVersions(pipe::ProgramOp program, int64_t steps,
+                                   int64_t stages) {
+  if (!program.isNoFlush())
+    return success();
+  int64_t m = program.getMicrobatches();
+  bool ok = true;
+  for (auto buffer : program.getInstructions().getOps<pipe::WeightBufferOp>()) {
+    int64_t expected = theoreticalVersions(program, buffer.getStage(), stages);
+    if (buffer.getVersions() != expected) {
+      buffer.emitError() << "device " << program.getDevice()
+                         << ": the weight buffer of stage " << buffer.getStage()
+                         << " keeps " << buffer.getVersions()
+                         << " versions, but "
+                         << pipe::stringifyScheduleKind(program.getSchedule())
+                         << (program.getVerticalSync() ? " with vertical sync" : "")
+                         << " on " << stages << " stages needs " << expected;
+      ok = false;
+    }
+  }
+  if (!ok)
+    return failure();
+  struct Versions {
+    SmallVector<int64_t> slot; // the version each slot holds
+    int64_t newest = 0;
+  };
+  DenseMap<Operation *, Versions> state;
+  auto slotOf = [](int64_t v, int64_t n) { return ((v % n) + n) % n; };
+  pipe::forEachInstructionInRun(program, steps, [&](Operation *op, int64_t u) {
+    if (!ok)
+      return;
+    Value weights;
+    std::optional<int64_t> version;
+    pipe::VersionClock clock = pipe::VersionClock::Slot;
+    if (auto f = dyn_cast<pipe::ForwardOp>(op)) {
+      weights = f.getWeights();
+      version = f.getVersion();
+      clock = f.getVersionClock();
+    } else if (auto b = dyn_cast<pipe::BackwardOp>(op)) {
+      weights = b.getWeights();
+      version = b.getVersion();
+      clock = b.getVersionClock();
+    } else if (auto up = dyn_cast<pipe::UpdateOp>(op)) {
+      weights = up.getWeights();
+      version = up.getVersion();
+      clock = up.getVersionClock();
+    }
+    if (!weights)
+      return;
+    auto buffer = weights.getDefiningOp<pipe::WeightBufferOp>();
+    if (!buffer)
+      return;
+    int64_t count = buffer.getVersions();
+    Versions &vs = state[buffer];
+    if (vs.slot.empty())
+      vs.slot.assign(count, 0);
+    if (!version || clock == pipe::VersionClock::Slot) {
+      if (isa<pipe::UpdateOp>(op)) {
+        op->emitError() << "device " << program.getDevice()
+                        << ": an update of a no-flush program must name the "
+                           "version it starts from (%w[u], %w[t])";
+        ok = false;
+      }
+      return;
+    }
+    int64_t v = pipe::versionAt(clock, *version, u, m);
+    int64_t want = std::max<int64_t>(v, 0);
+    int64_t slot = slotOf(v, count);
+    if (isa<pipe::UpdateOp>(op)) {
+      if (v != vs.newest || vs.slot[slot] != v) {
+        op->emitError() << "device " << program.getDevice()
+                        << ": the update for mb " << u << " starts from W("
+                        << v << "), but the newest weights are W(" << vs.newest
+                        << ")";
+        ok = false;
+        return;
+      }
+      vs.newest = v + 1;
+      vs.slot[slotOf(v + 1, count)] = v + 1;
+      return;
+    }
+    if (vs.slot[slot] != want) {
+      InFlightDiagnostic diag =
+          op->emitError() << "device " << program.getDevice() << ": mb " << u
+                          << " reads W(" << want << ") from slot " << slot
+                          << " of the " << count
+                          << "-version buffer of stage " << buffer.getStage()
+                          << ", which holds W(" << vs.slot[slot] << ")";
+      if (vs.slot[slot] > want)
+        diag << ": the version was overwritten";
+      else
+        diag << ": the version does not exist yet";
+      ok = false;
+    }
+  });
+  return success(ok);
+}
+
 struct PipeVerifySchedulePass
     : public pipec::impl::PipeVerifyScheduleBase<PipeVerifySchedulePass> {
   using Base::Base;
@@ -92,14 +208,27 @@ struct PipeVerifySchedulePass
       return signalPassFailure();
 
     bool ok = true;
-    for (pipe::ProgramOp program : set->programs)
-      ok &= succeeded(verifyActivationBuffers(program));
+    int64_t steps = runSteps(set->programs);
+    int64_t noFlush = llvm::count_if(
+        set->programs, [](pipe::ProgramOp p) { return p.isNoFlush(); });
+    if (noFlush && noFlush != int64_t(set->programs.size())) {
+      set->programs.front().emitError()
+          << "the programs mix no-flush methods and synchronous schedules";
+      return signalPassFailure();
+    }
+    for (pipe::ProgramOp program : set->programs) {
+      ok &= succeeded(verifyActivationBuffers(program, steps));
+      ok &= succeeded(verifyWeightVersions(program, steps,
+                                           int64_t(set->programs.size())));
+    }
     for (auto [d, program] : llvm::enumerate(set->programs)) {
       std::vector<int64_t> stages(program.getStages().begin(),
                                   program.getStages().end());
+      int64_t total = program.isNoFlush()
+                          ? steps * program.getMicrobatches()
+                          : program.getMicrobatches();
       for (const sched::OrderProblem &problem : sched::checkComputeOrder(
-               set->devices[d], int64_t(d), stages,
-               program.getMicrobatches())) {
+               set->devices[d], int64_t(d), stages, total)) {
         Operation *at = set->opAt(problem.at);
         InFlightDiagnostic diag =
             at->emitError() << "device " << program.getDevice() << ": "
