@@ -26,6 +26,18 @@
 // computed directly in its slot. Micro-batch losses go to one float each;
 // the step's loss is their sum times pipe.loss_scale (else their mean).
 //
+// No-flush programs (PipeDream, 2BW): the body is one step of the steady
+// state, run for steps 0 .. K-1 and then pipe.drainSteps more times. Every
+// instruction with a micro-batch computes its global index u = step*M + mb
+// and runs its runtime calls only for u in [0, K*M) (K from
+// pipert_run_steps). What lives across steps is persistent (checkpointed):
+// the weight versions (slot 0 the parameter, slots 1..V-1 `<name>@v<i>`,
+// copied from slot 0 at step 0), the gradient accumulators and the
+// activation buffers (`pipe.act<i>.<name>`, slot u mod depth). A version
+// `%w[u - 2]` reads slot (u - 2) mod V; an update `%w[v]` copies slot v mod V
+// to slot v+1 mod V and updates it there in place. A second entry point,
+// @pipe_finish, copies the newest version into slot 0 after the drain.
+//
 // Sends block by default: the verified schedules are deadlock-free with
 // rendezvous sends, and an isend of a large message only progresses while
 // its rank is inside MPI. With nonblocking-sends (straight-line programs
@@ -86,10 +98,15 @@ struct DeviceArg {
 /// One stage's weights on this device.
 struct WeightBuffer {
   int64_t stage = 0;
+  int64_t versions = 1;
   SmallVector<std::string> names;
   SmallVector<RankedTensorType> types;
-  SmallVector<int64_t> persistentIndex; // of each parameter
+  SmallVector<int64_t> persistentIndex; // of each parameter (slot 0)
+  /// slotIndex[i][v]: persistent index of version slot v of parameter i.
+  SmallVector<SmallVector<int64_t>> slotIndex;
   SmallVector<Value> grads;             // accumulator pointers (entry block)
+  /// The no-flush update of the buffer (for @pipe_finish).
+  pipe::UpdateOp update;
 };
 
 /// An activation buffer: `depth` slots of `bytes` each.
@@ -146,7 +163,22 @@ private:
   Value pointerArray(size_t n);
   void callFunction(StringRef callee, const CallArrays &arrays);
   Value microBatch(Operation *op);
+  /// The index activation-buffer slots and tags use: the global
+  /// micro-batch in a no-flush program, else the step's.
+  Value ringIndex(Operation *op);
+  /// `v mod n`, never negative.
+  Value euclidMod(Value v, int64_t n);
+  /// The weight version `clock + version` names for `op`'s micro-batch.
+  Value versionOf(Operation *op, pipe::VersionClock clock, int64_t version);
+  /// The pointer of version slot `slot` (i64) of parameter `i`.
+  Value slotPointer(WeightBuffer &buf, int64_t i, Value slot);
+  /// The pointers of the weights `op` reads: slot 0, or the version its
+  /// clock names.
+  SmallVector<Value> weightPointers(Operation *op, WeightBuffer &buf,
+                                    std::optional<int64_t> version,
+                                    pipe::VersionClock clock);
   Value ringSlot(Value buffer, Value mb);
+  LogicalResult emitFinish();
   /// The buffer for value `v` an instruction defines: its activation-buffer
   /// slot when the next use saves it there, else a buffer of its own.
   Value storageFor(Value v, Value mb);
@@ -179,6 +211,14 @@ private:
   bool reportsLoss = false;
   int64_t reportedLosses = 0;
   SmallVector<Value> pendingSends;
+
+  // No-flush programs.
+  bool noFlush = false;
+  Value stepBase, totalMbs; // step*M and K*M (i64)
+  /// While an instruction is lowered: whether its micro-batch is in the
+  /// run; runtime calls are made under it.
+  Value guard;
+  int64_t activationBuffers = 0;
 };
 
 Attribute ProgramLowering::initOf(StringRef name) {
@@ -285,7 +325,7 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
   func::ReturnOp::create(fb, stage.getLoc(), results);
 
   std::string name = uniqueName(stage.getSymName());
-  OpBuilder::InsertionGuard guard(b);
+  OpBuilder::InsertionGuard insertion(b);
   b.setInsertionPoint(program);
   auto fn = func::FuncOp::create(
       b, stage.getLoc(), onnxOnly ? name + ".onnx" : name,
@@ -314,7 +354,7 @@ StringRef ProgramLowering::accumulateFunction(RankedTensorType type) {
   Value sum = ob.add(acc, g);
   func::ReturnOp::create(fb, program.getLoc(), sum);
   std::string name = uniqueName("accumulate_" + typeName);
-  OpBuilder::InsertionGuard guard(b);
+  OpBuilder::InsertionGuard insertion(b);
   b.setInsertionPoint(program);
   auto fn = func::FuncOp::create(b, program.getLoc(),
                                  onnxOnly ? name + ".onnx" : name,
@@ -474,7 +514,7 @@ ProgramLowering::updateFunction(pipe::UpdateOp op, WeightBuffer &buf,
   func::ReturnOp::create(fb, l, results);
 
   std::string name = uniqueName("update_stage" + std::to_string(buf.stage));
-  OpBuilder::InsertionGuard guard(b);
+  OpBuilder::InsertionGuard insertion(b);
   b.setInsertionPoint(program);
   auto fn = func::FuncOp::create(
       b, l, onnxOnly ? name + ".onnx" : name,
@@ -488,6 +528,13 @@ ProgramLowering::updateFunction(pipe::UpdateOp op, WeightBuffer &buf,
 }
 
 void ProgramLowering::call(StringRef callee, ArrayRef<Value> args) {
+  if (!guard) {
+    callRuntime(b, loc, module, callee, args);
+    return;
+  }
+  auto ifOp = scf::IfOp::create(b, loc, guard, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
   callRuntime(b, loc, module, callee, args);
 }
 
@@ -497,7 +544,7 @@ Value ProgramLowering::callPtr(StringRef callee, ArrayRef<Value> args) {
 
 Value ProgramLowering::allocate(int64_t bytes) {
   bytes = std::max<int64_t>(bytes, 1);
-  OpBuilder::InsertionGuard guard(b);
+  OpBuilder::InsertionGuard insertion(b);
   b.setInsertionPointToStart(entry);
   Value p = callPtr("pipert_alloc", {ctxArg, i64c(bytes)});
   allocations.push_back(p);
@@ -506,7 +553,7 @@ Value ProgramLowering::allocate(int64_t bytes) {
 }
 
 Value ProgramLowering::pointerArray(size_t n) {
-  OpBuilder::InsertionGuard guard(b);
+  OpBuilder::InsertionGuard insertion(b);
   b.setInsertionPointToStart(entry);
   return LLVM::AllocaOp::create(b, loc, ptrType(), ptrType(),
                                 i64c(std::max<size_t>(n, 1)), 8);
@@ -540,12 +587,71 @@ Value ProgramLowering::microBatch(Operation *op) {
   return arith::AddIOp::create(b, loc, k, i64c(mb->offset));
 }
 
+Value ProgramLowering::ringIndex(Operation *op) {
+  Value mb = microBatch(op);
+  if (!noFlush)
+    return mb;
+  return arith::AddIOp::create(b, loc, stepBase, mb);
+}
+
+Value ProgramLowering::euclidMod(Value v, int64_t n) {
+  if (n == 1)
+    return i64c(0);
+  Value r = arith::RemSIOp::create(b, loc, v, i64c(n));
+  Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r,
+                                         i64c(0));
+  return arith::SelectOp::create(b, loc, negative,
+                                 arith::AddIOp::create(b, loc, r, i64c(n)), r);
+}
+
+Value ProgramLowering::versionOf(Operation *op, pipe::VersionClock clock,
+                                 int64_t version) {
+  Value u = ringIndex(op);
+  Value base = u;
+  if (clock == pipe::VersionClock::Step) {
+    // floor(u / M); u < 0 only where the instruction is skipped.
+    base = arith::FloorDivSIOp::create(b, loc, u,
+                                       i64c(program.getMicrobatches()));
+  }
+  if (version == 0)
+    return base;
+  return arith::AddIOp::create(b, loc, base, i64c(version));
+}
+
+Value ProgramLowering::slotPointer(WeightBuffer &buf, int64_t i, Value slot) {
+  Value ptr = loadSlot(persistentArg, buf.slotIndex[i][0]);
+  for (int64_t v = 1; v < buf.versions; ++v) {
+    Value is = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, slot,
+                                     i64c(v));
+    ptr = arith::SelectOp::create(b, loc, is,
+                                  loadSlot(persistentArg, buf.slotIndex[i][v]),
+                                  ptr);
+  }
+  return ptr;
+}
+
+SmallVector<Value>
+ProgramLowering::weightPointers(Operation *op, WeightBuffer &buf,
+                                std::optional<int64_t> version,
+                                pipe::VersionClock clock) {
+  SmallVector<Value> ptrs;
+  if (clock == pipe::VersionClock::Slot || buf.versions == 1) {
+    for (int64_t index : buf.persistentIndex)
+      ptrs.push_back(loadSlot(persistentArg, index));
+    return ptrs;
+  }
+  Value slot = euclidMod(versionOf(op, clock, version.value_or(0)), buf.versions);
+  for (size_t i = 0; i < buf.names.size(); ++i)
+    ptrs.push_back(slotPointer(buf, i, slot));
+  return ptrs;
+}
+
 Value ProgramLowering::ringSlot(Value buffer, Value mb) {
   const Ring &ring = rings[buffer];
-  Value slot = ring.depth == 1
-                   ? i64c(0)
-                   : arith::RemUIOp::create(b, loc, mb, i64c(ring.depth))
-                         .getResult();
+  Value slot = ring.depth == 1 ? i64c(0)
+               : noFlush       ? euclidMod(mb, ring.depth)
+                         : arith::RemUIOp::create(b, loc, mb, i64c(ring.depth))
+                               .getResult();
   return offsetPtr(ring.base,
                    arith::MulIOp::create(b, loc, slot, i64c(ring.bytes)));
 }
@@ -569,16 +675,27 @@ Value ProgramLowering::storageFor(Value v, Value mb) {
 
 LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
   loc = instr.getLoc();
+  // A no-flush instruction runs only for micro-batches of the run.
+  guard = Value();
+  if (noFlush && pipe::getMicroBatchIndex(&instr)) {
+    Value u = ringIndex(&instr);
+    Value lo = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, u,
+                                     i64c(0));
+    Value hi = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, u,
+                                     totalMbs);
+    guard = arith::AndIOp::create(b, loc, lo, hi);
+  }
   auto bytesOf = [](Value v) {
     return runtimeTensorBytes(cast<RankedTensorType>(v.getType()));
   };
 
   if (auto wb = dyn_cast<pipe::WeightBufferOp>(instr)) {
-    if (wb.getVersions() != 1)
-      return wb.emitError("pipe-lower-programs: only one weight version is "
-                          "supported (synchronous schedules)");
+    if (wb.getVersions() != 1 && !noFlush)
+      return wb.emitError("pipe-lower-programs: a synchronous schedule keeps "
+                          "one weight version");
     auto buf = std::make_unique<WeightBuffer>();
     buf->stage = wb.getStage();
+    buf->versions = wb.getVersions();
     for (auto [nameAttr, typeAttr] :
          llvm::zip(wb.getParamNames(), wb.getParamTypes())) {
       StringRef name = cast<StringAttr>(nameAttr).getValue();
@@ -589,8 +706,39 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
       buf->names.push_back(name.str());
       buf->types.push_back(type);
       buf->persistentIndex.push_back(devicePersistent.size());
+      buf->slotIndex.push_back({int64_t(devicePersistent.size())});
       devicePersistent.push_back({name.str(), "param", type, initOf(name)});
-      buf->grads.push_back(allocate(runtimeTensorBytes(type)));
+      for (int64_t v = 1; v < buf->versions; ++v) {
+        buf->slotIndex.back().push_back(devicePersistent.size());
+        devicePersistent.push_back(
+            {(name + "@v" + Twine(v)).str(), "state", type, Attribute()});
+      }
+      if (!noFlush) {
+        buf->grads.push_back(allocate(runtimeTensorBytes(type)));
+        continue;
+      }
+      // Accumulated over steps (2BW): persistent, zero at the start.
+      int64_t index = devicePersistent.size();
+      devicePersistent.push_back(
+          {name.str() + ".grad_accum", "state", type,
+           DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType()))});
+      OpBuilder::InsertionGuard insertion(b);
+      b.setInsertionPointToStart(entry);
+      buf->grads.push_back(loadSlot(persistentArg, index));
+    }
+    // Every version is W(0) before the first update.
+    if (buf->versions > 1) {
+      Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                          stepArg, i64c(0));
+      auto ifOp = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard insertion(b);
+      b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+      for (auto [i, type] : llvm::enumerate(buf->types))
+        for (int64_t v = 1; v < buf->versions; ++v)
+          callRuntime(b, loc, module, "pipert_copy_device",
+                      {ctxArg, loadSlot(persistentArg, buf->slotIndex[i][v]),
+                       loadSlot(persistentArg, buf->slotIndex[i][0]),
+                       i64c(runtimeTensorBytes(type))});
     }
     weightBuffers[wb.getWeights()] = std::move(buf);
     return success();
@@ -600,7 +748,20 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     Ring ring;
     ring.depth = ab.getDepth();
     ring.bytes = (runtimeTensorBytes(type) + 63) / 64 * 64;
-    ring.base = allocate(ring.bytes * ring.depth);
+    if (!noFlush) {
+      ring.base = allocate(ring.bytes * ring.depth);
+    } else {
+      // In flight across steps: persistent, checkpointed.
+      auto storage = RankedTensorType::get({ring.bytes * ring.depth / 4},
+                                           b.getF32Type());
+      int64_t index = devicePersistent.size();
+      devicePersistent.push_back(
+          {("pipe.act" + Twine(activationBuffers++) + "." + ab.getName()).str(),
+           "state", storage, Attribute()});
+      OpBuilder::InsertionGuard insertion(b);
+      b.setInsertionPointToStart(entry);
+      ring.base = loadSlot(persistentArg, index);
+    }
     rings[ab.getBuffer()] = ring;
     return success();
   }
@@ -619,13 +780,14 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     Value upper = arith::ConstantIndexOp::create(b, loc, loop.getUpper());
     Value one = arith::ConstantIndexOp::create(b, loc, 1);
     auto forOp = scf::ForOp::create(b, loc, lower, upper, one);
-    OpBuilder::InsertionGuard guard(b);
+    OpBuilder::InsertionGuard insertion(b);
     b.setInsertionPoint(forOp.getBody()->getTerminator());
     loopIndex[loop.getIndex()] = arith::IndexCastOp::create(
         b, loc, b.getI64Type(), forOp.getInductionVar());
     for (Operation &op : loop.getInstructions())
       if (failed(lowerInstruction(op)))
         return failure();
+    guard = Value();
     return success();
   }
   if (auto feed = dyn_cast<pipe::FeedOp>(instr)) {
@@ -665,8 +827,9 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     CallArrays arrays;
     WeightBuffer *buf = weights ? weightBuffers[weights].get() : nullptr;
     if (buf) {
-      for (int64_t index : buf->persistentIndex)
-        arrays.persistent.push_back(loadSlot(persistentArg, index));
+      arrays.persistent = weightPointers(
+          &instr, *buf, fwd ? fwd.getVersion() : bwd.getVersion(),
+          fwd ? fwd.getVersionClock() : bwd.getVersionClock());
       bool gradients = stage.getPhase() != pipe::Phase::Forward &&
                        stage.getPhase() != pipe::Phase::BackwardInput;
       if (gradients)
@@ -674,7 +837,7 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     }
     for (Value v : inputs)
       arrays.inputs.push_back(pointers.lookup(v));
-    Value mb = microBatch(&instr);
+    Value mb = ringIndex(&instr);
     for (Value r : instr.getResults()) {
       Value p = storageFor(r, mb);
       pointers[r] = p;
@@ -696,14 +859,14 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
   if (auto save = dyn_cast<pipe::SaveOp>(instr)) {
     if (elidedSaves.count(save))
       return success();
-    Value slot = ringSlot(save.getBuffer(), microBatch(save));
+    Value slot = ringSlot(save.getBuffer(), ringIndex(save));
     call("pipert_copy_device", {ctxArg, slot, pointers.lookup(save.getValue()),
                                 i64c(bytesOf(save.getValue()))});
     return success();
   }
   if (auto restore = dyn_cast<pipe::RestoreOp>(instr)) {
     pointers[restore.getValue()] =
-        ringSlot(restore.getBuffer(), microBatch(restore));
+        ringSlot(restore.getBuffer(), ringIndex(restore));
     return success();
   }
   if (isa<pipe::SendOp, pipe::RecvOp>(instr)) {
@@ -716,13 +879,15 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
       return instr.emitError("pipe-lower-programs: cannot transfer ")
              << type << ": the runtime has no such element type";
     if (!comm) {
-      OpBuilder::InsertionGuard guard(b);
+      OpBuilder::InsertionGuard insertion(b);
       b.setInsertionPointToStart(entry);
       comm = callPtr("pipert_comm_world", {ctxArg});
     }
-    Value mb = microBatch(&instr);
-    // (hash(tag) mod 2048) * 16 + mb mod 16, as transferTag computes it.
-    Value low = arith::RemUIOp::create(b, loc, mb, i64c(16));
+    Value mb = ringIndex(&instr);
+    // (hash(tag) mod 2048) * 16 + mb mod 16, as transferTag computes it
+    // (the global micro-batch in a no-flush program).
+    Value low = noFlush ? euclidMod(mb, 16)
+                        : arith::RemUIOp::create(b, loc, mb, i64c(16)).getResult();
     Value tag64 = arith::AddIOp::create(
         b, loc,
         i64c(int64_t(tagHash(send ? send.getTag() : recv.getTag())) * 16), low);
@@ -760,8 +925,23 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     if (failed(callee))
       return failure();
     CallArrays arrays;
-    for (int64_t index : buf.persistentIndex)
-      arrays.persistent.push_back(loadSlot(persistentArg, index));
+    if (upd.getVersion() && buf.versions > 1) {
+      // W(v+1) from W(v): copy slot v mod V to slot v+1 mod V, update there.
+      buf.update = upd;
+      Value v = versionOf(upd, upd.getVersionClock(), *upd.getVersion());
+      Value from = euclidMod(v, buf.versions);
+      Value to = euclidMod(arith::AddIOp::create(b, loc, v, i64c(1)),
+                           buf.versions);
+      for (auto [i, type] : llvm::enumerate(buf.types)) {
+        Value dst = slotPointer(buf, i, to);
+        call("pipert_copy_device", {ctxArg, dst, slotPointer(buf, i, from),
+                                    i64c(runtimeTensorBytes(type))});
+        arrays.persistent.push_back(dst);
+      }
+    } else {
+      for (int64_t index : buf.persistentIndex)
+        arrays.persistent.push_back(loadSlot(persistentArg, index));
+    }
     arrays.persistent.append(buf.grads.begin(), buf.grads.end());
     for (int64_t index : stateIndex)
       arrays.persistent.push_back(loadSlot(persistentArg, index));
@@ -790,6 +970,7 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
 LogicalResult ProgramLowering::run() {
   loc = program.getLoc();
   int64_t microbatches = program.getMicrobatches();
+  noFlush = program.isNoFlush();
   DenseSet<Value> updated;
   Operation *twice = nullptr;
   pipe::forEachInstruction(program, [&](Operation *op, int64_t) {
@@ -803,7 +984,7 @@ LogicalResult ProgramLowering::run() {
         twice = op;
     }
   });
-  if (twice)
+  if (twice && !noFlush)
     return twice->emitError(
         "pipe-lower-programs: a synchronous step updates a buffer once "
         "(schedules that update per micro-batch keep weights across steps in "
@@ -828,10 +1009,18 @@ LogicalResult ProgramLowering::run() {
     lossBuffer = allocate(4 * microbatches);
     call("pipert_memset_zero", {ctxArg, lossBuffer, i64c(4 * microbatches)});
   }
+  if (noFlush) {
+    stepBase = arith::MulIOp::create(b, loc, stepArg, i64c(microbatches));
+    Value steps = callRuntime(b, loc, module, "pipert_run_steps", {ctxArg},
+                              {b.getI64Type()})
+                      .getResult(0);
+    totalMbs = arith::MulIOp::create(b, loc, steps, i64c(microbatches));
+  }
 
   for (Operation &instr : program.getInstructions())
     if (failed(lowerInstruction(instr)))
       return failure();
+  guard = Value();
 
   loc = program.getLoc();
   if (reportsLoss) {
@@ -871,6 +1060,8 @@ LogicalResult ProgramLowering::run() {
     call("pipert_free", {ctxArg, p});
   func::ReturnOp::create(b, loc);
   marker.erase();
+  if (noFlush && failed(emitFinish()))
+    return failure();
 
   // The callable functions: buffers and kernel calls.
   if (!onnxOnly) {
@@ -891,7 +1082,7 @@ LogicalResult ProgramLowering::run() {
     for (func::FuncOp fn : onnxFunctions) {
       StringRef name = fn.getSymName().drop_back(strlen(".onnx"));
       if (!module.lookupSymbol(name)) {
-        OpBuilder::InsertionGuard guard(b);
+        OpBuilder::InsertionGuard insertion(b);
         b.setInsertionPoint(step);
         auto decl = func::FuncOp::create(b, loc, name,
                                          stepFunctionType(b.getContext()));
@@ -927,8 +1118,62 @@ LogicalResult ProgramLowering::run() {
                           b.getI64IntegerAttr(allocatedBytes + calleePeakBytes)),
            b.getNamedAttr("has_loss", b.getBoolAttr(reportsLoss)),
            b.getNamedAttr("trains", b.getBoolAttr(bool(lastUpdate)))}));
+  if (noFlush) {
+    auto dict = step->getAttrOfType<DictionaryAttr>(kProgramAttrName);
+    NamedAttrList fields(dict);
+    fields.set("drain_steps", b.getI64IntegerAttr(pipe::drainSteps(program)));
+    step->setAttr(kProgramAttrName, fields.getDictionary(ctx));
+  }
   step->setAttr(pipe::attrs::kDevice, b.getI64IntegerAttr(program.getDevice()));
   step->setAttr(pipe::attrs::kMicrobatches, b.getI64IntegerAttr(microbatches));
+  return success();
+}
+
+/// @pipe_finish(ctx, inputs, persistent, loss, K): after the drain, the
+/// newest version of each versioned buffer, W(v+1) for the update of the
+/// run's last micro-batch K*M - 1, goes to slot 0, the parameter that
+/// checkpoints name and --save writes.
+LogicalResult ProgramLowering::emitFinish() {
+  OpBuilder::InsertionGuard guardInsertion(b);
+  b.setInsertionPointAfter(step);
+  loc = program.getLoc();
+  StepArguments args;
+  std::string name = onnxOnly ? "pipe_finish" : kFinishFunctionName.str();
+  func::FuncOp finish = createStepFunction(b, loc, name, args);
+  Value savedCtx = ctxArg, savedPersistent = persistentArg;
+  ctxArg = args.ctx;
+  persistentArg = args.persistent;
+  guard = Value();
+  b.setInsertionPointToEnd(&finish.getBody().front());
+  int64_t m = program.getMicrobatches();
+  for (auto &entry : weightBuffers) {
+    WeightBuffer &buf = *entry.second;
+    if (buf.versions == 1 || !buf.update)
+      continue;
+    Value total = arith::MulIOp::create(b, loc, args.step, i64c(m));
+    Value last = arith::SubIOp::create(b, loc, total, i64c(1));
+    Value base = last;
+    if (buf.update.getVersionClock() == pipe::VersionClock::Step)
+      base = arith::FloorDivSIOp::create(b, loc, last, i64c(m));
+    Value newest = arith::AddIOp::create(
+        b, loc, base, i64c(buf.update.getVersion().value_or(0) + 1));
+    Value slot = euclidMod(newest, buf.versions);
+    Value ran = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, total,
+                                      i64c(0));
+    Value moved = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, slot,
+                                        i64c(0));
+    auto ifOp = scf::IfOp::create(b, loc, arith::AndIOp::create(b, loc, ran, moved),
+                                  /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard inner(b);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    for (auto [i, type] : llvm::enumerate(buf.types))
+      callRuntime(b, loc, module, "pipert_copy_device",
+                  {ctxArg, loadSlot(persistentArg, buf.slotIndex[i][0]),
+                   slotPointer(buf, i, slot), i64c(runtimeTensorBytes(type))});
+  }
+  func::ReturnOp::create(b, loc);
+  ctxArg = savedCtx;
+  persistentArg = savedPersistent;
   return success();
 }
 

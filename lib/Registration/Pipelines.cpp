@@ -17,6 +17,11 @@ StringRef mlir::pipec::stringify(ScheduleOption value) {
   return names[static_cast<int>(value)];
 }
 
+StringRef mlir::pipec::stringify(MethodOption value) {
+  static constexpr StringLiteral names[] = {"sync", "pipedream", "2bw"};
+  return names[static_cast<int>(value)];
+}
+
 StringRef mlir::pipec::stringify(PartitionOption value) {
   static constexpr StringLiteral names[] = {"balanced", "dp", "manual",
                                             "layers"};
@@ -60,7 +65,10 @@ void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
 void mlir::pipec::buildSchedulePipeline(OpPassManager &pm,
                                         const TrainPipelineOptions &options) {
   PipeScheduleOptions schedule;
-  schedule.kind = stringify(options.schedule).str();
+  schedule.kind = options.method == MethodOption::Sync
+                      ? stringify(options.schedule).str()
+                      : stringify(options.method).str();
+  schedule.verticalSync = options.verticalSync;
   schedule.loop = options.loop;
   pm.addPass(createPipeSchedule(schedule));
   pm.addPass(createPipeVerifySchedule());

@@ -87,7 +87,8 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
   auto *tensorTy = llvm::StructType::create(
       c, {ptr, i32, i32, ptr, ptr, i64, i32, i32}, "pipert_tensor_info");
   auto *programTy = llvm::StructType::create(
-      c, {i32, i32, ptr, i32, i32, ptr, i64, ptr, ptr, ptr, i32, i32, i32, i32},
+      c, {i32, i32, ptr, i32, i32, ptr, i64, ptr, ptr, ptr, i32, i32, i32, i32,
+          i32, i32, ptr},
       "pipert_program_info");
   // The structs above are pipert_driver.h's; a field added or moved there
   // without the same change here is caught before any program is built.
@@ -116,7 +117,10 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
                    offsetof(pipert_program_info, device),
                    offsetof(pipert_program_info, n_devices),
                    offsetof(pipert_program_info, has_loss),
-                   offsetof(pipert_program_info, microbatches)},
+                   offsetof(pipert_program_info, microbatches),
+                   offsetof(pipert_program_info, drain_steps),
+                   offsetof(pipert_program_info, reserved2),
+                   offsetof(pipert_program_info, finish)},
                   sizeof(pipert_program_info))) {
     error = "internal error: the program description the compiler emits no "
             "longer matches pipert_driver.h (rebuild pipec from one checkout)";
@@ -179,6 +183,12 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
     error = "the module has no @pipe_step (run pipe-lower-to-runtime first)";
     return failure();
   }
+  // No-flush programs: the drain steps and the function that publishes the
+  // newest weights (pipe-lower-programs).
+  int64_t drainSteps = 0;
+  if (auto d = opts.program.getAs<IntegerAttr>("drain_steps"))
+    drainSteps = d.getInt();
+  llvm::Function *finish = m.getFunction(pipec::kFinishFunctionName);
   llvm::Constant *model = opts.modelFile.empty()
                               ? static_cast<llvm::Constant *>(llvm::ConstantPointerNull::get(ptr))
                               : cString(m, opts.modelFile, "pipe.model");
@@ -195,7 +205,11 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
            llvm::ConstantInt::get(i32, opts.device),
            llvm::ConstantInt::get(i32, opts.devices),
            llvm::ConstantInt::get(i32, hasLoss ? 1 : 0),
-           llvm::ConstantInt::get(i32, opts.microbatches)}),
+           llvm::ConstantInt::get(i32, opts.microbatches),
+           llvm::ConstantInt::get(i32, drainSteps),
+           llvm::ConstantInt::get(i32, 0),
+           finish ? static_cast<llvm::Constant *>(finish)
+                  : llvm::ConstantPointerNull::get(ptr)}),
       "pipe_program_info");
   (void)info;
 

@@ -252,7 +252,12 @@ void gatherParameters(pipert_context *ctx, int rank, int size,
   }
 }
 
+/// --steps of the running program (pipert_run_steps).
+int64_t runSteps = 0;
+
 } // namespace
+
+extern "C" int64_t pipert_run_steps(const pipert_context *) { return runSteps; }
 
 extern "C" int pipert_train_main(int argc, char **argv,
                                  const pipert_program_info *info) {
@@ -338,6 +343,7 @@ extern "C" int pipert_train_main(int argc, char **argv,
     if (o.quiet)
       pipert_log_set_progress(log, PIPERT_PROGRESS_OFF, 0);
   }
+  runSteps = std::max<int64_t>(o.steps, first);
   for (int64_t s = first; s < o.steps; ++s) {
     for (int i = 0; i < info->n_inputs; ++i)
       pipert_feeder_fill(feeder, s, i, inputs[i]);
@@ -351,11 +357,24 @@ extern "C" int pipert_train_main(int argc, char **argv,
   pipert_synchronize(ctx);
   pipert_log_close(log);
 
+  // A no-flush program's state after the last step includes what is in
+  // flight: the checkpoint holds it, so a resumed run continues the same
+  // trajectory; only then does the drain finish the micro-batches.
   if (!o.checkpoint.empty())
-    pipert_checkpoint_save(ctx, o.checkpoint.c_str(), rank,
-                           std::max<int64_t>(o.steps, first),
+    pipert_checkpoint_save(ctx, o.checkpoint.c_str(), rank, runSteps,
                            pipert_context_random_state(ctx), named.data(),
                            info->n_persistent);
+  for (int64_t s = runSteps; s < runSteps + info->drain_steps; ++s) {
+    float ignored = 0.0f;
+    double begin = pipert_trace_begin(ctx);
+    info->step(ctx, inputs.data(), persistent.data(), &ignored, s);
+    pipert_trace_end(ctx, "drain", "step", begin, PIPERT_TRACE_TID_COMPUTE);
+  }
+  if (info->finish) {
+    float ignored = 0.0f;
+    info->finish(ctx, inputs.data(), persistent.data(), &ignored, runSteps);
+  }
+  pipert_synchronize(ctx);
   if (!o.save.empty()) {
     if (!info->model_file)
       pipert_fail("--save: this program does not know its ONNX model");

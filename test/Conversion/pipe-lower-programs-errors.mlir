@@ -6,8 +6,8 @@ pipe.stage @s0_fwd forward stage 0 params 1 (%w: tensor<4x8xf32>, %x: tensor<2x4
   %h = "onnx.MatMul"(%x, %w) : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
   pipe.return %h : tensor<2x8xf32>
 }
-pipe.program @device0 device 0 stages [0] schedule "pipedream" microbatches 1 {
-  // expected-error@+1 {{pipe-lower-programs: only one weight version is supported (synchronous schedules)}}
+pipe.program @device0 device 0 stages [0] schedule "1f1b" microbatches 1 {
+  // expected-error@+1 {{pipe-lower-programs: a synchronous schedule keeps one weight version}}
   %w = pipe.weight_buffer stage 0 versions 2 ("fc1.weight": tensor<4x8xf32>)
   %x0 = pipe.feed "x" mb 0 : tensor<2x4xf32>
   %h0 = pipe.forward @s0_fwd(%x0) weights %w[0] mb 0 : (tensor<2x4xf32>) -> tensor<2x8xf32>

@@ -5,6 +5,7 @@
 //       [--weight-decay F] [--target cpu|cuda] [--input-shape x=8x32]
 //       [--emit-mlir] [--forward-only]
 //       [--stages N --microbatches M --schedule gpipe|1f1b
+//        [--method sync|pipedream|2bw [--vertical-sync]]
 //        [--partition balanced|manual|layers] [--cut NODE,...]
 //        [--from-mlir PIPE.mlir] [--show-schedule]]
 //
@@ -103,6 +104,16 @@ static cl::opt<int64_t> microbatches("microbatches",
                                      cl::init(1));
 static cl::opt<std::string> scheduleKind("schedule", cl::desc("gpipe or 1f1b"),
                                          cl::init("1f1b"));
+static cl::opt<std::string>
+    method("method",
+           cl::desc("sync (the --schedule), or a no-flush method: pipedream "
+                    "(weight stashing, an update per micro-batch) or 2bw "
+                    "(two versions, an update per step)"),
+           cl::init("sync"));
+static cl::opt<bool>
+    verticalSync("vertical-sync",
+                 cl::desc("--method pipedream: every stage uses the weights "
+                          "of W(u - (p-1)) for micro-batch u"));
 static cl::opt<std::string>
     partition("partition", cl::desc("balanced, dp, manual or layers"),
               cl::init("balanced"));
@@ -376,13 +387,30 @@ int main(int argc, char **argv) {
     return fail("--microbatches must be >= 1");
   if (scheduleKind != "gpipe" && scheduleKind != "1f1b")
     return fail("--schedule must be gpipe or 1f1b, not '" + scheduleKind + "'");
-  if (numStages > 1 || !fromMlir.empty() || showSchedule) {
+  if (method != "sync" && method != "pipedream" && method != "2bw")
+    return fail("--method must be sync, pipedream or 2bw, not '" + method + "'");
+  if (verticalSync && method != "pipedream")
+    return fail("--vertical-sync applies to --method pipedream only");
+  if (method != "sync" && scheduleKind.getNumOccurrences() && scheduleKind != "1f1b")
+    return fail("--method " + method + " runs 1F1B without a flush; drop "
+                "--schedule " + scheduleKind);
+  if (method == "2bw" && microbatches < numStages)
+    return fail("--method 2bw needs at least as many micro-batches as stages "
+                "(--microbatches " + llvm::Twine(microbatches.getValue()) +
+                " < --stages " + llvm::Twine(numStages.getValue()) + ")");
+  if (method != "sync" && forwardOnly)
+    return fail("--forward-only does not train: drop --method");
+  if (numStages > 1 || !fromMlir.empty() || showSchedule || method != "sync") {
     // The options of pipe-train-pipeline, from the command line.
     pipec::TrainPipelineOptions trainOptions;
     trainOptions.stages = numStages.getValue();
     trainOptions.microbatches = microbatches.getValue();
     trainOptions.schedule = scheduleKind == "gpipe" ? pipec::ScheduleOption::GPipe
                                                     : pipec::ScheduleOption::OneFOneB;
+    trainOptions.method = method == "pipedream" ? pipec::MethodOption::PipeDream
+                          : method == "2bw"     ? pipec::MethodOption::TwoBW
+                                                : pipec::MethodOption::Sync;
+    trainOptions.verticalSync = verticalSync.getValue();
     pipec::PartitionOption strategy = pipec::PartitionOption::Balanced;
     if (partition == "dp")
       strategy = pipec::PartitionOption::DP;
@@ -441,7 +469,8 @@ int main(int argc, char **argv) {
         // line (they override the module's, if it has them).
         if (pipeModule->getOps<pipe::ProgramOp>().empty()) {
           pipec::PipeScheduleOptions schedule;
-          schedule.kind = scheduleKind.getValue();
+          schedule.kind = method == "sync" ? scheduleKind.getValue() : method.getValue();
+          schedule.verticalSync = verticalSync.getValue();
           schedule.microbatches = microbatches.getValue();
           schedule.optimizer = optimizer.getValue();
           schedule.lr = lr.getValue();

@@ -16,6 +16,9 @@ namespace mlir::pipec {
 
 /// Name of the generated step function and of its metadata attribute.
 inline constexpr llvm::StringLiteral kStepFunctionName = "pipe_step";
+/// A no-flush program's second entry point, called once after the drain
+/// (pipert_program_info::finish).
+inline constexpr llvm::StringLiteral kFinishFunctionName = "pipe_finish";
 inline constexpr llvm::StringLiteral kProgramAttrName = "pipe.program";
 
 /// The upstream conversions after pipe-lower-to-runtime: func, arith,

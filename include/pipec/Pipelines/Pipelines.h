@@ -17,12 +17,15 @@
 namespace mlir::pipec {
 
 enum class ScheduleOption { GPipe, OneFOneB };
+/// sync: the schedule (GPipe, 1F1B); the no-flush methods of METHODS.md.
+enum class MethodOption { Sync, PipeDream, TwoBW };
 enum class PartitionOption { Balanced, DP, Manual, Layers };
 enum class OptimizerOption { SGD, Momentum, Nesterov, Adam, AdamW, Adagrad };
 enum class TargetOption { CPU, CUDA };
 
 /// The names the command lines use ("1f1b", "dp", "adamw", "cuda", ...).
 llvm::StringRef stringify(ScheduleOption value);
+llvm::StringRef stringify(MethodOption value);
 llvm::StringRef stringify(PartitionOption value);
 llvm::StringRef stringify(OptimizerOption value);
 llvm::StringRef stringify(TargetOption value);
@@ -41,6 +44,21 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
           clEnumValN(ScheduleOption::GPipe, "gpipe", "all forwards, then all backwards"),
           clEnumValN(ScheduleOption::OneFOneB, "1f1b",
                      "one forward one backward (PipeDream-Flush)"))};
+  Option<MethodOption> method{
+      *this, "method",
+      llvm::cl::desc("synchronous (the schedule) or a no-flush method"),
+      llvm::cl::init(MethodOption::Sync),
+      llvm::cl::values(
+          clEnumValN(MethodOption::Sync, "sync", "the synchronous schedule"),
+          clEnumValN(MethodOption::PipeDream, "pipedream",
+                     "1F1B without flush, weight stashing, an update per "
+                     "micro-batch"),
+          clEnumValN(MethodOption::TwoBW, "2bw",
+                     "PipeDream-2BW: two weight versions, an update per step"))};
+  Option<bool> verticalSync{
+      *this, "vertical-sync",
+      llvm::cl::desc("pipedream: every stage reads W(u - (p-1))"),
+      llvm::cl::init(false)};
   Option<PartitionOption> partition{
       *this, "partition", llvm::cl::desc("how ops are assigned to stages"),
       llvm::cl::init(PartitionOption::Balanced),

@@ -59,10 +59,47 @@ struct PipePrintSchedulePass
        << " micro-batch" << (m == 1 ? "" : "es") << ", " << result.makespan
        << " slots; (p-1)/(M+p-1) = "
        << llvm::format("%.3f", sched::theoreticalBubbleFraction(p, m)) << "\n";
+    if (first.isNoFlush())
+      os << "no flush: a run of " << runSteps(set->programs)
+         << " steps (micro-batches 0.." << runSteps(set->programs) * m - 1
+         << ") and its drain\n";
     std::vector<int64_t> deviceIds;
     for (pipe::ProgramOp program : set->programs)
       deviceIds.push_back(program.getDevice());
     os << sched::formatTimeTable(set->devices, result, deviceIds);
+    // The weight version each forward and backward reads.
+    for (pipe::ProgramOp program : set->programs) {
+      if (!program.isNoFlush())
+        continue;
+      auto text = [](pipe::VersionClock clock, int64_t version) {
+        std::string s = clock == pipe::VersionClock::Step ? "t" : "u";
+        if (version)
+          s += (version > 0 ? " + " : " - ") + std::to_string(std::abs(version));
+        return s;
+      };
+      for (auto buffer :
+           program.getInstructions().getOps<pipe::WeightBufferOp>()) {
+        std::string fwd = "-", bwd = "-", update = "none";
+        program.walk([&](Operation *op) {
+          if (auto f = dyn_cast<pipe::ForwardOp>(op);
+              f && f.getWeights() == buffer.getWeights() && f.getVersion())
+            fwd = "W(" + text(f.getVersionClock(), *f.getVersion()) + ")";
+          if (auto b = dyn_cast<pipe::BackwardOp>(op);
+              b && b.getWeights() == buffer.getWeights() && b.getVersion())
+            bwd = "W(" + text(b.getVersionClock(), *b.getVersion()) + ")";
+          if (auto u = dyn_cast<pipe::UpdateOp>(op);
+              u && u.getWeights() == buffer.getWeights() && u.getVersion())
+            update = u.getVersionClock() == pipe::VersionClock::Step
+                         ? "one per step (t)"
+                         : "one per micro-batch (u)";
+        });
+        os << "device " << program.getDevice() << " stage "
+           << buffer.getStage() << ": " << buffer.getVersions()
+           << (buffer.getVersions() == 1 ? " version" : " versions")
+           << "; forward of mb u (step t) reads " << fwd << ", backward "
+           << bwd << "; updates: " << update << "\n";
+      }
+    }
     os.flush();
   }
 };

@@ -11,8 +11,10 @@
  *             float *loss, int64_t step);
  * reads one mini-batch from inputs[i] (device buffers shaped like
  * info->inputs[i]), reads and updates the persistent buffers (parameters,
- * optimizer state) in place, and writes the mini-batch's mean loss, computed
- * before this step's update, to the host float *loss.
+ * optimizer state; for no-flush methods also weight versions, gradient
+ * accumulators and the activations in flight) in place, and writes the
+ * mini-batch's mean loss, computed before this step's update, to the host
+ * float *loss.
  *
  * Command line of a program (pipe-run passes it on):
  *   --data D.npz --steps K [--no-shuffle] [--seed S] [--log steps.jsonl]
@@ -39,7 +41,7 @@
 extern "C" {
 #endif
 
-#define PIPERT_PROGRAM_ABI_VERSION 2
+#define PIPERT_PROGRAM_ABI_VERSION 3
 
 typedef enum pipert_tensor_kind {
   PIPERT_TENSOR_INPUT = 0,  /* fed from the data, one mini-batch per step */
@@ -78,7 +80,21 @@ typedef struct pipert_program_info {
   int32_t n_devices;    /* executables in the job; 1: no transport */
   int32_t has_loss;     /* the step writes *loss (the last stage) */
   int32_t microbatches; /* micro-batches per step (informational) */
+  /* No-flush methods (PipeDream, 2BW): micro-batches of one step are still
+   * in flight when the next one starts. After the last step the driver
+   * writes the checkpoint (in-flight state included), then calls `step`
+   * drain_steps more times (steps K, K+1, ...; inputs not filled, loss
+   * ignored) to finish them, then `finish` (step = K), which puts the newest
+   * weight version where --save reads it. 0 and NULL for synchronous ones. */
+  int32_t drain_steps;
+  int32_t reserved2;
+  pipert_step_fn finish;
 } pipert_program_info;
+
+/* The number of training steps of the run (--steps), for a step function
+ * that must know where the run ends (a no-flush program skips the
+ * micro-batches after it). */
+int64_t pipert_run_steps(const pipert_context *ctx);
 
 /* Runs the training loop described by the command line; returns the exit
  * status (errors print one "pipert: error: ..." line). */
