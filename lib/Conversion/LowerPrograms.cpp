@@ -88,7 +88,11 @@ int64_t mlir::pipec::transferTag(StringRef tag, int64_t mb) {
 
 namespace {
 
-/// A buffer of the device's persistent state, as the driver sees it.
+/// A buffer of the device's persistent state, as the driver sees it. Kinds:
+/// param, frozen, state (optimizer state, the step counter), and for
+/// no-flush programs version (weight version slots 1..V-1), accumulator
+/// (gradients) and activations (in flight): all but param and frozen are
+/// checkpointed state to the driver.
 struct DeviceArg {
   std::string name, kind;
   RankedTensorType type;
@@ -711,7 +715,7 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
       for (int64_t v = 1; v < buf->versions; ++v) {
         buf->slotIndex.back().push_back(devicePersistent.size());
         devicePersistent.push_back(
-            {(name + "@v" + Twine(v)).str(), "state", type, Attribute()});
+            {(name + "@v" + Twine(v)).str(), "version", type, Attribute()});
       }
       if (!noFlush) {
         buf->grads.push_back(allocate(runtimeTensorBytes(type)));
@@ -720,7 +724,7 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
       // Accumulated over steps (2BW): persistent, zero at the start.
       int64_t index = devicePersistent.size();
       devicePersistent.push_back(
-          {name.str() + ".grad_accum", "state", type,
+          {name.str() + ".grad_accum", "accumulator", type,
            DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType()))});
       OpBuilder::InsertionGuard insertion(b);
       b.setInsertionPointToStart(entry);
@@ -757,7 +761,7 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
       int64_t index = devicePersistent.size();
       devicePersistent.push_back(
           {("pipe.act" + Twine(activationBuffers++) + "." + ab.getName()).str(),
-           "state", storage, Attribute()});
+           "activations", storage, Attribute()});
       OpBuilder::InsertionGuard insertion(b);
       b.setInsertionPointToStart(entry);
       ring.base = loadSlot(persistentArg, index);

@@ -23,7 +23,8 @@ static std::string typeText(Type t) {
 }
 
 llvm::json::Object mlir::pipec::describeBuffers(DictionaryAttr info) {
-  int64_t paramBytes = 0, stateBytes = 0, inputBytes = 0;
+  int64_t paramBytes = 0, stateBytes = 0, inputBytes = 0, versionBytes = 0,
+          accumulatorBytes = 0, inFlightBytes = 0;
   llvm::json::Array params, state, inputs;
   auto describe = [&](DictionaryAttr d, int64_t &bytes) {
     auto shape = d.getAs<DenseI64ArrayAttr>("shape").asArrayRef();
@@ -46,6 +47,12 @@ llvm::json::Object mlir::pipec::describeBuffers(DictionaryAttr info) {
     StringRef kind = d.getAs<StringAttr>("kind").getValue();
     if (kind == "param" || kind == "frozen")
       params.push_back(describe(d, paramBytes));
+    else if (kind == "version")
+      state.push_back(describe(d, versionBytes));
+    else if (kind == "accumulator")
+      state.push_back(describe(d, accumulatorBytes));
+    else if (kind == "activations")
+      state.push_back(describe(d, inFlightBytes));
     else
       state.push_back(describe(d, stateBytes));
   }
@@ -56,12 +63,20 @@ llvm::json::Object mlir::pipec::describeBuffers(DictionaryAttr info) {
       {"parameters", std::move(params)},
       {"state", std::move(state)},
       {"memory",
-       llvm::json::Object{{"parameter_bytes", paramBytes},
-                          {"optimizer_state_bytes", stateBytes},
-                          {"input_bytes", inputBytes},
-                          {"peak_activation_bytes", activationBytes},
-                          {"total_bytes", paramBytes + stateBytes + inputBytes +
-                                              activationBytes}}}};
+       llvm::json::Object{
+           {"parameter_bytes", paramBytes},
+           {"optimizer_state_bytes", stateBytes},
+           {"input_bytes", inputBytes},
+           {"peak_activation_bytes", activationBytes},
+           // No-flush methods: the weight versions besides the parameters,
+           // the gradient accumulators and the activations in flight
+           // between steps (0 for synchronous schedules).
+           {"weight_version_bytes", versionBytes},
+           {"gradient_accumulator_bytes", accumulatorBytes},
+           {"in_flight_activation_bytes", inFlightBytes},
+           {"total_bytes", paramBytes + stateBytes + inputBytes +
+                               activationBytes + versionBytes +
+                               accumulatorBytes + inFlightBytes}}}};
 }
 
 llvm::json::Object mlir::pipec::describeStages(ModuleOp module) {
@@ -151,7 +166,30 @@ llvm::json::Object mlir::pipec::describeDevice(pipe::ProgramOp program,
   llvm::json::Value peakInFlight = nullptr;
   if (auto peak = program->getAttrOfType<IntegerAttr>(pipe::attrs::kPeakInFlight))
     peakInFlight = peak.getInt();
+  // The weight versions kept, against METHODS.md's count (PipeDream p - s,
+  // with vertical sync p; 2BW 2; synchronous 1).
+  int64_t versions = 1;
+  for (auto wb : program.getInstructions().getOps<pipe::WeightBufferOp>())
+    versions = std::max<int64_t>(versions, wb.getVersions());
+  int64_t p = program->getParentOfType<ModuleOp>()
+                  ? llvm::range_size(program->getParentOfType<ModuleOp>()
+                                         .getOps<pipe::ProgramOp>())
+                  : 1;
+  int64_t stage = program.getStages().front();
+  int64_t theory = 1;
+  if (program.getSchedule() == pipe::ScheduleKind::PipeDream)
+    theory = program.getVerticalSync() ? p : p - stage;
+  else if (program.getSchedule() == pipe::ScheduleKind::PipeDream2BW)
+    theory = 2;
+  llvm::json::Object method{
+      {"name", pipe::stringifyScheduleKind(program.getSchedule()).str()},
+      {"no_flush", program.isNoFlush()},
+      {"vertical_sync", program.getVerticalSync()},
+      {"weight_versions", versions},
+      {"weight_versions_formula", theory},
+      {"drain_steps", pipe::drainSteps(program)}};
   return llvm::json::Object{
+      {"method", std::move(method)},
       {"peak_in_flight_microbatches", std::move(peakInFlight)},
       {"device", k},
       {"executable", executable.str()},
