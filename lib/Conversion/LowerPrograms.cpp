@@ -111,6 +111,12 @@ struct WeightBuffer {
   SmallVector<Value> grads;             // accumulator pointers (entry block)
   /// The no-flush update of the buffer (for @pipe_finish).
   pipe::UpdateOp update;
+  /// The optimizer step function and the persistent indices of its state,
+  /// built by the buffer's first update and shared by the others (a
+  /// no-flush program updates one buffer at several places).
+  std::string updateFn;
+  SmallVector<int64_t> stateIndex;
+  DictionaryAttr updateAttrs;
 };
 
 /// An activation buffer: `depth` slots of `bytes` each.
@@ -923,11 +929,26 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
           {"step", "state", i64Scalar,
            DenseElementsAttr::get(i64Scalar, b.getI64IntegerAttr(0))});
     }
-    SmallVector<int64_t> stateIndex;
-    FailureOr<StringRef> callee =
-        updateFunction(upd, buf, upd == lastUpdate, stateIndex);
-    if (failed(callee))
-      return failure();
+    // The hyper-parameters, without where the update runs.
+    NamedAttrList hyper(upd->getAttrDictionary());
+    for (StringRef where : {"mb", "version", "version_clock", "operandSegmentSizes"})
+      hyper.erase(where);
+    DictionaryAttr attrs = hyper.getDictionary(upd.getContext());
+    if (buf.updateFn.empty()) {
+      // Every update of a no-flush program is one optimizer step.
+      FailureOr<StringRef> built =
+          updateFunction(upd, buf, noFlush || upd == lastUpdate, buf.stateIndex);
+      if (failed(built))
+        return failure();
+      buf.updateFn = built->str();
+      buf.updateAttrs = attrs;
+    } else if (attrs != buf.updateAttrs) {
+      return upd.emitError("pipe-lower-programs: the updates of one weight "
+                           "buffer must use the same optimizer and "
+                           "hyper-parameters");
+    }
+    StringRef callee = buf.updateFn;
+    ArrayRef<int64_t> stateIndex = buf.stateIndex;
     CallArrays arrays;
     if (upd.getVersion() && buf.versions > 1) {
       // W(v+1) from W(v): copy slot v mod V to slot v+1 mod V, update there.
@@ -950,7 +971,7 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     for (int64_t index : stateIndex)
       arrays.persistent.push_back(loadSlot(persistentArg, index));
     arrays.persistent.push_back(loadSlot(persistentArg, stepIndex));
-    callFunction(*callee, arrays);
+    callFunction(callee, arrays);
     return success();
   }
   if (auto rep = dyn_cast<pipe::ReportLossOp>(instr)) {
