@@ -315,3 +315,86 @@ TEST(ScheduleBroken, ComputeOrderProblems) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// No-flush steps (PipeDream, 2BW)
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The compute order of device s over a run: 1F1B without a flush over
+/// steps*M micro-batches.
+std::vector<std::pair<InstrKind, int64_t>> computeOf(const Program &run) {
+  std::vector<std::pair<InstrKind, int64_t>> order;
+  for (const Instr &i : run)
+    if (i.isCompute())
+      order.push_back({i.kind, i.mb});
+  return order;
+}
+} // namespace
+
+TEST(NoFlushGrid, RunsAreOneFOneBWithoutFlushAndDeadlockFree) {
+  for (UpdateRule rule : {UpdateRule::PerMicroBatch, UpdateRule::PerStep})
+    for (int64_t p = 1; p <= 6; ++p)
+      for (int64_t m = 1; m <= 8; ++m)
+        for (int64_t steps : {int64_t(1), int64_t(2), int64_t(5)}) {
+          std::string name = "p=" + std::to_string(p) + " M=" +
+                             std::to_string(m) + " steps=" +
+                             std::to_string(steps) +
+                             (rule == UpdateRule::PerStep ? " 2bw" : " pipedream");
+          Schedule step = generateNoFlushStep(p, m, rule);
+          ASSERT_EQ(int64_t(step.devices.size()), p) << name;
+          std::vector<Program> run;
+          for (const Program &device : step.devices)
+            run.push_back(expandSteps(device, m, steps));
+          // Each device runs exactly the 1F1B order of one long run.
+          Schedule flat = generateSchedule(ScheduleKind::OneFOneB, p, steps * m);
+          for (int64_t s = 0; s < p; ++s) {
+            EXPECT_EQ(computeOf(run[s]), computeOf(flat.devices[s]))
+                << name << " device " << s;
+            EXPECT_TRUE(checkComputeOrder(run[s], s, {s}, steps * m).empty())
+                << name << " device " << s;
+            // Updates: after every backward, or after each step's last one.
+            int64_t updates = 0;
+            for (size_t i = 0; i < run[s].size(); ++i) {
+              if (run[s][i].kind != InstrKind::Update)
+                continue;
+              ++updates;
+              ASSERT_GT(i, 0u);
+              EXPECT_EQ(run[s][i - 1].kind, InstrKind::Backward) << name;
+              EXPECT_EQ(run[s][i - 1].mb, run[s][i].mb) << name;
+              if (rule == UpdateRule::PerStep)
+                EXPECT_EQ((run[s][i].mb + 1) % m, 0) << name;
+            }
+            EXPECT_EQ(updates, rule == UpdateRule::PerStep ? steps : steps * m)
+                << name << " device " << s;
+          }
+          // Rendezvous sends: no deadlock; the activations of 1F1B.
+          SimulationResult result = simulate(run);
+          ASSERT_TRUE(result.ok()) << name << ": " << result.failure->message;
+          for (int64_t s = 0; s < p; ++s)
+            EXPECT_EQ(result.peakInFlight[s], std::min(p - s, steps * m))
+                << name << " device " << s;
+        }
+}
+
+TEST(NoFlushGrid, NoTransferCrossesAStep) {
+  // Every send and its recv run in the same step, so the state between two
+  // steps holds no message in flight (what a checkpoint relies on).
+  for (int64_t p = 2; p <= 5; ++p)
+    for (int64_t m = 1; m <= 6; ++m) {
+      Schedule step = generateNoFlushStep(p, m, UpdateRule::PerMicroBatch);
+      std::map<std::tuple<int64_t, int64_t, std::string, int64_t>, int> balance;
+      for (int64_t s = 0; s < p; ++s)
+        for (const Instr &i : step.devices[s]) {
+          if (i.kind == InstrKind::Send)
+            ++balance[{s, i.peer, i.tag, i.mb}];
+          if (i.kind == InstrKind::Recv)
+            --balance[{i.peer, s, i.tag, i.mb}];
+        }
+      for (auto &[key, count] : balance)
+        EXPECT_EQ(count, 0) << "p=" << p << " M=" << m << " tag "
+                            << std::get<2>(key) << " mb " << std::get<3>(key);
+      EXPECT_EQ(drainSteps(step.devices[0], m), (p - 1 + m - 1) / m);
+      EXPECT_EQ(drainSteps(step.devices[p - 1], m), 0);
+    }
+}
