@@ -289,11 +289,15 @@ Schedule mlir::pipec::schedule::generateNoFlushStep(int64_t stages,
   step.microbatches = m;
   for (int64_t s = 0; s < p; ++s) {
     const int64_t w = p - 1 - s;
-    // The step an instruction of the long run belongs to: a forward's and
-    // its activation transfers', the step of its micro-batch; a backward's
-    // and the gradient it sends, the step of the forward it follows in
-    // 1F1B order (micro-batch + w); a gradient received, the step in which
-    // the next stage sends it (micro-batch + w - 1).
+    // The step an instruction of the long run belongs to: a forward's, the
+    // step of its micro-batch; a backward's, the step of the forward it
+    // follows in 1F1B order (micro-batch + w). A transfer belongs to the
+    // step of the compute that consumes it, on both ends: activations to
+    // their forward's, a gradient to the previous stage's backward
+    // (micro-batch + w + 1 on the sender). The generator defers a send
+    // until its receiver needs it, so this keeps every device's order as
+    // it is (a gradient computed at the end of one step may be sent early in
+    // the next, kept in between) and no transfer crosses a step.
     auto stepOf = [&](const Instr &instr) -> int64_t {
       switch (instr.kind) {
       case InstrKind::Forward:
@@ -305,8 +309,8 @@ Schedule mlir::pipec::schedule::generateNoFlushStep(int64_t stages,
         if (instr.tag == kActivationTag)
           return floorDiv(instr.mb, m);
         if (instr.kind == InstrKind::Send)
-          return floorDiv(instr.mb + w, m);
-        return floorDiv(instr.mb + w - 1, m);
+          return floorDiv(instr.mb + w + 1, m);
+        return floorDiv(instr.mb + w, m);
       default:
         return kNoMicroBatch;
       }

@@ -131,7 +131,9 @@ llvm::json::Object mlir::pipec::describeDevice(pipe::ProgramOp program,
           {"to", s.getPeer()},
           {"tag", s.getTag().str()},
           {"mb", mb},
-          {"mpi_tag", transferTag(s.getTag(), mb)},
+          // A no-flush program's mb is relative to the step: its tag is
+          // mpi_tag + (t*M + mb) mod 16 at step t (mpi_tag the mb-0 tag).
+          {"mpi_tag", transferTag(s.getTag(), program.isNoFlush() ? 0 : mb)},
           {"type", typeText(type)},
           {"bytes", runtimeTensorBytes(type)}});
     } else if (auto r = dyn_cast<pipe::RecvOp>(op)) {
