@@ -82,7 +82,7 @@
 // VS: weights %w2[u - 2]
 
 // PRINT: schedule "pipedream": 3 devices, 2 micro-batches
-// PRINT-NEXT: no flush: a run of 5 steps (micro-batches 0..9) and its drain
+// PRINT-NEXT: no flush: a run of 5 steps (micro-batches 0..9) and its drain; idle only while the pipeline fills and drains
 // The steady state has no bubble: 1F1B's, step after step.
 // PRINT: device 0 | F0 F1 F2 .  .  B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 F8 B6 F9 B7 .  B8 .  B9
 // PRINT: peak in-flight micro-batches per device: 3 2 1

@@ -57,12 +57,18 @@ struct PipePrintSchedulePass
     os << "schedule \"" << pipe::stringifyScheduleKind(first.getSchedule())
        << "\": " << p << " device" << (p == 1 ? "" : "s") << ", " << m
        << " micro-batch" << (m == 1 ? "" : "es") << ", " << result.makespan
-       << " slots; (p-1)/(M+p-1) = "
-       << llvm::format("%.3f", sched::theoreticalBubbleFraction(p, m)) << "\n";
+       << " slots";
+    // A synchronous step's bubble; a no-flush run idles only while it fills
+    // and drains.
+    if (!first.isNoFlush())
+      os << "; (p-1)/(M+p-1) = "
+         << llvm::format("%.3f", sched::theoreticalBubbleFraction(p, m));
+    os << "\n";
     if (first.isNoFlush())
       os << "no flush: a run of " << runSteps(set->programs)
          << " steps (micro-batches 0.." << runSteps(set->programs) * m - 1
-         << ") and its drain\n";
+         << ") and its drain; idle only while the pipeline fills and "
+            "drains\n";
     std::vector<int64_t> deviceIds;
     for (pipe::ProgramOp program : set->programs)
       deviceIds.push_back(program.getDevice());
