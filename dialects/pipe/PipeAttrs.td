@@ -16,7 +16,10 @@ def Pipe_ScheduleKind : I32EnumAttr<"ScheduleKind", "pipeline schedule", [
     I32EnumAttrCase<"PipeDream2BW", 6, "pipedream_2bw">,
     I32EnumAttrCase<"PipeMare", 7, "pipemare">,
     I32EnumAttrCase<"SpecTrain", 8, "spectrain">,
-    I32EnumAttrCase<"AvgPipe", 9, "avgpipe">]> {
+    I32EnumAttrCase<"AvgPipe", 9, "avgpipe">,
+    // AvgPipe's advance forward propagation: 1F1B with `advance` more
+    // warm-up forwards.
+    I32EnumAttrCase<"AdvanceForward", 10, "afp">]> {
   let cppNamespace = "::mlir::pipec::pipe";
   let genSpecializedAttr = 0;
 }

@@ -582,6 +582,12 @@ LogicalResult ProgramOp::verify() {
   }
   if (std::optional<int64_t> pipeline = getPipeline(); pipeline && *pipeline < 0)
     return emitOpError() << "pipeline " << *pipeline << " is negative";
+  if (std::optional<int64_t> advance = getAdvance()) {
+    if (getSchedule() != ScheduleKind::AdvanceForward)
+      return emitOpError() << "advance applies to the afp schedule only";
+    if (*advance < 0)
+      return emitOpError() << "advance " << *advance << " is negative";
+  }
   if (getVerticalSync() && getSchedule() != ScheduleKind::PipeDream)
     return emitOpError() << "vertical_sync applies to the pipedream schedule "
                             "only, not "

@@ -115,13 +115,14 @@ def Pipe_ProgramOp : Pipe_Op<"program", [Symbol, IsolatedFromAbove, SingleBlock,
                        Pipe_ScheduleKindAttr:$schedule,
                        Pipe_IntAttr:$microbatches,
                        OptionalAttr<Pipe_IntAttr>:$pipeline,
-                       UnitAttr:$vertical_sync);
+                       UnitAttr:$vertical_sync,
+                       OptionalAttr<Pipe_IntAttr>:$advance);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $sym_name `device` $device `stages` $stages
     `schedule` custom<ScheduleName>($schedule) `microbatches` $microbatches
     (`pipeline` $pipeline^)? (`vertical_sync` $vertical_sync^)?
-    attr-dict-with-keyword $body
+    (`advance` $advance^)? attr-dict-with-keyword $body
   }];
   let builders = [OpBuilder<(ins "::llvm::StringRef":$name, "int64_t":$device,
       "::llvm::ArrayRef<int64_t>":$stages, "ScheduleKind":$schedule,

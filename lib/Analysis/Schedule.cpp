@@ -18,6 +18,8 @@ mlir::pipec::schedule::parseScheduleKind(std::string_view name) {
     return ScheduleKind::GPipe;
   if (name == "1f1b")
     return ScheduleKind::OneFOneB;
+  if (name == "afp")
+    return ScheduleKind::AdvanceForward;
   return std::nullopt;
 }
 
@@ -27,6 +29,8 @@ const char *mlir::pipec::schedule::stringifyScheduleKind(ScheduleKind kind) {
     return "gpipe";
   case ScheduleKind::OneFOneB:
     return "1f1b";
+  case ScheduleKind::AdvanceForward:
+    return "afp";
   }
   return "?";
 }
@@ -132,7 +136,8 @@ std::string mlir::pipec::schedule::describe(const Instr &instr) {
 std::vector<Instr> mlir::pipec::schedule::computeOrder(ScheduleKind kind,
                                                        int64_t stages,
                                                        int64_t microbatches,
-                                                       int64_t stage) {
+                                                       int64_t stage,
+                                                       int64_t advance) {
   std::vector<Instr> order;
   if (kind == ScheduleKind::GPipe) {
     for (int64_t mb = 0; mb < microbatches; ++mb)
@@ -141,7 +146,8 @@ std::vector<Instr> mlir::pipec::schedule::computeOrder(ScheduleKind kind,
       order.push_back(Instr::backward(stage, mb));
     return order;
   }
-  int64_t warmup = std::min(stages - stage - 1, microbatches);
+  int64_t extra = kind == ScheduleKind::AdvanceForward ? std::max<int64_t>(advance, 0) : 0;
+  int64_t warmup = std::min(stages - stage - 1 + extra, microbatches);
   for (int64_t mb = 0; mb < warmup; ++mb)
     order.push_back(Instr::forward(stage, mb));
   for (int64_t i = 0; i < microbatches - warmup; ++i) {
@@ -177,7 +183,8 @@ struct Keyed {
 
 Schedule mlir::pipec::schedule::generateSchedule(ScheduleKind kind,
                                                  int64_t stages,
-                                                 int64_t microbatches) {
+                                                 int64_t microbatches,
+                                                 int64_t advance) {
   assert(stages >= 1 && microbatches >= 1 && "empty pipeline");
   Schedule schedule;
   schedule.kind = kind;
@@ -186,7 +193,7 @@ Schedule mlir::pipec::schedule::generateSchedule(ScheduleKind kind,
 
   std::vector<std::vector<Instr>> orders;
   for (int64_t s = 0; s < stages; ++s)
-    orders.push_back(computeOrder(kind, stages, microbatches, s));
+    orders.push_back(computeOrder(kind, stages, microbatches, s, advance));
 
   // As-soon-as-possible start times with unit costs, in each stage's order.
   const int64_t unknown = -1;
@@ -383,10 +390,12 @@ double mlir::pipec::schedule::theoreticalBubbleFraction(int64_t stages,
 int64_t mlir::pipec::schedule::theoreticalPeakInFlight(ScheduleKind kind,
                                                        int64_t stages,
                                                        int64_t microbatches,
-                                                       int64_t stage) {
+                                                       int64_t stage,
+                                                       int64_t advance) {
   if (kind == ScheduleKind::GPipe)
     return microbatches;
-  return std::min(stages - stage, microbatches);
+  int64_t extra = kind == ScheduleKind::AdvanceForward ? std::max<int64_t>(advance, 0) : 0;
+  return std::min(stages - stage + extra, microbatches);
 }
 
 namespace {

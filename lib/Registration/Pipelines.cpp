@@ -13,7 +13,7 @@ using namespace mlir::pipec;
 
 // Indexed by the enums' values, in their declaration order.
 StringRef mlir::pipec::stringify(ScheduleOption value) {
-  static constexpr StringLiteral names[] = {"gpipe", "1f1b"};
+  static constexpr StringLiteral names[] = {"gpipe", "1f1b", "afp"};
   return names[static_cast<int>(value)];
 }
 
@@ -69,6 +69,7 @@ void mlir::pipec::buildSchedulePipeline(OpPassManager &pm,
                       ? stringify(options.schedule).str()
                       : stringify(options.method).str();
   schedule.verticalSync = options.verticalSync;
+  schedule.advance = options.advance;
   schedule.loop = options.loop;
   pm.addPass(createPipeSchedule(schedule));
   pm.addPass(createPipeVerifySchedule());

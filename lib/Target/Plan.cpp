@@ -189,7 +189,9 @@ llvm::json::Object mlir::pipec::describeDevice(pipe::ProgramOp program,
       {"vertical_sync", program.getVerticalSync()},
       {"weight_versions", versions},
       {"weight_versions_formula", theory},
-      {"drain_steps", pipe::drainSteps(program)}};
+      {"drain_steps", pipe::drainSteps(program)},
+      {"advance", program.getAdvance() ? llvm::json::Value(*program.getAdvance())
+                                       : llvm::json::Value(nullptr)}};
   return llvm::json::Object{
       {"method", std::move(method)},
       {"peak_in_flight_microbatches", std::move(peakInFlight)},

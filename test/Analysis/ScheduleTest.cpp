@@ -400,3 +400,33 @@ TEST(NoFlushGrid, NoTransferCrossesAStep) {
       EXPECT_EQ(drainSteps(step.devices[p - 1], m), 1);
     }
 }
+
+//===----------------------------------------------------------------------===//
+// Advance forward propagation
+//===----------------------------------------------------------------------===//
+
+TEST(AdvanceForwardGrid, BetweenOneFOneBAndGPipe) {
+  for (int64_t p = 1; p <= 6; ++p)
+    for (int64_t m = 1; m <= 8; ++m)
+      for (int64_t k = 0; k <= m + 1; ++k) {
+        std::string name = "p=" + std::to_string(p) + " M=" + std::to_string(m) +
+                           " K=" + std::to_string(k);
+        Schedule afp = generateSchedule(ScheduleKind::AdvanceForward, p, m, k);
+        SimulationResult result = simulate(afp.devices);
+        ASSERT_TRUE(result.ok()) << name << ": " << result.failure->message;
+        for (int64_t s = 0; s < p; ++s) {
+          EXPECT_TRUE(checkComputeOrder(afp.devices[s], s, {s}, m).empty()) << name;
+          EXPECT_EQ(result.peakInFlight[s],
+                    theoreticalPeakInFlight(ScheduleKind::AdvanceForward, p, m, s, k))
+              << name << " stage " << s;
+          EXPECT_EQ(result.peakInFlight[s], std::min(p - s + k, m)) << name;
+        }
+        // K = 0 is 1F1B, K >= M GPipe, instruction for instruction.
+        if (k == 0)
+          EXPECT_EQ(afp.devices, generateSchedule(ScheduleKind::OneFOneB, p, m).devices)
+              << name;
+        if (k >= m)
+          EXPECT_EQ(afp.devices, generateSchedule(ScheduleKind::GPipe, p, m).devices)
+              << name;
+      }
+}

@@ -4,7 +4,7 @@
 //       nesterov|adam|adamw|adagrad] [--lr F] [--momentum F]
 //       [--weight-decay F] [--target cpu|cuda] [--input-shape x=8x32]
 //       [--emit-mlir] [--forward-only]
-//       [--stages N --microbatches M --schedule gpipe|1f1b
+//       [--stages N --microbatches M --schedule gpipe|1f1b|afp [--advance K]
 //        [--method sync|pipedream|2bw [--vertical-sync]]
 //        [--partition balanced|manual|layers] [--cut NODE,...]
 //        [--from-mlir PIPE.mlir] [--show-schedule]]
@@ -102,8 +102,14 @@ static cl::opt<int64_t> numStages("stages",
 static cl::opt<int64_t> microbatches("microbatches",
                                      cl::desc("Micro-batches per step"),
                                      cl::init(1));
-static cl::opt<std::string> scheduleKind("schedule", cl::desc("gpipe or 1f1b"),
+static cl::opt<std::string> scheduleKind("schedule",
+                                         cl::desc("gpipe, 1f1b or afp"),
                                          cl::init("1f1b"));
+static cl::opt<int64_t>
+    advance("advance",
+            cl::desc("--schedule afp: warm-up forwards beyond 1F1B's (AvgPipe's "
+                     "advance forward propagation; 0: 1F1B, >= M: GPipe)"),
+            cl::init(0));
 static cl::opt<std::string>
     method("method",
            cl::desc("sync (the --schedule), or a no-flush method: pipedream "
@@ -385,8 +391,12 @@ int main(int argc, char **argv) {
     return fail("--stages must be >= 1");
   if (microbatches < 1)
     return fail("--microbatches must be >= 1");
-  if (scheduleKind != "gpipe" && scheduleKind != "1f1b")
-    return fail("--schedule must be gpipe or 1f1b, not '" + scheduleKind + "'");
+  if (scheduleKind != "gpipe" && scheduleKind != "1f1b" && scheduleKind != "afp")
+    return fail("--schedule must be gpipe, 1f1b or afp, not '" + scheduleKind + "'");
+  if (advance < 0)
+    return fail("--advance must be >= 0 (got " + llvm::Twine(advance.getValue()) + ")");
+  if (advance.getNumOccurrences() && scheduleKind != "afp")
+    return fail("--advance applies to --schedule afp only");
   if (method != "sync" && method != "pipedream" && method != "2bw")
     return fail("--method must be sync, pipedream or 2bw, not '" + method + "'");
   if (verticalSync && method != "pipedream")
@@ -406,7 +416,9 @@ int main(int argc, char **argv) {
     trainOptions.stages = numStages.getValue();
     trainOptions.microbatches = microbatches.getValue();
     trainOptions.schedule = scheduleKind == "gpipe" ? pipec::ScheduleOption::GPipe
+                            : scheduleKind == "afp" ? pipec::ScheduleOption::AdvanceForward
                                                     : pipec::ScheduleOption::OneFOneB;
+    trainOptions.advance = advance.getValue();
     trainOptions.method = method == "pipedream" ? pipec::MethodOption::PipeDream
                           : method == "2bw"     ? pipec::MethodOption::TwoBW
                                                 : pipec::MethodOption::Sync;
@@ -471,6 +483,7 @@ int main(int argc, char **argv) {
           pipec::PipeScheduleOptions schedule;
           schedule.kind = method == "sync" ? scheduleKind.getValue() : method.getValue();
           schedule.verticalSync = verticalSync.getValue();
+          schedule.advance = advance.getValue();
           schedule.microbatches = microbatches.getValue();
           schedule.optimizer = optimizer.getValue();
           schedule.lr = lr.getValue();

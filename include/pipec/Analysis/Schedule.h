@@ -23,9 +23,11 @@
 
 namespace mlir::pipec::schedule {
 
-enum class ScheduleKind { GPipe, OneFOneB };
+/// AdvanceForward: AvgPipe's advance forward propagation, 1F1B with K more
+/// warm-up forwards (K = 0 is 1F1B, K >= M GPipe's order).
+enum class ScheduleKind { GPipe, OneFOneB, AdvanceForward };
 
-/// "gpipe" / "1f1b", the names the command lines use.
+/// "gpipe" / "1f1b" / "afp", the names the command lines use.
 std::optional<ScheduleKind> parseScheduleKind(std::string_view name);
 const char *stringifyScheduleKind(ScheduleKind kind);
 
@@ -104,16 +106,19 @@ struct Schedule {
 
 /// The order of forwards and backwards on stage `stage`: GPipe runs all
 /// forwards, then all backwards; 1F1B runs min(p-s-1, M) warm-up forwards,
-/// then alternates forward and backward, then drains the backwards.
+/// then alternates forward and backward, then drains the backwards;
+/// advance forward propagation runs min(p-s-1+advance, M) warm-up forwards,
+/// then does as 1F1B. `advance` applies to AdvanceForward only.
 std::vector<Instr> computeOrder(ScheduleKind kind, int64_t stages,
-                                int64_t microbatches, int64_t stage);
+                                int64_t microbatches, int64_t stage,
+                                int64_t advance = 0);
 
 /// The full schedule of one training step: the compute order of every stage,
 /// the transfers of activations (tag kActivationTag, to s+1) and gradients
 /// (kGradientTag, to s-1), and one update at the end of every device.
 /// Requires stages >= 1 and microbatches >= 1.
 Schedule generateSchedule(ScheduleKind kind, int64_t stages,
-                          int64_t microbatches);
+                          int64_t microbatches, int64_t advance = 0);
 
 //===----------------------------------------------------------------------===//
 // No-flush schedules (PipeDream, PipeDream-2BW)
@@ -234,9 +239,10 @@ SimulationResult simulate(const std::vector<Program> &devices,
 /// costs: (p-1)/(M+p-1).
 double theoreticalBubbleFraction(int64_t stages, int64_t microbatches);
 /// Peak in-flight micro-batches of stage s: M for GPipe, min(p-s, M) for
-/// 1F1B.
+/// 1F1B, min(p-s+advance, M) for advance forward propagation.
 int64_t theoreticalPeakInFlight(ScheduleKind kind, int64_t stages,
-                                int64_t microbatches, int64_t stage);
+                                int64_t microbatches, int64_t stage,
+                                int64_t advance = 0);
 
 //===----------------------------------------------------------------------===//
 // Order checks

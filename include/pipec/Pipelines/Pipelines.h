@@ -16,7 +16,7 @@
 
 namespace mlir::pipec {
 
-enum class ScheduleOption { GPipe, OneFOneB };
+enum class ScheduleOption { GPipe, OneFOneB, AdvanceForward };
 /// sync: the schedule (GPipe, 1F1B); the no-flush methods of METHODS.md.
 enum class MethodOption { Sync, PipeDream, TwoBW };
 enum class PartitionOption { Balanced, DP, Manual, Layers };
@@ -43,7 +43,14 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::values(
           clEnumValN(ScheduleOption::GPipe, "gpipe", "all forwards, then all backwards"),
           clEnumValN(ScheduleOption::OneFOneB, "1f1b",
-                     "one forward one backward (PipeDream-Flush)"))};
+                     "one forward one backward (PipeDream-Flush)"),
+          clEnumValN(ScheduleOption::AdvanceForward, "afp",
+                     "advance forward propagation: 1F1B with `advance` more "
+                     "warm-up forwards"))};
+  Option<int64_t> advance{
+      *this, "advance",
+      llvm::cl::desc("afp: warm-up forwards beyond 1F1B's (0: 1F1B, >= M: GPipe)"),
+      llvm::cl::init(0)};
   Option<MethodOption> method{
       *this, "method",
       llvm::cl::desc("synchronous (the schedule) or a no-flush method"),

@@ -329,7 +329,10 @@ def PipeSchedule : Pass<"pipe-schedule", "::mlir::ModuleOp"> {
 
     GPipe runs all forwards, then all backwards; 1F1B runs min(p-s-1, M)
     warm-up forwards on stage s, then one forward and one backward in turn,
-    then the remaining backwards. Every device runs its sends and receives in
+    then the remaining backwards; `kind=afp advance=K` (AvgPipe's advance
+    forward propagation) runs min(p-s-1+K, M) warm-up forwards, then as
+    1F1B: K = 0 is 1F1B, K >= M GPipe, and stage s holds at most
+    min(p-s+K, M) micro-batches of activations. Every device runs its sends and receives in
     one global order of transfers, so the programs are deadlock-free even when
     sends block until received. `pipe.peak_in_flight` is the most
     micro-batches whose forward ran and whose backward has not.
@@ -384,7 +387,10 @@ def PipeSchedule : Pass<"pipe-schedule", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"kind", "kind", "std::string", "\"1f1b\"",
-           "gpipe, 1f1b, or a no-flush method: pipedream, 2bw">,
+           "gpipe, 1f1b, afp (advance forward propagation), or a no-flush "
+           "method: pipedream, 2bw">,
+    Option<"advance", "advance", "int64_t", "0",
+           "afp: warm-up forwards beyond 1F1B's (0: 1F1B, >= M: GPipe)">,
     Option<"verticalSync", "vertical-sync", "bool", "false",
            "pipedream: every stage reads W(u - (p-1)) for micro-batch u">,
     Option<"microbatches", "microbatches", "int64_t", "0",

@@ -743,6 +743,8 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
   programOp->setAttr(pipe::attrs::kPeakInFlight, b.getI64IntegerAttr(peakInFlight));
   if (noFlush && noFlush->verticalSync)
     programOp.setVerticalSync(true);
+  if (kind == pipe::ScheduleKind::AdvanceForward)
+    programOp.setAdvance(int64_t(advance));
   if (programOp.getBody().empty())
     programOp.getBody().push_back(new Block());
   Block *body = &programOp.getBody().front();
@@ -1032,11 +1034,21 @@ void PipeSchedulePass::runOnOperation() {
   } else {
     schedKind = sched::parseScheduleKind(kind);
     if (!schedKind) {
-      module.emitError() << "pipe-schedule: kind must be gpipe, 1f1b, "
+      module.emitError() << "pipe-schedule: kind must be gpipe, 1f1b, afp, "
                             "pipedream or 2bw, not '"
                          << kind << "'";
       return signalPassFailure();
     }
+  }
+  if (advance < 0) {
+    module.emitError() << "pipe-schedule: advance must be >= 0 (got "
+                       << int64_t(advance) << ")";
+    return signalPassFailure();
+  }
+  if (advance > 0 && schedKind != sched::ScheduleKind::AdvanceForward) {
+    module.emitError() << "pipe-schedule: advance applies to kind=afp, not '"
+                       << kind << "'";
+    return signalPassFailure();
   }
   if (verticalSync && (!noFlush || noFlush->rule != sched::UpdateRule::PerMicroBatch)) {
     module.emitError() << "pipe-schedule: vertical-sync applies to "
@@ -1147,10 +1159,11 @@ void PipeSchedulePass::runOnOperation() {
                  ? pipe::ScheduleKind::PipeDream2BW
                  : pipe::ScheduleKind::PipeDream;
   } else {
-    schedule = sched::generateSchedule(*schedKind, p, microbatches);
+    schedule = sched::generateSchedule(*schedKind, p, microbatches, advance);
     simulated = sched::simulate(schedule.devices);
-    irKind = *schedKind == sched::ScheduleKind::GPipe
-                 ? pipe::ScheduleKind::GPipe
+    irKind = *schedKind == sched::ScheduleKind::GPipe ? pipe::ScheduleKind::GPipe
+             : *schedKind == sched::ScheduleKind::AdvanceForward
+                 ? pipe::ScheduleKind::AdvanceForward
                  : pipe::ScheduleKind::OneFOneB;
   }
   assert(simulated.ok() && "the generator's schedule deadlocks");

@@ -251,6 +251,22 @@ struct PipeVerifySchedulePass
     }
 
     for (auto [d, program] : llvm::enumerate(set->programs)) {
+      // Advance forward propagation keeps min(p-s+K, M) micro-batches.
+      if (std::optional<int64_t> advance = program.getAdvance()) {
+        int64_t p = int64_t(set->programs.size()), m = program.getMicrobatches();
+        int64_t s = program.getStages().front();
+        int64_t expected = sched::theoreticalPeakInFlight(
+            sched::ScheduleKind::AdvanceForward, p, m, s, *advance);
+        if (result.peakInFlight[d] != expected) {
+          program.emitError() << "device " << program.getDevice() << " holds up to "
+                              << result.peakInFlight[d]
+                              << " micro-batches of activations, but advance "
+                              << *advance << " on stage " << s << " of " << p
+                              << " with M = " << m << " keeps min(p-s+K, M) = "
+                              << expected;
+          ok = false;
+        }
+      }
       auto recorded = program->getAttrOfType<IntegerAttr>(pipe::attrs::kPeakInFlight);
       if (recorded && recorded.getInt() != result.peakInFlight[d]) {
         program.emitError() << "pipe.peak_in_flight is " << recorded.getInt()
