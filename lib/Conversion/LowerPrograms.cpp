@@ -222,6 +222,14 @@ private:
   int64_t reportedLosses = 0;
   SmallVector<Value> pendingSends;
 
+  // Several pipelines: the buffers averaged with their replicas (centre in
+  // a version slot), and the replicas' communicator.
+  DenseSet<Value> averaged;
+  DenseMap<Value, int64_t> centreSlot;
+  Value replicaComm;
+  Value getReplicaComm();
+  LogicalResult checkReplicaGroup(Operation *op, ArrayRef<int64_t> group);
+
   // No-flush programs.
   bool noFlush = false;
   Value stepBase, totalMbs; // step*M and K*M (i64)
@@ -700,9 +708,10 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
   };
 
   if (auto wb = dyn_cast<pipe::WeightBufferOp>(instr)) {
-    if (wb.getVersions() != 1 && !noFlush)
+    if (wb.getVersions() != 1 && !noFlush && !averaged.contains(wb.getWeights()))
       return wb.emitError("pipe-lower-programs: a synchronous schedule keeps "
-                          "one weight version");
+                          "one weight version (a second one only as the "
+                          "centre of pipe.average)");
     auto buf = std::make_unique<WeightBuffer>();
     buf->stage = wb.getStage();
     buf->versions = wb.getVersions();
@@ -920,6 +929,62 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
       call("pipert_send", args);
     return success();
   }
+  if (auto red = dyn_cast<pipe::AllReduceOp>(instr)) {
+    // The gradients of the stage's replicas across pipelines (DP x PP).
+    if (failed(checkReplicaGroup(red, red.getGroup())))
+      return failure();
+    WeightBuffer &buf = *weightBuffers[red.getWeights()];
+    Value comm = getReplicaComm();
+    int32_t op = red.getReduction() == pipe::ReduceKind::Mean ? 1 : 0;
+    for (auto [i, type] : llvm::enumerate(buf.types)) {
+      if (auto only = red.getParams(); only && !llvm::is_contained(*only, int64_t(i)))
+        continue;
+      if (!type.getElementType().isF32())
+        return red.emitError("pipe-lower-programs: pipe.allreduce of ")
+               << type << ": the runtime reduces f32 only";
+      call("pipert_allreduce_f32", {ctxArg, comm, buf.grads[i],
+                                    i64c(type.getNumElements()), i32c(op)});
+    }
+    return success();
+  }
+  if (auto avg = dyn_cast<pipe::AverageOp>(instr)) {
+    // EASGD over the replicas: d = x - c; x -= a d; c += a sum_i d_i.
+    if (failed(checkReplicaGroup(avg, avg.getGroup())))
+      return failure();
+    WeightBuffer &buf = *weightBuffers[avg.getWeights()];
+    if (avg.getVersion() != 0 || avg.getCentre() >= buf.versions)
+      return avg.emitError("pipe-lower-programs: pipe.average averages the "
+                           "live weights (slot 0) with a centre in another "
+                           "slot of the buffer");
+    Value comm = getReplicaComm();
+    // After steps T, 2T, ...: (step + 1) mod T == 0.
+    int64_t period = avg.getPeriod();
+    Value due = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::eq,
+        arith::RemSIOp::create(b, loc,
+                               arith::AddIOp::create(b, loc, stepArg, i64c(1)),
+                               i64c(period)),
+        i64c(0));
+    auto ifOp = scf::IfOp::create(b, loc, due, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard insertion(b);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    Value alpha = arith::ConstantFloatOp::create(
+        b, loc, b.getF32Type(),
+        APFloat(static_cast<float>(avg.getAlpha().convertToDouble())));
+    for (auto [i, type] : llvm::enumerate(buf.types)) {
+      if (!type.getElementType().isF32())
+        return avg.emitError("pipe-lower-programs: pipe.average of ")
+               << type << ": the runtime averages f32 only";
+      Value n = i64c(type.getNumElements());
+      Value x = loadSlot(persistentArg, buf.slotIndex[i][0]);
+      Value centre = loadSlot(persistentArg, buf.slotIndex[i][avg.getCentre()]);
+      Value diff = allocate(runtimeTensorBytes(type));
+      call("pipert_easgd_local_f32", {ctxArg, alpha, centre, x, diff, n});
+      call("pipert_allreduce_f32", {ctxArg, comm, diff, n, i32c(0)});
+      call("pipert_easgd_center_f32", {ctxArg, alpha, diff, centre, n});
+    }
+    return success();
+  }
   if (auto upd = dyn_cast<pipe::UpdateOp>(instr)) {
     WeightBuffer &buf = *weightBuffers[upd.getWeights()];
     if (stepIndex < 0) {
@@ -996,6 +1061,10 @@ LogicalResult ProgramLowering::run() {
   loc = program.getLoc();
   int64_t microbatches = program.getMicrobatches();
   noFlush = program.isNoFlush();
+  program.walk([&](pipe::AverageOp avg) {
+    averaged.insert(avg.getWeights());
+    centreSlot[avg.getWeights()] = avg.getCentre();
+  });
   DenseSet<Value> updated;
   Operation *twice = nullptr;
   pipe::forEachInstruction(program, [&](Operation *op, int64_t) {
@@ -1085,7 +1154,7 @@ LogicalResult ProgramLowering::run() {
     call("pipert_free", {ctxArg, p});
   func::ReturnOp::create(b, loc);
   marker.erase();
-  if (noFlush && failed(emitFinish()))
+  if ((noFlush || !averaged.empty()) && failed(emitFinish()))
     return failure();
 
   // The callable functions: buffers and kernel calls.
@@ -1158,6 +1227,39 @@ LogicalResult ProgramLowering::run() {
 /// newest version of each versioned buffer, W(v+1) for the update of the
 /// run's last micro-batch K*M - 1, goes to slot 0, the parameter that
 /// checkpoints name and --save writes.
+Value ProgramLowering::getReplicaComm() {
+  if (!replicaComm) {
+    OpBuilder::InsertionGuard insertion(b);
+    b.setInsertionPointToStart(entry);
+    replicaComm = callPtr("pipert_replica_comm", {ctxArg});
+  }
+  return replicaComm;
+}
+
+/// The runtime averages over its stage group: the devices running this
+/// device's stage in every pipeline (device i*p + s of pipeline i).
+LogicalResult ProgramLowering::checkReplicaGroup(Operation *op,
+                                                 ArrayRef<int64_t> group) {
+  int64_t device = program.getDevice();
+  int64_t pipeline = program.getPipeline().value_or(0);
+  SmallVector<int64_t> sorted(group);
+  llvm::sort(sorted);
+  bool ok = sorted.size() >= 2 && llvm::is_contained(sorted, device);
+  if (ok) {
+    int64_t stride = sorted[1] - sorted[0];
+    for (size_t i = 0; ok && i < sorted.size(); ++i)
+      ok = stride > 0 && sorted[i] == sorted[0] + int64_t(i) * stride &&
+           sorted[0] < stride;
+    ok = ok && sorted[size_t(pipeline)] == device;
+  }
+  if (!ok)
+    return op->emitError("pipe-lower-programs: ")
+           << op->getName()
+           << " must run among the replicas of this device's stage, one per "
+              "pipeline (devices s, p+s, 2p+s, ...)";
+  return success();
+}
+
 LogicalResult ProgramLowering::emitFinish() {
   OpBuilder::InsertionGuard guardInsertion(b);
   b.setInsertionPointAfter(step);
@@ -1173,6 +1275,15 @@ LogicalResult ProgramLowering::emitFinish() {
   int64_t m = program.getMicrobatches();
   for (auto &entry : weightBuffers) {
     WeightBuffer &buf = *entry.second;
+    if (auto it = centreSlot.find(entry.first); it != centreSlot.end()) {
+      // AvgPipe: the centre is what the run trained.
+      for (auto [i, type] : llvm::enumerate(buf.types))
+        callRuntime(b, loc, module, "pipert_copy_device",
+                    {ctxArg, loadSlot(persistentArg, buf.slotIndex[i][0]),
+                     loadSlot(persistentArg, buf.slotIndex[i][it->second]),
+                     i64c(runtimeTensorBytes(type))});
+      continue;
+    }
     if (buf.versions == 1 || !buf.update)
       continue;
     Value total = arith::MulIOp::create(b, loc, args.step, i64c(m));
@@ -1231,11 +1342,6 @@ struct LowerProgramsPass
             << static_cast<int64_t>(device);
         return signalPassFailure();
       }
-    }
-    if (chosen.getPipeline() && *chosen.getPipeline() != 0) {
-      chosen.emitError("pipe-lower-programs: several pipelines (AvgPipe) are "
-                       "not supported by this lowering");
-      return signalPassFailure();
     }
     if (failed(checkStepLowering(module, getArgument(), target)))
       return signalPassFailure();

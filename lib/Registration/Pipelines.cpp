@@ -70,6 +70,10 @@ void mlir::pipec::buildSchedulePipeline(OpPassManager &pm,
                       : stringify(options.method).str();
   schedule.verticalSync = options.verticalSync;
   schedule.advance = options.advance;
+  schedule.pipelines = options.pipelines;
+  schedule.replication = options.replication;
+  schedule.avgAlpha = options.avgAlpha;
+  schedule.avgPeriod = options.avgPeriod;
   schedule.loop = options.loop;
   pm.addPass(createPipeSchedule(schedule));
   pm.addPass(createPipeVerifySchedule());

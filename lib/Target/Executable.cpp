@@ -119,7 +119,7 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
                    offsetof(pipert_program_info, has_loss),
                    offsetof(pipert_program_info, microbatches),
                    offsetof(pipert_program_info, drain_steps),
-                   offsetof(pipert_program_info, reserved2),
+                   offsetof(pipert_program_info, pipelines),
                    offsetof(pipert_program_info, finish)},
                   sizeof(pipert_program_info))) {
     error = "internal error: the program description the compiler emits no "
@@ -207,7 +207,7 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
            llvm::ConstantInt::get(i32, hasLoss ? 1 : 0),
            llvm::ConstantInt::get(i32, opts.microbatches),
            llvm::ConstantInt::get(i32, drainSteps),
-           llvm::ConstantInt::get(i32, 0),
+           llvm::ConstantInt::get(i32, opts.pipelines),
            finish ? static_cast<llvm::Constant *>(finish)
                   : llvm::ConstantPointerNull::get(ptr)}),
       "pipe_program_info");

@@ -254,10 +254,19 @@ void gatherParameters(pipert_context *ctx, int rank, int size,
 
 /// --steps of the running program (pipert_run_steps).
 int64_t runSteps = 0;
+/// Several pipelines: the replicas of this rank's stage (pipert_replica_comm).
+pipert_comm *replicaComm = nullptr;
 
 } // namespace
 
 extern "C" int64_t pipert_run_steps(const pipert_context *) { return runSteps; }
+
+extern "C" pipert_comm *pipert_replica_comm(pipert_context *) {
+  if (!replicaComm)
+    pipert_fail("this program averages over pipelines, but it runs as one "
+                "pipeline (compile it with --pipelines P)");
+  return replicaComm;
+}
 
 extern "C" int pipert_train_main(int argc, char **argv,
                                  const pipert_program_info *info) {
@@ -272,6 +281,11 @@ extern "C" int pipert_train_main(int argc, char **argv,
 
   pipert_context *ctx = pipert_context_create(o.threads, o.seed);
   const bool multi = info->n_devices > 1;
+  // P pipelines of S stages, pipeline-major: rank r is stage r mod S of
+  // pipeline r / S.
+  const int pipelines = info->pipelines > 1 ? info->pipelines : 1;
+  const int stagesPerPipeline = info->n_devices / pipelines;
+  const int pipeline = info->device / stagesPerPipeline;
   int rank = 0;
   if (multi) {
     pipert_comm_init(ctx, &argc, &argv);
@@ -286,6 +300,14 @@ extern "C" int pipert_train_main(int argc, char **argv,
                   "device<k> as rank k (mpirun -np 1 device0 : -np 1 "
                   "device1 ...)",
                   rank, info->device);
+  }
+  // Groups, made once by every rank in the same order (collective): the
+  // replicas of this stage, and the ranks that compute a loss.
+  pipert_comm *lossComm = nullptr;
+  if (pipelines > 1) {
+    replicaComm = pipert_comm_stage_group(ctx, pipelines, stagesPerPipeline);
+    lossComm = pipert_comm_split(ctx, pipert_comm_world(ctx),
+                                 info->has_loss ? 1 : 0, rank);
   }
   if (!o.trace.empty())
     pipert_trace_enable(ctx, rank);
@@ -335,9 +357,11 @@ extern "C" int pipert_train_main(int argc, char **argv,
     }
   }
 
-  // Under several ranks only the one that computes the loss logs.
+  // Under several ranks only the one that computes the loss logs (with
+  // several pipelines, pipeline 0's, the mean over pipelines).
   pipert_log *log = nullptr;
-  if (!multi || info->has_loss) {
+  void *lossBuffer = lossComm && info->has_loss ? pipert_alloc(ctx, 4) : nullptr;
+  if (!multi || (info->has_loss && pipeline == 0)) {
     log = pipert_log_open(o.log.c_str(), o.steps, info->batch,
                           first > 0 ? PIPERT_LOG_APPEND : PIPERT_LOG_TRUNCATE);
     if (o.quiet)
@@ -345,12 +369,19 @@ extern "C" int pipert_train_main(int argc, char **argv,
   }
   runSteps = std::max<int64_t>(o.steps, first);
   for (int64_t s = first; s < o.steps; ++s) {
+    // Pipeline i reads the global mini-batch s*P + i.
     for (int i = 0; i < info->n_inputs; ++i)
-      pipert_feeder_fill(feeder, s, i, inputs[i]);
+      pipert_feeder_fill(feeder, s * pipelines + pipeline, i, inputs[i]);
     float loss = 0.0f;
     double begin = pipert_trace_begin(ctx);
     info->step(ctx, inputs.data(), persistent.data(), &loss, s);
     pipert_trace_end(ctx, "step", "step", begin, PIPERT_TRACE_TID_COMPUTE);
+    if (lossBuffer) {
+      pipert_copy_to_device(ctx, lossBuffer, &loss, 4);
+      pipert_allreduce_f32(ctx, lossComm, static_cast<float *>(lossBuffer), 1,
+                           PIPERT_COLLECTIVE_MEAN);
+      pipert_copy_to_host(ctx, &loss, lossBuffer, 4);
+    }
     if (log)
       pipert_log_step(log, s, loss, 0, nullptr, nullptr);
   }
@@ -379,8 +410,9 @@ extern "C" int pipert_train_main(int argc, char **argv,
     if (!info->model_file)
       pipert_fail("--save: this program does not know its ONNX model");
     std::vector<GatheredTensor> gathered;
-    if (multi)
-      gatherParameters(ctx, rank, info->n_devices, params, gathered);
+    // Pipeline 0's ranks hold one copy of every stage.
+    if (multi && pipeline == 0)
+      gatherParameters(ctx, rank, stagesPerPipeline, params, gathered);
     if (rank == 0) {
       std::vector<pipert_named_tensor> all = params;
       for (const GatheredTensor &t : gathered)
@@ -430,6 +462,13 @@ extern "C" int pipert_train_main(int argc, char **argv,
     pipert_feeder_destroy(feeder);
   if (npz)
     pipert_npz_free(npz);
+  if (lossBuffer)
+    pipert_free(ctx, lossBuffer);
+  if (lossComm)
+    pipert_comm_destroy(ctx, lossComm);
+  if (replicaComm)
+    pipert_comm_destroy(ctx, replicaComm);
+  replicaComm = nullptr;
   if (multi)
     pipert_comm_finalize(ctx);
   pipert_context_destroy(ctx);

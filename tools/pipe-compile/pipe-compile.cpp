@@ -5,7 +5,8 @@
 //       [--weight-decay F] [--target cpu|cuda] [--input-shape x=8x32]
 //       [--emit-mlir] [--forward-only]
 //       [--stages N --microbatches M --schedule gpipe|1f1b|afp [--advance K]
-//        [--method sync|pipedream|2bw [--vertical-sync]]
+//        [--method sync|pipedream|2bw|avgpipe [--vertical-sync]]
+//        [--pipelines P [--avg-alpha A] [--avg-period T]]
 //        [--partition balanced|manual|layers] [--cut NODE,...]
 //        [--from-mlir PIPE.mlir] [--show-schedule]]
 //
@@ -116,6 +117,20 @@ static cl::opt<std::string>
                     "(weight stashing, an update per micro-batch) or 2bw "
                     "(two versions, an update per step)"),
            cl::init("sync"));
+static cl::opt<int64_t>
+    numPipelines("pipelines",
+                 cl::desc("P pipelines of --stages each (P*stages devices): "
+                          "data parallelism across pipelines, or AvgPipe with "
+                          "--method avgpipe"),
+                 cl::init(1));
+static cl::opt<double> avgAlpha("avg-alpha",
+                                cl::desc("--method avgpipe: elastic averaging "
+                                         "rate alpha in (0, 1)"),
+                                cl::init(0.5));
+static cl::opt<int64_t> avgPeriod("avg-period",
+                                  cl::desc("--method avgpipe: average after "
+                                           "every T steps"),
+                                  cl::init(1));
 static cl::opt<bool>
     verticalSync("vertical-sync",
                  cl::desc("--method pipedream: every stage uses the weights "
@@ -219,7 +234,10 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
     return a.getDevice() < b.getDevice();
   });
   int64_t devices = programs.size();
-  if (numStages.getNumOccurrences() && numStages != devices)
+  int64_t pipelineCount = 1;
+  for (pipe::ProgramOp p : programs)
+    pipelineCount = std::max<int64_t>(pipelineCount, p.getPipeline().value_or(0) + 1);
+  if (numStages.getNumOccurrences() && numStages * pipelineCount != devices)
     return fail("--stages " + llvm::Twine(numStages.getValue()) +
                 ", but the schedule has " + llvm::Twine(devices) + " devices");
   for (auto [i, p] : llvm::enumerate(programs))
@@ -276,6 +294,7 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
     options.optimizer = optimizer.getValue();
     options.device = k;
     options.devices = devices;
+    options.pipelines = pipelineCount;
     options.microbatches = program.getMicrobatches();
     std::string objectPath = stagePath(name + ".o");
     if (failed(pipec::emitProgramObject(*device, options, objectPath, error)))
@@ -292,6 +311,7 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
   llvm::json::Object plan = planBase;
   plan["batch"] = miniBatch;
   plan["devices"] = devices;
+  plan["pipelines"] = pipelineCount;
   plan["microbatches"] = programs.front().getMicrobatches();
   plan["schedule"] = pipe::stringifyScheduleKind(programs.front().getSchedule());
   for (auto &[key, value] : pipec::describeStages(module))
@@ -397,11 +417,29 @@ int main(int argc, char **argv) {
     return fail("--advance must be >= 0 (got " + llvm::Twine(advance.getValue()) + ")");
   if (advance.getNumOccurrences() && scheduleKind != "afp")
     return fail("--advance applies to --schedule afp only");
-  if (method != "sync" && method != "pipedream" && method != "2bw")
-    return fail("--method must be sync, pipedream or 2bw, not '" + method + "'");
+  if (method != "sync" && method != "pipedream" && method != "2bw" &&
+      method != "avgpipe")
+    return fail("--method must be sync, pipedream, 2bw or avgpipe, not '" +
+                method + "'");
+  if (numPipelines < 1)
+    return fail("--pipelines must be >= 1 (got " +
+                llvm::Twine(numPipelines.getValue()) + ")");
+  if (numPipelines > 1 && (method == "pipedream" || method == "2bw"))
+    return fail("--pipelines runs synchronous pipelines (--method sync or "
+                "avgpipe), not --method " + method);
+  if (!(avgAlpha > 0 && avgAlpha < 1))
+    return fail("--avg-alpha must be in (0, 1), not " +
+                std::to_string(avgAlpha.getValue()));
+  if (avgPeriod < 1)
+    return fail("--avg-period must be >= 1 (got " +
+                llvm::Twine(avgPeriod.getValue()) + ")");
+  if ((avgAlpha.getNumOccurrences() || avgPeriod.getNumOccurrences()) &&
+      method != "avgpipe")
+    return fail("--avg-alpha and --avg-period apply to --method avgpipe only");
   if (verticalSync && method != "pipedream")
     return fail("--vertical-sync applies to --method pipedream only");
-  if (method != "sync" && scheduleKind.getNumOccurrences() && scheduleKind != "1f1b")
+  if ((method == "pipedream" || method == "2bw") &&
+      scheduleKind.getNumOccurrences() && scheduleKind != "1f1b")
     return fail("--method " + method + " runs 1F1B without a flush; drop "
                 "--schedule " + scheduleKind);
   if (method == "2bw" && microbatches < numStages)
@@ -410,7 +448,8 @@ int main(int argc, char **argv) {
                 " < --stages " + llvm::Twine(numStages.getValue()) + ")");
   if (method != "sync" && forwardOnly)
     return fail("--forward-only does not train: drop --method");
-  if (numStages > 1 || !fromMlir.empty() || showSchedule || method != "sync") {
+  if (numStages > 1 || !fromMlir.empty() || showSchedule || method != "sync" ||
+      numPipelines > 1) {
     // The options of pipe-train-pipeline, from the command line.
     pipec::TrainPipelineOptions trainOptions;
     trainOptions.stages = numStages.getValue();
@@ -422,6 +461,10 @@ int main(int argc, char **argv) {
     trainOptions.method = method == "pipedream" ? pipec::MethodOption::PipeDream
                           : method == "2bw"     ? pipec::MethodOption::TwoBW
                                                 : pipec::MethodOption::Sync;
+    trainOptions.pipelines = numPipelines.getValue();
+    trainOptions.replication = method == "avgpipe" ? "avgpipe" : "dp";
+    trainOptions.avgAlpha = avgAlpha.getValue();
+    trainOptions.avgPeriod = avgPeriod.getValue();
     trainOptions.verticalSync = verticalSync.getValue();
     pipec::PartitionOption strategy = pipec::PartitionOption::Balanced;
     if (partition == "dp")
@@ -481,9 +524,15 @@ int main(int argc, char **argv) {
         // line (they override the module's, if it has them).
         if (pipeModule->getOps<pipe::ProgramOp>().empty()) {
           pipec::PipeScheduleOptions schedule;
-          schedule.kind = method == "sync" ? scheduleKind.getValue() : method.getValue();
+          schedule.kind = method == "sync" || method == "avgpipe"
+                              ? scheduleKind.getValue()
+                              : method.getValue();
           schedule.verticalSync = verticalSync.getValue();
           schedule.advance = advance.getValue();
+          schedule.pipelines = numPipelines.getValue();
+          schedule.replication = method == "avgpipe" ? "avgpipe" : "dp";
+          schedule.avgAlpha = avgAlpha.getValue();
+          schedule.avgPeriod = avgPeriod.getValue();
           schedule.microbatches = microbatches.getValue();
           schedule.optimizer = optimizer.getValue();
           schedule.lr = lr.getValue();

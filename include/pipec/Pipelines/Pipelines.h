@@ -66,6 +66,21 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "vertical-sync",
       llvm::cl::desc("pipedream: every stage reads W(u - (p-1))"),
       llvm::cl::init(false)};
+  Option<int64_t> pipelines{
+      *this, "pipelines",
+      llvm::cl::desc("P pipelines of the stages (P*stages devices)"),
+      llvm::cl::init(1)};
+  Option<std::string> replication{
+      *this, "replication",
+      llvm::cl::desc("pipelines > 1: dp (gradient averaging) or avgpipe "
+                     "(elastic averaging)"),
+      llvm::cl::init("dp")};
+  Option<double> avgAlpha{*this, "avg-alpha",
+                          llvm::cl::desc("avgpipe: averaging rate in (0, 1)"),
+                          llvm::cl::init(0.5)};
+  Option<int64_t> avgPeriod{*this, "avg-period",
+                            llvm::cl::desc("avgpipe: average every T steps"),
+                            llvm::cl::init(1)};
   Option<PartitionOption> partition{
       *this, "partition", llvm::cl::desc("how ops are assigned to stages"),
       llvm::cl::init(PartitionOption::Balanced),

@@ -23,6 +23,10 @@ struct ProgramOptions {
   int64_t device = 0;
   int64_t devices = 1;
   int64_t microbatches = 1;
+  /// Several pipelines (pipeline i's stage s is device i * devices/pipelines
+  /// + s): the runtime feeds each its own mini-batches and averages the
+  /// logged loss.
+  int64_t pipelines = 1;
 };
 
 /// Translates a module in the LLVM dialect (holding @pipe_step) to LLVM IR,

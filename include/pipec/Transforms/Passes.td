@@ -384,11 +384,32 @@ def PipeSchedule : Pass<"pipe-schedule", "::mlir::ModuleOp"> {
     each step's last one (2BW, on the mean over the step), each followed by
     a `pipe.zero_grad` of its micro-batch. Fed inputs the backward needs are
     kept from the forward in activation buffers. 2BW needs M >= p.
+
+    Several pipelines (`pipelines=P`, synchronous kinds only): the p
+    programs are repeated for pipelines 1..P-1 (`pipeline i`, device i*p+s,
+    peers offset by i*p; the runtime reads step t of pipeline i from the
+    global mini-batch t*P + i). `replication=dp` adds `pipe.allreduce mean`
+    of the gradients over the stage's P replicas before each update (DP x
+    PP: one-device training on a P-times larger batch); `replication=avgpipe`
+    keeps a centre copy in weight version 1 and adds `pipe.average %w[0]
+    centre 1 among [...] alpha(a) period T` after each update (EASGD,
+    METHODS.md). With P = 1 nothing is added.
   }];
   let options = [
     Option<"kind", "kind", "std::string", "\"1f1b\"",
            "gpipe, 1f1b, afp (advance forward propagation), or a no-flush "
            "method: pipedream, 2bw">,
+    Option<"pipelines", "pipelines", "int64_t", "1",
+           "P pipelines of the p stages (P*p devices; pipeline i's stage s is "
+           "device i*p + s), tied by `replication`">,
+    Option<"replication", "replication", "std::string", "\"dp\"",
+           "with pipelines > 1: dp (gradients averaged over the replicas of a "
+           "stage before each update: data parallelism) or avgpipe (elastic "
+           "averaging with a centre copy after the update, AvgPipe)">,
+    Option<"avgAlpha", "avg-alpha", "double", "0.5",
+           "avgpipe: the elastic averaging rate alpha, in (0, 1)">,
+    Option<"avgPeriod", "avg-period", "int64_t", "1",
+           "avgpipe: average after every `avg-period` steps">,
     Option<"advance", "advance", "int64_t", "0",
            "afp: warm-up forwards beyond 1F1B's (0: 1F1B, >= M: GPipe)">,
     Option<"verticalSync", "vertical-sync", "bool", "false",

@@ -109,6 +109,8 @@ private:
                              const sched::Program &program,
                              pipe::ScheduleKind kind, int64_t peakInFlight);
 
+  void replicatePipelines(ModuleOp module, int64_t p);
+
   /// The no-flush method being built (PipeDream, 2BW), if any.
   struct NoFlush {
     sched::UpdateRule rule = sched::UpdateRule::PerMicroBatch;
@@ -1176,10 +1178,93 @@ void PipeSchedulePass::runOnOperation() {
       return signalPassFailure();
     }
 
+  if (pipelines < 1) {
+    module.emitError() << "pipe-schedule: pipelines must be >= 1 (got "
+                       << int64_t(pipelines) << ")";
+    return signalPassFailure();
+  }
+  if (replication != "dp" && replication != "avgpipe") {
+    module.emitError() << "pipe-schedule: replication must be dp or avgpipe, "
+                          "not '"
+                       << replication << "'";
+    return signalPassFailure();
+  }
+  if (!(avgAlpha > 0 && avgAlpha < 1) || avgPeriod < 1) {
+    module.emitError() << "pipe-schedule: avg-alpha must be in (0, 1) and "
+                          "avg-period >= 1 (got "
+                       << double(avgAlpha) << ", " << int64_t(avgPeriod) << ")";
+    return signalPassFailure();
+  }
+  if (pipelines > 1 && noFlush) {
+    module.emitError() << "pipe-schedule: several pipelines run a synchronous "
+                          "schedule (gpipe, 1f1b, afp), not '"
+                       << kind << "'";
+    return signalPassFailure();
+  }
+  for (int64_t d = p; d < p * pipelines; ++d)
+    if (Operation *clash = module.lookupSymbol("device" + std::to_string(d))) {
+      clash->emitError() << "pipe-schedule names the program of device " << d
+                         << " @device" << d << ", which this symbol already is";
+      return signalPassFailure();
+    }
+
   OpBuilder b(module.getContext());
   b.setInsertionPointToEnd(module.getBody());
   for (Stage &stage : stages)
     if (failed(buildProgram(b, stage, schedule.devices[stage.index], irKind,
                             simulated.peakInFlight[stage.index])))
       return signalPassFailure();
+  if (pipelines > 1)
+    replicatePipelines(module, p);
+}
+
+/// Pipelines 1..P-1 as copies of pipeline 0's programs, and what ties the
+/// replicas of each stage together.
+void PipeSchedulePass::replicatePipelines(ModuleOp module, int64_t p) {
+  MLIRContext *ctx = module.getContext();
+  SmallVector<pipe::ProgramOp> base(module.getOps<pipe::ProgramOp>());
+  OpBuilder b(ctx);
+  b.setInsertionPointToEnd(module.getBody());
+  for (int64_t i = 1; i < pipelines; ++i)
+    for (pipe::ProgramOp program : base) {
+      auto copy = cast<pipe::ProgramOp>(b.clone(*program));
+      int64_t device = i * p + program.getDevice();
+      copy.setSymName(("device" + Twine(device)).str());
+      copy.setDevice(device);
+      copy.setPipeline(i);
+      copy.walk([&](Operation *op) {
+        if (auto send = dyn_cast<pipe::SendOp>(op))
+          send.setPeer(send.getPeer() + i * p);
+        if (auto recv = dyn_cast<pipe::RecvOp>(op))
+          recv.setPeer(recv.getPeer() + i * p);
+      });
+    }
+  for (pipe::ProgramOp program : base)
+    program.setPipeline(0);
+  for (pipe::ProgramOp program : module.getOps<pipe::ProgramOp>()) {
+    int64_t s = program.getStages().front();
+    SmallVector<int64_t> group;
+    for (int64_t i = 0; i < pipelines; ++i)
+      group.push_back(i * p + s);
+    SmallVector<pipe::UpdateOp> updates;
+    program.walk([&](pipe::UpdateOp u) { updates.push_back(u); });
+    for (pipe::UpdateOp update : updates) {
+      Value weights = update.getWeights();
+      Location loc = update.getLoc();
+      if (replication == "dp") {
+        b.setInsertionPoint(update);
+        pipe::AllReduceOp::create(
+            b, loc, pipe::ReduceKindAttr::get(ctx, pipe::ReduceKind::Mean),
+            weights, b.getDenseI64ArrayAttr(group), DenseI64ArrayAttr());
+        continue;
+      }
+      weights.getDefiningOp<pipe::WeightBufferOp>().setVersions(2);
+      b.setInsertionPointAfter(update);
+      pipe::AverageOp::create(b, loc, weights, b.getI64IntegerAttr(0),
+                              b.getI64IntegerAttr(1),
+                              b.getDenseI64ArrayAttr(group),
+                              b.getF64FloatAttr(avgAlpha),
+                              b.getI64IntegerAttr(avgPeriod));
+    }
+  }
 }

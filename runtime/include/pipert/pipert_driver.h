@@ -36,6 +36,7 @@
 #define PIPERT_PIPERT_DRIVER_H
 
 #include "pipert/pipert.h"
+#include "pipert/pipert_comm.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -87,7 +88,12 @@ typedef struct pipert_program_info {
    * ignored) to finish them, then `finish` (step = K), which puts the newest
    * weight version where --save reads it. 0 and NULL for synchronous ones. */
   int32_t drain_steps;
-  int32_t reserved2;
+  /* P pipelines of n_devices / P stages (rank r: stage r mod S of pipeline
+   * r / S). Pipeline i trains on the global mini-batches t*P + i; the logged
+   * loss is the mean over pipelines (pipeline 0's last stage logs); --save
+   * writes pipeline 0's weights (after `finish`, the AvgPipe centre). 1: one
+   * pipeline. */
+  int32_t pipelines;
   pipert_step_fn finish;
 } pipert_program_info;
 
@@ -95,6 +101,10 @@ typedef struct pipert_program_info {
  * that must know where the run ends (a no-flush program skips the
  * micro-batches after it). */
 int64_t pipert_run_steps(const pipert_context *ctx);
+
+/* The replicas of this rank's stage across pipelines (pipert's stage group),
+ * made once by the driver when the program has several pipelines. */
+pipert_comm *pipert_replica_comm(pipert_context *ctx);
 
 /* Runs the training loop described by the command line; returns the exit
  * status (errors print one "pipert: error: ..." line). */
