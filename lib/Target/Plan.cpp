@@ -192,8 +192,24 @@ llvm::json::Object mlir::pipec::describeDevice(pipe::ProgramOp program,
       {"drain_steps", pipe::drainSteps(program)},
       {"advance", program.getAdvance() ? llvm::json::Value(*program.getAdvance())
                                        : llvm::json::Value(nullptr)}};
+  // Several pipelines: how the replicas of this stage are tied.
+  llvm::json::Value replicas = nullptr;
+  program.walk([&](Operation *op) {
+    if (auto avg = dyn_cast<pipe::AverageOp>(op))
+      replicas = llvm::json::Object{
+          {"kind", "avgpipe"},
+          {"group", llvm::json::Array(avg.getGroup())},
+          {"alpha", avg.getAlpha().convertToDouble()},
+          {"period", avg.getPeriod()},
+          {"centre_version", avg.getCentre()}};
+    else if (auto red = dyn_cast<pipe::AllReduceOp>(op))
+      replicas = llvm::json::Object{{"kind", "dp"},
+                                    {"group", llvm::json::Array(red.getGroup())}};
+  });
   return llvm::json::Object{
       {"method", std::move(method)},
+      {"pipeline", program.getPipeline().value_or(0)},
+      {"replicas", std::move(replicas)},
       {"peak_in_flight_microbatches", std::move(peakInFlight)},
       {"device", k},
       {"executable", executable.str()},

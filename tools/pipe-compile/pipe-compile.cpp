@@ -427,9 +427,11 @@ int main(int argc, char **argv) {
   if (numPipelines > 1 && (method == "pipedream" || method == "2bw"))
     return fail("--pipelines runs synchronous pipelines (--method sync or "
                 "avgpipe), not --method " + method);
-  if (!(avgAlpha > 0 && avgAlpha < 1))
-    return fail("--avg-alpha must be in (0, 1), not " +
-                std::to_string(avgAlpha.getValue()));
+  if (!(avgAlpha > 0 && avgAlpha < 1)) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%g", avgAlpha.getValue());
+    return fail(llvm::Twine("--avg-alpha must be in (0, 1), not ") + text);
+  }
   if (avgPeriod < 1)
     return fail("--avg-period must be >= 1 (got " +
                 llvm::Twine(avgPeriod.getValue()) + ")");
