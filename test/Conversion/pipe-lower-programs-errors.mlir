@@ -27,8 +27,8 @@ pipe.program @device0 device 0 stages [0] schedule "gpipe" microbatches 1 {
 
 pipe.program @device0 device 0 stages [0] schedule "gpipe" microbatches 1 {
   %w = pipe.weight_buffer stage 0 versions 1 ("fc1.weight": tensor<4x8xf32>)
-  // expected-error@+1 {{pipe-lower-programs: pipe.allreduce is not supported by this lowering}}
-  pipe.allreduce sum %w among [0, 1]
+  // expected-error@+1 {{pipe-lower-programs: pipe.allreduce must run among the replicas of this device's stage, one per pipeline (devices s, p+s, 2p+s, ...)}}
+  pipe.allreduce sum %w among [0, 1, 3]
   pipe.update %w sgd lr(0.1)
 }
 
