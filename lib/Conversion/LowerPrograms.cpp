@@ -1250,7 +1250,8 @@ LogicalResult ProgramLowering::checkReplicaGroup(Operation *op,
     for (size_t i = 0; ok && i < sorted.size(); ++i)
       ok = stride > 0 && sorted[i] == sorted[0] + int64_t(i) * stride &&
            sorted[0] < stride;
-    ok = ok && sorted[size_t(pipeline)] == device;
+    ok = ok && pipeline < int64_t(sorted.size()) &&
+         sorted[size_t(pipeline)] == device;
   }
   if (!ok)
     return op->emitError("pipe-lower-programs: ")
