@@ -2,34 +2,48 @@
 """Independent PyTorch reference for pipec's several pipelines: AvgPipe's
 elastic averaging and data parallelism across pipelines (DP x PP).
 
-    avgpipe_reference.py --model mlp --onnx initial.onnx --data D.npz
-        --log steps.jsonl --steps K --batch B [--microbatches M]
+    avgpipe_reference.py --model mlp|cnn|transformer --onnx initial.onnx
+        --data D.npz --log steps.jsonl --steps K --batch B [--microbatches M]
         --pipelines P --method avgpipe|dp [--alpha A] [--period T]
         --optimizer sgd|momentum|nesterov|adam|adamw|adagrad --lr F
         [--momentum 0.9] [--weight-decay F] [--rtol 1e-5]
         [--saved trained.onnx] [--next ARGS...]
     avgpipe_reference.py --self-test
 
-The equations of ../shared/METHODS.md (AvgPipe): P pipelines, pipeline i
-training its own replica x_i on its own mini-batches: step t of pipeline i
-reads global mini-batch t*P + i, data rows (t*P+i)*B .. (t*P+i)*B + B - 1
-(wrapping, no shuffle). A pipeline's schedule is synchronous, so its step is
-ordinary training of x_i on its B rows: the loss is the mean of its M
-micro-batch losses (B/M rows each), the gradient that loss's, and the
-replica's own optimizer (own state) updates x_i.
+Simulates the equations of ../shared/METHODS.md (AvgPipe) and compares a
+pipe-run step log (and, with --saved, the trained weights) with them.
 
-  avgpipe  after steps T, 2T, ... (after step t when (t+1) % T == 0), after
-           the step's updates, from the same pre-averaging values:
-           d_i = x_i - c;  x_i <- x_i - A*d_i;  c <- c + A*sum_i d_i,
-           per parameter; c (the centre) starts as the initial weights. With
-           P = 1 nothing is averaged (METHODS.md: the base schedule exactly).
-  dp       the replicas' gradients are averaged over pipelines before one
-           identical update: one-device training on P*B rows.
+P pipelines; pipeline i trains its own replica x_i of the whole model on its
+own mini-batches: step t of pipeline i reads global mini-batch g = t*P + i,
+data rows g*B .. g*B + B - 1 (wrapping modulo the number of rows, no
+shuffle). A pipeline's schedule is synchronous, so its step is ordinary
+training of x_i on those B rows: the loss is the mean of M micro-batch
+losses (micro-batch j = rows j*B/M .. (j+1)*B/M - 1 of the mini-batch), the
+gradient that loss's, and the replica's own optimizer (its own momentum /
+Adam state, never averaged) updates x_i. Every replica and the centre c
+start as the initial weights.
 
-The log has one line per step; its loss is the mean over pipelines of their
-step losses (each before the step's update). --saved holds the centre
-(avgpipe, P > 1) or pipeline 0's weights. Run with Debian's /usr/bin/python3
-(torch 1.13, onnx); `--next` starts another check in the same process.
+  avgpipe  after steps T, 2T, 3T, ... (after 0-based step t when
+           (t+1) % T == 0), after that step's optimizer updates, per
+           parameter tensor, from the same pre-averaging values:
+               d_i = x_i - c  (every i, before anything changes)
+               x_i <- x_i - A*d_i ;  c <- c + A*sum_i d_i
+           Contract rule: with P = 1 nothing is averaged at all (METHODS.md:
+           "there is nothing to average: it is the base schedule, exactly"),
+           although the formula would move x_0 towards c.
+  dp       each step the P replicas' gradients are averaged (mean over
+           pipelines) before the (identical) optimizer steps, so the
+           replicas stay equal: one-device training on the combined P*B rows
+           t*P*B .. t*P*B + P*B - 1.
+
+The log has one line per step, {"step": t, "loss": ...}, the loss being the
+mean over pipelines of their step losses (each before the step's update).
+--saved holds the centre c after the last step (avgpipe, P > 1), otherwise
+the replicas' (common, for dp) weights. Module buffers are not averaged
+(the models' only buffer is a constant mask). Run with Debian's
+/usr/bin/python3 (torch 1.13, onnx); `--next` starts another check in the
+same process. --self-test checks the simulation against hand-written
+identities.
 """
 import argparse
 import copy
@@ -45,80 +59,118 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..",
 import models  # noqa: E402
 
 
-def make_optimizer(a, params):
-    wd = a.weight_decay
-    if a.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=a.lr, weight_decay=wd)
-    if a.optimizer in ("momentum", "nesterov"):
-        return torch.optim.SGD(params, lr=a.lr, momentum=a.momentum, weight_decay=wd,
-                               nesterov=a.optimizer == "nesterov")
-    if a.optimizer == "adam":
-        return torch.optim.Adam(params, lr=a.lr, weight_decay=wd)
-    if a.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=a.lr, weight_decay=wd)
-    if a.optimizer == "adagrad":
-        return torch.optim.Adagrad(params, lr=a.lr, weight_decay=wd)
-    sys.exit(f"FAIL: unknown optimizer {a.optimizer}")
+def fail(msg):
+    print(f"FAIL: {msg}", flush=True)
+    sys.exit(1)
 
 
-def simulate(a, model, arrays):
-    """Returns (per-step logged losses, saved weights by name)."""
-    rows = arrays[0].shape[0]
-    P, B, M = a.pipelines, a.batch, a.microbatches
-    if B % M:
-        sys.exit(f"FAIL: --batch {B} is not a multiple of --microbatches {M}")
-    replicas = [copy.deepcopy(model) for _ in range(P)]
-    opts = [make_optimizer(a, r.parameters()) for r in replicas]
+def make_optimizer(name, params, lr, momentum=0.9, wd=0.0):
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, weight_decay=wd)
+    if name in ("momentum", "nesterov"):
+        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=wd,
+                               nesterov=name == "nesterov")
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=wd)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=wd)
+    if name == "adagrad":
+        return torch.optim.Adagrad(params, lr=lr, weight_decay=wd)
+    fail(f"unknown optimizer '{name}'")
+
+
+def rows_of(t, i, p, batch, n_rows):
+    """Data rows of pipeline i's step t: global mini-batch t*P + i."""
+    g = t * p + i
+    return [(g * batch + k) % n_rows for k in range(batch)]
+
+
+def accumulate(model, arrays, idx, m):
+    """Leaves in .grad the gradient of the mean of the M micro-batch losses
+    over rows idx; returns that mean loss (no update)."""
+    model.zero_grad(set_to_none=False)
+    size = len(idx) // m
+    losses = []
+    for j in range(m):
+        sub = idx[j * size:(j + 1) * size]
+        loss = model(*[torch.from_numpy(x[sub]) for x in arrays])
+        (loss / m).backward()
+        losses.append(float(loss))
+    return sum(losses) / m
+
+
+@torch.no_grad()
+def elastic_average(replicas, centre, alpha):
+    """One EASGD averaging, in place, per parameter tensor."""
+    named = [dict(r.named_parameters()) for r in replicas]
+    for k, c in centre.items():
+        d = [n[k] - c for n in named]  # all from the pre-averaging values
+        for n, di in zip(named, d):
+            n[k].sub_(alpha * di)
+        c.add_(alpha * sum(d))
+
+
+def simulate(model, opt_of, method, p, alpha, period, arrays, steps, batch, m):
+    """Trains P copies of `model` (which is left unchanged); opt_of(params)
+    makes a replica's optimizer. Returns (logged losses, saved weights by
+    name, the replicas)."""
+    n_rows = arrays[0].shape[0]
+    replicas = [copy.deepcopy(model) for _ in range(p)]
+    opts = [opt_of(r.parameters()) for r in replicas]
     centre = {k: v.detach().clone() for k, v in model.named_parameters()}
     losses = []
-    for t in range(a.steps):
-        step_losses = []
-        for i, (r, opt) in enumerate(zip(replicas, opts)):
-            g = t * P + i
-            idx = [(g * B + k) % rows for k in range(B)]
-            opt.zero_grad()
-            total = 0.0
-            for j in range(M):
-                sub = idx[j * (B // M):(j + 1) * (B // M)]
-                loss = r(*[torch.from_numpy(x[sub]) for x in arrays]) / M
-                loss.backward()
-                total += float(loss)
-            step_losses.append(total)
-        if a.method == "dp" and P > 1:
+    for t in range(steps):
+        step = [accumulate(r, arrays, rows_of(t, i, p, batch, n_rows), m)
+                for i, r in enumerate(replicas)]
+        if method == "dp" and p > 1:
             with torch.no_grad():
                 named = [dict(r.named_parameters()) for r in replicas]
                 for k in named[0]:
-                    mean = sum(n[k].grad for n in named) / P
+                    mean = sum(n[k].grad for n in named) / p
                     for n in named:
                         n[k].grad.copy_(mean)
         for opt in opts:
             opt.step()
-        losses.append(float(np.mean(step_losses)))
-        if a.method == "avgpipe" and P > 1 and (t + 1) % a.period == 0:
-            with torch.no_grad():
-                named = [dict(r.named_parameters()) for r in replicas]
-                for k in centre:
-                    d = [n[k] - centre[k] for n in named]
-                    for n, di in zip(named, d):
-                        n[k].sub_(a.alpha * di)
-                    centre[k].add_(a.alpha * sum(d))
-    if a.method == "avgpipe" and P > 1:
-        saved = {k: v.clone() for k, v in centre.items()}
+        losses.append(sum(step) / p)
+        if method == "avgpipe" and p > 1 and (t + 1) % period == 0:
+            elastic_average(replicas, centre, alpha)
+    if method == "avgpipe" and p > 1:
+        saved = centre
     else:
         saved = {k: v.detach().clone() for k, v in replicas[0].named_parameters()}
-    return losses, saved
+    return losses, saved, replicas
 
 
 def onnx_initializers(path):
     import onnx
     from onnx import numpy_helper
-    return {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+    return {t.name: numpy_helper.to_array(t)
+            for t in onnx.load(path).graph.initializer}
+
+
+def load_initial(name, path):
+    """The module with its weights (and buffers) from path's initializers."""
+    model, _, input_names = models.make(name)
+    inits = onnx_initializers(path)
+    state, params = model.state_dict(), dict(model.named_parameters())
+    for key, value in state.items():
+        if key not in inits:
+            if key in params:
+                fail(f"{path} has no initializer '{key}'")
+            continue  # a constant buffer the exporter folded away
+        if tuple(inits[key].shape) != tuple(value.shape):
+            fail(f"initializer '{key}' has shape {inits[key].shape}, "
+                 f"the module's is {tuple(value.shape)}")
+        state[key] = torch.from_numpy(inits[key].copy())
+    model.load_state_dict(state)
+    model.train()
+    return model, input_names
 
 
 def check(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="mlp")
-    ap.add_argument("--onnx", required=True)
+    ap.add_argument("--onnx", required=True, help="initial weights")
     ap.add_argument("--data", required=True)
     ap.add_argument("--log", required=True)
     ap.add_argument("--steps", type=int, required=True)
@@ -133,123 +185,171 @@ def check(argv):
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--rtol", type=float, default=1e-5)
-    ap.add_argument("--saved")
+    ap.add_argument("--saved", help="compare the trained weights with this model")
     a = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    model, _, names = models.make(a.model)
-    inits = onnx_initializers(a.onnx)
-    state = model.state_dict()
-    for key, value in state.items():
-        if key in inits:
-            state[key] = torch.from_numpy(inits[key].copy())
-        elif key in dict(model.named_parameters()):
-            sys.exit(f"FAIL: {a.onnx} has no initializer '{key}'")
-    model.load_state_dict(state)
+    if a.microbatches < 1 or a.batch % a.microbatches:
+        fail(f"--batch {a.batch} is not a multiple of --microbatches {a.microbatches}")
+    if a.pipelines < 1 or a.period < 1:
+        fail(f"--pipelines ({a.pipelines}) and --period ({a.period}) must be >= 1")
+
+    model, input_names = load_initial(a.model, a.onnx)
     data = np.load(a.data)
-    arrays = [data[n] for n in names]
-    losses, saved = simulate(a, model, arrays)
-    what = f"{a.method} P={a.pipelines}"
+    arrays = [data[n] for n in input_names]
     with open(a.log) as f:
         logged = [json.loads(line) for line in f if line.strip()]
     if len(logged) != a.steps:
-        sys.exit(f"FAIL: the log has {len(logged)} steps, expected {a.steps}")
+        fail(f"the log has {len(logged)} steps, expected {a.steps}")
+
+    def opt_of(params):
+        return make_optimizer(a.optimizer, params, a.lr, a.momentum, a.weight_decay)
+    ref, saved, _ = simulate(model, opt_of, a.method, a.pipelines, a.alpha,
+                             a.period, arrays, a.steps, a.batch, a.microbatches)
+    what = f"{a.method} P={a.pipelines}"
     worst = 0.0
-    for s, (row, ref) in enumerate(zip(logged, losses)):
-        rel = abs(row["loss"] - ref) / max(abs(ref), 1e-12)
+    for t in range(a.steps):
+        if logged[t].get("step") != t:
+            fail(f"line {t} is step {logged[t].get('step')}")
+        got = logged[t]["loss"]
+        rel = abs(got - ref[t]) / max(abs(ref[t]), 1e-12)
         worst = max(worst, rel)
-        if row["step"] != s or rel > a.rtol:
-            print(f"FAIL: step {s}: loss {row['loss']} vs the {what} reference "
-                  f"{ref} (relative error {rel:.2e} > {a.rtol})")
-            sys.exit(1)
+        if not rel <= a.rtol:
+            fail(f"step {t}: loss {got} vs the {what} reference {ref[t]} "
+                 f"(relative error {rel:.2e} > {a.rtol})")
     print(f"OK: {a.steps} steps within {a.rtol} of the {what} reference "
           f"(worst relative error {worst:.1e})", flush=True)
     if a.saved:
-        got = onnx_initializers(a.saved)
+        got_all = onnx_initializers(a.saved)
         worst = 0.0
-        for key, ref in saved.items():
-            if key not in got:
-                print(f"FAIL: {a.saved} has no initializer '{key}'")
-                sys.exit(1)
-            ref = ref.numpy()
-            err = float(np.max(np.abs(got[key] - ref))) / max(float(np.max(np.abs(ref))), 1e-12)
+        for key, w in saved.items():
+            if key not in got_all:
+                fail(f"{a.saved} has no initializer '{key}'")
+            want, got = w.numpy(), got_all[key]
+            if got.shape != want.shape:
+                fail(f"saved '{key}' has shape {got.shape}, the reference's {want.shape}")
+            err = float(np.max(np.abs(got - want))) / max(
+                float(np.max(np.abs(want))), 1e-12)
             worst = max(worst, err)
-            if err > a.rtol:
-                print(f"FAIL: saved weight '{key}' differs from the {what} reference "
-                      f"by {err:.2e} (relative to its largest element)")
-                sys.exit(1)
+            if not err <= a.rtol:
+                fail(f"saved weight '{key}' differs from the {what} reference "
+                     f"by {err:.2e} (relative to its largest element)")
         print(f"OK: {len(saved)} saved weights within {a.rtol} of the {what} "
               f"reference (worst {worst:.1e})", flush=True)
 
 
+# --- self-test: the simulation against hand-written closed forms -----------
+
 def self_test():
-    """The simulation against hand-written identities, on the MLP."""
-    torch.manual_seed(0)
-    model, _, names = models.make("mlp")
-    rng = np.random.default_rng(0)
-    arrays = [rng.standard_normal((40, 32)).astype(np.float32),
-              rng.integers(0, 10, 40).astype(np.int64)]
-    ok = True
+    model0, _, _ = models.make("mlp")
+    g = torch.Generator().manual_seed(7)
+    n_rows, B, lr, A = 40, 8, 0.1, 0.3  # P*B*steps > 40 rows: the data wraps
+    arrays = [torch.randn(n_rows, 32, generator=g).numpy(),
+              torch.randint(0, 10, (n_rows,), generator=g).numpy()]
+    names = [n for n, _ in model0.named_parameters()]
+    w0 = {k: v.detach().clone() for k, v in model0.named_parameters()}
+    problems = []
 
-    def args(**kw):
-        base = dict(steps=5, batch=8, microbatches=2, pipelines=2, method="avgpipe",
-                    alpha=0.3, period=1, optimizer="sgd", lr=0.1, momentum=0.9,
-                    weight_decay=0.0)
-        base.update(kw)
-        return argparse.Namespace(**base)
+    def sgd(params):
+        return make_optimizer("sgd", params, lr)
 
-    def train(m, rows_of_step, steps, lr):
-        m = copy.deepcopy(m)
-        out = []
-        for t in range(steps):
-            idx = rows_of_step(t)
+    def weights(model):
+        return {k: v.detach() for k, v in model.named_parameters()}
+
+    def report(label, err, tol):
+        ok = err <= tol
+        print(f"self-test {label}: {'ok' if ok else 'FAIL'} (worst {err:.1e})")
+        if not ok:
+            problems.append(label)
+
+    def wdiff(got, want):  # worst max|got - want| / max|want| over tensors
+        return max(float((got[k] - want[k]).abs().max() / want[k].abs().max())
+                   for k in names)
+
+    def ldiff(got, want):
+        assert len(got) == len(want)
+        return max(abs(a - b) / abs(b) for a, b in zip(got, want))
+
+    def hand_train(rows_per_step, opt=None):
+        """Plain training on one deep copy, one full-batch loss per step; by
+        hand (w -= lr*grad) unless an optimizer maker is given."""
+        m = copy.deepcopy(model0)
+        o = opt(m.parameters()) if opt else None
+        losses = []
+        for idx in rows_per_step:
             m.zero_grad()
             loss = m(*[torch.from_numpy(x[idx]) for x in arrays])
             loss.backward()
-            out.append(float(loss))
-            with torch.no_grad():
-                for p in m.parameters():
-                    p -= lr * p.grad
-        return out, m
+            losses.append(float(loss))
+            if o:
+                o.step()
+            else:
+                with torch.no_grad():
+                    for w in m.parameters():
+                        w -= lr * w.grad
+        return losses, weights(m)
 
-    def close(x, y, tol=1e-5):
-        return abs(x - y) <= tol * max(abs(y), 1e-6)
+    def wrap(start, n):
+        return [(start + k) % n_rows for k in range(n)]
 
-    # (1) dp, P = 2: one device on the combined 16 rows.
-    losses, saved = simulate(args(method="dp"), model, arrays)
-    ref, m = train(model, lambda t: [(t * 16 + k) % 40 for k in range(16)], 5, 0.1)
-    ok &= all(close(x, y) for x, y in zip(losses, ref))
-    ok &= all(torch.allclose(saved[k], v, atol=1e-6) for k, v in m.named_parameters())
-    print(f"self-test dp = combined batch: {'ok' if ok else 'FAIL'}")
-    # (2) avgpipe, one step, by hand.
-    _, saved = simulate(args(steps=1), model, arrays)
-    r = [train(model, lambda t, i=i: [(i * 8 + k) % 40 for k in range(8)], 1, 0.1)[1]
-         for i in range(2)]
-    c0 = dict(model.named_parameters())
-    good = True
-    for k in c0:
-        d = [dict(x.named_parameters())[k].detach() - c0[k].detach() for x in r]
-        good &= torch.allclose(saved[k], c0[k].detach() + 0.3 * (d[0] + d[1]), atol=1e-6)
-    print(f"self-test one EASGD step: {'ok' if good else 'FAIL'}")
-    ok &= good
-    # (3) period 3: nothing averaged after steps 0 and 1 (the centre stays).
-    _, saved = simulate(args(steps=2, period=3), model, arrays)
-    good = all(torch.equal(saved[k], v.detach()) for k, v in model.named_parameters())
-    print(f"self-test period 3: {'ok' if good else 'FAIL'}")
-    ok &= good
-    # (4) P = 1: plain training.
-    losses, saved = simulate(args(pipelines=1, microbatches=1), model, arrays)
-    ref, m = train(model, lambda t: [(t * 8 + k) % 40 for k in range(8)], 5, 0.1)
-    good = all(close(x, y) for x, y in zip(losses, ref)) and all(
-        torch.allclose(saved[k], v, atol=1e-6) for k, v in m.named_parameters())
-    print(f"self-test P = 1: {'ok' if good else 'FAIL'}")
-    ok &= good
-    print("self-test: OK" if ok else "self-test: FAIL")
-    return 0 if ok else 1
+    # (1) dp, P = 2, M = 2 == one device on the combined 16 rows t*16..;
+    # by hand (SGD) and with a momentum optimizer (its state too).
+    combined = [wrap(t * 16, 16) for t in range(5)]
+    for opt in (None, lambda ps: make_optimizer("momentum", ps, lr)):
+        l, w, reps = simulate(model0, opt or sgd, "dp", 2, A, 1, arrays, 5, B, 2)
+        hl, hw = hand_train(combined, opt)
+        same = max(float((weights(reps[1])[k] - weights(reps[0])[k]).abs().max())
+                   for k in names)
+        report(f"(1) dp P=2 == one device on 2x8 rows ({'momentum' if opt else 'sgd'})",
+               max(ldiff(l, hl), wdiff(w, hw), same), 1e-5)
+
+    # (2) avgpipe P=2, A = 0.3, T = 1, one step, by the EASGD formula: x_i =
+    # x0 - lr*grad f_i(x0) on rows i*8.., d_i = x_i - x0, then
+    # x_i' = x_i - A*d_i and c = x0 + A*(d_0 + d_1).
+    l, c, reps = simulate(model0, sgd, "avgpipe", 2, A, 1, arrays, 1, B, 2)
+    xs = [hand_train([wrap(i * B, B)]) for i in range(2)]
+    d = [{k: x[1][k] - w0[k] for k in names} for x in xs]
+    want_c = {k: w0[k] + A * (d[0][k] + d[1][k]) for k in names}
+    errs = [ldiff(l, [(xs[0][0][0] + xs[1][0][0]) / 2]), wdiff(c, want_c)]
+    errs += [wdiff(weights(reps[i]), {k: xs[i][1][k] - A * d[i][k] for k in names})
+             for i in range(2)]
+    report("(2) avgpipe P=2 T=1, one step == EASGD formula", max(errs), 1e-5)
+
+    # (3) period 3: the replicas train independently for steps 0..2 (pipeline
+    # i on global mini-batches 2t + i), averaging happens after step 2 (by
+    # the formula) and next after step 5; the centre is unchanged between.
+    runs = {k: simulate(model0, sgd, "avgpipe", 2, A, 3, arrays, k, B, 1)
+            for k in range(1, 7)}
+    xs = [hand_train([wrap((2 * t + i) * B, B) for t in range(3)]) for i in range(2)]
+    d = [{k: x[1][k] - w0[k] for k in names} for x in xs]
+    want_c = {k: w0[k] + A * (d[0][k] + d[1][k]) for k in names}
+    errs = [ldiff(runs[3][0], [(a + b) / 2 for a, b in zip(xs[0][0], xs[1][0])]),
+            wdiff(runs[3][1], want_c)]
+    errs += [wdiff(weights(runs[3][2][i]), {k: xs[i][1][k] - A * d[i][k] for k in names})
+             for i in range(2)]
+    report("(3) avgpipe T=3: steps 0-2 independent, then EASGD", max(errs), 1e-5)
+    unchanged = [all(torch.equal(runs[k][1][n], ref[n]) for n in names)
+                 for k, ref in ((1, w0), (2, w0), (4, runs[3][1]), (5, runs[3][1]))]
+    moved = not all(torch.equal(runs[6][1][n], runs[3][1][n]) for n in names)
+    ok = all(unchanged) and moved
+    print(f"self-test (3) avgpipe T=3 averages after steps 2 and 5 only: "
+          f"{'ok' if ok else 'FAIL'}")
+    if not ok:
+        problems.append("(3) period")
+
+    # (4) P = 1: avgpipe (any A, T) is plain training on rows t*8..; saved =
+    # the replica. M = 2 micro-batches against one full-batch loss.
+    l, w, _ = simulate(model0, sgd, "avgpipe", 1, 0.5, 1, arrays, 6, B, 2)
+    hl, hw = hand_train([wrap(t * B, B) for t in range(6)])
+    report("(4) avgpipe P=1 == plain training", max(ldiff(l, hl), wdiff(w, hw)), 1e-5)
+
+    if problems:
+        fail(f"self-test: {len(problems)} checks failed")
+    print("self-test: OK")
 
 
 def main():
+    torch.set_num_threads(1)
     if sys.argv[1:] == ["--self-test"]:
-        sys.exit(self_test())
+        return self_test()
     groups = [[]]
     for arg in sys.argv[1:]:
         if arg == "--next":
