@@ -29,7 +29,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from convergence import smooth  # noqa: E402
+from convergence import plot, smooth  # noqa: E402
 
 SKIP = 5
 
@@ -101,7 +101,8 @@ def main():
                 if name not in curves or got[1][-1] < curves[name][1][-1]:
                     curves[name] = got
         report(model, curves, a)
-        plot(model, curves, a.out)
+        plot(f"{model}: AvgPipe and DP x PP vs sync 1F1B, 2 ranks", curves,
+             os.path.join(a.out, f"{model}.png"))
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -136,31 +137,6 @@ def report(model, curves, a):
               f"{(f'{at[-1]:.4f}' if at else '-'):>18}")
     print(f"  (target: sync's final loss, 5-step mean, {target:.4f}; "
           f"sync's wall time {total:.2f} s)")
-
-
-def plot(model, curves, out):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("  (matplotlib is missing: no plot; pip install matplotlib)")
-        return
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, c in curves.items():
-        if not isinstance(c, tuple):
-            continue
-        ax1.plot(range(1, len(c[0]) + 1), smooth(c[0]), label=name)
-        ax2.plot(c[1], smooth(c[0]), label=name)
-    ax1.set_xlabel("step")
-    ax2.set_xlabel("seconds")
-    for ax in (ax1, ax2):
-        ax.set_ylabel("loss (5-step mean)")
-        ax.legend()
-    fig.suptitle(f"{model}: AvgPipe and DP x PP vs sync 1F1B, 2 ranks")
-    path = os.path.join(out, f"{model}.png")
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    print(f"  plot: {path}")
 
 
 if __name__ == "__main__":

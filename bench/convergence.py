@@ -127,7 +127,9 @@ def main():
                 if best is None or got[1][-1] < best[1][-1]:
                     curves[method] = got
         report(model, methods, curves, a)
-        plot(model, methods, curves, a.out)
+        plot(f"{model}: 2 ranks, sync 1F1B vs no-flush methods",
+             {m: curves[m] for m in methods if m in curves},
+             os.path.join(a.out, f"{model}.png"))
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -168,7 +170,9 @@ def report(model, methods, curves, a):
           f"sync's wall time {total:.2f} s)")
 
 
-def plot(model, methods, curves, out):
+def plot(title, curves, path):
+    """Loss (5-step mean) vs steps and vs seconds of each curve, in order:
+    curves maps a label to (losses, times, ...) or to a failure text."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -177,20 +181,18 @@ def plot(model, methods, curves, out):
         print("  (matplotlib is missing: no plot; pip install matplotlib)")
         return
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for method in methods:
-        c = curves.get(method)
+    for label, c in curves.items():
         if not isinstance(c, tuple):
             continue
-        losses, times = c
-        ax1.plot(range(1, len(losses) + 1), smooth(losses), label=method)
-        ax2.plot(times, smooth(losses), label=method)
+        losses, times = c[0], c[1]
+        ax1.plot(range(1, len(losses) + 1), smooth(losses), label=label)
+        ax2.plot(times, smooth(losses), label=label)
     ax1.set_xlabel("step")
     ax2.set_xlabel("seconds")
     for ax in (ax1, ax2):
         ax.set_ylabel("loss (5-step mean)")
         ax.legend()
-    fig.suptitle(f"{model}: 2 ranks, sync 1F1B vs no-flush methods")
-    path = os.path.join(out, f"{model}.png")
+    fig.suptitle(title)
     fig.savefig(path, dpi=100, bbox_inches="tight")
     print(f"  plot: {path}")
 

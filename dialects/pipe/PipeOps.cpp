@@ -166,6 +166,53 @@ static void printScheduleName(OpAsmPrinter &printer, Operation *,
 }
 } // namespace mlir::pipec::pipe
 
+/// An optional ` + N` / ` - N` after a base (loop index, clock): its value,
+/// 0 when absent.
+static ParseResult parseOptionalSignedOffset(OpAsmParser &parser,
+                                             int64_t &value) {
+  value = 0;
+  int64_t sign = 0;
+  if (succeeded(parser.parseOptionalPlus()))
+    sign = 1;
+  else if (succeeded(parser.parseOptionalMinus()))
+    sign = -1;
+  if (!sign)
+    return success();
+  if (parser.parseInteger(value))
+    return failure();
+  value *= sign;
+  return success();
+}
+
+/// ` + N`, ` - N` or nothing, the printed form of the above.
+static void printSignedOffset(OpAsmPrinter &printer, int64_t value) {
+  if (value > 0)
+    printer << " + " << value;
+  else if (value < 0)
+    printer << " - " << -value;
+}
+
+/// What follows the `mb` keyword: `3`, `%k`, `%k + 2`, `%k - 1`.
+static ParseResult
+parseMicroBatchIndex(OpAsmParser &parser,
+                     std::optional<OpAsmParser::UnresolvedOperand> &base,
+                     IntegerAttr &offset) {
+  OpAsmParser::UnresolvedOperand operand;
+  OptionalParseResult hasBase = parser.parseOptionalOperand(operand);
+  int64_t value = 0;
+  if (hasBase.has_value()) {
+    if (failed(*hasBase))
+      return failure();
+    base = operand;
+    if (parseOptionalSignedOffset(parser, value))
+      return failure();
+  } else if (parser.parseInteger(value)) {
+    return failure();
+  }
+  offset = parser.getBuilder().getI64IntegerAttr(value);
+  return success();
+}
+
 /// `mb 3`, `mb %k`, `mb %k + 2`, `mb %k - 1`: a micro-batch index, constant
 /// or relative to a loop index.
 static ParseResult
@@ -174,28 +221,7 @@ parseMicroBatch(OpAsmParser &parser,
                 IntegerAttr &offset) {
   if (parser.parseKeyword("mb"))
     return failure();
-  OpAsmParser::UnresolvedOperand operand;
-  OptionalParseResult hasBase = parser.parseOptionalOperand(operand);
-  int64_t value = 0;
-  if (hasBase.has_value()) {
-    if (failed(*hasBase))
-      return failure();
-    base = operand;
-    int64_t sign = 0;
-    if (succeeded(parser.parseOptionalPlus()))
-      sign = 1;
-    else if (succeeded(parser.parseOptionalMinus()))
-      sign = -1;
-    if (sign) {
-      if (parser.parseInteger(value))
-        return failure();
-      value *= sign;
-    }
-  } else if (parser.parseInteger(value)) {
-    return failure();
-  }
-  offset = parser.getBuilder().getI64IntegerAttr(value);
-  return success();
+  return parseMicroBatchIndex(parser, base, offset);
 }
 
 /// An optional ` mb %k - 1` (update, zero_grad of a no-flush program).
@@ -205,28 +231,7 @@ parseOptMicroBatch(OpAsmParser &parser,
                    IntegerAttr &offset) {
   if (failed(parser.parseOptionalKeyword("mb")))
     return success();
-  OpAsmParser::UnresolvedOperand operand;
-  OptionalParseResult hasBase = parser.parseOptionalOperand(operand);
-  int64_t value = 0;
-  if (hasBase.has_value()) {
-    if (failed(*hasBase))
-      return failure();
-    base = operand;
-    int64_t sign = 0;
-    if (succeeded(parser.parseOptionalPlus()))
-      sign = 1;
-    else if (succeeded(parser.parseOptionalMinus()))
-      sign = -1;
-    if (sign) {
-      if (parser.parseInteger(value))
-        return failure();
-      value *= sign;
-    }
-  } else if (parser.parseInteger(value)) {
-    return failure();
-  }
-  offset = parser.getBuilder().getI64IntegerAttr(value);
-  return success();
+  return parseMicroBatchIndex(parser, base, offset);
 }
 
 /// A weight version: `0` (a slot), `u`, `u - 2`, `t - 1`.
@@ -239,21 +244,9 @@ static ParseResult parseVersion(OpAsmParser &parser, VersionClockAttr &clock,
     kind = VersionClock::MicroBatch;
   else if (succeeded(parser.parseOptionalKeyword("t")))
     kind = VersionClock::Step;
-  if (kind == VersionClock::Slot) {
-    if (parser.parseInteger(value))
-      return failure();
-  } else {
-    int64_t sign = 0;
-    if (succeeded(parser.parseOptionalPlus()))
-      sign = 1;
-    else if (succeeded(parser.parseOptionalMinus()))
-      sign = -1;
-    if (sign) {
-      if (parser.parseInteger(value))
-        return failure();
-      value *= sign;
-    }
-  }
+  if (kind == VersionClock::Slot ? parser.parseInteger(value)
+                                 : parseOptionalSignedOffset(parser, value))
+    return failure();
   if (kind != VersionClock::Slot)
     clock = VersionClockAttr::get(ctx, kind);
   version = parser.getBuilder().getI64IntegerAttr(value);
@@ -269,10 +262,7 @@ static void printVersion(OpAsmPrinter &printer, Operation *,
     return;
   }
   printer << (kind == VersionClock::MicroBatch ? "u" : "t");
-  if (value > 0)
-    printer << " + " << value;
-  else if (value < 0)
-    printer << " - " << -value;
+  printSignedOffset(printer, value);
 }
 
 /// An optional `[u - 1]` after an update's weights.
@@ -294,23 +284,6 @@ static void printOptVersion(OpAsmPrinter &printer, Operation *op,
   printer << "]";
 }
 
-static void printOptMicroBatch(OpAsmPrinter &printer, Operation *, Value base,
-                               IntegerAttr offset) {
-  if (!offset)
-    return;
-  int64_t value = offset.getValue().getSExtValue();
-  printer << "mb ";
-  if (!base) {
-    printer << value;
-    return;
-  }
-  printer << base;
-  if (value > 0)
-    printer << " + " << value;
-  else if (value < 0)
-    printer << " - " << -value;
-}
-
 static void printMicroBatch(OpAsmPrinter &printer, Operation *, Value base,
                             IntegerAttr offset) {
   int64_t value = offset.getValue().getSExtValue();
@@ -320,10 +293,13 @@ static void printMicroBatch(OpAsmPrinter &printer, Operation *, Value base,
     return;
   }
   printer << base;
-  if (value > 0)
-    printer << " + " << value;
-  else if (value < 0)
-    printer << " - " << -value;
+  printSignedOffset(printer, value);
+}
+
+static void printOptMicroBatch(OpAsmPrinter &printer, Operation *op, Value base,
+                               IntegerAttr offset) {
+  if (offset)
+    printMicroBatch(printer, op, base, offset);
 }
 
 /// `("fc1.weight": tensor<4x8xf32>, ...)`

@@ -56,29 +56,10 @@ import numpy as np
 import torch
 from torch.nn.utils.stateless import functional_call
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..",
-                                "examples"))
-import models  # noqa: E402
-
-
-def fail(msg):
-    print(f"FAIL: {msg}", flush=True)
-    sys.exit(1)
-
-
-def make_optimizer(name, params, lr, momentum=0.9, wd=0.0):
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, weight_decay=wd)
-    if name in ("momentum", "nesterov"):
-        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=wd,
-                               nesterov=name == "nesterov")
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=wd)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=wd)
-    if name == "adagrad":
-        return torch.optim.Adagrad(params, lr=lr, weight_decay=wd)
-    fail(f"unknown optimizer '{name}'")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_common import (add_check_arguments, check_losses,  # noqa: E402
+                              check_saved, fail, load_initial, make_optimizer,
+                              models, read_log, run_checks)
 
 
 def delays(method, vertical_sync, p):
@@ -171,94 +152,33 @@ def read_plan(path, names):
     return {n: stage_of[n] for n in names}, p
 
 
-def onnx_initializers(path):
-    import onnx
-    from onnx import numpy_helper
-    return {t.name: numpy_helper.to_array(t)
-            for t in onnx.load(path).graph.initializer}
-
-
 def check(argv):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="mlp")
-    ap.add_argument("--onnx", required=True, help="initial weights")
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--log", required=True)
-    ap.add_argument("--steps", type=int, required=True)
-    ap.add_argument("--batch", type=int, required=True)
-    ap.add_argument("--microbatches", type=int, default=1)
+    add_check_arguments(ap)
     ap.add_argument("--method", choices=["pipedream", "2bw", "sync"], required=True)
     ap.add_argument("--vertical-sync", action="store_true")
     ap.add_argument("--plan")
-    ap.add_argument("--optimizer", default="sgd")
-    ap.add_argument("--lr", type=float, default=0.01)
-    ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--weight-decay", type=float, default=0.0)
-    ap.add_argument("--rtol", type=float, default=1e-5)
-    ap.add_argument("--saved", help="compare the trained weights with this model")
     a = ap.parse_args(argv)
     if a.batch % a.microbatches:
         fail(f"--batch {a.batch} is not a multiple of --microbatches {a.microbatches}")
     if a.vertical_sync and a.method != "pipedream":
         fail("--vertical-sync applies to --method pipedream only")
 
-    model, _, input_names = models.make(a.model)
-    inits = onnx_initializers(a.onnx)
-    state = model.state_dict()
+    model, input_names = load_initial(a.model, a.onnx)
     params = dict(model.named_parameters())
-    for key, value in state.items():
-        if key not in inits:
-            if key in params:
-                fail(f"{a.onnx} has no initializer '{key}'")
-            continue  # a constant buffer the exporter folded away
-        if tuple(inits[key].shape) != tuple(value.shape):
-            fail(f"initializer '{key}' has shape {inits[key].shape}, "
-                 f"the module's is {tuple(value.shape)}")
-        state[key] = torch.from_numpy(inits[key].copy())
-    model.load_state_dict(state)
-    model.train()
     stage_of, p = read_plan(a.plan, list(params))
     opt = make_optimizer(a.optimizer, model.parameters(), a.lr, a.momentum,
                          a.weight_decay)
     data = np.load(a.data)
     arrays = [data[n] for n in input_names]
-    with open(a.log) as f:
-        logged = [json.loads(line) for line in f if line.strip()]
-    if len(logged) != a.steps:
-        fail(f"the log has {len(logged)} steps, expected {a.steps}")
+    logged = read_log(a.log, a.steps)
 
     ref = simulate(model, opt, stage_of, p, a.method, a.vertical_sync, arrays,
                    a.steps, a.batch, a.microbatches)
     what = a.method + (" (vertical sync)" if a.vertical_sync else "")
-    worst = 0.0
-    for t in range(a.steps):
-        if logged[t]["step"] != t:
-            fail(f"line {t} is step {logged[t]['step']}")
-        got = logged[t]["loss"]
-        rel = abs(got - ref[t]) / max(abs(ref[t]), 1e-12)
-        worst = max(worst, rel)
-        if not rel <= a.rtol:
-            fail(f"step {t}: loss {got} vs the {what} reference {ref[t]} "
-                 f"(relative error {rel:.2e} > {a.rtol})")
-    print(f"OK: {a.steps} steps within {a.rtol} of the {what} reference "
-          f"(worst relative error {worst:.1e})", flush=True)
+    check_losses(logged, ref, a.rtol, what)
     if a.saved:
-        saved = onnx_initializers(a.saved)
-        worst = 0.0
-        for key, w in params.items():
-            if key not in saved:
-                fail(f"{a.saved} has no initializer '{key}'")
-            want, got = w.detach().numpy(), saved[key]
-            if got.shape != want.shape:
-                fail(f"saved '{key}' has shape {got.shape}, the reference's {want.shape}")
-            err = float(np.max(np.abs(got - want))) / max(
-                float(np.max(np.abs(want))), 1e-12)
-            worst = max(worst, err)
-            if not err <= a.rtol:
-                fail(f"saved weight '{key}' differs from the {what} reference "
-                     f"by {err:.2e} (relative to its largest element)")
-        print(f"OK: {len(params)} saved weights within {a.rtol} of the {what} "
-              f"reference (worst {worst:.1e})", flush=True)
+        check_saved(a.saved, params, a.rtol, what)
 
 
 # --- self-test: the simulation against hand-written closed forms -----------
@@ -358,17 +278,7 @@ def self_test():
 
 
 def main():
-    torch.set_num_threads(1)
-    if sys.argv[1:] == ["--self-test"]:
-        return self_test()
-    groups = [[]]
-    for arg in sys.argv[1:]:
-        if arg == "--next":
-            groups.append([])
-        else:
-            groups[-1].append(arg)
-    for group in groups:
-        check(group)
+    return run_checks(check, self_test)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                 "examples"))
 import models  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_common import make_optimizer, onnx_initializers  # noqa: E402
 
 
 def main():
@@ -73,21 +75,8 @@ def check(argv):
             state[key] = torch.from_numpy(inits[key].copy())
         model.load_state_dict(state)
     model.train()
-    p = model.parameters()
-    wd = a.weight_decay
-    if a.optimizer == "sgd":
-        opt = torch.optim.SGD(p, lr=a.lr, weight_decay=wd)
-    elif a.optimizer in ("momentum", "nesterov"):
-        opt = torch.optim.SGD(p, lr=a.lr, momentum=a.momentum, weight_decay=wd,
-                              nesterov=a.optimizer == "nesterov")
-    elif a.optimizer == "adam":
-        opt = torch.optim.Adam(p, lr=a.lr, weight_decay=wd)
-    elif a.optimizer == "adamw":
-        opt = torch.optim.AdamW(p, lr=a.lr, weight_decay=wd)
-    elif a.optimizer == "adagrad":
-        opt = torch.optim.Adagrad(p, lr=a.lr, weight_decay=wd)
-    else:
-        sys.exit(f"unknown optimizer {a.optimizer}")
+    opt = make_optimizer(a.optimizer, model.parameters(), a.lr, a.momentum,
+                         a.weight_decay)
 
     data = np.load(a.data)
     arrays = [data[n] for n in names]
@@ -135,13 +124,6 @@ def check(argv):
                          f"by {err:.2e} (relative to its largest element)")
         print(f"OK: {len(params)} saved weights within {a.rtol} of PyTorch "
               f"(worst {worst:.1e})")
-
-
-def onnx_initializers(path):
-    import onnx
-    from onnx import numpy_helper
-    model = onnx.load(path)
-    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,139 @@
+"""What the PyTorch reference simulations of test/Tools share: the command
+line of a check, the optimizers, the initial weights from an ONNX model, the
+comparison of a pipe-run step log and saved model with the simulation, and
+`--next` groups. The equations live in each reference (async_reference.py,
+avgpipe_reference.py); only plumbing is here."""
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..",
+                                "examples"))
+import models  # noqa: E402
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", flush=True)
+    sys.exit(1)
+
+
+def make_optimizer(name, params, lr, momentum=0.9, wd=0.0):
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, weight_decay=wd)
+    if name in ("momentum", "nesterov"):
+        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=wd,
+                               nesterov=name == "nesterov")
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=wd)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=wd)
+    if name == "adagrad":
+        return torch.optim.Adagrad(params, lr=lr, weight_decay=wd)
+    fail(f"unknown optimizer '{name}'")
+
+
+def add_check_arguments(ap):
+    """The arguments every check takes: model, data, log, run, optimizer,
+    tolerance and the saved model."""
+    ap.add_argument("--model", default="mlp")
+    ap.add_argument("--onnx", required=True, help="initial weights")
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--microbatches", type=int, default=1)
+    ap.add_argument("--optimizer", default="sgd")
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--saved", help="compare the trained weights with this model")
+
+
+def onnx_initializers(path):
+    import onnx
+    from onnx import numpy_helper
+    return {t.name: numpy_helper.to_array(t)
+            for t in onnx.load(path).graph.initializer}
+
+
+def load_initial(name, path):
+    """The module of examples/models.py with its weights (and buffers) from
+    path's initializers, and its input names."""
+    model, _, input_names = models.make(name)
+    inits = onnx_initializers(path)
+    state, params = model.state_dict(), dict(model.named_parameters())
+    for key, value in state.items():
+        if key not in inits:
+            if key in params:
+                fail(f"{path} has no initializer '{key}'")
+            continue  # a constant buffer the exporter folded away
+        if tuple(inits[key].shape) != tuple(value.shape):
+            fail(f"initializer '{key}' has shape {inits[key].shape}, "
+                 f"the module's is {tuple(value.shape)}")
+        state[key] = torch.from_numpy(inits[key].copy())
+    model.load_state_dict(state)
+    model.train()
+    return model, input_names
+
+
+def read_log(path, steps):
+    with open(path) as f:
+        logged = [json.loads(line) for line in f if line.strip()]
+    if len(logged) != steps:
+        fail(f"the log has {len(logged)} steps, expected {steps}")
+    return logged
+
+
+def check_losses(logged, ref, rtol, what):
+    """Each logged step's loss against the reference's, relative."""
+    worst = 0.0
+    for t, want in enumerate(ref):
+        if logged[t].get("step") != t:
+            fail(f"line {t} is step {logged[t].get('step')}")
+        got = logged[t]["loss"]
+        rel = abs(got - want) / max(abs(want), 1e-12)
+        worst = max(worst, rel)
+        if not rel <= rtol:
+            fail(f"step {t}: loss {got} vs the {what} reference {want} "
+                 f"(relative error {rel:.2e} > {rtol})")
+    print(f"OK: {len(ref)} steps within {rtol} of the {what} reference "
+          f"(worst relative error {worst:.1e})", flush=True)
+
+
+def check_saved(path, weights, rtol, what):
+    """Every tensor of `weights` (name -> tensor) against the initializer of
+    that name in the ONNX model at path: max|got - want| <= rtol max|want|."""
+    got_all = onnx_initializers(path)
+    worst = 0.0
+    for key, w in weights.items():
+        if key not in got_all:
+            fail(f"{path} has no initializer '{key}'")
+        want, got = w.detach().numpy(), got_all[key]
+        if got.shape != want.shape:
+            fail(f"saved '{key}' has shape {got.shape}, the reference's {want.shape}")
+        err = float(np.max(np.abs(got - want))) / max(float(np.max(np.abs(want))), 1e-12)
+        worst = max(worst, err)
+        if not err <= rtol:
+            fail(f"saved weight '{key}' differs from the {what} reference "
+                 f"by {err:.2e} (relative to its largest element)")
+    print(f"OK: {len(weights)} saved weights within {rtol} of the {what} "
+          f"reference (worst {worst:.1e})", flush=True)
+
+
+def run_checks(check, self_test):
+    """`--self-test`, or one check per `--next`-separated group of arguments."""
+    torch.set_num_threads(1)
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
+    groups = [[]]
+    for arg in sys.argv[1:]:
+        if arg == "--next":
+            groups.append([])
+        else:
+            groups[-1].append(arg)
+    for group in groups:
+        check(group)
