@@ -83,6 +83,19 @@ def Pipe_VersionClockAttr : EnumAttr<Pipe_Dialect, Pipe_VersionClock, "version_c
   let assemblyFormat = "$value";
 }
 
+// What pipe.predict extrapolates along: the optimizer's step direction
+// (SpecTrain: W - gap*lr*v) or the weights' own running velocity (PipeMare's
+// discrepancy correction: W - gap*delta).
+def Pipe_PredictDirection : I32EnumAttr<"PredictDirection", "prediction direction", [
+    I32EnumAttrCase<"Velocity", 0, "velocity">,
+    I32EnumAttrCase<"Delta", 1, "delta">]> {
+  let cppNamespace = "::mlir::pipec::pipe";
+  let genSpecializedAttr = 0;
+}
+def Pipe_PredictDirectionAttr : EnumAttr<Pipe_Dialect, Pipe_PredictDirection, "predict_direction"> {
+  let assemblyFormat = "$value";
+}
+
 def Pipe_ReduceKind : I32EnumAttr<"ReduceKind", "reduction", [
     I32EnumAttrCase<"Sum", 0, "sum">,
     I32EnumAttrCase<"Mean", 1, "mean">]> {

@@ -37,6 +37,8 @@ def Pipe_Dialect : Dialect {
     // On ops (after partitioning) and stage functions.
     "::mlir::IntegerAttr":$stage,
     "::mlir::DictionaryAttr":$cost,
+    // On a backward stage function that recomputes its forward.
+    "::mlir::UnitAttr":$recompute,
     // On the module / the training step.
     "::mlir::IntegerAttr":$microbatches,
     "::mlir::IntegerAttr":$batch_size,

@@ -638,16 +638,31 @@ LogicalResult PredictOp::verify() {
     return failure();
   if (getGap() < 0)
     return emitOpError() << "version gap " << getGap() << " is negative";
-  if (!(getLr().convertToDouble() > 0))
-    return emitOpError() << "learning rate must be positive";
+  if (getMb() && failed(verifyMicroBatch(*this, *getMb(), getMbBase())))
+    return failure();
+  if (getMbBase() && !getMb())
+    return emitOpError() << "has a micro-batch index without an offset";
+  bool velocity = getDirection() == PredictDirection::Velocity;
+  if (velocity && !(getLr() && getLr()->convertToDouble() > 0))
+    return emitOpError() << "a velocity prediction needs a positive lr";
+  if (!velocity && getLr())
+    return emitOpError() << "a delta prediction takes no lr (δ is a weight "
+                            "change already)";
   auto program = (*this)->getParentOfType<ProgramOp>();
-  bool updated = llvm::any_of(program.getOps<UpdateOp>(), [&](UpdateOp update) {
-    return update.getWeights() == getWeights() && update.hasVelocity();
+  bool found = false;
+  program.walk([&](UpdateOp update) {
+    if (update.getWeights() == getWeights() &&
+        (velocity ? update.hasVelocity() : bool(update.getDiscrepancy())))
+      found = true;
   });
-  if (!updated)
+  if (!found && velocity)
     return emitOpError() << "needs a velocity: its weight buffer must be "
-                            "updated in this program by a momentum, nesterov, "
-                            "adam or adamw pipe.update";
+                            "updated in this program by an sgd, momentum, "
+                            "nesterov, adam or adamw pipe.update";
+  if (!found)
+    return emitOpError() << "needs a weight velocity δ: its weight buffer "
+                            "must be updated in this program by a pipe.update "
+                            "with discrepancy(γ)";
   return success();
 }
 
@@ -712,8 +727,8 @@ bool UpdateOp::hasVelocity() {
   case OptimizerKind::Nesterov:
   case OptimizerKind::Adam:
   case OptimizerKind::AdamW:
-    return true;
   case OptimizerKind::SGD:
+    return true;
   case OptimizerKind::Adagrad:
     return false;
   }
@@ -815,6 +830,8 @@ LogicalResult UpdateOp::verify() {
     return emitOpError() << "lr_scale must be positive";
   if (!in(value(getGradScale()), 0, true, inf, true))
     return emitOpError() << "grad_scale must be positive";
+  if (!in(value(getDiscrepancy()), 0, false, 1, true))
+    return emitOpError() << "discrepancy γ must be in [0, 1)";
   if (std::optional<int64_t> steps = getAnnealSteps()) {
     if (*steps < 1)
       return emitOpError() << "anneal_steps must be at least 1";
@@ -1106,7 +1123,7 @@ mlir::pipec::pipe::getMicroBatchIndex(Operation *op) {
             RestoreOp>([](auto typed) {
         return MicroBatchIndex{typed.getMbBase(), typed.getMb()};
       })
-      .Case<UpdateOp, ZeroGradOp>(
+      .Case<UpdateOp, ZeroGradOp, PredictOp>(
           [](auto typed) -> std::optional<MicroBatchIndex> {
             if (!typed.getMb())
               return std::nullopt;

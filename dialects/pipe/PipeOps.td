@@ -204,21 +204,34 @@ def Pipe_StashOp : Pipe_InstrOp<"stash"> {
 }
 
 def Pipe_PredictOp : Pipe_InstrOp<"predict"> {
-  let summary = "SpecTrain weight prediction W' = W - gap * lr * v";
+  let summary = "writes extrapolated weights into a version slot";
   let description = [{
-    Writes into slot `to` the weights of slot `from` moved `gap` updates ahead
-    along the optimizer's step direction v: the momentum buffer for
-    momentum/nesterov, m̂/(√v̂ + ε) for adam/adamw (PipeOptim). The buffer must
-    be updated in the same program by an optimizer that keeps such a velocity.
+    Writes into slot `to` the weights of slot `from` moved `gap` updates
+    ahead along a direction the buffer's pipe.update keeps:
+
+    - `velocity lr(x)` (SpecTrain): W - gap * x * v, v the optimizer's step
+      direction: the momentum buffer for momentum/nesterov, m̂/(√v̂ + ε) for
+      adam/adamw (PipeOptim), the last gradient applied for sgd; zero before
+      the first update. Weight decay is not part of it.
+    - `delta` (PipeMare's discrepancy correction): W - gap * δ, δ the running
+      average of the buffer's weight changes that an update with
+      `discrepancy(γ)` keeps (δ ← γδ + (1-γ)(W(k+1) - W(k))).
+
+    In a no-flush program it names the micro-batch of the instruction that
+    reads the slot, and is skipped with it.
 
     ```mlir
-    pipe.predict %w[0] into 1 gap 2 lr(1.000000e-01)
+    pipe.predict %w[0] into 1 gap 2 velocity lr(1.000000e-01) mb %k + 2
+    pipe.predict %w[0] into 1 gap 1 delta mb %k
     ```
   }];
   let arguments = (ins Pipe_WeightsType:$weights, Pipe_IntAttr:$from, Pipe_IntAttr:$to,
-                       Pipe_IntAttr:$gap, F64Attr:$lr);
+                       Pipe_IntAttr:$gap, Pipe_PredictDirectionAttr:$direction,
+                       OptionalAttr<F64Attr>:$lr,
+                       OptionalAttr<Pipe_IntAttr>:$mb, Optional<Index>:$mb_base);
   let assemblyFormat = [{
-    $weights `[` $from `]` `into` $to `gap` $gap `lr` `(` $lr `)` attr-dict
+    $weights `[` $from `]` `into` $to `gap` $gap $direction
+    (`lr` `(` $lr^ `)`)? custom<OptMicroBatch>($mb_base, $mb) attr-dict
   }];
   let hasVerifier = 1;
 }
@@ -311,8 +324,14 @@ def Pipe_UpdateOp : Pipe_InstrOp<"update"> {
     momentum); `beta1`, `beta2`, `epsilon` (required by adam and adamw);
     `epsilon` (required by adagrad); `weight_decay` (any, default 0; decoupled
     for adamw). `lr_scale` multiplies the learning rate (PipeMare's per-stage
-    1/τ_s); with `anneal_steps` K it anneals geometrically to 1 over K steps:
-    lr_k = lr · lr_scale^(1 − min(k/K, 1)).
+    1/τ_s); with `anneal_steps` K it anneals geometrically to 1 over K
+    updates: lr_k = lr · lr_scale^(1 − min(k/K, 1)), k the buffer's update
+    count before this one. `discrepancy(γ)` keeps the running weight
+    velocity δ ← γδ + (1−γ)(W(k+1) − W(k)) (δ(0) = 0) that `pipe.predict ...
+    delta` reads (PipeMare's discrepancy correction).
+
+    Without a version, a no-flush program's update writes slot 0 in place
+    (SpecTrain, PipeMare: no stashed versions).
 
     In a no-flush program the update names the version it starts from and
     the micro-batch whose backward completes its gradient: `pipe.update
@@ -335,6 +354,7 @@ def Pipe_UpdateOp : Pipe_InstrOp<"update"> {
                        OptionalAttr<F64Attr>:$weight_decay,
                        OptionalAttr<F64Attr>:$lr_scale,
                        OptionalAttr<Pipe_IntAttr>:$anneal_steps,
+                       OptionalAttr<F64Attr>:$discrepancy,
                        OptionalAttr<F64Attr>:$grad_scale,
                        OptionalAttr<Pipe_IntAttr>:$version,
                        DefaultValuedAttr<Pipe_VersionClockAttr,
@@ -350,12 +370,14 @@ def Pipe_UpdateOp : Pipe_InstrOp<"update"> {
     (`weight_decay` `(` $weight_decay^ `)`)?
     (`lr_scale` `(` $lr_scale^ `)`)?
     (`anneal_steps` `(` $anneal_steps^ `)`)?
+    (`discrepancy` `(` $discrepancy^ `)`)?
     (`grad_scale` `(` $grad_scale^ `)`)?
     custom<OptMicroBatch>($mb_base, $mb)
     attr-dict
   }];
   let extraClassDeclaration = [{
-    /// True when the optimizer keeps a velocity that pipe.predict can use.
+    /// True when the optimizer has a step direction pipe.predict can use
+    /// (all but adagrad; sgd's is its last gradient).
     bool hasVelocity();
   }];
   let hasVerifier = 1;

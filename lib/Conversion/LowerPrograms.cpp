@@ -116,7 +116,13 @@ struct WeightBuffer {
   /// no-flush program updates one buffer at several places).
   std::string updateFn;
   SmallVector<int64_t> stateIndex;
+  /// The state slots of each parameter, in stateIndex's order (parameter
+  /// major): stateIndex[i * stateSlots.size() + j] is slot j of parameter i.
+  SmallVector<std::string> stateSlots;
   DictionaryAttr updateAttrs;
+  /// The first update of the buffer in program order (its hyper-parameters
+  /// are the buffer's; pipe.predict reads them and its state).
+  pipe::UpdateOp firstUpdate;
 };
 
 /// An activation buffer: `depth` slots of `bytes` each.
@@ -193,6 +199,8 @@ private:
   /// slot when the next use saves it there, else a buffer of its own.
   Value storageFor(Value v, Value mb);
   LogicalResult lowerInstruction(Operation &op);
+  LogicalResult prepareUpdate(WeightBuffer &buf, pipe::UpdateOp upd);
+  LogicalResult lowerPredict(pipe::PredictOp pr);
 
   ModuleOp module;
   pipe::ProgramOp program;
@@ -226,6 +234,9 @@ private:
   // a version slot), and the replicas' communicator.
   DenseSet<Value> averaged;
   DenseMap<Value, int64_t> centreSlot;
+  /// Buffers a pipe.predict extrapolates along the optimizer's direction.
+  DenseSet<Value> velocityPredicted;
+  DenseMap<Value, pipe::UpdateOp> firstUpdates;
   Value replicaComm;
   Value getReplicaComm();
   LogicalResult checkReplicaGroup(Operation *op, ArrayRef<int64_t> group);
@@ -396,9 +407,9 @@ FailureOr<StringRef>
 ProgramLowering::updateFunction(pipe::UpdateOp op, WeightBuffer &buf,
                                 bool countsStep,
                                 SmallVector<int64_t> &stateIndex) {
-  if (op.getLrScale() || op.getAnnealSteps())
-    return op.emitError("pipe-lower-programs: lr_scale / anneal_steps "
-                        "(PipeMare) are not supported by this lowering");
+  if (op.getAnnealSteps() && !noFlush)
+    return op.emitError("pipe-lower-programs: anneal_steps counts the updates "
+                        "of a no-flush program (PipeMare)");
   auto *body = new Block();
   SmallVector<DictionaryAttr> argAttrs;
   SmallVector<Value> results;
@@ -436,6 +447,19 @@ ProgramLowering::updateFunction(pipe::UpdateOp op, WeightBuffer &buf,
   default:
     break;
   }
+  // SpecTrain predicts plain SGD along its last gradient; PipeMare's
+  // discrepancy correction along the running weight velocity.
+  bool keepsGrad = kind == pipe::OptimizerKind::SGD &&
+                   velocityPredicted.contains(op.getWeights());
+  if (keepsGrad)
+    slots.push_back("last_grad");
+  std::optional<double> gamma;
+  if (auto d = op.getDiscrepancy()) {
+    gamma = d->convertToDouble();
+    slots.push_back("delta");
+  }
+  for (StringRef slot : slots)
+    buf.stateSlots.push_back(slot.str());
   SmallVector<SmallVector<Value>> state(params.size());
   for (auto [i, type] : llvm::enumerate(buf.types))
     for (StringRef slot : slots) {
@@ -456,6 +480,20 @@ ProgramLowering::updateFunction(pipe::UpdateOp op, WeightBuffer &buf,
   OnnxBuilder ob(fb, l);
   Type f32 = b.getF32Type();
   Value rate = ob.scalar(f32, op.getLr().convertToDouble());
+  if (auto scale = op.getLrScale()) {
+    // lr * scale^(1 - min(k/K, 1)), k the updates before this one (PipeMare
+    // T1); min(x, 1) = x - relu(x - 1). Without anneal_steps, lr * scale.
+    Value exponent = ob.scalar(f32, 1.0);
+    if (auto steps = op.getAnnealSteps()) {
+      Value k = ob.create<onnx::CastOp>(
+          {count}, {ob.i64Attr("to", 1 /* TensorProto.FLOAT */)});
+      Value x = ob.div(k, ob.scalar(f32, double(*steps)));
+      Value over = ob.create<onnx::ReluOp>({ob.sub(x, ob.scalar(f32, 1.0))});
+      exponent = ob.sub(exponent, ob.sub(x, over));
+    }
+    rate = ob.mul(rate, ob.create<onnx::PowOp>(
+                            {ob.scalar(f32, scale->convertToDouble()), exponent}));
+  }
   double wd = op.getWeightDecay() ? op.getWeightDecay()->convertToDouble() : 0.0;
   Value nextCount = ob.add(count, ob.scalarI64(1));
   for (auto [i, x] : llvm::enumerate(params)) {
@@ -513,6 +551,14 @@ ProgramLowering::updateFunction(pipe::UpdateOp op, WeightBuffer &buf,
       outs.append(u->result_begin(), u->result_end());
       break;
     }
+    }
+    if (keepsGrad)
+      outs.push_back(g);
+    if (gamma) {
+      // δ ← γδ + (1-γ)(W(k+1) - W(k)).
+      Value delta = state[i].back();
+      outs.push_back(ob.add(ob.mul(delta, ob.scalar(f32, *gamma)),
+                            ob.mul(ob.sub(outs[0], x), ob.scalar(f32, 1.0 - *gamma))));
     }
     if (ob.failed()) {
       delete body;
@@ -654,8 +700,10 @@ ProgramLowering::weightPointers(Operation *op, WeightBuffer &buf,
                                 pipe::VersionClock clock) {
   SmallVector<Value> ptrs;
   if (clock == pipe::VersionClock::Slot || buf.versions == 1) {
-    for (int64_t index : buf.persistentIndex)
-      ptrs.push_back(loadSlot(persistentArg, index));
+    // A fixed slot (SpecTrain's and PipeMare's predicted weights in 1).
+    int64_t slot = clock == pipe::VersionClock::Slot ? version.value_or(0) : 0;
+    for (size_t i = 0; i < buf.names.size(); ++i)
+      ptrs.push_back(loadSlot(persistentArg, buf.slotIndex[i][slot]));
     return ptrs;
   }
   Value slot = euclidMod(versionOf(op, clock, version.value_or(0)), buf.versions);
@@ -689,6 +737,126 @@ Value ProgramLowering::storageFor(Value v, Value mb) {
       }
     }
   return allocate(runtimeTensorBytes(cast<RankedTensorType>(v.getType())));
+}
+
+/// The step counter and the buffer's optimizer step function (built by its
+/// first update, or by a pipe.predict that reads the update's state before
+/// it); every update of one buffer must agree on its hyper-parameters.
+LogicalResult ProgramLowering::prepareUpdate(WeightBuffer &buf,
+                                             pipe::UpdateOp upd) {
+  if (stepIndex < 0) {
+    auto i64Scalar = RankedTensorType::get({}, b.getI64Type());
+    stepIndex = devicePersistent.size();
+    devicePersistent.push_back(
+        {"step", "state", i64Scalar,
+         DenseElementsAttr::get(i64Scalar, b.getI64IntegerAttr(0))});
+  }
+  // The hyper-parameters, without where the update runs.
+  NamedAttrList hyper(upd->getAttrDictionary());
+  for (StringRef where : {"mb", "version", "version_clock", "operandSegmentSizes"})
+    hyper.erase(where);
+  DictionaryAttr attrs = hyper.getDictionary(upd.getContext());
+  if (buf.updateFn.empty()) {
+    // Every update of a no-flush program is one optimizer step.
+    FailureOr<StringRef> built =
+        updateFunction(upd, buf, noFlush || upd == lastUpdate, buf.stateIndex);
+    if (failed(built))
+      return failure();
+    buf.updateFn = built->str();
+    buf.updateAttrs = attrs;
+  } else if (attrs != buf.updateAttrs) {
+    return upd.emitError("pipe-lower-programs: the updates of one weight "
+                         "buffer must use the same optimizer and "
+                         "hyper-parameters");
+  }
+  return success();
+}
+
+/// pipe.predict: slot `to` = slot `from` - gap * lr * direction, per
+/// parameter (runtime kernels on the buffer's persistent state).
+LogicalResult ProgramLowering::lowerPredict(pipe::PredictOp pr) {
+  WeightBuffer &buf = *weightBuffers[pr.getWeights()];
+  if (!buf.firstUpdate)
+    return pr.emitError("pipe-lower-programs: pipe.predict needs an update "
+                        "of its buffer in the program");
+  if (failed(prepareUpdate(buf, buf.firstUpdate)))
+    return failure();
+  if (pr.getFrom() >= buf.versions || pr.getTo() >= buf.versions)
+    return pr.emitError("pipe-lower-programs: pipe.predict names a slot the "
+                        "buffer does not have");
+  pipe::UpdateOp upd = buf.firstUpdate;
+  bool velocity = pr.getDirection() == pipe::PredictDirection::Velocity;
+  auto slotOf = [&](StringRef name) -> int64_t {
+    auto it = llvm::find(buf.stateSlots, name);
+    return it == buf.stateSlots.end() ? -1 : it - buf.stateSlots.begin();
+  };
+  pipe::OptimizerKind kind = upd.getKind();
+  bool adam = kind == pipe::OptimizerKind::Adam ||
+              kind == pipe::OptimizerKind::AdamW;
+  SmallVector<int64_t> directionSlots;
+  if (!velocity)
+    directionSlots = {slotOf("delta")};
+  else if (adam)
+    directionSlots = {slotOf("exp_avg"), slotOf("exp_avg_sq")};
+  else if (kind == pipe::OptimizerKind::SGD)
+    directionSlots = {slotOf("last_grad")};
+  else
+    directionSlots = {slotOf("momentum_buffer")};
+  if (llvm::is_contained(directionSlots, -1))
+    return pr.emitError("pipe-lower-programs: the update of this buffer keeps "
+                        "no ")
+           << (velocity ? "step direction" : "weight velocity δ")
+           << " for pipe.predict";
+  for (auto [i, type] : llvm::enumerate(buf.types))
+    if (!type.getElementType().isF32())
+      return pr.emitError("pipe-lower-programs: pipe.predict of ")
+             << type << ": the runtime predicts f32 weights only";
+
+  // All of it only for micro-batches of the run.
+  OpBuilder::InsertionGuard insertion(b);
+  if (guard) {
+    auto ifOp = scf::IfOp::create(b, loc, guard, /*withElseRegion=*/false);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+  }
+  Value savedGuard = guard;
+  guard = Value();
+  float gap = float(pr.getGap());
+  float lr = velocity ? float(pr.getLr()->convertToDouble()) : 1.0f;
+  Value count;
+  if (velocity && adam) {
+    // Adam's bias corrections need the update count (on the device).
+    Value host = LLVM::AllocaOp::create(b, loc, ptrType(), b.getI64Type(),
+                                        i64c(1), 8);
+    call("pipert_copy_to_host",
+         {ctxArg, host, loadSlot(persistentArg, stepIndex), i64c(8)});
+    count = LLVM::LoadOp::create(b, loc, b.getI64Type(), host);
+  }
+  auto f32c = [&](double v) -> Value {
+    return arith::ConstantFloatOp::create(b, loc, b.getF32Type(),
+                                          APFloat(static_cast<float>(v)));
+  };
+  size_t perParam = buf.stateSlots.size();
+  for (auto [i, type] : llvm::enumerate(buf.types)) {
+    Value w = loadSlot(persistentArg, buf.slotIndex[i][pr.getFrom()]);
+    Value out = loadSlot(persistentArg, buf.slotIndex[i][pr.getTo()]);
+    auto state = [&](int64_t j) {
+      return loadSlot(persistentArg, buf.stateIndex[i * perParam + j]);
+    };
+    Value n = i64c(type.getNumElements());
+    if (velocity && adam) {
+      call("pipert_predict_adam_f32",
+           {ctxArg, w, state(directionSlots[0]), state(directionSlots[1]), count,
+            f32c(upd.getBeta1()->convertToDouble()),
+            f32c(upd.getBeta2()->convertToDouble()),
+            f32c(upd.getEpsilon()->convertToDouble()), f32c(gap), f32c(lr), n,
+            out});
+    } else {
+      call("pipert_predict_weights_f32",
+           {ctxArg, w, state(directionSlots[0]), f32c(gap), f32c(lr), n, out});
+    }
+  }
+  guard = savedGuard;
+  return success();
 }
 
 LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
@@ -759,6 +927,7 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
                        loadSlot(persistentArg, buf->slotIndex[i][0]),
                        i64c(runtimeTensorBytes(type))});
     }
+    buf->firstUpdate = firstUpdates.lookup(wb.getWeights());
     weightBuffers[wb.getWeights()] = std::move(buf);
     return success();
   }
@@ -784,6 +953,8 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     rings[ab.getBuffer()] = ring;
     return success();
   }
+  if (auto pr = dyn_cast<pipe::PredictOp>(instr))
+    return lowerPredict(pr);
   if (auto z = dyn_cast<pipe::ZeroGradOp>(instr)) {
     WeightBuffer &buf = *weightBuffers[z.getWeights()];
     for (auto [g, type] : llvm::zip(buf.grads, buf.types))
@@ -987,31 +1158,8 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
   }
   if (auto upd = dyn_cast<pipe::UpdateOp>(instr)) {
     WeightBuffer &buf = *weightBuffers[upd.getWeights()];
-    if (stepIndex < 0) {
-      auto i64Scalar = RankedTensorType::get({}, b.getI64Type());
-      stepIndex = devicePersistent.size();
-      devicePersistent.push_back(
-          {"step", "state", i64Scalar,
-           DenseElementsAttr::get(i64Scalar, b.getI64IntegerAttr(0))});
-    }
-    // The hyper-parameters, without where the update runs.
-    NamedAttrList hyper(upd->getAttrDictionary());
-    for (StringRef where : {"mb", "version", "version_clock", "operandSegmentSizes"})
-      hyper.erase(where);
-    DictionaryAttr attrs = hyper.getDictionary(upd.getContext());
-    if (buf.updateFn.empty()) {
-      // Every update of a no-flush program is one optimizer step.
-      FailureOr<StringRef> built =
-          updateFunction(upd, buf, noFlush || upd == lastUpdate, buf.stateIndex);
-      if (failed(built))
-        return failure();
-      buf.updateFn = built->str();
-      buf.updateAttrs = attrs;
-    } else if (attrs != buf.updateAttrs) {
-      return upd.emitError("pipe-lower-programs: the updates of one weight "
-                           "buffer must use the same optimizer and "
-                           "hyper-parameters");
-    }
+    if (failed(prepareUpdate(buf, upd)))
+      return failure();
     StringRef callee = buf.updateFn;
     ArrayRef<int64_t> stateIndex = buf.stateIndex;
     CallArrays arrays;
@@ -1065,6 +1213,11 @@ LogicalResult ProgramLowering::run() {
     averaged.insert(avg.getWeights());
     centreSlot[avg.getWeights()] = avg.getCentre();
   });
+  program.walk([&](pipe::PredictOp pr) {
+    if (pr.getDirection() == pipe::PredictDirection::Velocity)
+      velocityPredicted.insert(pr.getWeights());
+  });
+  program.walk([&](pipe::UpdateOp u) { firstUpdates.try_emplace(u.getWeights(), u); });
   DenseSet<Value> updated;
   Operation *twice = nullptr;
   pipe::forEachInstruction(program, [&](Operation *op, int64_t) {

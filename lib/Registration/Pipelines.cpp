@@ -18,7 +18,8 @@ StringRef mlir::pipec::stringify(ScheduleOption value) {
 }
 
 StringRef mlir::pipec::stringify(MethodOption value) {
-  static constexpr StringLiteral names[] = {"sync", "pipedream", "2bw"};
+  static constexpr StringLiteral names[] = {"sync", "pipedream", "2bw",
+                                            "spectrain", "pipemare"};
   return names[static_cast<int>(value)];
 }
 
@@ -58,7 +59,11 @@ void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
   PipeMicrobatchOptions microbatch;
   microbatch.microbatches = options.microbatches;
   pm.addPass(createPipeMicrobatch(microbatch));
-  pm.addPass(createPipeSplitStages());
+  PipeSplitStagesOptions split;
+  split.recompute = options.recompute ||
+                    options.method == MethodOption::SpecTrain ||
+                    options.method == MethodOption::PipeMare;
+  pm.addPass(createPipeSplitStages(split));
   pm.addPass(createPipeInsertTransfers());
 }
 
@@ -69,6 +74,8 @@ void mlir::pipec::buildSchedulePipeline(OpPassManager &pm,
                       ? stringify(options.schedule).str()
                       : stringify(options.method).str();
   schedule.verticalSync = options.verticalSync;
+  schedule.lrWarmup = options.lrWarmup;
+  schedule.discrepancyCorrection = options.discrepancyCorrection;
   schedule.advance = options.advance;
   schedule.pipelines = options.pipelines;
   schedule.replication = options.replication;

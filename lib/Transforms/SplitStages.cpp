@@ -41,6 +41,8 @@ struct Part {
   /// Other arguments: values of the step defined elsewhere, with their
   /// argument attributes.
   llvm::MapVector<Value, NamedAttribute> inputs;
+  /// A backward under recompute: the forward ops it re-runs.
+  llvm::SetVector<Operation *> recomputed;
   /// Results other than the weight gradients, with their attributes.
   SmallVector<std::pair<Value, NamedAttribute>> outputs;
 
@@ -152,6 +154,28 @@ LogicalResult PipeSplitStagesPass::needForward(Part &user, Value v,
   }
   Operation *def = v.getDefiningOp();
   int64_t defStage = stageOf.lookup(def);
+  if (defStage == user.stage && user.phase == Backward && recompute) {
+    // Re-run what computes it, and make what that reads available.
+    SmallVector<Operation *> stack = {def};
+    while (!stack.empty()) {
+      Operation *op = stack.pop_back_val();
+      if (!user.recomputed.insert(op))
+        continue;
+      for (Value operand : op->getOperands()) {
+        if (isCloneable(operand))
+          continue;
+        Operation *d = operand.getDefiningOp();
+        if (d && stageOf.lookup(d) == user.stage &&
+            (!phaseOf.count(d) || phaseOf.lookup(d) == Forward)) {
+          stack.push_back(d);
+          continue;
+        }
+        if (failed(needForward(user, operand, op)))
+          return failure();
+      }
+    }
+    return success();
+  }
   if (defStage == user.stage) {
     if (user.phase == Backward) {
       fwd.addOutput(v, named(pipe::attrs::kName, tagOf(v)));
@@ -563,6 +587,8 @@ LogicalResult PipeSplitStagesPass::build(
       p.stage, p.weights.size(), b.getFunctionType(argTypes, resultTypes));
   stage.setAllArgAttrs(argAttrs);
   stage.setAllResultAttrs(resultAttrs);
+  if (p.phase == Backward && recompute)
+    stage->setAttr(pipe::attrs::kRecompute, b.getUnitAttr());
   Block *block = new Block();
   stage.getBody().push_back(block);
   IRMapping map;
@@ -592,7 +618,11 @@ LogicalResult PipeSplitStagesPass::build(
     }
     return Value();
   };
-  for (Operation *op : p.ops) {
+  // A recomputing backward re-runs its forward ops first, in step order.
+  SmallVector<Operation *> ops(p.recomputed.begin(), p.recomputed.end());
+  llvm::sort(ops, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  llvm::append_range(ops, p.ops);
+  for (Operation *op : ops) {
     // A zero contribution added to something is that something.
     if (llvm::isa<onnx::AddOp>(op)) {
       Value x = op->getOperand(0), y = op->getOperand(1);

@@ -120,6 +120,25 @@ PIPERT_HD void adam(float x, float g, float v, float h, float lr_t, float alpha,
   h_out = hn;
 }
 
+// SpecTrain's prediction along Adam's direction (PipeOptim):
+// w - s lr m̂/(√v̂ + ε) with m̂, v̂ bias-corrected by the t updates done; the
+// direction is zero before the first update (t <= 0).
+struct AdamPredict {
+  float step;         // s lr / (1 - beta1^t), 0 for t <= 0
+  float inv_sqrt_bc2; // 1 / sqrt(1 - beta2^t)
+};
+
+inline AdamPredict adam_predict(float s, float lr, int64_t t, float beta1, float beta2) {
+  if (t <= 0)
+    return {0.f, 1.f};
+  return {float(double(s) * double(lr) / (1.0 - std::pow(double(beta1), double(t)))),
+          float(1.0 / std::sqrt(1.0 - std::pow(double(beta2), double(t))))};
+}
+
+PIPERT_HD float predict_adam(float w, float m, float v, AdamPredict p, float epsilon) {
+  return w - p.step * (m / (::sqrtf(v) * p.inv_sqrt_bc2 + epsilon));
+}
+
 // AdamW's per-step scalars (PyTorch's formulation, decoupled decay).
 struct AdamWStep {
   float step;         // lr / (1 - beta1^t)

@@ -89,6 +89,16 @@ void pipert_predict_weights_f32(pipert_context *ctx, const float *w, const float
   });
 }
 
+void pipert_predict_adam_f32(pipert_context *ctx, const float *w, const float *m,
+                             const float *v, int64_t t, float beta1, float beta2, float epsilon,
+                             float s, float lr, int64_t n, float *w_hat) {
+  const formula::AdamPredict p = formula::adam_predict(s, lr, t, beta1, beta2);
+  parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      w_hat[i] = formula::predict_adam(w[i], m[i], v[i], p, epsilon);
+  });
+}
+
 void pipert_easgd_local_f32(pipert_context *ctx, float alpha, const float *center, float *x,
                             float *diff, int64_t n) {
   parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {

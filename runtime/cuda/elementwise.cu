@@ -311,6 +311,15 @@ void pipert_predict_weights_f32(pipert_context *ctx, const float *w, const float
   launch_map(ctx, "predict_weights", n, [=] __device__(int64_t i) { w_hat[i] = w[i] - k * v[i]; });
 }
 
+void pipert_predict_adam_f32(pipert_context *ctx, const float *w, const float *m,
+                             const float *v, int64_t t, float beta1, float beta2, float epsilon,
+                             float s, float lr, int64_t n, float *w_hat) {
+  const formula::AdamPredict p = formula::adam_predict(s, lr, t, beta1, beta2);
+  launch_map(ctx, "predict_adam", n, [=] __device__(int64_t i) {
+    w_hat[i] = formula::predict_adam(w[i], m[i], v[i], p, epsilon);
+  });
+}
+
 void pipert_easgd_local_f32(pipert_context *ctx, float alpha, const float *center, float *x,
                             float *diff, int64_t n) {
   launch_map(ctx, "easgd_local", n, [=] __device__(int64_t i) {

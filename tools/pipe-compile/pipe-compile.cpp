@@ -5,7 +5,9 @@
 //       [--weight-decay F] [--target cpu|cuda] [--input-shape x=8x32]
 //       [--emit-mlir] [--forward-only]
 //       [--stages N --microbatches M --schedule gpipe|1f1b|afp [--advance K]
-//        [--method sync|pipedream|2bw|avgpipe [--vertical-sync]]
+//        [--method sync|pipedream|2bw|spectrain|pipemare|avgpipe
+//         [--vertical-sync] [--lr-warmup K] [--discrepancy-correction G]]
+//        [--recompute]
 //        [--pipelines P [--avg-alpha A] [--avg-period T]]
 //        [--partition balanced|manual|layers] [--cut NODE,...]
 //        [--from-mlir PIPE.mlir] [--show-schedule]]
@@ -114,9 +116,28 @@ static cl::opt<int64_t>
 static cl::opt<std::string>
     method("method",
            cl::desc("sync (the --schedule), or a no-flush method: pipedream "
-                    "(weight stashing, an update per micro-batch) or 2bw "
-                    "(two versions, an update per step)"),
+                    "(weight stashing, an update per micro-batch), 2bw "
+                    "(two versions, an update per step), spectrain (weight "
+                    "prediction) or pipemare (no stashing, --lr-warmup, "
+                    "--discrepancy-correction); or avgpipe (--pipelines)"),
            cl::init("sync"));
+static cl::opt<int64_t>
+    lrWarmup("lr-warmup",
+             cl::desc("--method pipemare (T1): stage s starts at lr/tau_s, "
+                      "tau_s = p-1-s, and anneals geometrically to lr over K "
+                      "updates (0: off)"),
+             cl::init(0));
+static cl::opt<std::string> discrepancyCorrection(
+    "discrepancy-correction", cl::value_desc("G"),
+    cl::desc("--method pipemare (T2): backward weights W - tau_s*delta, "
+             "delta <- G*delta + (1-G)*(W(k+1) - W(k)); G in [0, 1) (0.9 is "
+             "METHODS.md's default)"),
+    cl::init(""));
+static cl::opt<bool>
+    recompute("recompute",
+              cl::desc("backwards recompute their stage's forward from its "
+                       "inputs: only stage inputs stay in flight (always on "
+                       "for spectrain and pipemare)"));
 static cl::opt<int64_t>
     numPipelines("pipelines",
                  cl::desc("P pipelines of --stages each (P*stages devices): "
@@ -418,13 +439,34 @@ int main(int argc, char **argv) {
   if (advance.getNumOccurrences() && scheduleKind != "afp")
     return fail("--advance applies to --schedule afp only");
   if (method != "sync" && method != "pipedream" && method != "2bw" &&
-      method != "avgpipe")
-    return fail("--method must be sync, pipedream, 2bw or avgpipe, not '" +
-                method + "'");
+      method != "spectrain" && method != "pipemare" && method != "avgpipe")
+    return fail("--method must be sync, pipedream, 2bw, spectrain, pipemare "
+                "or avgpipe, not '" + method + "'");
+  bool noFlushMethod = method == "pipedream" || method == "2bw" ||
+                       method == "spectrain" || method == "pipemare";
+  if (lrWarmup < 0)
+    return fail("--lr-warmup must be >= 0 updates (got " +
+                llvm::Twine(lrWarmup.getValue()) + ")");
+  double gamma = -1.0;
+  if (discrepancyCorrection.getNumOccurrences()) {
+    StringRef text = discrepancyCorrection.getValue();
+    if (text.getAsDouble(gamma) || !(gamma >= 0 && gamma < 1))
+      return fail("--discrepancy-correction must be a decay in [0, 1), not '" +
+                  text + "'");
+  }
+  if ((lrWarmup.getNumOccurrences() ||
+       discrepancyCorrection.getNumOccurrences()) &&
+      method != "pipemare")
+    return fail("--lr-warmup and --discrepancy-correction apply to --method "
+                "pipemare only");
+  if (method == "spectrain" && optimizer == "adagrad")
+    return fail("--method spectrain predicts along the optimizer's step "
+                "direction, which adagrad does not define: use --optimizer "
+                "sgd, momentum, nesterov, adam or adamw");
   if (numPipelines < 1)
     return fail("--pipelines must be >= 1 (got " +
                 llvm::Twine(numPipelines.getValue()) + ")");
-  if (numPipelines > 1 && (method == "pipedream" || method == "2bw"))
+  if (numPipelines > 1 && noFlushMethod)
     return fail("--pipelines runs synchronous pipelines (--method sync or "
                 "avgpipe), not --method " + method);
   if (!(avgAlpha > 0 && avgAlpha < 1)) {
@@ -440,8 +482,8 @@ int main(int argc, char **argv) {
     return fail("--avg-alpha and --avg-period apply to --method avgpipe only");
   if (verticalSync && method != "pipedream")
     return fail("--vertical-sync applies to --method pipedream only");
-  if ((method == "pipedream" || method == "2bw") &&
-      scheduleKind.getNumOccurrences() && scheduleKind != "1f1b")
+  if (noFlushMethod && scheduleKind.getNumOccurrences() &&
+      scheduleKind != "1f1b")
     return fail("--method " + method + " runs 1F1B without a flush; drop "
                 "--schedule " + scheduleKind);
   if (method == "2bw" && microbatches < numStages)
@@ -450,8 +492,10 @@ int main(int argc, char **argv) {
                 " < --stages " + llvm::Twine(numStages.getValue()) + ")");
   if (method != "sync" && forwardOnly)
     return fail("--forward-only does not train: drop --method");
+  if (recompute && forwardOnly)
+    return fail("--recompute applies to training: drop --forward-only");
   if (numStages > 1 || !fromMlir.empty() || showSchedule || method != "sync" ||
-      numPipelines > 1) {
+      numPipelines > 1 || recompute) {
     // The options of pipe-train-pipeline, from the command line.
     pipec::TrainPipelineOptions trainOptions;
     trainOptions.stages = numStages.getValue();
@@ -460,9 +504,14 @@ int main(int argc, char **argv) {
                             : scheduleKind == "afp" ? pipec::ScheduleOption::AdvanceForward
                                                     : pipec::ScheduleOption::OneFOneB;
     trainOptions.advance = advance.getValue();
-    trainOptions.method = method == "pipedream" ? pipec::MethodOption::PipeDream
-                          : method == "2bw"     ? pipec::MethodOption::TwoBW
-                                                : pipec::MethodOption::Sync;
+    trainOptions.method = method == "pipedream"   ? pipec::MethodOption::PipeDream
+                          : method == "2bw"       ? pipec::MethodOption::TwoBW
+                          : method == "spectrain" ? pipec::MethodOption::SpecTrain
+                          : method == "pipemare"  ? pipec::MethodOption::PipeMare
+                                                  : pipec::MethodOption::Sync;
+    trainOptions.lrWarmup = lrWarmup.getValue();
+    trainOptions.discrepancyCorrection = gamma;
+    trainOptions.recompute = recompute.getValue();
     trainOptions.pipelines = numPipelines.getValue();
     trainOptions.replication = method == "avgpipe" ? "avgpipe" : "dp";
     trainOptions.avgAlpha = avgAlpha.getValue();
@@ -530,6 +579,8 @@ int main(int argc, char **argv) {
                               ? scheduleKind.getValue()
                               : method.getValue();
           schedule.verticalSync = verticalSync.getValue();
+          schedule.lrWarmup = lrWarmup.getValue();
+          schedule.discrepancyCorrection = gamma;
           schedule.advance = advance.getValue();
           schedule.pipelines = numPipelines.getValue();
           schedule.replication = method == "avgpipe" ? "avgpipe" : "dp";

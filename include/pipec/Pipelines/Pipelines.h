@@ -18,7 +18,7 @@ namespace mlir::pipec {
 
 enum class ScheduleOption { GPipe, OneFOneB, AdvanceForward };
 /// sync: the schedule (GPipe, 1F1B); the no-flush methods of METHODS.md.
-enum class MethodOption { Sync, PipeDream, TwoBW };
+enum class MethodOption { Sync, PipeDream, TwoBW, SpecTrain, PipeMare };
 enum class PartitionOption { Balanced, DP, Manual, Layers };
 enum class OptimizerOption { SGD, Momentum, Nesterov, Adam, AdamW, Adagrad };
 enum class TargetOption { CPU, CUDA };
@@ -61,7 +61,27 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                      "1F1B without flush, weight stashing, an update per "
                      "micro-batch"),
           clEnumValN(MethodOption::TwoBW, "2bw",
-                     "PipeDream-2BW: two weight versions, an update per step"))};
+                     "PipeDream-2BW: two weight versions, an update per step"),
+          clEnumValN(MethodOption::SpecTrain, "spectrain",
+                     "no stashing; forwards on weights predicted along the "
+                     "optimizer's direction"),
+          clEnumValN(MethodOption::PipeMare, "pipemare",
+                     "no stashing; optional per-stage lr warm-up (T1) and "
+                     "backward-weight correction (T2)"))};
+  Option<int64_t> lrWarmup{
+      *this, "lr-warmup",
+      llvm::cl::desc("pipemare T1: lr/tau annealed to lr over K updates (0: off)"),
+      llvm::cl::init(0)};
+  Option<double> discrepancyCorrection{
+      *this, "discrepancy-correction",
+      llvm::cl::desc("pipemare T2: delta's decay gamma in [0, 1) (default: off)"),
+      llvm::cl::init(-1.0)};
+  Option<bool> recompute{
+      *this, "recompute",
+      llvm::cl::desc("backwards recompute their stage's forward from its inputs "
+                     "(less activation memory; always on for spectrain and "
+                     "pipemare)"),
+      llvm::cl::init(false)};
   Option<bool> verticalSync{
       *this, "vertical-sync",
       llvm::cl::desc("pipedream: every stage reads W(u - (p-1))"),

@@ -182,10 +182,21 @@ def PipeSplitStages : Pass<"pipe-split-stages", "::mlir::ModuleOp"> {
     `pipe.loss_scale` (from --pipe-microbatch) move to the module; the step
     is erased. Values may still skip stages: --pipe-insert-transfers relays
     them.
+
+    With `recompute=true` a backward keeps none of its own forward's
+    intermediates: it re-runs the forward ops its gradients need from the
+    stage's inputs (received activations, fed data) and the weights it is
+    passed, so it is the vector-Jacobian product of the stage at (its
+    inputs, those weights). It saves activation memory (only stage inputs
+    stay in flight), and it is what SpecTrain and PipeMare mean by a
+    backward on other weights than its forward's (../shared/METHODS.md;
+    docs/design-notes.md, "Backward weights").
   }];
   let options = [
     Option<"funcName", "func-name", "std::string", "\"train_step\"",
            "the training step to split">,
+    Option<"recompute", "recompute", "bool", "false",
+           "backwards recompute their forward from the stage inputs">,
   ];
   let dependentDialects = ["::mlir::pipec::pipe::PipeDialect",
                            "::mlir::pipec::onnx::ONNXDialect"];
@@ -385,6 +396,22 @@ def PipeSchedule : Pass<"pipe-schedule", "::mlir::ModuleOp"> {
     a `pipe.zero_grad` of its micro-batch. Fed inputs the backward needs are
     kept from the forward in activation buffers. 2BW needs M >= p.
 
+    SpecTrain and PipeMare (`kind=spectrain`, `kind=pipemare`) run the same
+    order with an update per micro-batch but stash nothing: the update
+    writes slot 0 in place (`pipe.update %w ... mb`), and with
+    τ = p-1-s (the updates stage s makes between a micro-batch's forward and
+    its backward):
+      - spectrain: before each forward `pipe.predict %w[0] into 1 gap τ
+        velocity lr(..)` and the forward reads `%w[1]`, the backward `%w[0]`
+        (V = 2; the last stage, τ = 0, reads `%w[0]` with V = 1); the
+        optimizer must have a step direction (not adagrad);
+      - pipemare: the forward reads `%w[0]`; `lr-warmup=K` (K >= 1) gives the
+        update `lr_scale(1/τ) anneal_steps(K)` (T1); `discrepancy-correction=γ`
+        gives it `discrepancy(γ)` and the backward reads `%w[1]` written by
+        `pipe.predict %w[0] into 1 gap τ delta` just before it (T2, V = 2).
+    Their backwards compute at other weights than their forwards, so the
+    stages must be split with pipe-split-stages recompute=true.
+
     Several pipelines (`pipelines=P`, synchronous kinds only): the p
     programs are repeated for pipelines 1..P-1 (`pipeline i`, device i*p+s,
     peers offset by i*p; the runtime reads step t of pipeline i from the
@@ -398,7 +425,13 @@ def PipeSchedule : Pass<"pipe-schedule", "::mlir::ModuleOp"> {
   let options = [
     Option<"kind", "kind", "std::string", "\"1f1b\"",
            "gpipe, 1f1b, afp (advance forward propagation), or a no-flush "
-           "method: pipedream, 2bw">,
+           "method: pipedream, 2bw, spectrain, pipemare">,
+    Option<"lrWarmup", "lr-warmup", "int64_t", "0",
+           "pipemare T1: per-stage learning rate lr/τ annealed to lr over K "
+           "updates (0: off)">,
+    Option<"discrepancyCorrection", "discrepancy-correction", "double", "-1.0",
+           "pipemare T2: backward weights W - τ·δ with δ's decay γ in [0, 1) "
+           "(default: off)">,
     Option<"pipelines", "pipelines", "int64_t", "1",
            "P pipelines of the p stages (P*p devices; pipeline i's stage s is "
            "device i*p + s), tied by `replication`">,

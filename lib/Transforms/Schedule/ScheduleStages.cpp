@@ -111,14 +111,20 @@ private:
 
   void replicatePipelines(ModuleOp module, int64_t p);
 
-  /// The no-flush method being built (PipeDream, 2BW), if any.
+  /// The no-flush method being built (PipeDream, 2BW, SpecTrain,
+  /// PipeMare), if any.
+  enum class Method { PipeDream, TwoBW, SpecTrain, PipeMare };
   struct NoFlush {
     sched::UpdateRule rule = sched::UpdateRule::PerMicroBatch;
     bool verticalSync = false;
+    Method method = Method::PipeDream;
     int64_t stages = 1;
     /// How micro-batch losses make a step's loss (pipe.loss_scale: 1/M for
     /// a mean): a per-micro-batch update undoes it on the gradient.
     double lossScale = 1.0;
+    /// PipeMare: T1's K (0: off), T2's γ (< 0: off).
+    int64_t lrWarmup = 0;
+    double discrepancy = -1.0;
   };
   std::optional<NoFlush> noFlush;
 };
@@ -756,32 +762,55 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
   // The weight version forwards and backwards read, and how many versions
   // the stage keeps (METHODS.md): synchronous, the one live copy; PipeDream,
   // W(u - (p-1-s)) with p-s versions (vertical sync: W(u - (p-1)), p
-  // versions); 2BW, W(t - 1) with two.
+  // versions); 2BW, W(t - 1) with two. SpecTrain and PipeMare keep the live
+  // copy (updated in place) and, where the stage has a delay τ = p-1-s, a
+  // second slot for the weights predicted for its forward (SpecTrain) or
+  // corrected for its backward (PipeMare T2).
   Value weights;
-  IntegerAttr version;
+  IntegerAttr version, bwdVersion;
   pipe::VersionClock clock = pipe::VersionClock::Slot;
   int64_t versions = 1;
+  int64_t tau = 0;
+  bool inPlace = false, predictForward = false, correctBackward = false;
   if (noFlush) {
     int64_t p = noFlush->stages;
-    if (noFlush->rule == sched::UpdateRule::PerStep) {
+    tau = p - 1 - s;
+    switch (noFlush->method) {
+    case Method::TwoBW:
       clock = pipe::VersionClock::Step;
       version = b.getI64IntegerAttr(-1);
       versions = 2;
-    } else {
+      break;
+    case Method::PipeDream: {
       clock = pipe::VersionClock::MicroBatch;
       int64_t lag = noFlush->verticalSync ? p - 1 : p - 1 - s;
       version = b.getI64IntegerAttr(-lag);
       versions = lag + 1;
+      break;
+    }
+    case Method::SpecTrain:
+      inPlace = true;
+      predictForward = tau > 0;
+      versions = predictForward ? 2 : 1;
+      break;
+    case Method::PipeMare:
+      inPlace = true;
+      correctBackward = tau > 0 && noFlush->discrepancy >= 0;
+      versions = correctBackward ? 2 : 1;
+      break;
     }
   }
   if (stage.params > 0) {
     weights = pipe::WeightBufferOp::create(
         b, fwdLoc, pipe::WeightsType::get(ctx), s, versions,
         b.getArrayAttr(stage.paramNames), b.getArrayAttr(stage.paramTypes));
-    if (!noFlush)
-      version = b.getI64IntegerAttr(0);
+    if (!noFlush || inPlace)
+      version = b.getI64IntegerAttr(predictForward ? 1 : 0);
+    bwdVersion = inPlace ? b.getI64IntegerAttr(correctBackward ? 1 : 0)
+                         : version;
   } else {
     version = IntegerAttr();
+    predictForward = correctBackward = false;
   }
   auto clockAttr = pipe::VersionClockAttr::get(ctx, clock);
 
@@ -933,6 +962,12 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
           inputs.push_back(arg.kind == ArgSource::Feed
                                ? feedForward(arg, fwdLoc)
                                : use({ValueKind::Named, arg.name}, fwdLoc));
+        if (predictForward)
+          pipe::PredictOp::create(
+              b, fwdLoc, weights, b.getI64IntegerAttr(0), b.getI64IntegerAttr(1), b.getI64IntegerAttr(tau),
+              pipe::PredictDirectionAttr::get(ctx,
+                                              pipe::PredictDirection::Velocity),
+              b.getF64FloatAttr(stage.optimizer->lr), mbAttr, base);
         auto fwd = pipe::ForwardOp::create(
             b, fwdLoc, stage.forward.getResultTypes(),
             FlatSymbolRefAttr::get(stage.forward.getSymNameAttr()), inputs,
@@ -964,11 +999,17 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
         }
         ArrayRef<Type> results =
             stage.backward.getResultTypes().drop_back(stage.params);
+        if (correctBackward)
+          pipe::PredictOp::create(
+              b, bwdLoc, weights, b.getI64IntegerAttr(0), b.getI64IntegerAttr(1), b.getI64IntegerAttr(tau),
+              pipe::PredictDirectionAttr::get(ctx,
+                                              pipe::PredictDirection::Delta),
+              FloatAttr(), mbAttr, base);
         auto bwd = pipe::BackwardOp::create(
             b, bwdLoc, results,
             pipe::BackwardPartAttr::get(ctx, pipe::BackwardPart::Full),
             FlatSymbolRefAttr::get(stage.backward.getSymNameAttr()), inputs,
-            weights, version, weights ? clockAttr : pipe::VersionClockAttr(),
+            weights, bwdVersion, weights ? clockAttr : pipe::VersionClockAttr(),
             mbAttr, base);
         for (auto [i, result] : llvm::enumerate(bwd.getResults()))
           define({ValueKind::GradOut, stage.backwardGradResults[i]}, result,
@@ -985,13 +1026,27 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
         std::optional<double> gradScale = opt.gradScale;
         IntegerAttr updateVersion, updateMb;
         pipe::VersionClockAttr updateClock;
+        // PipeMare: T1's learning rate lr/τ annealed to lr over K updates,
+        // T2's running weight velocity.
+        FloatAttr lrScale, discrepancy;
+        IntegerAttr annealSteps;
+        if (noFlush && noFlush->method == Method::PipeMare && tau > 0) {
+          if (noFlush->lrWarmup > 0) {
+            lrScale = b.getF64FloatAttr(1.0 / double(tau));
+            annealSteps = b.getI64IntegerAttr(noFlush->lrWarmup);
+          }
+          if (correctBackward)
+            discrepancy = b.getF64FloatAttr(noFlush->discrepancy);
+        }
         if (noFlush) {
           // The update after micro-batch u's backward turns W(u) into
           // W(u+1) (PipeDream), the one after a step's last backward W(t)
           // into W(t+1) (2BW).
           updateMb = mbAttr;
-          updateVersion = b.getI64IntegerAttr(0);
-          updateClock = clockAttr;
+          if (!inPlace) {
+            updateVersion = b.getI64IntegerAttr(0);
+            updateClock = clockAttr;
+          }
           // Per micro-batch, the gradient is the micro-batch's own: undo the
           // 1/M that makes micro-batch gradients sum to the step's mean.
           if (noFlush->rule == sched::UpdateRule::PerMicroBatch &&
@@ -1003,7 +1058,7 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
             pipe::OptimizerKindAttr::get(ctx, opt.kind),
             b.getF64FloatAttr(opt.lr), f(opt.momentum), f(opt.dampening),
             f(opt.beta1), f(opt.beta2), f(opt.epsilon), f(opt.weightDecay),
-            FloatAttr(), IntegerAttr(), f(gradScale), updateVersion,
+            lrScale, annealSteps, discrepancy, f(gradScale), updateVersion,
             updateClock ? updateClock
                         : pipe::VersionClockAttr::get(ctx, pipe::VersionClock::Slot),
             updateMb, updateMb ? base : Value());
@@ -1032,12 +1087,16 @@ void PipeSchedulePass::runOnOperation() {
   if (kind == "pipedream") {
     noFlush = NoFlush{sched::UpdateRule::PerMicroBatch, verticalSync};
   } else if (kind == "2bw" || kind == "pipedream_2bw") {
-    noFlush = NoFlush{sched::UpdateRule::PerStep, false};
+    noFlush = NoFlush{sched::UpdateRule::PerStep, false, Method::TwoBW};
+  } else if (kind == "spectrain") {
+    noFlush = NoFlush{sched::UpdateRule::PerMicroBatch, false, Method::SpecTrain};
+  } else if (kind == "pipemare") {
+    noFlush = NoFlush{sched::UpdateRule::PerMicroBatch, false, Method::PipeMare};
   } else {
     schedKind = sched::parseScheduleKind(kind);
     if (!schedKind) {
       module.emitError() << "pipe-schedule: kind must be gpipe, 1f1b, afp, "
-                            "pipedream or 2bw, not '"
+                            "pipedream, 2bw, spectrain or pipemare, not '"
                          << kind << "'";
       return signalPassFailure();
     }
@@ -1052,7 +1111,30 @@ void PipeSchedulePass::runOnOperation() {
                        << kind << "'";
     return signalPassFailure();
   }
-  if (verticalSync && (!noFlush || noFlush->rule != sched::UpdateRule::PerMicroBatch)) {
+  bool pipemare = noFlush && noFlush->method == Method::PipeMare;
+  if (lrWarmup < 0) {
+    module.emitError() << "pipe-schedule: lr-warmup must be >= 0 (got "
+                       << int64_t(lrWarmup) << ")";
+    return signalPassFailure();
+  }
+  if (discrepancyCorrection != -1.0 &&
+      !(discrepancyCorrection >= 0 && discrepancyCorrection < 1)) {
+    module.emitError() << "pipe-schedule: discrepancy-correction must be in "
+                          "[0, 1) (got "
+                       << double(discrepancyCorrection) << ")";
+    return signalPassFailure();
+  }
+  if ((lrWarmup > 0 || discrepancyCorrection != -1.0) && !pipemare) {
+    module.emitError() << "pipe-schedule: lr-warmup and "
+                          "discrepancy-correction apply to kind=pipemare, not '"
+                       << kind << "'";
+    return signalPassFailure();
+  }
+  if (pipemare) {
+    noFlush->lrWarmup = lrWarmup;
+    noFlush->discrepancy = discrepancyCorrection;
+  }
+  if (verticalSync && (!noFlush || noFlush->method != Method::PipeDream)) {
     module.emitError() << "pipe-schedule: vertical-sync applies to "
                           "kind=pipedream only, not '"
                        << kind << "'";
@@ -1133,6 +1215,30 @@ void PipeSchedulePass::runOnOperation() {
   }
 
   int64_t p = int64_t(stages.size());
+  if (noFlush && (noFlush->method == Method::SpecTrain ||
+                  noFlush->method == Method::PipeMare)) {
+    for (Stage &stage : stages) {
+      if (stage.params == 0 || stage.index == p - 1)
+        continue;
+      if (noFlush->method == Method::SpecTrain &&
+          stage.optimizer->kind == pipe::OptimizerKind::Adagrad) {
+        stage.forward.emitError()
+            << "pipe-schedule: spectrain predicts along the optimizer's step "
+               "direction, which adagrad does not define (METHODS.md): use "
+               "sgd, momentum, nesterov, adam or adamw";
+        return signalPassFailure();
+      }
+      if (!stage.backward->hasAttr(pipe::attrs::kRecompute)) {
+        stage.backward.emitError()
+            << "pipe-schedule: " << kind << " runs the backward of stage "
+            << stage.index
+            << " on other weights than its forward, which needs a backward "
+               "that recomputes its forward: split the stages with "
+               "pipe-split-stages recompute=true";
+        return signalPassFailure();
+      }
+    }
+  }
   sched::Schedule schedule;
   sched::SimulationResult simulated;
   pipe::ScheduleKind irKind;
@@ -1157,9 +1263,10 @@ void PipeSchedulePass::runOnOperation() {
     for (const sched::Program &device : schedule.devices)
       run.push_back(sched::expandSteps(device, microbatches, 2 * drain + 3));
     simulated = sched::simulate(run);
-    irKind = noFlush->rule == sched::UpdateRule::PerStep
-                 ? pipe::ScheduleKind::PipeDream2BW
-                 : pipe::ScheduleKind::PipeDream;
+    irKind = noFlush->method == Method::TwoBW ? pipe::ScheduleKind::PipeDream2BW
+             : noFlush->method == Method::SpecTrain ? pipe::ScheduleKind::SpecTrain
+             : noFlush->method == Method::PipeMare  ? pipe::ScheduleKind::PipeMare
+                                                    : pipe::ScheduleKind::PipeDream;
   } else {
     schedule = sched::generateSchedule(*schedKind, p, microbatches, advance);
     simulated = sched::simulate(schedule.devices);

@@ -82,17 +82,116 @@ LogicalResult verifyActivationBuffers(pipe::ProgramOp program, int64_t steps) {
 }
 
 /// The versions a weight buffer of a no-flush program must keep
-/// (METHODS.md): PipeDream p - s on stage s (vertical sync: p), 2BW 2.
-int64_t theoreticalVersions(pipe::ProgramOp program, int64_t stage,
-                            int64_t stages) {
+/// (METHODS.md): PipeDream p - s on stage s (vertical sync: p), 2BW 2;
+/// SpecTrain the live weights and, on a stage with a delay (s < p-1), the
+/// predicted ones; PipeMare the live weights and, with the discrepancy
+/// correction on such a stage, the corrected backward weights.
+int64_t theoreticalVersions(pipe::ProgramOp program,
+                            pipe::WeightBufferOp buffer, int64_t stages) {
+  int64_t stage = buffer.getStage();
   switch (program.getSchedule()) {
   case pipe::ScheduleKind::PipeDream:
     return program.getVerticalSync() ? stages : stages - stage;
   case pipe::ScheduleKind::PipeDream2BW:
     return 2;
+  case pipe::ScheduleKind::SpecTrain:
+    return stage < stages - 1 ? 2 : 1;
+  case pipe::ScheduleKind::PipeMare: {
+    bool corrected = false;
+    program.walk([&](pipe::UpdateOp u) {
+      corrected |= u.getWeights() == buffer.getWeights() &&
+                   u.getDiscrepancy().has_value();
+    });
+    return corrected && stage < stages - 1 ? 2 : 1;
+  }
   default:
     return 1;
   }
+}
+
+/// SpecTrain and PipeMare keep no stashed versions: the update writes slot
+/// 0 in place, and slot 1 holds weights a pipe.predict wrote for the one
+/// forward (SpecTrain) or backward (PipeMare) that reads it. Over a run:
+/// every read of slot 1 finds a prediction made for its own micro-batch
+/// after the buffer's last update, and the prediction's gap is the number
+/// of updates the stage makes between that micro-batch's forward and its
+/// backward (SpecTrain's d, PipeMare's τ) wherever it matters (after the
+/// stage's first update).
+LogicalResult verifyPredictedVersions(pipe::ProgramOp program, int64_t steps) {
+  bool ok = true;
+  // Updates done when each micro-batch's forward and backward ran.
+  DenseMap<Operation *, int64_t> updates;
+  std::map<std::pair<Operation *, int64_t>, int64_t> atForward, atBackward;
+  pipe::forEachInstructionInRun(program, steps, [&](Operation *op, int64_t u) {
+    if (auto f = dyn_cast<pipe::ForwardOp>(op); f && f.getWeights())
+      atForward[{f.getWeights().getDefiningOp(), u}] =
+          updates[f.getWeights().getDefiningOp()];
+    if (auto b = dyn_cast<pipe::BackwardOp>(op); b && b.getWeights())
+      atBackward[{b.getWeights().getDefiningOp(), u}] =
+          updates[b.getWeights().getDefiningOp()];
+    if (auto up = dyn_cast<pipe::UpdateOp>(op))
+      ++updates[up.getWeights().getDefiningOp()];
+  });
+  struct Slot {
+    int64_t mb = -1;      // the micro-batch a prediction was made for
+    int64_t updates = -1; // the buffer's updates when it was made
+  };
+  std::map<std::pair<Operation *, int64_t>, Slot> slots;
+  updates.clear();
+  pipe::forEachInstructionInRun(program, steps, [&](Operation *op, int64_t u) {
+    if (!ok)
+      return;
+    if (auto up = dyn_cast<pipe::UpdateOp>(op)) {
+      if (up.getVersion() && up.getVersionClock() != pipe::VersionClock::Slot) {
+        op->emitError() << "device " << program.getDevice() << ": "
+                        << pipe::stringifyScheduleKind(program.getSchedule())
+                        << " updates the live weights in place (no version)";
+        ok = false;
+      }
+      ++updates[up.getWeights().getDefiningOp()];
+      return;
+    }
+    if (auto pr = dyn_cast<pipe::PredictOp>(op)) {
+      Operation *buffer = pr.getWeights().getDefiningOp();
+      slots[{buffer, pr.getTo()}] = {u, updates[buffer]};
+      // The micro-batch's forward-to-backward distance, in updates.
+      auto f = atForward.find({buffer, u});
+      auto b = atBackward.find({buffer, u});
+      if (f == atForward.end() || b == atBackward.end() || f->second == 0)
+        return;
+      int64_t distance = b->second - f->second;
+      if (pr.getGap() != distance) {
+        op->emitError() << "device " << program.getDevice() << ": mb " << u
+                        << " runs its backward " << distance
+                        << " updates after its forward, but the prediction's "
+                           "gap is "
+                        << pr.getGap();
+        ok = false;
+      }
+      return;
+    }
+    Value weights;
+    std::optional<int64_t> version;
+    if (auto f = dyn_cast<pipe::ForwardOp>(op)) {
+      weights = f.getWeights();
+      version = f.getVersion();
+    } else if (auto b = dyn_cast<pipe::BackwardOp>(op)) {
+      weights = b.getWeights();
+      version = b.getVersion();
+    }
+    if (!weights || !version || *version == 0)
+      return;
+    Operation *buffer = weights.getDefiningOp();
+    Slot slot = slots[{buffer, *version}];
+    if (slot.mb != u || slot.updates != updates[buffer]) {
+      op->emitError() << "device " << program.getDevice() << ": mb " << u
+                      << " reads slot " << *version
+                      << ", which holds no prediction made for it since the "
+                         "last update";
+      ok = false;
+    }
+  });
+  return success(ok);
 }
 
 /// Checks the weight versions of a no-flush program over a run: buffer of
@@ -107,7 +206,7 @@ LogicalResult verifyWeightVersions(pipe::ProgramOp program, int64_t steps,
   int64_t m = program.getMicrobatches();
   bool ok = true;
   for (auto buffer : program.getInstructions().getOps<pipe::WeightBufferOp>()) {
-    int64_t expected = theoreticalVersions(program, buffer.getStage(), stages);
+    int64_t expected = theoreticalVersions(program, buffer, stages);
     if (buffer.getVersions() != expected) {
       buffer.emitError() << "device " << program.getDevice()
                          << ": the weight buffer of stage " << buffer.getStage()
@@ -121,6 +220,9 @@ LogicalResult verifyWeightVersions(pipe::ProgramOp program, int64_t steps,
   }
   if (!ok)
     return failure();
+  if (program.getSchedule() == pipe::ScheduleKind::SpecTrain ||
+      program.getSchedule() == pipe::ScheduleKind::PipeMare)
+    return verifyPredictedVersions(program, steps);
   struct Versions {
     SmallVector<int64_t> slot; // the version each slot holds
     int64_t newest = 0;

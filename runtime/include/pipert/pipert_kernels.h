@@ -406,6 +406,12 @@ void pipert_copy_to_slot(pipert_context *ctx, void *slots, int64_t slot, const v
 /* SpecTrain weight prediction: w_hat = w - s * lr * v. */
 void pipert_predict_weights_f32(pipert_context *ctx, const float *w, const float *v, float s,
                                 float lr, int64_t n, float *w_hat);
+/* SpecTrain weight prediction along Adam's direction (PipeOptim):
+ * w_hat = w - s * lr * m_hat / (sqrt(v_hat) + eps), m_hat = m / (1 - beta1^t),
+ * v_hat = v / (1 - beta2^t), t the updates done (w_hat = w for t <= 0). */
+void pipert_predict_adam_f32(pipert_context *ctx, const float *w, const float *m,
+                             const float *v, int64_t t, float beta1, float beta2, float epsilon,
+                             float s, float lr, int64_t n, float *w_hat);
 /* Elastic averaging (EASGD), local side: diff = x - center (nullable
  * output, for the allreduce that forms sum_i(x_i - center)); x -= alpha * diff. */
 void pipert_easgd_local_f32(pipert_context *ctx, float alpha, const float *center, float *x,
