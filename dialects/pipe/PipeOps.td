@@ -230,7 +230,7 @@ def Pipe_PredictOp : Pipe_InstrOp<"predict"> {
                        OptionalAttr<F64Attr>:$lr,
                        OptionalAttr<Pipe_IntAttr>:$mb, Optional<Index>:$mb_base);
   let assemblyFormat = [{
-    $weights `[` $from `]` `into` $to `gap` $gap $direction
+    $weights `[` $from `]` `into` $to `gap` $gap `` $direction
     (`lr` `(` $lr^ `)`)? custom<OptMicroBatch>($mb_base, $mb) attr-dict
   }];
   let hasVerifier = 1;

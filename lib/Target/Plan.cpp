@@ -183,7 +183,36 @@ llvm::json::Object mlir::pipec::describeDevice(pipe::ProgramOp program,
     theory = program.getVerticalSync() ? p : p - stage;
   else if (program.getSchedule() == pipe::ScheduleKind::PipeDream2BW)
     theory = 2;
+  // SpecTrain and PipeMare: the live weights, plus on a stage with a delay
+  // τ = p-1-s the predicted forward weights (SpecTrain) or the corrected
+  // backward weights (PipeMare with T2), rewritten before each use.
+  int64_t delay = p - 1 - stage;
+  llvm::json::Value prediction = nullptr, lrWarmup = nullptr,
+                    discrepancy = nullptr;
+  program.walk([&](Operation *op) {
+    if (auto pr = dyn_cast<pipe::PredictOp>(op))
+      prediction = llvm::json::Object{
+          {"direction", pipe::stringifyPredictDirection(pr.getDirection()).str()},
+          {"gap", pr.getGap()},
+          {"reads", isa<pipe::BackwardOp>(pr->getNextNode()) ? "backward"
+                                                              : "forward"}};
+    if (auto up = dyn_cast<pipe::UpdateOp>(op)) {
+      if (auto k = up.getAnnealSteps())
+        lrWarmup = llvm::json::Object{
+            {"updates", *k}, {"lr_scale", up.getLrScale()->convertToDouble()}};
+      if (auto g = up.getDiscrepancy())
+        discrepancy = g->convertToDouble();
+    }
+  });
+  if (program.getSchedule() == pipe::ScheduleKind::SpecTrain ||
+      program.getSchedule() == pipe::ScheduleKind::PipeMare)
+    theory = prediction.kind() == llvm::json::Value::Null ? 1 : 2;
   llvm::json::Object method{
+      {"delay", program.isNoFlush() ? llvm::json::Value(delay)
+                                    : llvm::json::Value(nullptr)},
+      {"prediction", std::move(prediction)},
+      {"lr_warmup", std::move(lrWarmup)},
+      {"discrepancy_correction", std::move(discrepancy)},
       {"name", pipe::stringifyScheduleKind(program.getSchedule()).str()},
       {"no_flush", program.isNoFlush()},
       {"vertical_sync", program.getVerticalSync()},

@@ -36,6 +36,6 @@ pipe.program @device0 device 0 stages [0] schedule "gpipe" microbatches 1 {
 
 pipe.program @device0 device 0 stages [0] schedule "gpipe" microbatches 1 {
   %w = pipe.weight_buffer stage 0 versions 1 ("fc1.weight": tensor<4x8xf32>)
-  // expected-error@+1 {{pipe-lower-programs: lr_scale / anneal_steps (PipeMare) are not supported by this lowering}}
-  pipe.update %w sgd lr(0.1) lr_scale(0.5)
+  // expected-error@+1 {{pipe-lower-programs: anneal_steps counts the updates of a no-flush program (PipeMare)}}
+  pipe.update %w sgd lr(0.1) lr_scale(0.5) anneal_steps(10)
 }

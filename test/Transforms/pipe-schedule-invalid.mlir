@@ -3,7 +3,7 @@
 // RUN: not pipe-opt %S/Inputs/schedule-p1.mlir --pipe-schedule="kind=gpipe" 2>&1 | FileCheck %s --check-prefix=MB
 // RUN: not pipe-opt %S/Inputs/schedule-p1.mlir --pipe-schedule="kind=gpipe microbatches=2 optimizer=adam" 2>&1 | FileCheck %s --check-prefix=LR
 
-// KIND: error: pipe-schedule: kind must be gpipe, 1f1b, afp, pipedream or 2bw, not 'zb_h1'
+// KIND: error: pipe-schedule: kind must be gpipe, 1f1b, afp, pipedream, 2bw, spectrain or pipemare, not 'zb_h1'
 // MB: error: pipe-schedule: microbatches must be >= 1 (got 0)
 // LR: error: pipe-schedule: optimizer=adam needs lr > 0
 

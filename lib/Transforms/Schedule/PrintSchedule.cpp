@@ -8,6 +8,9 @@
 #include "pipec/Transforms/SchedulePasses.h"
 
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <map>
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::pipec {
@@ -85,19 +88,86 @@ struct PipePrintSchedulePass
       };
       for (auto buffer :
            program.getInstructions().getOps<pipe::WeightBufferOp>()) {
+        Value weights = buffer.getWeights();
+        // Updates done when a steady-state micro-batch's forward and
+        // backward ran (methods that update in place name no versions).
+        std::map<int64_t, int64_t> atForward, atBackward;
+        int64_t updates = 0;
+        pipe::forEachInstructionInRun(
+            program, runSteps(set->programs), [&](Operation *op, int64_t u) {
+              if (auto f = dyn_cast<pipe::ForwardOp>(op); f && f.getWeights() == weights)
+                atForward[u] = updates;
+              if (auto b = dyn_cast<pipe::BackwardOp>(op); b && b.getWeights() == weights)
+                atBackward[u] = updates;
+              if (auto up = dyn_cast<pipe::UpdateOp>(op); up && up.getWeights() == weights)
+                ++updates;
+            });
+        int64_t steady = atBackward.empty() ? 0 : atBackward.rbegin()->first;
+        auto live = [&](const std::map<int64_t, int64_t> &at) {
+          auto it = at.find(steady);
+          return it == at.end() ? std::string("W")
+                                : "W(" + text(pipe::VersionClock::MicroBatch,
+                                              it->second - steady) + ")";
+        };
+        // What a slot other than 0 holds: the pipe.predict that writes it.
+        auto predicted = [&](int64_t slot, const std::string &base) {
+          std::string described = "slot " + std::to_string(slot);
+          program.walk([&](pipe::PredictOp pr) {
+            if (pr.getWeights() != weights || pr.getTo() != slot)
+              return;
+            std::string gap = std::to_string(pr.getGap());
+            described = pr.getDirection() == pipe::PredictDirection::Velocity
+                            ? base + " - " + gap + "*lr*v (predicted)"
+                            : base + " - " + gap + "*delta (corrected)";
+          });
+          return described;
+        };
         std::string fwd = "-", bwd = "-", update = "none";
         program.walk([&](Operation *op) {
           if (auto f = dyn_cast<pipe::ForwardOp>(op);
-              f && f.getWeights() == buffer.getWeights() && f.getVersion())
-            fwd = "W(" + text(f.getVersionClock(), *f.getVersion()) + ")";
+              f && f.getWeights() == weights && f.getVersion()) {
+            if (f.getVersionClock() != pipe::VersionClock::Slot)
+              fwd = "W(" + text(f.getVersionClock(), *f.getVersion()) + ")";
+            else
+              fwd = *f.getVersion() ? predicted(*f.getVersion(), live(atForward))
+                                    : live(atForward);
+          }
           if (auto b = dyn_cast<pipe::BackwardOp>(op);
-              b && b.getWeights() == buffer.getWeights() && b.getVersion())
-            bwd = "W(" + text(b.getVersionClock(), *b.getVersion()) + ")";
-          if (auto u = dyn_cast<pipe::UpdateOp>(op);
-              u && u.getWeights() == buffer.getWeights() && u.getVersion())
-            update = u.getVersionClock() == pipe::VersionClock::Step
-                         ? "one per step (t)"
-                         : "one per micro-batch (u)";
+              b && b.getWeights() == weights && b.getVersion()) {
+            if (b.getVersionClock() != pipe::VersionClock::Slot)
+              bwd = "W(" + text(b.getVersionClock(), *b.getVersion()) + ")";
+            else
+              bwd = *b.getVersion() ? predicted(*b.getVersion(), live(atBackward))
+                                    : live(atBackward);
+          }
+          if (auto u = dyn_cast<pipe::UpdateOp>(op); u && u.getWeights() == weights) {
+            if (u.getVersion())
+              update = u.getVersionClock() == pipe::VersionClock::Step
+                           ? "one per step (t)"
+                           : "one per micro-batch (u)";
+            else if (u.getMb())
+              update = "one per micro-batch (u), in place";
+            else
+              return;
+            auto g = [](double v) {
+              std::string out;
+              llvm::raw_string_ostream(out) << llvm::format("%g", v);
+              return out;
+            };
+            if (auto scale = u.getLrScale()) {
+              double inv = 1.0 / scale->convertToDouble();
+              update += std::abs(inv - std::round(inv)) < 1e-9
+                            ? "; lr * (1/" + g(std::round(inv)) + ")"
+                            : "; lr * " + g(scale->convertToDouble());
+              if (auto k = u.getAnnealSteps())
+                update += "^(1 - min(k/" + std::to_string(*k) +
+                          ", 1)) at update k";
+            }
+            if (auto gamma = u.getDiscrepancy())
+              update += "; delta <- " + g(gamma->convertToDouble()) +
+                        "*delta + " + g(1.0 - gamma->convertToDouble()) +
+                        "*(W(k+1) - W(k))";
+          }
         });
         os << "device " << program.getDevice() << " stage "
            << buffer.getStage() << ": " << buffer.getVersions()

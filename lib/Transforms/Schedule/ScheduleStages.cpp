@@ -1031,7 +1031,7 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
         FloatAttr lrScale, discrepancy;
         IntegerAttr annealSteps;
         if (noFlush && noFlush->method == Method::PipeMare && tau > 0) {
-          if (noFlush->lrWarmup > 0) {
+          if (noFlush->lrWarmup > 0 && tau > 1) {
             lrScale = b.getF64FloatAttr(1.0 / double(tau));
             annealSteps = b.getI64IntegerAttr(noFlush->lrWarmup);
           }

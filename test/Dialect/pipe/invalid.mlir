@@ -219,9 +219,35 @@ pipe.program @p device 0 stages [0] schedule "pipedream" microbatches 2 {
 
 pipe.program @p device 0 stages [0] schedule "spectrain" microbatches 2 {
   %w = pipe.weight_buffer stage 0 versions 2 ("w": tensor<2xf32>)
-  // expected-error@+1 {{needs a velocity: its weight buffer must be updated in this program by a momentum, nesterov, adam or adamw pipe.update}}
-  pipe.predict %w[0] into 1 gap 1 lr(0.1)
+  // expected-error@+1 {{needs a velocity: its weight buffer must be updated in this program by an sgd, momentum, nesterov, adam or adamw pipe.update}}
+  pipe.predict %w[0] into 1 gap 1 velocity lr(0.1)
+  pipe.update %w adagrad lr(0.1) epsilon(1.0e-10)
+}
+
+// -----
+
+pipe.program @p device 0 stages [0] schedule "pipemare" microbatches 2 {
+  %w = pipe.weight_buffer stage 0 versions 2 ("w": tensor<2xf32>)
+  // expected-error@+1 {{needs a weight velocity δ: its weight buffer must be updated in this program by a pipe.update with discrepancy(γ)}}
+  pipe.predict %w[0] into 1 gap 1 delta
   pipe.update %w sgd lr(0.1)
+}
+
+// -----
+
+pipe.program @p device 0 stages [0] schedule "pipemare" microbatches 2 {
+  %w = pipe.weight_buffer stage 0 versions 2 ("w": tensor<2xf32>)
+  // expected-error@+1 {{a delta prediction takes no lr}}
+  pipe.predict %w[0] into 1 gap 1 delta lr(0.1)
+  pipe.update %w sgd lr(0.1) discrepancy(0.5)
+}
+
+// -----
+
+pipe.program @p device 0 stages [0] schedule "pipemare" microbatches 2 {
+  %w = pipe.weight_buffer stage 0 versions 1 ("w": tensor<2xf32>)
+  // expected-error@+1 {{discrepancy γ must be in [0, 1)}}
+  pipe.update %w sgd lr(0.1) discrepancy(1.0)
 }
 
 // -----
@@ -229,7 +255,7 @@ pipe.program @p device 0 stages [0] schedule "spectrain" microbatches 2 {
 pipe.program @p device 0 stages [0] schedule "spectrain" microbatches 2 {
   %w = pipe.weight_buffer stage 0 versions 2 ("w": tensor<2xf32>)
   // expected-error@+1 {{version gap -1 is negative}}
-  pipe.predict %w[0] into 1 gap -1 lr(0.1)
+  pipe.predict %w[0] into 1 gap -1 velocity lr(0.1)
   pipe.update %w adam lr(0.1) beta1(0.9) beta2(0.99) epsilon(1.0e-8)
 }
 
@@ -237,8 +263,8 @@ pipe.program @p device 0 stages [0] schedule "spectrain" microbatches 2 {
 
 pipe.program @p device 0 stages [0] schedule "spectrain" microbatches 2 {
   %w = pipe.weight_buffer stage 0 versions 2 ("w": tensor<2xf32>)
-  // expected-error@+1 {{learning rate must be positive}}
-  pipe.predict %w[0] into 1 gap 1 lr(0.0)
+  // expected-error@+1 {{a velocity prediction needs a positive lr}}
+  pipe.predict %w[0] into 1 gap 1 velocity lr(0.0)
   pipe.update %w momentum lr(0.1) momentum(0.9)
 }
 
@@ -247,7 +273,7 @@ pipe.program @p device 0 stages [0] schedule "spectrain" microbatches 2 {
 pipe.program @p device 0 stages [0] schedule "spectrain" microbatches 2 {
   %w = pipe.weight_buffer stage 0 versions 2 ("w": tensor<2xf32>)
   // expected-error@+1 {{target version 3 is out of range}}
-  pipe.predict %w[0] into 3 gap 1 lr(0.1)
+  pipe.predict %w[0] into 3 gap 1 velocity lr(0.1)
   pipe.update %w momentum lr(0.1) momentum(0.9)
 }
 

@@ -97,17 +97,32 @@ pipe.program @optimizers device 2 stages [1] schedule gpipe microbatches 1 {
   pipe.update %w sgd lr(0.1) lr_scale(0.25) anneal_steps(1000)
 }
 
-// SpecTrain: forward on weights predicted 2 updates ahead, backward on 1.
+// SpecTrain: forward on weights predicted 2 updates ahead (for the
+// micro-batch of the forward it precedes), backward on the live ones.
 // CHECK-LABEL: pipe.program @spectrain device 3 stages [1] schedule "spectrain" microbatches 2 {
 // CHECK:         %[[W:.*]] = pipe.weight_buffer stage 1 versions 3
-// CHECK-NEXT:    pipe.predict %[[W]][0] into 1 gap 2 lr(1.000000e-01)
-// CHECK-NEXT:    pipe.predict %[[W]][0] into 2 gap 0 lr(1.000000e-01)
+// CHECK-NEXT:    pipe.predict %[[W]][0] into 1 gap 2 velocity lr(1.000000e-01)
+// CHECK-NEXT:    pipe.predict %[[W]][0] into 2 gap 0 velocity lr(1.000000e-01) mb 1
 // CHECK-NEXT:    pipe.update %[[W]] momentum lr(1.000000e-01) momentum(9.000000e-01)
 pipe.program @spectrain device 3 stages [1] schedule "spectrain" microbatches 2 {
   %w = pipe.weight_buffer stage 1 versions 3 ("fc.weight": tensor<4x3xf32>, "fc.bias": tensor<3xf32>)
-  pipe.predict %w[0] into 1 gap 2 lr(0.1)
-  pipe.predict %w[0] into 2 gap 0 lr(0.1)
+  pipe.predict %w[0] into 1 gap 2 velocity lr(0.1)
+  pipe.predict %w[0] into 2 gap 0 velocity lr(0.1) mb 1
   pipe.update %w momentum lr(0.1) momentum(0.9)
+}
+
+// PipeMare: T1's annealed learning rate, T2's backward weights W - 2·δ.
+// CHECK-LABEL: pipe.program @pipemare device 7 stages [0] schedule "pipemare" microbatches 2 {
+// CHECK:         %[[W:.*]] = pipe.weight_buffer stage 0 versions 2
+// CHECK-NEXT:    pipe.loop %[[K:.*]] = 0 to 2 {
+// CHECK-NEXT:      pipe.predict %[[W]][0] into 1 gap 2 delta mb %[[K]]
+// CHECK-NEXT:      pipe.update %[[W]] sgd lr(1.000000e-01) lr_scale(5.000000e-01) anneal_steps(100) discrepancy(9.000000e-01) mb %[[K]]
+pipe.program @pipemare device 7 stages [0] schedule "pipemare" microbatches 2 {
+  %w = pipe.weight_buffer stage 0 versions 2 ("fc.weight": tensor<4x3xf32>)
+  pipe.loop %k = 0 to 2 {
+    pipe.predict %w[0] into 1 gap 2 delta mb %k
+    pipe.update %w sgd lr(0.1) lr_scale(0.5) anneal_steps(100) discrepancy(0.9) mb %k
+  }
 }
 
 // AvgPipe: replica of stage 1 in pipeline 1, averaged with device 4 every

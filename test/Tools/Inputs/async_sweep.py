@@ -6,9 +6,15 @@ weights within --rtol relative. Prints one line per configuration and a
 closing "N passed, N failed" count.
 
 usage: async_sweep.py --work DIR [--models mlp,cnn,transformer]
-          [--stages 2,3,4] [--methods pipedream,pipedream-vs,2bw]
+          [--stages 2,3,4] [--methods pipedream,pipedream-vs,2bw,spectrain,
+                            pipemare-t1,pipemare-t2,pipemare-t1t2]
           [--steps 6] [--batch 24] [--optimizers sgd,adam,...]
-Micro-batches: M in {1, p, 2p} (2BW: M >= p only). The optimizer of a
+Micro-batches: M in {1, p, 2p} (2BW: M >= p only). PipeDream and 2BW are
+checked by async_reference.py (per-parameter versions), SpecTrain and
+PipeMare by stage_reference.py (the ONNX graph split by plan.json's
+node_stages: their backwards run on other weights than their forwards).
+PipeMare's variants: T1 (--lr-warmup 8), T2 (--discrepancy-correction 0.9),
+both. The optimizer of a
 configuration rotates through --optimizers, so every method meets each.
 Needs pipe-compile and pipe-run on PATH and the models and data made by
 examples/models.py in DIR (<model>.onnx, <model>.npz).
@@ -31,6 +37,27 @@ HYPER = {"sgd": [], "momentum": ["--momentum", "0.9"],
          "nesterov": ["--momentum", "0.9"], "adam": [],
          "adamw": ["--weight-decay", "0.01"],
          "adagrad": []}
+
+
+# name -> (pipe-compile flags, reference, reference flags); the reference's
+# flags are pipe-compile's unless given.
+METHODS = {
+    "pipedream": (["--method", "pipedream"], "async_reference.py", None),
+    "pipedream-vs": (["--method", "pipedream", "--vertical-sync"],
+                     "async_reference.py", None),
+    "2bw": (["--method", "2bw"], "async_reference.py", None),
+    "spectrain": (["--method", "spectrain"], "stage_reference.py", None),
+    "pipemare-t1": (["--method", "pipemare", "--lr-warmup", "8"],
+                    "stage_reference.py", None),
+    "pipemare-t2": (["--method", "pipemare", "--discrepancy-correction", "0.9"],
+                    "stage_reference.py", None),
+    "pipemare-t1t2": (["--method", "pipemare", "--lr-warmup", "8",
+                       "--discrepancy-correction", "0.9"],
+                      "stage_reference.py", None),
+}
+# Combinations a method refuses (METHODS.md): SpecTrain has no prediction
+# along Adagrad's direction.
+REFUSED = {("spectrain", "adagrad")}
 
 
 def run(cmd):
@@ -69,10 +96,13 @@ def main():
                   if a.microbatches else [1, p, 2 * p])
             for m in ms:
                 for method in a.methods.split(","):
+                    if method not in METHODS:
+                        sys.exit(f"async_sweep.py: unknown method {method}")
                     if method == "2bw" and m < p:
                         continue
                     usable = [o for o in optimizers
-                              if not (model in NO_ADAPTIVE and o in ADAPTIVE)]
+                              if not (model in NO_ADAPTIVE and o in ADAPTIVE)
+                              and (method, o) not in REFUSED]
                     if a.each_optimizer:
                         configs += [(model, p, m, method, o) for o in usable]
                     elif usable:
@@ -82,9 +112,7 @@ def main():
         name = f"{model}-p{p}-m{m}-{method}-{opt}"
         out = os.path.join(a.work, name)
         lr = lr_of(model, opt)
-        flags = ["--method", "2bw" if method == "2bw" else "pipedream"]
-        if method == "pipedream-vs":
-            flags.append("--vertical-sync")
+        flags, script, ref_flags = METHODS[method]
         rc, msg = run(["pipe-compile", os.path.join(a.work, model + ".onnx"),
                        "-o", out, "--batch", str(a.batch),
                        "--stages", str(p), "--microbatches", str(m),
@@ -104,27 +132,34 @@ def main():
                "--data", os.path.join(a.work, model + ".npz"),
                "--log", out + ".jsonl", "--steps", str(a.steps),
                "--batch", str(a.batch), "--microbatches", str(m),
-               "--method", "2bw" if method == "2bw" else "pipedream",
                "--plan", os.path.join(out, "plan.json"),
                "--optimizer", opt, "--lr", str(lr),
                "--rtol", a.rtol, "--saved", out + ".onnx"] + HYPER[opt]
-        if method == "pipedream-vs":
-            ref.append("--vertical-sync")
-        checks.append(ref)
+        ref += flags if ref_flags is None else ref_flags
+        checks.append((script, ref))
         names.append(name)
     # One reference process for the checks (importing torch is the slow
     # part); it stops at a failing check, so the rest run again after it.
+    order = sorted(range(len(checks)), key=lambda j: checks[j][0])
+    checks = [checks[j] for j in order]
+    names = [names[j] for j in order]
     passed = 0
     i = 0
     while i < len(checks):
-        argv = []
-        for ref in checks[i:]:
+        # The run of checks from i that one reference script makes.
+        script = checks[i][0]
+        argv, n = [], 0
+        for other, ref in checks[i:]:
+            if other != script:
+                break
             argv += (["--next"] if argv else []) + ref
-        p = subprocess.run([sys.executable, os.path.join(HERE, "async_reference.py")] + argv,
+            n += 1
+        end = i + n
+        p = subprocess.run([sys.executable, os.path.join(HERE, script)] + argv,
                            capture_output=True, text=True)
         lines = [l for l in p.stdout.splitlines() if l.startswith(("OK", "FAIL"))]
         # Two OK lines per configuration (losses, saved weights).
-        while i < len(checks):
+        while i < end:
             got, lines = lines[:2], lines[2:]
             if len(got) == 2 and all(l.startswith("OK") for l in got):
                 passed += 1
