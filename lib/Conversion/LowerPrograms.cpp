@@ -825,8 +825,14 @@ LogicalResult ProgramLowering::lowerPredict(pipe::PredictOp pr) {
   Value count;
   if (velocity && adam) {
     // Adam's bias corrections need the update count (on the device).
-    Value host = LLVM::AllocaOp::create(b, loc, ptrType(), b.getI64Type(),
-                                        i64c(1), 8);
+    Value host;
+    {
+      // In the entry block: a loop iteration must not grow the stack.
+      OpBuilder::InsertionGuard atEntry(b);
+      b.setInsertionPointToStart(entry);
+      host = LLVM::AllocaOp::create(b, loc, ptrType(), b.getI64Type(),
+                                    i64c(1), 8);
+    }
     call("pipert_copy_to_host",
          {ctxArg, host, loadSlot(persistentArg, stepIndex), i64c(8)});
     count = LLVM::LoadOp::create(b, loc, b.getI64Type(), host);
