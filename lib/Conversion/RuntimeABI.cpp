@@ -108,9 +108,79 @@ bool mlir::pipec::elementsToRuntimeBytes(Attribute attr, std::vector<char> &byte
   return false;
 }
 
+namespace {
+/// A runtime function's signature as pipert_abi.def spells it.
+struct RuntimeSignature {
+  const char *name, *result, *arguments;
+};
+constexpr RuntimeSignature kRuntimeFunctions[] = {
+#define PIPERT_FUNCTION(name, result, ...) {#name, #result, #__VA_ARGS__},
+#include "pipert/pipert_abi.def"
+#undef PIPERT_FUNCTION
+};
+
+/// The .def's spelling of an MLIR type at a runtime call ("" if none).
+StringRef abiTypeName(Type t) {
+  if (llvm::isa<LLVM::LLVMPointerType>(t))
+    return "ptr";
+  if (t.isInteger(64))
+    return "i64";
+  if (t.isInteger(32))
+    return "i32";
+  if (t.isF32())
+    return "f32";
+  return "";
+}
+} // namespace
+
+/// Checks a call the compiler is about to emit against pipert_abi.def: a
+/// mismatch is a bug of the compiler (or of the table), never of the input.
+static void checkRuntimeCall(StringRef callee, TypeRange args,
+                             TypeRange results) {
+  if (!callee.starts_with("pipert_"))
+    return; // the program's own functions (stages, updates)
+  const RuntimeSignature *sig = nullptr;
+  for (const RuntimeSignature &f : kRuntimeFunctions)
+    if (callee == f.name)
+      sig = &f;
+  auto describe = [](TypeRange types) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    llvm::interleaveComma(types, os, [&](Type t) {
+      StringRef name = abiTypeName(t);
+      if (name.empty())
+        os << t;
+      else
+        os << name;
+    });
+    return text;
+  };
+  if (!sig)
+    llvm::report_fatal_error(llvm::Twine("pipec: internal error: a call of ") +
+                             callee +
+                             ", which runtime/include/pipert/pipert_abi.def "
+                             "does not list");
+  SmallVector<StringRef> want;
+  StringRef(sig->arguments).split(want, ',');
+  bool ok = want.size() == args.size() &&
+            (StringRef(sig->result).trim() == "void" ? results.empty()
+                                                     : results.size() == 1 &&
+                                                           abiTypeName(results[0]) ==
+                                                               StringRef(sig->result).trim());
+  for (size_t i = 0; ok && i < want.size(); ++i)
+    ok = abiTypeName(args[i]) == want[i].trim();
+  if (!ok)
+    llvm::report_fatal_error(
+        llvm::Twine("pipec: internal error: a call of ") + callee + "(" +
+        describe(args) + ") -> (" + describe(results) +
+        ") does not match pipert_abi.def: " + sig->result + " " + callee +
+        "(" + sig->arguments + ")");
+}
+
 func::CallOp mlir::pipec::callRuntime(OpBuilder &b, Location loc,
                                       ModuleOp module, StringRef callee,
                                       ValueRange args, TypeRange results) {
+  checkRuntimeCall(callee, args.getTypes(), results);
   if (!module.lookupSymbol<func::FuncOp>(callee)) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(module.getBody());
