@@ -85,10 +85,10 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
   auto *i32 = llvm::Type::getInt32Ty(c);
   auto *i64 = llvm::Type::getInt64Ty(c);
   auto *tensorTy = llvm::StructType::create(
-      c, {ptr, i32, i32, ptr, ptr, i64, i32, i32}, "pipert_tensor_info");
+      c, {ptr, i32, i32, ptr, ptr, i64, i32}, "pipert_tensor_info");
   auto *programTy = llvm::StructType::create(
-      c, {i32, i32, ptr, i32, i32, ptr, i64, ptr, ptr, ptr, i32, i32, i32, i32,
-          i32, i32, ptr},
+      c, {i32, i32, ptr, i32, ptr, i64, ptr, ptr, ptr, i32, i32, i32, i32, i32,
+          ptr},
       "pipert_program_info");
   // The structs above are pipert_driver.h's; a field added or moved there
   // without the same change here is caught before any program is built.
@@ -100,15 +100,13 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
                    offsetof(pipert_tensor_info, shape),
                    offsetof(pipert_tensor_info, init),
                    offsetof(pipert_tensor_info, init_bytes),
-                   offsetof(pipert_tensor_info, kind),
-                   offsetof(pipert_tensor_info, reserved)},
+                   offsetof(pipert_tensor_info, kind)},
                   sizeof(pipert_tensor_info)) ||
       !sameLayout(layout, programTy,
                   {offsetof(pipert_program_info, abi_version),
                    offsetof(pipert_program_info, n_inputs),
                    offsetof(pipert_program_info, inputs),
                    offsetof(pipert_program_info, n_persistent),
-                   offsetof(pipert_program_info, reserved),
                    offsetof(pipert_program_info, persistent),
                    offsetof(pipert_program_info, batch),
                    offsetof(pipert_program_info, model_file),
@@ -117,7 +115,6 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
                    offsetof(pipert_program_info, device),
                    offsetof(pipert_program_info, n_devices),
                    offsetof(pipert_program_info, has_loss),
-                   offsetof(pipert_program_info, microbatches),
                    offsetof(pipert_program_info, drain_steps),
                    offsetof(pipert_program_info, pipelines),
                    offsetof(pipert_program_info, finish)},
@@ -160,8 +157,7 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
            llvm::ConstantInt::get(i32, d.getAs<IntegerAttr>("dtype").getInt()),
            llvm::ConstantInt::get(i32, shape.size()), shapePtr, init,
            llvm::ConstantInt::get(i64, initBytes),
-           llvm::ConstantInt::get(i32, kindCode(d.getAs<StringAttr>("kind").getValue())),
-           llvm::ConstantInt::get(i32, 0)}));
+           llvm::ConstantInt::get(i32, kindCode(d.getAs<StringAttr>("kind").getValue()))}));
     }
     auto *arrTy = llvm::ArrayType::get(tensorTy, entries.size());
     auto *g = new llvm::GlobalVariable(m, arrTy, true,
@@ -198,14 +194,12 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
           programTy,
           {llvm::ConstantInt::get(i32, PIPERT_PROGRAM_ABI_VERSION),
            llvm::ConstantInt::get(i32, inputs->second), inputs->first,
-           llvm::ConstantInt::get(i32, persistent->second),
-           llvm::ConstantInt::get(i32, 0), persistent->first,
+           llvm::ConstantInt::get(i32, persistent->second), persistent->first,
            llvm::ConstantInt::get(i64, opts.batch), model,
            cString(m, opts.optimizer, "pipe.optimizer"), step,
            llvm::ConstantInt::get(i32, opts.device),
            llvm::ConstantInt::get(i32, opts.devices),
            llvm::ConstantInt::get(i32, hasLoss ? 1 : 0),
-           llvm::ConstantInt::get(i32, opts.microbatches),
            llvm::ConstantInt::get(i32, drainSteps),
            llvm::ConstantInt::get(i32, opts.pipelines),
            finish ? static_cast<llvm::Constant *>(finish)

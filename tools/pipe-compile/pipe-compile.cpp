@@ -316,7 +316,6 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
     options.device = k;
     options.devices = devices;
     options.pipelines = pipelineCount;
-    options.microbatches = program.getMicrobatches();
     std::string objectPath = stagePath(name + ".o");
     if (failed(pipec::emitProgramObject(*device, options, objectPath, error)))
       return fail(error);

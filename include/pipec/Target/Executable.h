@@ -22,7 +22,6 @@ struct ProgramOptions {
   /// `devices`; 1 device runs without a transport.
   int64_t device = 0;
   int64_t devices = 1;
-  int64_t microbatches = 1;
   /// Several pipelines (pipeline i's stage s is device i * devices/pipelines
   /// + s): the runtime feeds each its own mini-batches and averages the
   /// logged loss.

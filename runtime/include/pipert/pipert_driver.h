@@ -42,7 +42,7 @@
 extern "C" {
 #endif
 
-#define PIPERT_PROGRAM_ABI_VERSION 3
+#define PIPERT_PROGRAM_ABI_VERSION 4
 
 typedef enum pipert_tensor_kind {
   PIPERT_TENSOR_INPUT = 0,  /* fed from the data, one mini-batch per step */
@@ -59,7 +59,6 @@ typedef struct pipert_tensor_info {
   const void *init;     /* host bytes of the initial value; NULL: zeros */
   int64_t init_bytes;
   int32_t kind;         /* pipert_tensor_kind */
-  int32_t reserved;
 } pipert_tensor_info;
 
 typedef void (*pipert_step_fn)(pipert_context *ctx, void *const *inputs,
@@ -70,7 +69,6 @@ typedef struct pipert_program_info {
   int32_t n_inputs;
   const pipert_tensor_info *inputs;
   int32_t n_persistent;
-  int32_t reserved;
   const pipert_tensor_info *persistent;
   int64_t batch;
   const char *model_file; /* the ONNX model, relative to the executable's
@@ -80,7 +78,6 @@ typedef struct pipert_program_info {
   int32_t device;       /* this executable's device (= its MPI rank) */
   int32_t n_devices;    /* executables in the job; 1: no transport */
   int32_t has_loss;     /* the step writes *loss (the last stage) */
-  int32_t microbatches; /* micro-batches per step (informational) */
   /* No-flush methods (PipeDream, 2BW): micro-batches of one step are still
    * in flight when the next one starts. After the last step the driver
    * writes the checkpoint (in-flight state included), then calls `step`
