@@ -39,6 +39,7 @@
 #include "pipec/Transforms/SchedulePasses.h"
 #include "pipec/InitAll.h"
 #include "pipec/Support/Diagnostics.h"
+#include "pipec/Support/Version.h"
 #include "pipec/Target/Executable.h"
 
 #include "dialects/pipe/PipeDialect.h"
@@ -67,107 +68,113 @@ using namespace mlir;
 namespace pipe = mlir::pipec::pipe;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.onnx>"),
+// --help shows these groups only (LLVM's options: --help-hidden).
+static cl::OptionCategory trainingCat("Training");
+static cl::OptionCategory pipelineCat("Pipeline parallelism");
+static cl::OptionCategory methodCat("Asynchronous methods and several pipelines");
+static cl::OptionCategory outputCat("Input and output");
+
+static cl::opt<std::string> modelPath(cl::Positional, cl::cat(outputCat), cl::desc("<model.onnx>"),
                                       cl::Required);
-static cl::opt<std::string> outDir("o", cl::desc("Output directory"),
+static cl::opt<std::string> outDir("o", cl::cat(outputCat), cl::desc("Output directory"),
                                    cl::value_desc("OUT"), cl::Required);
-static cl::opt<int64_t> batch("batch",
+static cl::opt<int64_t> batch("batch", cl::cat(trainingCat),
                               cl::desc("Samples per step (binds the symbolic "
-                                       "'batch' dimension)"),
+                                       "'batch' dimension) (default: the model's batch)"),
                               cl::init(0));
 static cl::opt<std::string>
-    optimizer("optimizer",
-              cl::desc("sgd, momentum, nesterov, adam, adamw or adagrad"),
+    optimizer("optimizer", cl::cat(trainingCat),
+              cl::desc("sgd, momentum, nesterov, adam, adamw or adagrad (default: sgd)"),
               cl::init("sgd"));
-static cl::opt<double> lr("lr", cl::desc("Learning rate"), cl::init(0.01));
-static cl::opt<double> momentum("momentum",
-                                cl::desc("Momentum (momentum, nesterov)"),
+static cl::opt<double> lr("lr", cl::cat(trainingCat), cl::desc("Learning rate (default: 0.01)"), cl::init(0.01));
+static cl::opt<double> momentum("momentum", cl::cat(trainingCat),
+                                cl::desc("Momentum (momentum, nesterov) (default: 0.9)"),
                                 cl::init(0.9));
-static cl::opt<double> weightDecay("weight-decay", cl::desc("Weight decay"),
+static cl::opt<double> weightDecay("weight-decay", cl::cat(trainingCat), cl::desc("Weight decay"),
                                    cl::init(0.0));
-static cl::opt<std::string> target("target", cl::desc("cpu or cuda"),
+static cl::opt<std::string> target("target", cl::cat(outputCat), cl::desc("cpu or cuda (default: cpu)"),
                                    cl::init("cpu"));
 static cl::list<std::string>
-    inputShapes("input-shape",
+    inputShapes("input-shape", cl::cat(trainingCat),
                 cl::desc("Bind a graph input's shape (x=32x784) or a symbolic "
                          "dimension (batch=32)"),
                 cl::value_desc("name=DxD..."));
-static cl::opt<bool> emitMlir("emit-mlir",
+static cl::opt<bool> emitMlir("emit-mlir", cl::cat(outputCat),
                               cl::desc("Keep the IR after each stage in OUT/"));
 static cl::opt<bool>
-    forwardOnly("forward-only",
+    forwardOnly("forward-only", cl::cat(trainingCat),
                 cl::desc("Compile the forward pass only (the loss, no "
                          "gradients or updates)"));
 
-static cl::opt<int64_t> numStages("stages",
-                                   cl::desc("Pipeline stages (devices)"),
+static cl::opt<int64_t> numStages("stages", cl::cat(pipelineCat),
+                                   cl::desc("Pipeline stages (devices) (default: 1)"),
                                    cl::init(1));
-static cl::opt<int64_t> microbatches("microbatches",
-                                     cl::desc("Micro-batches per step"),
+static cl::opt<int64_t> microbatches("microbatches", cl::cat(pipelineCat),
+                                     cl::desc("Micro-batches per step (default: 1)"),
                                      cl::init(1));
-static cl::opt<std::string> scheduleKind("schedule",
-                                         cl::desc("gpipe, 1f1b or afp"),
+static cl::opt<std::string> scheduleKind("schedule", cl::cat(pipelineCat),
+                                         cl::desc("gpipe, 1f1b or afp (default: 1f1b)"),
                                          cl::init("1f1b"));
 static cl::opt<int64_t>
-    advance("advance",
+    advance("advance", cl::cat(pipelineCat),
             cl::desc("--schedule afp: warm-up forwards beyond 1F1B's (AvgPipe's "
-                     "advance forward propagation; 0: 1F1B, >= M: GPipe)"),
+                     "advance forward propagation; 0: 1F1B, >= M: GPipe) (default: 0)"),
             cl::init(0));
 static cl::opt<std::string>
-    method("method",
+    method("method", cl::cat(methodCat),
            cl::desc("sync (the --schedule), or a no-flush method: pipedream "
                     "(weight stashing, an update per micro-batch), 2bw "
                     "(two versions, an update per step), spectrain (weight "
                     "prediction) or pipemare (no stashing, --lr-warmup, "
-                    "--discrepancy-correction); or avgpipe (--pipelines)"),
+                    "--discrepancy-correction); or avgpipe (--pipelines) (default: sync)"),
            cl::init("sync"));
 static cl::opt<int64_t>
-    lrWarmup("lr-warmup",
+    lrWarmup("lr-warmup", cl::cat(methodCat),
              cl::desc("--method pipemare (T1): stage s starts at lr/tau_s, "
                       "tau_s = p-1-s, and anneals geometrically to lr over K "
-                      "updates (0: off)"),
+                      "updates (default: 0, off)"),
              cl::init(0));
 static cl::opt<std::string> discrepancyCorrection(
-    "discrepancy-correction", cl::value_desc("G"),
+    "discrepancy-correction", cl::cat(methodCat), cl::value_desc("G"),
     cl::desc("--method pipemare (T2): backward weights W - tau_s*delta, "
              "delta <- G*delta + (1-G)*(W(k+1) - W(k)); G in [0, 1) (0.9 is "
              "METHODS.md's default)"),
     cl::init(""));
 static cl::opt<bool>
-    recompute("recompute",
+    recompute("recompute", cl::cat(pipelineCat),
               cl::desc("backwards recompute their stage's forward from its "
                        "inputs: only stage inputs stay in flight (always on "
                        "for spectrain and pipemare)"));
 static cl::opt<int64_t>
-    numPipelines("pipelines",
+    numPipelines("pipelines", cl::cat(pipelineCat),
                  cl::desc("P pipelines of --stages each (P*stages devices): "
                           "data parallelism across pipelines, or AvgPipe with "
-                          "--method avgpipe"),
+                          "--method avgpipe (default: 1)"),
                  cl::init(1));
-static cl::opt<double> avgAlpha("avg-alpha",
+static cl::opt<double> avgAlpha("avg-alpha", cl::cat(methodCat),
                                 cl::desc("--method avgpipe: elastic averaging "
-                                         "rate alpha in (0, 1)"),
+                                         "rate alpha in (0, 1) (default: 0.5)"),
                                 cl::init(0.5));
-static cl::opt<int64_t> avgPeriod("avg-period",
+static cl::opt<int64_t> avgPeriod("avg-period", cl::cat(methodCat),
                                   cl::desc("--method avgpipe: average after "
-                                           "every T steps"),
+                                           "every T steps (default: 1)"),
                                   cl::init(1));
 static cl::opt<bool>
-    verticalSync("vertical-sync",
+    verticalSync("vertical-sync", cl::cat(methodCat),
                  cl::desc("--method pipedream: every stage uses the weights "
                           "of W(u - (p-1)) for micro-batch u"));
 static cl::opt<std::string>
-    partition("partition", cl::desc("balanced, dp, manual or layers"),
+    partition("partition", cl::cat(pipelineCat), cl::desc("balanced, dp, manual or layers (default: balanced)"),
               cl::init("balanced"));
-static cl::list<std::string> cuts("cut", cl::CommaSeparated,
+static cl::list<std::string> cuts("cut", cl::cat(pipelineCat), cl::CommaSeparated,
                                   cl::desc("--partition manual: ONNX nodes "
                                            "after which a stage ends"));
 static cl::opt<std::string>
-    fromMlir("from-mlir",
+    fromMlir("from-mlir", cl::cat(outputCat),
              cl::desc("Start from pipe IR (pipe.stage functions, optionally "
                       "pipe.program ops) instead of partitioning MODEL.onnx"),
              cl::value_desc("PIPE.mlir"));
-static cl::opt<bool> showSchedule("show-schedule",
+static cl::opt<bool> showSchedule("show-schedule", cl::cat(outputCat),
                                   cl::desc("Print the schedule table"));
 
 namespace {
@@ -349,6 +356,8 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   pipec::registerAllPasses();
+  mlir::pipec::hideOtherOptions({&trainingCat, &pipelineCat, &methodCat, &outputCat});
+  mlir::pipec::setVersionPrinter("pipe-compile");
   cl::ParseCommandLineOptions(argc, argv, "pipec compiler driver\n");
 
   if (!llvm::is_contained(kOptimizers, optimizer))

@@ -1,5 +1,6 @@
 //===- pipe-opt.cpp - mlir-opt with the pipec dialects and passes ---------===//
 #include "pipec/InitAll.h"
+#include "pipec/Support/Version.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -8,6 +9,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::pipec::registerAllDialects(registry);
   mlir::pipec::registerAllPasses();
+  mlir::pipec::setVersionPrinter("pipe-opt");
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "pipec optimizer driver\n", registry));
 }

@@ -14,6 +14,7 @@
 // replaces the options before the first -np.
 //
 //===----------------------------------------------------------------------===//
+#include "pipec/Support/Version.h"
 #include "pipec/Target/PlanVersion.h"
 
 #include "llvm/Support/JSON.h"
@@ -50,12 +51,29 @@ const char *const kFlagOptions[] = {"--no-shuffle", "--quiet"};
 } // namespace
 
 int main(int argc, char **argv) {
+  if (argc == 2 && !std::strcmp(argv[1], "--version")) {
+    std::printf("pipe-run: %s\n", mlir::pipec::versionString().c_str());
+    return 0;
+  }
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::fprintf(stderr,
-                 "usage: pipe-run OUT --data D.npz --steps K [--no-shuffle] "
-                 "[--seed S] [--log steps.jsonl] [--save trained.onnx] "
-                 "[--trace t.json] [--checkpoint DIR] [--resume DIR] "
-                 "[--threads N] [--quiet]\n");
+    std::fprintf(argc < 2 ? stderr : stdout,
+                 "usage: pipe-run OUT --data D.npz --steps K [options]\n"
+                 "\n"
+                 "Trains with the executables pipe-compile wrote to OUT (one MPI rank\n"
+                 "per device under mpirun when plan.json lists several).\n"
+                 "\n"
+                 "  --data D.npz        training data: one array per graph input (required)\n"
+                 "  --steps K           training steps, one mini-batch each (required)\n"
+                 "  --no-shuffle        read the rows in order (default: shuffled per epoch)\n"
+                 "  --seed S            shuffling and dropout seed (default: 0)\n"
+                 "  --log F.jsonl       one JSON line per step: step, loss, seconds\n"
+                 "  --save F.onnx       the trained model, as the input ONNX with new weights\n"
+                 "  --trace F.json      a Chrome trace of every rank's kernels and transfers\n"
+                 "  --checkpoint DIR    write a checkpoint after the last step (atomically, per rank)\n"
+                 "  --resume DIR        start from a checkpoint (same OUT and flags)\n"
+                 "  --threads N         kernel threads per rank (default: 1, or $PIPERT_THREADS)\n"
+                 "  --quiet             no per-step progress on stderr\n"
+                 "  --version           the pipec version, git commit and LLVM version\n");
     return argc < 2 ? 2 : 0;
   }
   std::string out = argv[1];

@@ -6,6 +6,7 @@
 #include "pipec/Import/OnnxImporter.h"
 #include "pipec/InitAll.h"
 #include "pipec/Support/Diagnostics.h"
+#include "pipec/Support/Version.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -30,6 +31,7 @@ static llvm::cl::list<std::string> frozenParams(
     llvm::cl::CommaSeparated);
 
 int main(int argc, char **argv) {
+  pipec::setVersionPrinter("pipe-translate");
   if (argc == 2 && StringRef(argv[1]) == "--list-onnx-operators") {
     DialectRegistry registry;
     pipec::registerAllDialects(registry);
