@@ -10,6 +10,9 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "dialects/onnx/OnnxDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
 #include <map>
 
 using namespace mlir;
@@ -263,4 +266,45 @@ LogicalResult mlir::pipec::writePlan(StringRef path, llvm::json::Object plan,
   }
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
   return success();
+}
+
+llvm::json::Array mlir::pipec::describeData(ModuleOp module) {
+  llvm::json::Array data;
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward)
+    return data;
+  // Labels: the second operand of a classification loss, a graph input.
+  llvm::DenseMap<Value, std::pair<int64_t, std::optional<int64_t>>> labels;
+  forward.walk([&](Operation *op) {
+    if (!isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(op))
+      return;
+    auto scores = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+    if (!scores || scores.getRank() < 2 || scores.isDynamicDim(1))
+      return;
+    std::optional<int64_t> ignore;
+    if (auto i = op->getAttrOfType<IntegerAttr>("ignore_index"))
+      ignore = i.getInt();
+    labels[op->getOperand(1)] = {scores.getDimSize(1), ignore};
+  });
+  for (BlockArgument arg : forward.getArguments()) {
+    auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                     pipe::attrs::kInput);
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!name || !type || type.getRank() == 0)
+      continue;
+    std::optional<int64_t> dtype = pipertDtype(type.getElementType());
+    llvm::json::Object entry{
+        {"name", name.getValue().str()},
+        {"dtype", dtype ? llvm::json::Value(*dtype) : llvm::json::Value(nullptr)},
+        {"sample_shape", llvm::json::Array(type.getShape().drop_front())},
+        {"classes", nullptr},
+        {"ignore_index", nullptr}};
+    if (auto it = labels.find(arg); it != labels.end()) {
+      entry["classes"] = it->second.first;
+      if (it->second.second)
+        entry["ignore_index"] = *it->second.second;
+    }
+    data.push_back(std::move(entry));
+  }
+  return data;
 }

@@ -13,6 +13,7 @@ struct pipert_context {
 };
 
 static pipert_abort_hook g_abort_hook = nullptr;
+static int g_error_rank = -1;
 
 extern "C" {
 
@@ -42,9 +43,13 @@ const char *pipert_dtype_name(pipert_dtype t) {
 
 void pipert_set_abort_hook(pipert_abort_hook hook) { g_abort_hook = hook; }
 
+void pipert_set_error_rank(int rank) { g_error_rank = rank; }
+
 void pipert_fail(const char *fmt, ...) {
   std::fflush(stdout);
   std::fputs("pipert: error: ", stderr);
+  if (g_error_rank >= 0)
+    std::fprintf(stderr, "rank %d: ", g_error_rank);
   va_list args;
   va_start(args, fmt);
   std::vfprintf(stderr, fmt, args);

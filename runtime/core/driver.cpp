@@ -300,6 +300,7 @@ extern "C" int pipert_train_main(int argc, char **argv,
                   "device<k> as rank k (mpirun -np 1 device0 : -np 1 "
                   "device1 ...)",
                   rank, info->device);
+    pipert_set_error_rank(rank);
   }
   // Groups, made once by every rank in the same order (collective): the
   // replicas of this stage, and the ranks that compute a loss.

@@ -398,6 +398,7 @@ int main(int argc, char **argv) {
   auto forward = module->lookupSymbol<func::FuncOp>("forward");
   if (!forward)
     return fail("the imported module has no @forward");
+  llvm::json::Array dataSpec = pipec::describeData(*module);
   int64_t modelBatch = 0;
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
     if (!forward.getArgAttr(i, pipe::attrs::kInput))
@@ -620,6 +621,7 @@ int main(int argc, char **argv) {
     }
     llvm::json::Object planBase{
         {"model", llvm::sys::path::filename(modelPath).str()},
+        {"data", std::move(dataSpec)},
         {"target", target},
         {"optimizer",
          llvm::json::Object{{"name", optimizer.getValue()},
@@ -701,6 +703,7 @@ int main(int argc, char **argv) {
 
   llvm::json::Object plan{
       {"model", llvm::sys::path::filename(modelPath).str()},
+      {"data", std::move(dataSpec)},
       {"batch", modelBatch},
       {"target", target},
       {"devices", 1},

@@ -19,7 +19,11 @@
 
 #include "llvm/Support/JSON.h"
 
+#include "pipert/pipert_data.h"
+
 #include <cerrno>
+#include <cmath>
+#include <optional>
 #include <fstream>
 #include <sstream>
 #include <cstdio>
@@ -27,6 +31,7 @@
 #include <cstring>
 #include <string>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -47,6 +52,276 @@ const char *const kValueOptions[] = {"--data", "--steps", "--seed", "--log",
                                      "--save", "--trace", "--checkpoint",
                                      "--resume", "--threads"};
 const char *const kFlagOptions[] = {"--no-shuffle", "--quiet"};
+
+const char *dtypeName(int64_t code) {
+  switch (code) {
+  case 1: return "float32";
+  case 2: return "uint8";
+  case 3: return "int8";
+  case 6: return "int32";
+  case 7: return "int64";
+  case 9: return "bool";
+  case 10: return "float16";
+  case 11: return "float64";
+  default: return "an unsupported type";
+  }
+}
+
+std::string shapeText(const int64_t *shape, int ndim, bool samples) {
+  std::string text = "(";
+  for (int d = 0; d < ndim; ++d) {
+    if (d)
+      text += ", ";
+    text += samples && d == 0 ? std::string("N") : std::to_string(shape[d]);
+  }
+  return text + (ndim == 1 ? ",)" : ")");
+}
+
+/// The first element of `count` that is not finite, or -1.
+template <typename T> int64_t firstNonFinite(const void *data, int64_t count) {
+  const T *x = static_cast<const T *>(data);
+  for (int64_t i = 0; i < count; ++i)
+    if (!std::isfinite(x[i]))
+      return i;
+  return -1;
+}
+
+/// Checks the data file against plan.json's "data" (what the model's inputs
+/// need) before anything starts: "" when it is fine, else the one line to
+/// print. `rowsPerStep` is the batch times the pipelines.
+std::string checkData(const std::string &path, const llvm::json::Array &spec,
+                      int64_t rowsPerStep) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return "--data " + path + ": no such file";
+  pipert_npz *npz = pipert_npz_load(path.c_str());
+  std::string inputs;
+  for (const llvm::json::Value &v : spec)
+    if (auto name = v.getAsObject()->getString("name"))
+      inputs += (inputs.empty() ? "" : ", ") + name->str();
+  int64_t rows = -1;
+  std::string rowsOf;
+  std::string problem;
+  for (const llvm::json::Value &v : spec) {
+    const llvm::json::Object &entry = *v.getAsObject();
+    std::string name = entry.getString("name").value_or("").str();
+    if (pipert_npz_find(npz, name.c_str()) < 0) {
+      problem = path + " has no array '" + name + "' (the model's inputs: " +
+                inputs + ")";
+      break;
+    }
+    int64_t dtype = pipert_npz_dtype(npz, name.c_str());
+    int64_t want = entry.getInteger("dtype").value_or(dtype);
+    int ndim = pipert_npz_ndim(npz, name.c_str());
+    const int64_t *shape = pipert_npz_shape(npz, name.c_str());
+    if (dtype != want) {
+      problem = path + ": array '" + name + "' is " + dtypeName(dtype) +
+                ", but the model's input '" + name + "' is " + dtypeName(want);
+      break;
+    }
+    std::vector<int64_t> sample;
+    if (const llvm::json::Array *dims = entry.getArray("sample_shape"))
+      for (const llvm::json::Value &d : *dims)
+        sample.push_back(d.getAsInteger().value_or(-1));
+    bool same = ndim == int(sample.size()) + 1;
+    for (size_t d = 0; same && d < sample.size(); ++d)
+      same = shape[d + 1] == sample[d];
+    if (!same) {
+      std::vector<int64_t> needed = {0};
+      needed.insert(needed.end(), sample.begin(), sample.end());
+      problem = path + ": array '" + name + "' has shape " +
+                shapeText(shape, ndim, false) + ", but the model's input '" +
+                name + "' needs samples of shape " +
+                shapeText(needed.data(), int(needed.size()), true);
+      break;
+    }
+    if (rows >= 0 && shape[0] != rows) {
+      problem = path + ": array '" + name + "' has " + std::to_string(shape[0]) +
+                " rows, but '" + rowsOf + "' has " + std::to_string(rows) +
+                " (one row per sample in every array)";
+      break;
+    }
+    rows = shape[0];
+    rowsOf = name;
+    int64_t perRow = 1;
+    for (int64_t d : sample)
+      perRow *= d;
+    int64_t count = rows * perRow;
+    const void *data = pipert_npz_data(npz, name.c_str(), static_cast<pipert_dtype>(dtype), -1,
+                                       nullptr);
+    int64_t bad = dtype == 1    ? firstNonFinite<float>(data, count)
+                  : dtype == 11 ? firstNonFinite<double>(data, count)
+                                : -1;
+    if (bad >= 0) {
+      problem = path + ": array '" + name + "' has a NaN or infinity at row " +
+                std::to_string(perRow ? bad / perRow : 0) +
+                " (training on it gives non-finite losses; clean the data)";
+      break;
+    }
+    std::optional<int64_t> classes = entry.getInteger("classes");
+    if (classes && (dtype == 7 || dtype == 6)) {
+      std::optional<int64_t> ignore = entry.getInteger("ignore_index");
+      for (int64_t i = 0; i < count; ++i) {
+        int64_t label = dtype == 7 ? static_cast<const int64_t *>(data)[i]
+                                   : static_cast<const int32_t *>(data)[i];
+        if ((label < 0 || label >= *classes) && label != ignore) {
+          problem = path + ": array '" + name + "' has label " +
+                    std::to_string(label) + " at row " +
+                    std::to_string(perRow ? i / perRow : 0) + ", outside [0, " +
+                    std::to_string(*classes) + ") (the loss has " +
+                    std::to_string(*classes) + " classes)";
+          break;
+        }
+      }
+      if (!problem.empty())
+        break;
+    }
+  }
+  if (problem.empty() && rows >= 0 && rows < rowsPerStep)
+    problem = path + " has " + std::to_string(rows) +
+              " rows, fewer than one step's " + std::to_string(rowsPerStep) +
+              " (the batch pipe-compile was given, times the pipelines; use "
+              "more data or compile a smaller --batch)";
+  pipert_npz_free(npz);
+  return problem;
+}
+
+/// mpirun's stderr as the user should see it: the ranks' own lines (their
+/// errors, "pipert: error: rank 1: ...", and progress) pass through; Open
+/// MPI's boxed help texts that only repeat that a rank failed (MPI_ABORT,
+/// "Primary job terminated ...") and its ORTE_ERROR_LOG lines are dropped; a
+/// rank that died of a signal becomes one line naming it. Boxes it does not
+/// know (mpirun cannot start, say) pass through unchanged.
+class StderrFilter {
+public:
+  explicit StderrFilter(std::vector<std::string> devices)
+      : devices(std::move(devices)) {}
+  void feed(const char *data, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      pending += data[i];
+      if (data[i] == '\n' || data[i] == '\r') {
+        segment(pending);
+        pending.clear();
+      }
+    }
+  }
+  void finish() {
+    if (!pending.empty())
+      segment(pending);
+    pending.clear();
+    if (inBox)
+      emit(box);
+    inBox = false;
+  }
+
+private:
+  static bool isRule(const std::string &s) {
+    return s.size() > 20 && s.compare(0, 20, std::string(20, '-')) == 0;
+  }
+  void emit(const std::string &s) {
+    std::fwrite(s.data(), 1, s.size(), stderr);
+    std::fflush(stderr);
+  }
+  void segment(const std::string &s) {
+    if (inBox) {
+      if (isRule(s)) {
+        inBox = false;
+        summarize();
+      } else {
+        box += s;
+      }
+      return;
+    }
+    if (isRule(s)) {
+      inBox = true;
+      box = s;
+      return;
+    }
+    if (s.find("ORTE_ERROR_LOG") != std::string::npos)
+      return;
+    emit(s);
+  }
+  void summarize() {
+    // "mpirun noticed that process rank 3 with PID 123 on node n exited on
+    // signal 9 (Killed)."
+    size_t at = box.find("process rank ");
+    size_t sig = box.find("exited on signal ");
+    if (at != std::string::npos && sig != std::string::npos) {
+      int rank = std::atoi(box.c_str() + at + 13);
+      int signal = std::atoi(box.c_str() + sig + 17);
+      std::string why;
+      size_t open = box.find('(', sig), close = box.find(')', sig);
+      if (open != std::string::npos && close != std::string::npos && close > open)
+        why = " (" + box.substr(open + 1, close - open - 1) + ")";
+      std::string exe = rank >= 0 && rank < int(devices.size())
+                            ? " (" + devices[size_t(rank)] + ")"
+                            : std::string();
+      emit("pipe-run: error: rank " + std::to_string(rank) + exe +
+           " was killed by signal " + std::to_string(signal) + why +
+           "; the other ranks were stopped\n");
+      return;
+    }
+    if (box.find("MPI_ABORT was invoked") != std::string::npos ||
+        box.find("Primary job") != std::string::npos ||
+        box.find("exited with status") != std::string::npos)
+      return; // the rank's own error line said it
+    emit(box + std::string(60, '-') + "\n");
+  }
+
+  std::vector<std::string> devices;
+  std::string pending, box;
+  bool inBox = false;
+};
+
+/// Runs mpirun with its stderr through StderrFilter; its exit status.
+int runFiltered(std::vector<char *> &cargs, std::vector<std::string> devices) {
+  int fds[2];
+  if (pipe(fds) != 0)
+    return -1;
+  pid_t pid = fork();
+  if (pid < 0)
+    return -1;
+  if (pid == 0) {
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    execvp(cargs[0], cargs.data());
+    std::fprintf(stderr, "pipe-run: error: cannot run %s: %s\n", cargs[0],
+                 std::strerror(errno));
+    _exit(127);
+  }
+  close(fds[1]);
+  StderrFilter filter(std::move(devices));
+  char buffer[4096];
+  for (;;) {
+    ssize_t n = read(fds[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    filter.feed(buffer, size_t(n));
+  }
+  filter.finish();
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status))
+    return WEXITSTATUS(status);
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  return 1;
+}
+
+/// A non-negative integer option value, or nullopt.
+std::optional<long long> integerValue(const char *text) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text, &end, 10);
+  if (errno || !*text || *end)
+    return std::nullopt;
+  return v;
+}
 
 } // namespace
 
@@ -83,6 +358,7 @@ int main(int argc, char **argv) {
 
   // Check the command line here so that a typo fails before MPI starts.
   bool haveData = false, haveSteps = false;
+  std::string dataPath;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     bool known = false;
@@ -92,10 +368,41 @@ int main(int argc, char **argv) {
       if (a == o) {
         if (i + 1 >= argc)
           return fail("option " + a + " needs a value");
-        if (a == "--data")
+        if (a == "--data") {
           haveData = true;
+          dataPath = argv[i + 1];
+        }
         if (a == "--steps")
           haveSteps = true;
+        if (a == "--steps" || a == "--seed" || a == "--threads") {
+          std::optional<long long> v = integerValue(argv[i + 1]);
+          long long least = a == "--seed" ? 0 : 1;
+          if (!v || *v < least)
+            return fail(a + " must be an integer >= " + std::to_string(least) +
+                        ", not '" + argv[i + 1] + "'");
+        }
+        if (a == "--resume") {
+          struct stat rs;
+          if (stat(argv[i + 1], &rs) != 0 || !S_ISDIR(rs.st_mode))
+            return fail(std::string("--resume ") + argv[i + 1] +
+                        ": no such checkpoint directory");
+        }
+        if (a == "--log" || a == "--save" || a == "--trace" ||
+            a == "--checkpoint") {
+          // The file (or directory) goes into an existing directory.
+          std::string target = argv[i + 1];
+          size_t slash = target.find_last_of('/');
+          std::string parent =
+              slash == std::string::npos ? "." : target.substr(0, slash);
+          struct stat ps;
+          if (a != "--checkpoint" && !parent.empty() &&
+              (stat(parent.c_str(), &ps) != 0 || !S_ISDIR(ps.st_mode)))
+            return fail(a + " " + target + ": no directory '" + parent + "'");
+          if (!parent.empty() && access(parent.c_str(), W_OK) != 0 &&
+              a != "--checkpoint")
+            return fail(a + " " + target + ": cannot write into '" + parent +
+                        "'");
+        }
         ++i;
         known = true;
       }
@@ -136,6 +443,15 @@ int main(int argc, char **argv) {
     if (!devices || *devices < 1)
       return fail(path + ": \"devices\" must be a positive integer");
     planned = static_cast<int>(*devices);
+    // The data, before anything starts (plans without "data" are checked
+    // by the ranks as they load it).
+    if (const llvm::json::Array *spec = root->getArray("data")) {
+      int64_t rowsPerStep = root->getInteger("batch").value_or(0) *
+                            root->getInteger("pipelines").value_or(1);
+      std::string problem = checkData(dataPath, *spec, rowsPerStep);
+      if (!problem.empty())
+        return fail(problem);
+    }
   }
   std::vector<std::string> devices;
   for (int d = 0; d < planned; ++d) {
@@ -192,9 +508,12 @@ int main(int argc, char **argv) {
   for (std::string &a : args)
     cargs.push_back(a.data());
   cargs.push_back(nullptr);
-  if (devices.size() == 1)
+  if (devices.size() == 1) {
     execv(cargs[0], cargs.data());
-  else
-    execvp(cargs[0], cargs.data());
-  return fail("cannot run " + args[0] + ": " + std::strerror(errno));
+    return fail("cannot run " + args[0] + ": " + std::strerror(errno));
+  }
+  int rc = runFiltered(cargs, devices);
+  if (rc < 0)
+    return fail("cannot run " + args[0] + ": " + std::strerror(errno));
+  return rc;
 }

@@ -19,6 +19,13 @@
 
 namespace mlir::pipec {
 
+/// What the training data must hold, from the imported @forward: one entry
+/// per graph input {name, dtype (pipert/ONNX code), sample_shape (the dims
+/// after the batch axis), classes (for the labels of a SoftmaxCrossEntropyLoss
+/// or NegativeLogLikelihoodLoss: the score's class count, else null),
+/// ignore_index (or null)}. pipe-run checks a data file against it before it
+/// launches anything.
+llvm::json::Array describeData(ModuleOp module);
 
 /// The buffers a lowered step declares (its pipe.program metadata):
 /// "inputs", "parameters", "state" (each a list of {name, shape, elements,

@@ -86,6 +86,9 @@ PIPERT_NORETURN void pipert_fail(const char *fmt, ...) PIPERT_PRINTF(1, 2);
 /* Hook the transport installs so that pipert_fail takes every rank down. */
 typedef void (*pipert_abort_hook)(int code);
 void pipert_set_abort_hook(pipert_abort_hook hook);
+/* Under several ranks: pipert_fail's message names this rank
+ * ("pipert: error: rank 1: ..."). -1 (the default): no rank. */
+void pipert_set_error_rank(int rank);
 
 #ifdef __cplusplus
 }
