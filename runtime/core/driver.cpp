@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <unistd.h>
@@ -31,6 +32,8 @@ struct Options {
   bool shuffle = true;
   bool quiet = false;
   int threads = 0;
+  /* --on-nonfinite: what a NaN or infinite loss does. */
+  enum Nonfinite { Stop, Skip, Warn } onNonfinite = Stop;
 };
 
 int usageError(const char *fmt, const char *what) {
@@ -74,6 +77,12 @@ int parseOptions(int argc, char **argv, Options &o) {
                                            : o.trace;
       if (!value(dst))
         return usageError("option %s needs a value", a.c_str());
+    } else if (a == "--on-nonfinite") {
+      if (!value(text) || (text != "stop" && text != "skip" && text != "warn"))
+        return usageError("option %s needs stop, skip or warn", a.c_str());
+      o.onNonfinite = text == "stop"   ? Options::Stop
+                      : text == "skip" ? Options::Skip
+                                       : Options::Warn;
     } else if (a == "--steps" || a == "--seed" || a == "--threads") {
       int64_t v;
       if (!value(text) || !parseInt(text.c_str(), v) || v < 0)
@@ -87,7 +96,7 @@ int parseOptions(int argc, char **argv, Options &o) {
     } else {
       return usageError("unknown option '%s' (--data --steps --no-shuffle "
                         "--seed --log --save --checkpoint --resume --trace "
-                        "--threads --quiet)",
+                        "--threads --on-nonfinite --quiet)",
                         a.c_str());
     }
   }
@@ -96,6 +105,31 @@ int parseOptions(int argc, char **argv, Options &o) {
   if (o.steps < 0)
     return usageError("%s", "--steps K is required");
   return 0;
+}
+
+int64_t tensorBytes(const pipert_tensor_info &t);
+
+/// Where a non-finite loss shows in this rank's weights: the first trained
+/// parameter holding a NaN or infinity, or that they are all finite.
+std::string describeNonfinite(pipert_context *ctx, const pipert_program_info *info,
+                              const std::vector<void *> &persistent, int stage) {
+  std::string here = stage < 0 ? std::string("the model's")
+                               : "stage " + std::to_string(stage) + "'s";
+  for (int i = 0; i < info->n_persistent; ++i) {
+    const pipert_tensor_info &t = info->persistent[i];
+    if (t.kind != PIPERT_TENSOR_PARAM || t.dtype != PIPERT_F32)
+      continue;
+    int64_t n = tensorBytes(t) / 4;
+    std::vector<float> host(static_cast<size_t>(n));
+    pipert_copy_to_host(ctx, host.data(), persistent[i], static_cast<size_t>(n) * 4);
+    for (int64_t k = 0; k < n; ++k)
+      if (!std::isfinite(host[static_cast<size_t>(k)]))
+        return "the first of " + here + " parameters with one is '" +
+               std::string(t.name) + "' (element " + std::to_string(k) + ")";
+  }
+  return "all of " + here + " parameters are finite (it comes from " +
+         (stage > 0 ? std::string("an earlier stage or ") : std::string()) +
+         "the data, or the loss itself)";
 }
 
 std::string executableDir() {
@@ -369,7 +403,23 @@ extern "C" int pipert_train_main(int argc, char **argv,
       pipert_log_set_progress(log, PIPERT_PROGRESS_OFF, 0);
   }
   runSteps = std::max<int64_t>(o.steps, first);
+  // --on-nonfinite skip: every rank keeps its state from before the step and
+  // puts it back when any rank's loss is not finite (a synchronous step is
+  // then as if it never ran, optimizer counters included).
+  if (o.onNonfinite == Options::Skip && info->drain_steps > 0)
+    pipert_fail("--on-nonfinite skip undoes a step, which a no-flush method "
+                "(its micro-batches span steps) does not have: use stop or warn");
+  std::vector<void *> backup;
+  if (o.onNonfinite == Options::Skip)
+    for (int i = 0; i < info->n_persistent; ++i)
+      backup.push_back(pipert_alloc(ctx, static_cast<size_t>(tensorBytes(info->persistent[i]))));
+  void *flagBuffer = multi && o.onNonfinite == Options::Skip ? pipert_alloc(ctx, 4) : nullptr;
+  int64_t skipped = 0, warned = 0;
+  const bool computesLoss = !multi || info->has_loss;
   for (int64_t s = first; s < o.steps; ++s) {
+    for (size_t i = 0; i < backup.size(); ++i)
+      pipert_copy_device(ctx, backup[i], persistent[i],
+                         static_cast<size_t>(tensorBytes(info->persistent[i])));
     // Pipeline i reads the global mini-batch s*P + i.
     for (int i = 0; i < info->n_inputs; ++i)
       pipert_feeder_fill(feeder, s * pipelines + pipeline, i, inputs[i]);
@@ -385,7 +435,50 @@ extern "C" int pipert_train_main(int argc, char **argv,
     }
     if (log)
       pipert_log_step(log, s, loss, 0, nullptr, nullptr);
+    const bool nonfinite = computesLoss && !std::isfinite(loss);
+    if (o.onNonfinite == Options::Skip) {
+      float flag = nonfinite ? 1.0f : 0.0f;
+      if (flagBuffer) {
+        pipert_copy_to_device(ctx, flagBuffer, &flag, 4);
+        pipert_allreduce_f32(ctx, pipert_comm_world(ctx),
+                             static_cast<float *>(flagBuffer), 1,
+                             PIPERT_COLLECTIVE_SUM);
+        pipert_copy_to_host(ctx, &flag, flagBuffer, 4);
+      }
+      if (flag > 0) {
+        for (size_t i = 0; i < backup.size(); ++i)
+          pipert_copy_device(ctx, persistent[i], backup[i],
+                             static_cast<size_t>(tensorBytes(info->persistent[i])));
+        ++skipped;
+        if (log)
+          std::fprintf(stderr, "%spipert: warning: step %lld: the loss is %s; "
+                       "its update is skipped (--on-nonfinite skip)\n",
+                       o.quiet ? "" : "\n", static_cast<long long>(s),
+                       std::isnan(loss) ? "nan" : "infinite");
+      }
+    } else if (nonfinite) {
+      std::string where = describeNonfinite(
+          ctx, info, persistent, multi ? rank % stagesPerPipeline : -1);
+      if (o.onNonfinite == Options::Stop)
+        pipert_fail("step %lld: the loss is %s; %s; stopping (--on-nonfinite "
+                    "skip or warn goes on)",
+                    static_cast<long long>(s), std::isnan(loss) ? "nan" : "infinite",
+                    where.c_str());
+      ++warned;
+      std::fprintf(stderr, "%spipert: warning: step %lld: the loss is %s; %s\n",
+                   o.quiet ? "" : "\n", static_cast<long long>(s),
+                   std::isnan(loss) ? "nan" : "infinite", where.c_str());
+    }
   }
+  if (log && (skipped || warned))
+    std::fprintf(stderr, "pipert: %lld of %lld steps had a non-finite loss%s\n",
+                 static_cast<long long>(skipped + warned),
+                 static_cast<long long>(o.steps - first),
+                 skipped ? " (their updates skipped)" : "");
+  for (void *p : backup)
+    pipert_free(ctx, p);
+  if (flagBuffer)
+    pipert_free(ctx, flagBuffer);
   pipert_synchronize(ctx);
   pipert_log_close(log);
 

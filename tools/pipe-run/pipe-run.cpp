@@ -50,7 +50,7 @@ bool isExecutable(const std::string &path) {
 
 const char *const kValueOptions[] = {"--data", "--steps", "--seed", "--log",
                                      "--save", "--trace", "--checkpoint",
-                                     "--resume", "--threads"};
+                                     "--resume", "--threads", "--on-nonfinite"};
 const char *const kFlagOptions[] = {"--no-shuffle", "--quiet"};
 
 const char *dtypeName(int64_t code) {
@@ -347,6 +347,10 @@ int main(int argc, char **argv) {
                  "  --checkpoint DIR    write a checkpoint after the last step (atomically, per rank)\n"
                  "  --resume DIR        start from a checkpoint (same OUT and flags)\n"
                  "  --threads N         kernel threads per rank (default: 1, or $PIPERT_THREADS)\n"
+                 "  --on-nonfinite M    a NaN or infinite loss: stop (default: name the\n"
+                 "                      step and the first parameter with one), skip\n"
+                 "                      (undo that step's update, count it; synchronous\n"
+                 "                      schedules) or warn (go on)\n"
                  "  --quiet             no per-step progress on stderr\n"
                  "  --version           the pipec version, git commit and LLVM version\n");
     return argc < 2 ? 2 : 0;
@@ -381,6 +385,10 @@ int main(int argc, char **argv) {
             return fail(a + " must be an integer >= " + std::to_string(least) +
                         ", not '" + argv[i + 1] + "'");
         }
+        if (a == "--on-nonfinite" && std::strcmp(argv[i + 1], "stop") &&
+            std::strcmp(argv[i + 1], "skip") && std::strcmp(argv[i + 1], "warn"))
+          return fail(std::string("--on-nonfinite must be stop, skip or warn, "
+                                  "not '") + argv[i + 1] + "'");
         if (a == "--resume") {
           struct stat rs;
           if (stat(argv[i + 1], &rs) != 0 || !S_ISDIR(rs.st_mode))
