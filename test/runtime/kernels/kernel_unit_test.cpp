@@ -229,6 +229,22 @@ TEST(WeightVersions, SlotsPredictionAndEasgd) {
   pipert_predict_weights_f32(ctx.ctx, w.data(), v.data(), 2.f, 0.1f, n, what.data());
   for (int64_t i = 0; i < n; ++i)
     EXPECT_NEAR(what[static_cast<size_t>(i)], w[static_cast<size_t>(i)] - 0.2f * v[static_cast<size_t>(i)], 1e-7);
+  // Along Adam's direction (SpecTrain with adam): w - s lr m_hat/(sqrt(v_hat)
+  // + eps) after t = 3 updates; the weights themselves before the first.
+  Vec m = random_vec(n, 35), sq = random_vec(n, 36);
+  for (float &e : sq)
+    e = e * e + 0.01f;
+  pipert_predict_adam_f32(ctx.ctx, w.data(), m.data(), sq.data(), 3, 0.9f, 0.999f, 1e-8f, 2.f,
+                          0.1f, n, what.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    const double mh = m[k] / (1.0 - 0.9 * 0.9 * 0.9), vh = sq[k] / (1.0 - 0.999 * 0.999 * 0.999);
+    EXPECT_NEAR(what[k], w[k] - 0.2 * mh / (std::sqrt(vh) + 1e-8), 1e-5);
+  }
+  pipert_predict_adam_f32(ctx.ctx, w.data(), m.data(), sq.data(), 0, 0.9f, 0.999f, 1e-8f, 2.f,
+                          0.1f, n, what.data());
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ(what[static_cast<size_t>(i)], w[static_cast<size_t>(i)]);
 
   // Two replicas and a centre: one EASGD round, the diff sum formed by hand
   // in place of the allreduce.
