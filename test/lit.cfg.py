@@ -16,6 +16,10 @@ llvm_config.with_environment("PATH", config.pipec_tools_dir, append_path=True)
 config.substitutions.append(("%torchpy", config.python_ref))
 config.substitutions.append(("%pipec_src", config.pipec_src_root))
 config.substitutions.append(("%onnx_testdata", config.onnx_testdata))
+config.substitutions.append(
+    ("%pipec_plugin", os.path.join(config.pipec_obj_root, "lib", "libPipecPlugin.so")))
+config.substitutions.append(
+    ("%stock_mlir_opt", os.path.join(config.llvm_tools_dir, "mlir-opt")))
 
 if getattr(config, "pipec_cuda_backend", False):
     config.available_features.add("cuda-backend")
