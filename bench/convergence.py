@@ -2,13 +2,17 @@
 """Convergence of the asynchronous methods against synchronous 1F1B, on 2 ranks.
 
     python3 bench/convergence.py [--build build] [--models cnn,transformer]
-        [--methods sync,pipedream,pipedream-vs,2bw] [--batch 128] [--microbatches 4]
+        [--methods sync,pipedream,2bw,spectrain,pipemare-t1,pipemare-t1t2]
+        [--batch 128] [--microbatches 4]
         [--steps 300] [--repeats 5] [--data 1024] [--lr cnn=0.05,transformer=0.1] [--quick]
         [--out bench/out/convergence]
 
 For each model of examples/models.py, compiles it for 2 stages with
 synchronous 1F1B (`--schedule 1f1b`) and with each no-flush method
-(`--method pipedream`, `--method pipedream --vertical-sync`, `--method 2bw`),
+(`--method pipedream`, `pipedream --vertical-sync` (pipedream-vs), `2bw`,
+`spectrain`, `pipemare --lr-warmup K` (pipemare-t1) and `pipemare
+--lr-warmup K --discrepancy-correction 0.9` (pipemare-t1t2), K = the updates
+of the first 10% of the run: steps/10 x M, one update per micro-batch),
 same learning rate, M and data, and trains each for the same number of steps
 with `pipe-run --threads 1` (one BLAS thread per rank: a rank is one device),
 `--repeats` times, interleaved, keeping the fastest run's times (the machine
@@ -20,7 +24,9 @@ stage. Printed per model, side by side in one run:
   - the final loss (mean of the last 10% of steps);
   - steps and seconds until the loss (a 5-step moving average) first reaches
     the synchronous run's final loss, or "not reached";
-  - the loss at the synchronous run's wall time (a fixed-time comparison).
+  - the loss at the synchronous run's wall time (a fixed-time comparison);
+  - memory per stage from each output's plan.json: the weight copies kept
+    (parameters x versions), optimizer state, activations in flight.
 
 Loss vs steps and vs seconds go to <out>/<model>.png (matplotlib, Agg; skipped
 with a message if matplotlib is missing: run the script with a python3 that
@@ -45,6 +51,10 @@ METHOD_FLAGS = {
     "pipedream": ["--method", "pipedream"],
     "pipedream-vs": ["--method", "pipedream", "--vertical-sync"],
     "2bw": ["--method", "2bw"],
+    "spectrain": ["--method", "spectrain"],
+    "pipemare-t1": ["--method", "pipemare", "--lr-warmup", "{K}"],
+    "pipemare-t1t2": ["--method", "pipemare", "--lr-warmup", "{K}",
+                      "--discrepancy-correction", "0.9"],
 }
 SKIP = 5
 
@@ -68,7 +78,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--models", default="cnn,transformer")
-    ap.add_argument("--methods", default="sync,pipedream,pipedream-vs,2bw")
+    ap.add_argument("--methods",
+                    default="sync,pipedream,2bw,spectrain,pipemare-t1,pipemare-t1t2")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--microbatches", type=int, default=4)
     ap.add_argument("--steps", type=int, default=300)
@@ -95,6 +106,10 @@ def main():
     if rc:
         sys.exit(f"examples/models.py failed: {msg}")
     methods = a.methods.split(",")
+    unknown = [m for m in methods if m not in METHOD_FLAGS]
+    if unknown:
+        sys.exit(f"unknown method {unknown[0]} ({', '.join(METHOD_FLAGS)})")
+    warmup = str(max(1, a.steps * a.microbatches // 10))
     print(f"convergence: 2 ranks, B = {a.batch}, M = {a.microbatches}, "
           f"{a.steps} steps, same lr for every method")
     for model in a.models.split(","):
@@ -112,7 +127,7 @@ def main():
                                    "-o", out, "--batch", str(a.batch), "--stages", "2",
                                    "--microbatches", str(a.microbatches),
                                    "--optimizer", "sgd", "--lr", lrs.get(model, "0.05")]
-                                  + METHOD_FLAGS[method])
+                                  + [f.replace("{K}", warmup) for f in METHOD_FLAGS[method]])
                 if rc == 0:
                     rc, msg = run(["pipe-run", out, "--data",
                                    os.path.join(work, model + ".npz"),
@@ -127,6 +142,7 @@ def main():
                 if best is None or got[1][-1] < best[1][-1]:
                     curves[method] = got
         report(model, methods, curves, a)
+        memory(model, methods, curves, work)
         plot(f"{model}: 2 ranks, sync 1F1B vs no-flush methods",
              {m: curves[m] for m in methods if m in curves},
              os.path.join(a.out, f"{model}.png"))
@@ -168,6 +184,28 @@ def report(model, methods, curves, a):
               f"{(f'{at[-1]:.4f}' if at else '-'):>18}")
     print(f"  (target: sync's final loss, 5-step mean, {target:.4f}; "
           f"sync's wall time {total:.2f} s)")
+
+
+def memory(model, methods, curves, work):
+    """Bytes each stage keeps across steps, from the outputs' plan.json."""
+    print(f"  memory per stage (KiB): parameters + weight versions / optimizer "
+          f"state / activations in flight (no-flush) or per step (sync)")
+    for method in methods:
+        path = os.path.join(work, f"{model}-{method}", "plan.json")
+        if not isinstance(curves.get(method), tuple) or not os.path.exists(path):
+            continue
+        with open(path) as f:
+            plan = json.load(f)
+        cells = []
+        for d in plan["device_plans"]:
+            m = d["memory"]
+            weights = m["parameter_bytes"] + m.get("weight_version_bytes", 0)
+            acts = (m.get("in_flight_activation_bytes", 0)
+                    if d["method"]["no_flush"] else m["peak_activation_bytes"])
+            cells.append(f"s{d['stages'][0]} {weights / 1024:.0f}+"
+                         f"{m['optimizer_state_bytes'] / 1024:.0f}+{acts / 1024:.0f}"
+                         f" (x{d['method']['weight_versions']})")
+        print(f"  {method:<14} " + "   ".join(cells))
 
 
 def plot(title, curves, path):

@@ -154,7 +154,10 @@ LogicalResult PipeSplitStagesPass::needForward(Part &user, Value v,
   }
   Operation *def = v.getDefiningOp();
   int64_t defStage = stageOf.lookup(def);
-  if (defStage == user.stage && user.phase == Backward && recompute) {
+  // The last stage runs each backward right after its forward (on the same
+  // weights): recomputing there would save nothing.
+  bool recomputes = recompute && user.stage + 1 < int64_t(parts.size() / 2);
+  if (defStage == user.stage && user.phase == Backward && recomputes) {
     // Re-run what computes it, and make what that reads available.
     SmallVector<Operation *> stack = {def};
     while (!stack.empty()) {
@@ -587,7 +590,7 @@ LogicalResult PipeSplitStagesPass::build(
       p.stage, p.weights.size(), b.getFunctionType(argTypes, resultTypes));
   stage.setAllArgAttrs(argAttrs);
   stage.setAllResultAttrs(resultAttrs);
-  if (p.phase == Backward && recompute)
+  if (p.phase == Backward && recompute && p.stage + 1 < int64_t(parts.size() / 2))
     stage->setAttr(pipe::attrs::kRecompute, b.getUnitAttr());
   Block *block = new Block();
   stage.getBody().push_back(block);

@@ -183,7 +183,8 @@ def PipeSplitStages : Pass<"pipe-split-stages", "::mlir::ModuleOp"> {
     is erased. Values may still skip stages: --pipe-insert-transfers relays
     them.
 
-    With `recompute=true` a backward keeps none of its own forward's
+    With `recompute=true` a backward (of every stage but the last, whose
+    backward follows its forward at once) keeps none of its own forward's
     intermediates: it re-runs the forward ops its gradients need from the
     stage's inputs (received activations, fed data) and the weights it is
     passed, so it is the vector-Jacobian product of the stage at (its
