@@ -2,6 +2,7 @@
 #include "pipert/pipert_checkpoint.h"
 #include "checkpoint_io.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -47,7 +50,17 @@ AtomicFile::~AtomicFile() {
 void AtomicFile::write(const void *data, size_t n) {
   const char *p = static_cast<const char *>(data);
   while (n > 0) {
-    ssize_t w = ::write(fd_, p, n);
+    ssize_t w;
+    if (room_ >= 0 && n > static_cast<size_t>(room_)) {
+      // The test hook's full disk: what fits, then ENOSPC.
+      w = room_ > 0 ? ::write(fd_, p, static_cast<size_t>(room_)) : -1;
+      if (w <= 0)
+        errno = ENOSPC;
+    } else {
+      w = ::write(fd_, p, n);
+    }
+    if (w > 0 && room_ >= 0)
+      room_ -= w;
     if (w < 0 && errno == EINTR)
       continue;
     if (w <= 0) {
@@ -163,6 +176,10 @@ void pipert_checkpoint_save(pipert_context *ctx, const char *dir, int rank, int6
   put<int64_t>(header, step);
   put<uint64_t>(header, rng_state);
   pipert_detail::AtomicFile file(path, what);
+  // Fault injection for the tests: this rank's disk is full after the header.
+  if (const char *r = std::getenv("PIPERT_TEST_DISK_FULL_IN_CHECKPOINT"))
+    if (std::atoi(r) == rank)
+      file.limitForTest(static_cast<int64_t>(header.size()) + 100);
   file.write(header.data(), header.size());
   std::vector<unsigned char> host;
   for (int i = 0; i < n; ++i) {
@@ -186,11 +203,75 @@ void pipert_checkpoint_save(pipert_context *ctx, const char *dir, int rank, int6
     if (bytes)
       pipert_copy_to_host(ctx, host.data(), t.data, bytes);
     file.write(host.data(), bytes);
+    // Fault injection for the tests: this rank dies in the middle of the
+    // write (the previous checkpoint must survive it).
+    if (i == 0)
+      if (const char *r = std::getenv("PIPERT_TEST_KILL_IN_CHECKPOINT"))
+        if (std::atoi(r) == rank)
+          std::raise(SIGKILL);
   }
   std::vector<unsigned char> trailer;
   put<uint32_t>(trailer, static_cast<uint32_t>(file.crc()));
   file.write(trailer.data(), trailer.size());
   file.commit();
+}
+
+const char *pipert_checkpoint_stage_dir(const char *dir, int64_t step, char *buf,
+                                        size_t buf_len) {
+  std::snprintf(buf, buf_len, "%s/step-%lld", dir, static_cast<long long>(step));
+  return buf;
+}
+
+void pipert_checkpoint_commit(const char *dir, int64_t step) {
+  const std::string text = "step-" + std::to_string(step) + "\n";
+  pipert_detail::AtomicFile file(std::string(dir) + "/LATEST", "checkpoint commit");
+  file.write(text.data(), text.size());
+  file.commit();
+}
+
+static std::string latestName(const char *dir) {
+  std::FILE *f = std::fopen((std::string(dir) + "/LATEST").c_str(), "r");
+  if (!f)
+    return "";
+  char line[256] = {0};
+  const bool ok = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  std::string name = ok ? line : "";
+  while (!name.empty() && (name.back() == '\n' || name.back() == '\r'))
+    name.pop_back();
+  if (name.rfind("step-", 0) != 0 || name.find('/') != std::string::npos)
+    pipert_fail("checkpoint '%s': LATEST does not name a step directory ('%s')", dir,
+                name.c_str());
+  return name;
+}
+
+const char *pipert_checkpoint_resolve(const char *dir, char *buf, size_t buf_len) {
+  const std::string latest = latestName(dir);
+  if (latest.empty())
+    std::snprintf(buf, buf_len, "%s", dir);
+  else
+    std::snprintf(buf, buf_len, "%s/%s", dir, latest.c_str());
+  return buf;
+}
+
+void pipert_checkpoint_prune(const char *dir, int rank) {
+  const std::string latest = latestName(dir);
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  std::vector<std::string> stale;
+  while (dirent *e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind("step-", 0) == 0 && name != latest)
+      stale.push_back(std::string(dir) + "/" + name);
+  }
+  closedir(d);
+  for (const std::string &s : stale) {
+    char path[4096];
+    pipert_checkpoint_path(s.c_str(), rank, path, sizeof path);
+    std::remove(path);
+    ::rmdir(s.c_str()); // succeeds once every rank's file is gone
+  }
 }
 
 int pipert_checkpoint_load(pipert_context *ctx, const char *dir, int rank, int64_t *step,

@@ -4,6 +4,7 @@
 
 #include "pipert/pipert.h"
 
+#include <cstdint>
 #include <string>
 
 namespace pipert_detail {
@@ -25,12 +26,15 @@ public:
   void commit();
   // CRC-32 of everything written so far.
   unsigned long crc() const { return crc_; }
+  // Tests: the disk holds only `bytes` more bytes (then ENOSPC).
+  void limitForTest(int64_t bytes) { room_ = bytes; }
 
 private:
   std::string path_, tmp_;
   const char *what_;
   int fd_ = -1;
   unsigned long crc_ = 0;
+  int64_t room_ = -1;
 };
 
 } // namespace pipert_detail

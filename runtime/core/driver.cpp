@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <string>
 #include <unistd.h>
@@ -313,6 +314,10 @@ extern "C" int pipert_train_main(int argc, char **argv,
   if (int rc = parseOptions(argc, argv, o))
     return rc;
 
+  // A full disk or a file-size limit makes a write fail (and the checkpoint
+  // writer keep the previous checkpoint, with a clear error) instead of
+  // killing the process with SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
   pipert_context *ctx = pipert_context_create(o.threads, o.seed);
   const bool multi = info->n_devices > 1;
   // P pipelines of S stages, pipeline-major: rank r is stage r mod S of
@@ -385,7 +390,9 @@ extern "C" int pipert_train_main(int argc, char **argv,
   if (!o.resume.empty()) {
     uint64_t rng = 0;
     int64_t saved = 0;
-    if (pipert_checkpoint_load(ctx, o.resume.c_str(), rank, &saved, &rng,
+    char from[4096];
+    pipert_checkpoint_resolve(o.resume.c_str(), from, sizeof from);
+    if (pipert_checkpoint_load(ctx, from, rank, &saved, &rng,
                                named.data(), info->n_persistent) == 0) {
       first = saved;
       pipert_context_set_random_state(ctx, rng);
@@ -485,10 +492,21 @@ extern "C" int pipert_train_main(int argc, char **argv,
   // A no-flush program's state after the last step includes what is in
   // flight: the checkpoint holds it, so a resumed run continues the same
   // trajectory; only then does the drain finish the micro-batches.
-  if (!o.checkpoint.empty())
-    pipert_checkpoint_save(ctx, o.checkpoint.c_str(), rank, runSteps,
-                           pipert_context_random_state(ctx), named.data(),
-                           info->n_persistent);
+  // Every rank saves into the step's directory; only when all have does
+  // LATEST name it (a rank that dies on the way leaves the previous one).
+  if (!o.checkpoint.empty()) {
+    char stage[4096];
+    pipert_checkpoint_stage_dir(o.checkpoint.c_str(), runSteps, stage, sizeof stage);
+    pipert_checkpoint_save(ctx, stage, rank, runSteps, pipert_context_random_state(ctx),
+                           named.data(), info->n_persistent);
+    if (multi)
+      pipert_barrier(ctx, pipert_comm_world(ctx));
+    if (rank == 0)
+      pipert_checkpoint_commit(o.checkpoint.c_str(), runSteps);
+    if (multi)
+      pipert_barrier(ctx, pipert_comm_world(ctx));
+    pipert_checkpoint_prune(o.checkpoint.c_str(), rank);
+  }
   for (int64_t s = runSteps; s < runSteps + info->drain_steps; ++s) {
     float ignored = 0.0f;
     double begin = pipert_trace_begin(ctx);

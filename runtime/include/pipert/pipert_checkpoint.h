@@ -51,6 +51,21 @@ void pipert_checkpoint_save(pipert_context *ctx, const char *dir, int rank, int6
 int pipert_checkpoint_load(pipert_context *ctx, const char *dir, int rank, int64_t *step,
                            uint64_t *rng_state, pipert_named_tensor *tensors, int n);
 
+/* A job's checkpoint is consistent across ranks: every rank saves into
+ * <dir>/step-<N>/ (pipert_checkpoint_stage_dir), then, once all have, one
+ * rank commits it by writing <dir>/LATEST ("step-<N>", atomically), and
+ * the previous step directories are removed. A failure at any point leaves
+ * LATEST naming a complete checkpoint. pipert_checkpoint_resolve gives the
+ * directory to load from: <dir>/<LATEST>, or <dir> itself when it has no
+ * LATEST (a checkpoint of one pipert_checkpoint_save). */
+const char *pipert_checkpoint_stage_dir(const char *dir, int64_t step, char *buf,
+                                        size_t buf_len);
+void pipert_checkpoint_commit(const char *dir, int64_t step);
+/* Removes this rank's files of the step directories other than LATEST's
+ * (and the directories once empty). */
+void pipert_checkpoint_prune(const char *dir, int rank);
+const char *pipert_checkpoint_resolve(const char *dir, char *buf, size_t buf_len);
+
 /* Path of the checkpoint file of `rank` in `dir`, into buf; returns buf. */
 const char *pipert_checkpoint_path(const char *dir, int rank, char *buf, size_t buf_len);
 

@@ -115,6 +115,10 @@ def read_ckpt(path):
 
 
 def read_ckpts(ckpt):
+    """Every rank's tensors of the committed checkpoint (LATEST's step)."""
+    latest = os.path.join(ckpt, "LATEST")
+    if os.path.exists(latest):
+        ckpt = os.path.join(ckpt, open(latest).read().strip())
     merged = {}
     for r in range(3):
         for name, value in read_ckpt(os.path.join(ckpt, f"rank-{r}.ckpt")).items():

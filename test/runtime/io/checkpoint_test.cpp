@@ -125,6 +125,45 @@ TEST_F(Checkpoint, OverwriteReplacesTheOldOne) {
   EXPECT_EQ(files(), std::vector<std::string>{"rank-0.ckpt"});
 }
 
+// A job's checkpoint: every rank saves into the step's directory, LATEST
+// names it once all have, the older step directories go. A rank that saved
+// a newer step that was never committed does not change what loads.
+TEST_F(Checkpoint, CommittedStepDirectories) {
+  State a, b, out;
+  a.fill(1);
+  b.fill(2);
+  auto ta = a.tensors(), tb = b.tensors(), to = out.tensors();
+  char stage[512], from[512];
+  for (int rank : {0, 1})
+    pipert_checkpoint_save(ctx, pipert_checkpoint_stage_dir(dir.c_str(), 3, stage, sizeof stage),
+                           rank, 3, 7, ta.data(), 6);
+  EXPECT_STREQ(pipert_checkpoint_resolve(dir.c_str(), from, sizeof from), dir.c_str());
+  pipert_checkpoint_commit(dir.c_str(), 3);
+  EXPECT_EQ(std::string(pipert_checkpoint_resolve(dir.c_str(), from, sizeof from)),
+            dir + "/step-3");
+  // Step 5: rank 0 saves, rank 1 dies before it does; nothing is committed.
+  pipert_checkpoint_save(ctx, pipert_checkpoint_stage_dir(dir.c_str(), 5, stage, sizeof stage), 0,
+                         5, 8, tb.data(), 6);
+  for (int rank : {0, 1}) {
+    int64_t step = 0;
+    ASSERT_EQ(pipert_checkpoint_load(ctx, pipert_checkpoint_resolve(dir.c_str(), from, sizeof from),
+                                     rank, &step, nullptr, to.data(), 6),
+              0);
+    EXPECT_EQ(step, 3);
+    EXPECT_TRUE(out == a);
+  }
+  // The next complete save is committed and the old directories pruned.
+  for (int rank : {0, 1})
+    pipert_checkpoint_save(ctx, pipert_checkpoint_stage_dir(dir.c_str(), 6, stage, sizeof stage),
+                           rank, 6, 9, tb.data(), 6);
+  pipert_checkpoint_commit(dir.c_str(), 6);
+  for (int rank : {0, 1})
+    pipert_checkpoint_prune(dir.c_str(), rank);
+  std::vector<std::string> left = files();
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"LATEST", "step-6"}));
+}
+
 // A write that fails (file size limit: EFBIG) leaves the old checkpoint.
 TEST_F(Checkpoint, FailedWriteKeepsTheOldCheckpoint) {
   State a, b, out;
