@@ -8,7 +8,7 @@
 // indices, weight versions, loops) the mutations start from.
 //
 //===----------------------------------------------------------------------===//
-#include "pipec/InitAll.h"
+#include "../fuzz-common/FuzzContext.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -23,19 +23,9 @@
 #include <string>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static mlir::DialectRegistry *registry = [] {
-    auto *r = new mlir::DialectRegistry();
-    mlir::pipec::registerAllDialects(*r);
-    return r;
-  }();
-  mlir::MLIRContext context(*registry, mlir::MLIRContext::Threading::DISABLED);
-  context.loadAllAvailableDialects();
-  unsigned errors = 0;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
-      ++errors;
-    return mlir::success();
-  });
+  pipec_fuzz::FuzzContext fuzz;
+  mlir::MLIRContext &context = fuzz.context;
+  unsigned &errors = fuzz.errors;
   std::string text(reinterpret_cast<const char *>(data), size);
   mlir::ParserConfig config(&context);
   mlir::OwningOpRef<mlir::ModuleOp> module =

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Import/OnnxImporter.h"
-#include "pipec/InitAll.h"
+#include "../fuzz-common/FuzzContext.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -18,18 +18,9 @@
 #include <cstdlib>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static mlir::DialectRegistry *registry = [] {
-    auto *r = new mlir::DialectRegistry();
-    mlir::pipec::registerAllDialects(*r);
-    return r;
-  }();
-  mlir::MLIRContext context(*registry, mlir::MLIRContext::Threading::DISABLED);
-  unsigned errors = 0;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
-      ++errors;
-    return mlir::success();
-  });
+  pipec_fuzz::FuzzContext fuzz;
+  mlir::MLIRContext &context = fuzz.context;
+  unsigned &errors = fuzz.errors;
   llvm::StringRef bytes(reinterpret_cast<const char *>(data), size);
   bool text = size > 0 && data[0] == '<';
   mlir::pipec::ImportOptions options;

@@ -123,23 +123,20 @@ struct PipePrintSchedulePass
           return described;
         };
         std::string fwd = "-", bwd = "-", update = "none";
+        // What a forward or backward of this buffer reads.
+        auto reads = [&](auto compute, std::string &out,
+                         const std::map<int64_t, int64_t> &at) {
+          if (!compute || compute.getWeights() != weights || !compute.getVersion())
+            return;
+          int64_t version = *compute.getVersion();
+          if (compute.getVersionClock() != pipe::VersionClock::Slot)
+            out = "W(" + text(compute.getVersionClock(), version) + ")";
+          else
+            out = version ? predicted(version, live(at)) : live(at);
+        };
         program.walk([&](Operation *op) {
-          if (auto f = dyn_cast<pipe::ForwardOp>(op);
-              f && f.getWeights() == weights && f.getVersion()) {
-            if (f.getVersionClock() != pipe::VersionClock::Slot)
-              fwd = "W(" + text(f.getVersionClock(), *f.getVersion()) + ")";
-            else
-              fwd = *f.getVersion() ? predicted(*f.getVersion(), live(atForward))
-                                    : live(atForward);
-          }
-          if (auto b = dyn_cast<pipe::BackwardOp>(op);
-              b && b.getWeights() == weights && b.getVersion()) {
-            if (b.getVersionClock() != pipe::VersionClock::Slot)
-              bwd = "W(" + text(b.getVersionClock(), *b.getVersion()) + ")";
-            else
-              bwd = *b.getVersion() ? predicted(*b.getVersion(), live(atBackward))
-                                    : live(atBackward);
-          }
+          reads(dyn_cast<pipe::ForwardOp>(op), fwd, atForward);
+          reads(dyn_cast<pipe::BackwardOp>(op), bwd, atBackward);
           if (auto u = dyn_cast<pipe::UpdateOp>(op); u && u.getWeights() == weights) {
             if (u.getVersion())
               update = u.getVersionClock() == pipe::VersionClock::Step
