@@ -1,5 +1,6 @@
 //===- context.cpp - the runtime context, memory and errors (CPU) ----------===//
 #include "pipert/pipert.h"
+#include "pipert/pipert_comm.h"
 
 #include <cstdarg>
 #include <cstdio>
@@ -44,6 +45,10 @@ const char *pipert_dtype_name(pipert_dtype t) {
 void pipert_set_abort_hook(pipert_abort_hook hook) { g_abort_hook = hook; }
 
 void pipert_set_error_rank(int rank) { g_error_rank = rank; }
+
+static double g_transport_wait = 0.0;
+void pipert_add_transport_wait(double seconds) { g_transport_wait += seconds; }
+double pipert_transport_wait_seconds(void) { return g_transport_wait; }
 
 void pipert_fail(const char *fmt, ...) {
   std::fflush(stdout);

@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstring>
@@ -423,6 +424,8 @@ extern "C" int pipert_train_main(int argc, char **argv,
   void *flagBuffer = multi && o.onNonfinite == Options::Skip ? pipert_alloc(ctx, 4) : nullptr;
   int64_t skipped = 0, warned = 0;
   const bool computesLoss = !multi || info->has_loss;
+  const double waitBefore = pipert_transport_wait_seconds();
+  const auto loopStart = std::chrono::steady_clock::now();
   for (int64_t s = first; s < o.steps; ++s) {
     for (size_t i = 0; i < backup.size(); ++i)
       pipert_copy_device(ctx, backup[i], persistent[i],
@@ -482,6 +485,10 @@ extern "C" int pipert_train_main(int argc, char **argv,
                  static_cast<long long>(skipped + warned),
                  static_cast<long long>(o.steps - first),
                  skipped ? " (their updates skipped)" : "");
+  pipert_synchronize(ctx);
+  const double loopSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - loopStart).count();
+  const double waited = pipert_transport_wait_seconds() - waitBefore;
   for (void *p : backup)
     pipert_free(ctx, p);
   if (flagBuffer)
@@ -506,6 +513,36 @@ extern "C" int pipert_train_main(int argc, char **argv,
     if (multi)
       pipert_barrier(ctx, pipert_comm_world(ctx));
     pipert_checkpoint_prune(o.checkpoint.c_str(), rank);
+  }
+  // The final report: throughput, each device's busy fraction (the part of
+  // the run it did not spend waiting for transfers), the checkpoint.
+  {
+    std::vector<float> busy(static_cast<size_t>(info->n_devices), 0.0f);
+    busy[static_cast<size_t>(rank)] =
+        loopSeconds > 0 ? static_cast<float>(1.0 - waited / loopSeconds) : 1.0f;
+    if (multi) {
+      void *buffer = pipert_alloc(ctx, busy.size() * 4);
+      pipert_copy_to_device(ctx, buffer, busy.data(), busy.size() * 4);
+      pipert_allreduce_f32(ctx, pipert_comm_world(ctx), static_cast<float *>(buffer),
+                           static_cast<int64_t>(busy.size()), PIPERT_COLLECTIVE_SUM);
+      pipert_copy_to_host(ctx, busy.data(), buffer, busy.size() * 4);
+      pipert_free(ctx, buffer);
+    }
+    const int64_t ran = o.steps - first;
+    if (rank == 0 && !o.quiet && ran > 0) {
+      std::string devices;
+      for (size_t d = 0; d < busy.size(); ++d)
+        devices += (d ? ", " : "") + std::to_string(d) + ": " +
+                   std::to_string(static_cast<int>(busy[d] * 100.0f + 0.5f)) + "%";
+      std::fprintf(stderr,
+                   "pipert: %lld steps in %.2f s, %.1f samples/s; busy per device "
+                   "(not waiting for transfers): %s%s%s\n",
+                   static_cast<long long>(ran), loopSeconds,
+                   static_cast<double>(ran) * static_cast<double>(info->batch) * pipelines /
+                       std::max(loopSeconds, 1e-9),
+                   devices.c_str(), o.checkpoint.empty() ? "" : "; checkpoint ",
+                   o.checkpoint.c_str());
+    }
   }
   for (int64_t s = runSteps; s < runSteps + info->drain_steps; ++s) {
     float ignored = 0.0f;

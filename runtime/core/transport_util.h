@@ -24,6 +24,10 @@
 #include <string>
 #include <thread>
 
+// pipert_comm.h's (not included here: libpipert_cuda compiles the MPI
+// transport with its pipert_comm.h names renamed).
+extern "C" void pipert_add_transport_wait(double seconds);
+
 namespace pipert::transport {
 
 enum class Kind { Send, Recv, Allreduce, Broadcast, Barrier };
@@ -162,7 +166,10 @@ void pollUntilDone(pipert_context *ctx, Req **reqs, int n, double timeout, Test 
 template <typename Req, typename Test, typename Describe, typename Release>
 void waitAndRelease(pipert_context *ctx, Req **reqs, int n, double timeout, Test &&test,
                     Describe &&describe, Release &&release) {
+  const auto start = std::chrono::steady_clock::now();
   pollUntilDone(ctx, reqs, n, timeout, test, describe);
+  pipert_add_transport_wait(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   for (int i = 0; i < n; ++i) {
     if (!reqs[i])
       continue;

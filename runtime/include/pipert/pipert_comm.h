@@ -112,6 +112,11 @@ void pipert_broadcast(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t
 /* Waits (with the timeout) until every rank of comm has arrived. */
 void pipert_barrier(pipert_context *ctx, pipert_comm *comm);
 
+/* Seconds this process has spent waiting for its transfers to complete (in
+ * the transports' wait loops), for the run's busy fraction. */
+double pipert_transport_wait_seconds(void);
+void pipert_add_transport_wait(double seconds);
+
 /* Groups from the P x S layout above; collective over the world (every rank
  * calls it with the same P and S, P*S == world size). Ranks within the group
  * are ordered by pipeline (stage group) or by stage (pipeline group).
