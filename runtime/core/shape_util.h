@@ -86,6 +86,22 @@ inline void broadcast_strides(int64_t rank, const int64_t *shape, int64_t out_ra
   }
 }
 
+// Expand: checks that (y_rank, y_shape) is x's broadcast to it and gives
+// x's element strides along y's axes (both backends then copy the view).
+inline void expand_strides(const char *op, int64_t x_rank, const int64_t *x_shape,
+                           int64_t y_rank, const int64_t *y_shape, int64_t *strides) {
+  check_rank(op, x_rank);
+  check_rank(op, y_rank);
+  int64_t check[kMaxRank];
+  if (broadcast_shape(op, x_rank, x_shape, y_rank, y_shape, check) != y_rank)
+    pipert_fail("%s: output rank %lld below input rank %lld", op, (long long)y_rank,
+                (long long)x_rank);
+  for (int64_t i = 0; i < y_rank; ++i)
+    if (check[i] != y_shape[i])
+      pipert_fail("%s: output shape is not the broadcast shape (axis %lld)", op, (long long)i);
+  broadcast_strides(x_rank, x_shape, y_rank, strides);
+}
+
 // Channel geometry of (N, C, d...) tensors (normalisation, losses): batch,
 // channels (classes), and the product of the spatial extents.
 struct NCS {

@@ -419,18 +419,9 @@ void pipert_gather_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
 void pipert_expand(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t x_rank,
                    const int64_t *x_shape, int64_t y_rank, const int64_t *y_shape, void *y) {
   const char *op = "Expand";
-  check_rank(op, x_rank);
-  check_rank(op, y_rank);
-  size_t es = elem_size(op, dtype);
-  int64_t check[kMaxRank];
-  if (broadcast_shape(op, x_rank, x_shape, y_rank, y_shape, check) != y_rank)
-    pipert_fail("%s: output rank %lld below input rank %lld", op, (long long)y_rank,
-                (long long)x_rank);
-  for (int64_t i = 0; i < y_rank; ++i)
-    if (check[i] != y_shape[i])
-      pipert_fail("%s: output shape is not the broadcast shape (axis %lld)", op, (long long)i);
   int64_t strides[kMaxRank];
-  broadcast_strides(x_rank, x_shape, y_rank, strides);
+  expand_strides(op, x_rank, x_shape, y_rank, y_shape, strides);
+  size_t es = elem_size(op, dtype);
   copy_view(ctx, op, es, x, y_rank, y_shape, strides, y);
 }
 
