@@ -68,8 +68,9 @@ TEST(Comm, SendRecvShapesAndDtypes) {
       pipert_recv(g_ctx, world(), in.data(), c.count, c.dtype, prev, tag);
       pipert_send(g_ctx, world(), out.data(), c.count, c.dtype, next, tag);
     }
-    EXPECT_EQ(std::memcmp(in.data(), message(prev, tag, bytes).data(), bytes), 0)
-        << pipert_dtype_name(c.dtype) << " x " << c.count;
+    if (bytes > 0) // an empty message's data() may be null: memcmp is undefined
+      EXPECT_EQ(std::memcmp(in.data(), message(prev, tag, bytes).data(), bytes), 0)
+          << pipert_dtype_name(c.dtype) << " x " << c.count;
     EXPECT_EQ(in[bytes], 0xAB) << "wrote past the buffer";
 
     // Non-blocking, all ranks at once.
@@ -81,7 +82,8 @@ TEST(Comm, SendRecvShapesAndDtypes) {
     pipert_request *both[] = {s, r};
     pipert_wait_all(g_ctx, both, 2);
     EXPECT_EQ(both[0], nullptr);
-    EXPECT_EQ(std::memcmp(in2.data(), message(prev, tag, bytes).data(), bytes), 0);
+    if (bytes > 0)
+      EXPECT_EQ(std::memcmp(in2.data(), message(prev, tag, bytes).data(), bytes), 0);
   }
 }
 

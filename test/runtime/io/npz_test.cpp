@@ -93,7 +93,8 @@ TEST(Npz, CompressedEqualsStoredBitwise) {
       n *= pipert_npz_shape(a.get(), name)[d];
     const void *da = pipert_npz_data(a.get(), name, t, -1, nullptr);
     const void *db = pipert_npz_data(b.get(), name, t, -1, nullptr);
-    EXPECT_EQ(std::memcmp(da, db, static_cast<size_t>(n) * pipert_dtype_size(t)), 0) << name;
+    if (n > 0) // memcmp of an empty array's null data is undefined
+      EXPECT_EQ(std::memcmp(da, db, static_cast<size_t>(n) * pipert_dtype_size(t)), 0) << name;
   }
 }
 
