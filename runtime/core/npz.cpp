@@ -271,6 +271,10 @@ pipert_npz *pipert_npz_load(const char *path) {
 
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
       name.resize(name.size() - 4);
+    // Arrays are named through C strings: a NUL inside a name would make it
+    // unreachable (found by the npz fuzzer).
+    if (name.find('\0') != std::string::npos)
+      bad("an array name contains a NUL byte");
     if (flags & 1)
       pipert_fail("%s: array '%s' is encrypted", path, name.c_str());
     if (localOffset + 30 > size || rd32(base + localOffset) != 0x04034b50)
@@ -286,6 +290,11 @@ pipert_npz *pipert_npz_load(const char *path) {
       if (csize != usize)
         pipert_fail("%s: array '%s': stored sizes differ", path, name.c_str());
     } else if (method == 8) {
+      // Deflate expands at most 1032:1: a larger declared size is a corrupt
+      // header, not a reason to allocate it (found by the npz fuzzer).
+      if (usize > csize * 1032 + 1024)
+        pipert_fail("%s: array '%s': corrupt sizes (%llu bytes cannot inflate to %llu)", path,
+                    name.c_str(), (unsigned long long)csize, (unsigned long long)usize);
       raw.resize(usize);
       z_stream zs{};
       if (inflateInit2(&zs, -MAX_WBITS) != Z_OK)
