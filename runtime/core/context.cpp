@@ -2,10 +2,13 @@
 #include "pipert/pipert.h"
 #include "pipert/pipert_comm.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 struct pipert_context {
   pipert_backend backend = PIPERT_BACKEND_CPU;
@@ -45,6 +48,33 @@ const char *pipert_dtype_name(pipert_dtype t) {
 void pipert_set_abort_hook(pipert_abort_hook hook) { g_abort_hook = hook; }
 
 void pipert_set_error_rank(int rank) { g_error_rank = rank; }
+
+// Device memory in use and its high-water mark, kept by both backends'
+// pipert_alloc/pipert_free (the run's final report).
+static std::mutex g_memory_mutex;
+static std::unordered_map<void *, size_t> g_allocations;
+static size_t g_memory_in_use = 0, g_memory_peak = 0;
+
+void pipert_note_alloc(void *ptr, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  g_allocations[ptr] = bytes;
+  g_memory_in_use += bytes;
+  g_memory_peak = std::max(g_memory_peak, g_memory_in_use);
+}
+
+void pipert_note_free(void *ptr) {
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  auto it = g_allocations.find(ptr);
+  if (it == g_allocations.end())
+    return;
+  g_memory_in_use -= it->second;
+  g_allocations.erase(it);
+}
+
+size_t pipert_peak_memory_bytes(void) {
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  return g_memory_peak;
+}
 
 static double g_transport_wait = 0.0;
 void pipert_add_transport_wait(double seconds) { g_transport_wait += seconds; }
@@ -100,10 +130,14 @@ void *pipert_alloc(pipert_context *, size_t bytes) {
   void *p = std::aligned_alloc(64, rounded ? rounded : 64);
   if (!p)
     pipert_fail("out of memory allocating %zu bytes", bytes);
+  pipert_note_alloc(p, rounded);
   return p;
 }
 
-void pipert_free(pipert_context *, void *ptr) { std::free(ptr); }
+void pipert_free(pipert_context *, void *ptr) {
+  pipert_note_free(ptr);
+  std::free(ptr);
+}
 void pipert_copy_to_device(pipert_context *, void *d, const void *s, size_t n) { if (n) std::memcpy(d, s, n); }
 void pipert_copy_to_host(pipert_context *, void *d, const void *s, size_t n) { if (n) std::memcpy(d, s, n); }
 void pipert_copy_device(pipert_context *, void *d, const void *s, size_t n) { if (n) std::memmove(d, s, n); }

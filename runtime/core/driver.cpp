@@ -517,9 +517,13 @@ extern "C" int pipert_train_main(int argc, char **argv,
   // The final report: throughput, each device's busy fraction (the part of
   // the run it did not spend waiting for transfers), the checkpoint.
   {
-    std::vector<float> busy(static_cast<size_t>(info->n_devices), 0.0f);
+    // Per device: busy fraction, then peak memory in MiB.
+    const size_t n = static_cast<size_t>(info->n_devices);
+    std::vector<float> busy(2 * n, 0.0f);
     busy[static_cast<size_t>(rank)] =
         loopSeconds > 0 ? static_cast<float>(1.0 - waited / loopSeconds) : 1.0f;
+    busy[n + static_cast<size_t>(rank)] =
+        static_cast<float>(static_cast<double>(pipert_peak_memory_bytes()) / (1 << 20));
     if (multi) {
       void *buffer = pipert_alloc(ctx, busy.size() * 4);
       pipert_copy_to_device(ctx, buffer, busy.data(), busy.size() * 4);
@@ -530,17 +534,24 @@ extern "C" int pipert_train_main(int argc, char **argv,
     }
     const int64_t ran = o.steps - first;
     if (rank == 0 && !o.quiet && ran > 0) {
-      std::string devices;
-      for (size_t d = 0; d < busy.size(); ++d)
+      std::string devices, memory;
+      char mib[32];
+      for (size_t d = 0; d < n; ++d) {
         devices += (d ? ", " : "") + std::to_string(d) + ": " +
                    std::to_string(static_cast<int>(busy[d] * 100.0f + 0.5f)) + "%";
+        if (busy[n + d] >= 1.0f)
+          std::snprintf(mib, sizeof mib, "%.1f MiB", busy[n + d]);
+        else
+          std::snprintf(mib, sizeof mib, "%.0f KiB", busy[n + d] * 1024.0f);
+        memory += (d ? ", " : "") + std::to_string(d) + ": " + mib;
+      }
       std::fprintf(stderr,
                    "pipert: %lld steps in %.2f s, %.1f samples/s; busy per device "
-                   "(not waiting for transfers): %s%s%s\n",
+                   "(not waiting for transfers): %s; peak memory per device: %s%s%s\n",
                    static_cast<long long>(ran), loopSeconds,
                    static_cast<double>(ran) * static_cast<double>(info->batch) * pipelines /
                        std::max(loopSeconds, 1e-9),
-                   devices.c_str(), o.checkpoint.empty() ? "" : "; checkpoint ",
+                   devices.c_str(), memory.c_str(), o.checkpoint.empty() ? "" : "; checkpoint ",
                    o.checkpoint.c_str());
     }
   }

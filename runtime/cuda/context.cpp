@@ -174,12 +174,15 @@ void *pipert_alloc(pipert_context *ctx, size_t bytes) {
   }
   if (reinterpret_cast<uintptr_t>(p) % 64 != 0)
     pipert_fail("cudaMallocAsync returned %p, not 64-byte aligned", p);
+  pipert_note_alloc(p, rounded ? rounded : 64);
   return p;
 }
 
 void pipert_free(pipert_context *ctx, void *ptr) {
-  if (ptr)
+  if (ptr) {
+    pipert_note_free(ptr);
     PIPERT_CUDA_CHECK(cudaFreeAsync(ptr, cx(ctx)->stream));
+  }
 }
 
 void pipert_copy_to_device(pipert_context *ctx, void *d, const void *s, size_t n) {

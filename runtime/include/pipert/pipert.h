@@ -90,6 +90,12 @@ void pipert_set_abort_hook(pipert_abort_hook hook);
  * ("pipert: error: rank 1: ..."). -1 (the default): no rank. */
 void pipert_set_error_rank(int rank);
 
+/* The most bytes this process has had allocated with pipert_alloc at once
+ * (both backends keep the count through pipert_note_alloc/_free). */
+size_t pipert_peak_memory_bytes(void);
+void pipert_note_alloc(void *ptr, size_t bytes);
+void pipert_note_free(void *ptr);
+
 #ifdef __cplusplus
 }
 #endif
