@@ -25,17 +25,22 @@ stage. Printed per model, side by side in one run:
   - steps and seconds until the loss (a 5-step moving average) first reaches
     the synchronous run's final loss, or "not reached";
   - the loss at the synchronous run's wall time (a fixed-time comparison);
-  - memory per stage from each output's plan.json: the weight copies kept
-    (parameters x versions), optimizer state, activations in flight.
+  - memory per stage from each output's plan.json: the bytes kept across
+    steps (parameters, weight versions, optimizer state, gradient
+    accumulators, activations in flight), of them the extra weight versions
+    (x V copies), and the activations of one step; and on which stages
+    PipeMare's lr warm-up acts (T1 scales stage s's lr by 1/tau_s,
+    tau_s = p - 1 - s: with 2 stages tau_0 = 1, so T1 changes nothing).
 
 Loss vs steps and vs seconds go to <out>/<model>.png (matplotlib, Agg; skipped
 with a message if matplotlib is missing: run the script with a python3 that
 has it; the models are exported with Debian's /usr/bin/python3, which has
-torch). Note that PipeDream updates once per
+torch). Note that PipeDream, SpecTrain and PipeMare update once per
 micro-batch (M updates per step, each on a micro-batch's gradient) while sync
-and 2BW update once per step: at the same learning rate PipeDream takes
-larger total steps per mini-batch. The machine's load distorts the times: run
-it idle.
+and 2BW update once per step: at the same learning rate they take larger
+total steps per mini-batch. Hence PipeMare's K counts micro-batch updates:
+K = steps x M / 10 anneals over the first tenth of the run (120 for the
+defaults). The machine's load distorts the times: run it idle.
 """
 import argparse
 import json
@@ -111,7 +116,7 @@ def main():
         sys.exit(f"unknown method {unknown[0]} ({', '.join(METHOD_FLAGS)})")
     warmup = str(max(1, a.steps * a.microbatches // 10))
     print(f"convergence: 2 ranks, B = {a.batch}, M = {a.microbatches}, "
-          f"{a.steps} steps, same lr for every method")
+          f"{a.steps} steps, same lr for every method, PipeMare K = {warmup}")
     for model in a.models.split(","):
         curves = {}
         # Repeats, interleaved across methods; the losses are the same every
@@ -186,26 +191,46 @@ def report(model, methods, curves, a):
           f"sync's wall time {total:.2f} s)")
 
 
+def kib(n):
+    return f"{n / 1024:.1f}"
+
+
 def memory(model, methods, curves, work):
-    """Bytes each stage keeps across steps, from the outputs' plan.json."""
-    print(f"  memory per stage (KiB): parameters + weight versions / optimizer "
-          f"state / activations in flight (no-flush) or per step (sync)")
+    """Per stage, from each output's plan.json (docs/plan-json.md): the bytes
+    kept across steps (parameters, weight versions, optimizer state, and for
+    a no-flush method gradient accumulators and activations in flight), of
+    them the extra weight versions, and the activations of one step."""
+    plans = {}
     for method in methods:
         path = os.path.join(work, f"{model}-{method}", "plan.json")
-        if not isinstance(curves.get(method), tuple) or not os.path.exists(path):
-            continue
-        with open(path) as f:
-            plan = json.load(f)
+        if isinstance(curves.get(method), tuple) and os.path.exists(path):
+            with open(path) as f:
+                plans[method] = json.load(f)["device_plans"]
+    if not plans:
+        return
+    print("  memory per stage (KiB, plan.json): kept = parameters + weight versions"
+          " + optimizer state\n  + gradient accumulators + activations in flight"
+          " (what stays across steps); versions\n  = weight_version_bytes (xV: V copies"
+          " of the weights); step = peak_activation_bytes")
+    stages = max(len(p) for p in plans.values())
+    print(f"  {'method':<14}" + "".join(f" {f's{s} kept':>8} {f's{s} versions':>15} "
+                                        f"{f's{s} step':>8}" for s in range(stages)))
+    for method, plan in plans.items():
         cells = []
-        for d in plan["device_plans"]:
+        for d in plan:
             m = d["memory"]
-            weights = m["parameter_bytes"] + m.get("weight_version_bytes", 0)
-            acts = (m.get("in_flight_activation_bytes", 0)
-                    if d["method"]["no_flush"] else m["peak_activation_bytes"])
-            cells.append(f"s{d['stages'][0]} {weights / 1024:.0f}+"
-                         f"{m['optimizer_state_bytes'] / 1024:.0f}+{acts / 1024:.0f}"
-                         f" (x{d['method']['weight_versions']})")
-        print(f"  {method:<14} " + "   ".join(cells))
+            kept = (m["parameter_bytes"] + m.get("weight_version_bytes", 0)
+                    + m["optimizer_state_bytes"] + m.get("gradient_accumulator_bytes", 0)
+                    + m.get("in_flight_activation_bytes", 0))
+            versions = f"{kib(m.get('weight_version_bytes', 0))} (x{d['method']['weight_versions']})"
+            cells.append(f" {kib(kept):>8} {versions:>15} {kib(m['peak_activation_bytes']):>8}")
+        print(f"  {method:<14}" + "".join(cells))
+    # T1 scales a stage's lr by 1/tau: a stage with tau = 1 has nothing to anneal.
+    for method, plan in plans.items():
+        if "--lr-warmup" in METHOD_FLAGS[method]:
+            on = [str(d["stages"][0]) for d in plan if d["method"].get("lr_warmup")]
+            print(f"  ({method}: T1's lr warm-up acts on stage(s) {', '.join(on) or 'none'};"
+                  f" tau per stage = {', '.join(str(d['method']['delay']) for d in plan)})")
 
 
 def plot(title, curves, path):
