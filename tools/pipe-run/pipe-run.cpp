@@ -520,7 +520,26 @@ int main(int argc, char **argv) {
     execv(cargs[0], cargs.data());
     return fail("cannot run " + args[0] + ": " + std::strerror(errno));
   }
+  // A session directory of its own: Open MPI derives its default from the
+  // launching process, and two jobs started at once on one machine (tests
+  // in parallel) can collide there ("orte_session_dir failed: File exists").
+  std::string session;
+  if (!std::getenv("OMPI_MCA_orte_tmpdir_base")) {
+    const char *tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/pipe-run.XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    if (mkdtemp(buf.data())) {
+      session = buf.data();
+      setenv("OMPI_MCA_orte_tmpdir_base", session.c_str(), 1);
+    }
+  }
   int rc = runFiltered(cargs, devices);
+  if (!session.empty()) {
+    std::string cleanup = "rm -rf '" + session + "'";
+    if (std::system(cleanup.c_str()) != 0)
+      std::fprintf(stderr, "pipe-run: warning: could not remove %s\n", session.c_str());
+  }
   if (rc < 0)
     return fail("cannot run " + args[0] + ": " + std::strerror(errno));
   return rc;
