@@ -255,6 +255,60 @@ inline TransposeView transpose_view(const char *op, int64_t rank, const int64_t 
 
 // numpy's promotion of a 1-D MatMul operand: (K) -> (1, K) for the left one,
 // (K) -> (K, 1) for the right one. Writes the promoted shape, returns its rank.
+// A batched MatMul of (ra, sa) by (rb, sb), optionally transposed operands
+// (rank >= 2 each): the GEMM sizes and the broadcast batch. Both backends
+// plan with it; `for_each_batch` walks a general broadcast batch by batch.
+struct MatMulPlan {
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0;
+  int64_t rbatch = 0, nbatch = 0, na = 0, nb = 0;
+  int64_t batch[kMaxRank] = {};
+  int64_t strides[2][kMaxRank] = {};
+};
+
+inline MatMulPlan matmul_plan(const char *op, int64_t ra, const int64_t *sa, int trans_a,
+                              int64_t rb, const int64_t *sb, int trans_b) {
+  check_rank(op, ra);
+  check_rank(op, rb);
+  if (ra < 2 || rb < 2)
+    pipert_fail("%s: transposed operands need rank >= 2", op);
+  MatMulPlan p;
+  p.m = trans_a ? sa[ra - 1] : sa[ra - 2];
+  const int64_t ka = trans_a ? sa[ra - 2] : sa[ra - 1];
+  const int64_t kb = trans_b ? sb[rb - 1] : sb[rb - 2];
+  p.n = trans_b ? sb[rb - 2] : sb[rb - 1];
+  if (ka != kb)
+    pipert_fail("%s: inner dimensions differ (%lld vs %lld)", op, (long long)ka, (long long)kb);
+  p.k = ka;
+  p.lda = sa[ra - 1];
+  p.ldb = sb[rb - 1];
+  p.rbatch = broadcast_shape(op, ra - 2, sa, rb - 2, sb, p.batch);
+  p.nbatch = numel(p.rbatch, p.batch);
+  p.na = numel(ra - 2, sa);
+  p.nb = numel(rb - 2, sb);
+  broadcast_strides(ra - 2, sa, p.rbatch, p.strides[0]);
+  broadcast_strides(rb - 2, sb, p.rbatch, p.strides[1]);
+  return p;
+}
+
+// fn(bi, oa, ob) for every output batch bi: the (broadcast) batch indices of
+// A and B it reads.
+template <typename Fn> void for_each_batch(const MatMulPlan &p, Fn &&fn) {
+  int64_t idx[kMaxRank] = {};
+  for (int64_t bi = 0; bi < p.nbatch; ++bi) {
+    int64_t oa = 0, ob = 0;
+    for (int64_t d = 0; d < p.rbatch; ++d) {
+      oa += idx[d] * p.strides[0][d];
+      ob += idx[d] * p.strides[1][d];
+    }
+    fn(bi, oa, ob);
+    for (int64_t d = p.rbatch - 1; d >= 0; --d) {
+      if (++idx[d] < p.batch[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
 inline int64_t matmul_promote(const char *op, bool left, int64_t rank, const int64_t *shape,
                               int64_t *out) {
   if (rank < 1)

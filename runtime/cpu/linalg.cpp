@@ -86,47 +86,20 @@ void pipert_matmul_t_f32(pipert_context *ctx, const float *a, int64_t ra, const 
                          int trans_a, const float *b, int64_t rb, const int64_t *sb, int trans_b,
                          float *y) {
   const char *op = "MatMul";
-  check_rank(op, ra);
-  check_rank(op, rb);
-  if (ra < 2 || rb < 2)
-    pipert_fail("%s: transposed operands need rank >= 2", op);
-  int64_t m = trans_a ? sa[ra - 1] : sa[ra - 2];
-  int64_t ka = trans_a ? sa[ra - 2] : sa[ra - 1];
-  int64_t kb = trans_b ? sb[rb - 1] : sb[rb - 2];
-  int64_t n = trans_b ? sb[rb - 2] : sb[rb - 1];
-  if (ka != kb)
-    pipert_fail("%s: inner dimensions differ (%lld vs %lld)", op, (long long)ka, (long long)kb);
-  int64_t k = ka;
-  int64_t lda = sa[ra - 1], ldb = sb[rb - 1];
-  int64_t batch[kMaxRank];
-  int64_t rbatch = broadcast_shape(op, ra - 2, sa, rb - 2, sb, batch);
-  int64_t nbatch = numel(rbatch, batch);
-  int64_t na = numel(ra - 2, sa), nb = numel(rb - 2, sb);
-  if (nbatch == 0)
+  const MatMulPlan p = matmul_plan(op, ra, sa, trans_a, rb, sb, trans_b);
+  const int64_t m = p.m, n = p.n, k = p.k;
+  if (p.nbatch == 0)
     return;
   // B shared by every batch of a non-transposed A: one tall GEMM.
-  if (nb == 1 && !trans_a && na == nbatch) {
-    pipert_sgemm(ctx, 0, trans_b, m * nbatch, n, k, 1.f, a, lda, b, ldb, 0.f, y, n);
+  if (p.nb == 1 && !trans_a && p.na == p.nbatch) {
+    pipert_sgemm(ctx, 0, trans_b, m * p.nbatch, n, k, 1.f, a, p.lda, b, p.ldb, 0.f, y, n);
     return;
   }
-  int64_t strides[2][kMaxRank];
-  broadcast_strides(ra - 2, sa, rbatch, strides[0]);
-  broadcast_strides(rb - 2, sb, rbatch, strides[1]);
-  int64_t idx[kMaxRank] = {};
-  for (int64_t bi = 0; bi < nbatch; ++bi) {
-    int64_t oa = 0, ob = 0;
-    for (int64_t d = 0; d < rbatch; ++d) {
-      oa += idx[d] * strides[0][d];
-      ob += idx[d] * strides[1][d];
-    }
-    pipert_sgemm(ctx, trans_a, trans_b, m, n, k, 1.f, a + oa * m * k, lda, b + ob * k * n, ldb,
-                 0.f, y + bi * m * n, n);
-    for (int64_t d = rbatch - 1; d >= 0; --d) {
-      if (++idx[d] < batch[d])
-        break;
-      idx[d] = 0;
-    }
-  }
+  // General broadcast of the batch axes: one GEMM per batch.
+  for_each_batch(p, [&](int64_t bi, int64_t oa, int64_t ob) {
+    pipert_sgemm(ctx, trans_a, trans_b, m, n, k, 1.f, a + oa * m * k, p.lda, b + ob * k * n,
+                 p.ldb, 0.f, y + bi * m * n, n);
+  });
 }
 
 void pipert_matmul_f32(pipert_context *ctx, const float *a, int64_t ra, const int64_t *sa,

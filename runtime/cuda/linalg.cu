@@ -48,56 +48,28 @@ void pipert_matmul_t_f32(pipert_context *ctx, const float *a, int64_t ra, const 
                          int trans_a, const float *b, int64_t rb, const int64_t *sb, int trans_b,
                          float *y) {
   const char *op = "MatMul";
-  check_rank(op, ra);
-  check_rank(op, rb);
-  if (ra < 2 || rb < 2)
-    pipert_fail("%s: transposed operands need rank >= 2", op);
-  const int64_t m = trans_a ? sa[ra - 1] : sa[ra - 2];
-  const int64_t ka = trans_a ? sa[ra - 2] : sa[ra - 1];
-  const int64_t kb = trans_b ? sb[rb - 1] : sb[rb - 2];
-  const int64_t n = trans_b ? sb[rb - 2] : sb[rb - 1];
-  if (ka != kb)
-    pipert_fail("%s: inner dimensions differ (%lld vs %lld)", op, (long long)ka, (long long)kb);
-  const int64_t k = ka;
-  const int64_t lda = sa[ra - 1], ldb = sb[rb - 1];
-  int64_t batch[kMaxRank];
-  const int64_t rbatch = broadcast_shape(op, ra - 2, sa, rb - 2, sb, batch);
-  const int64_t nbatch = numel(rbatch, batch);
-  const int64_t na = numel(ra - 2, sa), nb = numel(rb - 2, sb);
-  if (nbatch == 0)
+  const MatMulPlan p = matmul_plan(op, ra, sa, trans_a, rb, sb, trans_b);
+  const int64_t m = p.m, n = p.n, k = p.k;
+  if (p.nbatch == 0)
     return;
   // B shared by every batch of a non-transposed A: one tall GEMM.
-  if (nb == 1 && !trans_a && na == nbatch) {
-    gemm_strided(ctx, op, 0, trans_b, m * nbatch, n, k, 1.f, a, lda, 0, b, ldb, 0, 0.f, y, n, 0,
-                 1);
+  if (p.nb == 1 && !trans_a && p.na == p.nbatch) {
+    gemm_strided(ctx, op, 0, trans_b, m * p.nbatch, n, k, 1.f, a, p.lda, 0, b, p.ldb, 0, 0.f, y,
+                 n, 0, 1);
     return;
   }
   // Uniform batch strides (each operand either has every batch or one):
   // one strided-batched GEMM.
-  if ((na == nbatch || na == 1) && (nb == nbatch || nb == 1)) {
-    gemm_strided(ctx, op, trans_a, trans_b, m, n, k, 1.f, a, lda, na == 1 ? 0 : m * k, b, ldb,
-                 nb == 1 ? 0 : k * n, 0.f, y, n, m * n, nbatch);
+  if ((p.na == p.nbatch || p.na == 1) && (p.nb == p.nbatch || p.nb == 1)) {
+    gemm_strided(ctx, op, trans_a, trans_b, m, n, k, 1.f, a, p.lda, p.na == 1 ? 0 : m * k, b,
+                 p.ldb, p.nb == 1 ? 0 : k * n, 0.f, y, n, m * n, p.nbatch);
     return;
   }
   // General broadcast of the batch axes: one GEMM per batch.
-  int64_t strides[2][kMaxRank];
-  broadcast_strides(ra - 2, sa, rbatch, strides[0]);
-  broadcast_strides(rb - 2, sb, rbatch, strides[1]);
-  int64_t idx[kMaxRank] = {};
-  for (int64_t bi = 0; bi < nbatch; ++bi) {
-    int64_t oa = 0, ob = 0;
-    for (int64_t d = 0; d < rbatch; ++d) {
-      oa += idx[d] * strides[0][d];
-      ob += idx[d] * strides[1][d];
-    }
-    gemm_strided(ctx, op, trans_a, trans_b, m, n, k, 1.f, a + oa * m * k, lda, 0, b + ob * k * n,
-                 ldb, 0, 0.f, y + bi * m * n, n, 0, 1);
-    for (int64_t d = rbatch - 1; d >= 0; --d) {
-      if (++idx[d] < batch[d])
-        break;
-      idx[d] = 0;
-    }
-  }
+  for_each_batch(p, [&](int64_t bi, int64_t oa, int64_t ob) {
+    gemm_strided(ctx, op, trans_a, trans_b, m, n, k, 1.f, a + oa * m * k, p.lda, 0,
+                 b + ob * k * n, p.ldb, 0, 0.f, y + bi * m * n, n, 0, 1);
+  });
 }
 
 void pipert_matmul_f32(pipert_context *ctx, const float *a, int64_t ra, const int64_t *sa,
