@@ -121,14 +121,13 @@ BatchNormalizationGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   auto x = getRanked(getX());
   if (x && x.getRank() < 2)
     return emitOpError() << "X must have rank >= 2, got " << x;
-  for (Value v : {getScale(), getSavedMean(), getSavedInvStd()}) {
-    auto t = getRanked(v);
+  {
+    auto t = getRanked(getScale());
     if (t && (t.getRank() != 1 ||
               (x && !ShapedType::isDynamic(x.getDimSize(1)) &&
                !ShapedType::isDynamic(t.getDimSize(0)) &&
                t.getDimSize(0) != x.getDimSize(1))))
-      return emitOpError() << "scale and saved statistics must be (C), got "
-                           << t;
+      return emitOpError() << "scale must be (C), got " << t;
   }
   types.push_back(getDY().getType());
   types.push_back(getScale().getType());

@@ -120,14 +120,16 @@ def ONNX_BatchNormalizationGradOp
     : ONNX_ShapedOp<"BatchNormalizationGrad"> {
   let summary = "gradient of training-mode BatchNormalization";
   let description = [{
-    X is (N, C, d...), scale (C); saved_mean and saved_inv_std (C) are the
-    batch mean and 1/sqrt(biased batch variance + epsilon) the forward
-    normalized with. Results dX (X's type), dscale and dB (scale's type).
-    Lowers to `pipert_batch_norm_grad_f32`.
+    X is (N, C, d...), scale (C). The batch statistics the forward
+    normalized with (mean and 1/sqrt(biased variance + epsilon) over N and
+    d...) are recomputed from X, so that the gradient depends only on
+    per-sample values: under micro-batching it uses the micro-batch's own
+    statistics, as its forward did. Results dX (X's type), dscale and dB
+    (scale's type). Lowers to `pipert_batch_norm_grad_f32`.
   }];
   let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$scale,
-                   ONNX_FloatTensor:$saved_mean,
-                   ONNX_FloatTensor:$saved_inv_std, ONNX_FloatTensor:$dY);
+                   ONNX_FloatTensor:$dY,
+                   DefaultValuedAttr<F32Attr, "1e-5">:$epsilon);
   let results = (outs AnyTensor:$dX, AnyTensor:$dscale, AnyTensor:$dB);
 }
 

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/pipe/PipeDialect.h"
+#include "dialects/pipe/PipeAttrNames.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -454,6 +455,14 @@ void StageOp::print(OpAsmPrinter &p) {
   }
 }
 
+int64_t StageOp::getNumStateArgs() {
+  int64_t n = 0;
+  for (int64_t i = int64_t(getArgumentTypes().size()) - 1;
+       i >= getParams() && getArgAttr(i, attrs::kState); --i)
+    ++n;
+  return n;
+}
+
 LogicalResult StageOp::verify() {
   if (getStage() < 0)
     return emitOpError() << "stage " << getStage() << " is negative";
@@ -464,6 +473,29 @@ LogicalResult StageOp::verify() {
                          << inputs.size() << " arguments";
   if (getBody().empty())
     return emitOpError() << "needs a body";
+  int64_t firstState = int64_t(inputs.size()) - getNumStateArgs();
+  for (int64_t i = 0; i < firstState; ++i)
+    if (getArgAttr(i, attrs::kState))
+      return emitOpError() << "argument " << i
+                           << " is marked pipe.state but is not among the "
+                              "trailing state arguments";
+  for (unsigned r = 0; r < getResultTypes().size(); ++r) {
+    auto update = getResultAttrOfType<StringAttr>(r, attrs::kUpdate);
+    if (!update)
+      continue;
+    if (getPhase() != Phase::Forward)
+      return emitOpError() << "result " << r
+                           << " updates state, which only a forward may do";
+    bool found = false;
+    for (int64_t i = firstState; i < int64_t(inputs.size()); ++i)
+      if (getArgAttrOfType<StringAttr>(i, attrs::kState) == update &&
+          inputs[i] == getResultTypes()[r])
+        found = true;
+    if (!found)
+      return emitOpError() << "result " << r << " updates '"
+                           << update.getValue()
+                           << "', which is not a state argument of its type";
+  }
 
   // The weight gradients a backward returns are those of its weights, in
   // order, so that the caller can add them to the buffer's accumulator.
@@ -934,8 +966,7 @@ static LogicalResult verifyStageCall(Operation *op,
     return op->emitOpError() << "passes weights of types "
                              << typeList(paramTypes) << ", but " << calleeAttr
                              << " takes " << typeList(callee.getParamTypes());
-  ArrayRef<Type> calleeInputs =
-      callee.getArgumentTypes().drop_front(callee.getParams());
+  ArrayRef<Type> calleeInputs = callee.getInputTypes();
   if (inputs.getTypes() != TypeRange(calleeInputs))
     return op->emitOpError() << "passes inputs " << typeList(inputs.getTypes())
                              << ", but " << calleeAttr << " takes "

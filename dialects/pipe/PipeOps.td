@@ -31,6 +31,13 @@ def Pipe_StageOp : Pipe_Op<"stage", [
     - `backward_input`:  (P..., inputs...) -> (outputs...)
     - `backward_weight`: (P..., inputs...) -> (P grads...)
 
+    Arguments marked `pipe.state = "name"` come last: state the device holds
+    for the stage (a training-mode BatchNormalization's running statistics,
+    frozen parameters), read in place and never passed by the instruction.
+    A forward result marked `pipe.update = "name"` is that state's new value,
+    written back after each call: forwards of one stage run in micro-batch
+    order, so each micro-batch updates it in turn.
+
     where the trailing results of `backward` and all of `backward_weight` are
     the weight gradients, which the calling instruction adds to the buffer's
     gradient accumulator.
@@ -66,6 +73,16 @@ def Pipe_StageOp : Pipe_Op<"stage", [
     /// The weight argument types (the first `params` inputs).
     ::llvm::ArrayRef<::mlir::Type> getParamTypes() {
       return getArgumentTypes().take_front(getParams());
+    }
+    /// The trailing arguments marked `pipe.state`: state of the stage that
+    /// its device holds (a training-mode BatchNormalization's running
+    /// statistics), not passed by the calling instruction.
+    int64_t getNumStateArgs();
+    /// The arguments the calling instruction passes: after the weights,
+    /// before the state.
+    ::llvm::ArrayRef<::mlir::Type> getInputTypes() {
+      return getArgumentTypes().drop_front(getParams()).drop_back(
+          getNumStateArgs());
     }
   }];
   let hasCustomAssemblyFormat = 1;

@@ -80,17 +80,10 @@ LogicalResult vjp(BatchNormalizationOp op, VjpContext &ctx) {
   Value dy = ctx.resultGrad(0);
 
   if (op.getTrainingMode() != 0) {
-    // The batch statistics the forward normalized with.
-    Value mean = ctx.create<ReduceMeanOp>({op.getX(), ctx.i64s(axes)},
-                                          {ctx.i64Attr("keepdims", 0)});
-    Value centered = ctx.sub(op.getX(), ctx.reshape(mean, bcastType));
-    Value var = ctx.create<ReduceMeanOp>(
-        {ctx.mul(centered, centered), ctx.i64s(axes)},
-        {ctx.i64Attr("keepdims", 0)});
-    Value invStd =
-        ctx.div(one, ctx.create<SqrtOp>({ctx.add(var, eps)}));
+    // The gradient op recomputes the batch statistics from X.
     Operation *grad = ctx.build<BatchNormalizationGradOp>(
-        {op.getX(), op.getScale(), mean, invStd, dy}, {}, 3);
+        {op.getX(), op.getScale(), dy},
+        {ctx.f32Attr("epsilon", op.getEpsilon().convertToDouble())}, 3);
     for (unsigned i = 0; i < 3; ++i)
       if (ctx.needsGrad(i))
         ctx.setGrad(i, grad->getResult(i));

@@ -75,8 +75,9 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
   if (isa<onnx::BatchNormalizationGradOp>(op)) {
     Value x = operand(0);
     call("pipert_batch_norm_grad_f32",
-         {ctxArg, P(x), rankOf(x), shapeOf(x), P(operand(1)), P(operand(2)),
-          P(operand(3)), P(operand(4)), out(op, 0), out(op, 1), out(op, 2)});
+         {ctxArg, P(x), rankOf(x), shapeOf(x), P(operand(1)),
+          f32c(attrF(op, "epsilon", 1e-5)), P(operand(2)), out(op, 0),
+          out(op, 1), out(op, 2)});
     return success();
   }
   if (isa<onnx::ConvGradOp, onnx::MaxPoolGradOp, onnx::AveragePoolGradOp>(op)) {

@@ -157,6 +157,11 @@ private:
                                       SmallVector<int64_t> &stateIndex);
   StringRef accumulateFunction(RankedTensorType type);
   std::string uniqueName(StringRef base);
+  /// The device's buffer of stage state `name` (pipe.state arguments):
+  /// persistent, initialised and saved like a parameter.
+  FailureOr<Value> statePointer(Operation *at, StringRef name,
+                                RankedTensorType type);
+  llvm::StringMap<std::pair<Value, Type>> stateBuffers;
 
   // --- emission of the step's control ---
   Type ptrType() { return LLVM::LLVMPointerType::get(b.getContext()); }
@@ -313,7 +318,16 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
       accs.push_back(body->addArgument(argTypes[i], stage.getLoc()));
       argAttrs.push_back(b.getDictionaryAttr({}));
     }
-  for (size_t i = params; i < argTypes.size(); ++i) {
+  // The stage's state: persistent, after the accumulators.
+  size_t firstState = argTypes.size() - stage.getNumStateArgs();
+  llvm::StringMap<int64_t> stateArg;
+  for (size_t i = firstState; i < argTypes.size(); ++i) {
+    stateArg[stage.getArgAttrOfType<StringAttr>(i, pipe::attrs::kState)
+                 .getValue()] = body->getNumArguments();
+    map.map(source.getArgument(i), body->addArgument(argTypes[i], stage.getLoc()));
+    argAttrs.push_back(b.getDictionaryAttr({}));
+  }
+  for (size_t i = params; i < firstState; ++i) {
     map.map(source.getArgument(i), body->addArgument(argTypes[i], stage.getLoc()));
     argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
         pipe::attrs::kInput, b.getStringAttr("in" + std::to_string(i - params)))));
@@ -331,6 +345,15 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
     }
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
       Value mapped = map.lookupOrDefault(v);
+      if (auto state =
+              stage.getResultAttrOfType<StringAttr>(i, pipe::attrs::kUpdate)) {
+        // The state's new value, written in place.
+        results.push_back(mapped);
+        resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+            pipe::attrs::kUpdate,
+            b.getI64IntegerAttr(stateArg.lookup(state.getValue())))));
+        continue;
+      }
       if (i < outputs) {
         results.push_back(mapped);
         resultAttrs.push_back(b.getDictionaryAttr(
@@ -364,6 +387,32 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
   fn.setAllResultAttrs(resultAttrs);
   onnxFunctions.push_back(fn);
   return StringRef(functions[key] = name);
+}
+
+FailureOr<Value> ProgramLowering::statePointer(Operation *at, StringRef name,
+                                               RankedTensorType type) {
+  auto it = stateBuffers.find(name);
+  if (it != stateBuffers.end()) {
+    if (it->second.second != type)
+      return at->emitError("pipe-lower-programs: state '")
+             << name << "' is used with types " << it->second.second << " and "
+             << type;
+    return it->second.first;
+  }
+  if (!pipertDtype(type.getElementType()))
+    return at->emitError("pipe-lower-programs: state '")
+           << name << "' has a type the runtime has no kernels for";
+  Attribute init = initOf(name);
+  if (!init)
+    return at->emitError("pipe-lower-programs: state '")
+           << name << "' has no initial value (pipe.init)";
+  int64_t index = devicePersistent.size();
+  devicePersistent.push_back({name.str(), "param", type, init});
+  OpBuilder::InsertionGuard insertion(b);
+  b.setInsertionPointToStart(entry);
+  Value ptr = loadSlot(persistentArg, index);
+  stateBuffers[name] = {ptr, type};
+  return ptr;
 }
 
 /// `acc += g` for pipe.accumulate: arguments [acc (persistent), g (input)].
@@ -1030,6 +1079,17 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
                        stage.getPhase() != pipe::Phase::BackwardInput;
       if (gradients)
         arrays.persistent.append(buf->grads.begin(), buf->grads.end());
+    }
+    ArrayRef<Type> stageArgs = stage.getArgumentTypes();
+    for (size_t i = stageArgs.size() - stage.getNumStateArgs();
+         i < stageArgs.size(); ++i) {
+      FailureOr<Value> ptr = statePointer(
+          &instr,
+          stage.getArgAttrOfType<StringAttr>(i, pipe::attrs::kState).getValue(),
+          cast<RankedTensorType>(stageArgs[i]));
+      if (failed(ptr))
+        return failure();
+      arrays.persistent.push_back(*ptr);
     }
     for (Value v : inputs)
       arrays.inputs.push_back(pointers.lookup(v));

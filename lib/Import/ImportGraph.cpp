@@ -254,6 +254,41 @@ FailureOr<func::FuncOp> Importer::importMainGraph(const pb::ModelProto &model) {
       }
     }
   }
+  // A training-mode BatchNormalization's running statistics update its
+  // state initializers (input_mean, input_var), as the graph's running means
+  // would be written back by a training framework; a TrainingInfoProto
+  // says itself what it updates.
+  if (model.training_info_size() == 0) {
+    llvm::StringMap<std::string> updatedBy;
+    for (const auto &node : graph.node()) {
+      if (node.op_type() != "BatchNormalization")
+        continue;
+      bool training = false;
+      for (const auto &a : node.attribute())
+        if (a.name() == "training_mode")
+          training = a.i() != 0;
+      if (!training)
+        continue;
+      for (int k = 1; k <= 2; ++k) {
+        if (node.output_size() <= k || node.output(k).empty() ||
+            node.input_size() <= 2 + k)
+          continue;
+        const std::string &state = node.input(2 + k);
+        if (!stateParams.count(state))
+          continue;
+        auto [it, fresh] = updatedBy.try_emplace(state, node.name());
+        if (!fresh)
+          return error() << "BatchNormalization nodes '" << it->second
+                         << "' and '" << node.name()
+                         << "' both update the running statistic '" << state
+                         << "'; give each its own initializer";
+        results.push_back(values[node.output(k)]);
+        NamedAttrList attrs;
+        attrs.set(pipe::attrs::kUpdate, builder.getStringAttr(state));
+        resultAttrs.push_back(attrs);
+      }
+    }
+  }
   if (lossIndex >= 0) {
     auto t = llvm::dyn_cast<RankedTensorType>(results[lossIndex].getType());
     if (!t || t.getNumElements() != 1)

@@ -310,6 +310,13 @@ struct PipeAddOptimizerPass
       return failure();
     results.append(newState);
     resultAttrs.append(stateAttrs);
+    // State the forward updates (BatchNormalization's running statistics).
+    for (unsigned r = 0; r < step.getNumResults(); ++r)
+      if (auto name =
+              step.getResultAttrOfType<StringAttr>(r, pipe::attrs::kUpdate)) {
+        results.push_back(ret.getOperand(r));
+        resultAttrs.push_back(update(name.getValue()));
+      }
     results.push_back(nextCount);
     resultAttrs.push_back(update("step"));
 

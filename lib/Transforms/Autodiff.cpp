@@ -139,6 +139,15 @@ struct PipeAutodiffPass
       resultAttrs.push_back(b.getDictionaryAttr(
           b.getNamedAttr(pipe::attrs::kGrad, name)));
     }
+    // State the forward updates (BatchNormalization's running statistics):
+    // kept, after the gradients.
+    for (unsigned r = 0; r < step.getNumResults(); ++r)
+      if (auto name =
+              step.getResultAttrOfType<StringAttr>(r, pipe::attrs::kUpdate)) {
+        results.push_back(ret.getOperand(r));
+        resultAttrs.push_back(b.getDictionaryAttr(
+            b.getNamedAttr(pipe::attrs::kUpdate, name)));
+      }
     func::ReturnOp::create(b, ret.getLoc(), results);
     ret.erase();
     step.setType(FunctionType::get(&getContext(), step.getArgumentTypes(),

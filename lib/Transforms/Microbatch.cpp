@@ -13,7 +13,14 @@
 //             update): it can only be computed once per step, from the
 //             combined values, so it must not meet per-sample values and
 //             reach neither the loss nor a gradient result
+//   running   a state update computed from one micro-batch (a training-mode
+//             BatchNormalization's running statistics): each micro-batch
+//             applies it in turn, in micro-batch order; it may only be a
+//             pipe.update result
 //
+// Training-mode BatchNormalization normalises each micro-batch with its own
+// statistics (as GPipe and torch's pipelining do); with M = 1 that is the
+// step's.
 // from the pipe.input arguments (batched on axis 0) through each op's
 // semantics. Only linear ops may consume sums and means, so that combining
 // the micro-batches' results as above is exact; anything else that mixes
@@ -44,7 +51,7 @@ using namespace mlir::pipec;
 namespace {
 
 struct BatchState {
-  enum Kind { Free, Batched, Sum, Mean, Step };
+  enum Kind { Free, Batched, Sum, Mean, Step, Running };
   Kind kind = Free;
   int64_t axis = -1;
 
@@ -53,6 +60,7 @@ struct BatchState {
   static BatchState sum() { return {Sum, -1}; }
   static BatchState mean() { return {Mean, -1}; }
   static BatchState step() { return {Step, -1}; }
+  static BatchState running() { return {Running, -1}; }
   bool isFree() const { return kind == Free; }
   bool isBatched() const { return kind == Batched; }
   bool isReduced() const { return kind == Sum || kind == Mean; }
@@ -287,6 +295,12 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
               "computed once per step (from the combined micro-batches)";
   if (anyStep)
     return same(BatchState::step());
+  for (Value v : op->getOperands())
+    if (stateOf(v).kind == BatchState::Running)
+      return batchError(op)
+             << "it reads a running statistic computed from one micro-batch, "
+                "which each micro-batch updates in turn; it can only update "
+                "its state";
   if (isElementwise(op)) {
     auto s = elementwise(op, op->getNumOperands());
     if (failed(s))
@@ -657,10 +671,24 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     r[0] = BatchState::batched(*x);
     return r;
   }
-  if (llvm::isa<onnx::BatchNormalizationOp, onnx::BatchNormalizationGradOp>(
-          op))
-    return batchError(op) << "batch normalization computes statistics over "
-                             "the batch; a micro-batch's are not the step's";
+  if (auto bn = llvm::dyn_cast<onnx::BatchNormalizationOp>(op)) {
+    // (X, scale, B, input_mean, input_var) -> (Y, running_mean, running_var)
+    if (failed(onlyOperand0()) || *batchedAt(0) != 0)
+      return batchError(op) << "only its input may be batched, on axis 0";
+    SmallVector<BatchState> r(n, BatchState::running());
+    r[0] = BatchState::batched(0);
+    return r;
+  }
+  if (llvm::isa<onnx::BatchNormalizationGradOp>(op)) {
+    // (X, scale, dY) -> (dX, dscale, dB): the micro-batch's statistics.
+    if (batchedAt(0) != 0 || batchedAt(2) != 0 ||
+        !stateOf(op->getOperand(1)).isFree())
+      return batchError(op) << "its input and gradient must be batched on "
+                               "axis 0";
+    SmallVector<BatchState> r(n, BatchState::sum());
+    r[0] = BatchState::batched(0);
+    return r;
+  }
   if (llvm::isa<onnx::ShapeOp>(op))
     return batchError(op) << "it reads the batch size as data";
   return op->emitOpError()
@@ -772,6 +800,8 @@ void PipeMicrobatchPass::runOnOperation() {
       continue;
     }
     if (step.getResultAttr(r, pipe::attrs::kUpdate)) {
+      if (s.kind == BatchState::Running)
+        continue;
       if (s.isBatched()) {
         step.emitError() << "pipe-microbatch: update result #" << r
                          << " has one value per sample";

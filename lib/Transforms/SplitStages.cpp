@@ -64,6 +64,10 @@ private:
   /// Owner stage of each trainable parameter argument.
   llvm::DenseMap<Value, int64_t> owner;
   llvm::DenseMap<Value, StringAttr> paramName, inputName;
+  /// Parameters that are not trained (running statistics, frozen weights):
+  /// state the stages that read them hold, by name; the stages reading each.
+  llvm::DenseMap<Value, StringAttr> stateName;
+  llvm::MapVector<Value, llvm::SmallSetVector<int64_t, 2>> stateUsers;
   llvm::DenseMap<Value, std::string> tags;
   /// A crossing gradient contribution -> the others of the same primal
   /// from the same stage, added to it before it is sent.
@@ -146,11 +150,15 @@ LogicalResult PipeSplitStagesPass::needForward(Part &user, Value v,
         user.inputs.insert({v, named(pipe::attrs::kInput, name.getValue())});
       return success();
     }
+    if (StringAttr name = stateName.lookup(v)) {
+      user.inputs.insert({v, named(pipe::attrs::kState, name.getValue())});
+      stateUsers[v].insert(user.stage);
+      return success();
+    }
     return at->emitOpError()
            << "uses argument #" << arg.getArgNumber() << " of @"
            << step.getSymName()
-           << ", which is neither a trainable parameter nor a pipe.input "
-              "(frozen parameters and optimizer state cannot be split yet)";
+           << ", which is neither a parameter nor a pipe.input";
   }
   Operation *def = v.getDefiningOp();
   int64_t defStage = stageOf.lookup(def);
@@ -274,6 +282,8 @@ void PipeSplitStagesPass::runOnOperation() {
     if (auto name = step.getArgAttrOfType<StringAttr>(i, pipe::attrs::kInput))
       inputName[arg] = name;
     auto name = step.getArgAttrOfType<StringAttr>(i, pipe::attrs::kParam);
+    if (name && !step.getArgAttr(i, pipe::attrs::kTrainable))
+      stateName[arg] = name;
     if (!name || !step.getArgAttr(i, pipe::attrs::kTrainable))
       continue;
     auto stage = step.getArgAttrOfType<IntegerAttr>(i, pipe::attrs::kStage);
@@ -292,6 +302,7 @@ void PipeSplitStagesPass::runOnOperation() {
   // gradient operand of the optimizer op whose result is its pipe.update.
   std::optional<Value> loss;
   llvm::DenseMap<BlockArgument, Value> weightGrads;
+  SmallVector<std::pair<BlockArgument, Value>> stateUpdates;
   auto optimizer = step->getAttrOfType<DictionaryAttr>(pipe::attrs::kOptimizer);
   for (unsigned r = 0; r < step.getNumResults(); ++r) {
     Value v = ret.getOperand(r);
@@ -307,6 +318,13 @@ void PipeSplitStagesPass::runOnOperation() {
     for (BlockArgument p : params)
       if (paramName.lookup(p) == name)
         param = p;
+    if (!param && updateOf) {
+      // State a forward updates (a BatchNormalization's running statistic).
+      for (auto &[arg, n] : stateName)
+        if (n == updateOf)
+          stateUpdates.push_back({llvm::cast<BlockArgument>(arg), v});
+      continue;
+    }
     if (!param)
       continue; // optimizer state and the step counter
     if (gradOf) {
@@ -358,7 +376,10 @@ void PipeSplitStagesPass::runOnOperation() {
       llvm::append_range(stack, def->getOperands());
     }
   };
-  slice({*loss}, Forward);
+  SmallVector<Value> forwardRoots{*loss};
+  for (auto &[arg, v] : stateUpdates)
+    forwardRoots.push_back(v);
+  slice(forwardRoots, Forward);
   SmallVector<Value> gradRoots;
   for (BlockArgument p : params)
     gradRoots.push_back(weightGrads[p]);
@@ -406,6 +427,31 @@ void PipeSplitStagesPass::runOnOperation() {
         if (failed(needForward(part(s, Forward), v, op)))
           return signalPassFailure();
       }
+  // State updates: a result of the forward of the one stage that holds the
+  // state.
+  for (auto &[arg, v] : stateUpdates) {
+    Operation *def = v.getDefiningOp();
+    StringRef name = stateName.lookup(arg).getValue();
+    if (!def || !phaseOf.count(def)) {
+      step.emitError() << "pipe-split-stages: the update of state '" << name
+                       << "' is not computed by the forward";
+      return signalPassFailure();
+    }
+    int64_t s = stageOf.lookup(def);
+    for (Value operand : def->getOperands())
+      if (llvm::isa<BlockArgument>(operand) && stateName.count(operand) &&
+          failed(needForward(part(s, Forward), operand, def)))
+        return signalPassFailure();
+    for (int64_t user : stateUsers[arg])
+      if (user != s) {
+        def->emitOpError() << "in stage " << s << " updates state '" << name
+                           << "', which stage " << user
+                           << " reads too: a stage's state is held by its "
+                              "device only; give each stage its own";
+        return signalPassFailure();
+      }
+    part(s, Forward).addOutput(v, named(pipe::attrs::kUpdate, name));
+  }
   // Gradients crossing: per (from, primal) the contributions, summed on the
   // sending side; on the receiving side the first use reads the received
   // sum and the others read zeros.
@@ -546,7 +592,16 @@ LogicalResult PipeSplitStagesPass::build(
     argAttrs.push_back(b.getDictionaryAttr(
         named(pipe::attrs::kParam, paramName.lookup(w).getValue())));
   }
-  for (auto &[v, attr] : p.inputs) {
+  // Inputs, then the state (trailing, see pipe.stage).
+  auto isState = [](NamedAttribute attr) {
+    return attr.getName() == pipe::attrs::kState;
+  };
+  SmallVector<std::pair<Value, NamedAttribute>> inputs;
+  for (bool state : {false, true})
+    for (auto &[v, attr] : p.inputs)
+      if (isState(attr) == state)
+        inputs.push_back({v, attr});
+  for (auto &[v, attr] : inputs) {
     argTypes.push_back(v.getType());
     argAttrs.push_back(b.getDictionaryAttr(attr));
   }
@@ -597,7 +652,7 @@ LogicalResult PipeSplitStagesPass::build(
   IRMapping map;
   for (BlockArgument w : p.weights)
     map.map(w, block->addArgument(w.getType(), w.getLoc()));
-  for (auto &[v, attr] : p.inputs)
+  for (auto &[v, attr] : inputs)
     map.map(v, block->addArgument(v.getType(), v.getLoc()));
   b.setInsertionPointToStart(block);
 

@@ -73,6 +73,27 @@ void softmax_grad_impl(const char *op, const float *y, const float *dy, int64_t 
   }
 }
 
+/// Channel c's batch mean and biased variance over N and the spatial axes.
+void batch_stats(const float *x, const NCS &g, int64_t c, double &mu, double &var) {
+  const double count = double(g.n * g.spatial);
+  double s = 0;
+  for (int64_t n = 0; n < g.n; ++n) {
+    const float *xp = x + (n * g.c + c) * g.spatial;
+    for (int64_t i = 0; i < g.spatial; ++i)
+      s += xp[i];
+  }
+  mu = s / count;
+  double v = 0;
+  for (int64_t n = 0; n < g.n; ++n) {
+    const float *xp = x + (n * g.c + c) * g.spatial;
+    for (int64_t i = 0; i < g.spatial; ++i) {
+      double d = xp[i] - mu;
+      v += d * d;
+    }
+  }
+  var = v / count;
+}
+
 } // namespace
 
 extern "C" {
@@ -196,24 +217,9 @@ void pipert_batch_norm_training_f32(pipert_context *, const float *x, int64_t ra
                                     float momentum, float *y, float *running_mean,
                                     float *running_var, float *saved_mean, float *saved_inv_std) {
   NCS g = nc_split("BatchNormalization", rank, shape);
-  const double count = double(g.n * g.spatial);
   for (int64_t c = 0; c < g.c; ++c) {
-    double s = 0;
-    for (int64_t n = 0; n < g.n; ++n) {
-      const float *xp = x + (n * g.c + c) * g.spatial;
-      for (int64_t i = 0; i < g.spatial; ++i)
-        s += xp[i];
-    }
-    const double mu = s / count;
-    double v = 0;
-    for (int64_t n = 0; n < g.n; ++n) {
-      const float *xp = x + (n * g.c + c) * g.spatial;
-      for (int64_t i = 0; i < g.spatial; ++i) {
-        double d = xp[i] - mu;
-        v += d * d;
-      }
-    }
-    const double batch_var = v / count;
+    double mu, batch_var;
+    batch_stats(x, g, c, mu, batch_var);
     const float inv = formula::inv_std(batch_var, epsilon);
     const float k = scale[c] * inv;
     const float off = bias[c] - float(mu) * k;
@@ -229,13 +235,14 @@ void pipert_batch_norm_training_f32(pipert_context *, const float *x, int64_t ra
 }
 
 void pipert_batch_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
-                                const int64_t *shape, const float *scale, const float *saved_mean,
-                                const float *saved_inv_std, const float *dy, float *dx,
-                                float *dscale, float *dbias) {
+                                const int64_t *shape, const float *scale, float epsilon,
+                                const float *dy, float *dx, float *dscale, float *dbias) {
   NCS g = nc_split("BatchNormalizationGrad", rank, shape);
   const double count = double(g.n * g.spatial);
   for (int64_t c = 0; c < g.c; ++c) {
-    const float mu = saved_mean[c], inv = saved_inv_std[c];
+    double batch_mean, batch_var;
+    batch_stats(x, g, c, batch_mean, batch_var);
+    const float mu = float(batch_mean), inv = formula::inv_std(batch_var, epsilon);
     double sg = 0, sgx = 0;
     for (int64_t n = 0; n < g.n; ++n) {
       const float *xp = x + (n * g.c + c) * g.spatial;

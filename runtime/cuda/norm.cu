@@ -451,13 +451,20 @@ void pipert_batch_norm_training_f32(pipert_context *ctx, const float *x, int64_t
 }
 
 void pipert_batch_norm_grad_f32(pipert_context *ctx, const float *x, int64_t rank,
-                                const int64_t *shape, const float *scale, const float *saved_mean,
-                                const float *saved_inv_std, const float *dy, float *dx,
-                                float *dscale, float *dbias) {
+                                const int64_t *shape, const float *scale, float epsilon,
+                                const float *dy, float *dx, float *dscale, float *dbias) {
   const char *op = "BatchNormalizationGrad";
   const NCS g = nc_split(op, rank, shape);
   if (g.c == 0)
     return;
+  // The forward's batch statistics, recomputed (kofs is unused here).
+  Scratch saved(ctx, size_t(4 * g.c) * sizeof(float));
+  float *saved_mean = saved.as<float>(), *saved_inv_std = saved_mean + g.c;
+  float *kofs = saved_mean + 2 * g.c;
+  batch_norm_stats_kernel<<<unsigned(std::min<int64_t>(g.c, 65535)), kBlock, 0,
+                            stream_of(ctx)>>>(x, g, epsilon, 0.f, scale, scale, nullptr, nullptr,
+                                              nullptr, nullptr, saved_mean, saved_inv_std, kofs);
+  PIPERT_LAUNCH_CHECK(op);
   Scratch means(ctx, size_t(2 * g.c) * sizeof(float));
   float *mg = means.as<float>();
   batch_norm_grad_stats_kernel<<<unsigned(std::min<int64_t>(g.c, 65535)), kBlock, 0,

@@ -91,10 +91,13 @@ func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}) -> (tensor<f32> {p
 
 // -----
 
-func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}, %s: tensor<2xf32> {pipe.param = "s", pipe.trainable}, %b: tensor<2xf32> {pipe.param = "b", pipe.trainable}, %m: tensor<2xf32>, %v: tensor<2xf32>) -> (tensor<f32> {pipe.loss}) {
-  // expected-error @+1 {{'onnx.BatchNormalization' op cannot be micro-batched: batch normalization computes statistics over the batch}}
-  %y = onnx.BatchNormalization(%x, %s, %b, %m, %v) : (tensor<4x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+// A running statistic is updated by each micro-batch in turn: it can only
+// update its state, not feed the step.
+func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}, %s: tensor<2xf32> {pipe.param = "s", pipe.trainable}, %b: tensor<2xf32> {pipe.param = "b", pipe.trainable}, %m: tensor<2xf32> {pipe.param = "m"}, %v: tensor<2xf32> {pipe.param = "v"}) -> (tensor<f32> {pipe.loss}) {
+  %y, %rm, %rv = onnx.BatchNormalization(%x, %s, %b, %m, %v) {training_mode = 1 : i64} : (tensor<4x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<4x2xf32>, tensor<2xf32>, tensor<2xf32>)
+  // expected-error @+1 {{'onnx.Mul' op cannot be micro-batched: it reads a running statistic computed from one micro-batch}}
+  %z = onnx.Mul(%y, %rm) : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
   %none = onnx.NoValue : none
-  %l = onnx.ReduceMean(%y, %none) {keepdims = 0 : i64} : (tensor<4x2xf32>, none) -> tensor<f32>
+  %l = onnx.ReduceMean(%z, %none) {keepdims = 0 : i64} : (tensor<4x2xf32>, none) -> tensor<f32>
   return %l : tensor<f32>
 }

@@ -183,7 +183,9 @@ LogicalResult PipeSchedulePass::analyzeStage(Stage &stage) {
                            << " are not those of forward @"
                            << fwd.getSymName();
 
-  ArrayRef<Type> argTypes = fwd.getArgumentTypes();
+  // The trailing state arguments are the device's, not the schedule's.
+  ArrayRef<Type> argTypes =
+      fwd.getArgumentTypes().drop_back(fwd.getNumStateArgs());
   for (unsigned i = 0; i < argTypes.size(); ++i) {
     DictionaryAttr attrs = fwd.getArgAttrDict(i);
     if (int64_t(i) < stage.params) {
@@ -231,7 +233,8 @@ LogicalResult PipeSchedulePass::analyzeStage(Stage &stage) {
     stage.resultIsLoss.push_back(attrs && attrs.contains(pipe::attrs::kLoss));
   }
 
-  ArrayRef<Type> bwdArgTypes = bwd.getArgumentTypes();
+  ArrayRef<Type> bwdArgTypes =
+      bwd.getArgumentTypes().drop_back(bwd.getNumStateArgs());
   for (unsigned i = stage.params; i < bwdArgTypes.size(); ++i) {
     DictionaryAttr attrs = bwd.getArgAttrDict(i);
     ArgSource source;

@@ -187,11 +187,11 @@ void pipert_batch_norm_training_f32(pipert_context *ctx, const float *x, int64_t
                                     float momentum, float *y, float *running_mean,
                                     float *running_var, float *saved_mean, float *saved_inv_std);
 /* Gradient of training-mode BatchNormalization: dx and (nullable) dscale,
- * dbias. */
+ * dbias. The batch statistics the forward normalised with (mean, biased
+ * variance over N and d...) are recomputed from x. */
 void pipert_batch_norm_grad_f32(pipert_context *ctx, const float *x, int64_t rank,
-                                const int64_t *shape, const float *scale, const float *saved_mean,
-                                const float *saved_inv_std, const float *dy, float *dx,
-                                float *dscale, float *dbias);
+                                const int64_t *shape, const float *scale, float epsilon,
+                                const float *dy, float *dx, float *dscale, float *dbias);
 
 /*===------------------------------ convolution and pooling ---------------===*/
 

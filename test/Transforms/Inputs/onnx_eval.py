@@ -737,10 +737,12 @@ def _lng(a, x, scale, mean, inv, dy, nresults=3):
 
 
 @op("BatchNormalizationGrad")
-def _bng(a, x, scale, mean, inv, dy, nresults=3):
+def _bng(a, x, scale, dy, nresults=3):
     shape = (1, -1) + (1,) * (x.ndim - 2)
     axes = (0,) + tuple(range(2, x.ndim))
     n = x.size // x.shape[1]
+    mean = x.mean(axis=axes)
+    inv = 1.0 / np.sqrt(x.var(axis=axes) + a.get("epsilon", 1e-5))
     xhat = (x - mean.reshape(shape)) * inv.reshape(shape)
     db = dy.sum(axis=axes)
     dscale = (dy * xhat).sum(axis=axes)

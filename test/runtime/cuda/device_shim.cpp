@@ -310,13 +310,12 @@ void batch_norm_training_f32(pipert_context *ctx, const float *x, int64_t rank,
 }
 
 void batch_norm_grad_f32(pipert_context *ctx, const float *x, int64_t rank, const int64_t *shape,
-                         const float *scale, const float *saved_mean, const float *saved_inv_std,
-                         const float *dy, float *dx, float *dscale, float *dbias) {
+                         const float *scale, float epsilon, const float *dy, float *dx,
+                         float *dscale, float *dbias) {
   Mirror m(ctx);
   const int64_t n = numel(rank, shape), c = channels(rank, shape);
-  pipert_batch_norm_grad_f32(ctx, m.in(x, n), rank, shape, m.in(scale, c), m.in(saved_mean, c),
-                             m.in(saved_inv_std, c), m.in(dy, n), m.out(dx, n),
-                             m.out(dscale, c), m.out(dbias, c));
+  pipert_batch_norm_grad_f32(ctx, m.in(x, n), rank, shape, m.in(scale, c), epsilon, m.in(dy, n),
+                             m.out(dx, n), m.out(dscale, c), m.out(dbias, c));
 }
 
 //===------------------------------ convolution and pooling ---------------===//
