@@ -54,6 +54,11 @@ struct BatchState {
   enum Kind { Free, Batched, Sum, Mean, Step, Running };
   Kind kind = Free;
   int64_t axis = -1;
+  /// Batched: the batch may be one factor of its axis, merged with others
+  /// by a reshape (torch's attention reshapes (T, B, D) into (T, B*H, d)
+  /// and (T*B, D)): the axis's extent is outer * B * inner, the sample
+  /// index the middle digit. A micro-batch divides B, so the axis by M.
+  int64_t outer = 1, inner = 1;
 
   static BatchState free() { return {}; }
   static BatchState batched(int64_t a) { return {Batched, a}; }
@@ -61,6 +66,16 @@ struct BatchState {
   static BatchState mean() { return {Mean, -1}; }
   static BatchState step() { return {Step, -1}; }
   static BatchState running() { return {Running, -1}; }
+  /// The same batch factors on another axis.
+  BatchState on(int64_t a) const {
+    BatchState s = *this;
+    s.axis = a;
+    return s;
+  }
+  bool isPlain() const { return outer == 1 && inner == 1; }
+  bool sameFactors(const BatchState &o) const {
+    return outer == o.outer && inner == o.inner;
+  }
   bool isFree() const { return kind == Free; }
   bool isBatched() const { return kind == Batched; }
   bool isReduced() const { return kind == Sum || kind == Mean; }
@@ -165,6 +180,7 @@ FailureOr<BatchState> PipeMicrobatchPass::elementwise(Operation *op,
     return op->emitOpError() << "needs a ranked result to be micro-batched";
   int64_t rank = resultType.getRank();
   std::optional<int64_t> axis;
+  BatchState factors;
   bool reduced = false;
   BatchState::Kind reducedKind = BatchState::Free;
   for (unsigned i = 0; i < numOperands; ++i) {
@@ -175,7 +191,12 @@ FailureOr<BatchState> PipeMicrobatchPass::elementwise(Operation *op,
         return batchError(op) << "its operands have the batch on different "
                                  "axes ("
                               << *axis << " and " << a << ")";
+      if (axis && !factors.sameFactors(s))
+        return batchError(op) << "its operands merge the batch with other "
+                                 "dimensions differently on axis "
+                              << a;
       axis = a;
+      factors = s;
     } else if (s.isReduced()) {
       if (reduced && reducedKind != s.kind)
         return batchError(op) << "it combines a sum and a mean over the batch";
@@ -228,7 +249,7 @@ FailureOr<BatchState> PipeMicrobatchPass::elementwise(Operation *op,
       int64_t inAxis = a - (t.getRank() - in.getRank());
       if (stateOf(expand.getInput()).isFree() &&
           (inAxis < 0 || in.getDimSize(inAxis) == 1)) {
-        states[v] = BatchState::batched(a);
+        states[v] = factors.on(a);
         rewrites.push_back({expand, 1, a});
         continue;
       }
@@ -238,11 +259,13 @@ FailureOr<BatchState> PipeMicrobatchPass::elementwise(Operation *op,
                              "the batch axis "
                           << *axis;
   }
-  return BatchState::batched(*axis);
+  return factors.on(*axis);
 }
 
-/// Reshape-like: `result` has the batch on the axis whose outer extent is
-/// the input's (the batch stays the outermost factor of its dimension).
+/// Reshape-like: the batch factor keeps its place in the row-major order of
+/// the elements (pre extents before it, post after), so it lands in the one
+/// result axis whose extent splits as outer * B * inner around it; a reshape
+/// that splits the batch factor itself between axes is refused.
 FailureOr<BatchState> PipeMicrobatchPass::reshapeLike(Operation *op, Value data,
                                                       Value result,
                                                       unsigned shapeOperand) {
@@ -252,27 +275,36 @@ FailureOr<BatchState> PipeMicrobatchPass::reshapeLike(Operation *op, Value data,
   auto in = rankedType(data), out = rankedType(result);
   if (!in || !out || !in.hasStaticShape() || !out.hasStaticShape())
     return op->emitOpError() << "needs static shapes to be micro-batched";
-  int64_t outer = product(in.getShape().take_front(s.axis));
+  int64_t pre = product(in.getShape().take_front(s.axis)) * s.outer;
+  int64_t post = s.inner * product(in.getShape().drop_front(s.axis + 1));
   int64_t acc = 1;
-  for (int64_t b = 0; b < out.getRank(); ++b) {
-    if (acc == outer && out.getDimSize(b) % batch == 0) {
-      if (shapeOperand != ~0u) {
-        auto entries = onnx::getConstantInts(op->getOperand(shapeOperand));
-        if (!entries)
-          return batchError(op) << "its shape is not a constant";
-        int64_t e = (*entries)[b];
-        if (e > 0)
-          rewrites.push_back({op, shapeOperand, b});
+  for (int64_t b = 0; b < out.getRank() && acc <= pre; ++b) {
+    int64_t d = out.getDimSize(b);
+    if (pre % acc == 0) {
+      int64_t outer = pre / acc;
+      if (d % (outer * batch) == 0 &&
+          d / (outer * batch) * product(out.getShape().drop_front(b + 1)) ==
+              post) {
+        if (shapeOperand != ~0u) {
+          auto entries = onnx::getConstantInts(op->getOperand(shapeOperand));
+          if (!entries)
+            return batchError(op) << "its shape is not a constant";
+          if ((*entries)[b] > 0)
+            rewrites.push_back({op, shapeOperand, b});
+        }
+        BatchState r = s.on(b);
+        r.outer = outer;
+        r.inner = d / (outer * batch);
+        return r;
       }
-      return BatchState::batched(b);
     }
-    acc *= out.getDimSize(b);
-    if (acc > outer)
-      break;
+    acc *= d;
   }
-  return batchError(op) << "it mixes the batch axis " << s.axis << " of "
-                        << data.getType() << " with other dimensions of "
-                        << result.getType();
+  return batchError(op) << "it splits the batch (" << batch
+                        << " samples, axis " << s.axis << " of "
+                        << data.getType()
+                        << (s.isPlain() ? "" : ", merged with other dimensions")
+                        << ") across dimensions of " << result.getType();
 }
 
 /// The batch state of each result of `op`, from its operands'.
@@ -323,6 +355,14 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     return same(BatchState::step());
   }
 
+  // The batch factors results inherit: the (first) batched operand's.
+  BatchState src;
+  for (Value v : op->getOperands())
+    if (stateOf(v).isBatched()) {
+      src = stateOf(v);
+      break;
+    }
+  auto moved = [&](int64_t axis) { return src.on(axis); };
   auto batchedAt = [&](unsigned i) -> std::optional<int64_t> {
     BatchState s = stateOf(op->getOperand(i));
     if (s.isBatched())
@@ -377,19 +417,20 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
       return same(reduce ? BatchState::mean() : BatchState::sum());
     }
     if (intAttr(op, "keepdims", 1))
-      return same(BatchState::batched(a));
+      return same(moved(a));
     int64_t before = llvm::count_if(axes, [&](int64_t x) { return x < a; });
-    return same(BatchState::batched(a - before));
+    return same(moved(a - before));
   }
   if (llvm::isa<onnx::SoftmaxCrossEntropyLossOp,
                 onnx::NegativeLogLikelihoodLossOp>(op)) {
     std::optional<int64_t> x = batchedAt(0), y = batchedAt(1);
     if ((x && *x != 0) || (y && *y != 0) || !x || !y ||
+        !stateOf(op->getOperand(0)).sameFactors(stateOf(op->getOperand(1))) ||
         (op->getNumOperands() > 2 && !stateOf(op->getOperand(2)).isFree()))
       return batchError(op) << "its scores and labels must both have the "
                                "batch on axis 0";
     StringRef reduction = strAttr(op, "reduction", "mean");
-    SmallVector<BatchState> results(n, BatchState::batched(0));
+    SmallVector<BatchState> results(n, moved(0));
     if (reduction == "mean") {
       // With class weights the mean is weighted by the labels' weights, not
       // a fixed share per micro-batch. (ignore_index, which PyTorch always
@@ -415,7 +456,7 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
       rewrites.push_back({op, 1, 0});
     if (strAttr(op, "reduction", "mean") == "mean")
       meanLossGrads.push_back(op);
-    return same(BatchState::batched(0));
+    return same(moved(0));
   }
   if (auto gemm = llvm::dyn_cast<onnx::GemmOp>(op)) {
     bool ta = intAttr(op, "transA", 0), tb = intAttr(op, "transB", 0);
@@ -446,7 +487,7 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
       if (!axis || *c + 2 - cRank != *axis)
         return batchError(op) << "its bias has the batch on another axis";
     }
-    return same(BatchState::batched(*axis));
+    return same(moved(*axis));
   }
   if (llvm::isa<onnx::MatMulOp>(op)) {
     auto ta = rankedType(op->getOperand(0)), tb = rankedType(op->getOperand(1));
@@ -459,12 +500,8 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     if (contractA != contractB)
       return batchError(op) << "it contracts the batch axis of one operand "
                                "with a batch-independent one";
-    if (contractA) {
-      if (r != 2)
-        return batchError(op) << "it contracts the batch axis in a batched "
-                                 "MatMul";
-      return same(BatchState::sum());
-    }
+    if (contractA)
+      return same(BatchState::sum()); // per batch index, a sum over samples
     std::optional<int64_t> axis;
     if (a)
       axis = *a == ta.getRank() - 2 ? r - 2 : *a + r - ta.getRank();
@@ -475,16 +512,16 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
                                  "axes";
       axis = bAxis;
     }
-    return same(BatchState::batched(*axis));
+    return same(moved(*axis));
   }
   if (llvm::isa<onnx::TransposeOp>(op)) {
     int64_t a = *batchedAt(0);
     auto perm = op->getAttrOfType<DenseI64ArrayAttr>("perm");
     int64_t rank = rankedType(op->getOperand(0)).getRank();
     if (!perm)
-      return same(BatchState::batched(rank - 1 - a));
+      return same(moved(rank - 1 - a));
     auto it = llvm::find(perm.asArrayRef(), a);
-    return same(BatchState::batched(it - perm.asArrayRef().begin()));
+    return same(moved(it - perm.asArrayRef().begin()));
   }
   if (llvm::isa<onnx::ReshapeOp>(op)) {
     if (failed(onlyOperand0()))
@@ -514,7 +551,7 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     int64_t index = a - (r - int64_t(entries->size()));
     if (index >= 0 && (*entries)[index] != 1)
       rewrites.push_back({op, 1, index});
-    return same(BatchState::batched(a));
+    return same(moved(a));
   }
   if (llvm::isa<onnx::ReduceToShapeOp>(op)) {
     if (failed(onlyOperand0()))
@@ -525,7 +562,7 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     if (a < 0 || target.getDimSize(a) == 1)
       return same(BatchState::sum());
     rewrites.push_back({op, 1, a});
-    return same(BatchState::batched(a));
+    return same(moved(a));
   }
   if (auto concat = llvm::dyn_cast<onnx::ConcatOp>(op)) {
     auto s = elementwise(op, op->getNumOperands());
@@ -585,10 +622,10 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     if (d && ind)
       return batchError(op) << "both its data and its indices are batched";
     if (ind)
-      return same(BatchState::batched(axis + *ind));
+      return same(moved(axis + *ind));
     if (*d == axis)
       return batchError(op) << "it gathers along the batch axis";
-    return same(BatchState::batched(*d < axis ? *d : *d + indRank - 1));
+    return same(moved(*d < axis ? *d : *d + indRank - 1));
   }
   if (llvm::isa<onnx::GatherGradOp>(op)) {
     // (dY, shape, indices): dX has `shape`, the data's.
@@ -609,7 +646,7 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
       return batchError(op) << "it scatters along the batch axis";
     int64_t a = *g < axis ? *g : *g - indRank + 1;
     rewrites.push_back({op, 1, a});
-    return same(BatchState::batched(a));
+    return same(moved(a));
   }
   if (llvm::isa<onnx::AveragePoolGradOp, onnx::GlobalAveragePoolGradOp,
                 onnx::SliceGradOp>(op)) {
@@ -619,13 +656,13 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     if (llvm::isa<onnx::SliceGradOp>(op) ? false : a != 0)
       return batchError(op) << "the batch must be on axis 0";
     rewrites.push_back({op, 1, a});
-    return same(BatchState::batched(a));
+    return same(moved(a));
   }
   if (llvm::isa<onnx::ConvOp, onnx::MaxPoolOp, onnx::AveragePoolOp,
                 onnx::GlobalAveragePoolOp>(op)) {
     if (failed(onlyOperand0()) || *batchedAt(0) != 0)
       return batchError(op) << "only its input may be batched, on axis 0";
-    return same(BatchState::batched(0));
+    return same(moved(0));
   }
   if (llvm::isa<onnx::ConvGradOp>(op)) {
     // (dY, X, W, ...) -> (dX, dW, dB): dW and dB sum over the samples.
@@ -633,14 +670,14 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
       return batchError(op) << "its gradient and input must be batched on "
                                "axis 0";
     SmallVector<BatchState> r(n, BatchState::sum());
-    r[0] = BatchState::batched(0);
+    r[0] = moved(0);
     return r;
   }
   if (llvm::isa<onnx::MaxPoolGradOp>(op)) {
     if (batchedAt(0) != 0 || batchedAt(1) != 0)
       return batchError(op) << "its input and gradient must be batched on "
                                "axis 0";
-    return same(BatchState::batched(0));
+    return same(moved(0));
   }
   if (llvm::isa<onnx::DropoutOp, onnx::DropoutGradOp>(op)) {
     if (llvm::isa<onnx::DropoutOp>(op) && failed(onlyOperand0()))
@@ -668,7 +705,7 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
       return batchError(op) << "its input and gradient must share the batch "
                                "axis";
     SmallVector<BatchState> r(n, BatchState::sum());
-    r[0] = BatchState::batched(*x);
+    r[0] = moved(*x);
     return r;
   }
   if (auto bn = llvm::dyn_cast<onnx::BatchNormalizationOp>(op)) {
@@ -676,7 +713,7 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     if (failed(onlyOperand0()) || *batchedAt(0) != 0)
       return batchError(op) << "only its input may be batched, on axis 0";
     SmallVector<BatchState> r(n, BatchState::running());
-    r[0] = BatchState::batched(0);
+    r[0] = moved(0);
     return r;
   }
   if (llvm::isa<onnx::BatchNormalizationGradOp>(op)) {
@@ -686,7 +723,7 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
       return batchError(op) << "its input and gradient must be batched on "
                                "axis 0";
     SmallVector<BatchState> r(n, BatchState::sum());
-    r[0] = BatchState::batched(0);
+    r[0] = moved(0);
     return r;
   }
   if (llvm::isa<onnx::ShapeOp>(op))

@@ -56,7 +56,7 @@ func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}) -> (tensor<f32> {p
 // in a row.
 func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}) -> (tensor<f32> {pipe.loss}) {
   %s = onnx.Constant {value = dense<[2, 4]> : tensor<2xi64>} : tensor<2xi64>
-  // expected-error @+1 {{'onnx.Reshape' op cannot be micro-batched: it mixes the batch axis 0 of 'tensor<4x2xf32>' with other dimensions of 'tensor<2x4xf32>'}}
+  // expected-error @+1 {{'onnx.Reshape' op cannot be micro-batched: it splits the batch (4 samples, axis 0 of 'tensor<4x2xf32>') across dimensions of 'tensor<2x4xf32>'}}
   %r = onnx.Reshape(%x, %s) : (tensor<4x2xf32>, tensor<2xi64>) -> tensor<2x4xf32>
   %none = onnx.NoValue : none
   %l = onnx.ReduceMean(%r, %none) {keepdims = 0 : i64} : (tensor<2x4xf32>, none) -> tensor<f32>

@@ -115,3 +115,31 @@ func.func @train_step(%x: tensor<8x2xf32> {pipe.input = "x"}, %w: tensor<2xf32> 
   %gw = onnx.ReduceToShape(%gx, %t) : (tensor<8x2xf32>, tensor<1xi64>) -> tensor<2xf32>
   return %l, %gw : tensor<f32>, tensor<2xf32>
 }
+
+// -----
+
+// The batch merged with other dimensions, as torch's attention does: (T, B,
+// D) reshaped into (T, B*H, d) (the batch the major factor) and (T*B, D) (the
+// minor one). A micro-batch divides the merged extents by M.
+// CHECK-LABEL: func.func @train_step
+// CHECK: onnx.Constant {value = dense<[3, 4, 1]> : tensor<3xi64>}
+// CHECK: onnx.Reshape({{.*}}) : (tensor<3x2x2xf32>, tensor<3xi64>) -> tensor<3x4x1xf32>
+// CHECK: onnx.Transpose({{.*}}) {perm = array<i64: 1, 0, 2>} : (tensor<3x4x1xf32>) -> tensor<4x3x1xf32>
+// CHECK: onnx.Softmax({{.*}}) {axis = 1 : i64} : (tensor<4x3x1xf32>) -> tensor<4x3x1xf32>
+// CHECK: onnx.Constant {value = dense<[6, 2]> : tensor<2xi64>}
+// CHECK: onnx.Reshape({{.*}}) : (tensor<3x4x1xf32>, tensor<2xi64>) -> tensor<6x2xf32>
+// CHECK: onnx.Gemm({{.*}}) : (tensor<6x2xf32>, tensor<2x2xf32>, none) -> tensor<6x2xf32>
+func.func @train_step(%x: tensor<4x3x2xf32> {pipe.input = "x"}, %w: tensor<2x2xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %t = onnx.Transpose(%x) {perm = array<i64: 1, 0, 2>} : (tensor<4x3x2xf32>) -> tensor<3x4x2xf32>
+  %s1 = onnx.Constant {value = dense<[3, 8, 1]> : tensor<3xi64>} : tensor<3xi64>
+  %h = onnx.Reshape(%t, %s1) : (tensor<3x4x2xf32>, tensor<3xi64>) -> tensor<3x8x1xf32>
+  %ht = onnx.Transpose(%h) {perm = array<i64: 1, 0, 2>} : (tensor<3x8x1xf32>) -> tensor<8x3x1xf32>
+  %p = onnx.Softmax(%ht) {axis = 1 : i64} : (tensor<8x3x1xf32>) -> tensor<8x3x1xf32>
+  %back = onnx.Transpose(%p) {perm = array<i64: 1, 0, 2>} : (tensor<8x3x1xf32>) -> tensor<3x8x1xf32>
+  %s2 = onnx.Constant {value = dense<[12, 2]> : tensor<2xi64>} : tensor<2xi64>
+  %rows = onnx.Reshape(%back, %s2) : (tensor<3x8x1xf32>, tensor<2xi64>) -> tensor<12x2xf32>
+  %none = onnx.NoValue : none
+  %y = onnx.Gemm(%rows, %w, %none) : (tensor<12x2xf32>, tensor<2x2xf32>, none) -> tensor<12x2xf32>
+  %l = onnx.ReduceMean(%y, %none) {keepdims = 0 : i64} : (tensor<12x2xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
