@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""BatchNormalization in training: a small conv net, and PyTorch's trajectory.
+"""BatchNormalization in training: conv nets, and PyTorch's trajectory.
 
-    batchnorm_reference.py make OUT          writes OUT/bn.onnx, OUT/bn.npz
-    batchnorm_reference.py check --onnx bn.onnx --data bn.npz --log L.jsonl
-        --saved trained.onnx --steps K --batch B --microbatches M
-        [--lr F] [--momentum F] [--rtol R]
+    batchnorm_reference.py make OUT [--model NAME]   writes OUT/NAME.onnx, .npz
+    batchnorm_reference.py check [--model NAME] --onnx M.onnx --data D.npz
+        --log L.jsonl --saved trained.onnx --steps K --batch B
+        --microbatches M [--lr F] [--momentum F] [--rtol R]
 
-The net is Conv-BN-ReLU-Conv(stride 2)-BN-ReLU-GlobalAveragePool-Linear with
-a cross-entropy loss, exported by torch.onnx in training mode (opset 17), so
-each BatchNormalization normalises with batch statistics and returns running
-statistics.
+Models: `bn` (default; Conv-BN-ReLU-Conv(stride 2)-BN-ReLU-GlobalAveragePool-
+Linear, 6x6 images, batch 8) and torchvision's `resnet18`, `mobilenet_v2`,
+`densenet121` (10 classes, 64x64 images, batch 8), each with
+a cross-entropy loss, exported by torch.onnx in training mode (opset 17) with
+the initial running statistics kept, so each BatchNormalization normalises
+with batch statistics and returns running statistics.
 
-`check` trains the same net in PyTorch from the ONNX model's initializers
+`check` trains the same module in PyTorch from the ONNX model's initializers
 (SGD with momentum, rows s*B .. s*B+B-1 at step s) the way pipec defines
 micro-batching (README, "BatchNormalization"): each of the M micro-batches
 of B/M rows is normalised with its own statistics, the step's gradient is
@@ -20,10 +22,13 @@ statistics are updated once per micro-batch, in order. Running statistics
 follow the ONNX operator: running = momentum * running + (1 - momentum) *
 batch statistic, with the biased batch variance (PyTorch's own buffers use
 the unbiased one, so they are recomputed here from each BatchNorm's input).
-It compares every step's loss with the log, and the trained weights and the
+The reference runs in float64. It compares every step's loss with the log, and the trained weights and the
 running statistics with the ONNX written by `pipe-run --save`:
-max|ours - torch| <= rtol * max|torch| per tensor. Exits 1 on a mismatch.
-Run with Debian's /usr/bin/python3 (torch, onnx).
+max|ours - torch| <= rtol * max|torch| per tensor. Exits 1 on a mismatch. With --float32-slack it also trains in float32 and
+allows a tensor (or loss) up to 4x PyTorch's own float32 error where that is
+larger than rtol: after a few ResNet-18 steps PyTorch's float32 gradients of
+the deep layers differ from float64 by up to 3e-2 (BatchNorm over few values
+per channel), and so do any float32 implementation's. Run with Debian's /usr/bin/python3 (torch, torchvision, onnx).
 """
 import argparse
 import json
@@ -54,37 +59,59 @@ class Net(nn.Module):
         return nn.functional.cross_entropy(self.fc(self.pool(h).flatten(1)), y)
 
 
-def make(out):
+class Vision(nn.Module):
+    """A torchvision classifier with a cross-entropy loss."""
+
+    def __init__(self, name):
+        super().__init__()
+        import torchvision
+        self.net = getattr(torchvision.models, name)(num_classes=10)
+
+    def forward(self, x, y):
+        return nn.functional.cross_entropy(self.net(x), y)
+
+
+def build(name):
+    """(module, batch, image size, classes)"""
+    if name == "bn":
+        return Net(), 8, 6, 5
+    return Vision(name), 8, 64, 10
+
+
+def make(out, name):
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
-    model = Net()
+    model, batch, size, classes = build(name)
     with torch.no_grad():  # running statistics away from their defaults
-        for bn in (model.bn1, model.bn2):
-            bn.running_mean.uniform_(-0.5, 0.5)
-            bn.running_var.uniform_(0.5, 2.0)
-            bn.weight.uniform_(0.5, 1.5)
-            bn.bias.uniform_(-0.2, 0.2)
-    x = torch.randn(8, 3, 6, 6)
-    y = torch.randint(0, 5, (8,))
+        for bn in model.modules():
+            if isinstance(bn, nn.BatchNorm2d):
+                bn.running_mean.uniform_(-0.5, 0.5)
+                bn.running_var.uniform_(0.5, 2.0)
+                bn.weight.uniform_(0.5, 1.5)
+                bn.bias.uniform_(-0.2, 0.2)
+    x = torch.randn(batch, 3, size, size)
+    y = torch.randint(0, classes, (batch,))
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    torch.onnx.export(model, (x, y), os.path.join(out, "bn.onnx"),
+    path = os.path.join(out, name + ".onnx")
+    torch.onnx.export(model, (x, y), path,
                       input_names=["x", "y"], output_names=["loss"],
                       training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, opset_version=17)
     # Tracing ran the forward in training mode: keep the initial buffers.
     import onnx
     from onnx import numpy_helper
-    m = onnx.load(os.path.join(out, "bn.onnx"))
+    m = onnx.load(path)
     for init in m.graph.initializer:
         if init.name in state:
             init.CopyFrom(numpy_helper.from_array(state[init.name].numpy(),
                                                   init.name))
-    onnx.save(m, os.path.join(out, "bn.onnx"))
+    onnx.save(m, path)
     rng = np.random.default_rng(1)
-    np.savez(os.path.join(out, "bn.npz"),
-             x=(rng.standard_normal((64, 3, 6, 6)) * 2 + 0.5).astype(np.float32),
-             y=rng.integers(0, 5, 64).astype(np.int64))
-    print("wrote bn.onnx and bn.npz")
+    rows = 8 * batch
+    np.savez(os.path.join(out, name + ".npz"),
+             x=(rng.standard_normal((rows, 3, size, size)) * 2 + 0.5).astype(np.float32),
+             y=rng.integers(0, classes, rows).astype(np.int64))
+    print(f"wrote {name}.onnx and {name}.npz")
 
 
 def rel_err(got, ref):
@@ -93,6 +120,7 @@ def rel_err(got, ref):
 
 def check(argv):
     ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="bn")
     ap.add_argument("--onnx", required=True)
     ap.add_argument("--data", required=True)
     ap.add_argument("--log", required=True)
@@ -103,10 +131,70 @@ def check(argv):
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--weights-rtol", type=float,
+                    help="the tolerance of the saved tensors (default: --rtol)")
+    ap.add_argument("--float32-slack", action="store_true",
+                    help="also train in float32; a tensor (or loss) may differ "
+                         "from float64 by up to 4x PyTorch's own float32 error")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
-    model = Net()
     inits = onnx_initializers(a.onnx)
+    data = np.load(a.data)
+    with open(a.log) as f:
+        logged = [json.loads(line) for line in f if line.strip()]
+    if len(logged) != a.steps:
+        sys.exit(f"FAIL: the log has {len(logged)} steps, expected {a.steps}")
+    if a.batch % a.microbatches:
+        sys.exit("FAIL: the batch is not divisible by the micro-batches")
+
+    ref_losses, refs = train(a, inits, data, torch.float64)
+    loss_tol = [a.rtol] * a.steps
+    wtol = a.weights_rtol if a.weights_rtol is not None else a.rtol
+    tol = {key: wtol for key in refs}
+    if a.float32_slack:
+        losses32, refs32 = train(a, inits, data, torch.float32)
+        for s in range(a.steps):
+            err = abs(losses32[s] - ref_losses[s]) / max(abs(ref_losses[s]), 1e-12)
+            loss_tol[s] = max(a.rtol, 4 * err)
+        for key in refs:
+            tol[key] = max(wtol, 4 * rel_err(refs32[key], refs[key]))
+
+    worst = 0.0
+    for s in range(a.steps):
+        got, ref = logged[s]["loss"], ref_losses[s]
+        rel = abs(got - ref) / max(abs(ref), 1e-12)
+        worst = max(worst, rel / loss_tol[s] * a.rtol)
+        if rel > loss_tol[s]:
+            sys.exit(f"FAIL: step {s}: loss {got} vs PyTorch {ref} "
+                     f"(relative error {rel:.2e} > {loss_tol[s]:.2e})")
+    print(f"OK: {a.steps} steps within {a.rtol} of PyTorch "
+          f"(worst relative error {worst:.1e}"
+          f"{', scaled by the float32 slack' if a.float32_slack else ''})")
+
+    saved = onnx_initializers(a.saved)
+    worst, slack = 0.0, 0
+    for key, ref in refs.items():
+        if key not in saved:
+            sys.exit(f"FAIL: {a.saved} has no initializer '{key}'")
+        err = rel_err(saved[key].astype(np.float64), ref)
+        worst = max(worst, err / tol[key] * wtol)
+        slack += tol[key] > wtol
+        if err > tol[key]:
+            sys.exit(f"FAIL: saved '{key}' differs from the reference by "
+                     f"{err:.2e} (relative to its largest element; "
+                     f"tolerance {tol[key]:.2e})")
+    print(f"OK: {len(refs)} saved weights and running statistics within "
+          f"{wtol} of the reference (worst {worst:.1e}" +
+          (f"; {slack} with PyTorch's float32 error as slack)"
+           if a.float32_slack else ")"))
+
+
+def train(a, inits, data, dtype):
+    """The steps' losses and the trained weights and running statistics of
+    PyTorch in `dtype` (float64: BatchNorm over few values per channel is
+    ill-conditioned, and PyTorch's float32 drifts from the exact result by
+    more than the tolerance within a few ResNet steps)."""
+    model = build(a.model)[0]
     state = model.state_dict()
     for key in state:
         if key.endswith("num_batches_tracked"):
@@ -115,12 +203,14 @@ def check(argv):
             sys.exit(f"FAIL: {a.onnx} has no initializer '{key}'")
         state[key] = torch.from_numpy(inits[key].copy())
     model.load_state_dict(state)
+    model = model.to(dtype)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
 
     # Running statistics with the ONNX operator's semantics, from each
     # BatchNorm's input.
-    bns = {"bn1": model.bn1, "bn2": model.bn2}
+    bns = {name: m for name, m in model.named_modules()
+           if isinstance(m, nn.BatchNorm2d)}
     running = {name: [inits[f"{name}.running_mean"].astype(np.float64),
                       inits[f"{name}.running_var"].astype(np.float64)]
                for name in bns}
@@ -136,20 +226,13 @@ def check(argv):
     for name, bn in bns.items():
         bn.register_forward_pre_hook(hook(name))
 
-    data = np.load(a.data)
     xs, ys = data["x"], data["y"]
     rows = xs.shape[0]
-    with open(a.log) as f:
-        logged = [json.loads(line) for line in f if line.strip()]
-    if len(logged) != a.steps:
-        sys.exit(f"FAIL: the log has {len(logged)} steps, expected {a.steps}")
-    if a.batch % a.microbatches:
-        sys.exit("FAIL: the batch is not divisible by the micro-batches")
     mb = a.batch // a.microbatches
-    worst = 0.0
+    losses = []
     for s in range(a.steps):
         idx = [(s * a.batch + i) % rows for i in range(a.batch)]
-        x, y = torch.from_numpy(xs[idx]), torch.from_numpy(ys[idx])
+        x, y = torch.from_numpy(xs[idx]).to(dtype), torch.from_numpy(ys[idx])
         opt.zero_grad()
         total = 0.0
         for k in range(a.microbatches):
@@ -158,36 +241,18 @@ def check(argv):
             loss.backward()
             total += float(loss)
         opt.step()
-        got = logged[s]["loss"]
-        rel = abs(got - total) / max(abs(total), 1e-12)
-        worst = max(worst, rel)
-        if rel > a.rtol:
-            sys.exit(f"FAIL: step {s}: loss {got} vs PyTorch {total} "
-                     f"(relative error {rel:.2e} > {a.rtol})")
-    print(f"OK: {a.steps} steps within {a.rtol} of PyTorch "
-          f"(worst relative error {worst:.1e})")
-
-    saved = onnx_initializers(a.saved)
-    worst = 0.0
-    refs = {k: p.detach().numpy() for k, p in model.named_parameters()}
+        losses.append(total)
+    refs = {k: p.detach().double().numpy() for k, p in model.named_parameters()}
     for name in bns:
         refs[f"{name}.running_mean"] = running[name][0]
         refs[f"{name}.running_var"] = running[name][1]
-    for key, ref in refs.items():
-        if key not in saved:
-            sys.exit(f"FAIL: {a.saved} has no initializer '{key}'")
-        err = rel_err(saved[key].astype(np.float64), ref)
-        worst = max(worst, err)
-        if err > a.rtol:
-            sys.exit(f"FAIL: saved '{key}' differs from the reference by "
-                     f"{err:.2e} (relative to its largest element)")
-    print(f"OK: {len(refs)} saved weights and running statistics within "
-          f"{a.rtol} of the reference (worst {worst:.1e})")
+    return losses, refs
 
 
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "make":
-        make(sys.argv[2])
+        name = sys.argv[4] if len(sys.argv) >= 5 and sys.argv[3] == "--model" else "bn"
+        make(sys.argv[2], name)
     elif len(sys.argv) >= 2 and sys.argv[1] == "check":
         check(sys.argv[2:])
     else:
