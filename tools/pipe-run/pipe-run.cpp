@@ -14,6 +14,7 @@
 // replaces the options before the first -np.
 //
 //===----------------------------------------------------------------------===//
+#include "LossPlot.h"
 #include "pipec/Support/Version.h"
 #include "pipec/Target/PlanVersion.h"
 
@@ -50,7 +51,8 @@ bool isExecutable(const std::string &path) {
 
 const char *const kValueOptions[] = {"--data", "--steps", "--seed", "--log",
                                      "--save", "--trace", "--checkpoint",
-                                     "--resume", "--threads", "--on-nonfinite"};
+                                     "--resume", "--threads", "--on-nonfinite",
+                                     "--plot"};
 const char *const kFlagOptions[] = {"--no-shuffle", "--quiet"};
 
 const char *dtypeName(int64_t code) {
@@ -344,6 +346,7 @@ int main(int argc, char **argv) {
                  "  --log F.jsonl       one JSON line per step: step, loss, seconds\n"
                  "  --save F.onnx       the trained model, as the input ONNX with new weights\n"
                  "  --trace F.json      a Chrome trace of every rank's kernels and transfers\n"
+                 "  --plot F.png        the loss curve as a PNG, when training ends\n"
                  "  --checkpoint DIR    write a checkpoint after the last step (atomically, per rank)\n"
                  "  --resume DIR        start from a checkpoint (same OUT and flags)\n"
                  "  --threads N         kernel threads per rank (default: 1, or $PIPERT_THREADS)\n"
@@ -396,7 +399,7 @@ int main(int argc, char **argv) {
                         ": no such checkpoint directory");
         }
         if (a == "--log" || a == "--save" || a == "--trace" ||
-            a == "--checkpoint") {
+            a == "--checkpoint" || a == "--plot") {
           // The file (or directory) goes into an existing directory.
           std::string target = argv[i + 1];
           size_t slash = target.find_last_of('/');
@@ -476,6 +479,51 @@ int main(int argc, char **argv) {
                 " devices, but " + out + "/device" +
                 std::to_string(devices.size()) + " is missing");
 
+  // --plot is pipe-run's: the ranks write the log it draws from (a
+  // temporary one unless --log names one).
+  std::string plotPath, logPath, tempLog;
+  std::vector<std::string> rankArgs;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--plot") {
+      plotPath = argv[++i];
+      continue;
+    }
+    if (a == "--log")
+      logPath = argv[i + 1];
+    rankArgs.push_back(a);
+  }
+  if (!plotPath.empty() && logPath.empty()) {
+    const char *tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/pipe-run-log.XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    int fd = mkstemp(buf.data());
+    if (fd < 0)
+      return fail("--plot: cannot create a temporary log: " +
+                  std::string(std::strerror(errno)));
+    close(fd);
+    logPath = tempLog = buf.data();
+    rankArgs.push_back("--log");
+    rankArgs.push_back(logPath);
+  }
+  auto drawPlot = [&](int rc) {
+    if (plotPath.empty())
+      return rc;
+    std::vector<pipec::LossPoint> points;
+    std::string problem = pipec::readLossLog(logPath, points);
+    if (problem.empty())
+      problem = pipec::writeLossPlot(plotPath, points, "training loss");
+    if (!tempLog.empty())
+      std::remove(tempLog.c_str());
+    if (!problem.empty()) {
+      std::fprintf(stderr, "pipe-run: %s: --plot %s: %s\n",
+                   rc ? "warning" : "error", plotPath.c_str(), problem.c_str());
+      return rc ? rc : 1;
+    }
+    return rc;
+  };
+
   std::vector<std::string> args;
   if (devices.size() == 1) {
     args.push_back(devices[0]);
@@ -505,20 +553,34 @@ int main(int argc, char **argv) {
       args.push_back("-np");
       args.push_back("1");
       args.push_back(devices[d]);
-      for (int i = 2; i < argc; ++i)
-        args.push_back(argv[i]);
+      args.insert(args.end(), rankArgs.begin(), rankArgs.end());
     }
   }
   if (devices.size() == 1)
-    for (int i = 2; i < argc; ++i)
-      args.push_back(argv[i]);
+    args.insert(args.end(), rankArgs.begin(), rankArgs.end());
   std::vector<char *> cargs;
   for (std::string &a : args)
     cargs.push_back(a.data());
   cargs.push_back(nullptr);
-  if (devices.size() == 1) {
+  if (devices.size() == 1 && plotPath.empty()) {
     execv(cargs[0], cargs.data());
     return fail("cannot run " + args[0] + ": " + std::strerror(errno));
+  }
+  if (devices.size() == 1) {
+    pid_t pid = fork();
+    if (pid < 0)
+      return fail("cannot run " + args[0] + ": " + std::strerror(errno));
+    if (pid == 0) {
+      execv(cargs[0], cargs.data());
+      std::fprintf(stderr, "pipe-run: error: cannot run %s: %s\n", cargs[0],
+                   std::strerror(errno));
+      _exit(127);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return drawPlot(rc);
   }
   // A session directory of its own: Open MPI derives its default from the
   // launching process, and two jobs started at once on one machine (tests
@@ -542,5 +604,5 @@ int main(int argc, char **argv) {
   }
   if (rc < 0)
     return fail("cannot run " + args[0] + ": " + std::strerror(errno));
-  return rc;
+  return drawPlot(rc);
 }

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Checks a `pipe-run --plot` PNG against the run's log.
+
+    check_loss_png.py PLOT.png STEPS.jsonl
+
+Decodes the PNG (8-bit RGB, zlib, per-row filters) with the standard
+library, finds the curve's pixels (its blue) and the red ticks of steps
+without a finite loss, and checks that the drawing follows the log: the
+curve spans the plot's width, its height at the first and last finite steps
+is ordered like those losses, and there is a red tick iff some step has no
+finite loss. Prints a line of facts; exits 1 on a mismatch.
+"""
+import json
+import math
+import struct
+import sys
+import zlib
+
+CURVE, GAP = (31, 119, 180), (214, 39, 40)
+
+
+def decode(path):
+    data = open(path, "rb").read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        sys.exit(f"FAIL: {path} is not a PNG")
+    pos, idat, w, h = 8, b"", None, None
+    while pos < len(data):
+        (n,) = struct.unpack(">I", data[pos:pos + 4])
+        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
+        if zlib.crc32(kind + body) != struct.unpack(">I", data[pos + 8 + n:pos + 12 + n])[0]:
+            sys.exit(f"FAIL: bad CRC in chunk {kind}")
+        if kind == b"IHDR":
+            w, h, depth, color = struct.unpack(">IIBB", body[:10])
+            if (depth, color) != (8, 2):
+                sys.exit("FAIL: not 8-bit RGB")
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    raw = zlib.decompress(idat)
+    stride = 3 * w
+    rows = []
+    for y in range(h):
+        line = raw[y * (stride + 1):(y + 1) * (stride + 1)]
+        if line[0] != 0:
+            sys.exit("FAIL: expected filter 0 rows")
+        rows.append(line[1:])
+    return w, h, rows
+
+
+def main():
+    png, log = sys.argv[1], sys.argv[2]
+    w, h, rows = decode(png)
+    curve, gaps = [], 0
+    for y, row in enumerate(rows):
+        for x in range(w):
+            px = tuple(row[3 * x:3 * x + 3])
+            if px == CURVE:
+                curve.append((x, y))
+            elif px == GAP:
+                gaps += 1
+    steps = [json.loads(l) for l in open(log) if l.strip()]
+    finite = [s for s in steps if isinstance(s.get("loss"), (int, float)) and math.isfinite(s["loss"])]
+    if not curve:
+        sys.exit("FAIL: no curve pixels")
+    xs = [x for x, _ in curve]
+    left, right = min(xs), max(xs)
+    # The plot area is 800 - 80 - 24 pixels wide over the logged steps.
+    first, last = steps[0]["step"], steps[-1]["step"]
+    want = (w - 104) * (finite[-1]["step"] - finite[0]["step"]) / max(last - first, 1)
+    if right - left < 0.9 * want:
+        sys.exit(f"FAIL: the curve spans {right - left} of {w} pixels, "
+                 f"expected about {want:.0f}")
+    # Height (smaller y = higher) at both ends.
+    y_first = min(y for x, y in curve if x <= left + 1)
+    y_last = min(y for x, y in curve if x >= right - 1)
+    if len(finite) > 1 and (finite[0]["loss"] > finite[-1]["loss"]) != (y_first < y_last):
+        sys.exit(f"FAIL: the curve's ends (y {y_first}, {y_last}) are not ordered "
+                 f"like the losses {finite[0]['loss']}, {finite[-1]['loss']}")
+    want_gaps = len(finite) < len(steps)
+    if want_gaps != (gaps > 0):
+        sys.exit(f"FAIL: {gaps} red pixels, but {len(steps) - len(finite)} steps "
+                 f"without a finite loss")
+    print(f"OK: {w}x{h} PNG, curve over {right - left} pixels, "
+          f"{'falling' if y_first < y_last else 'rising'}, "
+          f"non-finite steps marked: {'yes' if gaps else 'none'}")
+
+
+if __name__ == "__main__":
+    main()
