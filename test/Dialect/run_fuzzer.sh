@@ -20,5 +20,5 @@ cd "$work"
 # allow_user_poisoning=0: libMLIR.so is not instrumented, and the poisoning
 # that LLVM's allocators do in instrumented code misfires on its memory.
 export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:allow_user_poisoning=0
-"$fuzzer" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3000 \
+"$fuzzer" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3000 ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} \
   -max_len=16384 -print_final_stats=1 corpus seeds 2>&1 | tail -n 25

@@ -14,5 +14,5 @@ for m in /usr/share/libonnx-testdata/data/node/test_{gemm,relu,conv,softmax,resh
 done
 cd "$work"
 export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1
-"$fuzzer" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3000 \
+"$fuzzer" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3000 ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} \
   -max_len=65536 -print_final_stats=1 corpus seeds 2>&1 | tail -n 25

@@ -26,5 +26,5 @@ PY
 cd "$work"
 # allow_user_poisoning=0: see test/Dialect/run_fuzzer.sh.
 export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:allow_user_poisoning=0
-"$fuzzer" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3000 \
+"$fuzzer" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3000 ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} \
   -max_len=8192 -print_final_stats=1 corpus seeds 2>&1 | tail -n 12
