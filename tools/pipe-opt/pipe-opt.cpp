@@ -10,6 +10,9 @@ int main(int argc, char **argv) {
   mlir::pipec::registerAllDialects(registry);
   mlir::pipec::registerAllPasses();
   mlir::pipec::setVersionPrinter("pipe-opt");
+  // LLVM's own options (code generation, targets) behind --help-hidden; the
+  // passes and mlir-opt's options, registered below, stay.
+  mlir::pipec::hideOtherOptions({});
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "pipec optimizer driver\n", registry));
 }

@@ -17,17 +17,22 @@
 
 using namespace mlir;
 
+// --help shows these and the translations; LLVM's options: --help-hidden.
+static llvm::cl::OptionCategory importCat("ONNX import");
+
 static llvm::cl::list<std::string> inputShapes(
-    "input-shape",
+    "input-shape", llvm::cl::cat(importCat),
     llvm::cl::desc("Bind a graph input's shape (x=32x784) or a symbolic "
                    "dimension (batch=32); repeatable or comma-joined with ';'"),
     llvm::cl::value_desc("name=DxD..."));
 static llvm::cl::opt<std::string> lossName(
-    "loss", llvm::cl::desc("Graph output that is the training loss "
+    "loss", llvm::cl::cat(importCat),
+    llvm::cl::desc("Graph output that is the training loss "
                            "(default: detected)"),
     llvm::cl::init(""));
 static llvm::cl::list<std::string> frozenParams(
-    "frozen", llvm::cl::desc("Initializers to keep frozen (no gradient)"),
+    "frozen", llvm::cl::cat(importCat),
+    llvm::cl::desc("Initializers to keep frozen (no gradient)"),
     llvm::cl::CommaSeparated);
 
 int main(int argc, char **argv) {
@@ -76,5 +81,6 @@ int main(int argc, char **argv) {
       [](DialectRegistry &registry) {
         pipec::registerAllDialects(registry);
       });
+  pipec::hideOtherOptions({&importCat});
   return failed(mlirTranslateMain(argc, argv, "pipec translation driver"));
 }
