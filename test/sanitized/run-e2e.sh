@@ -38,7 +38,7 @@ sanitized_run() {
 }
 
 "$refpy" "$src/examples/models.py" --out . --models mlp --batch 8 --data 64 > /dev/null 2>&1
-"$refpy" "$src/test/Tools/Inputs/batchnorm_reference.py" make . > /dev/null 2>&1
+"$refpy" "$src/test/Models/Inputs/torch_reference.py" make . > /dev/null 2>&1
 
 # The device executables must really run on the sanitized runtime.
 pipe-compile mlp.onnx -o probe --stages 2 --microbatches 2 > /dev/null

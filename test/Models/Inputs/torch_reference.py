@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """BatchNormalization in training: conv nets, and PyTorch's trajectory.
 
-    batchnorm_reference.py make OUT [--model NAME]   writes OUT/NAME.onnx, .npz
-    batchnorm_reference.py check [--model NAME] --onnx M.onnx --data D.npz
+    torch_reference.py make OUT [--model NAME]   writes OUT/NAME.onnx, .npz
+    torch_reference.py check [--model NAME] --onnx M.onnx --data D.npz
         --log L.jsonl --saved trained.onnx --steps K --batch B
         --microbatches M [--lr F] [--momentum F] [--rtol R]
 
@@ -39,7 +39,9 @@ import numpy as np
 import torch
 from torch import nn
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TOOLS_INPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                            "..", "..", "Tools", "Inputs")
+sys.path.insert(0, TOOLS_INPUTS)
 from reference_common import onnx_initializers  # noqa: E402
 
 
@@ -71,17 +73,39 @@ class Vision(nn.Module):
         return nn.functional.cross_entropy(self.net(x), y)
 
 
+class Attention(nn.Module):
+    """test/Tools/Inputs/attention_models.py's encoders and ViT."""
+
+    def __init__(self, name):
+        super().__init__()
+        import attention_models as am
+        self.am = am
+        self.net = {"encoder": lambda: am.Encoder(False),
+                    "encoder_bf": lambda: am.Encoder(True),
+                    "vit": am.ViT}[name]()
+
+    def forward(self, a, b):
+        return self.net(a, b)
+
+
 def build(name):
-    """(module, batch, image size, classes)"""
+    """(module, batch, {input name: (shape per sample, dtype, classes or None)})"""
     if name == "bn":
-        return Net(), 8, 6, 5
-    return Vision(name), 8, 64, 10
+        return Net(), 8, {"x": ((3, 6, 6), np.float32, None), "y": ((), np.int64, 5)}
+    if name in ("encoder", "encoder_bf"):
+        m = Attention(name)
+        t, v = m.am.T, m.am.V
+        return m, 8, {"tok": ((t,), np.int64, v), "tgt": ((t,), np.int64, v)}
+    if name == "vit":
+        m = Attention(name)
+        return m, 8, {"x": ((3, 8, 8), np.float32, None), "y": ((), np.int64, m.am.V)}
+    return Vision(name), 8, {"x": ((3, 64, 64), np.float32, None), "y": ((), np.int64, 10)}
 
 
 def make(out, name):
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
-    model, batch, size, classes = build(name)
+    model, batch, inputs = build(name)
     with torch.no_grad():  # running statistics away from their defaults
         for bn in model.modules():
             if isinstance(bn, nn.BatchNorm2d):
@@ -89,12 +113,13 @@ def make(out, name):
                 bn.running_var.uniform_(0.5, 2.0)
                 bn.weight.uniform_(0.5, 1.5)
                 bn.bias.uniform_(-0.2, 0.2)
-    x = torch.randn(batch, 3, size, size)
-    y = torch.randint(0, classes, (batch,))
+    example = tuple(torch.randn(batch, *shape) if classes is None
+                    else torch.randint(0, classes, (batch, *shape))
+                    for shape, _, classes in inputs.values())
     state = {k: v.clone() for k, v in model.state_dict().items()}
     path = os.path.join(out, name + ".onnx")
-    torch.onnx.export(model, (x, y), path,
-                      input_names=["x", "y"], output_names=["loss"],
+    torch.onnx.export(model, example, path,
+                      input_names=list(inputs), output_names=["loss"],
                       training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, opset_version=17)
     # Tracing ran the forward in training mode: keep the initial buffers.
@@ -108,9 +133,11 @@ def make(out, name):
     onnx.save(m, path)
     rng = np.random.default_rng(1)
     rows = 8 * batch
-    np.savez(os.path.join(out, name + ".npz"),
-             x=(rng.standard_normal((rows, 3, size, size)) * 2 + 0.5).astype(np.float32),
-             y=rng.integers(0, classes, rows).astype(np.int64))
+    data = {}
+    for n, (shape, dtype, classes) in inputs.items():
+        data[n] = ((rng.standard_normal((rows, *shape)) * 2 + 0.5).astype(dtype)
+                   if classes is None else rng.integers(0, classes, (rows, *shape)).astype(dtype))
+    np.savez(os.path.join(out, name + ".npz"), **data)
     print(f"wrote {name}.onnx and {name}.npz")
 
 
@@ -226,18 +253,19 @@ def train(a, inits, data, dtype):
     for name, bn in bns.items():
         bn.register_forward_pre_hook(hook(name))
 
-    xs, ys = data["x"], data["y"]
-    rows = xs.shape[0]
+    arrays = [data[n] for n in build(a.model)[2]]
+    rows = arrays[0].shape[0]
     mb = a.batch // a.microbatches
     losses = []
     for s in range(a.steps):
         idx = [(s * a.batch + i) % rows for i in range(a.batch)]
-        x, y = torch.from_numpy(xs[idx]).to(dtype), torch.from_numpy(ys[idx])
+        step = [torch.from_numpy(x[idx]) for x in arrays]
+        step = [t.to(dtype) if t.is_floating_point() else t for t in step]
         opt.zero_grad()
         total = 0.0
         for k in range(a.microbatches):
             part = slice(k * mb, (k + 1) * mb)
-            loss = model(x[part], y[part]) / a.microbatches
+            loss = model(*[t[part] for t in step]) / a.microbatches
             loss.backward()
             total += float(loss)
         opt.step()
