@@ -414,6 +414,7 @@ public:
       : devices(devices), options(options), n(int64_t(devices.size())),
         pc(n, 0), clock(n, 0), inFlight(n), queues(n * n) {
     result.timeline.resize(n);
+    result.otherTimeline.resize(n);
     result.peakInFlight.assign(n, 0);
   }
 
@@ -424,7 +425,7 @@ private:
     return pc[d] < devices[d].size() ? &devices[d][pc[d]] : nullptr;
   }
   InstrRef ref(int64_t d) const { return {d, int64_t(pc[d])}; }
-  int64_t cost(const Instr &instr) const;
+  int64_t cost(int64_t d, const Instr &instr) const;
   /// Runs the instructions of `d` that never block; true if any ran.
   bool runLocal(int64_t d);
   /// Tries the transfer `d` is at; true if it completed.
@@ -448,7 +449,9 @@ private:
 };
 } // namespace
 
-int64_t Simulator::cost(const Instr &instr) const {
+int64_t Simulator::cost(int64_t d, const Instr &instr) const {
+  if (options.duration)
+    return instr.kind == InstrKind::Recv ? 0 : options.duration(d, instr);
   switch (instr.kind) {
   case InstrKind::Forward:
     return options.forwardCost;
@@ -468,9 +471,15 @@ bool Simulator::runLocal(int64_t d) {
   while (const Instr *instr = current(d)) {
     if (instr->isTransfer())
       break;
+    if (!instr->isCompute() && options.duration) {
+      int64_t start = clock[d];
+      clock[d] += cost(d, *instr);
+      if (clock[d] > start)
+        result.otherTimeline[d].push_back({start, clock[d], int64_t(pc[d])});
+    }
     if (instr->isCompute()) {
       int64_t start = clock[d];
-      clock[d] += cost(*instr);
+      clock[d] += cost(d, *instr);
       result.timeline[d].push_back({start, clock[d], int64_t(pc[d])});
       auto key = std::make_pair(instr->stage, instr->mb);
       if (instr->kind == InstrKind::Forward) {
@@ -508,8 +517,8 @@ bool Simulator::tryTransfer(int64_t d) {
   }
   if (options.bufferedSends) {
     if (instr.kind == InstrKind::Send) {
-      queues[d * n + q].push_back(
-          {instr.tag, instr.mb, instr.payload, ref(d), clock[d]});
+      queues[d * n + q].push_back({instr.tag, instr.mb, instr.payload, ref(d),
+                                   clock[d] + cost(d, instr)});
       ++pc[d];
       return true;
     }
@@ -525,6 +534,8 @@ bool Simulator::tryTransfer(int64_t d) {
                where(it->send) + " sends " + it->payload);
       return false;
     }
+    if (it->time > clock[d])
+      result.otherTimeline[d].push_back({clock[d], it->time, int64_t(pc[d])});
     clock[d] = std::max(clock[d], it->time);
     queue.erase(it);
     ++pc[d];
@@ -546,7 +557,12 @@ bool Simulator::tryTransfer(int64_t d) {
              where(send) + " sends " + devices[send.device][send.index].payload);
     return false;
   }
-  int64_t time = std::max(clock[d], clock[q]);
+  int64_t sender = instr.kind == InstrKind::Send ? d : q;
+  int64_t time = std::max(clock[d], clock[q]) +
+                 cost(sender, devices[sender][pc[sender]]);
+  for (int64_t e : {d, q})
+    if (time > clock[e])
+      result.otherTimeline[e].push_back({clock[e], time, int64_t(pc[e])});
   clock[d] = clock[q] = time;
   ++pc[d];
   ++pc[q];

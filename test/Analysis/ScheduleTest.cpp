@@ -430,3 +430,49 @@ TEST(AdvanceForwardGrid, BetweenOneFOneBAndGPipe) {
               << name;
       }
 }
+
+// Durations (pipe-simulate's model): compute, updates and transfers take
+// time; a rendezvous transfer holds both ends, a buffered send only delays
+// its message.
+TEST(ScheduleTimed, DurationsOfComputeUpdatesAndTransfers) {
+  std::vector<Program> two = {
+      {Instr::forward(0, 0), Instr::send(1, 0, kActivationTag),
+       Instr::recv(1, 0, kGradientTag), Instr::backward(0, 0), Instr::update(0)},
+      {Instr::recv(0, 0, kActivationTag), Instr::forward(1, 0),
+       Instr::backward(1, 0), Instr::send(0, 0, kGradientTag), Instr::update(1)}};
+  SimulationOptions options;
+  options.duration = [](int64_t device, const Instr &i) -> int64_t {
+    switch (i.kind) {
+    case InstrKind::Forward:
+      return 100;
+    case InstrKind::Backward:
+      return 200 + 10 * device; // stage 1's backward is slower
+    case InstrKind::Send:
+      return 7;
+    case InstrKind::Update:
+      return 3;
+    default:
+      return 0;
+    }
+  };
+  SimulationResult r = simulate(two, options);
+  ASSERT_TRUE(r.ok()) << r.failure->message;
+  // F0 100, transfer 7, F1 100, B1 210, transfer 7, B0 200, update 3.
+  EXPECT_EQ(r.makespan, 100 + 7 + 100 + 210 + 7 + 200 + 3);
+  ASSERT_EQ(r.timeline[1].size(), 2u);
+  EXPECT_EQ(r.timeline[1][0].start, 107);
+  // Device 1 updates once its gradient has gone: 107 + 100 + 210 + 7.
+  ASSERT_FALSE(r.otherTimeline[1].empty());
+  EXPECT_EQ(r.otherTimeline[1].back().start, 424);
+  EXPECT_EQ(r.otherTimeline[1].back().end, 427);
+  // Buffered: device 1 does not wait for device 0 to take its gradient.
+  options.bufferedSends = true;
+  SimulationResult b = simulate(two, options);
+  ASSERT_TRUE(b.ok()) << b.failure->message;
+  EXPECT_EQ(b.makespan, 100 + 7 + 100 + 210 + 7 + 200 + 3);
+  EXPECT_EQ(b.otherTimeline[1].back().start, 417); // no wait for the send
+  // Without durations: unit slots, transfers free, as before.
+  SimulationResult slots = simulate(two);
+  ASSERT_TRUE(slots.ok());
+  EXPECT_EQ(slots.makespan, 4);
+}

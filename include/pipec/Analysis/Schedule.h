@@ -16,6 +16,7 @@
 #define PIPEC_ANALYSIS_SCHEDULE_H
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -173,6 +174,12 @@ struct SimulationOptions {
   int64_t backwardCost = 1;
   int64_t backwardInputCost = 1;
   int64_t backwardWeightCost = 1;
+  /// Where set, the duration of every instruction of device `device` (in
+  /// any integer unit, e.g. nanoseconds), replacing the slot costs: compute
+  /// and updates occupy their device; a send's duration is the transfer's
+  /// (both ends wait for it in rendezvous mode; with buffered sends the
+  /// message arrives that long after it was sent); a recv's is ignored.
+  std::function<int64_t(int64_t device, const Instr &)> duration;
 };
 
 /// An instruction of a device's program; `index == program size` stands for
@@ -217,6 +224,9 @@ struct SimulationResult {
   std::optional<SimulationFailure> failure;
   /// Per device: its compute instructions in time, in program order.
   std::vector<std::vector<Slot>> timeline;
+  /// Per device: its other instructions that took time (updates, and the
+  /// transfers from when the device waited to when they completed).
+  std::vector<std::vector<Slot>> otherTimeline;
   /// When the last device finishes.
   int64_t makespan = 0;
   /// Per device: the most micro-batches whose forward ran and whose backward

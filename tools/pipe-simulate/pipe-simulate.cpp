@@ -1,0 +1,319 @@
+//===- pipe-simulate.cpp - predict a compiled pipeline's step time --------===//
+//
+//   pipe-simulate OUT [--profile P.json] [--flops-per-second F] [--steps K]
+//                 [--latency S] [--bandwidth B] [--trace sim.json]
+//
+// Replays the per-device programs pipe-compile wrote into OUT/plan.json
+// (device_plans[].schedule, every schedule and method) with the schedule
+// simulator of lib/Analysis (rendezvous transfers: a send and its recv
+// complete together, latency + bytes / bandwidth after both are posted) and
+// costs per stage: measured ones from a profile, else the plan's FLOPs at a
+// given rate (backward = 2x forward). Prints the predicted step time (steady
+// state over K steps), each device's busy share, its time waiting in
+// transfers and its peak in-flight micro-batches; --trace writes the
+// simulated run as a Chrome trace, to set beside pipe-run --trace's.
+//
+//===----------------------------------------------------------------------===//
+#include "pipec/Analysis/Schedule.h"
+#include "pipec/Support/Version.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <map>
+#include <regex>
+
+using namespace mlir::pipec;
+namespace sched = mlir::pipec::schedule;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory simCat("Simulation");
+static cl::opt<std::string> outDir(cl::Positional, cl::desc("<OUT>"),
+                                   cl::Required, cl::cat(simCat));
+static cl::opt<std::string> profilePath(
+    "profile", cl::value_desc("P.json"), cl::cat(simCat),
+    cl::desc("Measured costs: {\"stages\": [{\"stage\": s, \"forward_s\": f, "
+             "\"backward_s\": b, \"update_s\": u}], \"latency_s\": l, "
+             "\"bandwidth_bytes_per_s\": w}; anything absent comes from the "
+             "options below"));
+static cl::opt<double> flopsPerSecond(
+    "flops-per-second", cl::init(1e10), cl::cat(simCat),
+    cl::desc("Compute rate for stages without a profile (default: 1e10)"));
+static cl::opt<double> backwardFactor(
+    "backward-factor", cl::init(2.0), cl::cat(simCat),
+    cl::desc("Backward cost as a multiple of the forward's (default: 2)"));
+static cl::opt<double> latency("latency", cl::init(5e-6), cl::cat(simCat),
+                               cl::desc("Seconds per transfer (default: 5e-6)"));
+static cl::opt<double> bandwidth(
+    "bandwidth", cl::init(5e9), cl::cat(simCat),
+    cl::desc("Transfer bytes per second (default: 5e9)"));
+static cl::opt<double> memoryBandwidth(
+    "memory-bandwidth", cl::init(1e10), cl::cat(simCat),
+    cl::desc("Bytes per second of an update, which reads weights, gradients "
+             "and optimizer state and writes weights and state (default: 1e10)"));
+static cl::opt<int> steps("steps", cl::init(3), cl::cat(simCat),
+                          cl::desc("Steps simulated; the step time is the "
+                                   "steady state's (default: 3)"));
+static cl::opt<std::string> tracePath(
+    "trace", cl::value_desc("sim.json"), cl::cat(simCat),
+    cl::desc("Write the simulated run as a Chrome trace"));
+
+namespace {
+
+[[noreturn]] void fail(const std::string &message) {
+  llvm::errs() << "pipe-simulate: error: " << message << "\n";
+  std::exit(2);
+}
+
+struct StageCost {
+  double forward = 0, backward = 0, update = 0;
+};
+
+struct Device {
+  int64_t stage = 0;
+  sched::Program step;
+  std::vector<std::string> labels; // per instruction of `step`
+  double updateSeconds = 0;
+};
+
+/// One step's program from plan.json's instruction strings.
+Device parseDevice(const llvm::json::Object &plan, int64_t index,
+                   const std::map<std::pair<std::string, int64_t>, int64_t> &bytes) {
+  Device dev;
+  const llvm::json::Array *stages = plan.getArray("stages");
+  if (!stages || stages->size() != 1)
+    fail("device " + std::to_string(index) +
+         " holds several stages; interleaved programs are not simulated");
+  dev.stage = *(*stages)[0].getAsInteger();
+  const llvm::json::Array *schedule = plan.getArray("schedule");
+  if (!schedule)
+    fail("device " + std::to_string(index) + " has no \"schedule\"");
+  static const std::regex compute("^([FBW])(-?[0-9]+)$");
+  static const std::regex transfer("^(send|recv) (.*) mb (-?[0-9]+) (to|from) ([0-9]+)$");
+  for (const llvm::json::Value &v : *schedule) {
+    std::string text = v.getAsString().value_or("").str();
+    std::smatch m;
+    sched::Instr instr;
+    if (std::regex_match(text, m, compute)) {
+      int64_t mb = std::stoll(m[2]);
+      instr = m[1] == "F" ? sched::Instr::forward(dev.stage, mb)
+                          : sched::Instr::backward(dev.stage, mb);
+      if (m[1] == "W")
+        instr.kind = sched::InstrKind::BackwardWeight;
+    } else if (std::regex_match(text, m, transfer)) {
+      int64_t mb = std::stoll(m[3]), peer = std::stoll(m[5]);
+      // The payload carries the size for the transfer's duration.
+      std::string tag = m[2];
+      auto it = bytes.find({tag, mb});
+      std::string payload = it == bytes.end() ? "" : std::to_string(it->second);
+      instr = m[1] == "send" ? sched::Instr::send(peer, mb, tag, payload)
+                             : sched::Instr::recv(peer, mb, tag, payload);
+    } else if (text == "update") {
+      instr = sched::Instr::update(dev.stage);
+    } else {
+      instr.kind = sched::InstrKind::Other; // feed, zero_grad, loss: no time
+    }
+    dev.step.push_back(instr);
+    dev.labels.push_back(text);
+  }
+  return dev;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  setVersionPrinter("pipe-simulate");
+  hideOtherOptions({&simCat});
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "pipe-simulate: predicts the step time of a compiled pipeline\n");
+  if (steps < 1)
+    fail("--steps must be at least 1");
+  std::string path = outDir + "/plan.json";
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    fail("cannot read " + path + " (run pipe-compile -o " + outDir + " first)");
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse((*buffer)->getBuffer());
+  if (!parsed)
+    fail(path + ": not valid JSON (" + llvm::toString(parsed.takeError()) + ")");
+  const llvm::json::Object *root = parsed->getAsObject();
+  const llvm::json::Array *plans = root ? root->getArray("device_plans") : nullptr;
+  if (!plans || plans->empty())
+    fail(path + ": no \"device_plans\"; compile again with this pipe-compile");
+  int64_t microbatches = root->getInteger("microbatches").value_or(1);
+
+  // Costs: the plan's FLOPs at the rate, then the profile's measurements.
+  std::map<int64_t, StageCost> costs;
+  if (const llvm::json::Array *sc = root->getArray("stage_costs"))
+    for (const llvm::json::Value &v : *sc) {
+      const llvm::json::Object *o = v.getAsObject();
+      int64_t s = o->getInteger("stage").value_or(0);
+      double f = o->getNumber("flops_per_microbatch").value_or(0) / flopsPerSecond;
+      costs[s].forward = f;
+      costs[s].backward = f * backwardFactor;
+    }
+  double linkLatency = latency, linkBandwidth = bandwidth;
+  std::map<int64_t, bool> measuredUpdate;
+  if (!profilePath.empty()) {
+    auto pb = llvm::MemoryBuffer::getFile(profilePath);
+    if (!pb)
+      fail("cannot read profile " + profilePath);
+    llvm::Expected<llvm::json::Value> pv = llvm::json::parse((*pb)->getBuffer());
+    if (!pv)
+      fail(profilePath + ": not valid JSON (" + llvm::toString(pv.takeError()) + ")");
+    const llvm::json::Object *po = pv->getAsObject();
+    if (!po)
+      fail(profilePath + ": not a JSON object");
+    if (const llvm::json::Array *ps = po->getArray("stages"))
+      for (const llvm::json::Value &v : *ps) {
+        const llvm::json::Object *o = v.getAsObject();
+        std::optional<int64_t> s = o ? o->getInteger("stage") : std::nullopt;
+        if (!s)
+          fail(profilePath + ": a stage entry without \"stage\"");
+        if (auto f = o->getNumber("forward_s"))
+          costs[*s].forward = *f;
+        if (auto b = o->getNumber("backward_s"))
+          costs[*s].backward = *b;
+        if (auto u = o->getNumber("update_s")) {
+          costs[*s].update = *u;
+          measuredUpdate[*s] = true;
+        }
+      }
+    linkLatency = po->getNumber("latency_s").value_or(linkLatency);
+    linkBandwidth = po->getNumber("bandwidth_bytes_per_s").value_or(linkBandwidth);
+  }
+
+  std::map<std::pair<std::string, int64_t>, int64_t> bytes;
+  if (const llvm::json::Array *ts = root->getArray("transfers"))
+    for (const llvm::json::Value &v : *ts) {
+      const llvm::json::Object *o = v.getAsObject();
+      bytes[{o->getString("tag").value_or("").str(), o->getInteger("mb").value_or(0)}] =
+          o->getInteger("bytes").value_or(0);
+    }
+
+  std::vector<Device> devices;
+  for (const llvm::json::Value &v : *plans) {
+    const llvm::json::Object *o = v.getAsObject();
+    Device dev = parseDevice(*o, int64_t(devices.size()), bytes);
+    if (!costs.count(dev.stage))
+      fail("no cost for stage " + std::to_string(dev.stage) +
+           " (neither plan.json's stage_costs nor --profile has it)");
+    dev.updateSeconds = costs[dev.stage].update;
+    if (!measuredUpdate[dev.stage])
+      if (const llvm::json::Object *mem = o->getObject("memory"))
+        // Read weights and gradients, write weights; read and write state.
+        dev.updateSeconds =
+            double(3 * mem->getInteger("parameter_bytes").value_or(0) +
+                   2 * mem->getInteger("optimizer_state_bytes").value_or(0)) /
+            memoryBandwidth;
+    devices.push_back(std::move(dev));
+  }
+
+  // K steps: each device's step repeated, micro-batches numbered on (a
+  // no-flush program's negative ones are the previous step's).
+  auto run = [&](int k) {
+    std::vector<sched::Program> programs;
+    for (const Device &dev : devices) {
+      sched::Program p;
+      for (int t = 0; t < k; ++t)
+        for (sched::Instr instr : dev.step) {
+          if (instr.hasMb())
+            instr.mb += int64_t(t) * microbatches;
+          p.push_back(instr);
+        }
+      programs.push_back(std::move(p));
+    }
+    sched::SimulationOptions options;
+    options.duration = [&](int64_t d, const sched::Instr &instr) -> int64_t {
+      const StageCost &c = costs[devices[d].stage];
+      double s = 0;
+      switch (instr.kind) {
+      case sched::InstrKind::Forward:
+        s = c.forward;
+        break;
+      case sched::InstrKind::Backward:
+      case sched::InstrKind::BackwardWeight:
+        s = c.backward;
+        break;
+      case sched::InstrKind::Update:
+        s = devices[d].updateSeconds;
+        break;
+      case sched::InstrKind::Send:
+        s = linkLatency +
+            (instr.payload.empty() ? 0 : std::stod(instr.payload)) / linkBandwidth;
+        break;
+      default:
+        break;
+      }
+      return int64_t(std::llround(s * 1e9));
+    };
+    return std::make_pair(sched::simulate(programs, options), programs);
+  };
+  auto [result, programs] = run(steps);
+  if (!result.ok())
+    fail("the programs do not run: " + result.failure->message);
+  double stepTime = double(result.makespan) / 1e9 / steps;
+  if (steps > 1) {
+    auto first = run(1).first;
+    stepTime = double(result.makespan - first.makespan) / 1e9 / (steps - 1);
+  }
+
+  llvm::outs() << "pipe-simulate: " << outDir << ": " << devices.size()
+               << " devices, "
+               << (*plans)[0].getAsObject()->getString("schedule_kind").value_or("?")
+               << ", M = " << microbatches << ", " << steps
+               << (steps == 1 ? " step" : " steps") << " simulated\n";
+  llvm::outs() << llvm::format("predicted step time: %.6g s (%.6g s for %d)\n",
+                               stepTime, double(result.makespan) / 1e9, int(steps));
+  llvm::outs() << "device  stage  compute  update  transfer wait  idle  peak in-flight\n";
+  double total = double(result.makespan);
+  double computeAll = 0;
+  for (size_t d = 0; d < devices.size(); ++d) {
+    double compute = 0, update = 0, wait = 0;
+    for (const sched::Slot &s : result.timeline[d])
+      compute += double(s.end - s.start);
+    for (const sched::Slot &s : result.otherTimeline[d]) {
+      const sched::Instr &instr = programs[d][s.index];
+      (instr.kind == sched::InstrKind::Update ? update : wait) += double(s.end - s.start);
+    }
+    computeAll += compute;
+    double idle = total - compute - update - wait;
+    llvm::outs() << llvm::format("%6zu  %5lld  %6.1f%%  %5.1f%%  %12.1f%%  %4.1f%%  %14lld\n", d,
+                                 (long long)devices[d].stage, 100 * compute / total,
+                                 100 * update / total, 100 * wait / total,
+                                 100 * std::max(idle, 0.0) / total,
+                                 (long long)result.peakInFlight[d]);
+  }
+  llvm::outs() << llvm::format(
+      "bubble (share of device time not in forward/backward): %.4f\n",
+      1.0 - computeAll / (total * double(devices.size())));
+
+  if (!tracePath.empty()) {
+    llvm::json::Array events;
+    for (size_t d = 0; d < devices.size(); ++d) {
+      events.push_back(llvm::json::Object{
+          {"ph", "M"}, {"name", "process_name"}, {"pid", int64_t(d)}, {"tid", 0},
+          {"args", llvm::json::Object{{"name", "simulated device " + std::to_string(d)}}}});
+      auto add = [&](const sched::Slot &s) {
+        const Device &dev = devices[d];
+        const std::string &label = dev.labels[s.index % dev.labels.size()];
+        events.push_back(llvm::json::Object{
+            {"ph", "X"}, {"pid", int64_t(d)}, {"tid", 0}, {"name", label},
+            {"ts", double(s.start) / 1e3}, {"dur", double(s.end - s.start) / 1e3}});
+      };
+      for (const sched::Slot &s : result.timeline[d])
+        add(s);
+      for (const sched::Slot &s : result.otherTimeline[d])
+        add(s);
+    }
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tracePath, ec);
+    if (ec)
+      fail("cannot write " + tracePath + ": " + ec.message());
+    os << llvm::json::Value(llvm::json::Object{{"traceEvents", std::move(events)}});
+  }
+  return 0;
+}
