@@ -183,6 +183,10 @@ private:
   /// An array of `n` pointers on the stack of the step (entry block).
   Value pointerArray(size_t n);
   void callFunction(StringRef callee, const CallArrays &arrays);
+  /// callFunction, recorded as a "stage" trace event when tracing is on
+  /// (kind 0 forward, 1 backward, 2 weight backward, 3 update).
+  void callTraced(StringRef callee, const CallArrays &arrays, int32_t kind,
+                  int64_t stage, Value mb);
   Value microBatch(Operation *op);
   /// The index activation-buffer slots and tags use: the global
   /// micro-batch in a no-flush program, else the step's.
@@ -689,6 +693,16 @@ void ProgramLowering::callFunction(StringRef callee, const CallArrays &arrays) {
   call(callee, {ctxArg, in, pers, out, stepArg});
 }
 
+void ProgramLowering::callTraced(StringRef callee, const CallArrays &arrays,
+                                 int32_t kind, int64_t stage, Value mb) {
+  Value begin = callRuntime(b, loc, module, "pipert_trace_stage_begin", {ctxArg},
+                            {b.getI64Type()})
+                    .getResult(0);
+  callFunction(callee, arrays);
+  call("pipert_trace_stage_end",
+       {ctxArg, i32c(kind), i64c(stage), mb ? mb : i64c(0), begin});
+}
+
 Value ProgramLowering::microBatch(Operation *op) {
   std::optional<pipe::MicroBatchIndex> mb = pipe::getMicroBatchIndex(op);
   assert(mb && "an instruction without a micro-batch");
@@ -1099,7 +1113,8 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
       pointers[r] = p;
       arrays.outputs.push_back(p);
     }
-    callFunction(*callee, arrays);
+    int32_t kind = fwd ? 0 : bwd.getPart() == pipe::BackwardPart::Weight ? 2 : 1;
+    callTraced(*callee, arrays, kind, stage.getStage(), microBatch(&instr));
     return success();
   }
   if (auto acc = dyn_cast<pipe::AccumulateOp>(instr)) {
@@ -1250,7 +1265,7 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     for (int64_t index : stateIndex)
       arrays.persistent.push_back(loadSlot(persistentArg, index));
     arrays.persistent.push_back(loadSlot(persistentArg, stepIndex));
-    callFunction(callee, arrays);
+    callTraced(callee, arrays, 3, buf.stage, Value());
     return success();
   }
   if (auto rep = dyn_cast<pipe::ReportLossOp>(instr)) {

@@ -371,6 +371,25 @@ void pipert_trace_end(pipert_context *ctx, const char *name, const char *categor
   pipert_trace_event(ctx, name, category, begin_us, pipert_trace_now_us(ctx) - begin_us, tid);
 }
 
+int64_t pipert_trace_stage_begin(pipert_context *ctx) {
+  return g_rec.enabled ? int64_t(pipert_trace_now_us(ctx) * 1e3) : 0;
+}
+
+void pipert_trace_stage_end(pipert_context *ctx, int32_t kind, int64_t stage, int64_t mb,
+                            int64_t begin_ns) {
+  if (!g_rec.enabled)
+    return;
+  char name[64];
+  static const char *const kinds[] = {"F", "B", "W", "update"};
+  const char *k = kind >= 0 && kind < 4 ? kinds[kind] : "?";
+  if (kind == 3)
+    std::snprintf(name, sizeof name, "update s%lld", (long long)stage);
+  else
+    std::snprintf(name, sizeof name, "%s%lld s%lld", k, (long long)mb, (long long)stage);
+  double begin_us = double(begin_ns) / 1e3;
+  pipert_trace_event(ctx, name, "stage", begin_us, pipert_trace_now_us(ctx) - begin_us, 0);
+}
+
 int64_t pipert_trace_event_count(const pipert_context *) {
   return static_cast<int64_t>(g_rec.events.size());
 }

@@ -22,7 +22,9 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <map>
 #include <regex>
 
@@ -39,6 +41,15 @@ static cl::opt<std::string> profilePath(
              "\"backward_s\": b, \"update_s\": u}], \"latency_s\": l, "
              "\"bandwidth_bytes_per_s\": w}; anything absent comes from the "
              "options below"));
+static cl::opt<std::string> measuredPath(
+    "measured", cl::value_desc("t.json"), cl::cat(simCat),
+    cl::desc("A pipe-run --trace of a run of these stages: its stage events "
+             "(median per stage of forwards, backwards, updates) are the "
+             "profile, and its measured step time is printed beside the "
+             "prediction"));
+static cl::opt<std::string> writeProfilePath(
+    "write-profile", cl::value_desc("P.json"), cl::cat(simCat),
+    cl::desc("Write the costs used (e.g. those from --measured) as a profile"));
 static cl::opt<double> flopsPerSecond(
     "flops-per-second", cl::init(1e10), cl::cat(simCat),
     cl::desc("Compute rate for stages without a profile (default: 1e10)"));
@@ -186,6 +197,80 @@ int main(int argc, char **argv) {
     linkBandwidth = po->getNumber("bandwidth_bytes_per_s").value_or(linkBandwidth);
   }
 
+  // A measured run: medians of its stage events, and of its steps.
+  std::optional<double> measuredStep;
+  if (!measuredPath.empty()) {
+    auto tb = llvm::MemoryBuffer::getFile(measuredPath);
+    if (!tb)
+      fail("cannot read trace " + measuredPath);
+    llvm::Expected<llvm::json::Value> tv = llvm::json::parse((*tb)->getBuffer());
+    if (!tv)
+      fail(measuredPath + ": not valid JSON (" + llvm::toString(tv.takeError()) + ")");
+    const llvm::json::Object *to = tv->getAsObject();
+    const llvm::json::Array *events = to ? to->getArray("traceEvents") : nullptr;
+    if (!events)
+      fail(measuredPath + ": no \"traceEvents\" (write it with pipe-run --trace)");
+    std::map<std::pair<int64_t, char>, std::vector<double>> samples;
+    std::vector<double> stepTimes;
+    static const std::regex stageEvent("^(F|B|W|update)-?[0-9]* ?s([0-9]+)$");
+    for (const llvm::json::Value &v : *events) {
+      const llvm::json::Object *e = v.getAsObject();
+      if (!e || e->getString("ph").value_or("") != "X")
+        continue;
+      std::string name = e->getString("name").value_or("").str();
+      double dur = e->getNumber("dur").value_or(0) / 1e6;
+      if (name == "step" && e->getInteger("pid").value_or(-1) == 0) {
+        stepTimes.push_back(dur);
+        continue;
+      }
+      std::smatch m;
+      if (e->getString("cat").value_or("") != "stage" ||
+          !std::regex_match(name, m, stageEvent))
+        continue;
+      char kind = m[1].str()[0];
+      samples[{std::stoll(m[2]), kind == 'W' ? 'B' : kind}].push_back(dur);
+    }
+    if (samples.empty())
+      fail(measuredPath + ": no stage events (a trace of this pipe-run, with "
+                          "programs compiled by this pipe-compile)");
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    for (auto &[key, v] : samples) {
+      StageCost &c = costs[key.first];
+      if (key.second == 'F')
+        c.forward = median(v);
+      else if (key.second == 'B')
+        c.backward = median(v);
+      else {
+        c.update = median(v);
+        measuredUpdate[key.first] = true;
+      }
+    }
+    // The first steps warm up (allocation, page faults): the later half.
+    if (stepTimes.size() > 1)
+      stepTimes.erase(stepTimes.begin(), stepTimes.begin() + stepTimes.size() / 2);
+    if (!stepTimes.empty())
+      measuredStep = median(stepTimes);
+  }
+  if (!writeProfilePath.empty()) {
+    llvm::json::Array stagesOut;
+    for (auto &[st, c] : costs)
+      stagesOut.push_back(llvm::json::Object{{"stage", st},
+                                             {"forward_s", c.forward},
+                                             {"backward_s", c.backward},
+                                             {"update_s", c.update}});
+    std::error_code ec;
+    llvm::raw_fd_ostream os(writeProfilePath, ec);
+    if (ec)
+      fail("cannot write " + writeProfilePath + ": " + ec.message());
+    os << llvm::json::Value(llvm::json::Object{
+        {"stages", std::move(stagesOut)},
+        {"latency_s", linkLatency},
+        {"bandwidth_bytes_per_s", linkBandwidth}});
+  }
+
   std::map<std::pair<std::string, int64_t>, int64_t> bytes;
   if (const llvm::json::Array *ts = root->getArray("transfers"))
     for (const llvm::json::Value &v : *ts) {
@@ -268,6 +353,11 @@ int main(int argc, char **argv) {
                << (steps == 1 ? " step" : " steps") << " simulated\n";
   llvm::outs() << llvm::format("predicted step time: %.6g s (%.6g s for %d)\n",
                                stepTime, double(result.makespan) / 1e9, int(steps));
+  if (measuredStep)
+    llvm::outs() << llvm::format("measured step time (%s): %.6g s, predicted / "
+                                 "measured = %.3f\n",
+                                 measuredPath.c_str(), *measuredStep,
+                                 stepTime / *measuredStep);
   llvm::outs() << "device  stage  compute  update  transfer wait  idle  peak in-flight\n";
   double total = double(result.makespan);
   double computeAll = 0;

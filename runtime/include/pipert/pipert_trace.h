@@ -48,6 +48,14 @@ double pipert_trace_begin(pipert_context *ctx);
 /* Records [begin, now) as an event. */
 void pipert_trace_end(pipert_context *ctx, const char *name, const char *category,
                       double begin_us, int tid);
+/* Stage computations, as generated code records them (category "stage"):
+ * the begin time in nanoseconds (0 when tracing is off), then the event
+ * "F<mb> s<stage>", "B<mb> s<stage>", "W<mb> s<stage>" or "update s<stage>"
+ * for kind 0, 1, 2 or 3. pipe-simulate --measured reads them as a profile.
+ * On CUDA they time the host side of the launches. */
+int64_t pipert_trace_stage_begin(pipert_context *ctx);
+void pipert_trace_stage_end(pipert_context *ctx, int32_t kind, int64_t stage, int64_t mb,
+                            int64_t begin_ns);
 /* Number of events recorded so far. */
 int64_t pipert_trace_event_count(const pipert_context *ctx);
 

@@ -12,6 +12,7 @@
 #include "pipert/pipert_data.h"
 #include "pipert/pipert_driver.h"
 #include "pipert/pipert_kernels.h"
+#include "pipert/pipert_trace.h"
 
 #include <gtest/gtest.h>
 
