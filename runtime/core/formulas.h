@@ -53,6 +53,101 @@ PIPERT_HD float erf_grad(float x, float dy) {
   return dy * 1.1283791670955126f * ::expf(-x * x);
 }
 
+// The parametrised elementwise ops of pipert_activation_f32 (op is a
+// pipert_activation_op; alpha, beta its ONNX attributes).
+PIPERT_HD float activation(int op, float alpha, float beta, float x) {
+  switch (op) {
+  case PIPERT_ACTIVATION_LEAKY_RELU: return x < 0.f ? alpha * x : x;
+  case PIPERT_ACTIVATION_ELU: return x > 0.f ? x : alpha * (::expf(x) - 1.f);
+  case PIPERT_ACTIVATION_SELU: return beta * (x > 0.f ? x : alpha * (::expf(x) - 1.f));
+  // log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow.
+  case PIPERT_ACTIVATION_SOFTPLUS: return (x > 0.f ? x : 0.f) + ::log1pf(::expf(-::fabsf(x)));
+  case PIPERT_ACTIVATION_HARD_SIGMOID: return ::fmaxf(0.f, ::fminf(1.f, alpha * x + beta));
+  case PIPERT_ACTIVATION_HARD_SWISH:
+    return x * ::fmaxf(0.f, ::fminf(1.f, x * (1.f / 6.f) + 0.5f));
+  case PIPERT_ACTIVATION_GELU: return 0.5f * x * (1.f + ::erff(x * 0.70710678118654752f));
+  case PIPERT_ACTIVATION_GELU_TANH: {
+    const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.f + ::tanhf(inner));
+  }
+  // Not fmin/fmax: NaN stays NaN.
+  case PIPERT_ACTIVATION_CLIP: return x < alpha ? alpha : (x > beta ? beta : x);
+  case PIPERT_ACTIVATION_SIGN: return x > 0.f ? 1.f : (x < 0.f ? -1.f : x);
+  case PIPERT_ACTIVATION_FLOOR: return ::floorf(x);
+  case PIPERT_ACTIVATION_CEIL: return ::ceilf(x);
+  case PIPERT_ACTIVATION_ABS: return ::fabsf(x);
+  case PIPERT_ACTIVATION_RECIPROCAL: return 1.f / x;
+  }
+  return x;
+}
+
+// dy * activation'(x), with PyTorch's choice at the kinks.
+PIPERT_HD float activation_grad(int op, float alpha, float beta, float x, float dy) {
+  switch (op) {
+  case PIPERT_ACTIVATION_LEAKY_RELU: return x > 0.f ? dy : alpha * dy;
+  case PIPERT_ACTIVATION_ELU: return x > 0.f ? dy : dy * alpha * ::expf(x);
+  case PIPERT_ACTIVATION_SELU: return x > 0.f ? dy * beta : dy * beta * alpha * ::expf(x);
+  case PIPERT_ACTIVATION_SOFTPLUS: return dy * sigmoid(x);
+  case PIPERT_ACTIVATION_HARD_SIGMOID: {
+    const float v = alpha * x + beta;
+    return v > 0.f && v < 1.f ? dy * alpha : 0.f;
+  }
+  case PIPERT_ACTIVATION_HARD_SWISH:
+    return x < -3.f ? 0.f : (x <= 3.f ? dy * (x * (1.f / 3.f) + 0.5f) : dy);
+  case PIPERT_ACTIVATION_GELU: {
+    // Phi(x) + x phi(x).
+    const float cdf = 0.5f * (1.f + ::erff(x * 0.70710678118654752f));
+    const float pdf = 0.39894228040143268f * ::expf(-0.5f * x * x);
+    return dy * (cdf + x * pdf);
+  }
+  case PIPERT_ACTIVATION_GELU_TANH: {
+    const float k = 0.79788456080286536f, c = 0.044715f;
+    const float t = ::tanhf(k * (x + c * x * x * x));
+    return dy * (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * k * (1.f + 3.f * c * x * x));
+  }
+  case PIPERT_ACTIVATION_CLIP: return x >= alpha && x <= beta ? dy : 0.f;
+  case PIPERT_ACTIVATION_SIGN:
+  case PIPERT_ACTIVATION_FLOOR:
+  case PIPERT_ACTIVATION_CEIL: return 0.f;
+  case PIPERT_ACTIVATION_ABS: return x > 0.f ? dy : (x < 0.f ? -dy : 0.f);
+  case PIPERT_ACTIVATION_RECIPROCAL: return -dy / (x * x);
+  }
+  return dy;
+}
+
+// Whether op is a pipert_activation_op.
+PIPERT_HD bool is_activation(int op) {
+  return op >= PIPERT_ACTIVATION_LEAKY_RELU && op <= PIPERT_ACTIVATION_RECIPROCAL;
+}
+
+//===------------------------------ binary, comparisons --------------------===//
+
+// Max and Min propagate NaN (as numpy's maximum and torch.maximum do).
+template <typename T> PIPERT_HD T max_value(T u, T v) { return (u != u || u > v) ? u : v; }
+template <typename T> PIPERT_HD T min_value(T u, T v) { return (u != u || u < v) ? u : v; }
+
+// Remainders: fmod has the sign of u, mod (Python's %) that of v. v != 0 for
+// integers (the caller checks).
+PIPERT_HD float fmod_value(float u, float v) { return ::fmodf(u, v); }
+PIPERT_HD int64_t fmod_value(int64_t u, int64_t v) { return u % v; }
+PIPERT_HD int64_t mod_value(int64_t u, int64_t v) {
+  const int64_t r = u % v;
+  return (r != 0 && ((r < 0) != (v < 0))) ? r + v : r;
+}
+
+template <typename T> PIPERT_HD uint8_t compare(int op, T u, T v) {
+  switch (op) {
+  case PIPERT_COMPARE_LESS: return u < v;
+  case PIPERT_COMPARE_LESS_EQUAL: return u <= v;
+  case PIPERT_COMPARE_GREATER: return u > v;
+  default: return u >= v;
+  }
+}
+
+PIPERT_HD uint8_t logical(int op, uint8_t u, uint8_t v) {
+  return op == PIPERT_LOGICAL_AND ? uint8_t(u && v) : uint8_t(u || v);
+}
+
 //===------------------------------ dropout -------------------------------===//
 
 // The keep threshold on the generator's upper 32 bits for a drop ratio.

@@ -73,12 +73,16 @@ typedef enum pipert_binary_op {
   PIPERT_BINARY_MUL = 2,
   PIPERT_BINARY_DIV = 3,
   PIPERT_BINARY_POW = 4, /* f32 only */
+  PIPERT_BINARY_MAX = 5, /* NaN propagates (f32) */
+  PIPERT_BINARY_MIN = 6,
+  PIPERT_BINARY_FMOD = 7, /* remainder with the sign of a (C fmod, C % on i64) */
+  PIPERT_BINARY_MOD = 8,  /* remainder with the sign of b (Python %); i64 only */
 } pipert_binary_op;
 
 /* y = a op b with numpy (multidirectional) broadcasting; y has rank
  * max(a_rank, b_rank) and the broadcast shape. In place allowed when y has
  * the shape of the aliased input. i64 division truncates toward zero like
- * C (ONNX's integer Div); division by zero fails. */
+ * C (ONNX's integer Div); i64 division or remainder by zero fails. */
 void pipert_binary_f32(pipert_context *ctx, pipert_binary_op op, const float *a, int64_t a_rank,
                        const int64_t *a_shape, const float *b, int64_t b_rank,
                        const int64_t *b_shape, float *y);
@@ -97,6 +101,61 @@ void pipert_equal_i64(pipert_context *ctx, const int64_t *a, int64_t a_rank,
 void pipert_where(pipert_context *ctx, pipert_dtype dtype, const uint8_t *cond, int64_t c_rank,
                   const int64_t *c_shape, const void *x, int64_t x_rank, const int64_t *x_shape,
                   const void *y, int64_t y_rank, const int64_t *y_shape, void *out);
+
+/* Parametrised elementwise ops (ONNX attributes alpha, beta). */
+typedef enum pipert_activation_op {
+  PIPERT_ACTIVATION_LEAKY_RELU = 0,   /* alpha */
+  PIPERT_ACTIVATION_ELU = 1,          /* alpha */
+  PIPERT_ACTIVATION_SELU = 2,         /* alpha, beta = gamma */
+  PIPERT_ACTIVATION_SOFTPLUS = 3,
+  PIPERT_ACTIVATION_HARD_SIGMOID = 4, /* alpha, beta */
+  PIPERT_ACTIVATION_HARD_SWISH = 5,
+  PIPERT_ACTIVATION_GELU = 6,         /* exact, with erf */
+  PIPERT_ACTIVATION_GELU_TANH = 7,    /* approximate = "tanh" */
+  PIPERT_ACTIVATION_CLIP = 8,         /* alpha = min, beta = max (+-inf: none) */
+  PIPERT_ACTIVATION_SIGN = 9,
+  PIPERT_ACTIVATION_FLOOR = 10,
+  PIPERT_ACTIVATION_CEIL = 11,
+  PIPERT_ACTIVATION_ABS = 12,
+  PIPERT_ACTIVATION_RECIPROCAL = 13,
+} pipert_activation_op;
+
+/* y[i] = op(x[i]; alpha, beta) for n elements. In place allowed. */
+void pipert_activation_f32(pipert_context *ctx, pipert_activation_op op, float alpha, float beta,
+                           const float *x, int64_t n, float *y);
+/* dx[i] = dy[i] * op'(x[i]; alpha, beta) from the forward input x. Where op
+ * has a kink the derivative is PyTorch's: LeakyRelu/Elu/Selu take the x <= 0
+ * branch at 0, Clip passes dy on min <= x <= max, HardSigmoid on
+ * 0 < alpha x + beta < 1, Abs is 0 at 0; Sign, Floor and Ceil give 0. In
+ * place allowed. */
+void pipert_activation_grad_f32(pipert_context *ctx, pipert_activation_op op, float alpha,
+                                float beta, const float *x, const float *dy, int64_t n,
+                                float *dx);
+
+/* Comparisons with broadcasting: y = (a op b) as uint8 0/1. */
+typedef enum pipert_compare_op {
+  PIPERT_COMPARE_LESS = 0,
+  PIPERT_COMPARE_LESS_EQUAL = 1,
+  PIPERT_COMPARE_GREATER = 2,
+  PIPERT_COMPARE_GREATER_EQUAL = 3,
+} pipert_compare_op;
+void pipert_compare_f32(pipert_context *ctx, pipert_compare_op op, const float *a, int64_t a_rank,
+                        const int64_t *a_shape, const float *b, int64_t b_rank,
+                        const int64_t *b_shape, uint8_t *y);
+void pipert_compare_i64(pipert_context *ctx, pipert_compare_op op, const int64_t *a,
+                        int64_t a_rank, const int64_t *a_shape, const int64_t *b, int64_t b_rank,
+                        const int64_t *b_shape, uint8_t *y);
+
+/* ONNX And/Or on uint8 0/1 with broadcasting. */
+typedef enum pipert_logical_op {
+  PIPERT_LOGICAL_AND = 0,
+  PIPERT_LOGICAL_OR = 1,
+} pipert_logical_op;
+void pipert_logical(pipert_context *ctx, pipert_logical_op op, const uint8_t *a, int64_t a_rank,
+                    const int64_t *a_shape, const uint8_t *b, int64_t b_rank,
+                    const int64_t *b_shape, uint8_t *y);
+/* ONNX Not: y[i] = !x[i] on uint8 0/1. In place allowed. */
+void pipert_not(pipert_context *ctx, const uint8_t *x, int64_t n, uint8_t *y);
 
 /* Activation gradients: dx = dy * f'(.) for n elements. Relu and Erf take the
  * forward input x; Tanh and Sigmoid take the forward output y. */

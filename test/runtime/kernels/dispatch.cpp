@@ -152,6 +152,98 @@ Outcome equal(pipert_context *ctx, const Node &n) {
   return skip("dtype " + std::to_string(a->dtype));
 }
 
+Outcome activation(pipert_context *ctx, const Node &n, pipert_activation_op op, float alpha,
+                   float beta) {
+  const Tensor *x = n.in(0);
+  if (!all_f32({x}))
+    return skip("dtype " + std::to_string(x->dtype) + " (float32 only)");
+  Tensor y = make_tensor(TP::FLOAT, x->shape);
+  pipert_activation_f32(ctx, op, alpha, beta, x->data<float>(), x->numel(), y.data<float>());
+  return ran({y});
+}
+
+Outcome clip(pipert_context *ctx, const Node &n) {
+  float lo = -INFINITY, hi = INFINITY;
+  if (n.opset < 11) {
+    lo = n.f("min", lo);
+    hi = n.f("max", hi);
+  } else {
+    if (!all_f32({n.in(0), n.in(1), n.in(2)}))
+      return skip("non-float32");
+    if (n.in(1))
+      lo = float(n.in(1)->scalar());
+    if (n.in(2))
+      hi = float(n.in(2)->scalar());
+  }
+  return activation(ctx, n, PIPERT_ACTIVATION_CLIP, lo, hi);
+}
+
+// Variadic Max/Min: a chain of binary calls, as the importer builds.
+Outcome variadic(pipert_context *ctx, const Node &n, pipert_binary_op op) {
+  if (n.n_in() < 1)
+    return skip("no inputs");
+  Tensor acc = *n.in(0);
+  if (acc.dtype != TP::FLOAT && acc.dtype != TP::INT64)
+    return skip("dtype " + std::to_string(acc.dtype) + " (float32 or int64 only)");
+  for (int k = 1; k < n.n_in(); ++k) {
+    const Tensor *b = n.in(k);
+    if (b->dtype != acc.dtype)
+      return skip("mixed dtypes");
+    Tensor y = make_tensor(acc.dtype, bcast(acc.shape, b->shape));
+    if (acc.dtype == TP::FLOAT)
+      pipert_binary_f32(ctx, op, acc.data<float>(), acc.rank(), acc.shape.data(),
+                        b->data<float>(), b->rank(), b->shape.data(), y.data<float>());
+    else
+      pipert_binary_i64(ctx, op, acc.data<int64_t>(), acc.rank(), acc.shape.data(),
+                        b->data<int64_t>(), b->rank(), b->shape.data(), y.data<int64_t>());
+    acc = std::move(y);
+  }
+  return ran({acc});
+}
+
+Outcome compare(pipert_context *ctx, const Node &n, pipert_compare_op op) {
+  const Tensor *a = n.in(0), *b = n.in(1);
+  Tensor y = make_tensor(TP::BOOL, bcast(a->shape, b->shape));
+  if (a->dtype == TP::FLOAT && b->dtype == TP::FLOAT) {
+    pipert_compare_f32(ctx, op, a->data<float>(), a->rank(), a->shape.data(), b->data<float>(),
+                       b->rank(), b->shape.data(), y.data<uint8_t>());
+    return ran({y});
+  }
+  auto intlike = [](int t) { return t == TP::INT64 || t == TP::INT32; };
+  if (intlike(a->dtype) && intlike(b->dtype)) {
+    Tensor a64 = to_i64(ctx, *a), b64 = to_i64(ctx, *b);
+    pipert_compare_i64(ctx, op, a64.data<int64_t>(), a64.rank(), a64.shape.data(),
+                       b64.data<int64_t>(), b64.rank(), b64.shape.data(), y.data<uint8_t>());
+    return ran({y});
+  }
+  return skip("dtype " + std::to_string(a->dtype));
+}
+
+Outcome logical(pipert_context *ctx, const Node &n, pipert_logical_op op) {
+  const Tensor *a = n.in(0), *b = n.in(1);
+  Tensor y = make_tensor(TP::BOOL, bcast(a->shape, b->shape));
+  pipert_logical(ctx, op, a->data<uint8_t>(), a->rank(), a->shape.data(), b->data<uint8_t>(),
+                 b->rank(), b->shape.data(), y.data<uint8_t>());
+  return ran({y});
+}
+
+Outcome logical_not(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  Tensor y = make_tensor(TP::BOOL, x->shape);
+  pipert_not(ctx, x->data<uint8_t>(), x->numel(), y.data<uint8_t>());
+  return ran({y});
+}
+
+Outcome mod(pipert_context *ctx, const Node &n) {
+  const bool fmod = n.i("fmod", 0) != 0;
+  const Tensor *a = n.in(0);
+  if (a->dtype == TP::FLOAT && !fmod)
+    return skip("float Mod needs fmod=1");
+  if (a->dtype != TP::FLOAT && a->dtype != TP::INT64)
+    return skip("dtype " + std::to_string(a->dtype) + " (float32 or int64 only)");
+  return binary(ctx, n, fmod ? PIPERT_BINARY_FMOD : PIPERT_BINARY_MOD);
+}
+
 Outcome where(pipert_context *ctx, const Node &n) {
   const Tensor *c = n.in(0), *x = n.in(1), *y = n.in(2);
   if (!pipert_supports(x->dtype))
@@ -667,6 +759,39 @@ Outcome run_node(pipert_context *ctx, const onnx::NodeProto &proto, int64_t opse
     return unary(ctx, n, it->second);
   if (auto it = binary_ops.find(op); it != binary_ops.end())
     return binary(ctx, n, it->second);
+  static const std::map<std::string, pipert_activation_op> activations = {
+      {"LeakyRelu", PIPERT_ACTIVATION_LEAKY_RELU}, {"Elu", PIPERT_ACTIVATION_ELU},
+      {"Selu", PIPERT_ACTIVATION_SELU}, {"Softplus", PIPERT_ACTIVATION_SOFTPLUS},
+      {"HardSigmoid", PIPERT_ACTIVATION_HARD_SIGMOID},
+      {"HardSwish", PIPERT_ACTIVATION_HARD_SWISH}, {"Sign", PIPERT_ACTIVATION_SIGN},
+      {"Floor", PIPERT_ACTIVATION_FLOOR}, {"Ceil", PIPERT_ACTIVATION_CEIL},
+      {"Abs", PIPERT_ACTIVATION_ABS}, {"Reciprocal", PIPERT_ACTIVATION_RECIPROCAL}};
+  if (auto it = activations.find(op); it != activations.end()) {
+    // The dialect's defaults (ONNX's).
+    float alpha = 0.f, beta = 0.f;
+    if (op == "LeakyRelu") alpha = n.f("alpha", 0.01f);
+    if (op == "Elu") alpha = n.f("alpha", 1.f);
+    if (op == "Selu") alpha = n.f("alpha", 1.67326319217681884765625f),
+                      beta = n.f("gamma", 1.05070102214813232421875f);
+    if (op == "HardSigmoid") alpha = n.f("alpha", 0.2f), beta = n.f("beta", 0.5f);
+    return activation(ctx, n, it->second, alpha, beta);
+  }
+  if (op == "Gelu")
+    return activation(ctx, n,
+                      n.s("approximate", "none") == "tanh" ? PIPERT_ACTIVATION_GELU_TANH
+                                                           : PIPERT_ACTIVATION_GELU,
+                      0.f, 0.f);
+  if (op == "Clip") return clip(ctx, n);
+  if (op == "Max") return variadic(ctx, n, PIPERT_BINARY_MAX);
+  if (op == "Min") return variadic(ctx, n, PIPERT_BINARY_MIN);
+  if (op == "Mod") return mod(ctx, n);
+  if (op == "Less") return compare(ctx, n, PIPERT_COMPARE_LESS);
+  if (op == "LessOrEqual") return compare(ctx, n, PIPERT_COMPARE_LESS_EQUAL);
+  if (op == "Greater") return compare(ctx, n, PIPERT_COMPARE_GREATER);
+  if (op == "GreaterOrEqual") return compare(ctx, n, PIPERT_COMPARE_GREATER_EQUAL);
+  if (op == "And") return logical(ctx, n, PIPERT_LOGICAL_AND);
+  if (op == "Or") return logical(ctx, n, PIPERT_LOGICAL_OR);
+  if (op == "Not") return logical_not(ctx, n);
   if (op == "Equal") return equal(ctx, n);
   if (op == "Where") return where(ctx, n);
   if (op == "Gemm") return gemm(ctx, n);
