@@ -77,6 +77,7 @@ PIPEC_ACTIVATION_GRAD(SigmoidGradOp, getY, "Y")
 PIPEC_ACTIVATION_GRAD(ErfGradOp, getX, "X")
 PIPEC_ACTIVATION_GRAD(SoftmaxGradOp, getY, "Y")
 PIPEC_ACTIVATION_GRAD(LogSoftmaxGradOp, getY, "Y")
+PIPEC_ACTIVATION_GRAD(UnaryGradOp, getX, "X")
 #undef PIPEC_ACTIVATION_GRAD
 
 LogicalResult ReduceToShapeOp::inferResultTypes(SmallVectorImpl<Type> &types) {

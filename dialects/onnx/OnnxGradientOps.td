@@ -62,6 +62,22 @@ def ONNX_ErfGradOp
   let results = (outs AnyTensor:$dX);
 }
 
+def ONNX_UnaryGradOp : ONNX_ShapedOp<"UnaryGrad"> {
+  let summary = "dX = dY * f'(X) of a parametrised elementwise op";
+  let description = [{
+    `activation` names the forward op: LeakyRelu, Elu, Selu, Softplus,
+    HardSigmoid, HardSwish, Gelu, GeluTanh, Abs, Reciprocal; `alpha` and
+    `beta` are its attributes (Selu: alpha, gamma; HardSigmoid: alpha, beta).
+    Operands: the forward input X and dY (same shape). Lowers to
+    `pipert_activation_grad_f32`.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$dY,
+                   StrAttr:$activation,
+                   DefaultValuedAttr<F32Attr, "0.0">:$alpha,
+                   DefaultValuedAttr<F32Attr, "0.0">:$beta);
+  let results = (outs AnyTensor:$dX);
+}
+
 def ONNX_ReduceToShapeOp : ONNX_ShapedOp<"ReduceToShape"> {
   let summary = "sums a broadcast gradient back to an operand's shape";
   let description = [{

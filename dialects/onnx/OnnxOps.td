@@ -161,6 +161,93 @@ def ONNX_CastOp : ONNX_ShapedOp<"Cast"> {
   let hasFolder = 1;
 }
 
+// More unary ops (issue 15). All keep the input's shape and element type
+// (Not: i1). Sign, Floor and Ceil have zero gradient almost everywhere.
+def ONNX_AbsOp : ONNX_UnaryOp<"Abs">;
+def ONNX_ReciprocalOp : ONNX_UnaryOp<"Reciprocal">;
+def ONNX_SignOp : ONNX_UnaryOp<"Sign">;
+def ONNX_FloorOp : ONNX_UnaryOp<"Floor">;
+def ONNX_CeilOp : ONNX_UnaryOp<"Ceil">;
+def ONNX_SoftplusOp : ONNX_UnaryOp<"Softplus">;
+def ONNX_HardSwishOp : ONNX_UnaryOp<"HardSwish">;
+def ONNX_NotOp : ONNX_UnaryOp<"Not"> {
+  let arguments = (ins TensorOf<[I1]>:$X);
+}
+def ONNX_LeakyReluOp : ONNX_UnaryOp<"LeakyRelu"> {
+  let arguments = (ins AnyTensor:$X, DefaultValuedAttr<F32Attr, "0.01">:$alpha);
+}
+def ONNX_EluOp : ONNX_UnaryOp<"Elu"> {
+  let arguments = (ins AnyTensor:$X, DefaultValuedAttr<F32Attr, "1.0">:$alpha);
+}
+def ONNX_SeluOp : ONNX_UnaryOp<"Selu"> {
+  let arguments = (ins AnyTensor:$X,
+                   DefaultValuedAttr<F32Attr, "1.67326319217681884765625">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.05070102214813232421875">:$gamma);
+}
+def ONNX_HardSigmoidOp : ONNX_UnaryOp<"HardSigmoid"> {
+  let arguments = (ins AnyTensor:$X, DefaultValuedAttr<F32Attr, "0.2">:$alpha,
+                   DefaultValuedAttr<F32Attr, "0.5">:$beta);
+}
+def ONNX_GeluOp : ONNX_UnaryOp<"Gelu"> {
+  let summary = "opset 20 Gelu: exact (erf) or `approximate` = \"tanh\"";
+  let arguments = (ins AnyTensor:$X,
+                   DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let hasVerifier = 1;
+}
+
+def ONNX_ClipOp : ONNX_ShapedOp<"Clip"> {
+  let summary = "min(max(input, min), max); absent bounds do not clip";
+  let description = [{
+    `min` and `max` are optional scalar inputs (opset 11); the importer
+    turns opset 6's `min`/`max` attributes into constants.
+  }];
+  let arguments = (ins AnyTensor:$input, ONNX_TensorOrNone:$min,
+                   ONNX_TensorOrNone:$max);
+  let results = (outs AnyTensor:$output);
+}
+
+// ONNX Max and Min are variadic; the importer chains them into these binary
+// forms (Max(a, b, c) = Max(Max(a, b), c); one input is the input itself).
+def ONNX_MaxOp : ONNX_ShapedOp<"Max", [Commutative]> {
+  let summary = "elementwise maximum, broadcasting";
+  let arguments = (ins AnyTensor:$A, AnyTensor:$B);
+  let results = (outs AnyTensor:$C);
+}
+def ONNX_MinOp : ONNX_ShapedOp<"Min", [Commutative]> {
+  let summary = "elementwise minimum, broadcasting";
+  let arguments = (ins AnyTensor:$A, AnyTensor:$B);
+  let results = (outs AnyTensor:$C);
+}
+def ONNX_ModOp : ONNX_ShapedOp<"Mod"> {
+  let summary = "remainder, broadcasting";
+  let description = [{
+    `fmod` = 1: C fmod (the sign of A); 0: the sign of B (Python's %),
+    integers only, as ONNX requires.
+  }];
+  let arguments = (ins AnyTensor:$A, AnyTensor:$B,
+                   DefaultValuedAttr<I64Attr, "0">:$fmod);
+  let results = (outs AnyTensor:$C);
+  let hasVerifier = 1;
+}
+
+// Comparisons: i1 results, broadcasting.
+class ONNX_CompareOp<string mnemonic> : ONNX_ShapedOp<mnemonic> {
+  let arguments = (ins AnyTensor:$A, AnyTensor:$B);
+  let results = (outs AnyTensor:$C);
+}
+def ONNX_LessOp : ONNX_CompareOp<"Less">;
+def ONNX_LessOrEqualOp : ONNX_CompareOp<"LessOrEqual">;
+def ONNX_GreaterOp : ONNX_CompareOp<"Greater">;
+def ONNX_GreaterOrEqualOp : ONNX_CompareOp<"GreaterOrEqual">;
+
+// Logic on i1, broadcasting.
+class ONNX_LogicalOp<string mnemonic> : ONNX_ShapedOp<mnemonic, [Commutative]> {
+  let arguments = (ins TensorOf<[I1]>:$A, TensorOf<[I1]>:$B);
+  let results = (outs AnyTensor:$C);
+}
+def ONNX_AndOp : ONNX_LogicalOp<"And">;
+def ONNX_OrOp : ONNX_LogicalOp<"Or">;
+
 //===----------------------------------------------------------------------===//
 // Linear algebra
 //===----------------------------------------------------------------------===//

@@ -88,7 +88,10 @@ static Kind classify(StringRef name) {
       .Cases({"Gemm", "MatMul", "Conv"}, Kind::Contraction)
       .Cases({"Add", "Sub", "Mul", "Div", "Pow", "Relu", "Neg", "Tanh",
               "Sigmoid", "Erf", "Sqrt", "Exp", "Log", "Where", "Equal",
-              "Cast", "Dropout"},
+              "Cast", "Dropout", "Abs", "Reciprocal", "Sign", "Floor", "Ceil",
+              "Softplus", "HardSwish", "Not", "LeakyRelu", "Elu", "Selu",
+              "HardSigmoid", "Gelu", "Clip", "Max", "Min", "Mod", "Less",
+              "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or"},
              Kind::Elementwise)
       .Cases({"Softmax", "LogSoftmax", "LayerNormalization",
               "BatchNormalization", "SoftmaxCrossEntropyLoss",
@@ -100,7 +103,7 @@ static Kind classify(StringRef name) {
               "Gather", "Unsqueeze", "Squeeze", "Expand", "Identity", "Shape",
               "ConstantOfShape", "Range"},
              Kind::DataMovement)
-      .Cases({"ReluGrad", "TanhGrad", "SigmoidGrad", "ErfGrad",
+      .Cases({"ReluGrad", "TanhGrad", "SigmoidGrad", "ErfGrad", "UnaryGrad",
               "ReduceToShape", "SoftmaxGrad", "LogSoftmaxGrad",
               "LayerNormalizationGrad", "BatchNormalizationGrad", "ConvGrad",
               "MaxPoolGrad", "AveragePoolGrad", "GlobalAveragePoolGrad",

@@ -46,6 +46,16 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
               out(op, 0)});
     return success();
   }
+  if (isa<onnx::UnaryGradOp>(op)) {
+    ActivationCall act = activationCall(op);
+    if (act.code < 0)
+      return op->emitError() << "UnaryGrad of unknown activation '"
+                             << attrStr(op, "activation", "") << "'";
+    call("pipert_activation_grad_f32",
+         {ctxArg, i32c(act.code), f32c(act.alpha), f32c(act.beta),
+          P(operand(0)), P(operand(1)), numel(operand(1)), out(op, 0)});
+    return success();
+  }
   if (isa<onnx::ReduceToShapeOp>(op)) {
     Value dy = operand(0);
     call("pipert_reduce_to_shape_f32", {ctxArg, P(dy), rankOf(dy), shapeOf(dy),

@@ -12,7 +12,10 @@
 
 #include "dialects/onnx/OnnxDialect.h"
 
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::pipec;
@@ -20,7 +23,6 @@ using namespace mlir::pipec;
 namespace mlir::pipec::steplowering {
 
 /// The pipert_unary_op code of an elementwise op (pipert_kernels.h), or -1.
-/// The runtime's Abs (9) and Reciprocal (10) have no onnx op yet.
 int64_t unaryCode(Operation *op) {
   return llvm::TypeSwitch<Operation *, int64_t>(op)
       .Case<onnx::NegOp>([](auto) { return 1; })
@@ -31,6 +33,8 @@ int64_t unaryCode(Operation *op) {
       .Case<onnx::SqrtOp>([](auto) { return 6; })
       .Case<onnx::ExpOp>([](auto) { return 7; })
       .Case<onnx::LogOp>([](auto) { return 8; })
+      .Case<onnx::AbsOp>([](auto) { return 9; })
+      .Case<onnx::ReciprocalOp>([](auto) { return 10; })
       .Default([](Operation *) { return -1; });
 }
 
@@ -42,7 +46,47 @@ int64_t binaryCode(Operation *op) {
       .Case<onnx::MulOp>([](auto) { return 2; })
       .Case<onnx::DivOp>([](auto) { return 3; })
       .Case<onnx::PowOp>([](auto) { return 4; })
+      .Case<onnx::MaxOp>([](auto) { return 5; })
+      .Case<onnx::MinOp>([](auto) { return 6; })
+      .Case<onnx::ModOp>([](onnx::ModOp m) { return m.getFmod() ? 7 : 8; })
       .Default([](Operation *) { return -1; });
+}
+
+/// The pipert_activation_op code of a forward op or of a UnaryGrad's
+/// `activation` name, with its alpha and beta; code -1 if none.
+ActivationCall activationCall(Operation *op) {
+  auto byName = [](StringRef name) -> int64_t {
+    return llvm::StringSwitch<int64_t>(name)
+        .Case("LeakyRelu", 0)
+        .Case("Elu", 1)
+        .Case("Selu", 2)
+        .Case("Softplus", 3)
+        .Case("HardSigmoid", 4)
+        .Case("HardSwish", 5)
+        .Case("Gelu", 6)
+        .Case("GeluTanh", 7)
+        .Case("Clip", 8)
+        .Case("Sign", 9)
+        .Case("Floor", 10)
+        .Case("Ceil", 11)
+        .Case("Abs", 12)
+        .Case("Reciprocal", 13)
+        .Default(-1);
+  };
+  if (auto g = dyn_cast<onnx::UnaryGradOp>(op))
+    return {byName(g.getActivation()), g.getAlpha().convertToFloat(),
+            g.getBeta().convertToFloat()};
+  if (!isa<onnx::LeakyReluOp, onnx::EluOp, onnx::SeluOp, onnx::SoftplusOp,
+           onnx::HardSigmoidOp, onnx::HardSwishOp, onnx::GeluOp, onnx::SignOp,
+           onnx::FloorOp, onnx::CeilOp>(op))
+    return {-1, 0, 0};
+  StringRef name = op->getName().stripDialect();
+  if (auto gelu = dyn_cast<onnx::GeluOp>(op); gelu && gelu.getApproximate() == "tanh")
+    name = "GeluTanh";
+  double alpha = attrF(op, "alpha", 0.0), beta = attrF(op, "beta", 0.0);
+  if (isa<onnx::SeluOp>(op))
+    beta = attrF(op, "gamma", 0.0);
+  return {byName(name), alpha, beta};
 }
 
 /// spatial axes of a convolution or pooling.
@@ -194,9 +238,64 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
     else
       return op->emitError() << name << " is lowered for f32 (and i64 "
                                         "except Pow), not "
-                             << e;
+                             << e << "; Cast the operands";
     call(fn, {ctxArg, i32c(code), P(a), rankOf(a), shapeOf(a), P(c), rankOf(c),
               shapeOf(c), out(op, 0)});
+    return success();
+  }
+  if (ActivationCall act = activationCall(op);
+      act.code >= 0 && !isa<onnx::UnaryGradOp>(op)) {
+    if (failed(requireF32(operand(0))))
+      return failure();
+    call("pipert_activation_f32",
+         {ctxArg, i32c(act.code), f32c(act.alpha), f32c(act.beta),
+          P(operand(0)), numel(operand(0)), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::ClipOp>(op)) {
+    Value x = operand(0);
+    if (failed(requireF32(x)))
+      return failure();
+    Value lo = f32c(-std::numeric_limits<double>::infinity());
+    Value hi = f32c(std::numeric_limits<double>::infinity());
+    for (auto [i, bound] : llvm::enumerate(SmallVector<Value *>{&lo, &hi})) {
+      if (isa<NoneType>(operand(i + 1).getType()))
+        continue;
+      auto v = scalarF32(op, operand(i + 1), i ? "Clip max" : "Clip min");
+      if (failed(v))
+        return failure();
+      *bound = *v;
+    }
+    call("pipert_activation_f32", {ctxArg, i32c(8), lo, hi, P(x), numel(x),
+                                   out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::LessOp, onnx::LessOrEqualOp, onnx::GreaterOp,
+          onnx::GreaterOrEqualOp>(op)) {
+    Value a = operand(0), c = operand(1);
+    int64_t code = isa<onnx::LessOp>(op)          ? 0
+                   : isa<onnx::LessOrEqualOp>(op) ? 1
+                   : isa<onnx::GreaterOp>(op)     ? 2
+                                                  : 3;
+    StringRef fn = elemOf(a).isF32() ? "pipert_compare_f32"
+                   : elemOf(a).isInteger(64) ? "pipert_compare_i64"
+                                             : "";
+    if (fn.empty())
+      return op->emitError() << name << " is lowered for f32 and i64 only, not "
+                             << elemOf(a);
+    call(fn, {ctxArg, i32c(code), P(a), rankOf(a), shapeOf(a), P(c), rankOf(c),
+              shapeOf(c), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::AndOp, onnx::OrOp>(op)) {
+    Value a = operand(0), c = operand(1);
+    call("pipert_logical", {ctxArg, i32c(isa<onnx::AndOp>(op) ? 0 : 1), P(a),
+                            rankOf(a), shapeOf(a), P(c), rankOf(c), shapeOf(c),
+                            out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::NotOp>(op)) {
+    call("pipert_not", {ctxArg, P(operand(0)), numel(operand(0)), out(op, 0)});
     return success();
   }
   if (isa<onnx::EqualOp>(op)) {

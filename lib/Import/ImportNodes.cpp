@@ -32,6 +32,7 @@ const llvm::StringMap<unsigned> &formalInputCounts() {
       {"NegativeLogLikelihoodLoss", 3},
       {"LayerNormalization", 3},
       {"ConstantOfShape", 1},
+      {"Clip", 3},
   };
   return counts;
 }
@@ -204,6 +205,22 @@ LogicalResult Importer::normalizeOldForms(StringRef opType,
   } else if (opType == "ReduceMean") {
     if (opset < 18)
       moveIntsToInput("axes", 1);
+  } else if (opType == "Clip") {
+    if (opset < 11) {
+      // Opset 6's float attributes become the (scalar) inputs of opset 11.
+      Attribute lo = attrs.erase("min"), hi = attrs.erase("max");
+      auto type = RankedTensorType::get({}, Float32Type::get(ctx));
+      auto scalar = [&](Attribute a) -> Value {
+        if (!a)
+          return noneValue();
+        float v = llvm::cast<FloatAttr>(a).getValueAsDouble();
+        return ox::ConstantOp::create(builder, loc, type,
+                                      DenseElementsAttr::get(type, v));
+      };
+      operands.resize(1);
+      operands.push_back(scalar(lo));
+      operands.push_back(scalar(hi));
+    }
   } else if (opType == "Split") {
     if (opset < 13)
       moveIntsToInput("split", 1);
@@ -298,7 +315,8 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
   static const llvm::StringSet<> stableSinceOne = {
       "GlobalAveragePool", "MaxPool", "AveragePool", "Conv", "Flatten",
       "Transpose", "Softmax", "LogSoftmax", "Gemm", "Constant", "Relu",
-      "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Identity"};
+      "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Identity", "Not",
+      "Softplus"};
   if (!training && opset < kMinOpsetAllOps && !stableSinceOne.count(opType))
     return error(loc) << "operator '" << opType << "' at opset " << opset
                       << " is not supported (ai.onnx opsets below "
@@ -396,6 +414,23 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
     if (failed(r))
       return failure();
     values[node.output(0)] = *r;
+    return success();
+  }
+
+  // Variadic Max and Min: a chain of the dialect's binary forms.
+  if (opType == "Max" || opType == "Min") {
+    if (operands.empty())
+      return error(loc) << opType << " needs at least one input";
+    if (node.output_size() != 1)
+      return error(loc) << opType << " has one output";
+    Value acc = operands[0];
+    for (size_t i = 1; i < operands.size(); ++i) {
+      auto r = typeAndFold(createOp(opType, {acc, operands[i]}, attrs, 1, loc));
+      if (failed(r))
+        return failure();
+      acc = (*r)[0];
+    }
+    values[node.output(0)] = acc;
     return success();
   }
 

@@ -133,7 +133,15 @@ static bool isElementwise(Operation *op) {
                    onnx::NegOp, onnx::TanhOp, onnx::SigmoidOp, onnx::ErfOp,
                    onnx::SqrtOp, onnx::ExpOp, onnx::LogOp, onnx::IdentityOp,
                    onnx::CastOp, onnx::ReluGradOp, onnx::TanhGradOp,
-                   onnx::SigmoidGradOp, onnx::ErfGradOp>(op);
+                   onnx::SigmoidGradOp, onnx::ErfGradOp, onnx::AbsOp,
+                   onnx::ReciprocalOp, onnx::SignOp, onnx::FloorOp,
+                   onnx::CeilOp, onnx::SoftplusOp, onnx::HardSwishOp,
+                   onnx::NotOp, onnx::LeakyReluOp, onnx::EluOp, onnx::SeluOp,
+                   onnx::HardSigmoidOp, onnx::GeluOp, onnx::ClipOp,
+                   onnx::MaxOp, onnx::MinOp, onnx::ModOp, onnx::LessOp,
+                   onnx::LessOrEqualOp, onnx::GreaterOp,
+                   onnx::GreaterOrEqualOp, onnx::AndOp, onnx::OrOp,
+                   onnx::UnaryGradOp>(op);
 }
 
 /// Ops through which a sum or mean over the batch stays one (linear in it).

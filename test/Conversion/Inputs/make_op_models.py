@@ -27,7 +27,7 @@ def f32(*shape, positive=False):
     return np.abs(a) + 0.1 if positive else a
 
 
-def case(name, x, nodes, y_shape, inits=(), y_type=F, x_type=F):
+def case(name, x, nodes, y_shape, inits=(), y_type=F, x_type=F, opset=17):
     """nodes compute `y` from `x`; y_shape is y's static shape."""
     p = rng.standard_normal(y_shape).astype(np.float32)
     tail = []
@@ -46,9 +46,12 @@ def case(name, x, nodes, y_shape, inits=(), y_type=F, x_type=F):
         [helper.make_tensor_value_info("x", x_type, list(x.shape))],
         [helper.make_tensor_value_info("loss", F, [])],
         [numpy_helper.from_array(v, k) for k, v in inits])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8 if opset <= 17 else 9
+    # Debian's onnx (1.12) knows opsets up to 17: newer models (Gelu-20,
+    # ReduceMax-18) are checked by onnxruntime only.
+    if opset <= 17:
+        onnx.checker.check_model(model)
     onnx.save(model, os.path.join(OUT, name + ".onnx"))
     np.savez(os.path.join(OUT, name + ".npz"), x=x)
 
@@ -163,4 +166,57 @@ case("shape_range", x24, [n("Shape", ["x"], ["sh"]),
                           n("Range", ["zero", "len", "one"], ["r"]),
                           n("Cast", ["r"], ["rf"], to=F),
                           n("Add", ["x", "rf"], ["y"])], (2, 4))
+# Issue 15: activations, rounding, comparisons, logic.
+x3 = (f32(2, 4) * 3).astype(np.float32)
+for op in ["Abs", "Sign", "Floor", "Ceil", "Softplus", "HardSwish"]:
+    case(op.lower(), x3, [n(op, ["x"], ["y"])], (2, 4))
+case("reciprocal", f32(2, 4, positive=True), [n("Reciprocal", ["x"], ["y"])], (2, 4))
+case("leakyrelu", x24, [n("LeakyRelu", ["x"], ["y"], alpha=0.2)], (2, 4))
+case("elu", x24, [n("Elu", ["x"], ["y"], alpha=0.7)], (2, 4))
+case("selu", x24, [n("Selu", ["x"], ["y"])], (2, 4))
+case("selu_attrs", x24, [n("Selu", ["x"], ["y"], alpha=1.5, gamma=2.0)], (2, 4))
+case("hardsigmoid", x3, [n("HardSigmoid", ["x"], ["y"], alpha=0.3, beta=0.4)], (2, 4))
+case("gelu", x3, [n("Gelu", ["x"], ["y"])], (2, 4), opset=20)
+case("gelu_tanh", x3, [n("Gelu", ["x"], ["y"], approximate="tanh")], (2, 4),
+     opset=20)
+case("clip", x3, [const("lo", np.array(-1.0, np.float32)),
+                  const("hi", np.array(0.5, np.float32)),
+                  n("Clip", ["x", "lo", "hi"], ["y"])], (2, 4))
+case("clip_max_only", x3, [const("hi", np.array(0.5, np.float32)),
+                           n("Clip", ["x", "", "hi"], ["y"])], (2, 4))
+case("clip_none", x3, [n("Clip", ["x"], ["y"])], (2, 4))
+case("clip_opset10", x3, [n("Clip", ["x"], ["y"], min=-0.5)], (2, 4), opset=10)
+case("max", x24, [n("Max", ["x", "b"], ["y"])], (2, 4), [("b", f32(4))])
+case("max3", x24, [n("Max", ["x", "b", "c"], ["y"])], (2, 4),
+     [("b", f32(4)), ("c", f32(2, 1))])
+case("min", x24, [n("Min", ["x", "b"], ["y"])], (2, 4), [("b", f32(1, 4))])
+case("min1", x24, [n("Min", ["x"], ["y"])], (2, 4))
+case("max_i64", np.array([[1, -2, 3, 4], [4, 3, -2, 1]], np.int64),
+     [const("k", np.array([2, 2, 2, 2], np.int64)), n("Max", ["x", "k"], ["y"])],
+     (2, 4), y_type=I64, x_type=I64)
+case("fmod", x3, [n("Mod", ["x", "b"], ["y"], fmod=1)], (2, 4),
+     [("b", np.array([1.5, -0.7, 2.0, 0.9], np.float32))])
+case("mod_i64", np.array([[7, -7, 5, -5], [3, -3, 0, 9]], np.int64),
+     [const("k", np.array([3, 3, -2, -2], np.int64)), n("Mod", ["x", "k"], ["y"])],
+     (2, 4), y_type=I64, x_type=I64)
+case("fmod_i64", np.array([[7, -7, 5, -5], [3, -3, 0, 9]], np.int64),
+     [const("k", np.array([3, 3, -2, -2], np.int64)),
+      n("Mod", ["x", "k"], ["y"], fmod=1)], (2, 4), y_type=I64, x_type=I64)
+cmp_x = np.array([[1, 2, 3, 4], [4, 3, 2, 1]], np.float32)
+for op in ["Less", "LessOrEqual", "Greater", "GreaterOrEqual"]:
+    case(op.lower(), cmp_x, [const("k", np.array([1, 3, 3, 1], np.float32)),
+                             n(op, ["x", "k"], ["y"])], (2, 4),
+         y_type=TensorProto.BOOL)
+case("less_i64", cmp_x.astype(np.int64),
+     [const("k", np.array([[2], [3]], np.int64)), n("Less", ["x", "k"], ["y"])],
+     (2, 4), y_type=TensorProto.BOOL, x_type=I64)
+for op in ["And", "Or"]:
+    case(op.lower(), cmp_x, [const("k", np.array([1, 3, 3, 1], np.float32)),
+                             const("t", np.array([[True], [False]])),
+                             n("Greater", ["x", "k"], ["g"]),
+                             n(op, ["g", "t"], ["y"])], (2, 4),
+         y_type=TensorProto.BOOL)
+case("not", cmp_x, [const("k", np.array([1, 3, 3, 1], np.float32)),
+                    n("Greater", ["x", "k"], ["g"]), n("Not", ["g"], ["y"])],
+     (2, 4), y_type=TensorProto.BOOL)
 print("wrote", len([f for f in os.listdir(OUT) if f.endswith(".onnx")]), "models")

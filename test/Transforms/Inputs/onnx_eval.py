@@ -380,6 +380,50 @@ OPS["onnx.Exp"] = lambda a, x: np.exp(x)
 OPS["onnx.Log"] = lambda a, x: np.log(x)
 OPS["onnx.Identity"] = lambda a, x: x
 OPS["onnx.Where"] = lambda a, c, x, y: np.where(c, x, y)
+OPS["onnx.Abs"] = lambda a, x: np.abs(x)
+OPS["onnx.Reciprocal"] = lambda a, x: 1 / x
+OPS["onnx.Sign"] = lambda a, x: np.sign(x)
+OPS["onnx.Floor"] = lambda a, x: np.floor(x)
+OPS["onnx.Ceil"] = lambda a, x: np.ceil(x)
+OPS["onnx.Softplus"] = lambda a, x: np.logaddexp(0, x)
+OPS["onnx.HardSwish"] = lambda a, x: x * np.clip(x / 6 + 0.5, 0, 1)
+OPS["onnx.LeakyRelu"] = lambda a, x: np.where(x < 0, a.get("alpha", 0.01) * x, x)
+OPS["onnx.Elu"] = lambda a, x: np.where(x > 0, x, a.get("alpha", 1.0) * (np.exp(x) - 1))
+OPS["onnx.Selu"] = lambda a, x: a.get("gamma", 1.0507009873554805) * np.where(
+    x > 0, x, a.get("alpha", 1.6732632423543772) * (np.exp(x) - 1))
+OPS["onnx.HardSigmoid"] = lambda a, x: np.clip(a.get("alpha", 0.2) * x + a.get("beta", 0.5), 0, 1)
+OPS["onnx.Not"] = lambda a, x: np.logical_not(x)
+OPS["onnx.And"] = lambda a, x, y: np.logical_and(x, y)
+OPS["onnx.Or"] = lambda a, x, y: np.logical_or(x, y)
+OPS["onnx.Less"] = lambda a, x, y: np.less(x, y)
+OPS["onnx.LessOrEqual"] = lambda a, x, y: np.less_equal(x, y)
+OPS["onnx.Greater"] = lambda a, x, y: np.greater(x, y)
+OPS["onnx.GreaterOrEqual"] = lambda a, x, y: np.greater_equal(x, y)
+OPS["onnx.Max"] = lambda a, x, y: np.maximum(x, y)
+OPS["onnx.Min"] = lambda a, x, y: np.minimum(x, y)
+
+
+@op("Gelu")
+def _gelu(a, x):
+    if a.get("approximate", "none") == "tanh":
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + erf(x / math.sqrt(2)))
+
+
+@op("Clip")
+def _clip(a, x, lo, hi):
+    if lo is not None:
+        x = np.maximum(x, lo)
+    if hi is not None:
+        x = np.minimum(x, hi)
+    return x
+
+
+@op("Mod")
+def _mod(a, x, y):
+    return np.fmod(x, y) if a.get("fmod", 0) else np.mod(x, y)
+
+
 OPS["onnx.NoValue"] = lambda a: None
 OPS["onnx.Constant"] = lambda a: a["value"].value if isinstance(a["value"], Dense) else a["value"]
 
@@ -699,6 +743,39 @@ OPS["onnx.ConstantOfShape"] = lambda a, shape: np.full(tuple(int(v) for v in sha
 # ---- gradient ops (OnnxGradientOps.td) ----
 
 OPS["onnx.ReluGrad"] = lambda a, x, dy: dy * (x > 0)
+
+
+@op("UnaryGrad")
+def _unary_grad(a, x, dy):
+    # The derivative of each activation, written independently of the
+    # kernels (runtime/core/formulas.h) so that a wrong kernel shows.
+    k, al, be = a["activation"], a.get("alpha", 0.0), a.get("beta", 0.0)
+    if k == "LeakyRelu":
+        d = np.where(x > 0, 1.0, al)
+    elif k == "Elu":
+        d = np.where(x > 0, 1.0, al * np.exp(x))
+    elif k == "Selu":
+        d = be * np.where(x > 0, 1.0, al * np.exp(x))
+    elif k == "Softplus":
+        d = 1 / (1 + np.exp(-x))
+    elif k == "HardSigmoid":
+        v = al * x + be
+        d = np.where((v > 0) & (v < 1), al, 0.0)
+    elif k == "HardSwish":
+        d = np.where(x < -3, 0.0, np.where(x <= 3, x / 3 + 0.5, 1.0))
+    elif k == "Gelu":
+        d = 0.5 * (1 + erf(x / math.sqrt(2))) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+    elif k == "GeluTanh":
+        c = math.sqrt(2 / math.pi)
+        t = np.tanh(c * (x + 0.044715 * x ** 3))
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x)
+    elif k == "Abs":
+        d = np.sign(x)
+    elif k == "Reciprocal":
+        d = -1 / (x * x)
+    else:
+        raise ValueError("UnaryGrad: unknown activation " + k)
+    return dy * d
 OPS["onnx.TanhGrad"] = lambda a, y, dy: dy * (1 - y * y)
 OPS["onnx.SigmoidGrad"] = lambda a, y, dy: dy * y * (1 - y)
 OPS["onnx.ErfGrad"] = lambda a, x, dy: dy * 2 / math.sqrt(math.pi) * np.exp(-x * x)
