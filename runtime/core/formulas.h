@@ -402,6 +402,223 @@ PIPERT_HD void batch_norm_store_stats(int64_t c, double mu, double batch_var, fl
     saved_inv_std[c] = inv;
 }
 
+//===------------------------------ index maps (issue 15) ------------------===//
+// Row-major index arithmetic of Tile, Pad, the extremum reductions and
+// CumSum, shared by the CPU loops and the CUDA kernels (passed by value).
+
+struct Dims {
+  int rank = 0;
+  int64_t d[kMaxRank] = {};
+};
+
+inline Dims dims_of(int64_t rank, const int64_t *shape) {
+  Dims s;
+  s.rank = int(rank);
+  for (int64_t i = 0; i < rank; ++i)
+    s.d[i] = shape[i];
+  return s;
+}
+
+PIPERT_HD void unravel(const Dims &s, int64_t i, int64_t *c) {
+  for (int k = s.rank - 1; k >= 0; --k) {
+    const int64_t q = i / s.d[k];
+    c[k] = i - q * s.d[k];
+    i = q;
+  }
+}
+
+PIPERT_HD int64_t ravel(const Dims &s, const int64_t *c) {
+  int64_t i = 0;
+  for (int k = 0; k < s.rank; ++k)
+    i = i * s.d[k] + c[k];
+  return i;
+}
+
+// Tile: x's, y's and the repeats' dims.
+struct TileGeom {
+  Dims x, y, reps;
+  int64_t tiles = 1;
+};
+
+inline TileGeom tile_geom(int64_t rank, const int64_t *shape, const int64_t *repeats) {
+  TileGeom g;
+  g.x = dims_of(rank, shape);
+  g.reps = dims_of(rank, repeats);
+  g.y = g.x;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (repeats[i] < 0)
+      pipert_fail("Tile: negative repeat %lld on axis %lld", (long long)repeats[i], (long long)i);
+    g.y.d[i] = shape[i] * repeats[i];
+    g.tiles *= repeats[i];
+  }
+  return g;
+}
+
+// The element of x that y's element i repeats.
+PIPERT_HD int64_t tile_source(const TileGeom &g, int64_t i) {
+  int64_t c[kMaxRank];
+  unravel(g.y, i, c);
+  for (int k = 0; k < g.x.rank; ++k)
+    c[k] %= g.x.d[k];
+  return ravel(g.x, c);
+}
+
+// dx[j]: the sum of dy over the copies of x's element j.
+PIPERT_HD float tile_grad(const TileGeom &g, const float *dy, int64_t j) {
+  int64_t cx[kMaxRank], ct[kMaxRank], cy[kMaxRank];
+  unravel(g.x, j, cx);
+  float s = 0.f;
+  for (int64_t t = 0; t < g.tiles; ++t) {
+    unravel(g.reps, t, ct);
+    for (int k = 0; k < g.x.rank; ++k)
+      cy[k] = ct[k] * g.x.d[k] + cx[k];
+    s += dy[ravel(g.y, cy)];
+  }
+  return s;
+}
+
+// Pad: x's and y's dims and the begin pads.
+struct PadGeom {
+  Dims x, y;
+  int64_t begin[kMaxRank] = {};
+  int mode = 0;
+};
+
+inline PadGeom pad_geom(int mode, int64_t rank, const int64_t *shape, const int64_t *pads) {
+  if (mode != PIPERT_PAD_CONSTANT && mode != PIPERT_PAD_REFLECT && mode != PIPERT_PAD_EDGE)
+    pipert_fail("Pad: unknown mode %d", mode);
+  PadGeom g;
+  g.mode = mode;
+  g.x = dims_of(rank, shape);
+  g.y = g.x;
+  for (int64_t i = 0; i < rank; ++i) {
+    g.begin[i] = pads[i];
+    g.y.d[i] = shape[i] + pads[i] + pads[i + rank];
+    if (g.y.d[i] < 0)
+      pipert_fail("Pad: pads crop axis %lld below zero", (long long)i);
+    if (mode != PIPERT_PAD_CONSTANT && shape[i] == 0 && g.y.d[i] > 0)
+      pipert_fail("Pad: cannot pad an empty axis %lld in reflect or edge mode", (long long)i);
+    if (mode == PIPERT_PAD_REFLECT && (pads[i] >= shape[i] || pads[i + rank] >= shape[i]) &&
+        shape[i] > 0 && (pads[i] > 0 || pads[i + rank] > 0))
+      pipert_fail("Pad: reflect pads (%lld, %lld) on axis %lld must be below its extent %lld",
+                  (long long)pads[i], (long long)pads[i + rank], (long long)i,
+                  (long long)shape[i]);
+  }
+  return g;
+}
+
+// The coordinate of x that coordinate c (already shifted by the begin pad)
+// reads along an axis of extent n, or -1 for the constant.
+PIPERT_HD int64_t pad_coord(int mode, int64_t c, int64_t n) {
+  if (c >= 0 && c < n)
+    return c;
+  if (mode == PIPERT_PAD_CONSTANT)
+    return -1;
+  if (mode == PIPERT_PAD_EDGE)
+    return c < 0 ? 0 : n - 1;
+  if (n == 1)
+    return 0;
+  return c < 0 ? -c : 2 * (n - 1) - c; // reflect: pads < n
+}
+
+// The element of x that y's element i reads, or -1 for the constant.
+PIPERT_HD int64_t pad_source(const PadGeom &g, int64_t i) {
+  int64_t c[kMaxRank];
+  unravel(g.y, i, c);
+  for (int k = 0; k < g.x.rank; ++k) {
+    c[k] = pad_coord(g.mode, c[k] - g.begin[k], g.x.d[k]);
+    if (c[k] < 0)
+      return -1;
+  }
+  return ravel(g.x, c);
+}
+
+// A reduction's groups: output o reads the `count` elements of x whose kept
+// coordinates are o's, in row-major order of the reduced ones.
+struct ReduceGroups {
+  Dims kept, red;
+  int64_t kept_stride[kMaxRank] = {}, red_stride[kMaxRank] = {};
+  int64_t count = 1, groups = 1;
+};
+
+inline ReduceGroups reduce_groups(int64_t rank, const int64_t *shape, const bool *reduced) {
+  ReduceGroups g;
+  int64_t stride = 1;
+  int64_t strides[kMaxRank];
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  for (int64_t i = 0; i < rank; ++i) {
+    if (reduced[i]) {
+      g.red_stride[g.red.rank] = strides[i];
+      g.red.d[g.red.rank++] = shape[i];
+      g.count *= shape[i];
+    } else {
+      g.kept_stride[g.kept.rank] = strides[i];
+      g.kept.d[g.kept.rank++] = shape[i];
+      g.groups *= shape[i];
+    }
+  }
+  return g;
+}
+
+PIPERT_HD int64_t group_offset(const Dims &s, const int64_t *strides, int64_t i) {
+  int64_t off = 0;
+  for (int k = s.rank - 1; k >= 0; --k) {
+    const int64_t q = i / s.d[k];
+    off += (i - q * s.d[k]) * strides[k];
+    i = q;
+  }
+  return off;
+}
+
+// The offset in x of the first (or last) maximum (or minimum) of group o,
+// and its position j in the group; a NaN counts as the extremum.
+PIPERT_HD int64_t group_extremum(const ReduceGroups &g, const float *x, int64_t o, bool is_min,
+                                 bool select_last, int64_t &best_j) {
+  const int64_t base = group_offset(g.kept, g.kept_stride, o);
+  int64_t best = base + group_offset(g.red, g.red_stride, 0);
+  best_j = 0;
+  float bv = x[best];
+  for (int64_t j = 1; j < g.count; ++j) {
+    const int64_t off = base + group_offset(g.red, g.red_stride, j);
+    const float v = x[off];
+    if (bv != bv)
+      break;
+    const bool better = v != v || (is_min ? (select_last ? v <= bv : v < bv)
+                                          : (select_last ? v >= bv : v > bv));
+    if (better) {
+      bv = v;
+      best = off;
+      best_j = j;
+    }
+  }
+  return best;
+}
+
+// One line of CumSum (elements k * inner of x and y).
+PIPERT_HD void cumsum_line(const float *x, float *y, int64_t mid, int64_t inner, bool exclusive,
+                           bool reverse) {
+  float acc = 0.f;
+  for (int64_t t = 0; t < mid; ++t) {
+    const int64_t k = (reverse ? mid - 1 - t : t) * inner;
+    const float v = x[k];
+    if (exclusive) {
+      y[k] = acc;
+      acc += v;
+    } else {
+      acc += v;
+      y[k] = acc;
+    }
+  }
+}
+
+// Whether Trilu keeps element (r, c).
+PIPERT_HD bool trilu_keep(int64_t r, int64_t c, bool upper, int64_t k) {
+  return upper ? c - r >= k : c - r <= k;
+}
+
 } // namespace pipert::formula
 
 #endif // PIPERT_CORE_FORMULAS_H

@@ -352,6 +352,32 @@ void pipert_gather_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
  * is x broadcast. Its gradient is pipert_reduce_to_shape_f32. */
 void pipert_expand(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t x_rank,
                    const int64_t *x_shape, int64_t y_rank, const int64_t *y_shape, void *y);
+/* ONNX Tile: y (shape[i] * repeats[i]) is x repeated along every axis. */
+void pipert_tile(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+                 const int64_t *shape, const int64_t *repeats, void *y);
+/* Gradient of Tile: dx (x_shape) sums dy over the tiles. */
+void pipert_tile_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                          const int64_t *x_shape, const int64_t *repeats, float *dx);
+typedef enum pipert_pad_mode {
+  PIPERT_PAD_CONSTANT = 0,
+  PIPERT_PAD_REFLECT = 1, /* mirror without repeating the edge; pads < extent */
+  PIPERT_PAD_EDGE = 2,
+} pipert_pad_mode;
+/* ONNX Pad: pads are 2 * rank entries (all begins, then all ends; negative
+ * ones crop); y.shape[i] = shape[i] + begin[i] + end[i]. CONSTANT fills with
+ * value. */
+void pipert_pad_f32(pipert_context *ctx, pipert_pad_mode mode, const float *x, int64_t rank,
+                    const int64_t *shape, const int64_t *pads, float value, float *y);
+/* Gradient of Pad: dx (x_shape) is the sum of dy over the output elements
+ * that read each input element (one for CONSTANT, several near the borders
+ * for REFLECT and EDGE). */
+void pipert_pad_grad_f32(pipert_context *ctx, pipert_pad_mode mode, const float *dy, int64_t rank,
+                         const int64_t *x_shape, const int64_t *pads, float *dx);
+/* ONNX Trilu on the last two axes (rank >= 2): keeps element (r, c) where
+ * c - r >= k (upper) or c - r <= k (lower), zero elsewhere. Its gradient is
+ * the same call on dy. In place allowed. */
+void pipert_trilu(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+                  const int64_t *shape, int upper, int64_t k, void *y);
 /* ONNX Cast of n elements between f32, f64, i64, i32, i8, u8, bool.
  * Float to integer truncates toward zero; anything to bool is (v != 0). */
 void pipert_cast(pipert_context *ctx, pipert_dtype from, const void *x, pipert_dtype to, void *y,
@@ -373,6 +399,25 @@ typedef enum pipert_reduce_op {
 void pipert_reduce_f32(pipert_context *ctx, pipert_reduce_op op, const float *x, int64_t rank,
                        const int64_t *shape, int64_t n_axes, const int64_t *axes,
                        int noop_with_empty_axes, float *y);
+
+/* Gradient of ReduceMax (op MAX) / ReduceMin (op MIN) over the axes as in
+ * pipert_reduce_f32: dx (x's shape) is zero except that each output's dy goes
+ * to the first (row-major) extremal element of its group. */
+void pipert_reduce_extremum_grad_f32(pipert_context *ctx, pipert_reduce_op op, const float *x,
+                                     int64_t rank, const int64_t *shape, int64_t n_axes,
+                                     const int64_t *axes, int noop_with_empty_axes,
+                                     const float *dy, float *dx);
+/* ONNX ArgMax (op MAX) / ArgMin (op MIN) along axis: y (int64, x's shape
+ * without axis) holds the index of the first extremum, or of the last with
+ * select_last_index. */
+void pipert_arg_reduce_f32(pipert_context *ctx, pipert_reduce_op op, const float *x, int64_t rank,
+                           const int64_t *shape, int64_t axis, int select_last_index,
+                           int64_t *y);
+/* ONNX CumSum along axis; exclusive leaves out the element itself, reverse
+ * sums from the end. Its gradient is the same call on dy with reverse
+ * toggled. In place allowed. */
+void pipert_cumsum_f32(pipert_context *ctx, const float *x, int64_t rank, const int64_t *shape,
+                       int64_t axis, int exclusive, int reverse, float *y);
 
 /*===------------------------------ dropout -------------------------------===*/
 

@@ -631,6 +631,94 @@ Outcome reduce(pipert_context *ctx, const Node &n, pipert_reduce_op op) {
   return ran({y});
 }
 
+Outcome arg_reduce(pipert_context *ctx, const Node &n, pipert_reduce_op op) {
+  const Tensor *x = n.in(0);
+  if (!all_f32({x}))
+    return skip("non-float32");
+  int64_t axis = n.i("axis", 0);
+  if (axis < 0)
+    axis += x->rank();
+  std::vector<int64_t> ys;
+  for (int64_t i = 0; i < x->rank(); ++i)
+    if (i != axis)
+      ys.push_back(x->shape[size_t(i)]);
+    else if (n.i("keepdims", 1))
+      ys.push_back(1);
+  Tensor y = make_tensor(TP::INT64, ys);
+  pipert_arg_reduce_f32(ctx, op, x->data<float>(), x->rank(), x->shape.data(), axis,
+                        int(n.i("select_last_index", 0)), y.data<int64_t>());
+  return ran({y});
+}
+
+Outcome cumsum(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  if (!all_f32({x}))
+    return skip("non-float32");
+  Tensor y = make_tensor(TP::FLOAT, x->shape);
+  pipert_cumsum_f32(ctx, x->data<float>(), x->rank(), x->shape.data(), n.in(1)->as_i64()[0],
+                    int(n.i("exclusive", 0)), int(n.i("reverse", 0)), y.data<float>());
+  return ran({y});
+}
+
+Outcome tile(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  if (!pipert_supports(x->dtype))
+    return skip("dtype " + std::to_string(x->dtype));
+  std::vector<int64_t> reps = n.in(1)->as_i64(), ys = x->shape;
+  for (size_t i = 0; i < ys.size(); ++i)
+    ys[i] *= reps[i];
+  Tensor y = make_tensor(x->dtype, ys);
+  pipert_tile(ctx, to_pipert(x->dtype), x->bytes.data(), x->rank(), x->shape.data(),
+              reps.data(), y.bytes.data());
+  return ran({y});
+}
+
+Outcome pad(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  if (!all_f32({x}))
+    return skip("non-float32");
+  const std::string mode = n.s("mode", "constant");
+  const int code = mode == "constant" ? PIPERT_PAD_CONSTANT
+                   : mode == "reflect" ? PIPERT_PAD_REFLECT
+                   : mode == "edge"    ? PIPERT_PAD_EDGE
+                                       : -1;
+  if (code < 0)
+    return skip("mode " + mode + " (constant, reflect, edge only)");
+  const int64_t r = x->rank();
+  std::vector<int64_t> given = n.opset < 11 ? n.ints("pads") : n.in(1)->as_i64();
+  std::vector<int64_t> axes;
+  if (n.in(3))
+    axes = n.in(3)->as_i64();
+  else
+    for (int64_t i = 0; i < r; ++i)
+      axes.push_back(i);
+  std::vector<int64_t> pads(size_t(2 * r), 0), ys = x->shape;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+    pads[size_t(a)] = given[i];
+    pads[size_t(a + r)] = given[i + axes.size()];
+  }
+  for (int64_t i = 0; i < r; ++i)
+    ys[size_t(i)] += pads[size_t(i)] + pads[size_t(i + r)];
+  float value = n.opset < 11 ? n.f("value", 0.f) : (n.in(2) ? float(n.in(2)->scalar()) : 0.f);
+  Tensor y = make_tensor(TP::FLOAT, ys);
+  pipert_pad_f32(ctx, pipert_pad_mode(code), x->data<float>(), r, x->shape.data(), pads.data(),
+                 value, y.data<float>());
+  return ran({y});
+}
+
+Outcome trilu(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  if (!pipert_supports(x->dtype))
+    return skip("dtype " + std::to_string(x->dtype));
+  Tensor y = make_tensor(x->dtype, x->shape);
+  if (x->numel() == 0)
+    return ran({y});
+  pipert_trilu(ctx, to_pipert(x->dtype), x->bytes.data(), x->rank(), x->shape.data(),
+               int(n.i("upper", 1)), n.in(1) ? n.in(1)->as_i64()[0] : 0, y.bytes.data());
+  return ran({y});
+}
+
 Outcome dropout(pipert_context *ctx, const Node &n) {
   const Tensor *x = n.in(0);
   if (!all_f32({x}))
@@ -813,6 +901,14 @@ Outcome run_node(pipert_context *ctx, const onnx::NodeProto &proto, int64_t opse
   if (op == "Cast") return cast(ctx, n);
   if (op == "ReduceMean") return reduce(ctx, n, PIPERT_REDUCE_MEAN);
   if (op == "ReduceSum") return reduce(ctx, n, PIPERT_REDUCE_SUM);
+  if (op == "ReduceMax") return reduce(ctx, n, PIPERT_REDUCE_MAX);
+  if (op == "ReduceMin") return reduce(ctx, n, PIPERT_REDUCE_MIN);
+  if (op == "ArgMax") return arg_reduce(ctx, n, PIPERT_REDUCE_MAX);
+  if (op == "ArgMin") return arg_reduce(ctx, n, PIPERT_REDUCE_MIN);
+  if (op == "CumSum") return cumsum(ctx, n);
+  if (op == "Tile") return tile(ctx, n);
+  if (op == "Pad") return pad(ctx, n);
+  if (op == "Trilu") return trilu(ctx, n);
   if (op == "Dropout") return dropout(ctx, n);
   if (op == "SoftmaxCrossEntropyLoss") return loss(ctx, n, true);
   if (op == "NegativeLogLikelihoodLoss") return loss(ctx, n, false);
