@@ -408,6 +408,28 @@ class ONNX_ReduceOp<string mnemonic> : ONNX_ShapedOp<mnemonic> {
 }
 def ONNX_ReduceMeanOp : ONNX_ReduceOp<"ReduceMean">;
 def ONNX_ReduceSumOp : ONNX_ReduceOp<"ReduceSum">;
+// Issue 15. Opset 18's axes input; the importer moves older `axes`
+// attributes there.
+def ONNX_ReduceMaxOp : ONNX_ReduceOp<"ReduceMax">;
+def ONNX_ReduceMinOp : ONNX_ReduceOp<"ReduceMin">;
+
+class ONNX_ArgReduceOp<string mnemonic> : ONNX_ShapedOp<mnemonic> {
+  let summary = "i64 index of the extremum along `axis`";
+  let arguments = (ins AnyTensor:$data, DefaultValuedAttr<I64Attr, "0">:$axis,
+                   DefaultValuedAttr<I64Attr, "1">:$keepdims,
+                   DefaultValuedAttr<I64Attr, "0">:$select_last_index);
+  let results = (outs AnyTensor:$reduced);
+}
+def ONNX_ArgMaxOp : ONNX_ArgReduceOp<"ArgMax">;
+def ONNX_ArgMinOp : ONNX_ArgReduceOp<"ArgMin">;
+
+def ONNX_CumSumOp : ONNX_ShapedOp<"CumSum"> {
+  let summary = "cumulative sum along the (scalar) axis input";
+  let arguments = (ins AnyTensor:$x, ONNX_IntTensor:$axis,
+                   DefaultValuedAttr<I64Attr, "0">:$exclusive,
+                   DefaultValuedAttr<I64Attr, "0">:$reverse);
+  let results = (outs AnyTensor:$y);
+}
 
 def ONNX_SoftmaxCrossEntropyLossOp : ONNX_ShapedOp<"SoftmaxCrossEntropyLoss"> {
   let summary = "softmax cross entropy of scores (N x C x D...) and labels (N x D...)";
@@ -519,6 +541,37 @@ def ONNX_ExpandOp : ONNX_ShapedOp<"Expand"> {
   let arguments = (ins AnyTensor:$input, TensorOf<[I64]>:$shape);
   let results = (outs AnyTensor:$output);
   let hasFolder = 1;
+}
+
+// Issue 15.
+def ONNX_TileOp : ONNX_ShapedOp<"Tile"> {
+  let summary = "repeats the input `repeats[i]` times along each axis";
+  let arguments = (ins AnyTensor:$input, TensorOf<[I64]>:$repeats);
+  let results = (outs AnyTensor:$output);
+}
+
+def ONNX_PadOp : ONNX_ShapedOp<"Pad"> {
+  let summary = "pads (or, with negative pads, crops) each axis";
+  let description = [{
+    `pads` (begins, then ends) covers every axis, or those of the optional
+    `axes` input (opset 18). `mode` is constant (with the optional scalar
+    `constant_value`, default 0), reflect or edge; opset 19's wrap is
+    rejected. The importer turns opset < 11's `pads`/`value` attributes
+    into inputs.
+  }];
+  let arguments = (ins AnyTensor:$data, TensorOf<[I64]>:$pads,
+                   ONNX_TensorOrNone:$constant_value,
+                   ONNX_IntTensorOrNone:$axes,
+                   DefaultValuedStrAttr<StrAttr, "constant">:$mode);
+  let results = (outs AnyTensor:$output);
+  let hasVerifier = 1;
+}
+
+def ONNX_TriluOp : ONNX_ShapedOp<"Trilu"> {
+  let summary = "upper (or lower) triangle of the last two axes, diagonal k";
+  let arguments = (ins AnyTensor:$input, ONNX_I64TensorOrNone:$k,
+                   DefaultValuedAttr<I64Attr, "1">:$upper);
+  let results = (outs AnyTensor:$output);
 }
 
 //===----------------------------------------------------------------------===//

@@ -98,16 +98,19 @@ static Kind classify(StringRef name) {
               "NegativeLogLikelihoodLoss"},
              Kind::Normalize)
       .Cases({"MaxPool", "AveragePool", "GlobalAveragePool"}, Kind::Pool)
-      .Cases({"ReduceMean", "ReduceSum"}, Kind::Reduce)
+      .Cases({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ArgMax",
+              "ArgMin", "CumSum"},
+             Kind::Reduce)
       .Cases({"Reshape", "Flatten", "Transpose", "Concat", "Split", "Slice",
               "Gather", "Unsqueeze", "Squeeze", "Expand", "Identity", "Shape",
-              "ConstantOfShape", "Range"},
+              "ConstantOfShape", "Range", "Tile", "Pad", "Trilu"},
              Kind::DataMovement)
       .Cases({"ReluGrad", "TanhGrad", "SigmoidGrad", "ErfGrad", "UnaryGrad",
               "ReduceToShape", "SoftmaxGrad", "LogSoftmaxGrad",
               "LayerNormalizationGrad", "BatchNormalizationGrad", "ConvGrad",
               "MaxPoolGrad", "AveragePoolGrad", "GlobalAveragePoolGrad",
-              "SliceGrad", "GatherGrad", "DropoutGrad",
+              "SliceGrad", "GatherGrad", "DropoutGrad", "ReduceExtremumGrad",
+              "TileGrad", "PadGrad",
               "SoftmaxCrossEntropyLossGrad",
               "NegativeLogLikelihoodLossGrad"},
              Kind::Backward)

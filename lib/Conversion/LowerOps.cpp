@@ -426,17 +426,103 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
                                 out(op, 0), out(op, 1)});
     return success();
   }
-  if (isa<onnx::ReduceMeanOp, onnx::ReduceSumOp>(op)) {
+  if (isa<onnx::ReduceMeanOp, onnx::ReduceSumOp, onnx::ReduceMaxOp,
+          onnx::ReduceMinOp>(op)) {
     Value x = operand(0);
     if (failed(requireF32(x)))
       return failure();
     auto axes = constInts(op, operand(1), "the axes of " + name.str());
     if (failed(axes))
       return failure();
+    int64_t code = isa<onnx::ReduceSumOp>(op)    ? 0
+                   : isa<onnx::ReduceMeanOp>(op) ? 1
+                   : isa<onnx::ReduceMaxOp>(op)  ? 2
+                                                 : 3;
     call("pipert_reduce_f32",
-         {ctxArg, i32c(isa<onnx::ReduceMeanOp>(op) ? 1 : 0), P(x), rankOf(x),
+         {ctxArg, i32c(code), P(x), rankOf(x),
           shapeOf(x), i64c(axes->size()), i64Array(*axes),
           i32c(attrInt(op, "noop_with_empty_axes", 0)), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::ArgMaxOp, onnx::ArgMinOp>(op)) {
+    Value x = operand(0);
+    if (failed(requireF32(x)))
+      return failure();
+    int64_t rank = tensorType(x).getRank();
+    call("pipert_arg_reduce_f32",
+         {ctxArg, i32c(isa<onnx::ArgMaxOp>(op) ? 2 : 3), P(x), rankOf(x),
+          shapeOf(x), i64c(normAxis(attrInt(op, "axis", 0), rank)),
+          i32c(attrInt(op, "select_last_index", 0)), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::CumSumOp>(op)) {
+    Value x = operand(0);
+    if (failed(requireF32(x)))
+      return failure();
+    auto axis = constInts(op, operand(1), "the axis of CumSum");
+    if (failed(axis))
+      return failure();
+    if (axis->size() != 1)
+      return op->emitError("CumSum's axis must be one integer");
+    int64_t rank = tensorType(x).getRank();
+    call("pipert_cumsum_f32",
+         {ctxArg, P(x), rankOf(x), shapeOf(x),
+          i64c(rank ? normAxis((*axis)[0], rank) : 0),
+          i32c(attrInt(op, "exclusive", 0)), i32c(attrInt(op, "reverse", 0)),
+          out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::TileOp>(op)) {
+    Value x = operand(0);
+    auto reps = constInts(op, operand(1), "the repeats of Tile");
+    if (failed(reps))
+      return failure();
+    call("pipert_tile", {ctxArg, dtypeOf(x), P(x), rankOf(x), shapeOf(x),
+                         i64Array(*reps), out(op, 0)});
+    return success();
+  }
+  if (auto pad = dyn_cast<onnx::PadOp>(op)) {
+    Value x = operand(0);
+    if (failed(requireF32(x)))
+      return failure();
+    int64_t rank = tensorType(x).getRank();
+    auto pads = onnx::fullPads(pad, rank);
+    if (!pads)
+      return op->emitError("Pad's pads (and axes) must be compile-time "
+                           "constants");
+    StringRef mode = pad.getMode();
+    int64_t code = mode == "constant" ? 0 : mode == "reflect" ? 1 : 2;
+    if (code == 1)
+      for (int64_t i = 0; i < rank; ++i) {
+        int64_t d = tensorType(x).getDimSize(i);
+        if (((*pads)[i] > 0 || (*pads)[i + rank] > 0) &&
+            ((*pads)[i] >= d || (*pads)[i + rank] >= d))
+          return op->emitError() << "Pad in reflect mode needs pads below the "
+                                    "axis extent (axis "
+                                 << i << " has " << d << ")";
+      }
+    Value value = f32c(0.0);
+    if (!isa<NoneType>(operand(2).getType())) {
+      auto v = scalarF32(op, operand(2), "Pad constant_value");
+      if (failed(v))
+        return failure();
+      value = *v;
+    }
+    call("pipert_pad_f32", {ctxArg, i32c(code), P(x), rankOf(x), shapeOf(x),
+                            i64Array(*pads), value, out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::TriluOp>(op)) {
+    Value x = operand(0);
+    Value k = i64c(0);
+    if (!isa<NoneType>(operand(1).getType())) {
+      auto v = scalarI64(op, operand(1), "Trilu k");
+      if (failed(v))
+        return failure();
+      k = *v;
+    }
+    call("pipert_trilu", {ctxArg, dtypeOf(x), P(x), rankOf(x), shapeOf(x),
+                          i32c(attrInt(op, "upper", 1)), k, out(op, 0)});
     return success();
   }
   if (isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(

@@ -41,6 +41,10 @@ bool isNonDifferentiableInput(StringRef opType, unsigned index) {
       {"GreaterOrEqual", {0, 1}},
       {"Sign", {0}},           {"Floor", {0}},
       {"Ceil", {0}},
+      {"ReduceMax", {1}},      {"ReduceMin", {1}},
+      {"ArgMax", {0}},         {"ArgMin", {0}},
+      {"CumSum", {1}},         {"Tile", {1}},
+      {"Pad", {1, 2, 3}},      {"Trilu", {1}},
   };
   auto it = table.find(opType);
   return it != table.end() && llvm::is_contained(it->second, index);

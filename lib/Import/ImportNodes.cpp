@@ -33,6 +33,8 @@ const llvm::StringMap<unsigned> &formalInputCounts() {
       {"LayerNormalization", 3},
       {"ConstantOfShape", 1},
       {"Clip", 3},
+      {"ReduceMax", 2},   {"ReduceMin", 2},
+      {"Pad", 4},         {"Trilu", 2},
   };
   return counts;
 }
@@ -202,9 +204,22 @@ LogicalResult Importer::normalizeOldForms(StringRef opType,
   if (opType == "Squeeze" || opType == "Unsqueeze" || opType == "ReduceSum") {
     if (opset < 13)
       moveIntsToInput("axes", 1);
-  } else if (opType == "ReduceMean") {
+  } else if (opType == "ReduceMean" || opType == "ReduceMax" ||
+             opType == "ReduceMin") {
     if (opset < 18)
       moveIntsToInput("axes", 1);
+  } else if (opType == "Pad") {
+    if (opset < 11) {
+      // Opset 2's `pads` and float `value` attributes become inputs.
+      Attribute value = attrs.erase("value");
+      moveIntsToInput("pads", 1);
+      if (value) {
+        auto type = RankedTensorType::get({}, Float32Type::get(ctx));
+        float v = llvm::cast<FloatAttr>(value).getValueAsDouble();
+        operands.push_back(ox::ConstantOp::create(
+            builder, loc, type, DenseElementsAttr::get(type, v)));
+      }
+    }
   } else if (opType == "Clip") {
     if (opset < 11) {
       // Opset 6's float attributes become the (scalar) inputs of opset 11.

@@ -219,4 +219,53 @@ for op in ["And", "Or"]:
 case("not", cmp_x, [const("k", np.array([1, 3, 3, 1], np.float32)),
                     n("Greater", ["x", "k"], ["g"]), n("Not", ["g"], ["y"])],
      (2, 4), y_type=TensorProto.BOOL)
+# Issue 15: extremum reductions, arg reductions, CumSum, Tile, Pad, Trilu.
+x234 = f32(2, 3, 4)
+case("reducemax", x234, [n("ReduceMax", ["x"], ["y"], axes=[1], keepdims=1)], (2, 1, 4))
+case("reducemax_all", x234, [n("ReduceMax", ["x"], ["y"], keepdims=0)], ())
+case("reducemin_18", x234, [const("ax", np.array([-1, 1], np.int64)),
+                            n("ReduceMin", ["x", "ax"], ["y"], keepdims=0)], (2,),
+     opset=18)
+case("reducemax_18", x234, [const("ax", np.array([2], np.int64)),
+                            n("ReduceMax", ["x", "ax"], ["y"])], (2, 3, 1), opset=18)
+ties = np.array([[[1, 3, 3, 0], [2, 2, 1, 0], [3, 1, 3, 0]],
+                 [[0, 0, 0, 0], [5, 4, 5, 4], [1, 2, 3, 4]]], np.float32)
+case("argmax", ties, [n("ArgMax", ["x"], ["y"], axis=1)], (2, 1, 4), y_type=I64)
+case("argmax_last", ties, [n("ArgMax", ["x"], ["y"], axis=2, keepdims=0,
+                             select_last_index=1)], (2, 3), y_type=I64)
+case("argmin", ties, [n("ArgMin", ["x"], ["y"], axis=-1, keepdims=0)], (2, 3),
+     y_type=I64)
+for name, kw in [("cumsum", {}), ("cumsum_exclusive", {"exclusive": 1}),
+                 ("cumsum_reverse", {"reverse": 1}),
+                 ("cumsum_exclusive_reverse", {"exclusive": 1, "reverse": 1})]:
+    case(name, x234, [const("ax", np.array(1, np.int64)),
+                      n("CumSum", ["x", "ax"], ["y"], **kw)], (2, 3, 4))
+case("cumsum_i32_axis", x234, [const("ax", np.array(-1, np.int32)),
+                               n("CumSum", ["x", "ax"], ["y"])], (2, 3, 4))
+case("tile", x234, [const("r", np.array([1, 2, 3], np.int64)),
+                    n("Tile", ["x", "r"], ["y"])], (2, 6, 12))
+case("tile_i64", np.arange(8, dtype=np.int64).reshape(2, 4),
+     [const("r", np.array([1, 2], np.int64)), n("Tile", ["x", "r"], ["y"])], (2, 8),
+     y_type=I64, x_type=I64)
+case("pad_constant", x234, [const("p", np.array([0, 1, 2, 0, 2, 1], np.int64)),
+                            const("v", np.array(1.5, np.float32)),
+                            n("Pad", ["x", "p", "v"], ["y"])], (2, 6, 7))
+case("pad_reflect", x234, [const("p", np.array([0, 2, 3, 0, 1, 2], np.int64)),
+                           n("Pad", ["x", "p"], ["y"], mode="reflect")], (2, 6, 9))
+case("pad_edge", x234, [const("p", np.array([0, 2, 0, 0, 1, 5], np.int64)),
+                        n("Pad", ["x", "p"], ["y"], mode="edge")], (2, 6, 9))
+case("pad_crop", x234, [const("p", np.array([0, -1, 2, 0, 1, -2], np.int64)),
+                        n("Pad", ["x", "p"], ["y"])], (2, 3, 4))
+case("pad_axes_18", x234, [const("p", np.array([1, 2, 0, 1], np.int64)),
+                           const("ax", np.array([-1, 1], np.int64)),
+                           n("Pad", ["x", "p", "", "ax"], ["y"], mode="reflect")],
+     (2, 6, 5), opset=18)
+case("pad_opset10", x234, [n("Pad", ["x"], ["y"], pads=[0, 1, 1, 0, 0, 2],
+                             value=-2.0)], (2, 4, 7), opset=10)
+x2344 = f32(2, 3, 4, 5)
+case("trilu_upper", x2344, [n("Trilu", ["x"], ["y"])], (2, 3, 4, 5))
+case("trilu_lower_k", x2344, [const("k", np.array(-1, np.int64)),
+                              n("Trilu", ["x", "k"], ["y"], upper=0)], (2, 3, 4, 5))
+case("trilu_upper_k", x2344, [const("k", np.array(2, np.int64)),
+                              n("Trilu", ["x", "k"], ["y"], upper=1)], (2, 3, 4, 5))
 print("wrote", len([f for f in os.listdir(OUT) if f.endswith(".onnx")]), "models")

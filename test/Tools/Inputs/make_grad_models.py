@@ -284,4 +284,31 @@ case("fmod", xs, {"a": np.array([[2.3, -2.3, 0.4, -0.9], [3.7, -1.2, 1.6, 0.2]],
                                 np.float32),
                   "b": np.array([1.5, 1.5, -0.7, 0.8], np.float32)},
      [n("Add", ["x", "a"], ["xa"]), n("Mod", ["xa", "b"], ["y"], fmod=1)], (2, 4))
+# Issue 15: extremum reductions (distinct values: no ties within reach),
+# CumSum, Tile, Pad (each mode), Trilu. Squares make the loss non-linear.
+x234 = np.zeros((2, 3, 4), np.float32)
+case("reducemax", x234, {"a": distinct(2, 3, 4)},
+     [n("Add", ["x", "a"], ["xa"]), n("ReduceMax", ["xa"], ["y"], axes=[1])], (2, 1, 4))
+case("reducemin_all", x234, {"a": distinct(2, 3, 4)},
+     [n("Add", ["x", "a"], ["xa"]), n("ReduceMin", ["xa"], ["m"], keepdims=0),
+      n("Mul", ["m", "m"], ["y"])], ())
+for name, kw in [("cumsum", {}), ("cumsum_exclusive_reverse", {"exclusive": 1, "reverse": 1})]:
+    case(name, x234, {"a": f32(2, 3, 4)},
+         [n("Add", ["x", "a"], ["xa"]), const("ax", np.array(2, np.int64)),
+          n("CumSum", ["xa", "ax"], ["c"], **kw), n("Mul", ["c", "c"], ["y"])], (2, 3, 4))
+case("tile", x234, {"a": f32(2, 3, 4)},
+     [n("Add", ["x", "a"], ["xa"]), const("r", np.array([1, 2, 3], np.int64)),
+      n("Tile", ["xa", "r"], ["t"]), n("Mul", ["t", "t"], ["y"])], (2, 6, 12))
+for mode, pads in [("constant", [0, 1, -1, 0, 2, 2]), ("reflect", [0, 2, 3, 0, 1, 2]),
+                   ("edge", [0, 2, 0, 0, 1, 4])]:
+    p_arr = np.array(pads, np.int64)
+    shape = tuple(d + p_arr[i] + p_arr[i + 3] for i, d in enumerate((2, 3, 4)))
+    case("pad_" + mode, x234, {"a": f32(2, 3, 4)},
+         [n("Add", ["x", "a"], ["xa"]), const("p", p_arr),
+          n("Pad", ["xa", "p"], ["t"], mode=mode), n("Mul", ["t", "t"], ["y"])], shape)
+for name, upper, k in [("trilu_upper", 1, 0), ("trilu_lower", 0, 1)]:
+    case(name, x234, {"a": f32(2, 3, 4)},
+         [n("Add", ["x", "a"], ["xa"]), const("k", np.array(k, np.int64)),
+          n("Trilu", ["xa", "k"], ["t"], upper=upper), n("Mul", ["t", "t"], ["y"])],
+         (2, 3, 4))
 print("wrote", count, "models")

@@ -642,6 +642,78 @@ def _rmean(a, x, axes):
     return x if ax is None else x.mean(axis=ax, keepdims=bool(a.get("keepdims", 1)))
 
 
+@op("ReduceMax")
+def _rmax(a, x, axes):
+    ax = reduce_axes(a, x, axes)
+    return x if ax is None else x.max(axis=ax, keepdims=bool(a.get("keepdims", 1)))
+
+
+@op("ReduceMin")
+def _rmin(a, x, axes):
+    ax = reduce_axes(a, x, axes)
+    return x if ax is None else x.min(axis=ax, keepdims=bool(a.get("keepdims", 1)))
+
+
+def _arg(a, x, fn):
+    axis = norm_axis(a.get("axis", 0), x.ndim)
+    if a.get("select_last_index", 0):
+        flipped = np.flip(x, axis)
+        r = x.shape[axis] - 1 - fn(flipped, axis=axis)
+    else:
+        r = fn(x, axis=axis)
+    r = r.astype(np.int64)
+    return np.expand_dims(r, axis) if a.get("keepdims", 1) else r
+
+
+OPS["onnx.ArgMax"] = lambda a, x: _arg(a, x, np.argmax)
+OPS["onnx.ArgMin"] = lambda a, x: _arg(a, x, np.argmin)
+
+
+@op("CumSum")
+def _cumsum(a, x, axis):
+    ax = norm_axis(int(np.asarray(axis).reshape(-1)[0]), x.ndim)
+    if a.get("reverse", 0):
+        x = np.flip(x, ax)
+    y = np.cumsum(x, axis=ax)
+    if a.get("exclusive", 0):
+        y = y - x
+    return np.flip(y, ax) if a.get("reverse", 0) else y
+
+
+OPS["onnx.Tile"] = lambda a, x, reps: np.tile(x, [int(r) for r in reps])
+
+
+def full_pads(x, pads, axes):
+    r = x.ndim
+    axes = list(range(r)) if axes is None else [norm_axis(int(i), r) for i in axes]
+    full = [0] * (2 * r)
+    for i, ax in enumerate(axes):
+        full[ax] = int(pads[i])
+        full[ax + r] = int(pads[i + len(axes)])
+    return full
+
+
+@op("Pad")
+def _pad(a, x, pads, value, axes):
+    r = x.ndim
+    full = full_pads(x, pads, axes)
+    # Negative pads crop first.
+    crop = tuple(slice(max(-full[i], 0), x.shape[i] - max(-full[i + r], 0)) for i in range(r))
+    x = x[crop]
+    width = [(max(full[i], 0), max(full[i + r], 0)) for i in range(r)]
+    mode = a.get("mode", "constant")
+    if mode == "constant":
+        v = 0.0 if value is None else np.asarray(value).reshape(-1)[0]
+        return np.pad(x, width, mode="constant", constant_values=v)
+    return np.pad(x, width, mode=mode)
+
+
+@op("Trilu")
+def _trilu(a, x, k):
+    k = 0 if k is None else int(np.asarray(k).reshape(-1)[0])
+    return np.triu(x, k) if a.get("upper", 1) else np.tril(x, k)
+
+
 def nll(a, logp, labels, weights):
     c = logp.shape[1]
     ignore = a.get("ignore_index")
@@ -891,6 +963,49 @@ def _apg(a, dy, shape):
 def _gapg(a, dy, shape):
     shape = tuple(int(v) for v in shape)
     return np.broadcast_to(dy, shape) / np.prod(shape[2:])
+
+
+@op("ReduceExtremumGrad")
+def _rext_grad(a, x, dy, axes):
+    # dy to the first extremum of each group, found by a plain loop.
+    ax = reduce_axes(a, x, axes)
+    if ax is None:
+        return dy
+    kept = [i for i in range(x.ndim) if i not in ax]
+    dyk = dy.reshape([x.shape[i] for i in kept])
+    dx = np.zeros_like(x)
+    best = {}
+    for idx in np.ndindex(*x.shape):
+        key = tuple(idx[i] for i in kept)
+        v = x[idx]
+        if key not in best:
+            best[key] = (v, idx)
+        elif (v < best[key][0]) if a.get("select_min", 0) else (v > best[key][0]):
+            best[key] = (v, idx)
+    for key, (_, idx) in best.items():
+        dx[idx] = dyk[key]
+    return dx
+
+
+@op("TileGrad")
+def _tile_grad(a, dy, shape, reps):
+    shape = [int(d) for d in shape]
+    split = []
+    for r, d in zip(reps, shape):
+        split += [int(r), d]
+    return dy.reshape(split).sum(axis=tuple(range(0, 2 * len(shape), 2)))
+
+
+@op("PadGrad")
+def _pad_grad(a, dy, shape, pads):
+    # The transpose of Pad, by pushing each basis vector through it.
+    shape = tuple(int(d) for d in shape)
+    dx = np.zeros(shape)
+    for idx in np.ndindex(*shape):
+        e = np.zeros(shape)
+        e[idx] = 1.0
+        dx[idx] = (_pad(a, e, pads, None, None) * dy).sum()
+    return dx
 
 
 @op("SliceGrad")
