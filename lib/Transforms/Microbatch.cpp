@@ -416,10 +416,38 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     return same(stateOf(op->getOperand(0)));
   }
   if (llvm::isa<onnx::ReduceExtremumGradOp>(op)) {
-    // (X, dY, axes): dX has X's batch axis.
+    // (X, dY, axes): dX has X's batch axis; dY has it too, or is a mean's
+    // gradient spread over the batch (Expand of a batch-independent value,
+    // batched like in elementwise()).
     std::optional<int64_t> x = batchedAt(0);
-    if (!x || !stateOf(op->getOperand(1)).isBatched())
-      return batchError(op) << "its input and gradient must both be batched";
+    if (!x)
+      return batchError(op) << "its input must be batched";
+    Value dy = op->getOperand(1);
+    auto xt = rankedType(op->getOperand(0)), dt = rankedType(dy);
+    int64_t dyAxis = *x;
+    if (dt.getRank() < xt.getRank()) {
+      auto axes = onnx::isNone(op->getOperand(2))
+                      ? std::optional<SmallVector<int64_t>>(SmallVector<int64_t>())
+                      : onnx::getConstantInts(op->getOperand(2));
+      if (!axes)
+        return batchError(op) << "its axes are not a constant";
+      for (int64_t r : *axes)
+        if ((r < 0 ? r + xt.getRank() : r) < *x)
+          --dyAxis;
+    }
+    BatchState ds = stateOf(dy);
+    auto expand = dy.getDefiningOp<onnx::ExpandOp>();
+    if (ds.isFree() && expand && stateOf(expand.getInput()).isFree()) {
+      auto in = rankedType(expand.getInput());
+      int64_t inAxis = dyAxis - (dt.getRank() - in.getRank());
+      if (inAxis < 0 || in.getDimSize(inAxis) == 1) {
+        states[dy] = BatchState::batched(dyAxis);
+        rewrites.push_back({expand, 1, dyAxis});
+        ds = states[dy];
+      }
+    }
+    if (!ds.isBatched() || ds.axis != dyAxis)
+      return batchError(op) << "its gradient is not batched like its input";
     return same(BatchState::batched(*x));
   }
   if (llvm::isa<onnx::TileGradOp, onnx::PadGradOp>(op)) {
