@@ -457,16 +457,19 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
   }
   if (isa<onnx::CumSumOp>(op)) {
     Value x = operand(0);
-    if (failed(requireF32(x)))
-      return failure();
+    Type e = elemOf(x);
+    if (!e.isF32() && !e.isF64() && !e.isInteger(32) && !e.isInteger(64))
+      return op->emitError() << "CumSum is lowered for f32, f64, i32 and i64, "
+                                "not "
+                             << e;
     auto axis = constInts(op, operand(1), "the axis of CumSum");
     if (failed(axis))
       return failure();
     if (axis->size() != 1)
       return op->emitError("CumSum's axis must be one integer");
     int64_t rank = tensorType(x).getRank();
-    call("pipert_cumsum_f32",
-         {ctxArg, P(x), rankOf(x), shapeOf(x),
+    call("pipert_cumsum",
+         {ctxArg, dtypeOf(x), P(x), rankOf(x), shapeOf(x),
           i64c(rank ? normAxis((*axis)[0], rank) : 0),
           i32c(attrInt(op, "exclusive", 0)), i32c(attrInt(op, "reverse", 0)),
           out(op, 0)});
@@ -483,8 +486,12 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
   }
   if (auto pad = dyn_cast<onnx::PadOp>(op)) {
     Value x = operand(0);
-    if (failed(requireF32(x)))
-      return failure();
+    Type e = elemOf(x);
+    if (!e.isF32() && !e.isF64() && !e.isInteger(64) && !e.isInteger(32) &&
+        !e.isInteger(8) && !e.isInteger(1))
+      return op->emitError() << "Pad is lowered for f32, f64, i64, i32, i8 and "
+                                "bool, not "
+                             << e;
     int64_t rank = tensorType(x).getRank();
     auto pads = onnx::fullPads(pad, rank);
     if (!pads)
@@ -503,13 +510,26 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
       }
     Value value = f32c(0.0);
     if (!isa<NoneType>(operand(2).getType())) {
-      auto v = scalarF32(op, operand(2), "Pad constant_value");
-      if (failed(v))
-        return failure();
-      value = *v;
+      if (e.isF32()) {
+        auto v = scalarF32(op, operand(2), "Pad constant_value");
+        if (failed(v))
+          return failure();
+        value = *v;
+      } else {
+        // Other element types: a compile-time constant, passed as float.
+        auto c = constantOf(operand(2));
+        if (!c)
+          return op->emitError() << "Pad's constant_value must be a "
+                                    "compile-time constant for "
+                                 << e;
+        if (isa<FloatType>(e))
+          value = f32c((*c->getValues<APFloat>().begin()).convertToDouble());
+        else
+          value = f32c(double((*c->getValues<APInt>().begin()).getSExtValue()));
+      }
     }
-    call("pipert_pad_f32", {ctxArg, i32c(code), P(x), rankOf(x), shapeOf(x),
-                            i64Array(*pads), value, out(op, 0)});
+    call("pipert_pad", {ctxArg, dtypeOf(x), i32c(code), P(x), rankOf(x),
+                        shapeOf(x), i64Array(*pads), value, out(op, 0)});
     return success();
   }
   if (isa<onnx::TriluOp>(op)) {

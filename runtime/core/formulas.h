@@ -598,9 +598,10 @@ PIPERT_HD int64_t group_extremum(const ReduceGroups &g, const float *x, int64_t 
 }
 
 // One line of CumSum (elements k * inner of x and y).
-PIPERT_HD void cumsum_line(const float *x, float *y, int64_t mid, int64_t inner, bool exclusive,
+template <typename T>
+PIPERT_HD void cumsum_line(const T *x, T *y, int64_t mid, int64_t inner, bool exclusive,
                            bool reverse) {
-  float acc = 0.f;
+  T acc = T(0);
   for (int64_t t = 0; t < mid; ++t) {
     const int64_t k = (reverse ? mid - 1 - t : t) * inner;
     const float v = x[k];

@@ -116,6 +116,30 @@ void tile_typed(const formula::TileGeom &g, const T *x, T *y) {
 }
 
 template <typename T>
+void cumsum_typed(const T *x, int64_t rank, const int64_t *shape, int64_t axis, int exclusive,
+                  int reverse, T *y) {
+  if (rank == 0) {
+    y[0] = exclusive ? T(0) : x[0];
+    return;
+  }
+  const AxisSplit sp = split_at(rank, shape, norm_axis("CumSum", axis, rank));
+  for (int64_t o = 0; o < sp.outer; ++o)
+    for (int64_t i = 0; i < sp.inner; ++i) {
+      const int64_t base = o * sp.mid * sp.inner + i;
+      formula::cumsum_line(x + base, y + base, sp.mid, sp.inner, exclusive != 0, reverse != 0);
+    }
+}
+
+template <typename T>
+void pad_typed(const formula::PadGeom &g, const T *x, T value, T *y) {
+  const int64_t n = numel(g.y.rank, g.y.d);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t s = formula::pad_source(g, i);
+    y[i] = s < 0 ? value : x[s];
+  }
+}
+
+template <typename T>
 void trilu_typed(const T *x, int64_t n, int64_t rows, int64_t cols, bool upper, int64_t k,
                         T *y) {
   for (int64_t i = 0; i < n; ++i) {
@@ -410,19 +434,17 @@ void pipert_arg_reduce_f32(pipert_context *, pipert_reduce_op op, const float *x
   }
 }
 
-void pipert_cumsum_f32(pipert_context *, const float *x, int64_t rank, const int64_t *shape,
-                       int64_t axis, int exclusive, int reverse, float *y) {
+void pipert_cumsum(pipert_context *, pipert_dtype dtype, const void *x, int64_t rank,
+                   const int64_t *shape, int64_t axis, int exclusive, int reverse, void *y) {
   check_rank("CumSum", rank);
-  if (rank == 0) {
-    y[0] = exclusive ? 0.f : x[0];
-    return;
+  switch (dtype) {
+  case PIPERT_F32: return cumsum_typed((const float *)x, rank, shape, axis, exclusive, reverse, (float *)y);
+  case PIPERT_F64: return cumsum_typed((const double *)x, rank, shape, axis, exclusive, reverse, (double *)y);
+  case PIPERT_I32: return cumsum_typed((const int32_t *)x, rank, shape, axis, exclusive, reverse, (int32_t *)y);
+  case PIPERT_I64: return cumsum_typed((const int64_t *)x, rank, shape, axis, exclusive, reverse, (int64_t *)y);
+  default: break;
   }
-  const AxisSplit sp = split_at(rank, shape, norm_axis("CumSum", axis, rank));
-  for (int64_t o = 0; o < sp.outer; ++o)
-    for (int64_t i = 0; i < sp.inner; ++i) {
-      const int64_t base = o * sp.mid * sp.inner + i;
-      formula::cumsum_line(x + base, y + base, sp.mid, sp.inner, exclusive != 0, reverse != 0);
-    }
+  pipert_fail("CumSum: unsupported dtype %s", pipert_dtype_name(dtype));
 }
 
 void pipert_tile(pipert_context *, pipert_dtype dtype, const void *x, int64_t rank,
@@ -447,15 +469,21 @@ void pipert_tile_grad_f32(pipert_context *, const float *dy, int64_t rank,
     dx[j] = formula::tile_grad(g, dy, j);
 }
 
-void pipert_pad_f32(pipert_context *, pipert_pad_mode mode, const float *x, int64_t rank,
-                    const int64_t *shape, const int64_t *pads, float value, float *y) {
+void pipert_pad(pipert_context *, pipert_dtype dtype, pipert_pad_mode mode, const void *x,
+                int64_t rank, const int64_t *shape, const int64_t *pads, float value, void *y) {
   check_rank("Pad", rank);
   const formula::PadGeom g = formula::pad_geom(int(mode), rank, shape, pads);
-  const int64_t n = numel(g.y.rank, g.y.d);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t s = formula::pad_source(g, i);
-    y[i] = s < 0 ? value : x[s];
+  switch (dtype) {
+  case PIPERT_F32: return pad_typed(g, (const float *)x, float(value), (float *)y);
+  case PIPERT_F64: return pad_typed(g, (const double *)x, double(value), (double *)y);
+  case PIPERT_I64: return pad_typed(g, (const int64_t *)x, int64_t(value), (int64_t *)y);
+  case PIPERT_I32: return pad_typed(g, (const int32_t *)x, int32_t(value), (int32_t *)y);
+  case PIPERT_I8: return pad_typed(g, (const int8_t *)x, int8_t(value), (int8_t *)y);
+  case PIPERT_U8: return pad_typed(g, (const uint8_t *)x, uint8_t(value), (uint8_t *)y);
+  case PIPERT_BOOL: return pad_typed(g, (const uint8_t *)x, uint8_t(value != 0.f), (uint8_t *)y);
+  default: break;
   }
+  pipert_fail("Pad: unsupported dtype %s", pipert_dtype_name(dtype));
 }
 
 void pipert_pad_grad_f32(pipert_context *, pipert_pad_mode mode, const float *dy, int64_t rank,

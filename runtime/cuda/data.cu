@@ -258,6 +258,31 @@ void tile_typed(pipert_context *ctx, const formula::TileGeom g, const T *x, T *y
 }
 
 template <typename T>
+void cumsum_typed(pipert_context *ctx, const T *x, int64_t rank, const int64_t *shape,
+                  int64_t axis, int exclusive, int reverse, T *y) {
+  const bool ex = exclusive != 0, rev = reverse != 0;
+  if (rank == 0) {
+    launch_map(ctx, "CumSum", 1, [=] __device__(int64_t) { y[0] = ex ? T(0) : x[0]; });
+    return;
+  }
+  const AxisSplit sp = split_at(rank, shape, norm_axis("CumSum", axis, rank));
+  const int64_t mid = sp.mid, inner = sp.inner;
+  launch_map(ctx, "CumSum", sp.outer * sp.inner, [=] __device__(int64_t line) {
+    const int64_t o = line / inner, i = line - o * inner;
+    const int64_t base = o * mid * inner + i;
+    formula::cumsum_line(x + base, y + base, mid, inner, ex, rev);
+  });
+}
+
+template <typename T>
+void pad_typed(pipert_context *ctx, const formula::PadGeom g, const T *x, T value, T *y) {
+  launch_map(ctx, "Pad", numel(g.y.rank, g.y.d), [=] __device__(int64_t i) {
+    const int64_t s = formula::pad_source(g, i);
+    y[i] = s < 0 ? value : x[s];
+  });
+}
+
+template <typename T>
 void trilu_typed(pipert_context *ctx, const T *x, int64_t n, int64_t rows, int64_t cols,
                  bool upper, int64_t k, T *y) {
   launch_map(ctx, "Trilu", n, [=] __device__(int64_t i) {
@@ -542,21 +567,17 @@ void pipert_arg_reduce_f32(pipert_context *ctx, pipert_reduce_op op, const float
   });
 }
 
-void pipert_cumsum_f32(pipert_context *ctx, const float *x, int64_t rank, const int64_t *shape,
-                       int64_t axis, int exclusive, int reverse, float *y) {
+void pipert_cumsum(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+                   const int64_t *shape, int64_t axis, int exclusive, int reverse, void *y) {
   check_rank("CumSum", rank);
-  const bool ex = exclusive != 0, rev = reverse != 0;
-  if (rank == 0) {
-    launch_map(ctx, "CumSum", 1, [=] __device__(int64_t) { y[0] = ex ? 0.f : x[0]; });
-    return;
+  switch (dtype) {
+  case PIPERT_F32: return cumsum_typed(ctx, (const float *)x, rank, shape, axis, exclusive, reverse, (float *)y);
+  case PIPERT_F64: return cumsum_typed(ctx, (const double *)x, rank, shape, axis, exclusive, reverse, (double *)y);
+  case PIPERT_I32: return cumsum_typed(ctx, (const int32_t *)x, rank, shape, axis, exclusive, reverse, (int32_t *)y);
+  case PIPERT_I64: return cumsum_typed(ctx, (const int64_t *)x, rank, shape, axis, exclusive, reverse, (int64_t *)y);
+  default: break;
   }
-  const AxisSplit sp = split_at(rank, shape, norm_axis("CumSum", axis, rank));
-  const int64_t mid = sp.mid, inner = sp.inner;
-  launch_map(ctx, "CumSum", sp.outer * sp.inner, [=] __device__(int64_t line) {
-    const int64_t o = line / inner, i = line - o * inner;
-    const int64_t base = o * mid * inner + i;
-    formula::cumsum_line(x + base, y + base, mid, inner, ex, rev);
-  });
+  pipert_fail("CumSum: unsupported dtype %s", pipert_dtype_name(dtype));
 }
 
 void pipert_tile(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
@@ -580,14 +601,21 @@ void pipert_tile_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
              [=] __device__(int64_t j) { dx[j] = formula::tile_grad(g, dy, j); });
 }
 
-void pipert_pad_f32(pipert_context *ctx, pipert_pad_mode mode, const float *x, int64_t rank,
-                    const int64_t *shape, const int64_t *pads, float value, float *y) {
+void pipert_pad(pipert_context *ctx, pipert_dtype dtype, pipert_pad_mode mode, const void *x,
+                int64_t rank, const int64_t *shape, const int64_t *pads, float value, void *y) {
   check_rank("Pad", rank);
   const formula::PadGeom g = formula::pad_geom(int(mode), rank, shape, pads);
-  launch_map(ctx, "Pad", numel(g.y.rank, g.y.d), [=] __device__(int64_t i) {
-    const int64_t s = formula::pad_source(g, i);
-    y[i] = s < 0 ? value : x[s];
-  });
+  switch (dtype) {
+  case PIPERT_F32: return pad_typed(ctx, g, (const float *)x, float(value), (float *)y);
+  case PIPERT_F64: return pad_typed(ctx, g, (const double *)x, double(value), (double *)y);
+  case PIPERT_I64: return pad_typed(ctx, g, (const int64_t *)x, int64_t(value), (int64_t *)y);
+  case PIPERT_I32: return pad_typed(ctx, g, (const int32_t *)x, int32_t(value), (int32_t *)y);
+  case PIPERT_I8: return pad_typed(ctx, g, (const int8_t *)x, int8_t(value), (int8_t *)y);
+  case PIPERT_U8: return pad_typed(ctx, g, (const uint8_t *)x, uint8_t(value), (uint8_t *)y);
+  case PIPERT_BOOL: return pad_typed(ctx, g, (const uint8_t *)x, uint8_t(value != 0.f), (uint8_t *)y);
+  default: break;
+  }
+  pipert_fail("Pad: unsupported dtype %s", pipert_dtype_name(dtype));
 }
 
 void pipert_pad_grad_f32(pipert_context *ctx, pipert_pad_mode mode, const float *dy, int64_t rank,

@@ -363,11 +363,11 @@ typedef enum pipert_pad_mode {
   PIPERT_PAD_REFLECT = 1, /* mirror without repeating the edge; pads < extent */
   PIPERT_PAD_EDGE = 2,
 } pipert_pad_mode;
-/* ONNX Pad: pads are 2 * rank entries (all begins, then all ends; negative
- * ones crop); y.shape[i] = shape[i] + begin[i] + end[i]. CONSTANT fills with
- * value. */
-void pipert_pad_f32(pipert_context *ctx, pipert_pad_mode mode, const float *x, int64_t rank,
-                    const int64_t *shape, const int64_t *pads, float value, float *y);
+/* ONNX Pad on f32, f64, i64, i32, i8, u8 or bool: pads are 2 * rank entries
+ * (all begins, then all ends; negative ones crop); y.shape[i] = shape[i] +
+ * begin[i] + end[i]. CONSTANT fills with value converted to the dtype. */
+void pipert_pad(pipert_context *ctx, pipert_dtype dtype, pipert_pad_mode mode, const void *x,
+                int64_t rank, const int64_t *shape, const int64_t *pads, float value, void *y);
 /* Gradient of Pad: dx (x_shape) is the sum of dy over the output elements
  * that read each input element (one for CONSTANT, several near the borders
  * for REFLECT and EDGE). */
@@ -413,11 +413,11 @@ void pipert_reduce_extremum_grad_f32(pipert_context *ctx, pipert_reduce_op op, c
 void pipert_arg_reduce_f32(pipert_context *ctx, pipert_reduce_op op, const float *x, int64_t rank,
                            const int64_t *shape, int64_t axis, int select_last_index,
                            int64_t *y);
-/* ONNX CumSum along axis; exclusive leaves out the element itself, reverse
- * sums from the end. Its gradient is the same call on dy with reverse
- * toggled. In place allowed. */
-void pipert_cumsum_f32(pipert_context *ctx, const float *x, int64_t rank, const int64_t *shape,
-                       int64_t axis, int exclusive, int reverse, float *y);
+/* ONNX CumSum along axis on f32, f64, i32 or i64; exclusive leaves out the
+ * element itself, reverse sums from the end. Its gradient is the same call
+ * on dy with reverse toggled. In place allowed. */
+void pipert_cumsum(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+                   const int64_t *shape, int64_t axis, int exclusive, int reverse, void *y);
 
 /*===------------------------------ dropout -------------------------------===*/
 

@@ -262,6 +262,17 @@ case("pad_axes_18", x234, [const("p", np.array([1, 2, 0, 1], np.int64)),
      (2, 6, 5), opset=18)
 case("pad_opset10", x234, [n("Pad", ["x"], ["y"], pads=[0, 1, 1, 0, 0, 2],
                              value=-2.0)], (2, 4, 7), opset=10)
+i24 = np.array([[3, -1, 4, 1], [-5, 9, 2, -6]], np.int64)
+case("pad_edge_i64", i24, [const("p", np.array([0, 2, 0, 1], np.int64)),
+                           n("Pad", ["x", "p"], ["y"], mode="edge")], (2, 7),
+     y_type=I64, x_type=I64)
+case("pad_constant_i64", i24, [const("p", np.array([0, 1, 0, 1], np.int64)),
+                               const("v", np.array(7, np.int64)),
+                               n("Pad", ["x", "p", "v"], ["y"])], (2, 6),
+     y_type=I64, x_type=I64)
+case("cumsum_i64", i24, [const("ax", np.array(1, np.int64)),
+                         n("CumSum", ["x", "ax"], ["y"], reverse=1)], (2, 4),
+     y_type=I64, x_type=I64)
 x2344 = f32(2, 3, 4, 5)
 case("trilu_upper", x2344, [n("Trilu", ["x"], ["y"])], (2, 3, 4, 5))
 case("trilu_lower_k", x2344, [const("k", np.array(-1, np.int64)),

@@ -652,11 +652,13 @@ Outcome arg_reduce(pipert_context *ctx, const Node &n, pipert_reduce_op op) {
 
 Outcome cumsum(pipert_context *ctx, const Node &n) {
   const Tensor *x = n.in(0);
-  if (!all_f32({x}))
-    return skip("non-float32");
-  Tensor y = make_tensor(TP::FLOAT, x->shape);
-  pipert_cumsum_f32(ctx, x->data<float>(), x->rank(), x->shape.data(), n.in(1)->as_i64()[0],
-                    int(n.i("exclusive", 0)), int(n.i("reverse", 0)), y.data<float>());
+  if (x->dtype != TP::FLOAT && x->dtype != TP::DOUBLE && x->dtype != TP::INT32 &&
+      x->dtype != TP::INT64)
+    return skip("dtype " + std::to_string(x->dtype) + " (f32/f64/i32/i64 only)");
+  Tensor y = make_tensor(x->dtype, x->shape);
+  pipert_cumsum(ctx, to_pipert(x->dtype), x->bytes.data(), x->rank(), x->shape.data(),
+                n.in(1)->as_i64()[0], int(n.i("exclusive", 0)), int(n.i("reverse", 0)),
+                y.bytes.data());
   return ran({y});
 }
 
@@ -675,8 +677,8 @@ Outcome tile(pipert_context *ctx, const Node &n) {
 
 Outcome pad(pipert_context *ctx, const Node &n) {
   const Tensor *x = n.in(0);
-  if (!all_f32({x}))
-    return skip("non-float32");
+  if (!pipert_supports(x->dtype))
+    return skip("dtype " + std::to_string(x->dtype));
   const std::string mode = n.s("mode", "constant");
   const int code = mode == "constant" ? PIPERT_PAD_CONSTANT
                    : mode == "reflect" ? PIPERT_PAD_REFLECT
@@ -701,9 +703,9 @@ Outcome pad(pipert_context *ctx, const Node &n) {
   for (int64_t i = 0; i < r; ++i)
     ys[size_t(i)] += pads[size_t(i)] + pads[size_t(i + r)];
   float value = n.opset < 11 ? n.f("value", 0.f) : (n.in(2) ? float(n.in(2)->scalar()) : 0.f);
-  Tensor y = make_tensor(TP::FLOAT, ys);
-  pipert_pad_f32(ctx, pipert_pad_mode(code), x->data<float>(), r, x->shape.data(), pads.data(),
-                 value, y.data<float>());
+  Tensor y = make_tensor(x->dtype, ys);
+  pipert_pad(ctx, to_pipert(x->dtype), pipert_pad_mode(code), x->bytes.data(), r, x->shape.data(),
+             pads.data(), value, y.bytes.data());
   return ran({y});
 }
 

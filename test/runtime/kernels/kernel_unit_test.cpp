@@ -306,11 +306,11 @@ TEST(Pad, ReflectEdgeCropAndGradients) {
   const Vec x = {1, 2, 3, 4};
   const int64_t reflect[2] = {2, 3}, edge[2] = {2, 1}, crop[2] = {-1, 2};
   Vec y(9), ye(7), yc(5);
-  pipert_pad_f32(ctx.ctx, PIPERT_PAD_REFLECT, x.data(), 1, s, reflect, 0.f, y.data());
+  pipert_pad(ctx.ctx, PIPERT_F32, PIPERT_PAD_REFLECT, x.data(), 1, s, reflect, 0.f, y.data());
   EXPECT_EQ(y, (Vec{3, 2, 1, 2, 3, 4, 3, 2, 1}));
-  pipert_pad_f32(ctx.ctx, PIPERT_PAD_EDGE, x.data(), 1, s, edge, 0.f, ye.data());
+  pipert_pad(ctx.ctx, PIPERT_F32, PIPERT_PAD_EDGE, x.data(), 1, s, edge, 0.f, ye.data());
   EXPECT_EQ(ye, (Vec{1, 1, 1, 2, 3, 4, 4}));
-  pipert_pad_f32(ctx.ctx, PIPERT_PAD_CONSTANT, x.data(), 1, s, crop, 9.f, yc.data());
+  pipert_pad(ctx.ctx, PIPERT_F32, PIPERT_PAD_CONSTANT, x.data(), 1, s, crop, 9.f, yc.data());
   EXPECT_EQ(yc, (Vec{2, 3, 4, 9, 9}));
   // Reflect's gradient gathers every output that mirrors an input.
   const Vec dy = {1, 2, 3, 4, 5, 6, 7, 8, 9};
@@ -325,7 +325,7 @@ TEST(Pad, ReflectEdgeCropAndGradients) {
   const int64_t s2[2] = {2, 3}, p2[4] = {1, 2, 0, 1};
   const Vec x2 = {1, 2, 3, 4, 5, 6};
   Vec y2(3 * 6);
-  pipert_pad_f32(ctx.ctx, PIPERT_PAD_REFLECT, x2.data(), 2, s2, p2, 0.f, y2.data());
+  pipert_pad(ctx.ctx, PIPERT_F32, PIPERT_PAD_REFLECT, x2.data(), 2, s2, p2, 0.f, y2.data());
   EXPECT_EQ(y2, (Vec{6, 5, 4, 5, 6, 5, 3, 2, 1, 2, 3, 2, 6, 5, 4, 5, 6, 5}));
 }
 
@@ -334,21 +334,21 @@ TEST(CumSum, ExclusiveReverseAndAxes) {
   const int64_t s[1] = {4};
   const Vec x = {1, 2, 3, 4};
   Vec y(4);
-  pipert_cumsum_f32(ctx.ctx, x.data(), 1, s, 0, 0, 0, y.data());
+  pipert_cumsum(ctx.ctx, PIPERT_F32, x.data(), 1, s, 0, 0, 0, y.data());
   EXPECT_EQ(y, (Vec{1, 3, 6, 10}));
-  pipert_cumsum_f32(ctx.ctx, x.data(), 1, s, 0, 1, 0, y.data());
+  pipert_cumsum(ctx.ctx, PIPERT_F32, x.data(), 1, s, 0, 1, 0, y.data());
   EXPECT_EQ(y, (Vec{0, 1, 3, 6}));
-  pipert_cumsum_f32(ctx.ctx, x.data(), 1, s, -1, 0, 1, y.data());
+  pipert_cumsum(ctx.ctx, PIPERT_F32, x.data(), 1, s, -1, 0, 1, y.data());
   EXPECT_EQ(y, (Vec{10, 9, 7, 4}));
-  pipert_cumsum_f32(ctx.ctx, x.data(), 1, s, 0, 1, 1, y.data());
+  pipert_cumsum(ctx.ctx, PIPERT_F32, x.data(), 1, s, 0, 1, 1, y.data());
   EXPECT_EQ(y, (Vec{9, 7, 4, 0}));
   const int64_t s2[2] = {2, 3};
   const Vec x2 = {1, 2, 3, 4, 5, 6};
   Vec y2(6);
-  pipert_cumsum_f32(ctx.ctx, x2.data(), 2, s2, 0, 1, 1, y2.data());
+  pipert_cumsum(ctx.ctx, PIPERT_F32, x2.data(), 2, s2, 0, 1, 1, y2.data());
   EXPECT_EQ(y2, (Vec{4, 5, 6, 0, 0, 0}));
   Vec inplace = x2;
-  pipert_cumsum_f32(ctx.ctx, inplace.data(), 2, s2, 1, 0, 1, inplace.data());
+  pipert_cumsum(ctx.ctx, PIPERT_F32, inplace.data(), 2, s2, 1, 0, 1, inplace.data());
   EXPECT_EQ(inplace, (Vec{6, 5, 3, 15, 11, 6}));
 }
 
