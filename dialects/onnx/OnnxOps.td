@@ -486,6 +486,8 @@ def ONNX_TransposeOp : ONNX_ShapedOp<"Transpose"> {
   let arguments = (ins AnyTensor:$data,
                    OptionalAttr<DenseI64ArrayAttr>:$perm);
   let results = (outs AnyTensor:$transposed);
+  // Small constants fold (PyTorch computes Pad's pads through one).
+  let hasFolder = 1;
 }
 
 def ONNX_ConcatOp : ONNX_ShapedOp<"Concat"> {
