@@ -280,6 +280,14 @@ case("max", xs, {"a": distinct(2, 4), "b": distinct(4) + 0.0125},
 case("min3", xs, {"a": distinct(2, 4), "b": distinct(4) + 0.0125,
                   "c": distinct(2, 1) + 0.03},
      [n("Add", ["x", "a"], ["xa"]), n("Min", ["xa", "b", "c"], ["y"])], (2, 4))
+# Ties: central differences give 1/2 to each operand, which is PyTorch's
+# torch.maximum/minimum convention that the VJP follows.
+tie_a = distinct(2, 4)
+tie_b = tie_a[0] + np.array([0.0, 0.1, 0.0, -0.1], np.float32)
+case("max_ties", xs, {"a": tie_a, "b": tie_b},
+     [n("Add", ["x", "a"], ["xa"]), n("Max", ["xa", "b"], ["y"])], (2, 4))
+case("min_ties", xs, {"a": tie_a, "b": tie_b},
+     [n("Add", ["x", "a"], ["xa"]), n("Min", ["xa", "b"], ["y"])], (2, 4))
 case("fmod", xs, {"a": np.array([[2.3, -2.3, 0.4, -0.9], [3.7, -1.2, 1.6, 0.2]],
                                 np.float32),
                   "b": np.array([1.5, 1.5, -0.7, 0.8], np.float32)},
