@@ -22,4 +22,11 @@ LogicalResult verifyInferredTypes(Operation *op);
 #define GET_OP_CLASSES
 #include "dialects/onnx/OnnxOps.h.inc"
 
+namespace mlir::pipec::onnx {
+/// Pad's begins and ends for every axis of a rank-`rank` input (2 * rank, in
+/// ONNX order) from its constant `pads` and optional `axes`; nullopt when
+/// they are not constants or do not fit.
+std::optional<SmallVector<int64_t>> fullPads(PadOp op, int64_t rank);
+} // namespace mlir::pipec::onnx
+
 #endif

@@ -434,6 +434,40 @@ OpFoldResult SqueezeOp::fold(FoldAdaptor adaptor) {
   return foldReshapeLike(*this, getData(), adaptor.getData());
 }
 
+OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
+  auto type = inferredStaticType(*this);
+  auto dense = smallDense(adaptor.getData());
+  if (!type || !dense)
+    return {};
+  ArrayRef<int64_t> in = dense.getType().getShape();
+  int64_t rank = static_cast<int64_t>(in.size());
+  SmallVector<int64_t> perm;
+  if (auto p = getPerm())
+    perm.assign(p->begin(), p->end());
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  SmallVector<int64_t> inStrides = stridesOf(in);
+  auto values = llvm::to_vector(dense.getValues<Attribute>());
+  SmallVector<Attribute> out;
+  out.reserve(values.size());
+  SmallVector<int64_t> idx(rank, 0);
+  ArrayRef<int64_t> shape = type.getShape();
+  for (int64_t n = 0; n < type.getNumElements(); ++n) {
+    // idx is the output coordinate; output axis i is input axis perm[i].
+    int64_t src = 0;
+    for (int64_t i = 0; i < rank; ++i)
+      src += idx[i] * inStrides[perm[i]];
+    out.push_back(values[src]);
+    for (int64_t i = rank - 1; i >= 0; --i) {
+      if (++idx[i] < shape[i])
+        break;
+      idx[i] = 0;
+    }
+  }
+  return DenseElementsAttr::get(type, out);
+}
+
 OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
   if (getInputs().size() == 1 && getInputs()[0].getType() == getType())
     return getInputs()[0];

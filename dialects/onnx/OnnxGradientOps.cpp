@@ -77,7 +77,32 @@ PIPEC_ACTIVATION_GRAD(SigmoidGradOp, getY, "Y")
 PIPEC_ACTIVATION_GRAD(ErfGradOp, getX, "X")
 PIPEC_ACTIVATION_GRAD(SoftmaxGradOp, getY, "Y")
 PIPEC_ACTIVATION_GRAD(LogSoftmaxGradOp, getY, "Y")
+PIPEC_ACTIVATION_GRAD(UnaryGradOp, getX, "X")
 #undef PIPEC_ACTIVATION_GRAD
+
+LogicalResult
+ReduceExtremumGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  if (getElementType(getX()) != getElementType(getDY()))
+    return emitOpError() << "X and dY have different element types";
+  types.push_back(getX().getType());
+  return success();
+}
+
+LogicalResult TileGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));
+  if (failed(type))
+    return failure();
+  types.push_back(*type);
+  return success();
+}
+
+LogicalResult PadGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));
+  if (failed(type))
+    return failure();
+  types.push_back(*type);
+  return success();
+}
 
 LogicalResult ReduceToShapeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));

@@ -62,6 +62,22 @@ def ONNX_ErfGradOp
   let results = (outs AnyTensor:$dX);
 }
 
+def ONNX_UnaryGradOp : ONNX_ShapedOp<"UnaryGrad"> {
+  let summary = "dX = dY * f'(X) of a parametrised elementwise op";
+  let description = [{
+    `activation` names the forward op: LeakyRelu, Elu, Selu, Softplus,
+    HardSigmoid, HardSwish, Gelu, GeluTanh, Abs, Reciprocal; `alpha` and
+    `beta` are its attributes (Selu: alpha, gamma; HardSigmoid: alpha, beta).
+    Operands: the forward input X and dY (same shape). Lowers to
+    `pipert_activation_grad_f32`.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$dY,
+                   StrAttr:$activation,
+                   DefaultValuedAttr<F32Attr, "0.0">:$alpha,
+                   DefaultValuedAttr<F32Attr, "0.0">:$beta);
+  let results = (outs AnyTensor:$dX);
+}
+
 def ONNX_ReduceToShapeOp : ONNX_ShapedOp<"ReduceToShape"> {
   let summary = "sums a broadcast gradient back to an operand's shape";
   let description = [{
@@ -241,6 +257,45 @@ def ONNX_DropoutGradOp : ONNX_ShapedOp<"DropoutGrad"> {
   let arguments = (ins ONNX_FloatTensor:$dY, TensorOf<[I1]>:$mask,
                    ONNX_FloatTensorOrNone:$ratio,
                    AnyTypeOf<[TensorOf<[I1]>, NoneType]>:$training_mode);
+  let results = (outs AnyTensor:$dX);
+}
+
+def ONNX_ReduceExtremumGradOp : ONNX_ShapedOp<"ReduceExtremumGrad"> {
+  let summary = "gradient of ReduceMax (ReduceMin with select_min = 1)";
+  let description = [{
+    dX (X's type) is zero except that each dY entry goes to the first
+    (row-major) maximum (minimum) of its group of X. `axes` and
+    `noop_with_empty_axes` are the forward's. Lowers to
+    `pipert_reduce_extremum_grad_f32`.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$dY,
+                   ONNX_I64TensorOrNone:$axes,
+                   DefaultValuedAttr<I64Attr, "0">:$noop_with_empty_axes,
+                   DefaultValuedAttr<I64Attr, "0">:$select_min);
+  let results = (outs AnyTensor:$dX);
+}
+
+def ONNX_TileGradOp : ONNX_ShapedOp<"TileGrad"> {
+  let summary = "gradient of Tile: dY summed over the tiles";
+  let description = [{
+    dX has shape `shape` (the forward input's); `repeats` is the forward's.
+    Lowers to `pipert_tile_grad_f32`.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$dY, ONNX_ShapeOperand:$shape,
+                   TensorOf<[I64]>:$repeats);
+  let results = (outs AnyTensor:$dX);
+}
+
+def ONNX_PadGradOp : ONNX_ShapedOp<"PadGrad"> {
+  let summary = "gradient of Pad";
+  let description = [{
+    dX (shape `shape`, the forward input's) sums dY over the outputs that
+    read each input element. `pads` is explicit for every axis (begins,
+    then ends); `mode` the forward's. Lowers to `pipert_pad_grad_f32`.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$dY, ONNX_ShapeOperand:$shape,
+                   TensorOf<[I64]>:$pads,
+                   DefaultValuedStrAttr<StrAttr, "constant">:$mode);
   let results = (outs AnyTensor:$dX);
 }
 

@@ -161,6 +161,93 @@ def ONNX_CastOp : ONNX_ShapedOp<"Cast"> {
   let hasFolder = 1;
 }
 
+// More unary ops (issue 15). All keep the input's shape and element type
+// (Not: i1). Sign, Floor and Ceil have zero gradient almost everywhere.
+def ONNX_AbsOp : ONNX_UnaryOp<"Abs">;
+def ONNX_ReciprocalOp : ONNX_UnaryOp<"Reciprocal">;
+def ONNX_SignOp : ONNX_UnaryOp<"Sign">;
+def ONNX_FloorOp : ONNX_UnaryOp<"Floor">;
+def ONNX_CeilOp : ONNX_UnaryOp<"Ceil">;
+def ONNX_SoftplusOp : ONNX_UnaryOp<"Softplus">;
+def ONNX_HardSwishOp : ONNX_UnaryOp<"HardSwish">;
+def ONNX_NotOp : ONNX_UnaryOp<"Not"> {
+  let arguments = (ins TensorOf<[I1]>:$X);
+}
+def ONNX_LeakyReluOp : ONNX_UnaryOp<"LeakyRelu"> {
+  let arguments = (ins AnyTensor:$X, DefaultValuedAttr<F32Attr, "0.01">:$alpha);
+}
+def ONNX_EluOp : ONNX_UnaryOp<"Elu"> {
+  let arguments = (ins AnyTensor:$X, DefaultValuedAttr<F32Attr, "1.0">:$alpha);
+}
+def ONNX_SeluOp : ONNX_UnaryOp<"Selu"> {
+  let arguments = (ins AnyTensor:$X,
+                   DefaultValuedAttr<F32Attr, "1.67326319217681884765625">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.05070102214813232421875">:$gamma);
+}
+def ONNX_HardSigmoidOp : ONNX_UnaryOp<"HardSigmoid"> {
+  let arguments = (ins AnyTensor:$X, DefaultValuedAttr<F32Attr, "0.2">:$alpha,
+                   DefaultValuedAttr<F32Attr, "0.5">:$beta);
+}
+def ONNX_GeluOp : ONNX_UnaryOp<"Gelu"> {
+  let summary = "opset 20 Gelu: exact (erf) or `approximate` = \"tanh\"";
+  let arguments = (ins AnyTensor:$X,
+                   DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let hasVerifier = 1;
+}
+
+def ONNX_ClipOp : ONNX_ShapedOp<"Clip"> {
+  let summary = "min(max(input, min), max); absent bounds do not clip";
+  let description = [{
+    `min` and `max` are optional scalar inputs (opset 11); the importer
+    turns opset 6's `min`/`max` attributes into constants.
+  }];
+  let arguments = (ins AnyTensor:$input, ONNX_TensorOrNone:$min,
+                   ONNX_TensorOrNone:$max);
+  let results = (outs AnyTensor:$output);
+}
+
+// ONNX Max and Min are variadic; the importer chains them into these binary
+// forms (Max(a, b, c) = Max(Max(a, b), c); one input is the input itself).
+def ONNX_MaxOp : ONNX_ShapedOp<"Max", [Commutative]> {
+  let summary = "elementwise maximum, broadcasting";
+  let arguments = (ins AnyTensor:$A, AnyTensor:$B);
+  let results = (outs AnyTensor:$C);
+}
+def ONNX_MinOp : ONNX_ShapedOp<"Min", [Commutative]> {
+  let summary = "elementwise minimum, broadcasting";
+  let arguments = (ins AnyTensor:$A, AnyTensor:$B);
+  let results = (outs AnyTensor:$C);
+}
+def ONNX_ModOp : ONNX_ShapedOp<"Mod"> {
+  let summary = "remainder, broadcasting";
+  let description = [{
+    `fmod` = 1: C fmod (the sign of A); 0: the sign of B (Python's %),
+    integers only, as ONNX requires.
+  }];
+  let arguments = (ins AnyTensor:$A, AnyTensor:$B,
+                   DefaultValuedAttr<I64Attr, "0">:$fmod);
+  let results = (outs AnyTensor:$C);
+  let hasVerifier = 1;
+}
+
+// Comparisons: i1 results, broadcasting.
+class ONNX_CompareOp<string mnemonic> : ONNX_ShapedOp<mnemonic> {
+  let arguments = (ins AnyTensor:$A, AnyTensor:$B);
+  let results = (outs AnyTensor:$C);
+}
+def ONNX_LessOp : ONNX_CompareOp<"Less">;
+def ONNX_LessOrEqualOp : ONNX_CompareOp<"LessOrEqual">;
+def ONNX_GreaterOp : ONNX_CompareOp<"Greater">;
+def ONNX_GreaterOrEqualOp : ONNX_CompareOp<"GreaterOrEqual">;
+
+// Logic on i1, broadcasting.
+class ONNX_LogicalOp<string mnemonic> : ONNX_ShapedOp<mnemonic, [Commutative]> {
+  let arguments = (ins TensorOf<[I1]>:$A, TensorOf<[I1]>:$B);
+  let results = (outs AnyTensor:$C);
+}
+def ONNX_AndOp : ONNX_LogicalOp<"And">;
+def ONNX_OrOp : ONNX_LogicalOp<"Or">;
+
 //===----------------------------------------------------------------------===//
 // Linear algebra
 //===----------------------------------------------------------------------===//
@@ -321,6 +408,28 @@ class ONNX_ReduceOp<string mnemonic> : ONNX_ShapedOp<mnemonic> {
 }
 def ONNX_ReduceMeanOp : ONNX_ReduceOp<"ReduceMean">;
 def ONNX_ReduceSumOp : ONNX_ReduceOp<"ReduceSum">;
+// Issue 15. Opset 18's axes input; the importer moves older `axes`
+// attributes there.
+def ONNX_ReduceMaxOp : ONNX_ReduceOp<"ReduceMax">;
+def ONNX_ReduceMinOp : ONNX_ReduceOp<"ReduceMin">;
+
+class ONNX_ArgReduceOp<string mnemonic> : ONNX_ShapedOp<mnemonic> {
+  let summary = "i64 index of the extremum along `axis`";
+  let arguments = (ins AnyTensor:$data, DefaultValuedAttr<I64Attr, "0">:$axis,
+                   DefaultValuedAttr<I64Attr, "1">:$keepdims,
+                   DefaultValuedAttr<I64Attr, "0">:$select_last_index);
+  let results = (outs AnyTensor:$reduced);
+}
+def ONNX_ArgMaxOp : ONNX_ArgReduceOp<"ArgMax">;
+def ONNX_ArgMinOp : ONNX_ArgReduceOp<"ArgMin">;
+
+def ONNX_CumSumOp : ONNX_ShapedOp<"CumSum"> {
+  let summary = "cumulative sum along the (scalar) axis input";
+  let arguments = (ins AnyTensor:$x, ONNX_IntTensor:$axis,
+                   DefaultValuedAttr<I64Attr, "0">:$exclusive,
+                   DefaultValuedAttr<I64Attr, "0">:$reverse);
+  let results = (outs AnyTensor:$y);
+}
 
 def ONNX_SoftmaxCrossEntropyLossOp : ONNX_ShapedOp<"SoftmaxCrossEntropyLoss"> {
   let summary = "softmax cross entropy of scores (N x C x D...) and labels (N x D...)";
@@ -377,6 +486,8 @@ def ONNX_TransposeOp : ONNX_ShapedOp<"Transpose"> {
   let arguments = (ins AnyTensor:$data,
                    OptionalAttr<DenseI64ArrayAttr>:$perm);
   let results = (outs AnyTensor:$transposed);
+  // Small constants fold (PyTorch computes Pad's pads through one).
+  let hasFolder = 1;
 }
 
 def ONNX_ConcatOp : ONNX_ShapedOp<"Concat"> {
@@ -432,6 +543,37 @@ def ONNX_ExpandOp : ONNX_ShapedOp<"Expand"> {
   let arguments = (ins AnyTensor:$input, TensorOf<[I64]>:$shape);
   let results = (outs AnyTensor:$output);
   let hasFolder = 1;
+}
+
+// Issue 15.
+def ONNX_TileOp : ONNX_ShapedOp<"Tile"> {
+  let summary = "repeats the input `repeats[i]` times along each axis";
+  let arguments = (ins AnyTensor:$input, TensorOf<[I64]>:$repeats);
+  let results = (outs AnyTensor:$output);
+}
+
+def ONNX_PadOp : ONNX_ShapedOp<"Pad"> {
+  let summary = "pads (or, with negative pads, crops) each axis";
+  let description = [{
+    `pads` (begins, then ends) covers every axis, or those of the optional
+    `axes` input (opset 18). `mode` is constant (with the optional scalar
+    `constant_value`, default 0), reflect or edge; opset 19's wrap is
+    rejected. The importer turns opset < 11's `pads`/`value` attributes
+    into inputs.
+  }];
+  let arguments = (ins AnyTensor:$data, TensorOf<[I64]>:$pads,
+                   ONNX_TensorOrNone:$constant_value,
+                   ONNX_IntTensorOrNone:$axes,
+                   DefaultValuedStrAttr<StrAttr, "constant">:$mode);
+  let results = (outs AnyTensor:$output);
+  let hasVerifier = 1;
+}
+
+def ONNX_TriluOp : ONNX_ShapedOp<"Trilu"> {
+  let summary = "upper (or lower) triangle of the last two axes, diagonal k";
+  let arguments = (ins AnyTensor:$input, ONNX_I64TensorOrNone:$k,
+                   DefaultValuedAttr<I64Attr, "1">:$upper);
+  let results = (outs AnyTensor:$output);
 }
 
 //===----------------------------------------------------------------------===//

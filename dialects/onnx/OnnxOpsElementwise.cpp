@@ -99,7 +99,73 @@ PIPEC_SAME_TYPE_AS(SqrtOp, getX)
 PIPEC_SAME_TYPE_AS(ExpOp, getInput)
 PIPEC_SAME_TYPE_AS(LogOp, getInput)
 PIPEC_SAME_TYPE_AS(IdentityOp, getInput)
+PIPEC_SAME_TYPE_AS(AbsOp, getX)
+PIPEC_SAME_TYPE_AS(ReciprocalOp, getX)
+PIPEC_SAME_TYPE_AS(SignOp, getX)
+PIPEC_SAME_TYPE_AS(FloorOp, getX)
+PIPEC_SAME_TYPE_AS(CeilOp, getX)
+PIPEC_SAME_TYPE_AS(SoftplusOp, getX)
+PIPEC_SAME_TYPE_AS(HardSwishOp, getX)
+PIPEC_SAME_TYPE_AS(NotOp, getX)
+PIPEC_SAME_TYPE_AS(LeakyReluOp, getX)
+PIPEC_SAME_TYPE_AS(EluOp, getX)
+PIPEC_SAME_TYPE_AS(SeluOp, getX)
+PIPEC_SAME_TYPE_AS(HardSigmoidOp, getX)
+PIPEC_SAME_TYPE_AS(GeluOp, getX)
 #undef PIPEC_SAME_TYPE_AS
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError() << "approximate must be \"none\" or \"tanh\", got '"
+                         << getApproximate() << "'";
+  return success();
+}
+
+LogicalResult ClipOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  for (Value bound : {getMin(), getMax()}) {
+    if (isNone(bound))
+      continue;
+    if (getElementType(bound) != getElementType(getInput()))
+      return emitOpError() << "bounds must have the input's element type "
+                           << getElementType(getInput()) << ", got "
+                           << getElementType(bound);
+    if (auto t = getRanked(bound); t && t.getNumElements() != 1)
+      return emitOpError() << "bounds must be scalars, got " << t;
+  }
+  types.push_back(getInput().getType());
+  return success();
+}
+
+LogicalResult MaxOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return inferBroadcast(*this, getA(), getB(), getElementType(getA()), types);
+}
+LogicalResult MinOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return inferBroadcast(*this, getA(), getB(), getElementType(getA()), types);
+}
+LogicalResult ModOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return inferBroadcast(*this, getA(), getB(), getElementType(getA()), types);
+}
+LogicalResult ModOp::verify() {
+  if (getFmod() != 0 && getFmod() != 1)
+    return emitOpError() << "fmod must be 0 or 1, got " << getFmod();
+  if (getFmod() == 0 && llvm::isa<FloatType>(getElementType(getA())))
+    return emitOpError() << "fmod must be 1 for floating-point operands "
+                            "(ONNX Mod)";
+  return success();
+}
+
+#define PIPEC_BOOL_BROADCAST(OP)                                               \
+  LogicalResult OP::inferResultTypes(SmallVectorImpl<Type> &types) {           \
+    return inferBroadcast(*this, getA(), getB(),                               \
+                          IntegerType::get(getContext(), 1), types);           \
+  }
+PIPEC_BOOL_BROADCAST(LessOp)
+PIPEC_BOOL_BROADCAST(LessOrEqualOp)
+PIPEC_BOOL_BROADCAST(GreaterOp)
+PIPEC_BOOL_BROADCAST(GreaterOrEqualOp)
+PIPEC_BOOL_BROADCAST(AndOp)
+PIPEC_BOOL_BROADCAST(OrOp)
+#undef PIPEC_BOOL_BROADCAST
 
 LogicalResult CastOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   Type to = onnxDataTypeToType(getContext(), getTo());

@@ -473,6 +473,62 @@ LogicalResult ReduceSumOp::verify() {
   return checkFlag(*this, getNoopWithEmptyAxes(), "noop_with_empty_axes");
 }
 
+LogicalResult ReduceMaxOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return inferReduce(*this, getData(), getAxes(), getKeepdims(),
+                     getNoopWithEmptyAxes(), types);
+}
+LogicalResult ReduceMinOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return inferReduce(*this, getData(), getAxes(), getKeepdims(),
+                     getNoopWithEmptyAxes(), types);
+}
+LogicalResult ReduceMaxOp::verify() {
+  if (failed(checkFlag(*this, getKeepdims(), "keepdims")))
+    return failure();
+  return checkFlag(*this, getNoopWithEmptyAxes(), "noop_with_empty_axes");
+}
+LogicalResult ReduceMinOp::verify() {
+  if (failed(checkFlag(*this, getKeepdims(), "keepdims")))
+    return failure();
+  return checkFlag(*this, getNoopWithEmptyAxes(), "noop_with_empty_axes");
+}
+
+/// Shape function of ArgMax and ArgMin.
+static LogicalResult inferArgReduce(Operation *op, Value data, int64_t axis,
+                                    int64_t keepdims,
+                                    SmallVectorImpl<Type> &types) {
+  Type i64 = IntegerType::get(op->getContext(), 64);
+  auto t = getRanked(data);
+  if (!t) {
+    types.push_back(unranked(i64));
+    return success();
+  }
+  auto a = normalizeAxis(op, axis, t.getRank());
+  if (failed(a))
+    return failure();
+  SmallVector<int64_t> out;
+  for (auto [i, d] : llvm::enumerate(t.getShape())) {
+    if (int64_t(i) != *a)
+      out.push_back(d);
+    else if (keepdims)
+      out.push_back(1);
+  }
+  types.push_back(ranked(out, i64));
+  return success();
+}
+LogicalResult ArgMaxOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return inferArgReduce(*this, getData(), getAxis(), getKeepdims(), types);
+}
+LogicalResult ArgMinOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return inferArgReduce(*this, getData(), getAxis(), getKeepdims(), types);
+}
+
+LogicalResult CumSumOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  if (auto t = getRanked(getAxis()); t && t.getNumElements() != 1)
+    return emitOpError() << "axis must be a scalar, got " << t;
+  types.push_back(getX().getType());
+  return success();
+}
+
 /// Shape function of the losses: `input` is N x C x D1..., `target` N x D1...,
 /// `weight` of size C; the loss has target's shape for reduction "none",
 /// else it is a scalar.

@@ -524,3 +524,115 @@ LogicalResult ExpandOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   types.push_back(ranked(*out, elt));
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Tile, Pad, Trilu (issue 15)
+//===----------------------------------------------------------------------===//
+
+LogicalResult TileOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type elt = getElementType(getInput());
+  auto t = getRanked(getInput());
+  auto reps = getConstantInts(getRepeats());
+  if (!t || !reps) {
+    types.push_back(t ? ranked(SmallVector<int64_t>(t.getRank(), kDynamic), elt)
+                      : unranked(elt));
+    return success();
+  }
+  if (int64_t(reps->size()) != t.getRank())
+    return emitOpError() << "repeats has " << reps->size()
+                         << " entries for an input of rank " << t.getRank();
+  SmallVector<int64_t> out;
+  for (auto [d, r] : llvm::zip(t.getShape(), *reps)) {
+    if (r < 0)
+      return emitOpError() << "repeats must not be negative, got " << r;
+    out.push_back(ShapedType::isDynamic(d) ? kDynamic : d * r);
+  }
+  types.push_back(ranked(out, elt));
+  return success();
+}
+
+/// Pad's begins and ends for every axis (2 * rank, ONNX order) from its
+/// constant `pads` and optional `axes`, or nullopt when not constant.
+std::optional<SmallVector<int64_t>> mlir::pipec::onnx::fullPads(PadOp op,
+                                                                 int64_t rank) {
+  auto pads = getConstantInts(op.getPads());
+  if (!pads)
+    return std::nullopt;
+  SmallVector<int64_t> axes;
+  if (isNone(op.getAxes())) {
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  } else {
+    auto a = getConstantInts(op.getAxes());
+    if (!a)
+      return std::nullopt;
+    axes = *a;
+  }
+  if (pads->size() != 2 * axes.size())
+    return std::nullopt;
+  SmallVector<int64_t> full(2 * rank, 0);
+  for (auto [i, a] : llvm::enumerate(axes)) {
+    int64_t axis = a < 0 ? a + rank : a;
+    if (axis < 0 || axis >= rank)
+      return std::nullopt;
+    full[axis] = (*pads)[i];
+    full[axis + rank] = (*pads)[i + axes.size()];
+  }
+  return full;
+}
+
+LogicalResult PadOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type elt = getElementType(getData());
+  auto t = getRanked(getData());
+  if (!t) {
+    types.push_back(unranked(elt));
+    return success();
+  }
+  int64_t rank = t.getRank();
+  auto pads = getConstantInts(getPads());
+  if (pads) {
+    size_t axes = rank;
+    if (!isNone(getAxes())) {
+      if (auto a = getConstantInts(getAxes()))
+        axes = a->size();
+      else
+        pads.reset();
+    }
+    if (pads && pads->size() != 2 * axes)
+      return emitOpError() << "pads has " << pads->size() << " entries, not 2 x "
+                           << axes << " (begins and ends of each axis)";
+  }
+  auto full = fullPads(*this, rank);
+  if (pads && !full)
+    return emitOpError() << "axes are out of range for rank " << rank;
+  if (!full) {
+    types.push_back(ranked(SmallVector<int64_t>(rank, kDynamic), elt));
+    return success();
+  }
+  SmallVector<int64_t> out;
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t d = t.getDimSize(i);
+    int64_t n = ShapedType::isDynamic(d) ? kDynamic : d + (*full)[i] + (*full)[i + rank];
+    if (!ShapedType::isDynamic(n) && n < 0)
+      return emitOpError() << "pads crop axis " << i << " below zero";
+    out.push_back(n);
+  }
+  types.push_back(ranked(out, elt));
+  return success();
+}
+
+LogicalResult PadOp::verify() {
+  if (getMode() != "constant" && getMode() != "reflect" && getMode() != "edge")
+    return emitOpError() << "mode '" << getMode()
+                         << "' is not supported (constant, reflect and edge are)";
+  if (!isNone(getConstantValue()) &&
+      getElementType(getConstantValue()) != getElementType(getData()))
+    return emitOpError() << "constant_value must have the data's element type";
+  return success();
+}
+
+LogicalResult TriluOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  if (auto t = getRanked(getInput()); t && t.getRank() < 2)
+    return emitOpError() << "input must have rank >= 2, got " << t;
+  types.push_back(getInput().getType());
+  return success();
+}

@@ -88,23 +88,29 @@ static Kind classify(StringRef name) {
       .Cases({"Gemm", "MatMul", "Conv"}, Kind::Contraction)
       .Cases({"Add", "Sub", "Mul", "Div", "Pow", "Relu", "Neg", "Tanh",
               "Sigmoid", "Erf", "Sqrt", "Exp", "Log", "Where", "Equal",
-              "Cast", "Dropout"},
+              "Cast", "Dropout", "Abs", "Reciprocal", "Sign", "Floor", "Ceil",
+              "Softplus", "HardSwish", "Not", "LeakyRelu", "Elu", "Selu",
+              "HardSigmoid", "Gelu", "Clip", "Max", "Min", "Mod", "Less",
+              "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or"},
              Kind::Elementwise)
       .Cases({"Softmax", "LogSoftmax", "LayerNormalization",
               "BatchNormalization", "SoftmaxCrossEntropyLoss",
               "NegativeLogLikelihoodLoss"},
              Kind::Normalize)
       .Cases({"MaxPool", "AveragePool", "GlobalAveragePool"}, Kind::Pool)
-      .Cases({"ReduceMean", "ReduceSum"}, Kind::Reduce)
+      .Cases({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ArgMax",
+              "ArgMin", "CumSum"},
+             Kind::Reduce)
       .Cases({"Reshape", "Flatten", "Transpose", "Concat", "Split", "Slice",
               "Gather", "Unsqueeze", "Squeeze", "Expand", "Identity", "Shape",
-              "ConstantOfShape", "Range"},
+              "ConstantOfShape", "Range", "Tile", "Pad", "Trilu"},
              Kind::DataMovement)
-      .Cases({"ReluGrad", "TanhGrad", "SigmoidGrad", "ErfGrad",
+      .Cases({"ReluGrad", "TanhGrad", "SigmoidGrad", "ErfGrad", "UnaryGrad",
               "ReduceToShape", "SoftmaxGrad", "LogSoftmaxGrad",
               "LayerNormalizationGrad", "BatchNormalizationGrad", "ConvGrad",
               "MaxPoolGrad", "AveragePoolGrad", "GlobalAveragePoolGrad",
-              "SliceGrad", "GatherGrad", "DropoutGrad",
+              "SliceGrad", "GatherGrad", "DropoutGrad", "ReduceExtremumGrad",
+              "TileGrad", "PadGrad",
               "SoftmaxCrossEntropyLossGrad",
               "NegativeLogLikelihoodLossGrad"},
              Kind::Backward)

@@ -150,4 +150,131 @@ LogicalResult vjp(WhereOp op, VjpContext &ctx) {
   return success();
 }
 
+/// dX = onnx.UnaryGrad(X, dY) of the activation `name`.
+static Value unaryGrad(VjpContext &ctx, Value x, StringRef name,
+                       double alpha = 0.0, double beta = 0.0) {
+  return ctx.create<UnaryGradOp>(
+      {x, ctx.resultGrad(0)},
+      {ctx.strAttr("activation", name), ctx.f32Attr("alpha", alpha),
+       ctx.f32Attr("beta", beta)});
+}
+
+LogicalResult vjp(AbsOp op, VjpContext &ctx) {
+  ctx.setGrad(0, unaryGrad(ctx, op.getX(), "Abs"));
+  return success();
+}
+LogicalResult vjp(ReciprocalOp op, VjpContext &ctx) {
+  ctx.setGrad(0, unaryGrad(ctx, op.getX(), "Reciprocal"));
+  return success();
+}
+LogicalResult vjp(SoftplusOp op, VjpContext &ctx) {
+  ctx.setGrad(0, unaryGrad(ctx, op.getX(), "Softplus"));
+  return success();
+}
+LogicalResult vjp(HardSwishOp op, VjpContext &ctx) {
+  ctx.setGrad(0, unaryGrad(ctx, op.getX(), "HardSwish"));
+  return success();
+}
+LogicalResult vjp(LeakyReluOp op, VjpContext &ctx) {
+  ctx.setGrad(0, unaryGrad(ctx, op.getX(), "LeakyRelu",
+                           op.getAlpha().convertToFloat()));
+  return success();
+}
+LogicalResult vjp(EluOp op, VjpContext &ctx) {
+  ctx.setGrad(0, unaryGrad(ctx, op.getX(), "Elu",
+                           op.getAlpha().convertToFloat()));
+  return success();
+}
+LogicalResult vjp(SeluOp op, VjpContext &ctx) {
+  ctx.setGrad(0, unaryGrad(ctx, op.getX(), "Selu",
+                           op.getAlpha().convertToFloat(),
+                           op.getGamma().convertToFloat()));
+  return success();
+}
+LogicalResult vjp(HardSigmoidOp op, VjpContext &ctx) {
+  ctx.setGrad(0, unaryGrad(ctx, op.getX(), "HardSigmoid",
+                           op.getAlpha().convertToFloat(),
+                           op.getBeta().convertToFloat()));
+  return success();
+}
+LogicalResult vjp(GeluOp op, VjpContext &ctx) {
+  ctx.setGrad(0, unaryGrad(ctx, op.getX(),
+                           op.getApproximate() == "tanh" ? "GeluTanh" : "Gelu"));
+  return success();
+}
+
+// Piecewise constant: zero almost everywhere (PyTorch's gradient).
+LogicalResult vjp(SignOp op, VjpContext &ctx) {
+  ctx.setGrad(0, ctx.splat(op.getX().getType(), 0.0));
+  return success();
+}
+LogicalResult vjp(FloorOp op, VjpContext &ctx) {
+  ctx.setGrad(0, ctx.splat(op.getX().getType(), 0.0));
+  return success();
+}
+LogicalResult vjp(CeilOp op, VjpContext &ctx) {
+  ctx.setGrad(0, ctx.splat(op.getX().getType(), 0.0));
+  return success();
+}
+
+LogicalResult vjp(ClipOp op, VjpContext &ctx) {
+  if (ctx.needsGrad(1) || ctx.needsGrad(2))
+    return op->emitOpError() << "has a bound that depends on a trained value; "
+                                "the gradient with respect to Clip's min and "
+                                "max is not supported (make them constants)";
+  // dY where min <= X <= max (torch.clamp), else 0.
+  Value x = op.getInput(), dy = ctx.resultGrad(0);
+  Value inside;
+  if (!isNone(op.getMin()))
+    inside = ctx.create<GreaterOrEqualOp>({x, op.getMin()});
+  if (!isNone(op.getMax())) {
+    Value le = ctx.create<LessOrEqualOp>({x, op.getMax()});
+    inside = inside ? ctx.create<AndOp>({inside, le}) : le;
+  }
+  if (!inside) {
+    ctx.setGrad(0, dy);
+    return success();
+  }
+  Value zero = ctx.scalar(getElementType(dy), 0.0);
+  ctx.setGrad(0, ctx.create<WhereOp>({inside, dy, zero}));
+  return success();
+}
+
+/// Max (Min when `isMin`) of A and B: dY goes to the larger (smaller)
+/// operand, half to each on a tie, as torch.maximum/minimum do.
+template <typename OpTy, typename StrictOpTy>
+static LogicalResult extremumVjp(OpTy op, VjpContext &ctx) {
+  Value a = op.getA(), b = op.getB(), dy = ctx.resultGrad(0);
+  Type elt = getElementType(dy);
+  Value zero = ctx.scalar(elt, 0.0);
+  Value half = ctx.mul(dy, ctx.scalar(elt, 0.5));
+  Value tie = ctx.create<WhereOp>({ctx.create<EqualOp>({a, b}), half, zero});
+  Value toA = ctx.create<WhereOp>({ctx.create<StrictOpTy>({a, b}), dy, tie});
+  if (ctx.needsGrad(0))
+    ctx.setGrad(0, ctx.reduceToShape(toA, a.getType()));
+  if (ctx.needsGrad(1))
+    ctx.setGrad(1, ctx.reduceToShape(ctx.sub(dy, toA), b.getType()));
+  return success();
+}
+LogicalResult vjp(MaxOp op, VjpContext &ctx) {
+  return extremumVjp<MaxOp, GreaterOp>(op, ctx);
+}
+LogicalResult vjp(MinOp op, VjpContext &ctx) {
+  return extremumVjp<MinOp, LessOp>(op, ctx);
+}
+
+LogicalResult vjp(ModOp op, VjpContext &ctx) {
+  // C = A - trunc(A / B) B (fmod, the only float form): dA = dY,
+  // dB = -dY trunc(A / B) = -dY (A - C) / B, as torch.fmod.
+  Value dy = ctx.resultGrad(0);
+  if (ctx.needsGrad(0))
+    ctx.setGrad(0, ctx.reduceToShape(dy, op.getA().getType()));
+  if (ctx.needsGrad(1)) {
+    Value q = ctx.div(ctx.sub(op.getA(), op.getC()), op.getB());
+    ctx.setGrad(1, ctx.neg(ctx.reduceToShape(ctx.mul(dy, q),
+                                             op.getB().getType())));
+  }
+  return success();
+}
+
 } // namespace mlir::pipec::autodiff

@@ -21,7 +21,11 @@
   X(AveragePoolOp) X(GlobalAveragePoolOp) X(DropoutOp) X(ReduceMeanOp)        \
   X(ReduceSumOp) X(SoftmaxCrossEntropyLossOp) X(NegativeLogLikelihoodLossOp)  \
   X(ReshapeOp) X(FlattenOp) X(TransposeOp) X(ConcatOp) X(SplitOp) X(SliceOp)   \
-  X(GatherOp) X(UnsqueezeOp) X(SqueezeOp) X(ExpandOp)
+  X(GatherOp) X(UnsqueezeOp) X(SqueezeOp) X(ExpandOp) X(AbsOp)               \
+  X(ReciprocalOp) X(SignOp) X(FloorOp) X(CeilOp) X(SoftplusOp) X(HardSwishOp) \
+  X(LeakyReluOp) X(EluOp) X(SeluOp) X(HardSigmoidOp) X(GeluOp) X(ClipOp)      \
+  X(MaxOp) X(MinOp) X(ModOp) X(ReduceMaxOp) X(ReduceMinOp) X(CumSumOp)        \
+  X(TileOp) X(PadOp) X(TriluOp)
 
 namespace mlir::pipec::autodiff {
 

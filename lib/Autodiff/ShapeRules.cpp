@@ -156,4 +156,70 @@ LogicalResult vjp(ReduceMeanOp op, VjpContext &ctx) {
                    /*mean=*/true, ctx);
 }
 
+/// ReduceMax/ReduceMin: dY to the first extremal element of each group.
+template <typename OpTy>
+static LogicalResult extremumReduceVjp(OpTy op, bool isMin, VjpContext &ctx) {
+  if (!isNone(op.getAxes()) && !getConstantInts(op.getAxes()))
+    return op->emitOpError() << "needs constant axes to be differentiated";
+  Value dy = ctx.resultGrad(0);
+  ctx.setGrad(0, ctx.create<ReduceExtremumGradOp>(
+                     {op.getData(), dy, op.getAxes()},
+                     {ctx.i64Attr("noop_with_empty_axes",
+                                  op.getNoopWithEmptyAxes()),
+                      ctx.i64Attr("select_min", isMin)}));
+  return success();
+}
+LogicalResult vjp(ReduceMaxOp op, VjpContext &ctx) {
+  return extremumReduceVjp(op, /*isMin=*/false, ctx);
+}
+LogicalResult vjp(ReduceMinOp op, VjpContext &ctx) {
+  return extremumReduceVjp(op, /*isMin=*/true, ctx);
+}
+
+LogicalResult vjp(CumSumOp op, VjpContext &ctx) {
+  // The adjoint of a (reverse) cumulative sum is the cumulative sum the
+  // other way, exclusive as the forward.
+  ctx.setGrad(0, ctx.create<CumSumOp>(
+                     {ctx.resultGrad(0), op.getAxis()},
+                     {ctx.i64Attr("exclusive", op.getExclusive()),
+                      ctx.i64Attr("reverse", op.getReverse() ? 0 : 1)}));
+  return success();
+}
+
+LogicalResult vjp(TileOp op, VjpContext &ctx) {
+  auto t = getRanked(op.getInput());
+  if (!t || !t.hasStaticShape() || !getConstantInts(op.getRepeats()))
+    return op->emitOpError() << "needs a static input shape and constant "
+                                "repeats to be differentiated";
+  ctx.setGrad(0, ctx.create<TileGradOp>(
+                     {ctx.resultGrad(0), ctx.shapeOf(t), op.getRepeats()}));
+  return success();
+}
+
+LogicalResult vjp(PadOp op, VjpContext &ctx) {
+  if (ctx.needsGrad(2))
+    return op->emitOpError() << "has a constant_value that depends on a "
+                                "trained value; its gradient is not "
+                                "supported (make it a constant)";
+  auto t = getRanked(op.getData());
+  if (!t || !t.hasStaticShape())
+    return op->emitOpError() << "needs a static input shape to be "
+                                "differentiated";
+  auto pads = fullPads(op, t.getRank());
+  if (!pads)
+    return op->emitOpError() << "needs constant pads and axes to be "
+                                "differentiated";
+  ctx.setGrad(0, ctx.create<PadGradOp>(
+                     {ctx.resultGrad(0), ctx.shapeOf(t), ctx.i64s(*pads)},
+                     {ctx.strAttr("mode", op.getMode())}));
+  return success();
+}
+
+LogicalResult vjp(TriluOp op, VjpContext &ctx) {
+  // A mask: the gradient is the same triangle of dY.
+  ctx.setGrad(0, ctx.create<TriluOp>({ctx.resultGrad(0), op.getK()},
+                                     {ctx.i64Attr("upper", op.getUpper())}));
+  return success();
+}
+
 } // namespace mlir::pipec::autodiff

@@ -46,6 +46,46 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
               out(op, 0)});
     return success();
   }
+  if (isa<onnx::UnaryGradOp>(op)) {
+    ActivationCall act = activationCall(op);
+    if (act.code < 0)
+      return op->emitError() << "UnaryGrad of unknown activation '"
+                             << attrStr(op, "activation", "") << "'";
+    call("pipert_activation_grad_f32",
+         {ctxArg, i32c(act.code), f32c(act.alpha), f32c(act.beta),
+          P(operand(0)), P(operand(1)), numel(operand(1)), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::ReduceExtremumGradOp>(op)) {
+    Value x = operand(0);
+    auto axes = constInts(op, operand(2), "the axes of ReduceExtremumGrad");
+    if (failed(axes))
+      return failure();
+    call("pipert_reduce_extremum_grad_f32",
+         {ctxArg, i32c(attrInt(op, "select_min", 0) ? 3 : 2), P(x), rankOf(x),
+          shapeOf(x), i64c(axes->size()), i64Array(*axes),
+          i32c(attrInt(op, "noop_with_empty_axes", 0)), P(operand(1)),
+          out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::TileGradOp, onnx::PadGradOp>(op)) {
+    bool tile = isa<onnx::TileGradOp>(op);
+    auto ints = constInts(op, operand(2), tile ? "the repeats of TileGrad"
+                                               : "the pads of PadGrad");
+    if (failed(ints))
+      return failure();
+    if (tile) {
+      call("pipert_tile_grad_f32", {ctxArg, P(operand(0)), resultRank(0),
+                                    resultShape(0), i64Array(*ints), out(op, 0)});
+    } else {
+      std::string mode = attrStr(op, "mode", "constant");
+      int64_t code = mode == "constant" ? 0 : mode == "reflect" ? 1 : 2;
+      call("pipert_pad_grad_f32",
+           {ctxArg, i32c(code), P(operand(0)), resultRank(0), resultShape(0),
+            i64Array(*ints), out(op, 0)});
+    }
+    return success();
+  }
   if (isa<onnx::ReduceToShapeOp>(op)) {
     Value dy = operand(0);
     call("pipert_reduce_to_shape_f32", {ctxArg, P(dy), rankOf(dy), shapeOf(dy),

@@ -12,7 +12,10 @@
 
 #include "dialects/onnx/OnnxDialect.h"
 
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::pipec;
@@ -20,7 +23,6 @@ using namespace mlir::pipec;
 namespace mlir::pipec::steplowering {
 
 /// The pipert_unary_op code of an elementwise op (pipert_kernels.h), or -1.
-/// The runtime's Abs (9) and Reciprocal (10) have no onnx op yet.
 int64_t unaryCode(Operation *op) {
   return llvm::TypeSwitch<Operation *, int64_t>(op)
       .Case<onnx::NegOp>([](auto) { return 1; })
@@ -31,6 +33,8 @@ int64_t unaryCode(Operation *op) {
       .Case<onnx::SqrtOp>([](auto) { return 6; })
       .Case<onnx::ExpOp>([](auto) { return 7; })
       .Case<onnx::LogOp>([](auto) { return 8; })
+      .Case<onnx::AbsOp>([](auto) { return 9; })
+      .Case<onnx::ReciprocalOp>([](auto) { return 10; })
       .Default([](Operation *) { return -1; });
 }
 
@@ -42,7 +46,47 @@ int64_t binaryCode(Operation *op) {
       .Case<onnx::MulOp>([](auto) { return 2; })
       .Case<onnx::DivOp>([](auto) { return 3; })
       .Case<onnx::PowOp>([](auto) { return 4; })
+      .Case<onnx::MaxOp>([](auto) { return 5; })
+      .Case<onnx::MinOp>([](auto) { return 6; })
+      .Case<onnx::ModOp>([](onnx::ModOp m) { return m.getFmod() ? 7 : 8; })
       .Default([](Operation *) { return -1; });
+}
+
+/// The pipert_activation_op code of a forward op or of a UnaryGrad's
+/// `activation` name, with its alpha and beta; code -1 if none.
+ActivationCall activationCall(Operation *op) {
+  auto byName = [](StringRef name) -> int64_t {
+    return llvm::StringSwitch<int64_t>(name)
+        .Case("LeakyRelu", 0)
+        .Case("Elu", 1)
+        .Case("Selu", 2)
+        .Case("Softplus", 3)
+        .Case("HardSigmoid", 4)
+        .Case("HardSwish", 5)
+        .Case("Gelu", 6)
+        .Case("GeluTanh", 7)
+        .Case("Clip", 8)
+        .Case("Sign", 9)
+        .Case("Floor", 10)
+        .Case("Ceil", 11)
+        .Case("Abs", 12)
+        .Case("Reciprocal", 13)
+        .Default(-1);
+  };
+  if (auto g = dyn_cast<onnx::UnaryGradOp>(op))
+    return {byName(g.getActivation()), g.getAlpha().convertToFloat(),
+            g.getBeta().convertToFloat()};
+  if (!isa<onnx::LeakyReluOp, onnx::EluOp, onnx::SeluOp, onnx::SoftplusOp,
+           onnx::HardSigmoidOp, onnx::HardSwishOp, onnx::GeluOp, onnx::SignOp,
+           onnx::FloorOp, onnx::CeilOp>(op))
+    return {-1, 0, 0};
+  StringRef name = op->getName().stripDialect();
+  if (auto gelu = dyn_cast<onnx::GeluOp>(op); gelu && gelu.getApproximate() == "tanh")
+    name = "GeluTanh";
+  double alpha = attrF(op, "alpha", 0.0), beta = attrF(op, "beta", 0.0);
+  if (isa<onnx::SeluOp>(op))
+    beta = attrF(op, "gamma", 0.0);
+  return {byName(name), alpha, beta};
 }
 
 /// spatial axes of a convolution or pooling.
@@ -194,9 +238,64 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
     else
       return op->emitError() << name << " is lowered for f32 (and i64 "
                                         "except Pow), not "
-                             << e;
+                             << e << "; Cast the operands";
     call(fn, {ctxArg, i32c(code), P(a), rankOf(a), shapeOf(a), P(c), rankOf(c),
               shapeOf(c), out(op, 0)});
+    return success();
+  }
+  if (ActivationCall act = activationCall(op);
+      act.code >= 0 && !isa<onnx::UnaryGradOp>(op)) {
+    if (failed(requireF32(operand(0))))
+      return failure();
+    call("pipert_activation_f32",
+         {ctxArg, i32c(act.code), f32c(act.alpha), f32c(act.beta),
+          P(operand(0)), numel(operand(0)), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::ClipOp>(op)) {
+    Value x = operand(0);
+    if (failed(requireF32(x)))
+      return failure();
+    Value lo = f32c(-std::numeric_limits<double>::infinity());
+    Value hi = f32c(std::numeric_limits<double>::infinity());
+    for (auto [i, bound] : llvm::enumerate(SmallVector<Value *>{&lo, &hi})) {
+      if (isa<NoneType>(operand(i + 1).getType()))
+        continue;
+      auto v = scalarF32(op, operand(i + 1), i ? "Clip max" : "Clip min");
+      if (failed(v))
+        return failure();
+      *bound = *v;
+    }
+    call("pipert_activation_f32", {ctxArg, i32c(8), lo, hi, P(x), numel(x),
+                                   out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::LessOp, onnx::LessOrEqualOp, onnx::GreaterOp,
+          onnx::GreaterOrEqualOp>(op)) {
+    Value a = operand(0), c = operand(1);
+    int64_t code = isa<onnx::LessOp>(op)          ? 0
+                   : isa<onnx::LessOrEqualOp>(op) ? 1
+                   : isa<onnx::GreaterOp>(op)     ? 2
+                                                  : 3;
+    StringRef fn = elemOf(a).isF32() ? "pipert_compare_f32"
+                   : elemOf(a).isInteger(64) ? "pipert_compare_i64"
+                                             : "";
+    if (fn.empty())
+      return op->emitError() << name << " is lowered for f32 and i64 only, not "
+                             << elemOf(a);
+    call(fn, {ctxArg, i32c(code), P(a), rankOf(a), shapeOf(a), P(c), rankOf(c),
+              shapeOf(c), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::AndOp, onnx::OrOp>(op)) {
+    Value a = operand(0), c = operand(1);
+    call("pipert_logical", {ctxArg, i32c(isa<onnx::AndOp>(op) ? 0 : 1), P(a),
+                            rankOf(a), shapeOf(a), P(c), rankOf(c), shapeOf(c),
+                            out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::NotOp>(op)) {
+    call("pipert_not", {ctxArg, P(operand(0)), numel(operand(0)), out(op, 0)});
     return success();
   }
   if (isa<onnx::EqualOp>(op)) {
@@ -327,17 +426,123 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
                                 out(op, 0), out(op, 1)});
     return success();
   }
-  if (isa<onnx::ReduceMeanOp, onnx::ReduceSumOp>(op)) {
+  if (isa<onnx::ReduceMeanOp, onnx::ReduceSumOp, onnx::ReduceMaxOp,
+          onnx::ReduceMinOp>(op)) {
     Value x = operand(0);
     if (failed(requireF32(x)))
       return failure();
     auto axes = constInts(op, operand(1), "the axes of " + name.str());
     if (failed(axes))
       return failure();
+    int64_t code = isa<onnx::ReduceSumOp>(op)    ? 0
+                   : isa<onnx::ReduceMeanOp>(op) ? 1
+                   : isa<onnx::ReduceMaxOp>(op)  ? 2
+                                                 : 3;
     call("pipert_reduce_f32",
-         {ctxArg, i32c(isa<onnx::ReduceMeanOp>(op) ? 1 : 0), P(x), rankOf(x),
+         {ctxArg, i32c(code), P(x), rankOf(x),
           shapeOf(x), i64c(axes->size()), i64Array(*axes),
           i32c(attrInt(op, "noop_with_empty_axes", 0)), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::ArgMaxOp, onnx::ArgMinOp>(op)) {
+    Value x = operand(0);
+    if (failed(requireF32(x)))
+      return failure();
+    int64_t rank = tensorType(x).getRank();
+    call("pipert_arg_reduce_f32",
+         {ctxArg, i32c(isa<onnx::ArgMaxOp>(op) ? 2 : 3), P(x), rankOf(x),
+          shapeOf(x), i64c(normAxis(attrInt(op, "axis", 0), rank)),
+          i32c(attrInt(op, "select_last_index", 0)), out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::CumSumOp>(op)) {
+    Value x = operand(0);
+    Type e = elemOf(x);
+    if (!e.isF32() && !e.isF64() && !e.isInteger(32) && !e.isInteger(64))
+      return op->emitError() << "CumSum is lowered for f32, f64, i32 and i64, "
+                                "not "
+                             << e;
+    auto axis = constInts(op, operand(1), "the axis of CumSum");
+    if (failed(axis))
+      return failure();
+    if (axis->size() != 1)
+      return op->emitError("CumSum's axis must be one integer");
+    int64_t rank = tensorType(x).getRank();
+    call("pipert_cumsum",
+         {ctxArg, dtypeOf(x), P(x), rankOf(x), shapeOf(x),
+          i64c(rank ? normAxis((*axis)[0], rank) : 0),
+          i32c(attrInt(op, "exclusive", 0)), i32c(attrInt(op, "reverse", 0)),
+          out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::TileOp>(op)) {
+    Value x = operand(0);
+    auto reps = constInts(op, operand(1), "the repeats of Tile");
+    if (failed(reps))
+      return failure();
+    call("pipert_tile", {ctxArg, dtypeOf(x), P(x), rankOf(x), shapeOf(x),
+                         i64Array(*reps), out(op, 0)});
+    return success();
+  }
+  if (auto pad = dyn_cast<onnx::PadOp>(op)) {
+    Value x = operand(0);
+    Type e = elemOf(x);
+    if (!e.isF32() && !e.isF64() && !e.isInteger(64) && !e.isInteger(32) &&
+        !e.isInteger(8) && !e.isInteger(1))
+      return op->emitError() << "Pad is lowered for f32, f64, i64, i32, i8 and "
+                                "bool, not "
+                             << e;
+    int64_t rank = tensorType(x).getRank();
+    auto pads = onnx::fullPads(pad, rank);
+    if (!pads)
+      return op->emitError("Pad's pads (and axes) must be compile-time "
+                           "constants");
+    StringRef mode = pad.getMode();
+    int64_t code = mode == "constant" ? 0 : mode == "reflect" ? 1 : 2;
+    if (code == 1)
+      for (int64_t i = 0; i < rank; ++i) {
+        int64_t d = tensorType(x).getDimSize(i);
+        if (((*pads)[i] > 0 || (*pads)[i + rank] > 0) &&
+            ((*pads)[i] >= d || (*pads)[i + rank] >= d))
+          return op->emitError() << "Pad in reflect mode needs pads below the "
+                                    "axis extent (axis "
+                                 << i << " has " << d << ")";
+      }
+    Value value = f32c(0.0);
+    if (!isa<NoneType>(operand(2).getType())) {
+      if (e.isF32()) {
+        auto v = scalarF32(op, operand(2), "Pad constant_value");
+        if (failed(v))
+          return failure();
+        value = *v;
+      } else {
+        // Other element types: a compile-time constant, passed as float.
+        auto c = constantOf(operand(2));
+        if (!c)
+          return op->emitError() << "Pad's constant_value must be a "
+                                    "compile-time constant for "
+                                 << e;
+        if (isa<FloatType>(e))
+          value = f32c((*c->getValues<APFloat>().begin()).convertToDouble());
+        else
+          value = f32c(double((*c->getValues<APInt>().begin()).getSExtValue()));
+      }
+    }
+    call("pipert_pad", {ctxArg, dtypeOf(x), i32c(code), P(x), rankOf(x),
+                        shapeOf(x), i64Array(*pads), value, out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::TriluOp>(op)) {
+    Value x = operand(0);
+    Value k = i64c(0);
+    if (!isa<NoneType>(operand(1).getType())) {
+      auto v = scalarI64(op, operand(1), "Trilu k");
+      if (failed(v))
+        return failure();
+      k = *v;
+    }
+    call("pipert_trilu", {ctxArg, dtypeOf(x), P(x), rankOf(x), shapeOf(x),
+                          i32c(attrInt(op, "upper", 1)), k, out(op, 0)});
     return success();
   }
   if (isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(

@@ -141,6 +141,13 @@ private:
   SmallVector<Value> constantCopies; // cuda: device copies freed at the end
 };
 
+/// A pipert_activation_f32/_grad_f32 call's op code and attributes.
+struct ActivationCall {
+  int64_t code;
+  double alpha, beta;
+};
+ActivationCall activationCall(Operation *op);
+
 // Attributes of the op being lowered, with their ONNX defaults.
 int64_t attrInt(Operation *op, StringRef name, int64_t dflt);
 double attrF(Operation *op, StringRef name, double dflt);

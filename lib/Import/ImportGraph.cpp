@@ -36,6 +36,15 @@ bool isNonDifferentiableInput(StringRef opType, unsigned index) {
       {"SoftmaxCrossEntropyLoss", {1, 2}},
       {"NegativeLogLikelihoodLoss", {1, 2}},
       {"BatchNormalization", {3, 4}},
+      {"Clip", {1, 2}},        {"Less", {0, 1}},
+      {"LessOrEqual", {0, 1}}, {"Greater", {0, 1}},
+      {"GreaterOrEqual", {0, 1}},
+      {"Sign", {0}},           {"Floor", {0}},
+      {"Ceil", {0}},
+      {"ReduceMax", {1}},      {"ReduceMin", {1}},
+      {"ArgMax", {0}},         {"ArgMin", {0}},
+      {"CumSum", {1}},         {"Tile", {1}},
+      {"Pad", {1, 2, 3}},      {"Trilu", {1}},
   };
   auto it = table.find(opType);
   return it != table.end() && llvm::is_contained(it->second, index);

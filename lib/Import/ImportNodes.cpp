@@ -32,6 +32,9 @@ const llvm::StringMap<unsigned> &formalInputCounts() {
       {"NegativeLogLikelihoodLoss", 3},
       {"LayerNormalization", 3},
       {"ConstantOfShape", 1},
+      {"Clip", 3},
+      {"ReduceMax", 2},   {"ReduceMin", 2},
+      {"Pad", 4},         {"Trilu", 2},
   };
   return counts;
 }
@@ -201,9 +204,38 @@ LogicalResult Importer::normalizeOldForms(StringRef opType,
   if (opType == "Squeeze" || opType == "Unsqueeze" || opType == "ReduceSum") {
     if (opset < 13)
       moveIntsToInput("axes", 1);
-  } else if (opType == "ReduceMean") {
+  } else if (opType == "ReduceMean" || opType == "ReduceMax" ||
+             opType == "ReduceMin") {
     if (opset < 18)
       moveIntsToInput("axes", 1);
+  } else if (opType == "Pad") {
+    if (opset < 11) {
+      // Opset 2's `pads` and float `value` attributes become inputs.
+      Attribute value = attrs.erase("value");
+      moveIntsToInput("pads", 1);
+      if (value) {
+        auto type = RankedTensorType::get({}, Float32Type::get(ctx));
+        float v = llvm::cast<FloatAttr>(value).getValueAsDouble();
+        operands.push_back(ox::ConstantOp::create(
+            builder, loc, type, DenseElementsAttr::get(type, v)));
+      }
+    }
+  } else if (opType == "Clip") {
+    if (opset < 11) {
+      // Opset 6's float attributes become the (scalar) inputs of opset 11.
+      Attribute lo = attrs.erase("min"), hi = attrs.erase("max");
+      auto type = RankedTensorType::get({}, Float32Type::get(ctx));
+      auto scalar = [&](Attribute a) -> Value {
+        if (!a)
+          return noneValue();
+        float v = llvm::cast<FloatAttr>(a).getValueAsDouble();
+        return ox::ConstantOp::create(builder, loc, type,
+                                      DenseElementsAttr::get(type, v));
+      };
+      operands.resize(1);
+      operands.push_back(scalar(lo));
+      operands.push_back(scalar(hi));
+    }
   } else if (opType == "Split") {
     if (opset < 13)
       moveIntsToInput("split", 1);
@@ -298,7 +330,8 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
   static const llvm::StringSet<> stableSinceOne = {
       "GlobalAveragePool", "MaxPool", "AveragePool", "Conv", "Flatten",
       "Transpose", "Softmax", "LogSoftmax", "Gemm", "Constant", "Relu",
-      "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Identity"};
+      "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Identity", "Not",
+      "Softplus"};
   if (!training && opset < kMinOpsetAllOps && !stableSinceOne.count(opType))
     return error(loc) << "operator '" << opType << "' at opset " << opset
                       << " is not supported (ai.onnx opsets below "
@@ -396,6 +429,23 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
     if (failed(r))
       return failure();
     values[node.output(0)] = *r;
+    return success();
+  }
+
+  // Variadic Max and Min: a chain of the dialect's binary forms.
+  if (opType == "Max" || opType == "Min") {
+    if (operands.empty())
+      return error(loc) << opType << " needs at least one input";
+    if (node.output_size() != 1)
+      return error(loc) << opType << " has one output";
+    Value acc = operands[0];
+    for (size_t i = 1; i < operands.size(); ++i) {
+      auto r = typeAndFold(createOp(opType, {acc, operands[i]}, attrs, 1, loc));
+      if (failed(r))
+        return failure();
+      acc = (*r)[0];
+    }
+    values[node.output(0)] = acc;
     return success();
   }
 

@@ -156,7 +156,15 @@ static bool isElementwise(Operation *op) {
                    onnx::NegOp, onnx::TanhOp, onnx::SigmoidOp, onnx::ErfOp,
                    onnx::SqrtOp, onnx::ExpOp, onnx::LogOp, onnx::IdentityOp,
                    onnx::CastOp, onnx::ReluGradOp, onnx::TanhGradOp,
-                   onnx::SigmoidGradOp, onnx::ErfGradOp>(op);
+                   onnx::SigmoidGradOp, onnx::ErfGradOp, onnx::AbsOp,
+                   onnx::ReciprocalOp, onnx::SignOp, onnx::FloorOp,
+                   onnx::CeilOp, onnx::SoftplusOp, onnx::HardSwishOp,
+                   onnx::NotOp, onnx::LeakyReluOp, onnx::EluOp, onnx::SeluOp,
+                   onnx::HardSigmoidOp, onnx::GeluOp, onnx::ClipOp,
+                   onnx::MaxOp, onnx::MinOp, onnx::ModOp, onnx::LessOp,
+                   onnx::LessOrEqualOp, onnx::GreaterOp,
+                   onnx::GreaterOrEqualOp, onnx::AndOp, onnx::OrOp,
+                   onnx::UnaryGradOp>(op);
 }
 
 /// Ops through which a sum or mean over the batch stays one (linear in it).
@@ -398,7 +406,8 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     return same(*s);
   }
   if (auto reduce = llvm::dyn_cast<onnx::ReduceMeanOp>(op);
-      reduce || llvm::isa<onnx::ReduceSumOp>(op)) {
+      reduce ||
+      llvm::isa<onnx::ReduceSumOp, onnx::ReduceMaxOp, onnx::ReduceMinOp>(op)) {
     if (failed(onlyOperand0()))
       return failure();
     auto t = rankedType(op->getOperand(0));
@@ -414,12 +423,94 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     if (axes.empty() && !intAttr(op, "noop_with_empty_axes", 0))
       axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
     if (llvm::is_contained(axes, a)) {
+      if (llvm::isa<onnx::ReduceMaxOp, onnx::ReduceMinOp>(op))
+        return batchError(op) << "it takes the extremum over the batch axis";
       return same(reduce ? BatchState::mean() : BatchState::sum());
     }
     if (intAttr(op, "keepdims", 1))
       return same(moved(a));
     int64_t before = llvm::count_if(axes, [&](int64_t x) { return x < a; });
     return same(moved(a - before));
+  }
+  // Issue 15's reductions and data ops: the batch axis must be left alone.
+  if (llvm::isa<onnx::ArgMaxOp, onnx::ArgMinOp>(op)) {
+    int64_t rank = rankedType(op->getOperand(0)).getRank();
+    int64_t axis = intAttr(op, "axis", 0), a = *batchedAt(0);
+    if (axis < 0)
+      axis += rank;
+    if (axis == a)
+      return batchError(op) << "it takes the extremum over the batch axis";
+    return same(BatchState::batched(
+        !intAttr(op, "keepdims", 1) && axis < a ? a - 1 : a));
+  }
+  if (llvm::isa<onnx::CumSumOp, onnx::TriluOp, onnx::TileOp, onnx::PadOp>(op)) {
+    if (failed(onlyOperand0()))
+      return failure();
+    int64_t rank = rankedType(op->getOperand(0)).getRank(), a = *batchedAt(0);
+    if (llvm::isa<onnx::CumSumOp>(op)) {
+      auto axis = onnx::getConstantInts(op->getOperand(1));
+      if (!axis || axis->size() != 1)
+        return batchError(op) << "its axis is not a constant";
+      if (((*axis)[0] < 0 ? (*axis)[0] + rank : (*axis)[0]) == a)
+        return batchError(op) << "it sums along the batch axis";
+    } else if (llvm::isa<onnx::TriluOp>(op)) {
+      if (a >= rank - 2)
+        return batchError(op) << "the batch is on one of its matrix axes";
+    } else if (llvm::isa<onnx::TileOp>(op)) {
+      auto reps = onnx::getConstantInts(op->getOperand(1));
+      if (!reps || (*reps)[a] != 1)
+        return batchError(op) << "it repeats along the batch axis (or its "
+                                 "repeats are not a constant)";
+    } else {
+      auto pads = onnx::fullPads(llvm::cast<onnx::PadOp>(op), rank);
+      if (!pads || (*pads)[a] != 0 || (*pads)[a + rank] != 0)
+        return batchError(op) << "it pads the batch axis (or its pads are "
+                                 "not a constant)";
+    }
+    return same(stateOf(op->getOperand(0)));
+  }
+  if (llvm::isa<onnx::ReduceExtremumGradOp>(op)) {
+    // (X, dY, axes): dX has X's batch axis; dY has it too, or is a mean's
+    // gradient spread over the batch (Expand of a batch-independent value,
+    // batched like in elementwise()).
+    std::optional<int64_t> x = batchedAt(0);
+    if (!x)
+      return batchError(op) << "its input must be batched";
+    Value dy = op->getOperand(1);
+    auto xt = rankedType(op->getOperand(0)), dt = rankedType(dy);
+    int64_t dyAxis = *x;
+    if (dt.getRank() < xt.getRank()) {
+      auto axes = onnx::isNone(op->getOperand(2))
+                      ? std::optional<SmallVector<int64_t>>(SmallVector<int64_t>())
+                      : onnx::getConstantInts(op->getOperand(2));
+      if (!axes)
+        return batchError(op) << "its axes are not a constant";
+      for (int64_t r : *axes)
+        if ((r < 0 ? r + xt.getRank() : r) < *x)
+          --dyAxis;
+    }
+    BatchState ds = stateOf(dy);
+    auto expand = dy.getDefiningOp<onnx::ExpandOp>();
+    if (ds.isFree() && expand && stateOf(expand.getInput()).isFree()) {
+      auto in = rankedType(expand.getInput());
+      int64_t inAxis = dyAxis - (dt.getRank() - in.getRank());
+      if (inAxis < 0 || in.getDimSize(inAxis) == 1) {
+        states[dy] = BatchState::batched(dyAxis);
+        rewrites.push_back({expand, 1, dyAxis});
+        ds = states[dy];
+      }
+    }
+    if (!ds.isBatched() || ds.axis != dyAxis)
+      return batchError(op) << "its gradient is not batched like its input";
+    return same(BatchState::batched(*x));
+  }
+  if (llvm::isa<onnx::TileGradOp, onnx::PadGradOp>(op)) {
+    // (dY, shape, ...): dX keeps dY's batch axis (not tiled or padded).
+    if (failed(onlyOperand0()))
+      return failure();
+    int64_t a = *batchedAt(0);
+    rewrites.push_back({op, 1, a});
+    return same(BatchState::batched(a));
   }
   if (llvm::isa<onnx::SoftmaxCrossEntropyLossOp,
                 onnx::NegativeLogLikelihoodLossOp>(op)) {

@@ -53,6 +53,101 @@ PIPERT_HD float erf_grad(float x, float dy) {
   return dy * 1.1283791670955126f * ::expf(-x * x);
 }
 
+// The parametrised elementwise ops of pipert_activation_f32 (op is a
+// pipert_activation_op; alpha, beta its ONNX attributes).
+PIPERT_HD float activation(int op, float alpha, float beta, float x) {
+  switch (op) {
+  case PIPERT_ACTIVATION_LEAKY_RELU: return x < 0.f ? alpha * x : x;
+  case PIPERT_ACTIVATION_ELU: return x > 0.f ? x : alpha * (::expf(x) - 1.f);
+  case PIPERT_ACTIVATION_SELU: return beta * (x > 0.f ? x : alpha * (::expf(x) - 1.f));
+  // log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow.
+  case PIPERT_ACTIVATION_SOFTPLUS: return (x > 0.f ? x : 0.f) + ::log1pf(::expf(-::fabsf(x)));
+  case PIPERT_ACTIVATION_HARD_SIGMOID: return ::fmaxf(0.f, ::fminf(1.f, alpha * x + beta));
+  case PIPERT_ACTIVATION_HARD_SWISH:
+    return x * ::fmaxf(0.f, ::fminf(1.f, x * (1.f / 6.f) + 0.5f));
+  case PIPERT_ACTIVATION_GELU: return 0.5f * x * (1.f + ::erff(x * 0.70710678118654752f));
+  case PIPERT_ACTIVATION_GELU_TANH: {
+    const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.f + ::tanhf(inner));
+  }
+  // Not fmin/fmax: NaN stays NaN.
+  case PIPERT_ACTIVATION_CLIP: return x < alpha ? alpha : (x > beta ? beta : x);
+  case PIPERT_ACTIVATION_SIGN: return x > 0.f ? 1.f : (x < 0.f ? -1.f : x);
+  case PIPERT_ACTIVATION_FLOOR: return ::floorf(x);
+  case PIPERT_ACTIVATION_CEIL: return ::ceilf(x);
+  case PIPERT_ACTIVATION_ABS: return ::fabsf(x);
+  case PIPERT_ACTIVATION_RECIPROCAL: return 1.f / x;
+  }
+  return x;
+}
+
+// dy * activation'(x), with PyTorch's choice at the kinks.
+PIPERT_HD float activation_grad(int op, float alpha, float beta, float x, float dy) {
+  switch (op) {
+  case PIPERT_ACTIVATION_LEAKY_RELU: return x > 0.f ? dy : alpha * dy;
+  case PIPERT_ACTIVATION_ELU: return x > 0.f ? dy : dy * alpha * ::expf(x);
+  case PIPERT_ACTIVATION_SELU: return x > 0.f ? dy * beta : dy * beta * alpha * ::expf(x);
+  case PIPERT_ACTIVATION_SOFTPLUS: return dy * sigmoid(x);
+  case PIPERT_ACTIVATION_HARD_SIGMOID: {
+    const float v = alpha * x + beta;
+    return v > 0.f && v < 1.f ? dy * alpha : 0.f;
+  }
+  case PIPERT_ACTIVATION_HARD_SWISH:
+    return x < -3.f ? 0.f : (x <= 3.f ? dy * (x * (1.f / 3.f) + 0.5f) : dy);
+  case PIPERT_ACTIVATION_GELU: {
+    // Phi(x) + x phi(x).
+    const float cdf = 0.5f * (1.f + ::erff(x * 0.70710678118654752f));
+    const float pdf = 0.39894228040143268f * ::expf(-0.5f * x * x);
+    return dy * (cdf + x * pdf);
+  }
+  case PIPERT_ACTIVATION_GELU_TANH: {
+    const float k = 0.79788456080286536f, c = 0.044715f;
+    const float t = ::tanhf(k * (x + c * x * x * x));
+    return dy * (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * k * (1.f + 3.f * c * x * x));
+  }
+  case PIPERT_ACTIVATION_CLIP: return x >= alpha && x <= beta ? dy : 0.f;
+  case PIPERT_ACTIVATION_SIGN:
+  case PIPERT_ACTIVATION_FLOOR:
+  case PIPERT_ACTIVATION_CEIL: return 0.f;
+  case PIPERT_ACTIVATION_ABS: return x > 0.f ? dy : (x < 0.f ? -dy : 0.f);
+  case PIPERT_ACTIVATION_RECIPROCAL: return -dy / (x * x);
+  }
+  return dy;
+}
+
+// Whether op is a pipert_activation_op.
+PIPERT_HD bool is_activation(int op) {
+  return op >= PIPERT_ACTIVATION_LEAKY_RELU && op <= PIPERT_ACTIVATION_RECIPROCAL;
+}
+
+//===------------------------------ binary, comparisons --------------------===//
+
+// Max and Min propagate NaN (as numpy's maximum and torch.maximum do).
+template <typename T> PIPERT_HD T max_value(T u, T v) { return (u != u || u > v) ? u : v; }
+template <typename T> PIPERT_HD T min_value(T u, T v) { return (u != u || u < v) ? u : v; }
+
+// Remainders: fmod has the sign of u, mod (Python's %) that of v. v != 0 for
+// integers (the caller checks).
+PIPERT_HD float fmod_value(float u, float v) { return ::fmodf(u, v); }
+PIPERT_HD int64_t fmod_value(int64_t u, int64_t v) { return u % v; }
+PIPERT_HD int64_t mod_value(int64_t u, int64_t v) {
+  const int64_t r = u % v;
+  return (r != 0 && ((r < 0) != (v < 0))) ? r + v : r;
+}
+
+template <typename T> PIPERT_HD uint8_t compare(int op, T u, T v) {
+  switch (op) {
+  case PIPERT_COMPARE_LESS: return u < v;
+  case PIPERT_COMPARE_LESS_EQUAL: return u <= v;
+  case PIPERT_COMPARE_GREATER: return u > v;
+  default: return u >= v;
+  }
+}
+
+PIPERT_HD uint8_t logical(int op, uint8_t u, uint8_t v) {
+  return op == PIPERT_LOGICAL_AND ? uint8_t(u && v) : uint8_t(u || v);
+}
+
 //===------------------------------ dropout -------------------------------===//
 
 // The keep threshold on the generator's upper 32 bits for a drop ratio.
@@ -305,6 +400,224 @@ PIPERT_HD void batch_norm_store_stats(int64_t c, double mu, double batch_var, fl
     saved_mean[c] = float(mu);
   if (saved_inv_std)
     saved_inv_std[c] = inv;
+}
+
+//===------------------------------ index maps (issue 15) ------------------===//
+// Row-major index arithmetic of Tile, Pad, the extremum reductions and
+// CumSum, shared by the CPU loops and the CUDA kernels (passed by value).
+
+struct Dims {
+  int rank = 0;
+  int64_t d[kMaxRank] = {};
+};
+
+inline Dims dims_of(int64_t rank, const int64_t *shape) {
+  Dims s;
+  s.rank = int(rank);
+  for (int64_t i = 0; i < rank; ++i)
+    s.d[i] = shape[i];
+  return s;
+}
+
+PIPERT_HD void unravel(const Dims &s, int64_t i, int64_t *c) {
+  for (int k = s.rank - 1; k >= 0; --k) {
+    const int64_t q = i / s.d[k];
+    c[k] = i - q * s.d[k];
+    i = q;
+  }
+}
+
+PIPERT_HD int64_t ravel(const Dims &s, const int64_t *c) {
+  int64_t i = 0;
+  for (int k = 0; k < s.rank; ++k)
+    i = i * s.d[k] + c[k];
+  return i;
+}
+
+// Tile: x's, y's and the repeats' dims.
+struct TileGeom {
+  Dims x, y, reps;
+  int64_t tiles = 1;
+};
+
+inline TileGeom tile_geom(int64_t rank, const int64_t *shape, const int64_t *repeats) {
+  TileGeom g;
+  g.x = dims_of(rank, shape);
+  g.reps = dims_of(rank, repeats);
+  g.y = g.x;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (repeats[i] < 0)
+      pipert_fail("Tile: negative repeat %lld on axis %lld", (long long)repeats[i], (long long)i);
+    g.y.d[i] = shape[i] * repeats[i];
+    g.tiles *= repeats[i];
+  }
+  return g;
+}
+
+// The element of x that y's element i repeats.
+PIPERT_HD int64_t tile_source(const TileGeom &g, int64_t i) {
+  int64_t c[kMaxRank];
+  unravel(g.y, i, c);
+  for (int k = 0; k < g.x.rank; ++k)
+    c[k] %= g.x.d[k];
+  return ravel(g.x, c);
+}
+
+// dx[j]: the sum of dy over the copies of x's element j.
+PIPERT_HD float tile_grad(const TileGeom &g, const float *dy, int64_t j) {
+  int64_t cx[kMaxRank], ct[kMaxRank], cy[kMaxRank];
+  unravel(g.x, j, cx);
+  float s = 0.f;
+  for (int64_t t = 0; t < g.tiles; ++t) {
+    unravel(g.reps, t, ct);
+    for (int k = 0; k < g.x.rank; ++k)
+      cy[k] = ct[k] * g.x.d[k] + cx[k];
+    s += dy[ravel(g.y, cy)];
+  }
+  return s;
+}
+
+// Pad: x's and y's dims and the begin pads.
+struct PadGeom {
+  Dims x, y;
+  int64_t begin[kMaxRank] = {};
+  int mode = 0;
+};
+
+inline PadGeom pad_geom(int mode, int64_t rank, const int64_t *shape, const int64_t *pads) {
+  if (mode != PIPERT_PAD_CONSTANT && mode != PIPERT_PAD_REFLECT && mode != PIPERT_PAD_EDGE)
+    pipert_fail("Pad: unknown mode %d", mode);
+  PadGeom g;
+  g.mode = mode;
+  g.x = dims_of(rank, shape);
+  g.y = g.x;
+  for (int64_t i = 0; i < rank; ++i) {
+    g.begin[i] = pads[i];
+    g.y.d[i] = shape[i] + pads[i] + pads[i + rank];
+    if (g.y.d[i] < 0)
+      pipert_fail("Pad: pads crop axis %lld below zero", (long long)i);
+    if (mode != PIPERT_PAD_CONSTANT && shape[i] == 0 && g.y.d[i] > 0)
+      pipert_fail("Pad: cannot pad an empty axis %lld in reflect or edge mode", (long long)i);
+    if (mode == PIPERT_PAD_REFLECT && (pads[i] >= shape[i] || pads[i + rank] >= shape[i]) &&
+        shape[i] > 0 && (pads[i] > 0 || pads[i + rank] > 0))
+      pipert_fail("Pad: reflect pads (%lld, %lld) on axis %lld must be below its extent %lld",
+                  (long long)pads[i], (long long)pads[i + rank], (long long)i,
+                  (long long)shape[i]);
+  }
+  return g;
+}
+
+// The coordinate of x that coordinate c (already shifted by the begin pad)
+// reads along an axis of extent n, or -1 for the constant.
+PIPERT_HD int64_t pad_coord(int mode, int64_t c, int64_t n) {
+  if (c >= 0 && c < n)
+    return c;
+  if (mode == PIPERT_PAD_CONSTANT)
+    return -1;
+  if (mode == PIPERT_PAD_EDGE)
+    return c < 0 ? 0 : n - 1;
+  if (n == 1)
+    return 0;
+  return c < 0 ? -c : 2 * (n - 1) - c; // reflect: pads < n
+}
+
+// The element of x that y's element i reads, or -1 for the constant.
+PIPERT_HD int64_t pad_source(const PadGeom &g, int64_t i) {
+  int64_t c[kMaxRank];
+  unravel(g.y, i, c);
+  for (int k = 0; k < g.x.rank; ++k) {
+    c[k] = pad_coord(g.mode, c[k] - g.begin[k], g.x.d[k]);
+    if (c[k] < 0)
+      return -1;
+  }
+  return ravel(g.x, c);
+}
+
+// A reduction's groups: output o reads the `count` elements of x whose kept
+// coordinates are o's, in row-major order of the reduced ones.
+struct ReduceGroups {
+  Dims kept, red;
+  int64_t kept_stride[kMaxRank] = {}, red_stride[kMaxRank] = {};
+  int64_t count = 1, groups = 1;
+};
+
+inline ReduceGroups reduce_groups(int64_t rank, const int64_t *shape, const bool *reduced) {
+  ReduceGroups g;
+  int64_t stride = 1;
+  int64_t strides[kMaxRank];
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  for (int64_t i = 0; i < rank; ++i) {
+    if (reduced[i]) {
+      g.red_stride[g.red.rank] = strides[i];
+      g.red.d[g.red.rank++] = shape[i];
+      g.count *= shape[i];
+    } else {
+      g.kept_stride[g.kept.rank] = strides[i];
+      g.kept.d[g.kept.rank++] = shape[i];
+      g.groups *= shape[i];
+    }
+  }
+  return g;
+}
+
+PIPERT_HD int64_t group_offset(const Dims &s, const int64_t *strides, int64_t i) {
+  int64_t off = 0;
+  for (int k = s.rank - 1; k >= 0; --k) {
+    const int64_t q = i / s.d[k];
+    off += (i - q * s.d[k]) * strides[k];
+    i = q;
+  }
+  return off;
+}
+
+// The offset in x of the first (or last) maximum (or minimum) of group o,
+// and its position j in the group; a NaN counts as the extremum.
+PIPERT_HD int64_t group_extremum(const ReduceGroups &g, const float *x, int64_t o, bool is_min,
+                                 bool select_last, int64_t &best_j) {
+  const int64_t base = group_offset(g.kept, g.kept_stride, o);
+  int64_t best = base + group_offset(g.red, g.red_stride, 0);
+  best_j = 0;
+  float bv = x[best];
+  for (int64_t j = 1; j < g.count; ++j) {
+    const int64_t off = base + group_offset(g.red, g.red_stride, j);
+    const float v = x[off];
+    if (bv != bv)
+      break;
+    const bool better = v != v || (is_min ? (select_last ? v <= bv : v < bv)
+                                          : (select_last ? v >= bv : v > bv));
+    if (better) {
+      bv = v;
+      best = off;
+      best_j = j;
+    }
+  }
+  return best;
+}
+
+// One line of CumSum (elements k * inner of x and y).
+template <typename T>
+PIPERT_HD void cumsum_line(const T *x, T *y, int64_t mid, int64_t inner, bool exclusive,
+                           bool reverse) {
+  T acc = T(0);
+  for (int64_t t = 0; t < mid; ++t) {
+    const int64_t k = (reverse ? mid - 1 - t : t) * inner;
+    const float v = x[k];
+    if (exclusive) {
+      y[k] = acc;
+      acc += v;
+    } else {
+      acc += v;
+      y[k] = acc;
+    }
+  }
+}
+
+// Whether Trilu keeps element (r, c).
+PIPERT_HD bool trilu_keep(int64_t r, int64_t c, bool upper, int64_t k) {
+  return upper ? c - r >= k : c - r <= k;
 }
 
 } // namespace pipert::formula

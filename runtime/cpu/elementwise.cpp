@@ -127,8 +127,18 @@ void pipert_binary_f32(pipert_context *, pipert_binary_op op, const float *a, in
   case PIPERT_BINARY_POW:
     return broadcast_binary("Pow", a, ra, sa, b, rb, sb, y,
                             [](float u, float v) { return std::pow(u, v); });
+  case PIPERT_BINARY_MAX:
+    return broadcast_binary("Max", a, ra, sa, b, rb, sb, y,
+                            [](float u, float v) { return formula::max_value(u, v); });
+  case PIPERT_BINARY_MIN:
+    return broadcast_binary("Min", a, ra, sa, b, rb, sb, y,
+                            [](float u, float v) { return formula::min_value(u, v); });
+  case PIPERT_BINARY_FMOD:
+    return broadcast_binary("Mod", a, ra, sa, b, rb, sb, y,
+                            [](float u, float v) { return formula::fmod_value(u, v); });
+  case PIPERT_BINARY_MOD: break;
   }
-  pipert_fail("pipert_binary_f32: unknown op %d", int(op));
+  pipert_fail("pipert_binary_f32: op %d is not supported on float", int(op));
 }
 
 void pipert_binary_i64(pipert_context *, pipert_binary_op op, const int64_t *a, int64_t ra,
@@ -147,6 +157,24 @@ void pipert_binary_i64(pipert_context *, pipert_binary_op op, const int64_t *a, 
       if (v == 0)
         pipert_fail("Div: integer division by zero");
       return u / v;
+    });
+  case PIPERT_BINARY_MAX:
+    return broadcast_binary("Max", a, ra, sa, b, rb, sb, y,
+                            [](I u, I v) { return formula::max_value(u, v); });
+  case PIPERT_BINARY_MIN:
+    return broadcast_binary("Min", a, ra, sa, b, rb, sb, y,
+                            [](I u, I v) { return formula::min_value(u, v); });
+  case PIPERT_BINARY_FMOD:
+    return broadcast_binary("Mod", a, ra, sa, b, rb, sb, y, [](I u, I v) {
+      if (v == 0)
+        pipert_fail("Mod: integer remainder by zero");
+      return formula::fmod_value(u, v);
+    });
+  case PIPERT_BINARY_MOD:
+    return broadcast_binary("Mod", a, ra, sa, b, rb, sb, y, [](I u, I v) {
+      if (v == 0)
+        pipert_fail("Mod: integer remainder by zero");
+      return formula::mod_value(u, v);
     });
   case PIPERT_BINARY_POW: break;
   }
@@ -175,6 +203,62 @@ void pipert_where(pipert_context *, pipert_dtype dtype, const uint8_t *c, int64_
   case 8: return where_typed(c, rc, sc, (const uint64_t *)x, rx, sx, (const uint64_t *)y, ry, sy, (uint64_t *)out);
   }
   pipert_fail("Where: unsupported dtype %d", int(dtype));
+}
+
+void pipert_activation_f32(pipert_context *ctx, pipert_activation_op op, float alpha, float beta,
+                           const float *x, int64_t n, float *y) {
+  if (!formula::is_activation(int(op)))
+    pipert_fail("pipert_activation_f32: unknown op %d", int(op));
+  const int o = int(op);
+  map1(ctx, x, n, y, [=](float v) { return formula::activation(o, alpha, beta, v); });
+}
+
+void pipert_activation_grad_f32(pipert_context *ctx, pipert_activation_op op, float alpha,
+                                float beta, const float *x, const float *dy, int64_t n,
+                                float *dx) {
+  if (!formula::is_activation(int(op)))
+    pipert_fail("pipert_activation_grad_f32: unknown op %d", int(op));
+  const int o = int(op);
+  map2(ctx, x, dy, n, dx,
+       [=](float v, float g) { return formula::activation_grad(o, alpha, beta, v, g); });
+}
+
+static const char *compare_name(pipert_compare_op op) {
+  static const char *names[] = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual"};
+  if (int(op) < 0 || int(op) > PIPERT_COMPARE_GREATER_EQUAL)
+    pipert_fail("pipert_compare: unknown op %d", int(op));
+  return names[op];
+}
+
+void pipert_compare_f32(pipert_context *, pipert_compare_op op, const float *a, int64_t ra,
+                        const int64_t *sa, const float *b, int64_t rb, const int64_t *sb,
+                        uint8_t *y) {
+  const int o = int(op);
+  broadcast_binary(compare_name(op), a, ra, sa, b, rb, sb, y,
+                   [=](float u, float v) { return formula::compare(o, u, v); });
+}
+
+void pipert_compare_i64(pipert_context *, pipert_compare_op op, const int64_t *a, int64_t ra,
+                        const int64_t *sa, const int64_t *b, int64_t rb, const int64_t *sb,
+                        uint8_t *y) {
+  const int o = int(op);
+  broadcast_binary(compare_name(op), a, ra, sa, b, rb, sb, y,
+                   [=](int64_t u, int64_t v) { return formula::compare(o, u, v); });
+}
+
+void pipert_logical(pipert_context *, pipert_logical_op op, const uint8_t *a, int64_t ra,
+                    const int64_t *sa, const uint8_t *b, int64_t rb, const int64_t *sb,
+                    uint8_t *y) {
+  if (op != PIPERT_LOGICAL_AND && op != PIPERT_LOGICAL_OR)
+    pipert_fail("pipert_logical: unknown op %d", int(op));
+  const int o = int(op);
+  broadcast_binary(o == PIPERT_LOGICAL_AND ? "And" : "Or", a, ra, sa, b, rb, sb, y,
+                   [=](uint8_t u, uint8_t v) { return formula::logical(o, u, v); });
+}
+
+void pipert_not(pipert_context *, const uint8_t *x, int64_t n, uint8_t *y) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = !x[i];
 }
 
 void pipert_relu_grad_f32(pipert_context *ctx, const float *x, const float *dy, int64_t n,

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "kernels.cuh"
+#include "../core/formulas.h"
 
 #include <limits>
 
@@ -248,6 +249,56 @@ void copy_rows(pipert_context *ctx, const char *op, void *dst, size_t dpitch, co
     pipert_fail("%s: cudaMemcpy2DAsync failed: %s", op, cudaGetErrorString(st));
 }
 
+//===------------------------------ issue 15: index maps -------------------===//
+
+template <typename T>
+void tile_typed(pipert_context *ctx, const formula::TileGeom g, const T *x, T *y) {
+  launch_map(ctx, "Tile", numel(g.y.rank, g.y.d),
+             [=] __device__(int64_t i) { y[i] = x[formula::tile_source(g, i)]; });
+}
+
+template <typename T>
+void cumsum_typed(pipert_context *ctx, const T *x, int64_t rank, const int64_t *shape,
+                  int64_t axis, int exclusive, int reverse, T *y) {
+  const bool ex = exclusive != 0, rev = reverse != 0;
+  if (rank == 0) {
+    launch_map(ctx, "CumSum", 1, [=] __device__(int64_t) { y[0] = ex ? T(0) : x[0]; });
+    return;
+  }
+  const AxisSplit sp = split_at(rank, shape, norm_axis("CumSum", axis, rank));
+  const int64_t mid = sp.mid, inner = sp.inner;
+  launch_map(ctx, "CumSum", sp.outer * sp.inner, [=] __device__(int64_t line) {
+    const int64_t o = line / inner, i = line - o * inner;
+    const int64_t base = o * mid * inner + i;
+    formula::cumsum_line(x + base, y + base, mid, inner, ex, rev);
+  });
+}
+
+template <typename T>
+void pad_typed(pipert_context *ctx, const formula::PadGeom g, const T *x, T value, T *y) {
+  launch_map(ctx, "Pad", numel(g.y.rank, g.y.d), [=] __device__(int64_t i) {
+    const int64_t s = formula::pad_source(g, i);
+    y[i] = s < 0 ? value : x[s];
+  });
+}
+
+template <typename T>
+void trilu_typed(pipert_context *ctx, const T *x, int64_t n, int64_t rows, int64_t cols,
+                 bool upper, int64_t k, T *y) {
+  launch_map(ctx, "Trilu", n, [=] __device__(int64_t i) {
+    const int64_t c = i % cols, r = (i / cols) % rows;
+    y[i] = formula::trilu_keep(r, c, upper, k) ? x[i] : T(0);
+  });
+}
+
+void reduced_axes(const char *name, int64_t rank, int64_t n_axes, const int64_t *axes,
+                  bool *red) {
+  for (int64_t i = 0; i < rank; ++i)
+    red[i] = n_axes == 0;
+  for (int64_t k = 0; k < n_axes; ++k)
+    red[norm_axis(name, axes[k], rank)] = true;
+}
+
 } // namespace
 
 namespace pipert::cuda {
@@ -467,6 +518,135 @@ void pipert_reduce_f32(pipert_context *ctx, pipert_reduce_op op, const float *x,
     for (int64_t i = 0; i < rank; ++i)
       red[i] = true;
   reduce_impl(ctx, name, int(op), x, rank, shape, red, 1.f, y);
+}
+
+void pipert_reduce_extremum_grad_f32(pipert_context *ctx, pipert_reduce_op op, const float *x,
+                                     int64_t rank, const int64_t *shape, int64_t n_axes,
+                                     const int64_t *axes, int noop_with_empty_axes,
+                                     const float *dy, float *dx) {
+  const char *name = "ReduceExtremumGrad";
+  check_rank(name, rank);
+  if (op != PIPERT_REDUCE_MAX && op != PIPERT_REDUCE_MIN)
+    pipert_fail("%s: op %d is not MAX or MIN", name, int(op));
+  const int64_t n = numel(rank, shape);
+  if (n_axes == 0 && noop_with_empty_axes) {
+    if (n > 0 && dx != dy)
+      pipert_copy_device(ctx, dx, dy, size_t(n) * sizeof(float));
+    return;
+  }
+  bool red[kMaxRank];
+  reduced_axes(name, rank, n_axes, axes, red);
+  const formula::ReduceGroups g = formula::reduce_groups(rank, shape, red);
+  pipert_memset_zero(ctx, dx, size_t(n) * sizeof(float));
+  if (g.count == 0)
+    return;
+  const bool is_min = op == PIPERT_REDUCE_MIN;
+  launch_map(ctx, name, g.groups, [=] __device__(int64_t o) {
+    int64_t j;
+    dx[formula::group_extremum(g, x, o, is_min, false, j)] = dy[o];
+  });
+}
+
+void pipert_arg_reduce_f32(pipert_context *ctx, pipert_reduce_op op, const float *x, int64_t rank,
+                           const int64_t *shape, int64_t axis, int select_last_index,
+                           int64_t *y) {
+  const char *name = op == PIPERT_REDUCE_MIN ? "ArgMin" : "ArgMax";
+  check_rank(name, rank);
+  if (op != PIPERT_REDUCE_MAX && op != PIPERT_REDUCE_MIN)
+    pipert_fail("ArgReduce: op %d is not MAX or MIN", int(op));
+  bool red[kMaxRank];
+  reduced_axes(name, rank, 1, &axis, red);
+  const formula::ReduceGroups g = formula::reduce_groups(rank, shape, red);
+  if (g.count == 0 && g.groups > 0)
+    pipert_fail("%s: the axis is empty", name);
+  const bool is_min = op == PIPERT_REDUCE_MIN, last = select_last_index != 0;
+  launch_map(ctx, name, g.groups, [=] __device__(int64_t o) {
+    int64_t j;
+    formula::group_extremum(g, x, o, is_min, last, j);
+    y[o] = j;
+  });
+}
+
+void pipert_cumsum(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+                   const int64_t *shape, int64_t axis, int exclusive, int reverse, void *y) {
+  check_rank("CumSum", rank);
+  switch (dtype) {
+  case PIPERT_F32: return cumsum_typed(ctx, (const float *)x, rank, shape, axis, exclusive, reverse, (float *)y);
+  case PIPERT_F64: return cumsum_typed(ctx, (const double *)x, rank, shape, axis, exclusive, reverse, (double *)y);
+  case PIPERT_I32: return cumsum_typed(ctx, (const int32_t *)x, rank, shape, axis, exclusive, reverse, (int32_t *)y);
+  case PIPERT_I64: return cumsum_typed(ctx, (const int64_t *)x, rank, shape, axis, exclusive, reverse, (int64_t *)y);
+  default: break;
+  }
+  pipert_fail("CumSum: unsupported dtype %s", pipert_dtype_name(dtype));
+}
+
+void pipert_tile(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+                 const int64_t *shape, const int64_t *repeats, void *y) {
+  check_rank("Tile", rank);
+  const formula::TileGeom g = formula::tile_geom(rank, shape, repeats);
+  switch (pipert_dtype_size(dtype)) {
+  case 1: return tile_typed(ctx, g, (const uint8_t *)x, (uint8_t *)y);
+  case 2: return tile_typed(ctx, g, (const uint16_t *)x, (uint16_t *)y);
+  case 4: return tile_typed(ctx, g, (const uint32_t *)x, (uint32_t *)y);
+  case 8: return tile_typed(ctx, g, (const uint64_t *)x, (uint64_t *)y);
+  }
+  pipert_fail("Tile: unsupported dtype %d", int(dtype));
+}
+
+void pipert_tile_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                          const int64_t *x_shape, const int64_t *repeats, float *dx) {
+  check_rank("TileGrad", rank);
+  const formula::TileGeom g = formula::tile_geom(rank, x_shape, repeats);
+  launch_map(ctx, "TileGrad", numel(rank, x_shape),
+             [=] __device__(int64_t j) { dx[j] = formula::tile_grad(g, dy, j); });
+}
+
+void pipert_pad(pipert_context *ctx, pipert_dtype dtype, pipert_pad_mode mode, const void *x,
+                int64_t rank, const int64_t *shape, const int64_t *pads, float value, void *y) {
+  check_rank("Pad", rank);
+  const formula::PadGeom g = formula::pad_geom(int(mode), rank, shape, pads);
+  switch (dtype) {
+  case PIPERT_F32: return pad_typed(ctx, g, (const float *)x, float(value), (float *)y);
+  case PIPERT_F64: return pad_typed(ctx, g, (const double *)x, double(value), (double *)y);
+  case PIPERT_I64: return pad_typed(ctx, g, (const int64_t *)x, int64_t(value), (int64_t *)y);
+  case PIPERT_I32: return pad_typed(ctx, g, (const int32_t *)x, int32_t(value), (int32_t *)y);
+  case PIPERT_I8: return pad_typed(ctx, g, (const int8_t *)x, int8_t(value), (int8_t *)y);
+  case PIPERT_U8: return pad_typed(ctx, g, (const uint8_t *)x, uint8_t(value), (uint8_t *)y);
+  case PIPERT_BOOL: return pad_typed(ctx, g, (const uint8_t *)x, uint8_t(value != 0.f), (uint8_t *)y);
+  default: break;
+  }
+  pipert_fail("Pad: unsupported dtype %s", pipert_dtype_name(dtype));
+}
+
+void pipert_pad_grad_f32(pipert_context *ctx, pipert_pad_mode mode, const float *dy, int64_t rank,
+                         const int64_t *x_shape, const int64_t *pads, float *dx) {
+  check_rank("PadGrad", rank);
+  const formula::PadGeom g = formula::pad_geom(int(mode), rank, x_shape, pads);
+  pipert_memset_zero(ctx, dx, size_t(numel(rank, x_shape)) * sizeof(float));
+  // Several outputs read one input element near a reflect/edge border.
+  launch_map(ctx, "PadGrad", numel(g.y.rank, g.y.d), [=] __device__(int64_t i) {
+    const int64_t s = formula::pad_source(g, i);
+    if (s >= 0)
+      atomicAdd(dx + s, dy[i]);
+  });
+}
+
+void pipert_trilu(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+                  const int64_t *shape, int upper, int64_t k, void *y) {
+  check_rank("Trilu", rank);
+  if (rank < 2)
+    pipert_fail("Trilu: rank %lld, needs at least 2", (long long)rank);
+  const int64_t n = numel(rank, shape), rows = shape[rank - 2], cols = shape[rank - 1];
+  if (n == 0)
+    return;
+  const bool up = upper != 0;
+  switch (pipert_dtype_size(dtype)) {
+  case 1: return trilu_typed(ctx, (const uint8_t *)x, n, rows, cols, up, k, (uint8_t *)y);
+  case 2: return trilu_typed(ctx, (const uint16_t *)x, n, rows, cols, up, k, (uint16_t *)y);
+  case 4: return trilu_typed(ctx, (const uint32_t *)x, n, rows, cols, up, k, (uint32_t *)y);
+  case 8: return trilu_typed(ctx, (const uint64_t *)x, n, rows, cols, up, k, (uint64_t *)y);
+  }
+  pipert_fail("Trilu: unsupported dtype %d", int(dtype));
 }
 
 } // extern "C"

@@ -105,7 +105,13 @@ void where_typed(pipert_context *ctx, const uint8_t *c, int64_t rc, const int64_
 struct BinaryF32 {
   int op;
   __device__ float operator()(float u, float v) const {
-    return op == PIPERT_BINARY_POW ? powf(u, v) : apply_binary(op, u, v);
+    switch (op) {
+    case PIPERT_BINARY_POW: return powf(u, v);
+    case PIPERT_BINARY_MAX: return formula::max_value(u, v);
+    case PIPERT_BINARY_MIN: return formula::min_value(u, v);
+    case PIPERT_BINARY_FMOD: return formula::fmod_value(u, v);
+    default: return apply_binary(op, u, v);
+    }
   }
 };
 
@@ -113,16 +119,33 @@ struct BinaryI64 {
   int op;
   DeviceError *err;
   __device__ int64_t operator()(int64_t u, int64_t v) const {
-    if (op == PIPERT_BINARY_DIV && v == 0) {
+    if ((op == PIPERT_BINARY_DIV || op == PIPERT_BINARY_FMOD || op == PIPERT_BINARY_MOD) &&
+        v == 0) {
       raise_error(err, kErrIntDivZero, 0, 0);
       return 0;
     }
-    return apply_binary(op, u, v);
+    switch (op) {
+    case PIPERT_BINARY_MAX: return formula::max_value(u, v);
+    case PIPERT_BINARY_MIN: return formula::min_value(u, v);
+    case PIPERT_BINARY_FMOD: return formula::fmod_value(u, v);
+    case PIPERT_BINARY_MOD: return formula::mod_value(u, v);
+    default: return apply_binary(op, u, v);
+    }
   }
 };
 
 template <typename T> struct EqualOp {
   __device__ uint8_t operator()(T u, T v) const { return uint8_t(u == v); }
+};
+
+template <typename T> struct CompareOp {
+  int op;
+  __device__ uint8_t operator()(T u, T v) const { return formula::compare(op, u, v); }
+};
+
+struct LogicalOp {
+  int op;
+  __device__ uint8_t operator()(uint8_t u, uint8_t v) const { return formula::logical(op, u, v); }
 };
 
 } // namespace
@@ -145,17 +168,17 @@ void pipert_unary_f32(pipert_context *ctx, pipert_unary_op op, const float *x, i
 void pipert_binary_f32(pipert_context *ctx, pipert_binary_op op, const float *a, int64_t ra,
                        const int64_t *sa, const float *b, int64_t rb, const int64_t *sb,
                        float *y) {
-  static const char *names[] = {"Add", "Sub", "Mul", "Div", "Pow"};
-  if (int(op) < 0 || int(op) > PIPERT_BINARY_POW)
-    pipert_fail("pipert_binary_f32: unknown op %d", int(op));
+  static const char *names[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod"};
+  if (int(op) < 0 || int(op) > PIPERT_BINARY_FMOD)
+    pipert_fail("pipert_binary_f32: op %d is not supported on float", int(op));
   broadcast_binary(ctx, names[op], a, ra, sa, b, rb, sb, y, BinaryF32{int(op)});
 }
 
 void pipert_binary_i64(pipert_context *ctx, pipert_binary_op op, const int64_t *a, int64_t ra,
                        const int64_t *sa, const int64_t *b, int64_t rb, const int64_t *sb,
                        int64_t *y) {
-  static const char *names[] = {"Add", "Sub", "Mul", "Div"};
-  if (int(op) < 0 || int(op) > PIPERT_BINARY_DIV)
+  static const char *names[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Mod"};
+  if (int(op) < 0 || int(op) > PIPERT_BINARY_MOD || op == PIPERT_BINARY_POW)
     pipert_fail("pipert_binary_i64: op %d is not supported on int64", int(op));
   broadcast_binary(ctx, names[op], a, ra, sa, b, rb, sb, y, BinaryI64{int(op), cx(ctx)->err});
 }
@@ -180,6 +203,59 @@ void pipert_where(pipert_context *ctx, pipert_dtype dtype, const uint8_t *c, int
   case 8: return where_typed<uint64_t>(ctx, c, rc, sc, x, rx, sx, y, ry, sy, out);
   }
   pipert_fail("Where: unsupported dtype %d", int(dtype));
+}
+
+void pipert_activation_f32(pipert_context *ctx, pipert_activation_op op, float alpha, float beta,
+                           const float *x, int64_t n, float *y) {
+  if (!formula::is_activation(int(op)))
+    pipert_fail("pipert_activation_f32: unknown op %d", int(op));
+  const int o = int(op);
+  launch_map(ctx, "Activation", n, [=] __device__(int64_t i) {
+    y[i] = formula::activation(o, alpha, beta, x[i]);
+  });
+}
+
+void pipert_activation_grad_f32(pipert_context *ctx, pipert_activation_op op, float alpha,
+                                float beta, const float *x, const float *dy, int64_t n,
+                                float *dx) {
+  if (!formula::is_activation(int(op)))
+    pipert_fail("pipert_activation_grad_f32: unknown op %d", int(op));
+  const int o = int(op);
+  launch_map(ctx, "ActivationGrad", n, [=] __device__(int64_t i) {
+    dx[i] = formula::activation_grad(o, alpha, beta, x[i], dy[i]);
+  });
+}
+
+static const char *compare_name(pipert_compare_op op) {
+  static const char *names[] = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual"};
+  if (int(op) < 0 || int(op) > PIPERT_COMPARE_GREATER_EQUAL)
+    pipert_fail("pipert_compare: unknown op %d", int(op));
+  return names[op];
+}
+
+void pipert_compare_f32(pipert_context *ctx, pipert_compare_op op, const float *a, int64_t ra,
+                        const int64_t *sa, const float *b, int64_t rb, const int64_t *sb,
+                        uint8_t *y) {
+  broadcast_binary(ctx, compare_name(op), a, ra, sa, b, rb, sb, y, CompareOp<float>{int(op)});
+}
+
+void pipert_compare_i64(pipert_context *ctx, pipert_compare_op op, const int64_t *a, int64_t ra,
+                        const int64_t *sa, const int64_t *b, int64_t rb, const int64_t *sb,
+                        uint8_t *y) {
+  broadcast_binary(ctx, compare_name(op), a, ra, sa, b, rb, sb, y, CompareOp<int64_t>{int(op)});
+}
+
+void pipert_logical(pipert_context *ctx, pipert_logical_op op, const uint8_t *a, int64_t ra,
+                    const int64_t *sa, const uint8_t *b, int64_t rb, const int64_t *sb,
+                    uint8_t *y) {
+  if (op != PIPERT_LOGICAL_AND && op != PIPERT_LOGICAL_OR)
+    pipert_fail("pipert_logical: unknown op %d", int(op));
+  broadcast_binary(ctx, op == PIPERT_LOGICAL_AND ? "And" : "Or", a, ra, sa, b, rb, sb, y,
+                   LogicalOp{int(op)});
+}
+
+void pipert_not(pipert_context *ctx, const uint8_t *x, int64_t n, uint8_t *y) {
+  launch_map(ctx, "Not", n, [=] __device__(int64_t i) { y[i] = !x[i]; });
 }
 
 void pipert_relu_grad_f32(pipert_context *ctx, const float *x, const float *dy, int64_t n,

@@ -101,3 +101,40 @@ func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}, %s: tensor<2xf32> 
   %l = onnx.ReduceMean(%z, %none) {keepdims = 0 : i64} : (tensor<4x2xf32>, none) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Issue 15: an extremum over the batch is not one of its micro-batches'.
+func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}, %w: tensor<2xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %axes = onnx.Constant {value = dense<0> : tensor<1xi64>} : tensor<1xi64>
+  %y = onnx.Mul(%x, %w) : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+  // expected-error @+1 {{'onnx.ReduceMax' op cannot be micro-batched: it takes the extremum over the batch axis}}
+  %m = onnx.ReduceMax(%y, %axes) {keepdims = 0 : i64} : (tensor<4x2xf32>, tensor<1xi64>) -> tensor<2xf32>
+  %none = onnx.NoValue : none
+  %l = onnx.ReduceSum(%m, %none) {keepdims = 0 : i64} : (tensor<2xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}, %w: tensor<2xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %pads = onnx.Constant {value = dense<[1, 0, 0, 0]> : tensor<4xi64>} : tensor<4xi64>
+  %none = onnx.NoValue : none
+  %y = onnx.Mul(%x, %w) : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+  // expected-error @+1 {{'onnx.Pad' op cannot be micro-batched: it pads the batch axis (or its pads are not a constant)}}
+  %p = onnx.Pad(%y, %pads, %none, %none) : (tensor<4x2xf32>, tensor<4xi64>, none, none) -> tensor<5x2xf32>
+  %l = onnx.ReduceSum(%p, %none) {keepdims = 0 : i64} : (tensor<5x2xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}, %w: tensor<2xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %axis = onnx.Constant {value = dense<0> : tensor<i64>} : tensor<i64>
+  %none = onnx.NoValue : none
+  %y = onnx.Mul(%x, %w) : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+  // expected-error @+1 {{'onnx.CumSum' op cannot be micro-batched: it sums along the batch axis}}
+  %c = onnx.CumSum(%y, %axis) : (tensor<4x2xf32>, tensor<i64>) -> tensor<4x2xf32>
+  %l = onnx.ReduceSum(%c, %none) {keepdims = 0 : i64} : (tensor<4x2xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}

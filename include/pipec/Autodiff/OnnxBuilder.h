@@ -46,6 +46,9 @@ public:
   NamedAttribute f32Attr(StringRef name, double v) {
     return attr(name, b.getF32FloatAttr(v));
   }
+  NamedAttribute strAttr(StringRef name, StringRef v) {
+    return attr(name, b.getStringAttr(v));
+  }
   NamedAttribute i64ArrayAttr(StringRef name, ArrayRef<int64_t> v) {
     return attr(name, b.getDenseI64ArrayAttr(v));
   }

@@ -73,12 +73,16 @@ typedef enum pipert_binary_op {
   PIPERT_BINARY_MUL = 2,
   PIPERT_BINARY_DIV = 3,
   PIPERT_BINARY_POW = 4, /* f32 only */
+  PIPERT_BINARY_MAX = 5, /* NaN propagates (f32) */
+  PIPERT_BINARY_MIN = 6,
+  PIPERT_BINARY_FMOD = 7, /* remainder with the sign of a (C fmod, C % on i64) */
+  PIPERT_BINARY_MOD = 8,  /* remainder with the sign of b (Python %); i64 only */
 } pipert_binary_op;
 
 /* y = a op b with numpy (multidirectional) broadcasting; y has rank
  * max(a_rank, b_rank) and the broadcast shape. In place allowed when y has
  * the shape of the aliased input. i64 division truncates toward zero like
- * C (ONNX's integer Div); division by zero fails. */
+ * C (ONNX's integer Div); i64 division or remainder by zero fails. */
 void pipert_binary_f32(pipert_context *ctx, pipert_binary_op op, const float *a, int64_t a_rank,
                        const int64_t *a_shape, const float *b, int64_t b_rank,
                        const int64_t *b_shape, float *y);
@@ -97,6 +101,61 @@ void pipert_equal_i64(pipert_context *ctx, const int64_t *a, int64_t a_rank,
 void pipert_where(pipert_context *ctx, pipert_dtype dtype, const uint8_t *cond, int64_t c_rank,
                   const int64_t *c_shape, const void *x, int64_t x_rank, const int64_t *x_shape,
                   const void *y, int64_t y_rank, const int64_t *y_shape, void *out);
+
+/* Parametrised elementwise ops (ONNX attributes alpha, beta). */
+typedef enum pipert_activation_op {
+  PIPERT_ACTIVATION_LEAKY_RELU = 0,   /* alpha */
+  PIPERT_ACTIVATION_ELU = 1,          /* alpha */
+  PIPERT_ACTIVATION_SELU = 2,         /* alpha, beta = gamma */
+  PIPERT_ACTIVATION_SOFTPLUS = 3,
+  PIPERT_ACTIVATION_HARD_SIGMOID = 4, /* alpha, beta */
+  PIPERT_ACTIVATION_HARD_SWISH = 5,
+  PIPERT_ACTIVATION_GELU = 6,         /* exact, with erf */
+  PIPERT_ACTIVATION_GELU_TANH = 7,    /* approximate = "tanh" */
+  PIPERT_ACTIVATION_CLIP = 8,         /* alpha = min, beta = max (+-inf: none) */
+  PIPERT_ACTIVATION_SIGN = 9,
+  PIPERT_ACTIVATION_FLOOR = 10,
+  PIPERT_ACTIVATION_CEIL = 11,
+  PIPERT_ACTIVATION_ABS = 12,
+  PIPERT_ACTIVATION_RECIPROCAL = 13,
+} pipert_activation_op;
+
+/* y[i] = op(x[i]; alpha, beta) for n elements. In place allowed. */
+void pipert_activation_f32(pipert_context *ctx, pipert_activation_op op, float alpha, float beta,
+                           const float *x, int64_t n, float *y);
+/* dx[i] = dy[i] * op'(x[i]; alpha, beta) from the forward input x. Where op
+ * has a kink the derivative is PyTorch's: LeakyRelu/Elu/Selu take the x <= 0
+ * branch at 0, Clip passes dy on min <= x <= max, HardSigmoid on
+ * 0 < alpha x + beta < 1, Abs is 0 at 0; Sign, Floor and Ceil give 0. In
+ * place allowed. */
+void pipert_activation_grad_f32(pipert_context *ctx, pipert_activation_op op, float alpha,
+                                float beta, const float *x, const float *dy, int64_t n,
+                                float *dx);
+
+/* Comparisons with broadcasting: y = (a op b) as uint8 0/1. */
+typedef enum pipert_compare_op {
+  PIPERT_COMPARE_LESS = 0,
+  PIPERT_COMPARE_LESS_EQUAL = 1,
+  PIPERT_COMPARE_GREATER = 2,
+  PIPERT_COMPARE_GREATER_EQUAL = 3,
+} pipert_compare_op;
+void pipert_compare_f32(pipert_context *ctx, pipert_compare_op op, const float *a, int64_t a_rank,
+                        const int64_t *a_shape, const float *b, int64_t b_rank,
+                        const int64_t *b_shape, uint8_t *y);
+void pipert_compare_i64(pipert_context *ctx, pipert_compare_op op, const int64_t *a,
+                        int64_t a_rank, const int64_t *a_shape, const int64_t *b, int64_t b_rank,
+                        const int64_t *b_shape, uint8_t *y);
+
+/* ONNX And/Or on uint8 0/1 with broadcasting. */
+typedef enum pipert_logical_op {
+  PIPERT_LOGICAL_AND = 0,
+  PIPERT_LOGICAL_OR = 1,
+} pipert_logical_op;
+void pipert_logical(pipert_context *ctx, pipert_logical_op op, const uint8_t *a, int64_t a_rank,
+                    const int64_t *a_shape, const uint8_t *b, int64_t b_rank,
+                    const int64_t *b_shape, uint8_t *y);
+/* ONNX Not: y[i] = !x[i] on uint8 0/1. In place allowed. */
+void pipert_not(pipert_context *ctx, const uint8_t *x, int64_t n, uint8_t *y);
 
 /* Activation gradients: dx = dy * f'(.) for n elements. Relu and Erf take the
  * forward input x; Tanh and Sigmoid take the forward output y. */
@@ -293,6 +352,32 @@ void pipert_gather_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
  * is x broadcast. Its gradient is pipert_reduce_to_shape_f32. */
 void pipert_expand(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t x_rank,
                    const int64_t *x_shape, int64_t y_rank, const int64_t *y_shape, void *y);
+/* ONNX Tile: y (shape[i] * repeats[i]) is x repeated along every axis. */
+void pipert_tile(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+                 const int64_t *shape, const int64_t *repeats, void *y);
+/* Gradient of Tile: dx (x_shape) sums dy over the tiles. */
+void pipert_tile_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                          const int64_t *x_shape, const int64_t *repeats, float *dx);
+typedef enum pipert_pad_mode {
+  PIPERT_PAD_CONSTANT = 0,
+  PIPERT_PAD_REFLECT = 1, /* mirror without repeating the edge; pads < extent */
+  PIPERT_PAD_EDGE = 2,
+} pipert_pad_mode;
+/* ONNX Pad on f32, f64, i64, i32, i8, u8 or bool: pads are 2 * rank entries
+ * (all begins, then all ends; negative ones crop); y.shape[i] = shape[i] +
+ * begin[i] + end[i]. CONSTANT fills with value converted to the dtype. */
+void pipert_pad(pipert_context *ctx, pipert_dtype dtype, pipert_pad_mode mode, const void *x,
+                int64_t rank, const int64_t *shape, const int64_t *pads, float value, void *y);
+/* Gradient of Pad: dx (x_shape) is the sum of dy over the output elements
+ * that read each input element (one for CONSTANT, several near the borders
+ * for REFLECT and EDGE). */
+void pipert_pad_grad_f32(pipert_context *ctx, pipert_pad_mode mode, const float *dy, int64_t rank,
+                         const int64_t *x_shape, const int64_t *pads, float *dx);
+/* ONNX Trilu on the last two axes (rank >= 2): keeps element (r, c) where
+ * c - r >= k (upper) or c - r <= k (lower), zero elsewhere. Its gradient is
+ * the same call on dy. In place allowed. */
+void pipert_trilu(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+                  const int64_t *shape, int upper, int64_t k, void *y);
 /* ONNX Cast of n elements between f32, f64, i64, i32, i8, u8, bool.
  * Float to integer truncates toward zero; anything to bool is (v != 0). */
 void pipert_cast(pipert_context *ctx, pipert_dtype from, const void *x, pipert_dtype to, void *y,
@@ -314,6 +399,25 @@ typedef enum pipert_reduce_op {
 void pipert_reduce_f32(pipert_context *ctx, pipert_reduce_op op, const float *x, int64_t rank,
                        const int64_t *shape, int64_t n_axes, const int64_t *axes,
                        int noop_with_empty_axes, float *y);
+
+/* Gradient of ReduceMax (op MAX) / ReduceMin (op MIN) over the axes as in
+ * pipert_reduce_f32: dx (x's shape) is zero except that each output's dy goes
+ * to the first (row-major) extremal element of its group. */
+void pipert_reduce_extremum_grad_f32(pipert_context *ctx, pipert_reduce_op op, const float *x,
+                                     int64_t rank, const int64_t *shape, int64_t n_axes,
+                                     const int64_t *axes, int noop_with_empty_axes,
+                                     const float *dy, float *dx);
+/* ONNX ArgMax (op MAX) / ArgMin (op MIN) along axis: y (int64, x's shape
+ * without axis) holds the index of the first extremum, or of the last with
+ * select_last_index. */
+void pipert_arg_reduce_f32(pipert_context *ctx, pipert_reduce_op op, const float *x, int64_t rank,
+                           const int64_t *shape, int64_t axis, int select_last_index,
+                           int64_t *y);
+/* ONNX CumSum along axis on f32, f64, i32 or i64; exclusive leaves out the
+ * element itself, reverse sums from the end. Its gradient is the same call
+ * on dy with reverse toggled. In place allowed. */
+void pipert_cumsum(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+                   const int64_t *shape, int64_t axis, int exclusive, int reverse, void *y);
 
 /*===------------------------------ dropout -------------------------------===*/
 

@@ -27,7 +27,7 @@ def f32(*shape, positive=False):
     return np.abs(a) + 0.1 if positive else a
 
 
-def case(name, x, nodes, y_shape, inits=(), y_type=F, x_type=F):
+def case(name, x, nodes, y_shape, inits=(), y_type=F, x_type=F, opset=17):
     """nodes compute `y` from `x`; y_shape is y's static shape."""
     p = rng.standard_normal(y_shape).astype(np.float32)
     tail = []
@@ -46,9 +46,12 @@ def case(name, x, nodes, y_shape, inits=(), y_type=F, x_type=F):
         [helper.make_tensor_value_info("x", x_type, list(x.shape))],
         [helper.make_tensor_value_info("loss", F, [])],
         [numpy_helper.from_array(v, k) for k, v in inits])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8 if opset <= 17 else 9
+    # Debian's onnx (1.12) knows opsets up to 17: newer models (Gelu-20,
+    # ReduceMax-18) are checked by onnxruntime only.
+    if opset <= 17:
+        onnx.checker.check_model(model)
     onnx.save(model, os.path.join(OUT, name + ".onnx"))
     np.savez(os.path.join(OUT, name + ".npz"), x=x)
 
@@ -163,4 +166,117 @@ case("shape_range", x24, [n("Shape", ["x"], ["sh"]),
                           n("Range", ["zero", "len", "one"], ["r"]),
                           n("Cast", ["r"], ["rf"], to=F),
                           n("Add", ["x", "rf"], ["y"])], (2, 4))
+# Issue 15: activations, rounding, comparisons, logic.
+x3 = (f32(2, 4) * 3).astype(np.float32)
+for op in ["Abs", "Sign", "Floor", "Ceil", "Softplus", "HardSwish"]:
+    case(op.lower(), x3, [n(op, ["x"], ["y"])], (2, 4))
+case("reciprocal", f32(2, 4, positive=True), [n("Reciprocal", ["x"], ["y"])], (2, 4))
+case("leakyrelu", x24, [n("LeakyRelu", ["x"], ["y"], alpha=0.2)], (2, 4))
+case("elu", x24, [n("Elu", ["x"], ["y"], alpha=0.7)], (2, 4))
+case("selu", x24, [n("Selu", ["x"], ["y"])], (2, 4))
+case("selu_attrs", x24, [n("Selu", ["x"], ["y"], alpha=1.5, gamma=2.0)], (2, 4))
+case("hardsigmoid", x3, [n("HardSigmoid", ["x"], ["y"], alpha=0.3, beta=0.4)], (2, 4))
+case("gelu", x3, [n("Gelu", ["x"], ["y"])], (2, 4), opset=20)
+case("gelu_tanh", x3, [n("Gelu", ["x"], ["y"], approximate="tanh")], (2, 4),
+     opset=20)
+case("clip", x3, [const("lo", np.array(-1.0, np.float32)),
+                  const("hi", np.array(0.5, np.float32)),
+                  n("Clip", ["x", "lo", "hi"], ["y"])], (2, 4))
+case("clip_max_only", x3, [const("hi", np.array(0.5, np.float32)),
+                           n("Clip", ["x", "", "hi"], ["y"])], (2, 4))
+case("clip_none", x3, [n("Clip", ["x"], ["y"])], (2, 4))
+case("clip_opset10", x3, [n("Clip", ["x"], ["y"], min=-0.5)], (2, 4), opset=10)
+case("max", x24, [n("Max", ["x", "b"], ["y"])], (2, 4), [("b", f32(4))])
+case("max3", x24, [n("Max", ["x", "b", "c"], ["y"])], (2, 4),
+     [("b", f32(4)), ("c", f32(2, 1))])
+case("min", x24, [n("Min", ["x", "b"], ["y"])], (2, 4), [("b", f32(1, 4))])
+case("min1", x24, [n("Min", ["x"], ["y"])], (2, 4))
+case("max_i64", np.array([[1, -2, 3, 4], [4, 3, -2, 1]], np.int64),
+     [const("k", np.array([2, 2, 2, 2], np.int64)), n("Max", ["x", "k"], ["y"])],
+     (2, 4), y_type=I64, x_type=I64)
+case("fmod", x3, [n("Mod", ["x", "b"], ["y"], fmod=1)], (2, 4),
+     [("b", np.array([1.5, -0.7, 2.0, 0.9], np.float32))])
+case("mod_i64", np.array([[7, -7, 5, -5], [3, -3, 0, 9]], np.int64),
+     [const("k", np.array([3, 3, -2, -2], np.int64)), n("Mod", ["x", "k"], ["y"])],
+     (2, 4), y_type=I64, x_type=I64)
+case("fmod_i64", np.array([[7, -7, 5, -5], [3, -3, 0, 9]], np.int64),
+     [const("k", np.array([3, 3, -2, -2], np.int64)),
+      n("Mod", ["x", "k"], ["y"], fmod=1)], (2, 4), y_type=I64, x_type=I64)
+cmp_x = np.array([[1, 2, 3, 4], [4, 3, 2, 1]], np.float32)
+for op in ["Less", "LessOrEqual", "Greater", "GreaterOrEqual"]:
+    case(op.lower(), cmp_x, [const("k", np.array([1, 3, 3, 1], np.float32)),
+                             n(op, ["x", "k"], ["y"])], (2, 4),
+         y_type=TensorProto.BOOL)
+case("less_i64", cmp_x.astype(np.int64),
+     [const("k", np.array([[2], [3]], np.int64)), n("Less", ["x", "k"], ["y"])],
+     (2, 4), y_type=TensorProto.BOOL, x_type=I64)
+for op in ["And", "Or"]:
+    case(op.lower(), cmp_x, [const("k", np.array([1, 3, 3, 1], np.float32)),
+                             const("t", np.array([[True], [False]])),
+                             n("Greater", ["x", "k"], ["g"]),
+                             n(op, ["g", "t"], ["y"])], (2, 4),
+         y_type=TensorProto.BOOL)
+case("not", cmp_x, [const("k", np.array([1, 3, 3, 1], np.float32)),
+                    n("Greater", ["x", "k"], ["g"]), n("Not", ["g"], ["y"])],
+     (2, 4), y_type=TensorProto.BOOL)
+# Issue 15: extremum reductions, arg reductions, CumSum, Tile, Pad, Trilu.
+x234 = f32(2, 3, 4)
+case("reducemax", x234, [n("ReduceMax", ["x"], ["y"], axes=[1], keepdims=1)], (2, 1, 4))
+case("reducemax_all", x234, [n("ReduceMax", ["x"], ["y"], keepdims=0)], ())
+case("reducemin_18", x234, [const("ax", np.array([-1, 1], np.int64)),
+                            n("ReduceMin", ["x", "ax"], ["y"], keepdims=0)], (2,),
+     opset=18)
+case("reducemax_18", x234, [const("ax", np.array([2], np.int64)),
+                            n("ReduceMax", ["x", "ax"], ["y"])], (2, 3, 1), opset=18)
+ties = np.array([[[1, 3, 3, 0], [2, 2, 1, 0], [3, 1, 3, 0]],
+                 [[0, 0, 0, 0], [5, 4, 5, 4], [1, 2, 3, 4]]], np.float32)
+case("argmax", ties, [n("ArgMax", ["x"], ["y"], axis=1)], (2, 1, 4), y_type=I64)
+case("argmax_last", ties, [n("ArgMax", ["x"], ["y"], axis=2, keepdims=0,
+                             select_last_index=1)], (2, 3), y_type=I64)
+case("argmin", ties, [n("ArgMin", ["x"], ["y"], axis=-1, keepdims=0)], (2, 3),
+     y_type=I64)
+for name, kw in [("cumsum", {}), ("cumsum_exclusive", {"exclusive": 1}),
+                 ("cumsum_reverse", {"reverse": 1}),
+                 ("cumsum_exclusive_reverse", {"exclusive": 1, "reverse": 1})]:
+    case(name, x234, [const("ax", np.array(1, np.int64)),
+                      n("CumSum", ["x", "ax"], ["y"], **kw)], (2, 3, 4))
+case("cumsum_i32_axis", x234, [const("ax", np.array(-1, np.int32)),
+                               n("CumSum", ["x", "ax"], ["y"])], (2, 3, 4))
+case("tile", x234, [const("r", np.array([1, 2, 3], np.int64)),
+                    n("Tile", ["x", "r"], ["y"])], (2, 6, 12))
+case("tile_i64", np.arange(8, dtype=np.int64).reshape(2, 4),
+     [const("r", np.array([1, 2], np.int64)), n("Tile", ["x", "r"], ["y"])], (2, 8),
+     y_type=I64, x_type=I64)
+case("pad_constant", x234, [const("p", np.array([0, 1, 2, 0, 2, 1], np.int64)),
+                            const("v", np.array(1.5, np.float32)),
+                            n("Pad", ["x", "p", "v"], ["y"])], (2, 6, 7))
+case("pad_reflect", x234, [const("p", np.array([0, 2, 3, 0, 1, 2], np.int64)),
+                           n("Pad", ["x", "p"], ["y"], mode="reflect")], (2, 6, 9))
+case("pad_edge", x234, [const("p", np.array([0, 2, 0, 0, 1, 5], np.int64)),
+                        n("Pad", ["x", "p"], ["y"], mode="edge")], (2, 6, 9))
+case("pad_crop", x234, [const("p", np.array([0, -1, 2, 0, 1, -2], np.int64)),
+                        n("Pad", ["x", "p"], ["y"])], (2, 3, 4))
+case("pad_axes_18", x234, [const("p", np.array([1, 2, 0, 1], np.int64)),
+                           const("ax", np.array([-1, 1], np.int64)),
+                           n("Pad", ["x", "p", "", "ax"], ["y"], mode="reflect")],
+     (2, 6, 5), opset=18)
+case("pad_opset10", x234, [n("Pad", ["x"], ["y"], pads=[0, 1, 1, 0, 0, 2],
+                             value=-2.0)], (2, 4, 7), opset=10)
+i24 = np.array([[3, -1, 4, 1], [-5, 9, 2, -6]], np.int64)
+case("pad_edge_i64", i24, [const("p", np.array([0, 2, 0, 1], np.int64)),
+                           n("Pad", ["x", "p"], ["y"], mode="edge")], (2, 7),
+     y_type=I64, x_type=I64)
+case("pad_constant_i64", i24, [const("p", np.array([0, 1, 0, 1], np.int64)),
+                               const("v", np.array(7, np.int64)),
+                               n("Pad", ["x", "p", "v"], ["y"])], (2, 6),
+     y_type=I64, x_type=I64)
+case("cumsum_i64", i24, [const("ax", np.array(1, np.int64)),
+                         n("CumSum", ["x", "ax"], ["y"], reverse=1)], (2, 4),
+     y_type=I64, x_type=I64)
+x2344 = f32(2, 3, 4, 5)
+case("trilu_upper", x2344, [n("Trilu", ["x"], ["y"])], (2, 3, 4, 5))
+case("trilu_lower_k", x2344, [const("k", np.array(-1, np.int64)),
+                              n("Trilu", ["x", "k"], ["y"], upper=0)], (2, 3, 4, 5))
+case("trilu_upper_k", x2344, [const("k", np.array(2, np.int64)),
+                              n("Trilu", ["x", "k"], ["y"], upper=1)], (2, 3, 4, 5))
 print("wrote", len([f for f in os.listdir(OUT) if f.endswith(".onnx")]), "models")

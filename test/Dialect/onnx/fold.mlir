@@ -184,3 +184,20 @@ func.func @passthrough(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>
   %3 = onnx.Reshape(%1, %s) : (tensor<4x8xf32>, tensor<2xi64>) -> tensor<4x8xf32>
   return %1, %2, %3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Transpose of a small constant folds (PyTorch computes Pad's pads as a
+// Transpose of a shape constant); without perm the axes reverse.
+// CHECK-LABEL: func @transpose
+// CHECK-DAG:     %[[A:.*]] = onnx.Constant {value = dense<{{\[}}[1, 4], [2, 5], [3, 6]]> : tensor<3x2xi64>}
+// CHECK-DAG:     %[[B:.*]] = onnx.Constant {value = dense<{{\[}}{{\[}}[1, 3], [5, 7]], {{\[}}[2, 4], [6, 8]]]> : tensor<2x2x2xi64>}
+// CHECK-NOT:     onnx.Transpose
+// CHECK:         return %[[A]], %[[B]]
+func.func @transpose() -> (tensor<3x2xi64>, tensor<2x2x2xi64>) {
+  %c = onnx.Constant {value = dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>} : tensor<2x3xi64>
+  %0 = onnx.Transpose(%c) {perm = array<i64: 1, 0>} : (tensor<2x3xi64>) -> tensor<3x2xi64>
+  %d = onnx.Constant {value = dense<[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]> : tensor<2x2x2xi64>} : tensor<2x2x2xi64>
+  %1 = onnx.Transpose(%d) {perm = array<i64: 2, 0, 1>} : (tensor<2x2x2xi64>) -> tensor<2x2x2xi64>
+  return %0, %1 : tensor<3x2xi64>, tensor<2x2x2xi64>
+}

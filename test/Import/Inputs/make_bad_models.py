@@ -51,3 +51,12 @@ b = helper.make_tensor("b", F, [4, 4], [0.0] * 16)
 save("bad_attr", [helper.make_node("Gemm", ["x", "b"], ["y"], name="g",
                                    bogus=3)], [x], [y], inits=[b], opset=18,
      check=False)
+# Issue 15: attribute values the dialect rejects with a one-line error.
+pads = helper.make_tensor("pads", TensorProto.INT64, [4], [0, 1, 0, 1])
+save("pad_wrap", [helper.make_node("Pad", ["x", "pads"], ["y"], name="p", mode="wrap")],
+     [x], [helper.make_tensor_value_info("y", F, [2, 6])], opset=19, inits=[pads],
+     check=False)
+save("gelu_fast", [helper.make_node("Gelu", ["x"], ["y"], name="g", approximate="fast")],
+     [x], [y], opset=20, check=False)
+save("mod_float", [helper.make_node("Mod", ["x", "x"], ["y"], name="m")], [x], [y],
+     check=False)

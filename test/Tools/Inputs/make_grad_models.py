@@ -49,7 +49,7 @@ def distinct(*shape):
     return (rng.permutation(n).astype(np.float32) * 0.05 - n * 0.025).reshape(shape)
 
 
-def case(name, x, params, nodes, y_shape, state=(), x_type=F):
+def case(name, x, params, nodes, y_shape, state=(), x_type=F, opset=17):
     """nodes compute `y` from `x` and the parameters (name -> array)."""
     global count
     p = rng.standard_normal(y_shape).astype(np.float32)
@@ -68,9 +68,11 @@ def case(name, x, params, nodes, y_shape, state=(), x_type=F):
                                 for k, v in params.items()], [])]:
         graph = helper.make_graph(list(nodes) + tail, name, inputs, [loss_info],
                                   inits + state_inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-        model.ir_version = 8
-        onnx.checker.check_model(model)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        model.ir_version = 8 if opset <= 17 else 9
+        # Debian's onnx (1.12) knows opsets up to 17 (Gelu is opset 20).
+        if opset <= 17:
+            onnx.checker.check_model(model)
         onnx.save(model, os.path.join(OUT, name + kind + ".onnx"))
     np.savez(os.path.join(OUT, name + ".npz"), x=x)
     np.savez(os.path.join(OUT, name + ".params.npz"), **params)
@@ -239,4 +241,82 @@ case("expand", f32(2, 1, 4) * 0.1, {"a": f32(2, 1, 4), "e": f32(3, 1)},
 case("expand_broadcast", f32(2, 1, 4) * 0.1, {"a": f32(2, 1, 4)},
      [n("Add", ["x", "a"], ["xa"]), const("s", np.array([3, 1], np.int64)),
       n("Expand", ["xa", "s"], ["y"])], (2, 3, 4))
+# Issue 15: activations (inputs at least 0.2 from their kinks), Clip, Max/Min
+# (no ties), Mod.
+xs = np.zeros((2, 4), np.float32)
+act = away_from_zero(2, 4) * 2
+for name, node in [("leakyrelu", n("LeakyRelu", ["xa"], ["y"], alpha=0.2)),
+                   ("elu", n("Elu", ["xa"], ["y"], alpha=0.7)),
+                   ("selu", n("Selu", ["xa"], ["y"])),
+                   ("softplus", n("Softplus", ["xa"], ["y"])),
+                   ("hardswish", n("HardSwish", ["xa"], ["y"])),
+                   ("abs", n("Abs", ["xa"], ["y"]))]:
+    case(name, xs, {"a": act}, [n("Add", ["x", "a"], ["xa"]), node], (2, 4))
+# Kinks at -4/3 and 2; both saturated sides and the slope.
+case("hardsigmoid", xs, {"a": np.array([[-2.0, -1.0, 0.5, 1.5], [2.5, -0.3, 1.0, -1.6]],
+                                       np.float32)},
+     [n("Add", ["x", "a"], ["xa"]), n("HardSigmoid", ["xa"], ["y"], alpha=0.3, beta=0.4)],
+     (2, 4))
+case("hardswish_tails", xs, {"a": np.array([[-4.5, -3.5, 3.5, 4.5], [-2.5, 2.5, 0.5, -0.5]],
+                                           np.float32)},
+     [n("Add", ["x", "a"], ["xa"]), n("HardSwish", ["xa"], ["y"])], (2, 4))
+case("reciprocal", xs, {"a": f32(2, 4, low=0.5, high=1.5)},
+     [n("Add", ["x", "a"], ["xa"]), n("Reciprocal", ["xa"], ["y"])], (2, 4))
+for mode in ["none", "tanh"]:
+    case("gelu_" + mode, xs, {"a": f32(2, 4) * 2},
+         [n("Add", ["x", "a"], ["xa"]), n("Gelu", ["xa"], ["y"], approximate=mode)],
+         (2, 4), opset=20)
+case("clip", xs, {"a": np.array([[-2.0, -0.7, 0.3, 1.4], [0.9, -0.2, 2.5, -1.1]],
+                                np.float32)},
+     [n("Add", ["x", "a"], ["xa"]), const("lo", np.array(-1.0, np.float32)),
+      const("hi", np.array(1.0, np.float32)), n("Clip", ["xa", "lo", "hi"], ["y"])],
+     (2, 4))
+case("clip_min_only", xs, {"a": np.array([[-2.0, -0.7, 0.3, 1.4], [0.9, -0.2, 2.5, -1.1]],
+                                         np.float32)},
+     [n("Add", ["x", "a"], ["xa"]), const("lo", np.array(-0.5, np.float32)),
+      n("Clip", ["xa", "lo"], ["y"])], (2, 4))
+case("max", xs, {"a": distinct(2, 4), "b": distinct(4) + 0.0125},
+     [n("Add", ["x", "a"], ["xa"]), n("Max", ["xa", "b"], ["y"])], (2, 4))
+case("min3", xs, {"a": distinct(2, 4), "b": distinct(4) + 0.0125,
+                  "c": distinct(2, 1) + 0.03},
+     [n("Add", ["x", "a"], ["xa"]), n("Min", ["xa", "b", "c"], ["y"])], (2, 4))
+# Ties: central differences give 1/2 to each operand, which is PyTorch's
+# torch.maximum/minimum convention that the VJP follows.
+tie_a = distinct(2, 4)
+tie_b = tie_a[0] + np.array([0.0, 0.1, 0.0, -0.1], np.float32)
+case("max_ties", xs, {"a": tie_a, "b": tie_b},
+     [n("Add", ["x", "a"], ["xa"]), n("Max", ["xa", "b"], ["y"])], (2, 4))
+case("min_ties", xs, {"a": tie_a, "b": tie_b},
+     [n("Add", ["x", "a"], ["xa"]), n("Min", ["xa", "b"], ["y"])], (2, 4))
+case("fmod", xs, {"a": np.array([[2.3, -2.3, 0.4, -0.9], [3.7, -1.2, 1.6, 0.2]],
+                                np.float32),
+                  "b": np.array([1.5, 1.5, -0.7, 0.8], np.float32)},
+     [n("Add", ["x", "a"], ["xa"]), n("Mod", ["xa", "b"], ["y"], fmod=1)], (2, 4))
+# Issue 15: extremum reductions (distinct values: no ties within reach),
+# CumSum, Tile, Pad (each mode), Trilu. Squares make the loss non-linear.
+x234 = np.zeros((2, 3, 4), np.float32)
+case("reducemax", x234, {"a": distinct(2, 3, 4)},
+     [n("Add", ["x", "a"], ["xa"]), n("ReduceMax", ["xa"], ["y"], axes=[1])], (2, 1, 4))
+case("reducemin_all", x234, {"a": distinct(2, 3, 4)},
+     [n("Add", ["x", "a"], ["xa"]), n("ReduceMin", ["xa"], ["m"], keepdims=0),
+      n("Mul", ["m", "m"], ["y"])], ())
+for name, kw in [("cumsum", {}), ("cumsum_exclusive_reverse", {"exclusive": 1, "reverse": 1})]:
+    case(name, x234, {"a": f32(2, 3, 4)},
+         [n("Add", ["x", "a"], ["xa"]), const("ax", np.array(2, np.int64)),
+          n("CumSum", ["xa", "ax"], ["c"], **kw), n("Mul", ["c", "c"], ["y"])], (2, 3, 4))
+case("tile", x234, {"a": f32(2, 3, 4)},
+     [n("Add", ["x", "a"], ["xa"]), const("r", np.array([1, 2, 3], np.int64)),
+      n("Tile", ["xa", "r"], ["t"]), n("Mul", ["t", "t"], ["y"])], (2, 6, 12))
+for mode, pads in [("constant", [0, 1, -1, 0, 2, 2]), ("reflect", [0, 2, 3, 0, 1, 2]),
+                   ("edge", [0, 2, 0, 0, 1, 4])]:
+    p_arr = np.array(pads, np.int64)
+    shape = tuple(d + p_arr[i] + p_arr[i + 3] for i, d in enumerate((2, 3, 4)))
+    case("pad_" + mode, x234, {"a": f32(2, 3, 4)},
+         [n("Add", ["x", "a"], ["xa"]), const("p", p_arr),
+          n("Pad", ["xa", "p"], ["t"], mode=mode), n("Mul", ["t", "t"], ["y"])], shape)
+for name, upper, k in [("trilu_upper", 1, 0), ("trilu_lower", 0, 1)]:
+    case(name, x234, {"a": f32(2, 3, 4)},
+         [n("Add", ["x", "a"], ["xa"]), const("k", np.array(k, np.int64)),
+          n("Trilu", ["xa", "k"], ["t"], upper=upper), n("Mul", ["t", "t"], ["y"])],
+         (2, 3, 4))
 print("wrote", count, "models")

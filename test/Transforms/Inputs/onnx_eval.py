@@ -380,6 +380,50 @@ OPS["onnx.Exp"] = lambda a, x: np.exp(x)
 OPS["onnx.Log"] = lambda a, x: np.log(x)
 OPS["onnx.Identity"] = lambda a, x: x
 OPS["onnx.Where"] = lambda a, c, x, y: np.where(c, x, y)
+OPS["onnx.Abs"] = lambda a, x: np.abs(x)
+OPS["onnx.Reciprocal"] = lambda a, x: 1 / x
+OPS["onnx.Sign"] = lambda a, x: np.sign(x)
+OPS["onnx.Floor"] = lambda a, x: np.floor(x)
+OPS["onnx.Ceil"] = lambda a, x: np.ceil(x)
+OPS["onnx.Softplus"] = lambda a, x: np.logaddexp(0, x)
+OPS["onnx.HardSwish"] = lambda a, x: x * np.clip(x / 6 + 0.5, 0, 1)
+OPS["onnx.LeakyRelu"] = lambda a, x: np.where(x < 0, a.get("alpha", 0.01) * x, x)
+OPS["onnx.Elu"] = lambda a, x: np.where(x > 0, x, a.get("alpha", 1.0) * (np.exp(x) - 1))
+OPS["onnx.Selu"] = lambda a, x: a.get("gamma", 1.0507009873554805) * np.where(
+    x > 0, x, a.get("alpha", 1.6732632423543772) * (np.exp(x) - 1))
+OPS["onnx.HardSigmoid"] = lambda a, x: np.clip(a.get("alpha", 0.2) * x + a.get("beta", 0.5), 0, 1)
+OPS["onnx.Not"] = lambda a, x: np.logical_not(x)
+OPS["onnx.And"] = lambda a, x, y: np.logical_and(x, y)
+OPS["onnx.Or"] = lambda a, x, y: np.logical_or(x, y)
+OPS["onnx.Less"] = lambda a, x, y: np.less(x, y)
+OPS["onnx.LessOrEqual"] = lambda a, x, y: np.less_equal(x, y)
+OPS["onnx.Greater"] = lambda a, x, y: np.greater(x, y)
+OPS["onnx.GreaterOrEqual"] = lambda a, x, y: np.greater_equal(x, y)
+OPS["onnx.Max"] = lambda a, x, y: np.maximum(x, y)
+OPS["onnx.Min"] = lambda a, x, y: np.minimum(x, y)
+
+
+@op("Gelu")
+def _gelu(a, x):
+    if a.get("approximate", "none") == "tanh":
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + erf(x / math.sqrt(2)))
+
+
+@op("Clip")
+def _clip(a, x, lo, hi):
+    if lo is not None:
+        x = np.maximum(x, lo)
+    if hi is not None:
+        x = np.minimum(x, hi)
+    return x
+
+
+@op("Mod")
+def _mod(a, x, y):
+    return np.fmod(x, y) if a.get("fmod", 0) else np.mod(x, y)
+
+
 OPS["onnx.NoValue"] = lambda a: None
 OPS["onnx.Constant"] = lambda a: a["value"].value if isinstance(a["value"], Dense) else a["value"]
 
@@ -598,6 +642,78 @@ def _rmean(a, x, axes):
     return x if ax is None else x.mean(axis=ax, keepdims=bool(a.get("keepdims", 1)))
 
 
+@op("ReduceMax")
+def _rmax(a, x, axes):
+    ax = reduce_axes(a, x, axes)
+    return x if ax is None else x.max(axis=ax, keepdims=bool(a.get("keepdims", 1)))
+
+
+@op("ReduceMin")
+def _rmin(a, x, axes):
+    ax = reduce_axes(a, x, axes)
+    return x if ax is None else x.min(axis=ax, keepdims=bool(a.get("keepdims", 1)))
+
+
+def _arg(a, x, fn):
+    axis = norm_axis(a.get("axis", 0), x.ndim)
+    if a.get("select_last_index", 0):
+        flipped = np.flip(x, axis)
+        r = x.shape[axis] - 1 - fn(flipped, axis=axis)
+    else:
+        r = fn(x, axis=axis)
+    r = r.astype(np.int64)
+    return np.expand_dims(r, axis) if a.get("keepdims", 1) else r
+
+
+OPS["onnx.ArgMax"] = lambda a, x: _arg(a, x, np.argmax)
+OPS["onnx.ArgMin"] = lambda a, x: _arg(a, x, np.argmin)
+
+
+@op("CumSum")
+def _cumsum(a, x, axis):
+    ax = norm_axis(int(np.asarray(axis).reshape(-1)[0]), x.ndim)
+    if a.get("reverse", 0):
+        x = np.flip(x, ax)
+    y = np.cumsum(x, axis=ax)
+    if a.get("exclusive", 0):
+        y = y - x
+    return np.flip(y, ax) if a.get("reverse", 0) else y
+
+
+OPS["onnx.Tile"] = lambda a, x, reps: np.tile(x, [int(r) for r in reps])
+
+
+def full_pads(x, pads, axes):
+    r = x.ndim
+    axes = list(range(r)) if axes is None else [norm_axis(int(i), r) for i in axes]
+    full = [0] * (2 * r)
+    for i, ax in enumerate(axes):
+        full[ax] = int(pads[i])
+        full[ax + r] = int(pads[i + len(axes)])
+    return full
+
+
+@op("Pad")
+def _pad(a, x, pads, value, axes):
+    r = x.ndim
+    full = full_pads(x, pads, axes)
+    # Negative pads crop first.
+    crop = tuple(slice(max(-full[i], 0), x.shape[i] - max(-full[i + r], 0)) for i in range(r))
+    x = x[crop]
+    width = [(max(full[i], 0), max(full[i + r], 0)) for i in range(r)]
+    mode = a.get("mode", "constant")
+    if mode == "constant":
+        v = 0.0 if value is None else np.asarray(value).reshape(-1)[0]
+        return np.pad(x, width, mode="constant", constant_values=v)
+    return np.pad(x, width, mode=mode)
+
+
+@op("Trilu")
+def _trilu(a, x, k):
+    k = 0 if k is None else int(np.asarray(k).reshape(-1)[0])
+    return np.triu(x, k) if a.get("upper", 1) else np.tril(x, k)
+
+
 def nll(a, logp, labels, weights):
     c = logp.shape[1]
     ignore = a.get("ignore_index")
@@ -699,6 +815,39 @@ OPS["onnx.ConstantOfShape"] = lambda a, shape: np.full(tuple(int(v) for v in sha
 # ---- gradient ops (OnnxGradientOps.td) ----
 
 OPS["onnx.ReluGrad"] = lambda a, x, dy: dy * (x > 0)
+
+
+@op("UnaryGrad")
+def _unary_grad(a, x, dy):
+    # The derivative of each activation, written independently of the
+    # kernels (runtime/core/formulas.h) so that a wrong kernel shows.
+    k, al, be = a["activation"], a.get("alpha", 0.0), a.get("beta", 0.0)
+    if k == "LeakyRelu":
+        d = np.where(x > 0, 1.0, al)
+    elif k == "Elu":
+        d = np.where(x > 0, 1.0, al * np.exp(x))
+    elif k == "Selu":
+        d = be * np.where(x > 0, 1.0, al * np.exp(x))
+    elif k == "Softplus":
+        d = 1 / (1 + np.exp(-x))
+    elif k == "HardSigmoid":
+        v = al * x + be
+        d = np.where((v > 0) & (v < 1), al, 0.0)
+    elif k == "HardSwish":
+        d = np.where(x < -3, 0.0, np.where(x <= 3, x / 3 + 0.5, 1.0))
+    elif k == "Gelu":
+        d = 0.5 * (1 + erf(x / math.sqrt(2))) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+    elif k == "GeluTanh":
+        c = math.sqrt(2 / math.pi)
+        t = np.tanh(c * (x + 0.044715 * x ** 3))
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x)
+    elif k == "Abs":
+        d = np.sign(x)
+    elif k == "Reciprocal":
+        d = -1 / (x * x)
+    else:
+        raise ValueError("UnaryGrad: unknown activation " + k)
+    return dy * d
 OPS["onnx.TanhGrad"] = lambda a, y, dy: dy * (1 - y * y)
 OPS["onnx.SigmoidGrad"] = lambda a, y, dy: dy * y * (1 - y)
 OPS["onnx.ErfGrad"] = lambda a, x, dy: dy * 2 / math.sqrt(math.pi) * np.exp(-x * x)
@@ -816,6 +965,49 @@ def _apg(a, dy, shape):
 def _gapg(a, dy, shape):
     shape = tuple(int(v) for v in shape)
     return np.broadcast_to(dy, shape) / np.prod(shape[2:])
+
+
+@op("ReduceExtremumGrad")
+def _rext_grad(a, x, dy, axes):
+    # dy to the first extremum of each group, found by a plain loop.
+    ax = reduce_axes(a, x, axes)
+    if ax is None:
+        return dy
+    kept = [i for i in range(x.ndim) if i not in ax]
+    dyk = dy.reshape([x.shape[i] for i in kept])
+    dx = np.zeros_like(x)
+    best = {}
+    for idx in np.ndindex(*x.shape):
+        key = tuple(idx[i] for i in kept)
+        v = x[idx]
+        if key not in best:
+            best[key] = (v, idx)
+        elif (v < best[key][0]) if a.get("select_min", 0) else (v > best[key][0]):
+            best[key] = (v, idx)
+    for key, (_, idx) in best.items():
+        dx[idx] = dyk[key]
+    return dx
+
+
+@op("TileGrad")
+def _tile_grad(a, dy, shape, reps):
+    shape = [int(d) for d in shape]
+    split = []
+    for r, d in zip(reps, shape):
+        split += [int(r), d]
+    return dy.reshape(split).sum(axis=tuple(range(0, 2 * len(shape), 2)))
+
+
+@op("PadGrad")
+def _pad_grad(a, dy, shape, pads):
+    # The transpose of Pad, by pushing each basis vector through it.
+    shape = tuple(int(d) for d in shape)
+    dx = np.zeros(shape)
+    for idx in np.ndindex(*shape):
+        e = np.zeros(shape)
+        e[idx] = 1.0
+        dx[idx] = (_pad(a, e, pads, None, None) * dy).sum()
+    return dx
 
 
 @op("SliceGrad")

@@ -136,3 +136,108 @@ func.func @forward(%s: tensor<6x4xf32> {pipe.param = "s", pipe.trainable}, %w: t
   %7 = onnx.Add(%6, %4) : (tensor<f32>, tensor<f32>) -> tensor<f32>
   return %7 : tensor<f32>
 }
+
+// -----
+// Issue 15's elementwise ops: the parametrised activations, Abs, Reciprocal,
+// Clip with and without a bound, broadcasting Max/Min and Mod, the
+// zero-gradient Sign/Floor/Ceil, and comparisons/logic feeding a Where.
+func.func @forward(%x: tensor<4x3xf32> {pipe.input = "x"}, %p: tensor<4x3xf32> {pipe.param = "p", pipe.trainable}, %q: tensor<3xf32> {pipe.param = "q", pipe.trainable}, %r: tensor<4x1xf32> {pipe.param = "r", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %one = onnx.Constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
+  %lo = onnx.Constant {value = dense<-0.5> : tensor<f32>} : tensor<f32>
+  %hi = onnx.Constant {value = dense<0.8> : tensor<f32>} : tensor<f32>
+  %0 = onnx.Mul(%x, %p) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %1 = onnx.LeakyRelu(%0) {alpha = 0.2 : f32} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %2 = onnx.Elu(%1) {alpha = 0.7 : f32} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %3 = onnx.Selu(%p) {alpha = 1.5 : f32, gamma = 1.2 : f32} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %4 = onnx.Softplus(%3) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %5 = onnx.HardSigmoid(%0) {alpha = 0.3 : f32, beta = 0.4 : f32} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %6 = onnx.HardSwish(%2) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %7 = onnx.Gelu(%6) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %8 = onnx.Gelu(%4) {approximate = "tanh"} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %9 = onnx.Abs(%7) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %10 = onnx.Add(%9, %one) : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+  %11 = onnx.Reciprocal(%10) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %12 = onnx.Clip(%0, %lo, %hi) : (tensor<4x3xf32>, tensor<f32>, tensor<f32>) -> tensor<4x3xf32>
+  %13 = onnx.Clip(%8, %none, %hi) : (tensor<4x3xf32>, none, tensor<f32>) -> tensor<4x3xf32>
+  %14 = onnx.Max(%12, %q) : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %15 = onnx.Min(%13, %r) : (tensor<4x3xf32>, tensor<4x1xf32>) -> tensor<4x3xf32>
+  %16 = onnx.Mod(%p, %q) {fmod = 1 : i64} : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %17 = onnx.Floor(%p) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %18 = onnx.Sign(%16) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %19 = onnx.Ceil(%15) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %20 = onnx.Mul(%11, %5) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %21 = onnx.Mul(%14, %15) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %22 = onnx.Mul(%16, %17) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %23 = onnx.Add(%18, %19) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %24 = onnx.Add(%20, %21) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %25 = onnx.Add(%22, %23) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %lt = onnx.Less(%x, %p) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xi1>
+  %ge = onnx.GreaterOrEqual(%p, %q) : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xi1>
+  %le = onnx.LessOrEqual(%r, %q) : (tensor<4x1xf32>, tensor<3xf32>) -> tensor<4x3xi1>
+  %gt = onnx.Greater(%x, %r) : (tensor<4x3xf32>, tensor<4x1xf32>) -> tensor<4x3xi1>
+  %and = onnx.And(%lt, %ge) : (tensor<4x3xi1>, tensor<4x3xi1>) -> tensor<4x3xi1>
+  %or = onnx.Or(%le, %gt) : (tensor<4x3xi1>, tensor<4x3xi1>) -> tensor<4x3xi1>
+  %not = onnx.Not(%and) : (tensor<4x3xi1>) -> tensor<4x3xi1>
+  %c = onnx.Or(%not, %or) : (tensor<4x3xi1>, tensor<4x3xi1>) -> tensor<4x3xi1>
+  %26 = onnx.Where(%c, %24, %25) : (tensor<4x3xi1>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %27 = onnx.Mul(%26, %24) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %28 = onnx.Add(%27, %25) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %29 = onnx.ReduceSum(%28, %none) {keepdims = 0 : i64} : (tensor<4x3xf32>, none) -> tensor<f32>
+  return %29 : tensor<f32>
+}
+
+// -----
+// Issue 15's reductions and data ops: ReduceMax/ReduceMin (kept and dropped
+// axes), CumSum (each of exclusive/reverse), Tile, Pad in its three modes
+// (with axes, a crop and a constant), Trilu both ways, ArgMax feeding
+// nothing differentiable.
+func.func @forward(%x: tensor<2x3x4xf32> {pipe.input = "x"}, %p: tensor<2x3x4xf32> {pipe.param = "p", pipe.trainable}, %q: tensor<3x4xf32> {pipe.param = "q", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %ax1 = onnx.Constant {value = dense<[1]> : tensor<1xi64>} : tensor<1xi64>
+  %ax02 = onnx.Constant {value = dense<[0, -1]> : tensor<2xi64>} : tensor<2xi64>
+  %cax = onnx.Constant {value = dense<1> : tensor<i64>} : tensor<i64>
+  %reps = onnx.Constant {value = dense<[2, 3]> : tensor<2xi64>} : tensor<2xi64>
+  %pads = onnx.Constant {value = dense<[0, 1, 2, 0, 2, 1]> : tensor<6xi64>} : tensor<6xi64>
+  %pads2 = onnx.Constant {value = dense<[2, 1, 1, 2]> : tensor<4xi64>} : tensor<4xi64>
+  %pax = onnx.Constant {value = dense<[2, 1]> : tensor<2xi64>} : tensor<2xi64>
+  %crop = onnx.Constant {value = dense<[0, -1, 1, 0, 0, -2]> : tensor<6xi64>} : tensor<6xi64>
+  %cv = onnx.Constant {value = dense<0.5> : tensor<f32>} : tensor<f32>
+  %km = onnx.Constant {value = dense<-1> : tensor<i64>} : tensor<i64>
+  %0 = onnx.Mul(%x, %p) : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %1 = onnx.ReduceMax(%0, %ax1) {keepdims = 1 : i64} : (tensor<2x3x4xf32>, tensor<1xi64>) -> tensor<2x1x4xf32>
+  %2 = onnx.ReduceMin(%p, %ax02) {keepdims = 0 : i64} : (tensor<2x3x4xf32>, tensor<2xi64>) -> tensor<3xf32>
+  %3 = onnx.ReduceMax(%q, %none) {keepdims = 0 : i64} : (tensor<3x4xf32>, none) -> tensor<f32>
+  %4 = onnx.CumSum(%0, %cax) : (tensor<2x3x4xf32>, tensor<i64>) -> tensor<2x3x4xf32>
+  %5 = onnx.CumSum(%4, %cax) {exclusive = 1 : i64} : (tensor<2x3x4xf32>, tensor<i64>) -> tensor<2x3x4xf32>
+  %6 = onnx.CumSum(%p, %cax) {reverse = 1 : i64} : (tensor<2x3x4xf32>, tensor<i64>) -> tensor<2x3x4xf32>
+  %7 = onnx.CumSum(%6, %cax) {exclusive = 1 : i64, reverse = 1 : i64} : (tensor<2x3x4xf32>, tensor<i64>) -> tensor<2x3x4xf32>
+  %8 = onnx.Tile(%q, %reps) : (tensor<3x4xf32>, tensor<2xi64>) -> tensor<6x12xf32>
+  %9 = onnx.Pad(%7, %pads, %cv, %none) : (tensor<2x3x4xf32>, tensor<6xi64>, tensor<f32>, none) -> tensor<2x6x7xf32>
+  %10 = onnx.Pad(%5, %pads2, %none, %pax) {mode = "reflect"} : (tensor<2x3x4xf32>, tensor<4xi64>, none, tensor<2xi64>) -> tensor<2x6x7xf32>
+  %11 = onnx.Pad(%0, %pads, %none, %none) {mode = "edge"} : (tensor<2x3x4xf32>, tensor<6xi64>, none, none) -> tensor<2x6x7xf32>
+  %12 = onnx.Pad(%p, %crop, %none, %none) : (tensor<2x3x4xf32>, tensor<6xi64>, none, none) -> tensor<2x2x3xf32>
+  %13 = onnx.Trilu(%9, %none) : (tensor<2x6x7xf32>, none) -> tensor<2x6x7xf32>
+  %14 = onnx.Trilu(%10, %km) {upper = 0 : i64} : (tensor<2x6x7xf32>, tensor<i64>) -> tensor<2x6x7xf32>
+  %15 = onnx.Mul(%13, %14) : (tensor<2x6x7xf32>, tensor<2x6x7xf32>) -> tensor<2x6x7xf32>
+  %16 = onnx.Add(%15, %11) : (tensor<2x6x7xf32>, tensor<2x6x7xf32>) -> tensor<2x6x7xf32>
+  %17 = onnx.Mul(%16, %16) : (tensor<2x6x7xf32>, tensor<2x6x7xf32>) -> tensor<2x6x7xf32>
+  %18 = onnx.ReduceSum(%17, %none) {keepdims = 0 : i64} : (tensor<2x6x7xf32>, none) -> tensor<f32>
+  %19 = onnx.Mul(%1, %1) : (tensor<2x1x4xf32>, tensor<2x1x4xf32>) -> tensor<2x1x4xf32>
+  %20 = onnx.ReduceSum(%19, %none) {keepdims = 0 : i64} : (tensor<2x1x4xf32>, none) -> tensor<f32>
+  %21 = onnx.ReduceSum(%2, %none) {keepdims = 0 : i64} : (tensor<3xf32>, none) -> tensor<f32>
+  %22 = onnx.Mul(%8, %8) : (tensor<6x12xf32>, tensor<6x12xf32>) -> tensor<6x12xf32>
+  %23 = onnx.ReduceSum(%22, %none) {keepdims = 0 : i64} : (tensor<6x12xf32>, none) -> tensor<f32>
+  %24 = onnx.Mul(%12, %12) : (tensor<2x2x3xf32>, tensor<2x2x3xf32>) -> tensor<2x2x3xf32>
+  %25 = onnx.ReduceSum(%24, %none) {keepdims = 0 : i64} : (tensor<2x2x3xf32>, none) -> tensor<f32>
+  %am = onnx.ArgMax(%0) {axis = 2 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x1xi64>
+  %amf = onnx.Cast(%am) {to = 1 : i64} : (tensor<2x3x1xi64>) -> tensor<2x3x1xf32>
+  %26 = onnx.ReduceSum(%amf, %none) {keepdims = 0 : i64} : (tensor<2x3x1xf32>, none) -> tensor<f32>
+  %27 = onnx.Add(%18, %20) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %28 = onnx.Add(%21, %23) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %29 = onnx.Add(%25, %26) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %30 = onnx.Add(%27, %28) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %31 = onnx.Add(%29, %30) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %32 = onnx.Add(%31, %3) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %32 : tensor<f32>
+}

@@ -152,6 +152,98 @@ Outcome equal(pipert_context *ctx, const Node &n) {
   return skip("dtype " + std::to_string(a->dtype));
 }
 
+Outcome activation(pipert_context *ctx, const Node &n, pipert_activation_op op, float alpha,
+                   float beta) {
+  const Tensor *x = n.in(0);
+  if (!all_f32({x}))
+    return skip("dtype " + std::to_string(x->dtype) + " (float32 only)");
+  Tensor y = make_tensor(TP::FLOAT, x->shape);
+  pipert_activation_f32(ctx, op, alpha, beta, x->data<float>(), x->numel(), y.data<float>());
+  return ran({y});
+}
+
+Outcome clip(pipert_context *ctx, const Node &n) {
+  float lo = -INFINITY, hi = INFINITY;
+  if (n.opset < 11) {
+    lo = n.f("min", lo);
+    hi = n.f("max", hi);
+  } else {
+    if (!all_f32({n.in(0), n.in(1), n.in(2)}))
+      return skip("non-float32");
+    if (n.in(1))
+      lo = float(n.in(1)->scalar());
+    if (n.in(2))
+      hi = float(n.in(2)->scalar());
+  }
+  return activation(ctx, n, PIPERT_ACTIVATION_CLIP, lo, hi);
+}
+
+// Variadic Max/Min: a chain of binary calls, as the importer builds.
+Outcome variadic(pipert_context *ctx, const Node &n, pipert_binary_op op) {
+  if (n.n_in() < 1)
+    return skip("no inputs");
+  Tensor acc = *n.in(0);
+  if (acc.dtype != TP::FLOAT && acc.dtype != TP::INT64)
+    return skip("dtype " + std::to_string(acc.dtype) + " (float32 or int64 only)");
+  for (int k = 1; k < n.n_in(); ++k) {
+    const Tensor *b = n.in(k);
+    if (b->dtype != acc.dtype)
+      return skip("mixed dtypes");
+    Tensor y = make_tensor(acc.dtype, bcast(acc.shape, b->shape));
+    if (acc.dtype == TP::FLOAT)
+      pipert_binary_f32(ctx, op, acc.data<float>(), acc.rank(), acc.shape.data(),
+                        b->data<float>(), b->rank(), b->shape.data(), y.data<float>());
+    else
+      pipert_binary_i64(ctx, op, acc.data<int64_t>(), acc.rank(), acc.shape.data(),
+                        b->data<int64_t>(), b->rank(), b->shape.data(), y.data<int64_t>());
+    acc = std::move(y);
+  }
+  return ran({acc});
+}
+
+Outcome compare(pipert_context *ctx, const Node &n, pipert_compare_op op) {
+  const Tensor *a = n.in(0), *b = n.in(1);
+  Tensor y = make_tensor(TP::BOOL, bcast(a->shape, b->shape));
+  if (a->dtype == TP::FLOAT && b->dtype == TP::FLOAT) {
+    pipert_compare_f32(ctx, op, a->data<float>(), a->rank(), a->shape.data(), b->data<float>(),
+                       b->rank(), b->shape.data(), y.data<uint8_t>());
+    return ran({y});
+  }
+  auto intlike = [](int t) { return t == TP::INT64 || t == TP::INT32; };
+  if (intlike(a->dtype) && intlike(b->dtype)) {
+    Tensor a64 = to_i64(ctx, *a), b64 = to_i64(ctx, *b);
+    pipert_compare_i64(ctx, op, a64.data<int64_t>(), a64.rank(), a64.shape.data(),
+                       b64.data<int64_t>(), b64.rank(), b64.shape.data(), y.data<uint8_t>());
+    return ran({y});
+  }
+  return skip("dtype " + std::to_string(a->dtype));
+}
+
+Outcome logical(pipert_context *ctx, const Node &n, pipert_logical_op op) {
+  const Tensor *a = n.in(0), *b = n.in(1);
+  Tensor y = make_tensor(TP::BOOL, bcast(a->shape, b->shape));
+  pipert_logical(ctx, op, a->data<uint8_t>(), a->rank(), a->shape.data(), b->data<uint8_t>(),
+                 b->rank(), b->shape.data(), y.data<uint8_t>());
+  return ran({y});
+}
+
+Outcome logical_not(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  Tensor y = make_tensor(TP::BOOL, x->shape);
+  pipert_not(ctx, x->data<uint8_t>(), x->numel(), y.data<uint8_t>());
+  return ran({y});
+}
+
+Outcome mod(pipert_context *ctx, const Node &n) {
+  const bool fmod = n.i("fmod", 0) != 0;
+  const Tensor *a = n.in(0);
+  if (a->dtype == TP::FLOAT && !fmod)
+    return skip("float Mod needs fmod=1");
+  if (a->dtype != TP::FLOAT && a->dtype != TP::INT64)
+    return skip("dtype " + std::to_string(a->dtype) + " (float32 or int64 only)");
+  return binary(ctx, n, fmod ? PIPERT_BINARY_FMOD : PIPERT_BINARY_MOD);
+}
+
 Outcome where(pipert_context *ctx, const Node &n) {
   const Tensor *c = n.in(0), *x = n.in(1), *y = n.in(2);
   if (!pipert_supports(x->dtype))
@@ -539,6 +631,96 @@ Outcome reduce(pipert_context *ctx, const Node &n, pipert_reduce_op op) {
   return ran({y});
 }
 
+Outcome arg_reduce(pipert_context *ctx, const Node &n, pipert_reduce_op op) {
+  const Tensor *x = n.in(0);
+  if (!all_f32({x}))
+    return skip("non-float32");
+  int64_t axis = n.i("axis", 0);
+  if (axis < 0)
+    axis += x->rank();
+  std::vector<int64_t> ys;
+  for (int64_t i = 0; i < x->rank(); ++i)
+    if (i != axis)
+      ys.push_back(x->shape[size_t(i)]);
+    else if (n.i("keepdims", 1))
+      ys.push_back(1);
+  Tensor y = make_tensor(TP::INT64, ys);
+  pipert_arg_reduce_f32(ctx, op, x->data<float>(), x->rank(), x->shape.data(), axis,
+                        int(n.i("select_last_index", 0)), y.data<int64_t>());
+  return ran({y});
+}
+
+Outcome cumsum(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  if (x->dtype != TP::FLOAT && x->dtype != TP::DOUBLE && x->dtype != TP::INT32 &&
+      x->dtype != TP::INT64)
+    return skip("dtype " + std::to_string(x->dtype) + " (f32/f64/i32/i64 only)");
+  Tensor y = make_tensor(x->dtype, x->shape);
+  pipert_cumsum(ctx, to_pipert(x->dtype), x->bytes.data(), x->rank(), x->shape.data(),
+                n.in(1)->as_i64()[0], int(n.i("exclusive", 0)), int(n.i("reverse", 0)),
+                y.bytes.data());
+  return ran({y});
+}
+
+Outcome tile(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  if (!pipert_supports(x->dtype))
+    return skip("dtype " + std::to_string(x->dtype));
+  std::vector<int64_t> reps = n.in(1)->as_i64(), ys = x->shape;
+  for (size_t i = 0; i < ys.size(); ++i)
+    ys[i] *= reps[i];
+  Tensor y = make_tensor(x->dtype, ys);
+  pipert_tile(ctx, to_pipert(x->dtype), x->bytes.data(), x->rank(), x->shape.data(),
+              reps.data(), y.bytes.data());
+  return ran({y});
+}
+
+Outcome pad(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  if (!pipert_supports(x->dtype))
+    return skip("dtype " + std::to_string(x->dtype));
+  const std::string mode = n.s("mode", "constant");
+  const int code = mode == "constant" ? PIPERT_PAD_CONSTANT
+                   : mode == "reflect" ? PIPERT_PAD_REFLECT
+                   : mode == "edge"    ? PIPERT_PAD_EDGE
+                                       : -1;
+  if (code < 0)
+    return skip("mode " + mode + " (constant, reflect, edge only)");
+  const int64_t r = x->rank();
+  std::vector<int64_t> given = n.opset < 11 ? n.ints("pads") : n.in(1)->as_i64();
+  std::vector<int64_t> axes;
+  if (n.in(3))
+    axes = n.in(3)->as_i64();
+  else
+    for (int64_t i = 0; i < r; ++i)
+      axes.push_back(i);
+  std::vector<int64_t> pads(size_t(2 * r), 0), ys = x->shape;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+    pads[size_t(a)] = given[i];
+    pads[size_t(a + r)] = given[i + axes.size()];
+  }
+  for (int64_t i = 0; i < r; ++i)
+    ys[size_t(i)] += pads[size_t(i)] + pads[size_t(i + r)];
+  float value = n.opset < 11 ? n.f("value", 0.f) : (n.in(2) ? float(n.in(2)->scalar()) : 0.f);
+  Tensor y = make_tensor(x->dtype, ys);
+  pipert_pad(ctx, to_pipert(x->dtype), pipert_pad_mode(code), x->bytes.data(), r, x->shape.data(),
+             pads.data(), value, y.bytes.data());
+  return ran({y});
+}
+
+Outcome trilu(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0);
+  if (!pipert_supports(x->dtype))
+    return skip("dtype " + std::to_string(x->dtype));
+  Tensor y = make_tensor(x->dtype, x->shape);
+  if (x->numel() == 0)
+    return ran({y});
+  pipert_trilu(ctx, to_pipert(x->dtype), x->bytes.data(), x->rank(), x->shape.data(),
+               int(n.i("upper", 1)), n.in(1) ? n.in(1)->as_i64()[0] : 0, y.bytes.data());
+  return ran({y});
+}
+
 Outcome dropout(pipert_context *ctx, const Node &n) {
   const Tensor *x = n.in(0);
   if (!all_f32({x}))
@@ -667,6 +849,39 @@ Outcome run_node(pipert_context *ctx, const onnx::NodeProto &proto, int64_t opse
     return unary(ctx, n, it->second);
   if (auto it = binary_ops.find(op); it != binary_ops.end())
     return binary(ctx, n, it->second);
+  static const std::map<std::string, pipert_activation_op> activations = {
+      {"LeakyRelu", PIPERT_ACTIVATION_LEAKY_RELU}, {"Elu", PIPERT_ACTIVATION_ELU},
+      {"Selu", PIPERT_ACTIVATION_SELU}, {"Softplus", PIPERT_ACTIVATION_SOFTPLUS},
+      {"HardSigmoid", PIPERT_ACTIVATION_HARD_SIGMOID},
+      {"HardSwish", PIPERT_ACTIVATION_HARD_SWISH}, {"Sign", PIPERT_ACTIVATION_SIGN},
+      {"Floor", PIPERT_ACTIVATION_FLOOR}, {"Ceil", PIPERT_ACTIVATION_CEIL},
+      {"Abs", PIPERT_ACTIVATION_ABS}, {"Reciprocal", PIPERT_ACTIVATION_RECIPROCAL}};
+  if (auto it = activations.find(op); it != activations.end()) {
+    // The dialect's defaults (ONNX's).
+    float alpha = 0.f, beta = 0.f;
+    if (op == "LeakyRelu") alpha = n.f("alpha", 0.01f);
+    if (op == "Elu") alpha = n.f("alpha", 1.f);
+    if (op == "Selu") alpha = n.f("alpha", 1.67326319217681884765625f),
+                      beta = n.f("gamma", 1.05070102214813232421875f);
+    if (op == "HardSigmoid") alpha = n.f("alpha", 0.2f), beta = n.f("beta", 0.5f);
+    return activation(ctx, n, it->second, alpha, beta);
+  }
+  if (op == "Gelu")
+    return activation(ctx, n,
+                      n.s("approximate", "none") == "tanh" ? PIPERT_ACTIVATION_GELU_TANH
+                                                           : PIPERT_ACTIVATION_GELU,
+                      0.f, 0.f);
+  if (op == "Clip") return clip(ctx, n);
+  if (op == "Max") return variadic(ctx, n, PIPERT_BINARY_MAX);
+  if (op == "Min") return variadic(ctx, n, PIPERT_BINARY_MIN);
+  if (op == "Mod") return mod(ctx, n);
+  if (op == "Less") return compare(ctx, n, PIPERT_COMPARE_LESS);
+  if (op == "LessOrEqual") return compare(ctx, n, PIPERT_COMPARE_LESS_EQUAL);
+  if (op == "Greater") return compare(ctx, n, PIPERT_COMPARE_GREATER);
+  if (op == "GreaterOrEqual") return compare(ctx, n, PIPERT_COMPARE_GREATER_EQUAL);
+  if (op == "And") return logical(ctx, n, PIPERT_LOGICAL_AND);
+  if (op == "Or") return logical(ctx, n, PIPERT_LOGICAL_OR);
+  if (op == "Not") return logical_not(ctx, n);
   if (op == "Equal") return equal(ctx, n);
   if (op == "Where") return where(ctx, n);
   if (op == "Gemm") return gemm(ctx, n);
@@ -688,6 +903,14 @@ Outcome run_node(pipert_context *ctx, const onnx::NodeProto &proto, int64_t opse
   if (op == "Cast") return cast(ctx, n);
   if (op == "ReduceMean") return reduce(ctx, n, PIPERT_REDUCE_MEAN);
   if (op == "ReduceSum") return reduce(ctx, n, PIPERT_REDUCE_SUM);
+  if (op == "ReduceMax") return reduce(ctx, n, PIPERT_REDUCE_MAX);
+  if (op == "ReduceMin") return reduce(ctx, n, PIPERT_REDUCE_MIN);
+  if (op == "ArgMax") return arg_reduce(ctx, n, PIPERT_REDUCE_MAX);
+  if (op == "ArgMin") return arg_reduce(ctx, n, PIPERT_REDUCE_MIN);
+  if (op == "CumSum") return cumsum(ctx, n);
+  if (op == "Tile") return tile(ctx, n);
+  if (op == "Pad") return pad(ctx, n);
+  if (op == "Trilu") return trilu(ctx, n);
   if (op == "Dropout") return dropout(ctx, n);
   if (op == "SoftmaxCrossEntropyLoss") return loss(ctx, n, true);
   if (op == "NegativeLogLikelihoodLoss") return loss(ctx, n, false);

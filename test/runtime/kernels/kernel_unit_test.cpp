@@ -298,6 +298,133 @@ TEST(Reduce, MaxMinSumSquareAndNoop) {
   }
 }
 
+// Issue 15's data kernels on hand-computed cases (the node tests have no
+// gradients and few reflect/exclusive corners).
+TEST(Pad, ReflectEdgeCropAndGradients) {
+  Ctx ctx;
+  const int64_t s[1] = {4};
+  const Vec x = {1, 2, 3, 4};
+  const int64_t reflect[2] = {2, 3}, edge[2] = {2, 1}, crop[2] = {-1, 2};
+  Vec y(9), ye(7), yc(5);
+  pipert_pad(ctx.ctx, PIPERT_F32, PIPERT_PAD_REFLECT, x.data(), 1, s, reflect, 0.f, y.data());
+  EXPECT_EQ(y, (Vec{3, 2, 1, 2, 3, 4, 3, 2, 1}));
+  pipert_pad(ctx.ctx, PIPERT_F32, PIPERT_PAD_EDGE, x.data(), 1, s, edge, 0.f, ye.data());
+  EXPECT_EQ(ye, (Vec{1, 1, 1, 2, 3, 4, 4}));
+  pipert_pad(ctx.ctx, PIPERT_F32, PIPERT_PAD_CONSTANT, x.data(), 1, s, crop, 9.f, yc.data());
+  EXPECT_EQ(yc, (Vec{2, 3, 4, 9, 9}));
+  // Reflect's gradient gathers every output that mirrors an input.
+  const Vec dy = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  Vec dx(4);
+  pipert_pad_grad_f32(ctx.ctx, PIPERT_PAD_REFLECT, dy.data(), 1, s, reflect, dx.data());
+  EXPECT_EQ(dx, (Vec{3 + 9, 2 + 4 + 8, 1 + 5 + 7, 6}));
+  pipert_pad_grad_f32(ctx.ctx, PIPERT_PAD_EDGE, dy.data(), 1, s, edge, dx.data());
+  EXPECT_EQ(dx, (Vec{1 + 2 + 3, 4, 5, 6 + 7}));
+  pipert_pad_grad_f32(ctx.ctx, PIPERT_PAD_CONSTANT, dy.data(), 1, s, crop, dx.data());
+  EXPECT_EQ(dx, (Vec{0, 1, 2, 3}));
+  // 2-D: reflect on both axes of a 2x3.
+  const int64_t s2[2] = {2, 3}, p2[4] = {1, 2, 0, 1};
+  const Vec x2 = {1, 2, 3, 4, 5, 6};
+  Vec y2(3 * 6);
+  pipert_pad(ctx.ctx, PIPERT_F32, PIPERT_PAD_REFLECT, x2.data(), 2, s2, p2, 0.f, y2.data());
+  EXPECT_EQ(y2, (Vec{6, 5, 4, 5, 6, 5, 3, 2, 1, 2, 3, 2, 6, 5, 4, 5, 6, 5}));
+}
+
+TEST(CumSum, ExclusiveReverseAndAxes) {
+  Ctx ctx;
+  const int64_t s[1] = {4};
+  const Vec x = {1, 2, 3, 4};
+  Vec y(4);
+  pipert_cumsum(ctx.ctx, PIPERT_F32, x.data(), 1, s, 0, 0, 0, y.data());
+  EXPECT_EQ(y, (Vec{1, 3, 6, 10}));
+  pipert_cumsum(ctx.ctx, PIPERT_F32, x.data(), 1, s, 0, 1, 0, y.data());
+  EXPECT_EQ(y, (Vec{0, 1, 3, 6}));
+  pipert_cumsum(ctx.ctx, PIPERT_F32, x.data(), 1, s, -1, 0, 1, y.data());
+  EXPECT_EQ(y, (Vec{10, 9, 7, 4}));
+  pipert_cumsum(ctx.ctx, PIPERT_F32, x.data(), 1, s, 0, 1, 1, y.data());
+  EXPECT_EQ(y, (Vec{9, 7, 4, 0}));
+  const int64_t s2[2] = {2, 3};
+  const Vec x2 = {1, 2, 3, 4, 5, 6};
+  Vec y2(6);
+  pipert_cumsum(ctx.ctx, PIPERT_F32, x2.data(), 2, s2, 0, 1, 1, y2.data());
+  EXPECT_EQ(y2, (Vec{4, 5, 6, 0, 0, 0}));
+  Vec inplace = x2;
+  pipert_cumsum(ctx.ctx, PIPERT_F32, inplace.data(), 2, s2, 1, 0, 1, inplace.data());
+  EXPECT_EQ(inplace, (Vec{6, 5, 3, 15, 11, 6}));
+}
+
+TEST(Reduce, ExtremumGradientAndArgReduceTies) {
+  Ctx ctx;
+  const int64_t s[2] = {2, 3}, axis1[1] = {1};
+  const Vec x = {1, 3, 3, 2, 2, 0};
+  const Vec dy = {10, 20};
+  Vec dx(6);
+  pipert_reduce_extremum_grad_f32(ctx.ctx, PIPERT_REDUCE_MAX, x.data(), 2, s, 1, axis1, 0,
+                                  dy.data(), dx.data());
+  EXPECT_EQ(dx, (Vec{0, 10, 0, 20, 0, 0})); // first of the tied maxima
+  const Vec d1 = {7};
+  pipert_reduce_extremum_grad_f32(ctx.ctx, PIPERT_REDUCE_MIN, x.data(), 2, s, 0, nullptr, 0,
+                                  d1.data(), dx.data());
+  EXPECT_EQ(dx, (Vec{0, 0, 0, 0, 0, 7}));
+  std::vector<int64_t> idx(2);
+  pipert_arg_reduce_f32(ctx.ctx, PIPERT_REDUCE_MAX, x.data(), 2, s, 1, 0, idx.data());
+  EXPECT_EQ(idx, (std::vector<int64_t>{1, 0}));
+  pipert_arg_reduce_f32(ctx.ctx, PIPERT_REDUCE_MAX, x.data(), 2, s, -1, 1, idx.data());
+  EXPECT_EQ(idx, (std::vector<int64_t>{2, 1}));
+  std::vector<int64_t> col(3);
+  pipert_arg_reduce_f32(ctx.ctx, PIPERT_REDUCE_MIN, x.data(), 2, s, 0, 0, col.data());
+  EXPECT_EQ(col, (std::vector<int64_t>{0, 1, 1}));
+}
+
+TEST(Tile, ForwardGradientAndTrilu) {
+  Ctx ctx;
+  const int64_t s[2] = {1, 2}, reps[2] = {2, 3};
+  const Vec x = {1, 2};
+  Vec y(12), dx(2);
+  pipert_tile(ctx.ctx, PIPERT_F32, x.data(), 2, s, reps, y.data());
+  EXPECT_EQ(y, (Vec{1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2}));
+  const Vec dy = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  pipert_tile_grad_f32(ctx.ctx, dy.data(), 2, s, reps, dx.data());
+  EXPECT_EQ(dx, (Vec{1 + 3 + 5 + 7 + 9 + 11, 2 + 4 + 6 + 8 + 10 + 12}));
+  const int64_t m[2] = {3, 4};
+  std::vector<int64_t> a(12), lower(12), upper(12);
+  for (int i = 0; i < 12; ++i)
+    a[static_cast<size_t>(i)] = i + 1;
+  pipert_trilu(ctx.ctx, PIPERT_I64, a.data(), 2, m, 0, -1, lower.data());
+  EXPECT_EQ(lower, (std::vector<int64_t>{0, 0, 0, 0, 5, 0, 0, 0, 9, 10, 0, 0}));
+  pipert_trilu(ctx.ctx, PIPERT_I64, a.data(), 2, m, 1, 2, upper.data());
+  EXPECT_EQ(upper, (std::vector<int64_t>{0, 0, 3, 4, 0, 0, 0, 8, 0, 0, 0, 0}));
+}
+
+TEST(Elementwise, ActivationKinksAndIntegerMod) {
+  Ctx ctx;
+  // PyTorch's choice at the kinks: LeakyRelu and Elu take the x <= 0 branch
+  // at 0; Clip passes the gradient on its bounds; Abs's is 0 at 0.
+  const Vec x = {-1.f, 0.f, 2.f}, dy = {1.f, 1.f, 1.f};
+  Vec dx(3);
+  pipert_activation_grad_f32(ctx.ctx, PIPERT_ACTIVATION_LEAKY_RELU, 0.1f, 0.f, x.data(), dy.data(),
+                             3, dx.data());
+  EXPECT_EQ(dx, (Vec{0.1f, 0.1f, 1.f}));
+  pipert_activation_grad_f32(ctx.ctx, PIPERT_ACTIVATION_CLIP, -1.f, 0.f, x.data(), dy.data(), 3,
+                             dx.data());
+  EXPECT_EQ(dx, (Vec{1.f, 1.f, 0.f}));
+  pipert_activation_grad_f32(ctx.ctx, PIPERT_ACTIVATION_ABS, 0.f, 0.f, x.data(), dy.data(), 3,
+                             dx.data());
+  EXPECT_EQ(dx, (Vec{-1.f, 0.f, 1.f}));
+  Vec y(3);
+  pipert_activation_f32(ctx.ctx, PIPERT_ACTIVATION_CLIP, -INFINITY, 1.f, x.data(), 3, y.data());
+  EXPECT_EQ(y, (Vec{-1.f, 0.f, 1.f}));
+  // Mod's sign follows the divisor; fmod's the dividend.
+  const int64_t s[1] = {4}, one[1] = {1};
+  const std::vector<int64_t> a = {7, -7, 7, -7}, b = {3, 3, -3, -3}, three = {3};
+  std::vector<int64_t> r(4);
+  pipert_binary_i64(ctx.ctx, PIPERT_BINARY_MOD, a.data(), 1, s, b.data(), 1, s, r.data());
+  EXPECT_EQ(r, (std::vector<int64_t>{1, 2, -2, -1}));
+  pipert_binary_i64(ctx.ctx, PIPERT_BINARY_FMOD, a.data(), 1, s, b.data(), 1, s, r.data());
+  EXPECT_EQ(r, (std::vector<int64_t>{1, -1, 1, -1}));
+  pipert_binary_i64(ctx.ctx, PIPERT_BINARY_MAX, a.data(), 1, s, three.data(), 1, one, r.data());
+  EXPECT_EQ(r, (std::vector<int64_t>{7, 3, 7, 3}));
+}
+
 } // namespace
 
 namespace {
