@@ -307,6 +307,69 @@ PIPERT_HD void batch_norm_store_stats(int64_t c, double mu, double batch_var, fl
     saved_inv_std[c] = inv;
 }
 
+//===------------------------------ recurrent cells -----------------------===//
+//
+// ONNX LSTM and GRU with their default activations (f = Sigmoid, g = h =
+// Tanh), one hidden unit of one batch row per call; runtime/core/rnn_driver.h
+// runs them over the batch and the time steps. The `a*` arguments are gate
+// pre-activations with both biases added.
+
+// LSTM (ONNX gate order i, o, f, c; no peepholes):
+//   i = f(ai), o = f(ao), fg = f(af), g = g(ac),
+//   c = fg * c_prev + i * g, h = o * h(c).
+PIPERT_HD void lstm_cell(float ai, float ao, float af, float ac, float c_prev, float &i, float &o,
+                         float &fg, float &g, float &c, float &h) {
+  const float ii = sigmoid(ai), oo = sigmoid(ao), ff = sigmoid(af), gg = ::tanhf(ac);
+  const float cc = ff * c_prev + ii * gg;
+  i = ii;
+  o = oo;
+  fg = ff;
+  g = gg;
+  c = cc;
+  h = oo * ::tanhf(cc);
+}
+
+// Its derivative: from the saved activations, c and c_prev, the incoming
+// dh (of h) and dc (of c, from the next step) to the gate pre-activations'
+// gradients and the gradient of c_prev.
+PIPERT_HD void lstm_cell_grad(float i, float o, float fg, float g, float c, float c_prev, float dh,
+                              float dc_next, float &dai, float &dao, float &daf, float &dac,
+                              float &dc_prev) {
+  const float tc = ::tanhf(c);
+  const float dc = dc_next + dh * o * (1.f - tc * tc);
+  const float ddi = dc * g, ddo = dh * tc, ddf = dc * c_prev, ddg = dc * i;
+  dai = ddi * i * (1.f - i);
+  dao = ddo * o * (1.f - o);
+  daf = ddf * fg * (1.f - fg);
+  dac = ddg * (1.f - g * g);
+  dc_prev = dc * fg;
+}
+
+// GRU with linear_before_reset = 1 (ONNX gate order z, r, h):
+//   z = f(az), r = f(ar), n = g(xn + r * rn), h = (1 - z) * n + z * h_prev,
+// where xn = Xt Wh^T + Wbh and rn = Ht-1 Rh^T + Rbh.
+PIPERT_HD void gru_cell(float az, float ar, float xn, float rn, float h_prev, float &z, float &r,
+                        float &n, float &h) {
+  const float zz = sigmoid(az), rr = sigmoid(ar);
+  const float nn = ::tanhf(xn + rr * rn);
+  z = zz;
+  r = rr;
+  n = nn;
+  h = (1.f - zz) * nn + zz * h_prev;
+}
+
+// Its derivative: the gradients of az, ar, xn and rn, and the part of
+// h_prev's gradient that does not go through the recurrent GEMM (dh * z).
+PIPERT_HD void gru_cell_grad(float z, float r, float n, float rn, float h_prev, float dh,
+                             float &daz, float &dar, float &dxn, float &drn, float &dh_prev) {
+  const float dn = dh * (1.f - z) * (1.f - n * n);
+  daz = dh * (h_prev - n) * z * (1.f - z);
+  dar = dn * rn * r * (1.f - r);
+  dxn = dn;
+  drn = dn * r;
+  dh_prev = dh * z;
+}
+
 } // namespace pipert::formula
 
 #endif // PIPERT_CORE_FORMULAS_H
