@@ -21,7 +21,7 @@
   X(AveragePoolOp) X(GlobalAveragePoolOp) X(DropoutOp) X(ReduceMeanOp)        \
   X(ReduceSumOp) X(SoftmaxCrossEntropyLossOp) X(NegativeLogLikelihoodLossOp)  \
   X(ReshapeOp) X(FlattenOp) X(TransposeOp) X(ConcatOp) X(SplitOp) X(SliceOp)   \
-  X(GatherOp) X(UnsqueezeOp) X(SqueezeOp) X(ExpandOp)
+  X(GatherOp) X(UnsqueezeOp) X(SqueezeOp) X(ExpandOp) X(LSTMOp) X(GRUOp)
 
 namespace mlir::pipec::autodiff {
 

@@ -32,6 +32,7 @@ const llvm::StringMap<unsigned> &formalInputCounts() {
       {"NegativeLogLikelihoodLoss", 3},
       {"LayerNormalization", 3},
       {"ConstantOfShape", 1},
+      {"LSTM", 8},        {"GRU", 6},
   };
   return counts;
 }
