@@ -728,9 +728,11 @@ LogicalResult mlir::pipec::onnx::checkRecurrentSupported(Operation *op) {
   if (lstm) {
     auto lstmOp = cast<LSTMOp>(op);
     if (lstmOp.getInputForget() != 0)
-      return refuse("input_forget = 1 is not supported");
+      return refuse("input_forget = 1 (coupled input and forget gates) is "
+                    "not supported; use 0");
     if (!isNone(lstmOp.getP()))
-      return refuse("peepholes (input P) are not supported");
+      return refuse("peepholes (input P) are not supported; drop P "
+                    "(torch's nn.LSTM has none)");
   } else if (cast<GRUOp>(op).getLinearBeforeReset() != 1) {
     return refuse("linear_before_reset = 0 is not supported; only 1 (what "
                   "torch.onnx.export emits for nn.GRU) is");
