@@ -347,7 +347,7 @@ def ONNX_LSTMGradOp : ONNX_ShapedOp<"LSTMGrad"> {
 }
 
 def ONNX_GRUGradOp : ONNX_ShapedOp<"GRUGrad"> {
-  let summary = "gradients of GRU (linear_before_reset = 1, BPTT)";
+  let summary = "gradients of GRU (BPTT)";
   let description = [{
     As LSTMGrad without the cell state: from X, W, R, B, initial_h, dY,
     dY_h to dX, dW, dR, dB (dirs, 6 hidden), dinitial_h. Lowers to
@@ -357,7 +357,8 @@ def ONNX_GRUGradOp : ONNX_ShapedOp<"GRUGrad"> {
                    ONNX_FloatTensor:$R, ONNX_FloatTensorOrNone:$B,
                    ONNX_FloatTensorOrNone:$initial_h,
                    ONNX_FloatTensorOrNone:$dY, ONNX_FloatTensorOrNone:$dY_h,
-                   DefaultValuedStrAttr<StrAttr, "forward">:$direction);
+                   DefaultValuedStrAttr<StrAttr, "forward">:$direction,
+                   DefaultValuedAttr<I64Attr, "0">:$linear_before_reset);
   let results = (outs AnyTensor:$dX, AnyTensor:$dW, AnyTensor:$dR,
                  AnyTensor:$dB, AnyTensor:$dinitial_h);
 }

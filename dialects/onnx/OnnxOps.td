@@ -470,8 +470,8 @@ def ONNX_GRUOp : ONNX_ShapedOp<"GRU"> {
   let summary = "gated recurrent unit over a sequence (ONNX GRU)";
   let description = [{
     As LSTM, with 3 gates (z, r, h), no cell state and no peepholes: the
-    optional outputs Y and Y_h as one variadic group of up to 2. The lowering
-    and autodiff support linear_before_reset = 1 (what PyTorch exports).
+    optional outputs Y and Y_h as one variadic group of up to 2; both
+    linear_before_reset = 1 (what PyTorch exports) and 0 are supported.
   }];
   let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$W,
                    ONNX_FloatTensor:$R, ONNX_FloatTensorOrNone:$B,

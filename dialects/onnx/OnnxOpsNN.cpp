@@ -733,9 +733,9 @@ LogicalResult mlir::pipec::onnx::checkRecurrentSupported(Operation *op) {
     if (!isNone(lstmOp.getP()))
       return refuse("peepholes (input P) are not supported; drop P "
                     "(torch's nn.LSTM has none)");
-  } else if (cast<GRUOp>(op).getLinearBeforeReset() != 1) {
-    return refuse("linear_before_reset = 0 is not supported; only 1 (what "
-                  "torch.onnx.export emits for nn.GRU) is");
+  } else if (int64_t lbr = cast<GRUOp>(op).getLinearBeforeReset();
+             lbr != 0 && lbr != 1) {
+    return refuse("linear_before_reset must be 0 or 1, got " + Twine(lbr));
   }
   Value lens = op->getOperand(4);
   if (!isNone(lens)) {

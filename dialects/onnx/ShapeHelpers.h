@@ -44,8 +44,8 @@ FailureOr<RecurrentSizes> recurrentSizes(Operation *op, int64_t gates, Value x,
                                          int64_t layout);
 
 /// Whether pipec lowers and differentiates this LSTM / GRU: layout 0, f32,
-/// the default activations, no clip, input_forget or peepholes, GRU with
-/// linear_before_reset = 1, and sequence_lens absent or a constant equal to
+/// the default activations, no clip, input_forget or peepholes, and
+/// sequence_lens absent or a constant equal to
 /// seq_length for every batch entry. Otherwise emits one error on `op`
 /// naming the feature and what to do, and fails.
 LogicalResult checkRecurrentSupported(Operation *op);

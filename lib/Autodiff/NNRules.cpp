@@ -316,12 +316,14 @@ static LogicalResult recurrentVjp(Operation *op, VjpContext &ctx,
     Value g = ctx.resultGrad(i);
     operands.push_back(g ? g : ctx.none());
   }
-  Operation *grad = ctx.build<GradOp>(
-      operands, {ctx.attr("direction", op->getAttr("direction")
-                                           ? op->getAttr("direction")
-                                           : StringAttr::get(op->getContext(),
-                                                             "forward"))},
-      4 + numStates);
+  SmallVector<NamedAttribute> attrs{ctx.attr(
+      "direction", op->getAttr("direction")
+                       ? op->getAttr("direction")
+                       : StringAttr::get(op->getContext(), "forward"))};
+  if (auto gru = dyn_cast<GRUOp>(op))
+    attrs.push_back(
+        ctx.i64Attr("linear_before_reset", gru.getLinearBeforeReset()));
+  Operation *grad = ctx.build<GradOp>(operands, attrs, 4 + numStates);
   if (!grad)
     return failure();
   const unsigned forwardOperand[] = {0, 1, 2, 3, 5, 6};

@@ -72,6 +72,8 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
       args.push_back(P(operand(i)));
     args.append({i64c(xs[0]), i64c(xs[1]), i64c(xs[2]), i64c(hidden),
                  i32c(recurrentDirection(op))});
+    if (!lstm)
+      args.push_back(i32c(attrInt(op, "linear_before_reset", 0)));
     for (unsigned i = 0; i < op->getNumResults(); ++i)
       args.push_back(out(op, i));
     call(lstm ? "pipert_lstm_grad_f32" : "pipert_gru_grad_f32", args);

@@ -307,7 +307,10 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
     if (lstm)
       args.push_back(P(operand(6)));
     args.append({i64c(xs[0]), i64c(xs[1]), i64c(xs[2]), i64c(hidden),
-                 i32c(recurrentDirection(op)), out(op, 0), out(op, 1)});
+                 i32c(recurrentDirection(op))});
+    if (!lstm)
+      args.push_back(i32c(attrInt(op, "linear_before_reset", 0)));
+    args.append({out(op, 0), out(op, 1)});
     if (lstm)
       args.push_back(out(op, 2));
     call(lstm ? "pipert_lstm_f32" : "pipert_gru_f32", args);

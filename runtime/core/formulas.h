@@ -345,13 +345,15 @@ PIPERT_HD void lstm_cell_grad(float i, float o, float fg, float g, float c, floa
   dc_prev = dc * fg;
 }
 
-// GRU with linear_before_reset = 1 (ONNX gate order z, r, h):
-//   z = f(az), r = f(ar), n = g(xn + r * rn), h = (1 - z) * n + z * h_prev,
-// where xn = Xt Wh^T + Wbh and rn = Ht-1 Rh^T + Rbh.
-PIPERT_HD void gru_cell(float az, float ar, float xn, float rn, float h_prev, float &z, float &r,
-                        float &n, float &h) {
+// GRU (ONNX gate order z, r, h):
+//   z = f(az), r = f(ar), h = (1 - z) * n + z * h_prev, with
+//   linear_before_reset = 1: n = g(xn + r * rn), rn = Ht-1 Rh^T + Rbh;
+//   linear_before_reset = 0: n = g(xn + rn),     rn = (r . Ht-1) Rh^T + Rbh;
+// xn = Xt Wh^T + Wbh.
+PIPERT_HD void gru_cell(float az, float ar, float xn, float rn, float h_prev, bool lbr, float &z,
+                        float &r, float &n, float &h) {
   const float zz = sigmoid(az), rr = sigmoid(ar);
-  const float nn = ::tanhf(xn + rr * rn);
+  const float nn = ::tanhf(xn + (lbr ? rr * rn : rn));
   z = zz;
   r = rr;
   n = nn;
@@ -359,15 +361,24 @@ PIPERT_HD void gru_cell(float az, float ar, float xn, float rn, float h_prev, fl
 }
 
 // Its derivative: the gradients of az, ar, xn and rn, and the part of
-// h_prev's gradient that does not go through the recurrent GEMM (dh * z).
-PIPERT_HD void gru_cell_grad(float z, float r, float n, float rn, float h_prev, float dh,
+// h_prev's gradient that does not go through the recurrent GEMMs (dh * z).
+// With linear_before_reset = 0, r enters through the GEMM (r . h_prev) Rh^T:
+// dar is left 0 here and gru_reset_grad completes it.
+PIPERT_HD void gru_cell_grad(float z, float r, float n, float rn, float h_prev, float dh, bool lbr,
                              float &daz, float &dar, float &dxn, float &drn, float &dh_prev) {
   const float dn = dh * (1.f - z) * (1.f - n * n);
   daz = dh * (h_prev - n) * z * (1.f - z);
-  dar = dn * rn * r * (1.f - r);
+  dar = lbr ? dn * rn * r * (1.f - r) : 0.f;
   dxn = dn;
-  drn = dn * r;
+  drn = lbr ? dn * r : dn;
   dh_prev = dh * z;
+}
+
+// linear_before_reset = 0: from d_rh, the gradient of r . h_prev (drn Rh),
+// the gradient of ar and the part of h_prev's gradient through r . h_prev.
+PIPERT_HD void gru_reset_grad(float r, float h_prev, float d_rh, float &dar, float &dh_prev) {
+  dar = d_rh * h_prev * r * (1.f - r);
+  dh_prev = d_rh * r;
 }
 
 } // namespace pipert::formula

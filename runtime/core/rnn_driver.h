@@ -19,6 +19,9 @@
 // (T*B x G*H); then per step RH = H_prev R^T (B x G*H) and one map applies
 // the cell to B*H units.
 //
+// GRU with linear_before_reset = 0 splits the step: z and r, r . h_prev,
+// then its GEMM with Rh before the cell (and likewise in the backward).
+//
 // Gradient (BPTT). The backward recomputes the forward (one more forward
 // pass) keeping every step's hidden state, cell state and activations in
 // scratch memory, instead of the forward op saving them: the ONNX op keeps
@@ -53,6 +56,7 @@ struct Dims {
   Cell cell;
   int64_t T, B, I, H, D;
   int32_t direction; // 0 forward, 1 reverse, 2 bidirectional
+  bool lbr;          // GRU linear_before_reset (LSTM: unused)
   int64_t G() const { return cell == kLstm ? 4 : 3; }
   int64_t BH() const { return B * H; }
   int64_t GH() const { return G() * H; }
@@ -62,17 +66,21 @@ struct Dims {
 };
 
 inline Dims make_dims(const char *op, Cell cell, int64_t T, int64_t B, int64_t I, int64_t H,
-                      int32_t direction) {
+                      int32_t direction, int32_t linear_before_reset = 1) {
+  if (linear_before_reset != 0 && linear_before_reset != 1)
+    pipert_fail("%s: linear_before_reset must be 0 or 1, got %d", op, int(linear_before_reset));
   if (direction < 0 || direction > 2)
     pipert_fail("%s: direction code %d is not 0 (forward), 1 (reverse) or 2 (bidirectional)", op,
                 int(direction));
   if (T < 1 || B < 0 || I < 1 || H < 1)
     pipert_fail("%s: invalid sizes seq_length %lld, batch %lld, input %lld, hidden %lld", op,
                 (long long)T, (long long)B, (long long)I, (long long)H);
-  return Dims{op, cell, T, B, I, H, direction == 2 ? int64_t(2) : int64_t(1), direction};
+  return Dims{op,        cell, T, B, I, H, direction == 2 ? int64_t(2) : int64_t(1),
+              direction, linear_before_reset != 0};
 }
 
-// Saved per unit and step: LSTM i, o, f, g; GRU z, r, n, rn.
+// Saved per unit and step: LSTM i, o, f, g; GRU z, r, n and rn
+// (linear_before_reset = 1) or r . h_prev (= 0).
 constexpr int64_t kSaved = 4;
 
 template <class Exec> void fill(Exec &ex, float *p, int64_t n, float v) {
@@ -86,23 +94,38 @@ template <class Exec> void copy(Exec &ex, float *dst, const float *src, int64_t 
 // One direction's forward over all steps. xw (T*B x G*H) already holds
 // X W_d^T; rh is B x G*H scratch. h of time t goes to hout + t * hstride,
 // c (LSTM) to cs + t * B*H, the activations (if act) to act + t * B*kSaved*H.
-// h0d / c0d are this direction's initial states (zeros if absent).
+// h0d / c0d are this direction's initial states (zeros if absent). tmp is
+// B*H scratch (GRU with linear_before_reset = 0: r . h_prev).
 template <class Exec>
 void forward_direction(Exec &ex, pipert_context *ctx, const Dims &dm, int64_t d, const float *xw,
                        float *rh, const float *r, const float *b, const float *h0d,
-                       const float *c0d, float *hout, int64_t hstride, float *cs, float *act) {
+                       const float *c0d, float *hout, int64_t hstride, float *cs, float *act,
+                       float *tmp) {
   const int64_t B = dm.B, H = dm.H, GH = dm.GH(), BH = dm.BH();
   const float *rd = r + d * GH * H;
   const float *wb = b ? b + d * 2 * GH : nullptr;
   const float *rb = b ? wb + GH : nullptr;
   const Cell cell = dm.cell;
+  const bool lbr = dm.lbr;
   for (int64_t s = 0; s < dm.T; ++s) {
     const int64_t t = dm.time(d, s);
     const int64_t tp = s == 0 ? -1 : dm.time(d, s - 1);
     const float *hprev = s == 0 ? h0d : hout + tp * hstride;
     const float *cprev = s == 0 ? c0d : cs + tp * BH;
-    pipert_sgemm(ctx, 0, 1, B, GH, H, 1.f, hprev, H, rd, H, 0.f, rh, GH);
     const float *xrow0 = xw + t * B * GH;
+    if (cell == kGru && !lbr) {
+      // z and r first; then the h gate's recurrent term from r . h_prev.
+      pipert_sgemm(ctx, 0, 1, B, 2 * H, H, 1.f, hprev, H, rd, H, 0.f, rh, GH);
+      ex.map(BH, PIPERT_RNN_LAMBDA(int64_t idx) {
+        const int64_t bb = idx / H, j = idx % H;
+        const float ar = xrow0[bb * GH + H + j] + rh[bb * GH + H + j] +
+                         (wb ? wb[H + j] + rb[H + j] : 0.f);
+        tmp[idx] = formula::sigmoid(ar) * hprev[idx];
+      });
+      pipert_sgemm(ctx, 0, 1, B, H, H, 1.f, tmp, H, rd + 2 * H * H, H, 0.f, rh + 2 * H, GH);
+    } else {
+      pipert_sgemm(ctx, 0, 1, B, GH, H, 1.f, hprev, H, rd, H, 0.f, rh, GH);
+    }
     float *hdst = hout + t * hstride;
     float *cdst = cell == kLstm ? cs + t * BH : nullptr;
     float *adst = act ? act + t * B * kSaved * H : nullptr;
@@ -120,8 +143,8 @@ void forward_direction(Exec &ex, pipert_context *ctx, const Dims &dm, int64_t d,
       } else {
         const float xn = xr[2 * H + j] + (wb ? wb[2 * H + j] : 0.f);
         const float rn = rr[2 * H + j] + (rb ? rb[2 * H + j] : 0.f);
-        formula::gru_cell(a[0], a[1], xn, rn, hprev[idx], s0, s1, s2, h);
-        s3 = rn;
+        formula::gru_cell(a[0], a[1], xn, rn, hprev[idx], lbr, s0, s1, s2, h);
+        s3 = lbr ? rn : tmp[idx];
       }
       hdst[idx] = h;
       if (adst) {
@@ -146,6 +169,7 @@ void forward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, cons
   float *xw = ex.alloc(T * B * GH), *rh = ex.alloc(B * GH);
   float *hs = y ? nullptr : ex.alloc(T * BH);
   float *cs = dm.cell == kLstm ? ex.alloc(T * BH) : nullptr;
+  float *tmp = dm.cell == kGru && !dm.lbr ? ex.alloc(BH) : nullptr;
   float *zeros = nullptr;
   if (!h0 || (dm.cell == kLstm && !c0)) {
     zeros = ex.alloc(BH);
@@ -156,7 +180,7 @@ void forward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, cons
     float *hout = y ? y + d * BH : hs;
     const int64_t hstride = y ? dm.D * BH : BH;
     forward_direction(ex, ctx, dm, d, xw, rh, r, b, h0 ? h0 + d * BH : zeros,
-                      c0 ? c0 + d * BH : zeros, hout, hstride, cs, nullptr);
+                      c0 ? c0 + d * BH : zeros, hout, hstride, cs, nullptr, tmp);
     const int64_t last = dm.time(d, T - 1);
     if (yh)
       copy(ex, yh + d * BH, hout + last * hstride, BH);
@@ -164,6 +188,7 @@ void forward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, cons
       copy(ex, yc + d * BH, cs + last * BH, BH);
   }
   ex.release(zeros);
+  ex.release(tmp);
   ex.release(cs);
   ex.release(hs);
   ex.release(rh);
@@ -180,6 +205,7 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
   const int64_t T = dm.T, B = dm.B, I = dm.I, H = dm.H, GH = dm.GH(), BH = dm.BH();
   const int64_t D = dm.D;
   const Cell cell = dm.cell;
+  const bool lbr = dm.lbr;
   if (B == 0) {
     // Nothing flows; the weight gradients are zero.
     if (dw)
@@ -196,7 +222,7 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
   float *act = ex.alloc(T * B * kSaved * H);
   float *dxw = ex.alloc(T * B * GH);
   float *drh = cell == kLstm ? dxw : ex.alloc(T * B * GH);
-  float *dh = ex.alloc(BH), *dc = ex.alloc(BH);
+  float *dh = ex.alloc(BH), *dc = ex.alloc(BH), *tmp = ex.alloc(BH);
   float *zeros = ex.alloc(BH);
   fill(ex, zeros, BH, 0.f);
   for (int64_t d = 0; d < D; ++d) {
@@ -204,7 +230,7 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
     const float *h0d = h0 ? h0 + d * BH : zeros;
     const float *c0d = c0 ? c0 + d * BH : zeros;
     pipert_sgemm(ctx, 0, 1, T * B, GH, I, 1.f, x, I, wd, I, 0.f, xw, GH);
-    forward_direction(ex, ctx, dm, d, xw, rh, r, b, h0d, c0d, hs, BH, cs, act);
+    forward_direction(ex, ctx, dm, d, xw, rh, r, b, h0d, c0d, hs, BH, cs, act, tmp);
     if (dyh)
       copy(ex, dh, dyh + d * BH, BH);
     else
@@ -244,7 +270,7 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
         } else {
           float daz, dar, dxn, drn, dhprev;
           formula::gru_cell_grad(ar[j], ar[H + j], ar[2 * H + j], ar[3 * H + j], hprev[idx], g,
-                                 daz, dar, dxn, drn, dhprev);
+                                 lbr, daz, dar, dxn, drn, dhprev);
           gx[j] = gr[j] = daz;
           gx[H + j] = gr[H + j] = dar;
           gx[2 * H + j] = dxn;
@@ -252,6 +278,29 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
           dhp[idx] = dhprev;
         }
       });
+      if (cell == kGru && !lbr) {
+        // The h gate's recurrent term is (r . h_prev) Rh^T: its gradient
+        // d(r . h_prev) = drn Rh gives dar and a part of dH_prev; then
+        // dH_prev += dRH[t][:, z r] R_d[z r]; dR_d[z r] += dRH[t][:, z r]^T
+        // H_prev; dR_d[h] += drn^T (r . h_prev).
+        float *tp2 = tmp;
+        pipert_sgemm(ctx, 0, 0, B, H, H, 1.f, drt + 2 * H, GH, rd + 2 * H * H, H, 0.f, tp2, H);
+        ex.map(BH, PIPERT_RNN_LAMBDA(int64_t idx) {
+          const int64_t bb = idx / H, j = idx % H;
+          float dar, dhr;
+          formula::gru_reset_grad(at[bb * kSaved * H + H + j], hprev[idx], tp2[idx], dar, dhr);
+          dxt[bb * GH + H + j] = dar;
+          drt[bb * GH + H + j] = dar;
+          dhp[idx] += dhr;
+        });
+        pipert_sgemm(ctx, 0, 0, B, H, 2 * H, 1.f, drt, GH, rd, H, 1.f, dh, H);
+        if (drd) {
+          pipert_sgemm(ctx, 1, 0, 2 * H, H, B, 1.f, drt, GH, hprev, H, 1.f, drd, H);
+          pipert_sgemm(ctx, 1, 0, H, H, B, 1.f, drt + 2 * H, GH, at + 3 * H, kSaved * H, 1.f,
+                       drd + 2 * H * H, H);
+        }
+        continue;
+      }
       // dH_prev += dRH[t] R_d; dR_d += dRH[t]^T H_prev.
       pipert_sgemm(ctx, 0, 0, B, H, GH, 1.f, drt, GH, rd, H, 1.f, dh, H);
       if (drd)
@@ -280,6 +329,7 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
     }
   }
   ex.release(zeros);
+  ex.release(tmp);
   ex.release(dc);
   ex.release(dh);
   if (drh != dxw)

@@ -54,22 +54,22 @@ void pipert_lstm_grad_f32(pipert_context *ctx, const float *x, const float *w, c
 
 void pipert_gru_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
                     const float *b, const float *initial_h, int64_t seq_length, int64_t batch,
-                    int64_t input_size, int64_t hidden_size, int32_t direction, float *y,
-                    float *y_h) {
+                    int64_t input_size, int64_t hidden_size, int32_t direction,
+                    int32_t linear_before_reset, float *y, float *y_h) {
   cpu::RnnExec ex{ctx};
-  rnn::Dims dm =
-      rnn::make_dims("GRU", rnn::kGru, seq_length, batch, input_size, hidden_size, direction);
+  rnn::Dims dm = rnn::make_dims("GRU", rnn::kGru, seq_length, batch, input_size, hidden_size,
+                                direction, linear_before_reset);
   rnn::forward(ex, ctx, dm, x, w, r, b, initial_h, nullptr, y, y_h, nullptr);
 }
 
 void pipert_gru_grad_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
                          const float *b, const float *initial_h, const float *dy,
                          const float *dy_h, int64_t seq_length, int64_t batch, int64_t input_size,
-                         int64_t hidden_size, int32_t direction, float *dx, float *dw, float *dr,
-                         float *db, float *dinitial_h) {
+                         int64_t hidden_size, int32_t direction, int32_t linear_before_reset,
+                         float *dx, float *dw, float *dr, float *db, float *dinitial_h) {
   cpu::RnnExec ex{ctx};
   rnn::Dims dm = rnn::make_dims("GRUGrad", rnn::kGru, seq_length, batch, input_size, hidden_size,
-                                direction);
+                                direction, linear_before_reset);
   rnn::backward(ex, ctx, dm, x, w, r, b, initial_h, nullptr, dy, dy_h, nullptr, dx, dw, dr, db,
                 dinitial_h, nullptr);
 }

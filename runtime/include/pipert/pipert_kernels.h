@@ -384,17 +384,17 @@ void pipert_lstm_grad_f32(pipert_context *ctx, const float *x, const float *w, c
                           int64_t seq_length, int64_t batch, int64_t input_size,
                           int64_t hidden_size, int32_t direction, float *dx, float *dw, float *dr,
                           float *db, float *dinitial_h, float *dinitial_c);
-/* ONNX GRU with linear_before_reset = 1, otherwise as pipert_lstm_f32 with
+/* ONNX GRU (linear_before_reset 0 or 1), otherwise as pipert_lstm_f32 with
  * 3 gates (z, r, h): W (D, 3H, I), R (D, 3H, H), B (D, 6H); no cell state. */
 void pipert_gru_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
                     const float *b, const float *initial_h, int64_t seq_length, int64_t batch,
-                    int64_t input_size, int64_t hidden_size, int32_t direction, float *y,
-                    float *y_h);
+                    int64_t input_size, int64_t hidden_size, int32_t direction,
+                    int32_t linear_before_reset, float *y, float *y_h);
 void pipert_gru_grad_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
                          const float *b, const float *initial_h, const float *dy,
                          const float *dy_h, int64_t seq_length, int64_t batch, int64_t input_size,
-                         int64_t hidden_size, int32_t direction, float *dx, float *dw, float *dr,
-                         float *db, float *dinitial_h);
+                         int64_t hidden_size, int32_t direction, int32_t linear_before_reset,
+                         float *dx, float *dw, float *dr, float *db, float *dinitial_h);
 
 /*===------------------------------ optimizers ----------------------------===*/
 /* All updates work on n elements, in place allowed (x_out == x, ...). `t` is

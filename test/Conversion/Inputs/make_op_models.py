@@ -202,6 +202,13 @@ case("gru_bidi_states", xr,
      + flat_concat(["Y", "Yh"]), (3 * 2 * 2 * H + 2 * 2 * H,),
      [("w", f32(2, 3 * H, 4)), ("r", f32(2, 3 * H, H)), ("h0", f32(2, 2, H))])
 
+case("gru_lbr0_reverse", xr,
+     [to_seq, n("GRU", ["xt", "w", "r", "b", "", "h0"], ["Y", "Yh"], hidden_size=H,
+                direction="reverse")] + flat_concat(["Y", "Yh"]),
+     (3 * 1 * 2 * H + 1 * 2 * H,),
+     [("w", f32(1, 3 * H, 4)), ("r", f32(1, 3 * H, H)), ("b", f32(1, 6 * H)),
+      ("h0", f32(1, 2, H))])
+
 
 def torch_case(name, module, x):
     """A torch module exported (opset 17) with the loss tail appended."""

@@ -274,6 +274,10 @@ case("gru_bidi", xs, rnn_params(3, 2, ["h0"]),
                  direction="bidirectional", linear_before_reset=1)]
      + flat_concat(["Y", "Yh"]), (3 * 2 * 2 * Hd + 2 * 2 * Hd,))
 
+case("gru_lbr0", xs, rnn_params(3, 1, ["h0"]),
+     to_seq + [n("GRU", ["xt", "w", "r", "b", "", "h0"], ["Y", "Yh"], hidden_size=Hd)]
+     + flat_concat(["Y", "Yh"]), (3 * 1 * 2 * Hd + 1 * 2 * Hd,))
+
 
 def torch_case(name, kind, x, **kw):
     """torch.nn.LSTM / GRU (batch_first) exported at opset 17; its float

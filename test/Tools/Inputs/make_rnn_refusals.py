@@ -47,5 +47,6 @@ model("lstm_short_lens", "LSTM", inputs=("x", "w", "r", "", "lens"),
       extra_inits=[("lens", np.array([3, 2], np.int32))])
 model("lstm_data_lens", "LSTM", inputs=("x", "w", "r", "", "lens"),
       graph_inputs=[("lens", TensorProto.INT32, [2])], x_shape=(2, 2, 4))
-model("gru_lbr0", "GRU")
+model("gru_activation_alpha", "GRU", activations=["LeakyRelu", "Tanh"],
+      activation_alpha=[0.1])
 print("wrote", len([f for f in os.listdir(OUT) if f.endswith(".onnx")]), "models")

@@ -1041,27 +1041,37 @@ def _gru(a, x, w, r, b, lens, h0, nresults=1):
 @op("GRUGrad")
 def _gru_grad(a, x, w, r, b, h0, dy, dyh, nresults=5):
     revs, T, B, H, b, h0 = rnn_setup(a, x, w, r, b, h0, 3)
+    lbr = a.get("linear_before_reset", 0)
     dx, dw, dr, db = np.zeros_like(x), np.zeros_like(w), np.zeros_like(r), np.zeros_like(b)
     dh0 = np.zeros_like(h0)
     for d, rev in enumerate(revs):
         dh = np.zeros((B, H)) if dyh is None else dyh[d].copy()
-        for (t, hp, z, rr, n, rn) in reversed(gru_steps(x, w[d], r[d], b[d], h0[d], rev, 1)):
+        Rzr, Rh = r[d][:2 * H], r[d][2 * H:]
+        for (t, hp, z, rr, n, rn) in reversed(gru_steps(x, w[d], r[d], b[d], h0[d], rev, lbr)):
             if dy is not None:
                 dh = dh + dy[t, d]
             dan = dh * (1 - z) * (1 - n * n)
             daz = dh * (hp - n) * z * (1 - z)
-            dar = dan * rn * rr * (1 - rr)
+            if lbr:
+                dar = dan * rn * rr * (1 - rr)
+                dghn = dan * rr
+                through_r = dghn @ Rh
+            else:
+                drh = dan @ Rh  # gradient of r * h_prev
+                dar = drh * hp * rr * (1 - rr)
+                dghn = dan
+                through_r = drh * rr
             dgx = np.concatenate([daz, dar, dan], axis=1)
-            dgh = np.concatenate([daz, dar, dan * rr], axis=1)
+            dgh = np.concatenate([daz, dar, dghn], axis=1)
             dx[t] += dgx @ w[d]
             dw[d] += dgx.T @ x[t]
-            dr[d] += dgh.T @ hp
+            dr[d][:2 * H] += dgh[:, :2 * H].T @ hp
+            dr[d][2 * H:] += dghn.T @ (hp if lbr else rr * hp)
             db[d, :3 * H] += dgx.sum(0)
             db[d, 3 * H:] += dgh.sum(0)
-            dh = dh * z + dgh @ r[d]
+            dh = dh * z + dgh[:, :2 * H] @ Rzr + through_r
         dh0[d] = dh
     return [dx, dw, dr, db, dh0][:nresults]
-
 
 MULTI = {"onnx.LayerNormalization", "onnx.BatchNormalization", "onnx.MaxPool", "onnx.Dropout",
          "onnx.SoftmaxCrossEntropyLoss", "onnx.Split", "onnx.LayerNormalizationGrad",

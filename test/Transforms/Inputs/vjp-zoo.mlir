@@ -185,3 +185,16 @@ func.func @forward(%x: tensor<3x2x2xf32> {pipe.param = "x", pipe.trainable}, %w:
   %4 = onnx.Add(%1, %3) : (tensor<f32>, tensor<f32>) -> tensor<f32>
   return %4 : tensor<f32>
 }
+
+// -----
+// GRU with linear_before_reset = 0 (the ONNX default), reverse, with bias
+// and initial state.
+func.func @forward(%x: tensor<3x2x2xf32> {pipe.param = "x", pipe.trainable}, %w: tensor<1x9x2xf32> {pipe.param = "w", pipe.trainable}, %r: tensor<1x9x3xf32> {pipe.param = "r", pipe.trainable}, %b: tensor<1x18xf32> {pipe.param = "b", pipe.trainable}, %h0: tensor<1x2x3xf32> {pipe.param = "h0", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %g:2 = onnx.GRU(%x, %w, %r, %b, %none, %h0) {direction = "reverse", hidden_size = 3 : i64} : (tensor<3x2x2xf32>, tensor<1x9x2xf32>, tensor<1x9x3xf32>, tensor<1x18xf32>, none, tensor<1x2x3xf32>) -> (tensor<3x1x2x3xf32>, tensor<1x2x3xf32>)
+  %0 = onnx.Mul(%g#0, %g#0) : (tensor<3x1x2x3xf32>, tensor<3x1x2x3xf32>) -> tensor<3x1x2x3xf32>
+  %1 = onnx.ReduceSum(%0, %none) {keepdims = 0 : i64} : (tensor<3x1x2x3xf32>, none) -> tensor<f32>
+  %2 = onnx.ReduceSum(%g#1, %none) {keepdims = 0 : i64} : (tensor<1x2x3xf32>, none) -> tensor<f32>
+  %3 = onnx.Add(%1, %2) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %3 : tensor<f32>
+}

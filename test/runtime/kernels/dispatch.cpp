@@ -233,8 +233,8 @@ Outcome layer_norm(pipert_context *ctx, const Node &n) {
 }
 
 // LSTM / GRU: the features pipec lowers (layout 0, default activations, no
-// clip, input_forget or peepholes, sequence_lens absent or all full, GRU
-// with linear_before_reset = 1); other cases are skipped with the reason.
+// clip, input_forget or peepholes, sequence_lens absent or all full); other
+// cases are skipped with the reason.
 Outcome recurrent(pipert_context *ctx, const Node &n, bool lstm) {
   const Tensor *x = n.in(0), *w = n.in(1), *r = n.in(2), *b = n.in(3), *lens = n.in(4),
                *h0 = n.in(5), *c0 = lstm ? n.in(6) : nullptr;
@@ -248,8 +248,6 @@ Outcome recurrent(pipert_context *ctx, const Node &n, bool lstm) {
     return skip("clip");
   if (lstm && (n.i("input_forget", 0) != 0 || n.in(7)))
     return skip(n.in(7) ? "peepholes (input P)" : "input_forget");
-  if (!lstm && n.i("linear_before_reset", 0) != 1)
-    return skip("linear_before_reset=0");
   const int64_t T = x->shape[0], B = x->shape[1], I = x->shape[2], H = n.i("hidden_size", 0);
   if (lens) {
     const Tensor l64 = to_i64(ctx, *lens);
@@ -267,8 +265,8 @@ Outcome recurrent(pipert_context *ctx, const Node &n, bool lstm) {
     pipert_lstm_f32(ctx, p(x), p(w), p(r), p(b), p(h0), p(c0), T, B, I, H, code,
                     y.data<float>(), yh.data<float>(), yc.data<float>());
   else
-    pipert_gru_f32(ctx, p(x), p(w), p(r), p(b), p(h0), T, B, I, H, code, y.data<float>(),
-                   yh.data<float>());
+    pipert_gru_f32(ctx, p(x), p(w), p(r), p(b), p(h0), T, B, I, H, code,
+                   int32_t(n.i("linear_before_reset", 0)), y.data<float>(), yh.data<float>());
   std::vector<Tensor> outs;
   for (int k = 0; k < n.n_out(); ++k)
     if (n.wants(k))
