@@ -589,8 +589,14 @@ FailureOr<RecurrentSizes> mlir::pipec::onnx::recurrentSizes(
     into = v;
     return success();
   };
-  auto tx = rank3(x, "X"), tw = rank3(w, "W"), tr = rank3(r, "R");
-  if (failed(tx) || failed(tw) || failed(tr))
+  auto tx = rank3(x, "X");
+  if (failed(tx))
+    return failure();
+  auto tw = rank3(w, "W");
+  if (failed(tw))
+    return failure();
+  auto tr = rank3(r, "R");
+  if (failed(tr))
     return failure();
   if (auto t = *tr) {
     if (failed(merge(s.hidden, t.getDimSize(2), "hidden size (R)")))
