@@ -98,6 +98,23 @@ class Decoder(nn.Module):
                                targets.reshape(-1))
 
 
+class LstmLM(nn.Module):
+    """Embedding -> 2-layer LSTM -> linear -> cross-entropy (AWD-LM's shape,
+    tiny): next-token prediction over a sequence of `seq` tokens."""
+
+    def __init__(self, vocab=16, dim=12, hidden=10, layers=2):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.rnn = nn.LSTM(dim, hidden, num_layers=layers, batch_first=True)
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens, targets):
+        h, _ = self.rnn(self.tok(tokens))
+        logits = self.head(h)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                               targets.reshape(-1))
+
+
 def make(name):
     """Returns (module, example inputs(batch), input names, data maker)."""
     torch.manual_seed(0)
@@ -119,7 +136,14 @@ def make(name):
             t = torch.randint(0, 32, (b, 9), generator=g)
             return t[:, :8].contiguous(), t[:, 1:].contiguous()
         return m, inputs, ["tokens", "targets"]
-    raise SystemExit(f"models.py: unknown model '{name}' (mlp, cnn, transformer)")
+    if name == "lstm_lm":
+        m = LstmLM()
+        def inputs(b, g=None):
+            t = torch.randint(0, 16, (b, 7), generator=g)
+            return t[:, :6].contiguous(), t[:, 1:].contiguous()
+        return m, inputs, ["tokens", "targets"]
+    raise SystemExit(f"models.py: unknown model '{name}' (mlp, cnn, transformer, "
+                     "lstm_lm)")
 
 
 def export(name, path, batch, dynamic, opset=17):

@@ -320,3 +320,41 @@ LogicalResult AdamWOp::inferResultTypes(SmallVectorImpl<Type> &types) {
     types.push_back(getX().getType());
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Recurrent
+//===----------------------------------------------------------------------===//
+
+/// dX, dW, dR, dB, dinitial_h (, dinitial_c) of LSTMGrad / GRUGrad.
+static LogicalResult inferRecurrentGrad(Operation *op, int64_t gates, Value x,
+                                        Value w, Value r, Value b,
+                                        ValueRange states, StringRef direction,
+                                        unsigned numStates,
+                                        SmallVectorImpl<Type> &types) {
+  auto s = recurrentSizes(op, gates, x, w, r, b, states, direction,
+                          std::nullopt, 0);
+  if (failed(s))
+    return failure();
+  Type elt = getElementType(x);
+  types.push_back(x.getType());
+  types.push_back(w.getType());
+  types.push_back(r.getType());
+  types.push_back(ranked(
+      {s->dirs, ShapedType::isDynamic(s->hidden) ? ShapedType::kDynamic
+                                                 : 2 * gates * s->hidden},
+      elt));
+  for (unsigned i = 0; i < numStates; ++i)
+    types.push_back(ranked({s->dirs, s->batch, s->hidden}, elt));
+  return success();
+}
+
+LogicalResult LSTMGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return inferRecurrentGrad(*this, 4, getX(), getW(), getR(), getB(),
+                            {getInitialH(), getInitialC()}, getDirection(), 2,
+                            types);
+}
+
+LogicalResult GRUGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return inferRecurrentGrad(*this, 3, getX(), getW(), getR(), getB(),
+                            {getInitialH()}, getDirection(), 1, types);
+}

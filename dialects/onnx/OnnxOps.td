@@ -577,6 +577,60 @@ def ONNX_TriluOp : ONNX_ShapedOp<"Trilu"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Recurrent
+//===----------------------------------------------------------------------===//
+
+def ONNX_LSTMOp : ONNX_ShapedOp<"LSTM"> {
+  let summary = "long short-term memory over a sequence (ONNX LSTM)";
+  let description = [{
+    All the ONNX operator's inputs and attributes are modelled (so every
+    valid node imports); what the lowering and autodiff support is layout 0,
+    the default activations, no clip, input_forget or peepholes (P), and
+    sequence_lens absent or a constant equal to seq_length everywhere; the
+    others are refused there naming the node. Results: the optional outputs
+    Y (seq, dirs, batch, hidden), Y_h and Y_c (dirs, batch, hidden) (layout
+    1: batch first) as one variadic group of up to 3, in ONNX order.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$W,
+                   ONNX_FloatTensor:$R, ONNX_FloatTensorOrNone:$B,
+                   ONNX_IntTensorOrNone:$sequence_lens,
+                   ONNX_FloatTensorOrNone:$initial_h,
+                   ONNX_FloatTensorOrNone:$initial_c,
+                   ONNX_FloatTensorOrNone:$P,
+                   OptionalAttr<DenseF32ArrayAttr>:$activation_alpha,
+                   OptionalAttr<DenseF32ArrayAttr>:$activation_beta,
+                   OptionalAttr<StrArrayAttr>:$activations,
+                   OptionalAttr<F32Attr>:$clip,
+                   DefaultValuedStrAttr<StrAttr, "forward">:$direction,
+                   OptionalAttr<I64Attr>:$hidden_size,
+                   DefaultValuedAttr<I64Attr, "0">:$input_forget,
+                   DefaultValuedAttr<I64Attr, "0">:$layout);
+  let results = (outs Variadic<AnyTensor>:$outputs);
+}
+
+def ONNX_GRUOp : ONNX_ShapedOp<"GRU"> {
+  let summary = "gated recurrent unit over a sequence (ONNX GRU)";
+  let description = [{
+    As LSTM, with 3 gates (z, r, h), no cell state and no peepholes: the
+    optional outputs Y and Y_h as one variadic group of up to 2; both
+    linear_before_reset = 1 (what PyTorch exports) and 0 are supported.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$W,
+                   ONNX_FloatTensor:$R, ONNX_FloatTensorOrNone:$B,
+                   ONNX_IntTensorOrNone:$sequence_lens,
+                   ONNX_FloatTensorOrNone:$initial_h,
+                   OptionalAttr<DenseF32ArrayAttr>:$activation_alpha,
+                   OptionalAttr<DenseF32ArrayAttr>:$activation_beta,
+                   OptionalAttr<StrArrayAttr>:$activations,
+                   OptionalAttr<F32Attr>:$clip,
+                   DefaultValuedStrAttr<StrAttr, "forward">:$direction,
+                   OptionalAttr<I64Attr>:$hidden_size,
+                   DefaultValuedAttr<I64Attr, "0">:$layout,
+                   DefaultValuedAttr<I64Attr, "0">:$linear_before_reset);
+  let results = (outs Variadic<AnyTensor>:$outputs);
+}
+
+//===----------------------------------------------------------------------===//
 // ai.onnx.preview.training
 //===----------------------------------------------------------------------===//
 

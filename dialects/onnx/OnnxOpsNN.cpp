@@ -14,6 +14,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 using namespace mlir::pipec::onnx;
@@ -604,4 +605,210 @@ NegativeLogLikelihoodLossOp::inferResultTypes(SmallVectorImpl<Type> &types) {
 
 LogicalResult NegativeLogLikelihoodLossOp::verify() {
   return checkReduction(*this, getReduction());
+}
+
+//===----------------------------------------------------------------------===//
+// Recurrent
+//===----------------------------------------------------------------------===//
+
+FailureOr<RecurrentSizes> mlir::pipec::onnx::recurrentSizes(
+    Operation *op, int64_t gates, Value x, Value w, Value r, Value b,
+    ValueRange states, StringRef direction, std::optional<int64_t> hiddenSize,
+    int64_t layout) {
+  RecurrentSizes s{kDynamic, kDynamic, kDynamic, kDynamic, 1};
+  if (direction == "bidirectional")
+    s.dirs = 2;
+  else if (direction != "forward" && direction != "reverse")
+    return op->emitOpError() << "direction must be forward, reverse or "
+                                "bidirectional, got '"
+                             << direction << "'";
+  if (layout != 0 && layout != 1)
+    return op->emitOpError() << "layout must be 0 or 1, got " << layout;
+  if (hiddenSize) {
+    if (*hiddenSize < 1)
+      return op->emitOpError() << "hidden_size must be positive, got "
+                               << *hiddenSize;
+    s.hidden = *hiddenSize;
+  }
+  auto rank3 = [&](Value v, StringRef name) -> FailureOr<RankedTensorType> {
+    auto t = getRanked(v);
+    if (t && t.getRank() != 3)
+      return op->emitOpError() << name << " must have rank 3, got " << t;
+    return t;
+  };
+  auto merge = [&](int64_t &into, int64_t v, StringRef what) -> LogicalResult {
+    if (isDynamic(v))
+      return success();
+    if (conflicts(into, v))
+      return op->emitOpError() << "inconsistent " << what << ": " << into
+                               << " vs " << v;
+    into = v;
+    return success();
+  };
+  auto tx = rank3(x, "X");
+  if (failed(tx))
+    return failure();
+  auto tw = rank3(w, "W");
+  if (failed(tw))
+    return failure();
+  auto tr = rank3(r, "R");
+  if (failed(tr))
+    return failure();
+  if (auto t = *tr) {
+    if (failed(merge(s.hidden, t.getDimSize(2), "hidden size (R)")))
+      return failure();
+    if (!isDynamic(t.getDimSize(1)) && !isDynamic(s.hidden) &&
+        t.getDimSize(1) != gates * s.hidden)
+      return op->emitOpError() << "R must be (dirs, " << gates
+                               << " x hidden, hidden), got " << t;
+  }
+  if (auto t = *tw) {
+    if (!isDynamic(t.getDimSize(1)) && t.getDimSize(1) % gates != 0)
+      return op->emitOpError() << "W must be (dirs, " << gates
+                               << " x hidden, input), got " << t;
+    if (failed(merge(s.hidden, isDynamic(t.getDimSize(1))
+                                   ? kDynamic
+                                   : t.getDimSize(1) / gates,
+                     "hidden size (W)")) ||
+        failed(merge(s.input, t.getDimSize(2), "input size (W)")))
+      return failure();
+  }
+  for (auto t : {*tw, *tr})
+    if (t && conflicts(t.getDimSize(0), s.dirs))
+      return op->emitOpError() << "W and R must have " << s.dirs
+                               << " direction(s) for direction '" << direction
+                               << "', got " << t;
+  if (auto t = *tx) {
+    if (failed(merge(s.seq, t.getDimSize(layout == 0 ? 0 : 1), "seq_length")) ||
+        failed(merge(s.batch, t.getDimSize(layout == 0 ? 1 : 0), "batch")) ||
+        failed(merge(s.input, t.getDimSize(2), "input size (X)")))
+      return failure();
+  }
+  if (auto t = getRanked(b)) {
+    if (t.getRank() != 2 || conflicts(t.getDimSize(0), s.dirs) ||
+        (!isDynamic(s.hidden) &&
+         conflicts(t.getDimSize(1), 2 * gates * s.hidden)))
+      return op->emitOpError() << "B must be (dirs, " << 2 * gates
+                               << " x hidden), got " << t;
+  }
+  for (Value v : states) {
+    auto t = getRanked(v);
+    if (!t)
+      continue;
+    SmallVector<int64_t> want =
+        layout == 0 ? SmallVector<int64_t>{s.dirs, s.batch, s.hidden}
+                    : SmallVector<int64_t>{s.batch, s.dirs, s.hidden};
+    bool bad = t.getRank() != 3;
+    for (int64_t i = 0; !bad && i < 3; ++i)
+      bad = conflicts(t.getDimSize(i), want[i]);
+    if (bad)
+      return op->emitOpError()
+             << "initial states must be "
+             << (layout == 0 ? "(dirs, batch, hidden)" : "(batch, dirs, hidden)")
+             << ", got " << t;
+  }
+  return s;
+}
+
+/// Y, Y_h, Y_c (as many as the op has) of an LSTM or GRU.
+static LogicalResult inferRecurrent(Operation *op, int64_t gates,
+                                    unsigned maxResults, Value x, Value w,
+                                    Value r, Value b, ValueRange states,
+                                    StringRef direction,
+                                    std::optional<int64_t> hidden,
+                                    int64_t layout, unsigned numResults,
+                                    SmallVectorImpl<Type> &types) {
+  if (numResults > maxResults)
+    return op->emitOpError() << "has " << numResults
+                             << " results, at most " << maxResults;
+  auto s = recurrentSizes(op, gates, x, w, r, b, states, direction, hidden,
+                          layout);
+  if (failed(s))
+    return failure();
+  Type elt = getElementType(x);
+  for (unsigned i = 0; i < numResults; ++i) {
+    if (i == 0)
+      types.push_back(
+          layout == 0
+              ? ranked({s->seq, s->dirs, s->batch, s->hidden}, elt)
+              : ranked({s->batch, s->seq, s->dirs, s->hidden}, elt));
+    else
+      types.push_back(layout == 0 ? ranked({s->dirs, s->batch, s->hidden}, elt)
+                                  : ranked({s->batch, s->dirs, s->hidden}, elt));
+  }
+  return success();
+}
+
+LogicalResult LSTMOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return inferRecurrent(*this, 4, 3, getX(), getW(), getR(), getB(),
+                        {getInitialH(), getInitialC()}, getDirection(),
+                        getHiddenSize(), getLayout(), getNumResults(), types);
+}
+
+LogicalResult GRUOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return inferRecurrent(*this, 3, 2, getX(), getW(), getR(), getB(),
+                        {getInitialH()}, getDirection(), getHiddenSize(),
+                        getLayout(), getNumResults(), types);
+}
+
+LogicalResult mlir::pipec::onnx::checkRecurrentSupported(Operation *op) {
+  bool lstm = isa<LSTMOp>(op);
+  StringRef name = lstm ? "LSTM" : "GRU";
+  auto refuse = [&](const Twine &what) {
+    return op->emitError() << name << ": " << what;
+  };
+  auto x = getRanked(op->getOperand(0));
+  if (!x || !x.hasStaticShape() || !x.getElementType().isF32())
+    return refuse("X must be a statically shaped f32 tensor");
+  for (Value v : op->getOperands())
+    if (auto t = getRanked(v); t && !isNone(v) && v != op->getOperand(4) &&
+                               (!t.hasStaticShape() || !t.getElementType().isF32()))
+      return refuse("every float input must be a statically shaped f32 tensor");
+  if (op->getAttrOfType<IntegerAttr>("layout") &&
+      op->getAttrOfType<IntegerAttr>("layout").getInt() != 0)
+    return refuse("layout = 1 (batch first) is not supported; transpose X "
+                  "to (seq, batch, input) and use layout 0, as "
+                  "torch.onnx.export does for batch_first");
+  if (auto acts = op->getAttrOfType<ArrayAttr>("activations")) {
+    SmallVector<StringRef> defaults =
+        lstm ? SmallVector<StringRef>{"Sigmoid", "Tanh", "Tanh"}
+             : SmallVector<StringRef>{"Sigmoid", "Tanh"};
+    for (auto [i, a] : llvm::enumerate(acts)) {
+      StringRef got = cast<StringAttr>(a).getValue();
+      if (!got.equals_insensitive(defaults[i % defaults.size()]))
+        return refuse("activation '" + got +
+                      "' is not supported; only the defaults (" +
+                      llvm::join(defaults, ", ") + ") are");
+    }
+  }
+  if (op->hasAttr("activation_alpha") || op->hasAttr("activation_beta"))
+    return refuse("activation_alpha/activation_beta are not supported; only "
+                  "the default activations are");
+  if (op->hasAttr("clip"))
+    return refuse("clip is not supported; remove the attribute (no cell "
+                  "clipping)");
+  if (lstm) {
+    auto lstmOp = cast<LSTMOp>(op);
+    if (lstmOp.getInputForget() != 0)
+      return refuse("input_forget = 1 (coupled input and forget gates) is "
+                    "not supported; use 0");
+    if (!isNone(lstmOp.getP()))
+      return refuse("peepholes (input P) are not supported; drop P "
+                    "(torch's nn.LSTM has none)");
+  } else if (int64_t lbr = cast<GRUOp>(op).getLinearBeforeReset();
+             lbr != 0 && lbr != 1) {
+    return refuse("linear_before_reset must be 0 or 1, got " + Twine(lbr));
+  }
+  Value lens = op->getOperand(4);
+  if (!isNone(lens)) {
+    auto values = getConstantInts(lens);
+    int64_t seq = x.getDimSize(0);
+    if (!values || llvm::any_of(*values, [&](int64_t l) { return l != seq; }))
+      return refuse("sequence_lens must be absent or a constant equal to "
+                    "seq_length (" +
+                    Twine(seq) +
+                    ") everywhere; variable-length sequences are not "
+                    "supported (pad them and drop sequence_lens)");
+  }
+  return success();
 }

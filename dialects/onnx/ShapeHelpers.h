@@ -29,6 +29,27 @@ std::optional<SmallVector<int64_t>> getConstantInts(Value v);
 /// The elements attribute of a constant operand, or null.
 ElementsAttr getConstantAttr(Value v);
 
+/// The sizes of an ONNX LSTM (gates = 4) or GRU (gates = 3) from X, W, R
+/// (kDynamic where unknown), with the shapes checked against each other and
+/// against B and initial_h/initial_c (`states`, may be none); emits an error
+/// on `op`. Shared by the forward ops and their gradient ops.
+struct RecurrentSizes {
+  int64_t seq, batch, input, hidden, dirs;
+};
+FailureOr<RecurrentSizes> recurrentSizes(Operation *op, int64_t gates, Value x,
+                                         Value w, Value r, Value b,
+                                         ValueRange states,
+                                         StringRef direction,
+                                         std::optional<int64_t> hiddenSize,
+                                         int64_t layout);
+
+/// Whether pipec lowers and differentiates this LSTM / GRU: layout 0, f32,
+/// the default activations, no clip, input_forget or peepholes, and
+/// sequence_lens absent or a constant equal to
+/// seq_length for every batch entry. Otherwise emits one error on `op`
+/// naming the feature and what to do, and fails.
+LogicalResult checkRecurrentSupported(Operation *op);
+
 /// Numpy broadcasting of two shapes; emits an error on `op` if they do not
 /// broadcast.
 FailureOr<SmallVector<int64_t>> broadcastShapes(Operation *op,

@@ -76,6 +76,7 @@ enum class Kind {
   Pool,         // one flop per window element
   Reduce,       // one flop per input element
   DataMovement, // no arithmetic, only bytes
+  Recurrent,    // LSTM, GRU: GEMMs per step plus the gate math
   Backward,     // a gradient op the autodiff emitted
   Optimizer,    // an update op
   Unknown,
@@ -86,6 +87,7 @@ static Kind classify(StringRef name) {
   return llvm::StringSwitch<Kind>(name)
       .Cases({"Constant", "NoValue"}, Kind::Free)
       .Cases({"Gemm", "MatMul", "Conv"}, Kind::Contraction)
+      .Cases({"LSTM", "GRU"}, Kind::Recurrent)
       .Cases({"Add", "Sub", "Mul", "Div", "Pow", "Relu", "Neg", "Tanh",
               "Sigmoid", "Erf", "Sqrt", "Exp", "Log", "Where", "Equal",
               "Cast", "Dropout", "Abs", "Reciprocal", "Sign", "Floor", "Ceil",
@@ -112,7 +114,7 @@ static Kind classify(StringRef name) {
               "SliceGrad", "GatherGrad", "DropoutGrad", "ReduceExtremumGrad",
               "TileGrad", "PadGrad",
               "SoftmaxCrossEntropyLossGrad",
-              "NegativeLogLikelihoodLossGrad"},
+              "NegativeLogLikelihoodLossGrad", "LSTMGrad", "GRUGrad"},
              Kind::Backward)
       .Cases({"SGD", "Momentum", "Adam", "AdamW", "Adagrad"}, Kind::Optimizer)
       .Default(Kind::Unknown);
@@ -189,6 +191,20 @@ static std::optional<double> contractionFlops(Operation *op, StringRef name) {
               !isa<NoneType>(op->getOperand(2).getType());
   return 2.0 * double(*outElems) * double(wElems / (*w)[0]) +
          (hasB ? double(*outElems) : 0);
+}
+
+/// Forward FLOPs of an LSTM / GRU (or of the forward its gradient op
+/// recomputes): per direction and step the input and recurrent GEMMs,
+/// 2 * B * G*H * (I + H), and about 10 (LSTM) / 8 (GRU) flops per hidden
+/// unit of gate math. Operands X (T, B, I), W (D, G*H, I), R (D, G*H, H).
+static std::optional<double> recurrentFlops(Operation *op, bool lstm) {
+  auto x = staticShape(op->getOperand(0)), w = staticShape(op->getOperand(1)),
+       r = staticShape(op->getOperand(2));
+  if (!x || !w || !r || x->size() != 3 || w->size() != 3 || r->size() != 3)
+    return std::nullopt;
+  double T = double((*x)[0]), B = double((*x)[1]), I = double((*x)[2]);
+  double D = double((*w)[0]), GH = double((*w)[1]), H = double((*r)[2]);
+  return D * T * B * (2 * GH * (I + H) + (lstm ? 10 : 8) * H);
 }
 
 OpCost CostModel::getOpCost(Operation *op) const {
@@ -274,9 +290,26 @@ OpCost CostModel::getOpCost(Operation *op) const {
     cost.flops = 0;
     cost.backwardFactor = options.backwardFactor;
     break;
+  case Kind::Recurrent:
+    if (std::optional<double> flops = recurrentFlops(op, name == "LSTM"))
+      cost.flops = *flops;
+    else
+      cost.known = false;
+    // The gradient recomputes the forward, then four GEMMs of the forward's
+    // two sizes (dX, dW, dH_prev, dR): about 3x the forward.
+    cost.backwardFactor = 3.0;
+    break;
   case Kind::Backward: {
     // Gradient ops are already the backward; nothing differentiates them.
     cost.backwardFactor = 0;
+    if (name == "LSTMGrad" || name == "GRUGrad") {
+      if (std::optional<double> flops =
+              recurrentFlops(op, name == "LSTMGrad"))
+        cost.flops = 3.0 * *flops;
+      else
+        cost.known = false;
+      break;
+    }
     if (name == "ConvGrad") {
       // dX and dW: each a convolution of the forward's size; dB a sum.
       // Operands: dY, X, W, ...

@@ -285,4 +285,53 @@ LogicalResult vjp(NegativeLogLikelihoodLossOp op, VjpContext &ctx) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Recurrent
+//===----------------------------------------------------------------------===//
+
+/// LSTM / GRU: one LSTMGrad / GRUGrad (BPTT) from the forward's inputs and
+/// its outputs' gradients (none where nothing flows); the kernel recomputes
+/// the per-step states, so the forward op stays as imported. Operand k of
+/// the forward (X W R B sequence_lens initial_h [initial_c]) gets result
+/// `resultOf[k]` of the gradient op.
+template <typename GradOp>
+static LogicalResult recurrentVjp(Operation *op, VjpContext &ctx,
+                                  unsigned numStates) {
+  if (failed(checkRecurrentSupported(op)))
+    return failure();
+  unsigned outputs = 1 + numStates;
+  SmallVector<Value> operands;
+  for (unsigned i : {0u, 1u, 2u, 3u, 5u})
+    operands.push_back(op->getOperand(i));
+  if (numStates == 2)
+    operands.push_back(op->getOperand(6));
+  for (unsigned i = 0; i < outputs; ++i) {
+    Value g = ctx.resultGrad(i);
+    operands.push_back(g ? g : ctx.none());
+  }
+  SmallVector<NamedAttribute> attrs{ctx.attr(
+      "direction", op->getAttr("direction")
+                       ? op->getAttr("direction")
+                       : StringAttr::get(op->getContext(), "forward"))};
+  if (auto gru = dyn_cast<GRUOp>(op))
+    attrs.push_back(
+        ctx.i64Attr("linear_before_reset", gru.getLinearBeforeReset()));
+  Operation *grad = ctx.build<GradOp>(operands, attrs, 4 + numStates);
+  if (!grad)
+    return failure();
+  const unsigned forwardOperand[] = {0, 1, 2, 3, 5, 6};
+  for (unsigned k = 0; k < 4 + numStates; ++k)
+    if (ctx.needsGrad(forwardOperand[k]))
+      ctx.setGrad(forwardOperand[k], grad->getResult(k));
+  return success();
+}
+
+LogicalResult vjp(LSTMOp op, VjpContext &ctx) {
+  return recurrentVjp<LSTMGradOp>(op, ctx, 2);
+}
+
+LogicalResult vjp(GRUOp op, VjpContext &ctx) {
+  return recurrentVjp<GRUGradOp>(op, ctx, 1);
+}
+
 } // namespace mlir::pipec::autodiff

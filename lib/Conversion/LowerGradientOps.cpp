@@ -102,6 +102,23 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
           i64c(normAxis(attrInt(op, "axis", -1), rank)), out(op, 0)});
     return success();
   }
+  if (isa<onnx::LSTMGradOp, onnx::GRUGradOp>(op)) {
+    bool lstm = isa<onnx::LSTMGradOp>(op);
+    auto xs = tensorType(operand(0)).getShape();
+    int64_t hidden = tensorType(operand(2)).getDimSize(2);
+    // Operands: X W R B initial_h [initial_c] dY dY_h [dY_c].
+    SmallVector<Value> args{ctxArg};
+    for (unsigned i = 0; i < op->getNumOperands(); ++i)
+      args.push_back(P(operand(i)));
+    args.append({i64c(xs[0]), i64c(xs[1]), i64c(xs[2]), i64c(hidden),
+                 i32c(recurrentDirection(op))});
+    if (!lstm)
+      args.push_back(i32c(attrInt(op, "linear_before_reset", 0)));
+    for (unsigned i = 0; i < op->getNumResults(); ++i)
+      args.push_back(out(op, i));
+    call(lstm ? "pipert_lstm_grad_f32" : "pipert_gru_grad_f32", args);
+    return success();
+  }
   if (isa<onnx::LayerNormalizationGradOp>(op)) {
     Value x = operand(0);
     int64_t rank = tensorType(x).getRank();

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "StepLowering.h"
 
+#include "dialects/onnx/ShapeHelpers.h"
+
 #include "pipec/Conversion/RuntimeABI.h"
 
 #include "dialects/onnx/OnnxDialect.h"
@@ -391,6 +393,26 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
            {ctxArg, P(x), rankOf(x), shapeOf(x), P(operand(1)), P(operand(2)),
             P(operand(3)), P(operand(4)), f32c(eps), out(op, 0)});
     }
+    return success();
+  }
+  if (isa<onnx::LSTMOp, onnx::GRUOp>(op)) {
+    if (failed(onnx::checkRecurrentSupported(op)))
+      return failure();
+    bool lstm = isa<onnx::LSTMOp>(op);
+    auto xs = tensorType(operand(0)).getShape();
+    int64_t hidden = tensorType(operand(2)).getDimSize(2);
+    SmallVector<Value> args{ctxArg, P(operand(0)), P(operand(1)),
+                            P(operand(2)), P(operand(3)), P(operand(5))};
+    if (lstm)
+      args.push_back(P(operand(6)));
+    args.append({i64c(xs[0]), i64c(xs[1]), i64c(xs[2]), i64c(hidden),
+                 i32c(recurrentDirection(op))});
+    if (!lstm)
+      args.push_back(i32c(attrInt(op, "linear_before_reset", 0)));
+    args.append({out(op, 0), out(op, 1)});
+    if (lstm)
+      args.push_back(out(op, 2));
+    call(lstm ? "pipert_lstm_f32" : "pipert_gru_f32", args);
     return success();
   }
   if (isa<onnx::ConvOp>(op))

@@ -48,6 +48,8 @@ bool allowsInPlace(Operation *op) {
 bool isNullableResult(Operation *op, unsigned i) {
   if (isa<onnx::ConvGradOp>(op))
     return true; // one call per used result
+  if (isa<onnx::LSTMOp, onnx::GRUOp, onnx::LSTMGradOp, onnx::GRUGradOp>(op))
+    return true; // every output of the recurrent kernels is nullable
   if (i == 0)
     return false;
   return isa<onnx::LayerNormalizationOp, onnx::BatchNormalizationOp,

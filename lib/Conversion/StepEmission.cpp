@@ -290,6 +290,11 @@ double attrF(Operation *op, StringRef name, double dflt) {
     return a.getValueAsDouble();
   return dflt;
 }
+int32_t recurrentDirection(Operation *op) {
+  std::string d = attrStr(op, "direction", "forward");
+  return d == "forward" ? 0 : d == "reverse" ? 1 : 2;
+}
+
 std::string attrStr(Operation *op, StringRef name, StringRef dflt) {
   if (auto a = op->getAttrOfType<StringAttr>(name))
     return a.str();

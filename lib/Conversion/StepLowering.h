@@ -152,6 +152,9 @@ ActivationCall activationCall(Operation *op);
 int64_t attrInt(Operation *op, StringRef name, int64_t dflt);
 double attrF(Operation *op, StringRef name, double dflt);
 std::string attrStr(Operation *op, StringRef name, StringRef dflt);
+/// The pipert direction code of an LSTM/GRU (or its gradient op):
+/// 0 forward, 1 reverse, 2 bidirectional.
+int32_t recurrentDirection(Operation *op);
 std::optional<SmallVector<int64_t>> attrInts(Operation *op, StringRef name);
 /// The runtime's code of a loss's `reduction` (none 0, sum 1, mean 2).
 int64_t reductionCode(StringRef r);

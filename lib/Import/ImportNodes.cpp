@@ -35,6 +35,7 @@ const llvm::StringMap<unsigned> &formalInputCounts() {
       {"Clip", 3},
       {"ReduceMax", 2},   {"ReduceMin", 2},
       {"Pad", 4},         {"Trilu", 2},
+      {"LSTM", 8},        {"GRU", 6},
   };
   return counts;
 }
@@ -310,6 +311,30 @@ LogicalResult Importer::normalizeOldForms(StringRef opType,
   return success();
 }
 
+/// True for a float constant whose every element is +0.0, also seen through
+/// the shape ops torch.onnx.export puts between zeros and an LSTM/GRU
+/// initial state (Slice, Squeeze, Unsqueeze, Reshape, Expand).
+static bool isZeroFloatConstant(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<ox::SliceOp, ox::SqueezeOp, ox::UnsqueezeOp, ox::ReshapeOp,
+             ox::ExpandOp>(def))
+      break;
+    v = def->getOperand(0);
+  }
+  ElementsAttr attr = ox::getConstantAttr(v);
+  if (!attr || !isa<FloatType>(attr.getElementType()))
+    return false;
+  if (auto dense = dyn_cast<DenseElementsAttr>(attr)) {
+    ArrayRef<char> raw = dense.getRawData();
+    return llvm::all_of(raw, [](char c) { return c == 0; });
+  }
+  if (auto res = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = res.getRawHandle().getBlob();
+    return blob && llvm::all_of(blob->getData(), [](char c) { return c == 0; });
+  }
+  return false;
+}
+
 LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
   std::string label = nodeLabel(node, index);
   Location loc = NameLoc::get(builder.getStringAttr(label), fileLoc);
@@ -464,6 +489,16 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
     --numResults;
   if (opType == "BatchNormalization" && numResults > 3)
     numResults = 3;
+
+  // LSTM / GRU: an all-zero constant initial state is the absent one (ONNX
+  // defines both as zeros). torch.onnx.export writes zeros of the batch size
+  // (expanded, or a slice of a zeros constant) when no state is passed; as
+  // `none` it does not pin the batch size (micro-batching) and needs no
+  // gradient.
+  if (opType == "LSTM" || opType == "GRU")
+    for (unsigned i : {5u, 6u})
+      if (i < operands.size() && isZeroFloatConstant(operands[i]))
+        operands[i] = noneValue();
 
   Operation *op = createOp(opType, operands, attrs, numResults, loc);
   auto results = typeAndFold(op);

@@ -817,6 +817,42 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     r[0] = moved(0);
     return r;
   }
+  if (llvm::isa<onnx::LSTMOp, onnx::GRUOp, onnx::LSTMGradOp, onnx::GRUGradOp>(
+          op)) {
+    // Layout 0: X (seq, batch, in) on axis 1, initial_h/_c and Y_h/Y_c
+    // (dirs, batch, hidden) on 1, Y (seq, dirs, batch, hidden) on 2; W, R,
+    // B, sequence_lens free. The gradient op (X W R B h0 [c0] dY dY_h
+    // [dY_c]) -> (dX dW dR dB dh0 [dc0]): dW, dR, dB sum over the samples.
+    bool grad = llvm::isa<onnx::LSTMGradOp, onnx::GRUGradOp>(op);
+    bool lstm = llvm::isa<onnx::LSTMOp, onnx::LSTMGradOp>(op);
+    if (intAttr(op, "layout", 0) != 0)
+      return batchError(op) << "only layout 0 is micro-batched";
+    unsigned states = grad ? 4 : 5, numStates = lstm ? 2 : 1;
+    unsigned dY = states + numStates;
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      Value v = op->getOperand(i);
+      BatchState s = stateOf(v);
+      int64_t want = -1;
+      if (i == 0 || (i >= states && i < states + numStates))
+        want = 1;
+      if (grad && i >= dY)
+        want = i == dY ? 2 : 1;
+      if (want < 0 && !s.isFree())
+        return batchError(op) << "operand #" << i << " depends on the batch";
+      if (want >= 0 && !llvm::isa<NoneType>(v.getType()) &&
+          !(s.isBatched() && s.axis == want && s.isPlain()))
+        return batchError(op) << "operand #" << i << " must be batched on axis "
+                              << want << " (layout 0)";
+    }
+    if (!grad) {
+      SmallVector<BatchState> r(n, BatchState::batched(1));
+      r[0] = BatchState::batched(2);
+      return r;
+    }
+    SmallVector<BatchState> r(n, BatchState::batched(1));
+    r[1] = r[2] = r[3] = BatchState::sum();
+    return r;
+  }
   if (llvm::isa<onnx::ShapeOp>(op))
     return batchError(op) << "it reads the batch size as data";
   return op->emitOpError()

@@ -620,6 +620,80 @@ PIPERT_HD bool trilu_keep(int64_t r, int64_t c, bool upper, int64_t k) {
   return upper ? c - r >= k : c - r <= k;
 }
 
+//===------------------------------ recurrent cells -----------------------===//
+//
+// ONNX LSTM and GRU with their default activations (f = Sigmoid, g = h =
+// Tanh), one hidden unit of one batch row per call; runtime/core/rnn_driver.h
+// runs them over the batch and the time steps. The `a*` arguments are gate
+// pre-activations with both biases added.
+
+// LSTM (ONNX gate order i, o, f, c; no peepholes):
+//   i = f(ai), o = f(ao), fg = f(af), g = g(ac),
+//   c = fg * c_prev + i * g, h = o * h(c).
+PIPERT_HD void lstm_cell(float ai, float ao, float af, float ac, float c_prev, float &i, float &o,
+                         float &fg, float &g, float &c, float &h) {
+  const float ii = sigmoid(ai), oo = sigmoid(ao), ff = sigmoid(af), gg = ::tanhf(ac);
+  const float cc = ff * c_prev + ii * gg;
+  i = ii;
+  o = oo;
+  fg = ff;
+  g = gg;
+  c = cc;
+  h = oo * ::tanhf(cc);
+}
+
+// Its derivative: from the saved activations, c and c_prev, the incoming
+// dh (of h) and dc (of c, from the next step) to the gate pre-activations'
+// gradients and the gradient of c_prev.
+PIPERT_HD void lstm_cell_grad(float i, float o, float fg, float g, float c, float c_prev, float dh,
+                              float dc_next, float &dai, float &dao, float &daf, float &dac,
+                              float &dc_prev) {
+  const float tc = ::tanhf(c);
+  const float dc = dc_next + dh * o * (1.f - tc * tc);
+  const float ddi = dc * g, ddo = dh * tc, ddf = dc * c_prev, ddg = dc * i;
+  dai = ddi * i * (1.f - i);
+  dao = ddo * o * (1.f - o);
+  daf = ddf * fg * (1.f - fg);
+  dac = ddg * (1.f - g * g);
+  dc_prev = dc * fg;
+}
+
+// GRU (ONNX gate order z, r, h):
+//   z = f(az), r = f(ar), h = (1 - z) * n + z * h_prev, with
+//   linear_before_reset = 1: n = g(xn + r * rn), rn = Ht-1 Rh^T + Rbh;
+//   linear_before_reset = 0: n = g(xn + rn),     rn = (r . Ht-1) Rh^T + Rbh;
+// xn = Xt Wh^T + Wbh.
+PIPERT_HD void gru_cell(float az, float ar, float xn, float rn, float h_prev, bool lbr, float &z,
+                        float &r, float &n, float &h) {
+  const float zz = sigmoid(az), rr = sigmoid(ar);
+  const float nn = ::tanhf(xn + (lbr ? rr * rn : rn));
+  z = zz;
+  r = rr;
+  n = nn;
+  h = (1.f - zz) * nn + zz * h_prev;
+}
+
+// Its derivative: the gradients of az, ar, xn and rn, and the part of
+// h_prev's gradient that does not go through the recurrent GEMMs (dh * z).
+// With linear_before_reset = 0, r enters through the GEMM (r . h_prev) Rh^T:
+// dar is left 0 here and gru_reset_grad completes it.
+PIPERT_HD void gru_cell_grad(float z, float r, float n, float rn, float h_prev, float dh, bool lbr,
+                             float &daz, float &dar, float &dxn, float &drn, float &dh_prev) {
+  const float dn = dh * (1.f - z) * (1.f - n * n);
+  daz = dh * (h_prev - n) * z * (1.f - z);
+  dar = lbr ? dn * rn * r * (1.f - r) : 0.f;
+  dxn = dn;
+  drn = lbr ? dn * r : dn;
+  dh_prev = dh * z;
+}
+
+// linear_before_reset = 0: from d_rh, the gradient of r . h_prev (drn Rh),
+// the gradient of ar and the part of h_prev's gradient through r . h_prev.
+PIPERT_HD void gru_reset_grad(float r, float h_prev, float d_rh, float &dar, float &dh_prev) {
+  dar = d_rh * h_prev * r * (1.f - r);
+  dh_prev = d_rh * r;
+}
+
 } // namespace pipert::formula
 
 #endif // PIPERT_CORE_FORMULAS_H

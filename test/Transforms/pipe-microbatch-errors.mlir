@@ -138,3 +138,27 @@ func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}, %w: tensor<2xf32> 
   %l = onnx.ReduceSum(%c, %none) {keepdims = 0 : i64} : (tensor<4x2xf32>, none) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// An LSTM reading the batch-first input as its sequence: the batch would be
+// on X's seq axis.
+func.func @train_step(%x: tensor<4x3x2xf32> {pipe.input = "x"}, %w: tensor<1x4x2xf32> {pipe.param = "w", pipe.trainable}, %r: tensor<1x4x1xf32> {pipe.param = "r", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{'onnx.LSTM' op cannot be micro-batched: operand #0 must be batched on axis 1 (layout 0)}}
+  %y = onnx.LSTM(%x, %w, %r, %none, %none, %none, %none, %none) : (tensor<4x3x2xf32>, tensor<1x4x2xf32>, tensor<1x4x1xf32>, none, none, none, none, none) -> tensor<4x1x3x1xf32>
+  %l = onnx.ReduceSum(%y, %none) {keepdims = 0 : i64} : (tensor<4x1x3x1xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A trained initial state has the whole batch's extent: it cannot be split.
+func.func @train_step(%x: tensor<4x3x2xf32> {pipe.input = "x"}, %w: tensor<1x3x2xf32> {pipe.param = "w", pipe.trainable}, %r: tensor<1x3x1xf32> {pipe.param = "r", pipe.trainable}, %h: tensor<1x4x1xf32> {pipe.param = "h", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %xt = onnx.Transpose(%x) {perm = array<i64: 1, 0, 2>} : (tensor<4x3x2xf32>) -> tensor<3x4x2xf32>
+  // expected-error @+1 {{'onnx.GRU' op cannot be micro-batched: operand #5 must be batched on axis 1 (layout 0)}}
+  %y = onnx.GRU(%xt, %w, %r, %none, %none, %h) {linear_before_reset = 1 : i64} : (tensor<3x4x2xf32>, tensor<1x3x2xf32>, tensor<1x3x1xf32>, none, none, tensor<1x4x1xf32>) -> tensor<3x1x4x1xf32>
+  %l = onnx.ReduceSum(%y, %none) {keepdims = 0 : i64} : (tensor<3x1x4x1xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}

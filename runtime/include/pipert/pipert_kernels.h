@@ -467,6 +467,39 @@ void pipert_nll_loss_grad_f32(pipert_context *ctx, const float *dloss, int64_t r
                               int has_ignore_index, int64_t ignore_index,
                               pipert_reduction reduction, float *dinput);
 
+/*===------------------------------ recurrent -----------------------------===*/
+
+/* ONNX LSTM (layout 0, default activations, no peepholes, clip or
+ * input_forget, every sequence full length): X (T, B, I), W (D, 4H, I),
+ * R (D, 4H, H), B (D, 8H), initial_h / initial_c (D, B, H), Y (T, D, B, H),
+ * Y_h / Y_c (D, B, H). direction: 0 forward, 1 reverse, 2 bidirectional
+ * (D = 2). b, initial_h, initial_c nullable (zeros); y, y_h, y_c nullable
+ * (not written). */
+void pipert_lstm_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
+                     const float *b, const float *initial_h, const float *initial_c,
+                     int64_t seq_length, int64_t batch, int64_t input_size, int64_t hidden_size,
+                     int32_t direction, float *y, float *y_h, float *y_c);
+/* Its gradient (BPTT; recomputes the forward): from the forward's inputs and
+ * dy, dy_h, dy_c (the gradients of Y, Y_h, Y_c; nullable: zero) to dx, dw,
+ * dr, db, dinitial_h, dinitial_c (each nullable: not computed). */
+void pipert_lstm_grad_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
+                          const float *b, const float *initial_h, const float *initial_c,
+                          const float *dy, const float *dy_h, const float *dy_c,
+                          int64_t seq_length, int64_t batch, int64_t input_size,
+                          int64_t hidden_size, int32_t direction, float *dx, float *dw, float *dr,
+                          float *db, float *dinitial_h, float *dinitial_c);
+/* ONNX GRU (linear_before_reset 0 or 1), otherwise as pipert_lstm_f32 with
+ * 3 gates (z, r, h): W (D, 3H, I), R (D, 3H, H), B (D, 6H); no cell state. */
+void pipert_gru_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
+                    const float *b, const float *initial_h, int64_t seq_length, int64_t batch,
+                    int64_t input_size, int64_t hidden_size, int32_t direction,
+                    int32_t linear_before_reset, float *y, float *y_h);
+void pipert_gru_grad_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
+                         const float *b, const float *initial_h, const float *dy,
+                         const float *dy_h, int64_t seq_length, int64_t batch, int64_t input_size,
+                         int64_t hidden_size, int32_t direction, int32_t linear_before_reset,
+                         float *dx, float *dw, float *dr, float *db, float *dinitial_h);
+
 /*===------------------------------ optimizers ----------------------------===*/
 /* All updates work on n elements, in place allowed (x_out == x, ...). `t` is
  * the update count as in ai.onnx.preview.training (the first update has

@@ -279,4 +279,95 @@ case("trilu_lower_k", x2344, [const("k", np.array(-1, np.int64)),
                               n("Trilu", ["x", "k"], ["y"], upper=0)], (2, 3, 4, 5))
 case("trilu_upper_k", x2344, [const("k", np.array(2, np.int64)),
                               n("Trilu", ["x", "k"], ["y"], upper=1)], (2, 3, 4, 5))
+
+# Recurrent: x is (batch 2, seq 3, input 4), transposed to ONNX's layout 0
+# (seq, batch, input) as torch.onnx.export does for batch_first.
+xr = f32(2, 3, 4)
+to_seq = n("Transpose", ["x"], ["xt"], perm=[1, 0, 2])
+
+
+def flat_concat(names):
+    """y = the outputs flattened and concatenated (every one reaches the loss)."""
+    nodes = [const("flat", np.array([-1], np.int64))]
+    for k in names:
+        nodes.append(n("Reshape", [k, "flat"], [k + "_f"]))
+    nodes.append(n("Concat", [k + "_f" for k in names], ["y"], axis=0))
+    return nodes
+
+
+H = 5
+case("lstm", xr, [to_seq, n("LSTM", ["xt", "w", "r"], ["y"], hidden_size=H)],
+     (3, 1, 2, H), [("w", f32(1, 4 * H, 4)), ("r", f32(1, 4 * H, H))])
+case("lstm_bidi_states", xr,
+     [to_seq, n("LSTM", ["xt", "w", "r", "b", "", "h0", "c0"], ["Y", "Yh", "Yc"],
+                hidden_size=H, direction="bidirectional")]
+     + flat_concat(["Y", "Yh", "Yc"]), (3 * 2 * 2 * H + 2 * 2 * 2 * H,),
+     [("w", f32(2, 4 * H, 4)), ("r", f32(2, 4 * H, H)), ("b", f32(2, 8 * H)),
+      ("h0", f32(2, 2, H)), ("c0", f32(2, 2, H))])
+case("lstm_reverse_lens", xr,
+     [to_seq, const("lens", np.array([3, 3], np.int32)),
+      n("LSTM", ["xt", "w", "r", "b", "lens"], ["", "Yh", "Yc"], hidden_size=H,
+        direction="reverse")] + flat_concat(["Yh", "Yc"]), (2 * 2 * H,),
+     [("w", f32(1, 4 * H, 4)), ("r", f32(1, 4 * H, H)), ("b", f32(1, 8 * H))])
+case("gru", xr, [to_seq, n("GRU", ["xt", "w", "r", "b"], ["y"], hidden_size=H,
+                           linear_before_reset=1)],
+     (3, 1, 2, H), [("w", f32(1, 3 * H, 4)), ("r", f32(1, 3 * H, H)),
+                    ("b", f32(1, 6 * H))])
+case("gru_bidi_states", xr,
+     [to_seq, n("GRU", ["xt", "w", "r", "", "", "h0"], ["Y", "Yh"], hidden_size=H,
+                direction="bidirectional", linear_before_reset=1)]
+     + flat_concat(["Y", "Yh"]), (3 * 2 * 2 * H + 2 * 2 * H,),
+     [("w", f32(2, 3 * H, 4)), ("r", f32(2, 3 * H, H)), ("h0", f32(2, 2, H))])
+
+case("gru_lbr0_reverse", xr,
+     [to_seq, n("GRU", ["xt", "w", "r", "b", "", "h0"], ["Y", "Yh"], hidden_size=H,
+                direction="reverse")] + flat_concat(["Y", "Yh"]),
+     (3 * 1 * 2 * H + 1 * 2 * H,),
+     [("w", f32(1, 3 * H, 4)), ("r", f32(1, 3 * H, H)), ("b", f32(1, 6 * H)),
+      ("h0", f32(1, 2, H))])
+
+
+def torch_case(name, module, x):
+    """A torch module exported (opset 17) with the loss tail appended."""
+    import io
+    import torch
+    torch.manual_seed(0)
+    buf = io.BytesIO()
+    torch.onnx.export(module, torch.from_numpy(x), buf, opset_version=17,
+                      input_names=["x"], output_names=["y"])
+    m = onnx.load_from_string(buf.getvalue())
+    y_shape = tuple(d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim)
+    p = rng.standard_normal(y_shape).astype(np.float32)
+    m.graph.node.extend([
+        helper.make_node("Constant", [], ["proj"], value=numpy_helper.from_array(p, "proj")),
+        helper.make_node("Mul", ["y", "proj"], ["weighted"]),
+        helper.make_node("ReduceSum", ["weighted"], ["loss"], keepdims=0)])
+    del m.graph.output[:]
+    m.graph.output.append(helper.make_tensor_value_info("loss", F, []))
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(OUT, name + ".onnx"))
+    np.savez(os.path.join(OUT, name + ".npz"), x=x)
+
+
+class TorchRnn:
+    """nn.LSTM / nn.GRU, batch_first, returning the output sequence."""
+
+    @staticmethod
+    def make(kind, **kw):
+        import torch
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                torch.manual_seed(1)
+                self.rnn = getattr(torch.nn, kind)(4, H, batch_first=True, **kw)
+
+            def forward(self, x):
+                return self.rnn(x)[0]
+        return M().eval()
+
+
+torch_case("torch_lstm_2layer", TorchRnn.make("LSTM", num_layers=2), xr)
+torch_case("torch_gru_2layer_bidi",
+           TorchRnn.make("GRU", num_layers=2, bidirectional=True), xr)
 print("wrote", len([f for f in os.listdir(OUT) if f.endswith(".onnx")]), "models")

@@ -564,3 +564,39 @@ func.func @adagrad_rate(%r: tensor<1xf32>, %t: tensor<i64>, %w: tensor<4xf32>) {
   %0:2 = onnx.Adagrad(%r, %t, %w, %w, %w) : (tensor<1xf32>, tensor<i64>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
   return
 }
+
+// -----
+
+func.func @lstm_direction(%x: tensor<5x3x4xf32>, %w: tensor<1x8x4xf32>, %r: tensor<1x8x2xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{direction must be forward, reverse or bidirectional, got 'sideways'}}
+  %0 = onnx.LSTM(%x, %w, %r, %none, %none, %none, %none, %none) {direction = "sideways"} : (tensor<5x3x4xf32>, tensor<1x8x4xf32>, tensor<1x8x2xf32>, none, none, none, none, none) -> tensor<5x1x3x2xf32>
+  return
+}
+
+// -----
+
+func.func @lstm_w_input_size(%x: tensor<5x3x4xf32>, %w: tensor<1x8x3xf32>, %r: tensor<1x8x2xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{inconsistent input size (X): 3 vs 4}}
+  %0 = onnx.LSTM(%x, %w, %r, %none, %none, %none, %none, %none) : (tensor<5x3x4xf32>, tensor<1x8x3xf32>, tensor<1x8x2xf32>, none, none, none, none, none) -> tensor<5x1x3x2xf32>
+  return
+}
+
+// -----
+
+func.func @gru_bidirectional_needs_two(%x: tensor<5x3x4xf32>, %w: tensor<1x6x4xf32>, %r: tensor<1x6x2xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{W and R must have 2 direction(s) for direction 'bidirectional'}}
+  %0 = onnx.GRU(%x, %w, %r, %none, %none, %none) {direction = "bidirectional"} : (tensor<5x3x4xf32>, tensor<1x6x4xf32>, tensor<1x6x2xf32>, none, none, none) -> tensor<5x2x3x2xf32>
+  return
+}
+
+// -----
+
+func.func @lstm_too_many_results(%x: tensor<5x3x4xf32>, %w: tensor<1x8x4xf32>, %r: tensor<1x8x2xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{has 4 results, at most 3}}
+  %0:4 = onnx.LSTM(%x, %w, %r, %none, %none, %none, %none, %none) : (tensor<5x3x4xf32>, tensor<1x8x4xf32>, tensor<1x8x2xf32>, none, none, none, none, none) -> (tensor<5x1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>)
+  return
+}

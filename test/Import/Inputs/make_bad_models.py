@@ -25,8 +25,11 @@ def save(name, nodes, inputs, outputs, opset=17, inits=(), check=True,
 x = helper.make_tensor_value_info("x", F, [2, 4])
 y = helper.make_tensor_value_info("y", F, [2, 4])
 save("good", [helper.make_node("Relu", ["x"], ["y"], name="r")], [x], [y])
-save("unsupported_op", [helper.make_node("LSTM", ["x", "x", "x"], ["y"],
-                                         name="my_lstm")],
+save("unsupported_op", [helper.make_node("RNN", ["x", "x", "x"], ["y"],
+                                         name="my_rnn")],
+     [x], [y], check=False)
+save("bad_lstm", [helper.make_node("LSTM", ["x", "x", "x"], ["y"], hidden_size=2,
+                                   name="bad_lstm")],
      [x], [y], check=False)
 save("custom_domain", [helper.make_node("Foo", ["x"], ["y"], name="custom",
                                         domain="com.example")],

@@ -319,4 +319,76 @@ for name, upper, k in [("trilu_upper", 1, 0), ("trilu_lower", 0, 1)]:
          [n("Add", ["x", "a"], ["xa"]), const("k", np.array(k, np.int64)),
           n("Trilu", ["xa", "k"], ["t"], upper=upper), n("Mul", ["t", "t"], ["y"])],
          (2, 3, 4))
+
+# Recurrent: x (batch 2, seq 3, input 3) + a, transposed to ONNX's layout 0;
+# W, R, B and the initial states trained.
+xs = f32(2, 3, 3) * 0.1
+Hd = 2
+to_seq = [n("Add", ["x", "a"], ["xa"]), n("Transpose", ["xa"], ["xt"], perm=[1, 0, 2])]
+
+
+def flat_concat(names):
+    nodes = [const("flat", np.array([-1], np.int64))]
+    for k in names:
+        nodes.append(n("Reshape", [k, "flat"], [k + "_f"]))
+    nodes.append(n("Concat", [k + "_f" for k in names], ["y"], axis=0))
+    return nodes
+
+
+def rnn_params(gates, dirs, states):
+    p = {"a": f32(2, 3, 3), "w": f32(dirs, gates * Hd, 3) * 0.5,
+         "r": f32(dirs, gates * Hd, Hd) * 0.5, "b": f32(dirs, 2 * gates * Hd) * 0.5}
+    for k in states:
+        p[k] = f32(dirs, 2, Hd) * 0.5
+    return p
+
+
+case("lstm_bidi", xs, rnn_params(4, 2, ["h0", "c0"]),
+     to_seq + [n("LSTM", ["xt", "w", "r", "b", "", "h0", "c0"], ["Y", "Yh", "Yc"],
+                 hidden_size=Hd, direction="bidirectional")]
+     + flat_concat(["Y", "Yh", "Yc"]), (3 * 2 * 2 * Hd + 2 * 2 * 2 * Hd,))
+case("lstm_reverse_yh", xs, rnn_params(4, 1, []),
+     to_seq + [n("LSTM", ["xt", "w", "r", "b"], ["", "y"], hidden_size=Hd,
+                 direction="reverse")], (1, 2, Hd))
+case("gru_bidi", xs, rnn_params(3, 2, ["h0"]),
+     to_seq + [n("GRU", ["xt", "w", "r", "b", "", "h0"], ["Y", "Yh"], hidden_size=Hd,
+                 direction="bidirectional", linear_before_reset=1)]
+     + flat_concat(["Y", "Yh"]), (3 * 2 * 2 * Hd + 2 * 2 * Hd,))
+
+case("gru_lbr0", xs, rnn_params(3, 1, ["h0"]),
+     to_seq + [n("GRU", ["xt", "w", "r", "b", "", "h0"], ["Y", "Yh"], hidden_size=Hd)]
+     + flat_concat(["Y", "Yh"]), (3 * 1 * 2 * Hd + 1 * 2 * Hd,))
+
+
+def torch_case(name, kind, x, **kw):
+    """torch.nn.LSTM / GRU (batch_first) exported at opset 17; its float
+    initializers (each layer's W, R, B) become the trained parameters."""
+    import io
+    import torch
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(3)
+            self.rnn = getattr(torch.nn, kind)(x.shape[2], Hd, batch_first=True, **kw)
+
+        def forward(self, v):
+            return self.rnn(v)[0]
+    buf = io.BytesIO()
+    torch.onnx.export(M().eval(), torch.from_numpy(x), buf, opset_version=17,
+                      input_names=["x"], output_names=["y"])
+    m = onnx.load_from_string(buf.getvalue())
+    params, nodes = {}, []
+    for t in m.graph.initializer:
+        arr = numpy_helper.to_array(t)
+        if arr.dtype == np.float32:
+            params[t.name] = arr.copy()
+        else:
+            nodes.append(const(t.name, arr))
+    y_shape = tuple(d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim)
+    case(name, x, params, nodes + list(m.graph.node), y_shape)
+
+
+torch_case("torch_lstm_2layer", "LSTM", xs, num_layers=2)
+torch_case("torch_gru_bidi", "GRU", xs, bidirectional=True)
 print("wrote", count, "models")

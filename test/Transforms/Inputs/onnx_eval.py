@@ -1127,10 +1127,151 @@ def _adam(a, r, t, *xs, nresults=3):
     return ox + ov + oh
 
 
+# Recurrent (ONNX LSTM / GRU, layout 0, default activations) and their
+# gradients (BPTT written out independently of the runtime's).
+def sig(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def rnn_setup(a, x, w, r, b, h0, gates):
+    d = a.get("direction", "forward")
+    revs = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}[d]
+    T, B, _ = x.shape
+    H = r.shape[2]
+    if b is None:
+        b = np.zeros((len(revs), 2 * gates * H))
+    if h0 is None:
+        h0 = np.zeros((len(revs), B, H))
+    return revs, T, B, H, b, h0
+
+
+def lstm_steps(x, w, r, b, h0, c0, rev):
+    """One direction: per processing step (t, h_prev, c_prev, i, o, f, g, c)."""
+    H = r.shape[1]
+    h, c, out = h0, c0, []
+    for t in (reversed(range(x.shape[0])) if rev else range(x.shape[0])):
+        a = x[t] @ w.T + h @ r.T + b[:4 * H] + b[4 * H:]
+        i, o, f, g = sig(a[:, :H]), sig(a[:, H:2 * H]), sig(a[:, 2 * H:3 * H]), np.tanh(a[:, 3 * H:])
+        cn = f * c + i * g
+        out.append((t, h, c, i, o, f, g, cn))
+        h, c = o * np.tanh(cn), cn
+    return out
+
+
+@op("LSTM")
+def _lstm(a, x, w, r, b, lens, h0, c0, p, nresults=1):
+    revs, T, B, H, b, h0 = rnn_setup(a, x, w, r, b, h0, 4)
+    if c0 is None:
+        c0 = np.zeros_like(h0)
+    D = len(revs)
+    y, yh, yc = np.zeros((T, D, B, H)), np.zeros((D, B, H)), np.zeros((D, B, H))
+    for d, rev in enumerate(revs):
+        for (t, _, _, _, o, _, _, cn) in lstm_steps(x, w[d], r[d], b[d], h0[d], c0[d], rev):
+            y[t, d] = o * np.tanh(cn)
+            yh[d], yc[d] = y[t, d], cn
+    return [y, yh, yc][:nresults]
+
+
+@op("LSTMGrad")
+def _lstm_grad(a, x, w, r, b, h0, c0, dy, dyh, dyc, nresults=6):
+    revs, T, B, H, b, h0 = rnn_setup(a, x, w, r, b, h0, 4)
+    if c0 is None:
+        c0 = np.zeros_like(h0)
+    dx, dw, dr, db = np.zeros_like(x), np.zeros_like(w), np.zeros_like(r), np.zeros_like(b)
+    dh0, dc0 = np.zeros_like(h0), np.zeros_like(c0)
+    for d, rev in enumerate(revs):
+        dh = np.zeros((B, H)) if dyh is None else dyh[d].copy()
+        dc = np.zeros((B, H)) if dyc is None else dyc[d].copy()
+        for (t, hp, cp, i, o, f, g, cn) in reversed(lstm_steps(x, w[d], r[d], b[d], h0[d], c0[d], rev)):
+            if dy is not None:
+                dh = dh + dy[t, d]
+            tc = np.tanh(cn)
+            dc = dc + dh * o * (1 - tc * tc)
+            da = np.concatenate([dc * g * i * (1 - i), dh * tc * o * (1 - o),
+                                 dc * cp * f * (1 - f), dc * i * (1 - g * g)], axis=1)
+            dx[t] += da @ w[d]
+            dw[d] += da.T @ x[t]
+            dr[d] += da.T @ hp
+            db[d, :4 * H] += da.sum(0)
+            db[d, 4 * H:] += da.sum(0)
+            dh, dc = da @ r[d], dc * f
+        dh0[d], dc0[d] = dh, dc
+    return [dx, dw, dr, db, dh0, dc0][:nresults]
+
+
+def gru_steps(x, w, r, b, h0, rev, lbr):
+    """One direction: per processing step (t, h_prev, z, r, n, rn)."""
+    H = r.shape[1]
+    h, out = h0, []
+    for t in (reversed(range(x.shape[0])) if rev else range(x.shape[0])):
+        gx = x[t] @ w.T + b[:3 * H]
+        gh = h @ r.T + b[3 * H:]
+        z = sig(gx[:, :H] + gh[:, :H])
+        rr = sig(gx[:, H:2 * H] + gh[:, H:2 * H])
+        if lbr:
+            rn = gh[:, 2 * H:]
+            n = np.tanh(gx[:, 2 * H:] + rr * rn)
+        else:
+            rn = None
+            n = np.tanh(gx[:, 2 * H:] + (rr * h) @ r[2 * H:].T + b[5 * H:])
+        out.append((t, h, z, rr, n, rn))
+        h = (1 - z) * n + z * h
+    return out
+
+
+@op("GRU")
+def _gru(a, x, w, r, b, lens, h0, nresults=1):
+    revs, T, B, H, b, h0 = rnn_setup(a, x, w, r, b, h0, 3)
+    D = len(revs)
+    y, yh = np.zeros((T, D, B, H)), np.zeros((D, B, H))
+    for d, rev in enumerate(revs):
+        for (t, hp, z, _, n, _) in gru_steps(x, w[d], r[d], b[d], h0[d], rev,
+                                             a.get("linear_before_reset", 0)):
+            y[t, d] = (1 - z) * n + z * hp
+            yh[d] = y[t, d]
+    return [y, yh][:nresults]
+
+
+@op("GRUGrad")
+def _gru_grad(a, x, w, r, b, h0, dy, dyh, nresults=5):
+    revs, T, B, H, b, h0 = rnn_setup(a, x, w, r, b, h0, 3)
+    lbr = a.get("linear_before_reset", 0)
+    dx, dw, dr, db = np.zeros_like(x), np.zeros_like(w), np.zeros_like(r), np.zeros_like(b)
+    dh0 = np.zeros_like(h0)
+    for d, rev in enumerate(revs):
+        dh = np.zeros((B, H)) if dyh is None else dyh[d].copy()
+        Rzr, Rh = r[d][:2 * H], r[d][2 * H:]
+        for (t, hp, z, rr, n, rn) in reversed(gru_steps(x, w[d], r[d], b[d], h0[d], rev, lbr)):
+            if dy is not None:
+                dh = dh + dy[t, d]
+            dan = dh * (1 - z) * (1 - n * n)
+            daz = dh * (hp - n) * z * (1 - z)
+            if lbr:
+                dar = dan * rn * rr * (1 - rr)
+                dghn = dan * rr
+                through_r = dghn @ Rh
+            else:
+                drh = dan @ Rh  # gradient of r * h_prev
+                dar = drh * hp * rr * (1 - rr)
+                dghn = dan
+                through_r = drh * rr
+            dgx = np.concatenate([daz, dar, dan], axis=1)
+            dgh = np.concatenate([daz, dar, dghn], axis=1)
+            dx[t] += dgx @ w[d]
+            dw[d] += dgx.T @ x[t]
+            dr[d][:2 * H] += dgh[:, :2 * H].T @ hp
+            dr[d][2 * H:] += dghn.T @ (hp if lbr else rr * hp)
+            db[d, :3 * H] += dgx.sum(0)
+            db[d, 3 * H:] += dgh.sum(0)
+            dh = dh * z + dgh[:, :2 * H] @ Rzr + through_r
+        dh0[d] = dh
+    return [dx, dw, dr, db, dh0][:nresults]
+
 MULTI = {"onnx.LayerNormalization", "onnx.BatchNormalization", "onnx.MaxPool", "onnx.Dropout",
          "onnx.SoftmaxCrossEntropyLoss", "onnx.Split", "onnx.LayerNormalizationGrad",
          "onnx.BatchNormalizationGrad", "onnx.ConvGrad", "onnx.AdamW", "onnx.Momentum",
-         "onnx.Adagrad", "onnx.Adam"}
+         "onnx.Adagrad", "onnx.Adam", "onnx.LSTM", "onnx.GRU", "onnx.LSTMGrad",
+         "onnx.GRUGrad"}
 
 
 def run(func, args):

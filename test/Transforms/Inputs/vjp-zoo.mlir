@@ -241,3 +241,65 @@ func.func @forward(%x: tensor<2x3x4xf32> {pipe.input = "x"}, %p: tensor<2x3x4xf3
   %32 = onnx.Add(%31, %3) : (tensor<f32>, tensor<f32>) -> tensor<f32>
   return %32 : tensor<f32>
 }
+
+// -----
+// LSTM, bidirectional, with bias and initial states, every output in the loss
+// (X a parameter too, so dX is checked).
+func.func @forward(%x: tensor<3x2x3xf32> {pipe.param = "x", pipe.trainable}, %w: tensor<2x8x3xf32> {pipe.param = "w", pipe.trainable}, %r: tensor<2x8x2xf32> {pipe.param = "r", pipe.trainable}, %b: tensor<2x16xf32> {pipe.param = "b", pipe.trainable}, %h0: tensor<2x2x2xf32> {pipe.param = "h0", pipe.trainable}, %c0: tensor<2x2x2xf32> {pipe.param = "c0", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %y:3 = onnx.LSTM(%x, %w, %r, %b, %none, %h0, %c0, %none) {direction = "bidirectional", hidden_size = 2 : i64} : (tensor<3x2x3xf32>, tensor<2x8x3xf32>, tensor<2x8x2xf32>, tensor<2x16xf32>, none, tensor<2x2x2xf32>, tensor<2x2x2xf32>, none) -> (tensor<3x2x2x2xf32>, tensor<2x2x2xf32>, tensor<2x2x2xf32>)
+  %0 = onnx.Mul(%y#0, %y#0) : (tensor<3x2x2x2xf32>, tensor<3x2x2x2xf32>) -> tensor<3x2x2x2xf32>
+  %1 = onnx.ReduceSum(%0, %none) {keepdims = 0 : i64} : (tensor<3x2x2x2xf32>, none) -> tensor<f32>
+  %2 = onnx.ReduceSum(%y#1, %none) {keepdims = 0 : i64} : (tensor<2x2x2xf32>, none) -> tensor<f32>
+  %3 = onnx.Mul(%y#2, %y#2) : (tensor<2x2x2xf32>, tensor<2x2x2xf32>) -> tensor<2x2x2xf32>
+  %4 = onnx.ReduceSum(%3, %none) {keepdims = 0 : i64} : (tensor<2x2x2xf32>, none) -> tensor<f32>
+  %5 = onnx.Add(%1, %2) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %6 = onnx.Add(%5, %4) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %6 : tensor<f32>
+}
+
+// -----
+// LSTM, reverse, no bias or initial states, only Y_h used (Y a result nobody
+// reads), sequence_lens a constant equal to seq_length; then a GRU
+// (linear_before_reset = 1, forward, bias and initial state) over the
+// LSTM's Y_h viewed as a 2-step sequence.
+func.func @forward(%x: tensor<4x2x3xf32> {pipe.param = "x", pipe.trainable}, %w: tensor<1x12x3xf32> {pipe.param = "w", pipe.trainable}, %r: tensor<1x12x3xf32> {pipe.param = "r", pipe.trainable}, %gw: tensor<1x6x3xf32> {pipe.param = "gw", pipe.trainable}, %gr: tensor<1x6x2xf32> {pipe.param = "gr", pipe.trainable}, %gb: tensor<1x12xf32> {pipe.param = "gb", pipe.trainable}, %gh0: tensor<1x1x2xf32> {pipe.param = "gh0", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %lens = onnx.Constant {value = dense<[4, 4]> : tensor<2xi32>} : tensor<2xi32>
+  %y:2 = onnx.LSTM(%x, %w, %r, %none, %lens, %none, %none, %none) {direction = "reverse", hidden_size = 3 : i64} : (tensor<4x2x3xf32>, tensor<1x12x3xf32>, tensor<1x12x3xf32>, none, tensor<2xi32>, none, none, none) -> (tensor<4x1x2x3xf32>, tensor<1x2x3xf32>)
+  %s = onnx.Constant {value = dense<[2, 1, 3]> : tensor<3xi64>} : tensor<3xi64>
+  %seq = onnx.Reshape(%y#1, %s) : (tensor<1x2x3xf32>, tensor<3xi64>) -> tensor<2x1x3xf32>
+  %g:2 = onnx.GRU(%seq, %gw, %gr, %gb, %none, %gh0) {hidden_size = 2 : i64, linear_before_reset = 1 : i64} : (tensor<2x1x3xf32>, tensor<1x6x3xf32>, tensor<1x6x2xf32>, tensor<1x12xf32>, none, tensor<1x1x2xf32>) -> (tensor<2x1x1x2xf32>, tensor<1x1x2xf32>)
+  %0 = onnx.Mul(%g#0, %g#0) : (tensor<2x1x1x2xf32>, tensor<2x1x1x2xf32>) -> tensor<2x1x1x2xf32>
+  %1 = onnx.ReduceSum(%0, %none) {keepdims = 0 : i64} : (tensor<2x1x1x2xf32>, none) -> tensor<f32>
+  %2 = onnx.ReduceSum(%g#1, %none) {keepdims = 0 : i64} : (tensor<1x1x2xf32>, none) -> tensor<f32>
+  %3 = onnx.Add(%1, %2) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %3 : tensor<f32>
+}
+
+// -----
+// GRU, bidirectional, linear_before_reset = 1, no initial state, X a
+// parameter.
+func.func @forward(%x: tensor<3x2x2xf32> {pipe.param = "x", pipe.trainable}, %w: tensor<2x9x2xf32> {pipe.param = "w", pipe.trainable}, %r: tensor<2x9x3xf32> {pipe.param = "r", pipe.trainable}, %b: tensor<2x18xf32> {pipe.param = "b", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %g:2 = onnx.GRU(%x, %w, %r, %b, %none, %none) {direction = "bidirectional", hidden_size = 3 : i64, linear_before_reset = 1 : i64} : (tensor<3x2x2xf32>, tensor<2x9x2xf32>, tensor<2x9x3xf32>, tensor<2x18xf32>, none, none) -> (tensor<3x2x2x3xf32>, tensor<2x2x3xf32>)
+  %0 = onnx.Mul(%g#0, %g#0) : (tensor<3x2x2x3xf32>, tensor<3x2x2x3xf32>) -> tensor<3x2x2x3xf32>
+  %1 = onnx.ReduceSum(%0, %none) {keepdims = 0 : i64} : (tensor<3x2x2x3xf32>, none) -> tensor<f32>
+  %2 = onnx.Mul(%g#1, %g#1) : (tensor<2x2x3xf32>, tensor<2x2x3xf32>) -> tensor<2x2x3xf32>
+  %3 = onnx.ReduceSum(%2, %none) {keepdims = 0 : i64} : (tensor<2x2x3xf32>, none) -> tensor<f32>
+  %4 = onnx.Add(%1, %3) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %4 : tensor<f32>
+}
+
+// -----
+// GRU with linear_before_reset = 0 (the ONNX default), reverse, with bias
+// and initial state.
+func.func @forward(%x: tensor<3x2x2xf32> {pipe.param = "x", pipe.trainable}, %w: tensor<1x9x2xf32> {pipe.param = "w", pipe.trainable}, %r: tensor<1x9x3xf32> {pipe.param = "r", pipe.trainable}, %b: tensor<1x18xf32> {pipe.param = "b", pipe.trainable}, %h0: tensor<1x2x3xf32> {pipe.param = "h0", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %g:2 = onnx.GRU(%x, %w, %r, %b, %none, %h0) {direction = "reverse", hidden_size = 3 : i64} : (tensor<3x2x2xf32>, tensor<1x9x2xf32>, tensor<1x9x3xf32>, tensor<1x18xf32>, none, tensor<1x2x3xf32>) -> (tensor<3x1x2x3xf32>, tensor<1x2x3xf32>)
+  %0 = onnx.Mul(%g#0, %g#0) : (tensor<3x1x2x3xf32>, tensor<3x1x2x3xf32>) -> tensor<3x1x2x3xf32>
+  %1 = onnx.ReduceSum(%0, %none) {keepdims = 0 : i64} : (tensor<3x1x2x3xf32>, none) -> tensor<f32>
+  %2 = onnx.ReduceSum(%g#1, %none) {keepdims = 0 : i64} : (tensor<1x2x3xf32>, none) -> tensor<f32>
+  %3 = onnx.Add(%1, %2) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %3 : tensor<f32>
+}

@@ -324,6 +324,48 @@ Outcome layer_norm(pipert_context *ctx, const Node &n) {
   return ran(outs);
 }
 
+// LSTM / GRU: the features pipec lowers (layout 0, default activations, no
+// clip, input_forget or peepholes, sequence_lens absent or all full); other
+// cases are skipped with the reason.
+Outcome recurrent(pipert_context *ctx, const Node &n, bool lstm) {
+  const Tensor *x = n.in(0), *w = n.in(1), *r = n.in(2), *b = n.in(3), *lens = n.in(4),
+               *h0 = n.in(5), *c0 = lstm ? n.in(6) : nullptr;
+  if (!all_f32({x, w, r, b, h0, c0}))
+    return skip("non-float32");
+  if (n.i("layout", 0) != 0)
+    return skip("layout=1 (batch-major)");
+  if (n.has("activations") || n.has("activation_alpha") || n.has("activation_beta"))
+    return skip("non-default activations");
+  if (n.has("clip"))
+    return skip("clip");
+  if (lstm && (n.i("input_forget", 0) != 0 || n.in(7)))
+    return skip(n.in(7) ? "peepholes (input P)" : "input_forget");
+  const int64_t T = x->shape[0], B = x->shape[1], I = x->shape[2], H = n.i("hidden_size", 0);
+  if (lens) {
+    const Tensor l64 = to_i64(ctx, *lens);
+    for (int64_t k = 0; k < lens->numel(); ++k)
+      if (l64.data<int64_t>()[k] != T)
+        return skip("sequence_lens shorter than seq_length");
+  }
+  const std::string dir = n.s("direction", "forward");
+  const int32_t code = dir == "forward" ? 0 : dir == "reverse" ? 1 : 2;
+  const int64_t D = code == 2 ? 2 : 1;
+  Tensor y = make_tensor(TP::FLOAT, {T, D, B, H}), yh = make_tensor(TP::FLOAT, {D, B, H}),
+         yc = make_tensor(TP::FLOAT, {D, B, H});
+  auto p = [](const Tensor *t) { return t ? t->data<float>() : nullptr; };
+  if (lstm)
+    pipert_lstm_f32(ctx, p(x), p(w), p(r), p(b), p(h0), p(c0), T, B, I, H, code,
+                    y.data<float>(), yh.data<float>(), yc.data<float>());
+  else
+    pipert_gru_f32(ctx, p(x), p(w), p(r), p(b), p(h0), T, B, I, H, code,
+                   int32_t(n.i("linear_before_reset", 0)), y.data<float>(), yh.data<float>());
+  std::vector<Tensor> outs;
+  for (int k = 0; k < n.n_out(); ++k)
+    if (n.wants(k))
+      outs.push_back(k == 0 ? y : k == 1 ? yh : yc);
+  return ran(outs);
+}
+
 // Spatial attributes of Conv/pooling for 1-D or 2-D, mapped to 2-D.
 struct Spatial {
   int64_t kernel[2], pads[4], strides[2], dilations[2];
@@ -890,6 +932,8 @@ Outcome run_node(pipert_context *ctx, const onnx::NodeProto &proto, int64_t opse
   if (op == "LogSoftmax") return softmax(ctx, n, true);
   if (op == "LayerNormalization") return layer_norm(ctx, n);
   if (op == "Conv") return conv(ctx, n);
+  if (op == "LSTM") return recurrent(ctx, n, true);
+  if (op == "GRU") return recurrent(ctx, n, false);
   if (op == "MaxPool") return pool(ctx, n, true);
   if (op == "AveragePool") return pool(ctx, n, false);
   if (op == "GlobalAveragePool") return global_avgpool(ctx, n);

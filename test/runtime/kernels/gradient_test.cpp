@@ -487,4 +487,59 @@ TEST(ActivationGrad, ReluTanhSigmoidErf) {
   }
 }
 
+// ---------------------------------------------------------------- LSTM / GRU
+
+// The BPTT kernels against finite differences of the forward, every
+// direction, with the cotangent on Y, Y_h and (LSTM) Y_c together.
+// GRU with linear_before_reset 1 and 0.
+class RecurrentGrad : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(RecurrentGrad, AllInputs) {
+  const int cellKind = std::get<0>(GetParam()); // 0 LSTM, 1 GRU lbr=1, 2 GRU lbr=0
+  const bool lstm = cellKind == 0;
+  const int32_t lbr = cellKind == 2 ? 0 : 1;
+  const int32_t dir = std::get<1>(GetParam());
+  const int64_t T = 4, B = 3, I = 5, H = 4, D = dir == 2 ? 2 : 1, G = lstm ? 4 : 3;
+  Ctx ctx;
+  Rng rng;
+  Vec x = rng.uniform(T * B * I), w = rng.uniform(D * G * H * I, -0.6f, 0.6f),
+      r = rng.uniform(D * G * H * H, -0.6f, 0.6f), b = rng.uniform(D * 2 * G * H),
+      h0 = rng.uniform(D * B * H), c0 = rng.uniform(D * B * H);
+  const int64_t ny = T * D * B * H, ns = D * B * H;
+  const int64_t nout = ny + ns + (lstm ? ns : 0);
+  Vec rc = rng.uniform(nout);
+  auto run = [&](const Vec &xx, const Vec &ww, const Vec &rr, const Vec &bb, const Vec &hh,
+                 const Vec &cc, Vec &out) {
+    out.assign(size_t(nout), 0.f);
+    if (lstm)
+      pipert_lstm_f32(ctx.ctx, xx.data(), ww.data(), rr.data(), bb.data(), hh.data(), cc.data(), T,
+                      B, I, H, dir, out.data(), out.data() + ny, out.data() + ny + ns);
+    else
+      pipert_gru_f32(ctx.ctx, xx.data(), ww.data(), rr.data(), bb.data(), hh.data(), T, B, I, H,
+                     dir, lbr, out.data(), out.data() + ny);
+  };
+  Vec dx(x.size()), dw(w.size()), dr(r.size()), db(b.size()), dh0(h0.size()), dc0(c0.size());
+  if (lstm)
+    pipert_lstm_grad_f32(ctx.ctx, x.data(), w.data(), r.data(), b.data(), h0.data(), c0.data(),
+                         rc.data(), rc.data() + ny, rc.data() + ny + ns, T, B, I, H, dir,
+                         dx.data(), dw.data(), dr.data(), db.data(), dh0.data(), dc0.data());
+  else
+    pipert_gru_grad_f32(ctx.ctx, x.data(), w.data(), r.data(), b.data(), h0.data(), rc.data(),
+                        rc.data() + ny, T, B, I, H, dir, lbr, dx.data(), dw.data(), dr.data(),
+                        db.data(), dh0.data());
+  const std::string k = std::string(lstm ? "lstm" : lbr ? "gru" : "gru lbr0") + " dir " +
+                        std::to_string(dir);
+  check_grad(k + " dx", [&](const Vec &v, Vec &y) { run(v, w, r, b, h0, c0, y); }, x, rc, dx);
+  check_grad(k + " dw", [&](const Vec &v, Vec &y) { run(x, v, r, b, h0, c0, y); }, w, rc, dw);
+  check_grad(k + " dr", [&](const Vec &v, Vec &y) { run(x, w, v, b, h0, c0, y); }, r, rc, dr);
+  check_grad(k + " db", [&](const Vec &v, Vec &y) { run(x, w, r, v, h0, c0, y); }, b, rc, db);
+  check_grad(k + " dh0", [&](const Vec &v, Vec &y) { run(x, w, r, b, v, c0, y); }, h0, rc, dh0);
+  if (lstm)
+    check_grad(k + " dc0", [&](const Vec &v, Vec &y) { run(x, w, r, b, h0, v, y); }, c0, rc,
+               dc0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cells, RecurrentGrad,
+                         ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(0, 1, 2)));
+
 } // namespace

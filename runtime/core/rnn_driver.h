@@ -1,0 +1,347 @@
+//===- rnn_driver.h - ONNX LSTM / GRU over time, shared by both backends --===//
+//
+// The time loop of the recurrent kernels (pipert_lstm_f32, pipert_gru_f32
+// and their gradients), written once for both backends. A backend supplies
+// an `Exec` with
+//   void map(int64_t n, F f)   // f(i) for i in [0, n), f a PIPERT_RNN_LAMBDA
+//   float *alloc(int64_t n)    // n floats of the backend's memory
+//   void release(float *p)
+// and pipert_sgemm (OpenBLAS on the CPU, cuBLAS on CUDA) does the matrix
+// products; the per-element cell math is in formulas.h.
+//
+// Layout (ONNX, layout = 0): X (T, B, I); W (D, G*H, I); R (D, G*H, H);
+// B (D, 2*G*H) = [Wb, Rb]; initial_h / initial_c (D, B, H); Y (T, D, B, H);
+// Y_h / Y_c (D, B, H); G = 4 (LSTM, gates i o f c) or 3 (GRU, z r h). Every
+// optional pointer may be null (absent input: zeros; absent output: not
+// written).
+//
+// Forward, per direction: one GEMM projects all steps, XW = X W^T
+// (T*B x G*H); then per step RH = H_prev R^T (B x G*H) and one map applies
+// the cell to B*H units.
+//
+// GRU with linear_before_reset = 0 splits the step: z and r, r . h_prev,
+// then its GEMM with Rh before the cell (and likewise in the backward).
+//
+// Gradient (BPTT). The backward recomputes the forward (one more forward
+// pass) keeping every step's hidden state, cell state and activations in
+// scratch memory, instead of the forward op saving them: the ONNX op keeps
+// its ONNX results, and the backward holds the per-step state only while it
+// runs. Then per step, latest first: one map gives the pre-activation
+// gradients dXW[t] (and, for GRU, dRH[t], which differs in the h gate), and
+// two GEMMs give dH_prev += dRH[t] R and dR += dRH[t]^T H_prev. After the
+// loop dW = dXW^T X and dX (+)= dXW W are one GEMM each, dB column sums.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPERT_CORE_RNN_DRIVER_H
+#define PIPERT_CORE_RNN_DRIVER_H
+
+#include "formulas.h"
+#include "pipert/pipert.h"
+#include "pipert/pipert_kernels.h"
+
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define PIPERT_RNN_LAMBDA [=] __device__
+#else
+#define PIPERT_RNN_LAMBDA [=]
+#endif
+
+namespace pipert::rnn {
+
+enum Cell { kLstm = 0, kGru = 1 };
+
+struct Dims {
+  const char *op;
+  Cell cell;
+  int64_t T, B, I, H, D;
+  int32_t direction; // 0 forward, 1 reverse, 2 bidirectional
+  bool lbr;          // GRU linear_before_reset (LSTM: unused)
+  int64_t G() const { return cell == kLstm ? 4 : 3; }
+  int64_t BH() const { return B * H; }
+  int64_t GH() const { return G() * H; }
+  bool reversed(int64_t d) const { return direction == 1 || (direction == 2 && d == 1); }
+  // The time index of processing step s of direction d.
+  int64_t time(int64_t d, int64_t s) const { return reversed(d) ? T - 1 - s : s; }
+};
+
+inline Dims make_dims(const char *op, Cell cell, int64_t T, int64_t B, int64_t I, int64_t H,
+                      int32_t direction, int32_t linear_before_reset = 1) {
+  if (linear_before_reset != 0 && linear_before_reset != 1)
+    pipert_fail("%s: linear_before_reset must be 0 or 1, got %d", op, int(linear_before_reset));
+  if (direction < 0 || direction > 2)
+    pipert_fail("%s: direction code %d is not 0 (forward), 1 (reverse) or 2 (bidirectional)", op,
+                int(direction));
+  if (T < 1 || B < 0 || I < 1 || H < 1)
+    pipert_fail("%s: invalid sizes seq_length %lld, batch %lld, input %lld, hidden %lld", op,
+                (long long)T, (long long)B, (long long)I, (long long)H);
+  return Dims{op,        cell, T, B, I, H, direction == 2 ? int64_t(2) : int64_t(1),
+              direction, linear_before_reset != 0};
+}
+
+// Saved per unit and step: LSTM i, o, f, g; GRU z, r, n and rn
+// (linear_before_reset = 1) or r . h_prev (= 0).
+constexpr int64_t kSaved = 4;
+
+template <class Exec> void fill(Exec &ex, float *p, int64_t n, float v) {
+  ex.map(n, PIPERT_RNN_LAMBDA(int64_t i) { p[i] = v; });
+}
+
+template <class Exec> void copy(Exec &ex, float *dst, const float *src, int64_t n) {
+  ex.map(n, PIPERT_RNN_LAMBDA(int64_t i) { dst[i] = src[i]; });
+}
+
+// One direction's forward over all steps. xw (T*B x G*H) already holds
+// X W_d^T; rh is B x G*H scratch. h of time t goes to hout + t * hstride,
+// c (LSTM) to cs + t * B*H, the activations (if act) to act + t * B*kSaved*H.
+// h0d / c0d are this direction's initial states (zeros if absent). tmp is
+// B*H scratch (GRU with linear_before_reset = 0: r . h_prev).
+template <class Exec>
+void forward_direction(Exec &ex, pipert_context *ctx, const Dims &dm, int64_t d, const float *xw,
+                       float *rh, const float *r, const float *b, const float *h0d,
+                       const float *c0d, float *hout, int64_t hstride, float *cs, float *act,
+                       float *tmp) {
+  const int64_t B = dm.B, H = dm.H, GH = dm.GH(), BH = dm.BH();
+  const float *rd = r + d * GH * H;
+  const float *wb = b ? b + d * 2 * GH : nullptr;
+  const float *rb = b ? wb + GH : nullptr;
+  const Cell cell = dm.cell;
+  const bool lbr = dm.lbr;
+  for (int64_t s = 0; s < dm.T; ++s) {
+    const int64_t t = dm.time(d, s);
+    const int64_t tp = s == 0 ? -1 : dm.time(d, s - 1);
+    const float *hprev = s == 0 ? h0d : hout + tp * hstride;
+    const float *cprev = s == 0 ? c0d : cs + tp * BH;
+    const float *xrow0 = xw + t * B * GH;
+    if (cell == kGru && !lbr) {
+      // z and r first; then the h gate's recurrent term from r . h_prev.
+      pipert_sgemm(ctx, 0, 1, B, 2 * H, H, 1.f, hprev, H, rd, H, 0.f, rh, GH);
+      ex.map(BH, PIPERT_RNN_LAMBDA(int64_t idx) {
+        const int64_t bb = idx / H, j = idx % H;
+        const float ar = xrow0[bb * GH + H + j] + rh[bb * GH + H + j] +
+                         (wb ? wb[H + j] + rb[H + j] : 0.f);
+        tmp[idx] = formula::sigmoid(ar) * hprev[idx];
+      });
+      pipert_sgemm(ctx, 0, 1, B, H, H, 1.f, tmp, H, rd + 2 * H * H, H, 0.f, rh + 2 * H, GH);
+    } else {
+      pipert_sgemm(ctx, 0, 1, B, GH, H, 1.f, hprev, H, rd, H, 0.f, rh, GH);
+    }
+    float *hdst = hout + t * hstride;
+    float *cdst = cell == kLstm ? cs + t * BH : nullptr;
+    float *adst = act ? act + t * B * kSaved * H : nullptr;
+    ex.map(BH, PIPERT_RNN_LAMBDA(int64_t idx) {
+      const int64_t bb = idx / H, j = idx % H;
+      const float *xr = xrow0 + bb * GH, *rr = rh + bb * GH;
+      float a[4];
+      for (int64_t k = 0; k < GH / H; ++k)
+        a[k] = xr[k * H + j] + rr[k * H + j] + (wb ? wb[k * H + j] + rb[k * H + j] : 0.f);
+      float s0, s1, s2, s3, h;
+      if (cell == kLstm) {
+        float c;
+        formula::lstm_cell(a[0], a[1], a[2], a[3], cprev[idx], s0, s1, s2, s3, c, h);
+        cdst[idx] = c;
+      } else {
+        const float xn = xr[2 * H + j] + (wb ? wb[2 * H + j] : 0.f);
+        const float rn = rr[2 * H + j] + (rb ? rb[2 * H + j] : 0.f);
+        formula::gru_cell(a[0], a[1], xn, rn, hprev[idx], lbr, s0, s1, s2, h);
+        s3 = lbr ? rn : tmp[idx];
+      }
+      hdst[idx] = h;
+      if (adst) {
+        float *ar = adst + bb * kSaved * H;
+        ar[j] = s0;
+        ar[H + j] = s1;
+        ar[2 * H + j] = s2;
+        ar[3 * H + j] = s3;
+      }
+    });
+  }
+}
+
+// pipert_lstm_f32 / pipert_gru_f32.
+template <class Exec>
+void forward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, const float *w,
+             const float *r, const float *b, const float *h0, const float *c0, float *y,
+             float *yh, float *yc) {
+  const int64_t T = dm.T, B = dm.B, I = dm.I, GH = dm.GH(), BH = dm.BH();
+  if (B == 0)
+    return;
+  float *xw = ex.alloc(T * B * GH), *rh = ex.alloc(B * GH);
+  float *hs = y ? nullptr : ex.alloc(T * BH);
+  float *cs = dm.cell == kLstm ? ex.alloc(T * BH) : nullptr;
+  float *tmp = dm.cell == kGru && !dm.lbr ? ex.alloc(BH) : nullptr;
+  float *zeros = nullptr;
+  if (!h0 || (dm.cell == kLstm && !c0)) {
+    zeros = ex.alloc(BH);
+    fill(ex, zeros, BH, 0.f);
+  }
+  for (int64_t d = 0; d < dm.D; ++d) {
+    pipert_sgemm(ctx, 0, 1, T * B, GH, I, 1.f, x, I, w + d * GH * I, I, 0.f, xw, GH);
+    float *hout = y ? y + d * BH : hs;
+    const int64_t hstride = y ? dm.D * BH : BH;
+    forward_direction(ex, ctx, dm, d, xw, rh, r, b, h0 ? h0 + d * BH : zeros,
+                      c0 ? c0 + d * BH : zeros, hout, hstride, cs, nullptr, tmp);
+    const int64_t last = dm.time(d, T - 1);
+    if (yh)
+      copy(ex, yh + d * BH, hout + last * hstride, BH);
+    if (yc && cs)
+      copy(ex, yc + d * BH, cs + last * BH, BH);
+  }
+  ex.release(zeros);
+  ex.release(tmp);
+  ex.release(cs);
+  ex.release(hs);
+  ex.release(rh);
+  ex.release(xw);
+}
+
+// pipert_lstm_grad_f32 / pipert_gru_grad_f32. dy, dyh, dyc: the gradients of
+// Y, Y_h, Y_c (null: zero); every result is optional.
+template <class Exec>
+void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, const float *w,
+              const float *r, const float *b, const float *h0, const float *c0, const float *dy,
+              const float *dyh, const float *dyc, float *dx, float *dw, float *dr, float *db,
+              float *dh0, float *dc0) {
+  const int64_t T = dm.T, B = dm.B, I = dm.I, H = dm.H, GH = dm.GH(), BH = dm.BH();
+  const int64_t D = dm.D;
+  const Cell cell = dm.cell;
+  const bool lbr = dm.lbr;
+  if (B == 0) {
+    // Nothing flows; the weight gradients are zero.
+    if (dw)
+      fill(ex, dw, D * GH * I, 0.f);
+    if (dr)
+      fill(ex, dr, D * GH * H, 0.f);
+    if (db)
+      fill(ex, db, D * 2 * GH, 0.f);
+    return;
+  }
+  float *xw = ex.alloc(T * B * GH), *rh = ex.alloc(B * GH);
+  float *hs = ex.alloc(T * BH);
+  float *cs = cell == kLstm ? ex.alloc(T * BH) : nullptr;
+  float *act = ex.alloc(T * B * kSaved * H);
+  float *dxw = ex.alloc(T * B * GH);
+  float *drh = cell == kLstm ? dxw : ex.alloc(T * B * GH);
+  float *dh = ex.alloc(BH), *dc = ex.alloc(BH), *tmp = ex.alloc(BH);
+  float *zeros = ex.alloc(BH);
+  fill(ex, zeros, BH, 0.f);
+  for (int64_t d = 0; d < D; ++d) {
+    const float *wd = w + d * GH * I, *rd = r + d * GH * H;
+    const float *h0d = h0 ? h0 + d * BH : zeros;
+    const float *c0d = c0 ? c0 + d * BH : zeros;
+    pipert_sgemm(ctx, 0, 1, T * B, GH, I, 1.f, x, I, wd, I, 0.f, xw, GH);
+    forward_direction(ex, ctx, dm, d, xw, rh, r, b, h0d, c0d, hs, BH, cs, act, tmp);
+    if (dyh)
+      copy(ex, dh, dyh + d * BH, BH);
+    else
+      fill(ex, dh, BH, 0.f);
+    if (dyc && cell == kLstm)
+      copy(ex, dc, dyc + d * BH, BH);
+    else
+      fill(ex, dc, BH, 0.f);
+    float *drd = dr ? dr + d * GH * H : nullptr;
+    if (drd)
+      fill(ex, drd, GH * H, 0.f);
+    for (int64_t s = T - 1; s >= 0; --s) {
+      const int64_t t = dm.time(d, s);
+      const int64_t tp = s == 0 ? -1 : dm.time(d, s - 1);
+      const float *hprev = s == 0 ? h0d : hs + tp * BH;
+      const float *cprev = s == 0 ? c0d : (cs ? cs + tp * BH : nullptr);
+      const float *ct = cs ? cs + t * BH : nullptr;
+      const float *at = act + t * B * kSaved * H;
+      const float *dyt = dy ? dy + (t * D + d) * BH : nullptr;
+      float *dxt = dxw + t * B * GH, *drt = drh + t * B * GH;
+      float *dhp = dh, *dcp = dc;
+      ex.map(BH, PIPERT_RNN_LAMBDA(int64_t idx) {
+        const int64_t bb = idx / H, j = idx % H;
+        const float *ar = at + bb * kSaved * H;
+        const float g = dhp[idx] + (dyt ? dyt[idx] : 0.f);
+        float *gx = dxt + bb * GH, *gr = drt + bb * GH;
+        if (cell == kLstm) {
+          float dai, dao, daf, dac, dcprev;
+          formula::lstm_cell_grad(ar[j], ar[H + j], ar[2 * H + j], ar[3 * H + j], ct[idx],
+                                  cprev[idx], g, dcp[idx], dai, dao, daf, dac, dcprev);
+          gx[j] = dai;
+          gx[H + j] = dao;
+          gx[2 * H + j] = daf;
+          gx[3 * H + j] = dac;
+          dcp[idx] = dcprev;
+          dhp[idx] = 0.f;
+        } else {
+          float daz, dar, dxn, drn, dhprev;
+          formula::gru_cell_grad(ar[j], ar[H + j], ar[2 * H + j], ar[3 * H + j], hprev[idx], g,
+                                 lbr, daz, dar, dxn, drn, dhprev);
+          gx[j] = gr[j] = daz;
+          gx[H + j] = gr[H + j] = dar;
+          gx[2 * H + j] = dxn;
+          gr[2 * H + j] = drn;
+          dhp[idx] = dhprev;
+        }
+      });
+      if (cell == kGru && !lbr) {
+        // The h gate's recurrent term is (r . h_prev) Rh^T: its gradient
+        // d(r . h_prev) = drn Rh gives dar and a part of dH_prev; then
+        // dH_prev += dRH[t][:, z r] R_d[z r]; dR_d[z r] += dRH[t][:, z r]^T
+        // H_prev; dR_d[h] += drn^T (r . h_prev).
+        float *tp2 = tmp;
+        pipert_sgemm(ctx, 0, 0, B, H, H, 1.f, drt + 2 * H, GH, rd + 2 * H * H, H, 0.f, tp2, H);
+        ex.map(BH, PIPERT_RNN_LAMBDA(int64_t idx) {
+          const int64_t bb = idx / H, j = idx % H;
+          float dar, dhr;
+          formula::gru_reset_grad(at[bb * kSaved * H + H + j], hprev[idx], tp2[idx], dar, dhr);
+          dxt[bb * GH + H + j] = dar;
+          drt[bb * GH + H + j] = dar;
+          dhp[idx] += dhr;
+        });
+        pipert_sgemm(ctx, 0, 0, B, H, 2 * H, 1.f, drt, GH, rd, H, 1.f, dh, H);
+        if (drd) {
+          pipert_sgemm(ctx, 1, 0, 2 * H, H, B, 1.f, drt, GH, hprev, H, 1.f, drd, H);
+          pipert_sgemm(ctx, 1, 0, H, H, B, 1.f, drt + 2 * H, GH, at + 3 * H, kSaved * H, 1.f,
+                       drd + 2 * H * H, H);
+        }
+        continue;
+      }
+      // dH_prev += dRH[t] R_d; dR_d += dRH[t]^T H_prev.
+      pipert_sgemm(ctx, 0, 0, B, H, GH, 1.f, drt, GH, rd, H, 1.f, dh, H);
+      if (drd)
+        pipert_sgemm(ctx, 1, 0, GH, H, B, 1.f, drt, GH, hprev, H, 1.f, drd, H);
+    }
+    if (dh0)
+      copy(ex, dh0 + d * BH, dh, BH);
+    if (dc0 && cell == kLstm)
+      copy(ex, dc0 + d * BH, dc, BH);
+    if (dw)
+      pipert_sgemm(ctx, 1, 0, GH, I, T * B, 1.f, dxw, GH, x, I, 0.f, dw + d * GH * I, I);
+    if (dx)
+      pipert_sgemm(ctx, 0, 0, T * B, I, GH, 1.f, dxw, GH, wd, I, d == 0 ? 0.f : 1.f, dx, I);
+    if (db) {
+      float *dbd = db + d * 2 * GH;
+      const int64_t rows = T * B;
+      const float *gxs = dxw, *grs = drh;
+      ex.map(2 * GH, PIPERT_RNN_LAMBDA(int64_t k) {
+        const float *src = k < GH ? gxs : grs;
+        const int64_t col = k < GH ? k : k - GH;
+        double sum = 0;
+        for (int64_t row = 0; row < rows; ++row)
+          sum += src[row * GH + col];
+        dbd[k] = float(sum);
+      });
+    }
+  }
+  ex.release(zeros);
+  ex.release(tmp);
+  ex.release(dc);
+  ex.release(dh);
+  if (drh != dxw)
+    ex.release(drh);
+  ex.release(dxw);
+  ex.release(act);
+  ex.release(cs);
+  ex.release(hs);
+  ex.release(rh);
+  ex.release(xw);
+}
+
+} // namespace pipert::rnn
+
+#endif // PIPERT_CORE_RNN_DRIVER_H
