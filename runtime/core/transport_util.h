@@ -4,17 +4,14 @@
 // (runtime/cuda/nccl_comm.cpp) do alike around their own requests: the kinds
 // of transfer and how errors and traces name them, byte counts, and the wait
 // loop (poll, spin, back off, time out naming the transfer, trace the idle
-// time).
-//
-// Both transports are compiled into libpipert_cuda, the MPI one with its
-// pipert_comm.h names renamed (runtime/cuda/mpi_rename.h): this header must
-// not spell any of those names, so that it reads the same in both.
+// time). The interface they implement is transport.h.
 //
 //===----------------------------------------------------------------------===//
 #ifndef PIPERT_CORE_TRANSPORT_UTIL_H
 #define PIPERT_CORE_TRANSPORT_UTIL_H
 
 #include "pipert/pipert.h"
+#include "pipert/pipert_comm.h"
 #include "pipert/pipert_trace.h"
 
 #include <algorithm>
@@ -23,10 +20,6 @@
 #include <cstdio>
 #include <string>
 #include <thread>
-
-// pipert_comm.h's (not included here: libpipert_cuda compiles the MPI
-// transport with its pipert_comm.h names renamed).
-extern "C" void pipert_add_transport_wait(double seconds);
 
 namespace pipert::transport {
 

@@ -1,9 +1,10 @@
 //===- nccl_comm.cpp - the NCCL transport of the CUDA backend --------------===//
 //
-// pipert_comm.h on device buffers. MPI (the CPU backend's transport, compiled
-// in under pipert_mpi_* names, see mpi_rename.h) starts the job, forms the
-// groups, runs barriers and broadcasts each group's ncclUniqueId; NCCL moves
-// the data, on one stream per communicator ordered after the compute stream.
+// pipert_comm.h on device buffers: libpipert_cuda's pipert::Transport. An
+// MpiTransport of its own (the CPU backend's transport, runtime/cpu/comm)
+// starts the job, forms the groups, runs barriers and broadcasts each group's
+// ncclUniqueId; NCCL moves the data, on one stream per communicator ordered
+// after the compute stream.
 //
 // - Non-blocking sends and receives are queued when posted and launched
 //   together in one ncclGroupStart/End at the next wait, test, blocking call
@@ -19,15 +20,9 @@
 //===----------------------------------------------------------------------===//
 #include "cuda_util.h"
 #include "pipert/pipert_trace.h"
-#include "../core/transport_util.h"
+#include "../cpu/comm/mpi_transport.h"
 
 #include <nccl.h>
-
-// The MPI transport under its renamed names, then the public ABI.
-#include "mpi_rename.h"
-#include "pipert/pipert_comm.h"
-#include "mpi_unrename.h"
-#include "pipert/pipert_comm.h"
 
 #include <algorithm>
 #include <chrono>
@@ -37,46 +32,34 @@
 
 using namespace pipert::cuda;
 
-struct pipert_comm {
-  pipert_mpi_comm *mpi = nullptr;
+namespace pipert {
+namespace {
+
+using transport::Kind;
+using transport::byteCount;
+using transport::formatSeconds;
+
+struct NcclComm : pipert_comm {
+  pipert_comm *mpi = nullptr; // the MPI transport's communicator of the same ranks
   ncclComm_t nccl = nullptr;
   cudaStream_t stream = nullptr;
   bool is_world = false;
 };
 
-namespace {
-
-using pipert::transport::Kind;
-using pipert::transport::byteCount;
-using pipert::transport::formatSeconds;
-
-} // namespace
-
-struct pipert_request {
-  Kind kind = Kind::Send;
-  pipert_comm *comm = nullptr;
+struct NcclRequest : pipert_request {
+  NcclComm *comm = nullptr;
   void *buf = nullptr;
-  int64_t bytes = 0;
-  int peer = -1; // rank in comm (send/recv) or root (broadcast)
-  int peerWorld = -1;
-  int tag = -1;
-  int commSize = 1;
   bool launched = false;
-  bool done = false;
   cudaEvent_t event = nullptr;
   // Size check over MPI (send/recv): the sender's byte count.
   int64_t header = 0;
-  pipert_mpi_request *headerReq = nullptr;
+  pipert_request *headerReq = nullptr;
   bool headerChecked = false;
-  double postUs = 0;
 };
 
-namespace {
-
-bool g_initialized = false;
-pipert_comm g_world;
-Context *g_ctx = nullptr;
-std::vector<pipert_request *> g_pending; // posted send/recv not launched yet
+NcclComm *ncclComm(pipert_comm *c) { return static_cast<NcclComm *>(c); }
+const NcclComm *ncclComm(const pipert_comm *c) { return static_cast<const NcclComm *>(c); }
+NcclRequest *ncclRequest(pipert_request *r) { return static_cast<NcclRequest *>(r); }
 
 #define PIPERT_NCCL_CHECK(call, what)                                                            \
   do {                                                                                           \
@@ -86,24 +69,94 @@ std::vector<pipert_request *> g_pending; // posted send/recv not launched yet
                   ncclGetLastError(nullptr));                                                    \
   } while (0)
 
-void requireInit(const char *what) {
-  if (!g_initialized)
-    pipert_fail("%s called before pipert_comm_init", what);
-}
-
 std::string describe(const pipert_request *r) {
-  return pipert::transport::describe(r->kind, r->bytes, r->peerWorld, r->tag, r->commSize);
+  return transport::describe(r->kind, r->bytes, r->peerWorld, r->tag, r->commSize);
 }
 
-void checkPeer(const pipert_comm *c, int peer, const char *what) {
-  const int size = pipert_mpi_comm_size(c->mpi);
-  if (peer < 0 || peer >= size)
-    pipert_fail("%s: peer rank %d out of range (communicator of %d ranks)", what, peer, size);
+void recordDone(NcclRequest *r) {
+  PIPERT_CUDA_CHECK(cudaEventCreateWithFlags(&r->event, cudaEventDisableTiming));
+  PIPERT_CUDA_CHECK(cudaEventRecord(r->event, r->comm->stream));
+  r->launched = true;
 }
+
+void freeRequest(pipert_request *req) {
+  NcclRequest *r = ncclRequest(req);
+  if (r->event)
+    cudaEventDestroy(r->event);
+  delete r;
+}
+
+ncclDataType_t ncclType(pipert_dtype t) {
+  switch (t) {
+  case PIPERT_F32: return ncclFloat32;
+  case PIPERT_F64: return ncclFloat64;
+  case PIPERT_I32: return ncclInt32;
+  case PIPERT_I64: return ncclInt64;
+  case PIPERT_F16: return ncclFloat16;
+  case PIPERT_I8: return ncclInt8;
+  default: return ncclUint8;
+  }
+}
+
+class NcclTransport final : public Transport {
+public:
+  void init(pipert_context *ctx, int *argc, char ***argv) override;
+  void finalize(pipert_context *ctx) override;
+  bool initialized() const override { return initialized_; }
+
+  pipert_comm *world() override { return &world_; }
+  pipert_comm *split(pipert_context *ctx, pipert_comm *comm, int color, int key) override {
+    return wrap(ctx, mpi_.split(ctx, ncclComm(comm)->mpi, color, key), false);
+  }
+  void destroy(pipert_context *ctx, pipert_comm *comm) override;
+  int rank(const pipert_comm *comm) const override { return mpi_.rank(ncclComm(comm)->mpi); }
+  int size(const pipert_comm *comm) const override { return mpi_.size(ncclComm(comm)->mpi); }
+  int worldRank() const override { return mpi_.worldRank(); }
+  int worldRankOf(const pipert_comm *comm, int rank) const override {
+    return mpi_.worldRankOf(ncclComm(comm)->mpi, rank);
+  }
+  int maxTag(const pipert_comm *comm) const override { return mpi_.maxTag(ncclComm(comm)->mpi); }
+
+  void setTimeout(double seconds) override { mpi_.setTimeout(seconds); }
+  double timeout() const override { return mpi_.timeout(); }
+
+  pipert_request *post(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
+                       pipert_dtype dtype, int peer, int tag, Kind kind) override;
+  bool test(pipert_context *ctx, pipert_request *req) override {
+    launchPending();
+    return testRequest(ctx, ncclRequest(req));
+  }
+  void wait(pipert_context *ctx, pipert_request **reqs, int n) override;
+  pipert_request *iallreduce(pipert_context *ctx, pipert_comm *comm, float *buf, int64_t count,
+                             pipert_collective_op op) override;
+  void broadcast(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
+                 pipert_dtype dtype, int root) override;
+  void barrier(pipert_context *ctx, pipert_comm *comm) override {
+    launchPending();
+    mpi_.barrier(ctx, ncclComm(comm)->mpi);
+  }
+
+private:
+  void settle(NcclComm *c, const char *what);
+  void orderAfterCompute(const std::vector<NcclComm *> &comms);
+  void launchPending();
+  bool testHeader(pipert_context *ctx, NcclRequest *r);
+  bool testRequest(pipert_context *ctx, NcclRequest *r);
+  NcclComm *wrap(pipert_context *ctx, pipert_comm *mpi, bool is_world);
+  void unwrap(NcclComm *c);
+  NcclRequest *newCollective(pipert_context *ctx, NcclComm *comm, Kind kind, void *buf,
+                             int64_t bytes);
+
+  MpiTransport mpi_;
+  bool initialized_ = false;
+  NcclComm world_;
+  Context *ctx_ = nullptr;
+  std::vector<NcclRequest *> pending_; // posted send/recv not launched yet
+};
 
 // Waits (with the transport's timeout) until the communicator has finished
 // the non-blocking NCCL call just made; fails on an NCCL error.
-void settle(pipert_comm *c, const char *what) {
+void NcclTransport::settle(NcclComm *c, const char *what) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   for (;;) {
@@ -117,42 +170,35 @@ void settle(pipert_comm *c, const char *what) {
       pipert_fail("%s: NCCL error: %s (%s)", what, ncclGetErrorString(st),
                   ncclGetLastError(c->nccl));
     const double waited = std::chrono::duration<double>(clock::now() - start).count();
-    if (waited >= pipert_mpi_comm_timeout())
-      pipert_fail("%s: NCCL did not complete within %s", what,
-                  formatSeconds(pipert_mpi_comm_timeout()).c_str());
+    if (waited >= timeout())
+      pipert_fail("%s: NCCL did not complete within %s", what, formatSeconds(timeout()).c_str());
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
 // A CUDA event recorded on the compute stream, for a comm stream to wait on:
 // transfers start after the kernels queued before them.
-void orderAfterCompute(const std::vector<pipert_comm *> &comms) {
+void NcclTransport::orderAfterCompute(const std::vector<NcclComm *> &comms) {
   cudaEvent_t ready;
   PIPERT_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-  PIPERT_CUDA_CHECK(cudaEventRecord(ready, g_ctx->stream));
-  for (pipert_comm *c : comms)
+  PIPERT_CUDA_CHECK(cudaEventRecord(ready, ctx_->stream));
+  for (NcclComm *c : comms)
     PIPERT_CUDA_CHECK(cudaStreamWaitEvent(c->stream, ready, 0));
   PIPERT_CUDA_CHECK(cudaEventDestroy(ready));
 }
 
-void recordDone(pipert_request *r) {
-  PIPERT_CUDA_CHECK(cudaEventCreateWithFlags(&r->event, cudaEventDisableTiming));
-  PIPERT_CUDA_CHECK(cudaEventRecord(r->event, r->comm->stream));
-  r->launched = true;
-}
-
 // Launches every queued send/recv in one NCCL group.
-void launchPending() {
-  if (g_pending.empty())
+void NcclTransport::launchPending() {
+  if (pending_.empty())
     return;
-  std::vector<pipert_comm *> comms;
-  for (pipert_request *r : g_pending)
+  std::vector<NcclComm *> comms;
+  for (NcclRequest *r : pending_)
     if (std::find(comms.begin(), comms.end(), r->comm) == comms.end())
       comms.push_back(r->comm);
   orderAfterCompute(comms);
-  const std::string what = describe(g_pending.front());
+  const std::string what = describe(pending_.front());
   PIPERT_NCCL_CHECK(ncclGroupStart(), what.c_str());
-  for (pipert_request *r : g_pending) {
+  for (NcclRequest *r : pending_) {
     if (r->bytes == 0)
       continue;
     if (r->kind == Kind::Send)
@@ -165,21 +211,20 @@ void launchPending() {
                         describe(r).c_str());
   }
   PIPERT_NCCL_CHECK(ncclGroupEnd(), what.c_str());
-  for (pipert_comm *c : comms)
+  for (NcclComm *c : comms)
     settle(c, what.c_str());
-  for (pipert_request *r : g_pending)
+  for (NcclRequest *r : pending_)
     recordDone(r);
-  g_pending.clear();
+  pending_.clear();
 }
 
 // Checks the sender's byte count of a completed header against the recv.
-bool testHeader(pipert_context *ctx, pipert_request *r) {
+bool NcclTransport::testHeader(pipert_context *ctx, NcclRequest *r) {
   if (!r->headerReq || r->headerChecked)
     return true;
-  if (!pipert_mpi_test(ctx, r->headerReq))
+  if (!mpi_.test(ctx, r->headerReq))
     return false;
-  pipert_mpi_wait(ctx, r->headerReq);
-  r->headerReq = nullptr;
+  mpi_.wait(ctx, &r->headerReq, 1); // clears headerReq
   r->headerChecked = true;
   if (r->kind == Kind::Recv && r->header != r->bytes)
     pipert_fail("%s: the message has %lld bytes", describe(r).c_str(),
@@ -187,7 +232,7 @@ bool testHeader(pipert_context *ctx, pipert_request *r) {
   return true;
 }
 
-bool testRequest(pipert_context *ctx, pipert_request *r) {
+bool NcclTransport::testRequest(pipert_context *ctx, NcclRequest *r) {
   if (r->done)
     return true;
   if (!testHeader(ctx, r))
@@ -210,61 +255,51 @@ bool testRequest(pipert_context *ctx, pipert_request *r) {
   return true;
 }
 
-void freeRequest(pipert_request *r) {
-  if (r->event)
-    cudaEventDestroy(r->event);
-  delete r;
-}
-
 // Polls until every request completes or the timeout passes, then frees them.
-void waitRequests(pipert_context *ctx, pipert_request **reqs, int n) {
+void NcclTransport::wait(pipert_context *ctx, pipert_request **reqs, int n) {
   launchPending();
-  pipert::transport::waitAndRelease(
-      ctx, reqs, n, pipert_mpi_comm_timeout(),
-      [ctx](pipert_request *r) { return testRequest(ctx, r); }, describe, freeRequest);
+  transport::waitAndRelease(
+      ctx, reqs, n, timeout(),
+      [this, ctx](pipert_request *r) { return testRequest(ctx, ncclRequest(r)); }, describe,
+      freeRequest);
 }
 
-pipert_request *postP2P(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
-                        pipert_dtype dtype, int peer, int tag, Kind kind) {
+pipert_request *NcclTransport::post(pipert_context *ctx, pipert_comm *comm, void *buf,
+                                    int64_t count, pipert_dtype dtype, int peer, int tag,
+                                    Kind kind) {
   const char *what = kind == Kind::Send ? "send" : "recv";
-  requireInit(what);
-  if (!comm)
-    pipert_fail("%s: null communicator", what);
-  checkPeer(comm, peer, what);
-  auto *r = new pipert_request();
+  NcclComm *c = ncclComm(comm);
+  auto *r = new NcclRequest();
   r->kind = kind;
-  r->comm = comm;
+  r->comm = c;
   r->buf = buf;
   r->bytes = byteCount(count, dtype, what);
   r->peer = peer;
-  r->peerWorld = pipert_mpi_comm_world_rank_of(comm->mpi, peer);
+  r->peerWorld = mpi_.worldRankOf(c->mpi, peer);
   r->tag = tag;
-  r->commSize = pipert_mpi_comm_size(comm->mpi);
+  r->commSize = mpi_.size(c->mpi);
   r->postUs = pipert_trace_begin(ctx);
   if (r->bytes > 0 && !buf)
     pipert_fail("%s: null buffer for %lld bytes", describe(r).c_str(),
                 static_cast<long long>(r->bytes));
   // The MPI transport checks the tag's range when posting the header.
-  if (kind == Kind::Send) {
+  if (kind == Kind::Send)
     r->header = r->bytes;
-    r->headerReq = pipert_mpi_isend(ctx, comm->mpi, &r->header, 1, PIPERT_I64, peer, tag);
-  } else {
-    r->headerReq = pipert_mpi_irecv(ctx, comm->mpi, &r->header, 1, PIPERT_I64, peer, tag);
-  }
-  g_pending.push_back(r);
+  r->headerReq = mpi_.post(ctx, c->mpi, &r->header, 1, PIPERT_I64, peer, tag, kind);
+  pending_.push_back(r);
   return r;
 }
 
 // An NCCL communicator (non-blocking) over the ranks of an MPI one.
-pipert_comm *wrap(pipert_context *ctx, pipert_mpi_comm *mpi, bool is_world) {
-  pipert_comm *c = is_world ? &g_world : new pipert_comm();
+NcclComm *NcclTransport::wrap(pipert_context *ctx, pipert_comm *mpi, bool is_world) {
+  NcclComm *c = is_world ? &world_ : new NcclComm();
   c->mpi = mpi;
   c->is_world = is_world;
-  const int rank = pipert_mpi_comm_rank(mpi), size = pipert_mpi_comm_size(mpi);
+  const int rank = mpi_.rank(mpi), size = mpi_.size(mpi);
   ncclUniqueId id;
   if (rank == 0)
     PIPERT_NCCL_CHECK(ncclGetUniqueId(&id), "NCCL start-up");
-  pipert_mpi_broadcast(ctx, mpi, &id, int64_t(sizeof id), PIPERT_U8, 0);
+  mpi_.broadcast(ctx, mpi, &id, int64_t(sizeof id), PIPERT_U8, 0);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   PIPERT_NCCL_CHECK(ncclCommInitRankConfig(&c->nccl, size, id, rank, &config), "NCCL start-up");
@@ -273,7 +308,7 @@ pipert_comm *wrap(pipert_context *ctx, pipert_mpi_comm *mpi, bool is_world) {
   return c;
 }
 
-void unwrap(pipert_comm *c) {
+void NcclTransport::unwrap(NcclComm *c) {
   if (c->nccl) {
     PIPERT_NCCL_CHECK(ncclCommFinalize(c->nccl), "pipert_comm_destroy");
     settle(c, "pipert_comm_destroy (ncclCommFinalize)");
@@ -288,150 +323,91 @@ void unwrap(pipert_comm *c) {
 }
 
 // Starts a collective on comm's stream after the compute stream's work.
-pipert_request *newCollective(pipert_context *ctx, pipert_comm *comm, Kind kind, void *buf,
-                              int64_t bytes) {
+NcclRequest *NcclTransport::newCollective(pipert_context *ctx, NcclComm *comm, Kind kind,
+                                          void *buf, int64_t bytes) {
   launchPending(); // keep posting order: queued point-to-point first
-  auto *r = new pipert_request();
+  auto *r = new NcclRequest();
   r->kind = kind;
   r->comm = comm;
   r->buf = buf;
   r->bytes = bytes;
-  r->commSize = pipert_mpi_comm_size(comm->mpi);
+  r->commSize = mpi_.size(comm->mpi);
   r->postUs = pipert_trace_begin(ctx);
   r->headerChecked = true;
   orderAfterCompute({comm});
   return r;
 }
 
-ncclDataType_t ncclType(pipert_dtype t) {
-  switch (t) {
-  case PIPERT_F32: return ncclFloat32;
-  case PIPERT_F64: return ncclFloat64;
-  case PIPERT_I32: return ncclInt32;
-  case PIPERT_I64: return ncclInt64;
-  case PIPERT_F16: return ncclFloat16;
-  case PIPERT_I8: return ncclInt8;
-  default: return ncclUint8;
-  }
-}
-
-} // namespace
-
-extern "C" {
-
-void pipert_comm_init(pipert_context *ctx, int *argc, char ***argv) {
-  if (g_initialized)
+void NcclTransport::init(pipert_context *ctx, int *argc, char ***argv) {
+  if (initialized_)
     pipert_fail("pipert_comm_init called twice");
   if (!ctx)
     pipert_fail("pipert_comm_init: the CUDA transport needs the context (its device and stream)");
-  g_ctx = cx(ctx);
-  PIPERT_CUDA_CHECK(cudaSetDevice(g_ctx->device));
-  pipert_mpi_comm_init(ctx, argc, argv);
-  wrap(ctx, pipert_mpi_comm_world(ctx), true);
-  g_initialized = true;
+  ctx_ = cx(ctx);
+  PIPERT_CUDA_CHECK(cudaSetDevice(ctx_->device));
+  mpi_.init(ctx, argc, argv);
+  wrap(ctx, mpi_.world(), true);
+  initialized_ = true;
 }
 
-void pipert_comm_finalize(pipert_context *ctx) {
-  if (!g_initialized)
+void NcclTransport::finalize(pipert_context *ctx) {
+  if (!initialized_)
     return;
   launchPending();
-  unwrap(&g_world);
-  g_initialized = false;
-  pipert_mpi_comm_finalize(ctx);
+  unwrap(&world_);
+  initialized_ = false;
+  mpi_.finalize(ctx);
 }
 
-int pipert_comm_initialized(void) { return g_initialized ? 1 : 0; }
-
-pipert_comm *pipert_comm_world(pipert_context *) {
-  requireInit("pipert_comm_world");
-  return &g_world;
-}
-
-int pipert_comm_rank(const pipert_comm *comm) { return pipert_mpi_comm_rank(comm->mpi); }
-int pipert_comm_size(const pipert_comm *comm) { return pipert_mpi_comm_size(comm->mpi); }
-int pipert_world_rank(void) { return pipert_mpi_world_rank(); }
-int pipert_comm_max_tag(const pipert_comm *comm) { return pipert_mpi_comm_max_tag(comm->mpi); }
-int pipert_comm_world_rank_of(const pipert_comm *comm, int rank) {
-  return pipert_mpi_comm_world_rank_of(comm->mpi, rank);
-}
-
-void pipert_comm_set_timeout(double seconds) { pipert_mpi_comm_set_timeout(seconds); }
-double pipert_comm_timeout(void) { return pipert_mpi_comm_timeout(); }
-
-// isend, irecv, send, recv, wait, wait_all, allreduce_f32.
-#include "../core/transport_entry_points.inc"
-
-int pipert_test(pipert_context *ctx, pipert_request *req) {
-  if (!req)
-    return 1;
-  launchPending();
-  return testRequest(ctx, req) ? 1 : 0;
-}
-
-pipert_request *pipert_iallreduce_f32(pipert_context *ctx, pipert_comm *comm, float *buf,
-                                      int64_t count, pipert_collective_op op) {
-  requireInit("allreduce");
-  if (op != PIPERT_COLLECTIVE_SUM && op != PIPERT_COLLECTIVE_MEAN)
-    pipert_fail("allreduce: unknown reduction %d", static_cast<int>(op));
-  pipert_request *r =
-      newCollective(ctx, comm, Kind::Allreduce, buf, byteCount(count, PIPERT_F32, "allreduce"));
+pipert_request *NcclTransport::iallreduce(pipert_context *ctx, pipert_comm *comm, float *buf,
+                                          int64_t count, pipert_collective_op op) {
+  NcclComm *c = ncclComm(comm);
+  NcclRequest *r =
+      newCollective(ctx, c, Kind::Allreduce, buf, byteCount(count, PIPERT_F32, "allreduce"));
   if (count > 0) {
     PIPERT_NCCL_CHECK(ncclAllReduce(buf, buf, size_t(count), ncclFloat32,
-                                    op == PIPERT_COLLECTIVE_MEAN ? ncclAvg : ncclSum, comm->nccl,
-                                    comm->stream),
+                                    op == PIPERT_COLLECTIVE_MEAN ? ncclAvg : ncclSum, c->nccl,
+                                    c->stream),
                       describe(r).c_str());
-    settle(comm, describe(r).c_str());
+    settle(c, describe(r).c_str());
   }
   recordDone(r);
   return r;
 }
 
-void pipert_broadcast(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
-                      pipert_dtype dtype, int root) {
-  requireInit("broadcast");
-  checkPeer(comm, root, "broadcast");
-  pipert_request *r =
-      newCollective(ctx, comm, Kind::Broadcast, buf, byteCount(count, dtype, "broadcast"));
+void NcclTransport::broadcast(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
+                              pipert_dtype dtype, int root) {
+  NcclComm *c = ncclComm(comm);
+  NcclRequest *r =
+      newCollective(ctx, c, Kind::Broadcast, buf, byteCount(count, dtype, "broadcast"));
   r->peer = root;
-  r->peerWorld = pipert_mpi_comm_world_rank_of(comm->mpi, root);
+  r->peerWorld = mpi_.worldRankOf(c->mpi, root);
   if (count > 0) {
-    PIPERT_NCCL_CHECK(ncclBroadcast(buf, buf, size_t(count), ncclType(dtype), root, comm->nccl,
-                                    comm->stream),
+    PIPERT_NCCL_CHECK(ncclBroadcast(buf, buf, size_t(count), ncclType(dtype), root, c->nccl,
+                                    c->stream),
                       describe(r).c_str());
-    settle(comm, describe(r).c_str());
+    settle(c, describe(r).c_str());
   }
   recordDone(r);
-  waitRequests(ctx, &r, 1);
+  pipert_request *req = r;
+  wait(ctx, &req, 1);
 }
 
-void pipert_barrier(pipert_context *ctx, pipert_comm *comm) {
-  requireInit("barrier");
-  launchPending();
-  pipert_mpi_barrier(ctx, comm->mpi);
-}
-
-pipert_comm *pipert_comm_split(pipert_context *ctx, pipert_comm *comm, int color, int key) {
-  requireInit("pipert_comm_split");
-  return wrap(ctx, pipert_mpi_comm_split(ctx, comm->mpi, color, key), false);
-}
-
-pipert_comm *pipert_comm_stage_group(pipert_context *ctx, int pipelines, int stages) {
-  requireInit("pipert_comm_stage_group");
-  return wrap(ctx, pipert_mpi_comm_stage_group(ctx, pipelines, stages), false);
-}
-
-pipert_comm *pipert_comm_pipeline_group(pipert_context *ctx, int pipelines, int stages) {
-  requireInit("pipert_comm_pipeline_group");
-  return wrap(ctx, pipert_mpi_comm_pipeline_group(ctx, pipelines, stages), false);
-}
-
-void pipert_comm_destroy(pipert_context *ctx, pipert_comm *comm) {
-  if (!comm || comm == &g_world || comm->is_world)
+void NcclTransport::destroy(pipert_context *ctx, pipert_comm *comm) {
+  NcclComm *c = ncclComm(comm);
+  if (c == &world_ || c->is_world)
     return;
   launchPending();
-  unwrap(comm);
-  pipert_mpi_comm_destroy(ctx, comm->mpi);
-  delete comm;
+  unwrap(c);
+  mpi_.destroy(ctx, c->mpi);
+  delete c;
 }
 
-} // extern "C"
+} // namespace
+
+Transport &activeTransport() {
+  static NcclTransport transport;
+  return transport;
+}
+
+} // namespace pipert

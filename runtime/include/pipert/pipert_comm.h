@@ -17,6 +17,9 @@
  * do), and use tags to label them. MPI additionally matches by tag, so the
  * CPU backend also tolerates out-of-order posting with distinct tags.
  *
+ * Both libraries define these functions once, in runtime/core/transport.cpp,
+ * over their transport object (pipert::Transport, runtime/core/transport.h).
+ *
  * Ranks and layout: a run has P pipelines of S stages, P*S ranks in all.
  * Rank r is stage (r % S) of pipeline (r / S) (pipeline-major), so one
  * pipeline's ranks are consecutive.
