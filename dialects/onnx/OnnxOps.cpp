@@ -54,6 +54,8 @@ ConstantOfShapeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
         return emitOpError() << "shape has negative dimension " << d;
     types.push_back(ranked(*shape, elt));
   } else if (t && t.hasStaticShape()) {
+    if (failed(checkResultRank(*this, t.getDimSize(0))))
+      return failure();
     types.push_back(ranked(SmallVector<int64_t>(t.getDimSize(0), kDynamic),
                            elt));
   } else {

@@ -78,6 +78,19 @@ static inline LogicalResult checkSameElementType(Operation *op, Value a,
                            << getElementType(b);
 }
 
+/// Results of rank beyond this are refused: a non-constant axes or shape
+/// operand with a huge declared length would otherwise size a result type
+/// by it (found by pipe-import-fuzzer).
+inline constexpr int64_t kMaxResultRank = 64;
+
+inline LogicalResult checkResultRank(Operation *op, int64_t rank) {
+  if (rank > kMaxResultRank)
+    return op->emitOpError() << "would make a rank-" << rank
+                             << " result; ranks up to " << kMaxResultRank
+                             << " are supported";
+  return success();
+}
+
 } // namespace mlir::pipec::onnx
 
 #endif

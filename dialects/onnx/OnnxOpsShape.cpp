@@ -107,6 +107,9 @@ LogicalResult ReshapeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   auto target = getConstantInts(getShape());
   auto t = getRanked(getData());
   if (!target || !t) {
+    if (st && st.hasStaticShape() &&
+        failed(checkResultRank(*this, st.getDimSize(0))))
+      return failure();
     if (st && st.hasStaticShape())
       types.push_back(
           ranked(SmallVector<int64_t>(st.getDimSize(0), kDynamic), elt));
@@ -413,6 +416,7 @@ static int64_t lengthOf(Value v) {
   return t && t.getRank() == 1 ? t.getDimSize(0) : kDynamic;
 }
 
+
 LogicalResult UnsqueezeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   Type elt = getElementType(getData());
   auto t = getRanked(getData());
@@ -425,6 +429,8 @@ LogicalResult UnsqueezeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   }
   if (!axes) {
     int64_t k = lengthOf(getAxes());
+    if (!isDynamic(k) && failed(checkResultRank(*this, t.getRank() + k)))
+      return failure();
     types.push_back(isDynamic(k) ? unranked(elt)
                                  : ranked(SmallVector<int64_t>(
                                               t.getRank() + k, kDynamic),
@@ -471,6 +477,9 @@ LogicalResult SqueezeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   auto axes = getConstantInts(getAxes());
   if (!axes) {
     int64_t k = lengthOf(getAxes());
+    if (!isDynamic(k) && k > t.getRank())
+      return emitOpError() << "squeezes " << k << " axes of a rank-"
+                           << t.getRank() << " tensor";
     types.push_back(isDynamic(k) ? unranked(elt)
                                  : ranked(SmallVector<int64_t>(
                                               t.getRank() - k, kDynamic),
@@ -510,6 +519,8 @@ LogicalResult ExpandOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   }
   if (!shape) {
     int64_t k = lengthOf(getShape());
+    if (!isDynamic(k) && failed(checkResultRank(*this, k)))
+      return failure();
     types.push_back(isDynamic(k)
                         ? unranked(elt)
                         : ranked(SmallVector<int64_t>(

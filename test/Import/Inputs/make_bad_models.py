@@ -63,3 +63,15 @@ save("gelu_fast", [helper.make_node("Gelu", ["x"], ["y"], name="g", approximate=
      [x], [y], opset=20, check=False)
 save("mod_float", [helper.make_node("Mod", ["x", "x"], ["y"], name="m")], [x], [y],
      check=False)
+
+# Found by pipe-import-fuzzer: non-constant axes/shape operands whose
+# declared length exceeds what the data allows (a Squeeze of 33 axes of a
+# rank-3 tensor sized a result type by rank - 33), or a huge rank.
+I64 = onnx.TensorProto.INT64
+d3 = helper.make_tensor_value_info("data", F, [2, 3, 4])
+save("squeeze_too_many", [helper.make_node("Squeeze", ["data", "axes"], ["y"], name="sq")],
+     [d3, helper.make_tensor_value_info("axes", I64, [33])],
+     [helper.make_tensor_value_info("y", F, [1])], check=False)
+save("unsqueeze_huge", [helper.make_node("Unsqueeze", ["data", "axes"], ["y"], name="usq")],
+     [d3, helper.make_tensor_value_info("axes", I64, [1 << 40])],
+     [helper.make_tensor_value_info("y", F, [1])], check=False)
