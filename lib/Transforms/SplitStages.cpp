@@ -248,6 +248,21 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
       if (gradOf.contains(c))
         narrowed.push_back(c);
     candidates = narrowed;
+    // A Concat's gradient is a Split whose result i is operand i's (a
+    // DenseNet concatenates several same-typed feature maps of the previous
+    // stage).
+    if (candidates.size() > 1)
+      if (auto split = grad.getDefiningOp<onnx::SplitOp>())
+        for (Operation *op : reader.ops)
+          if (auto concat = llvm::dyn_cast<onnx::ConcatOp>(op);
+              concat && op->getLoc() == loc &&
+              concat->getNumOperands() == split->getNumResults()) {
+            Value operand = concat->getOperand(
+                llvm::cast<OpResult>(grad).getResultNumber());
+            if (llvm::is_contained(candidates, operand))
+              candidates = {operand};
+            break;
+          }
   }
   if (candidates.size() != 1)
     return grad.getDefiningOp()->emitOpError()
