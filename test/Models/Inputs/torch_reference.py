@@ -92,6 +92,30 @@ class Attention(nn.Module):
         return self.net(a, b)
 
 
+class Seq2Seq(nn.Module):
+    """A GNMT-like encoder-decoder, small: source embedding, a 2-layer LSTM
+    encoder whose final states start a 2-layer LSTM decoder (teacher
+    forcing: the decoder reads the target shifted by one), a linear layer
+    over the target vocabulary and a cross-entropy over every position."""
+
+    V, T, D = 13, 5, 16
+
+    def __init__(self):
+        super().__init__()
+        self.src_emb = nn.Embedding(self.V, self.D)
+        self.tgt_emb = nn.Embedding(self.V, self.D)
+        self.encoder = nn.LSTM(self.D, self.D, num_layers=2)
+        self.decoder = nn.LSTM(self.D, self.D, num_layers=2)
+        self.out = nn.Linear(self.D, self.V)
+
+    def forward(self, src, tgt_in, tgt_out):
+        _, state = self.encoder(self.src_emb(src).transpose(0, 1))
+        y, _ = self.decoder(self.tgt_emb(tgt_in).transpose(0, 1), state)
+        logits = self.out(y.transpose(0, 1))
+        return nn.functional.cross_entropy(logits.reshape(-1, self.V),
+                                           tgt_out.reshape(-1))
+
+
 def build(name):
     """(module, batch, {input name: (shape per sample, dtype, classes or None)})"""
     if name == "bn":
@@ -100,6 +124,10 @@ def build(name):
         m = Attention(name)
         t, v = m.am.T, m.am.V
         return m, 8, {"tok": ((t,), np.int64, v), "tgt": ((t,), np.int64, v)}
+    if name == "gnmt":
+        t, v = Seq2Seq.T, Seq2Seq.V
+        return Seq2Seq(), 8, {"src": ((t,), np.int64, v), "tgt_in": ((t,), np.int64, v),
+                              "tgt_out": ((t,), np.int64, v)}
     if name == "vit":
         m = Attention(name)
         return m, 8, {"x": ((3, 8, 8), np.float32, None), "y": ((), np.int64, m.am.V)}
