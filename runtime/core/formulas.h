@@ -563,6 +563,31 @@ inline ReduceGroups reduce_groups(int64_t rank, const int64_t *shape, const bool
   return g;
 }
 
+// The reduced axes of a Reduce call (as pipert_reduce_f32 reads them: none
+// listed means all).
+inline void reduced_axes(const char *name, int64_t rank, int64_t n_axes, const int64_t *axes,
+                         bool *red) {
+  for (int64_t i = 0; i < rank; ++i)
+    red[i] = n_axes == 0;
+  for (int64_t k = 0; k < n_axes; ++k)
+    red[norm_axis(name, axes[k], rank)] = true;
+}
+
+// ArgMax/ArgMin's checks and groups (one output per group, the axis the
+// group's elements), for both backends.
+inline ReduceGroups arg_reduce_groups(const char *name, pipert_reduce_op op, int64_t rank,
+                                      const int64_t *shape, int64_t axis) {
+  check_rank(name, rank);
+  if (op != PIPERT_REDUCE_MAX && op != PIPERT_REDUCE_MIN)
+    pipert_fail("ArgReduce: op %d is not MAX or MIN", int(op));
+  bool red[kMaxRank];
+  reduced_axes(name, rank, 1, &axis, red);
+  const ReduceGroups g = reduce_groups(rank, shape, red);
+  if (g.count == 0 && g.groups > 0)
+    pipert_fail("%s: the axis is empty", name);
+  return g;
+}
+
 PIPERT_HD int64_t group_offset(const Dims &s, const int64_t *strides, int64_t i) {
   int64_t off = 0;
   for (int k = s.rank - 1; k >= 0; --k) {

@@ -99,15 +99,6 @@ template <typename From> void cast_from(const From *x, pipert_dtype to, void *y,
   pipert_fail("Cast: unsupported target type %s", pipert_dtype_name(to));
 }
 
-// The reduced axes of a Reduce call (as pipert_reduce_f32 reads them).
-void reduced_axes(const char *name, int64_t rank, int64_t n_axes, const int64_t *axes,
-                         bool *red) {
-  for (int64_t i = 0; i < rank; ++i)
-    red[i] = n_axes == 0;
-  for (int64_t k = 0; k < n_axes; ++k)
-    red[norm_axis(name, axes[k], rank)] = true;
-}
-
 template <typename T>
 void tile_typed(const formula::TileGeom &g, const T *x, T *y) {
   const int64_t n = numel(g.y.rank, g.y.d);
@@ -404,7 +395,7 @@ void pipert_reduce_extremum_grad_f32(pipert_context *, pipert_reduce_op op, cons
     return;
   }
   bool red[kMaxRank];
-  reduced_axes(name, rank, n_axes, axes, red);
+  formula::reduced_axes(name, rank, n_axes, axes, red);
   const formula::ReduceGroups g = formula::reduce_groups(rank, shape, red);
   std::fill(dx, dx + n, 0.f);
   if (g.count == 0)
@@ -419,14 +410,7 @@ void pipert_arg_reduce_f32(pipert_context *, pipert_reduce_op op, const float *x
                            const int64_t *shape, int64_t axis, int select_last_index,
                            int64_t *y) {
   const char *name = op == PIPERT_REDUCE_MIN ? "ArgMin" : "ArgMax";
-  check_rank(name, rank);
-  if (op != PIPERT_REDUCE_MAX && op != PIPERT_REDUCE_MIN)
-    pipert_fail("ArgReduce: op %d is not MAX or MIN", int(op));
-  bool red[kMaxRank];
-  reduced_axes(name, rank, 1, &axis, red);
-  const formula::ReduceGroups g = formula::reduce_groups(rank, shape, red);
-  if (g.count == 0 && g.groups > 0)
-    pipert_fail("%s: the axis is empty", name);
+  const formula::ReduceGroups g = formula::arg_reduce_groups(name, op, rank, shape, axis);
   for (int64_t o = 0; o < g.groups; ++o) {
     int64_t j;
     formula::group_extremum(g, x, o, op == PIPERT_REDUCE_MIN, select_last_index != 0, j);

@@ -291,14 +291,6 @@ void trilu_typed(pipert_context *ctx, const T *x, int64_t n, int64_t rows, int64
   });
 }
 
-void reduced_axes(const char *name, int64_t rank, int64_t n_axes, const int64_t *axes,
-                  bool *red) {
-  for (int64_t i = 0; i < rank; ++i)
-    red[i] = n_axes == 0;
-  for (int64_t k = 0; k < n_axes; ++k)
-    red[norm_axis(name, axes[k], rank)] = true;
-}
-
 } // namespace
 
 namespace pipert::cuda {
@@ -535,7 +527,7 @@ void pipert_reduce_extremum_grad_f32(pipert_context *ctx, pipert_reduce_op op, c
     return;
   }
   bool red[kMaxRank];
-  reduced_axes(name, rank, n_axes, axes, red);
+  formula::reduced_axes(name, rank, n_axes, axes, red);
   const formula::ReduceGroups g = formula::reduce_groups(rank, shape, red);
   pipert_memset_zero(ctx, dx, size_t(n) * sizeof(float));
   if (g.count == 0)
@@ -551,14 +543,7 @@ void pipert_arg_reduce_f32(pipert_context *ctx, pipert_reduce_op op, const float
                            const int64_t *shape, int64_t axis, int select_last_index,
                            int64_t *y) {
   const char *name = op == PIPERT_REDUCE_MIN ? "ArgMin" : "ArgMax";
-  check_rank(name, rank);
-  if (op != PIPERT_REDUCE_MAX && op != PIPERT_REDUCE_MIN)
-    pipert_fail("ArgReduce: op %d is not MAX or MIN", int(op));
-  bool red[kMaxRank];
-  reduced_axes(name, rank, 1, &axis, red);
-  const formula::ReduceGroups g = formula::reduce_groups(rank, shape, red);
-  if (g.count == 0 && g.groups > 0)
-    pipert_fail("%s: the axis is empty", name);
+  const formula::ReduceGroups g = formula::arg_reduce_groups(name, op, rank, shape, axis);
   const bool is_min = op == PIPERT_REDUCE_MIN, last = select_last_index != 0;
   launch_map(ctx, name, g.groups, [=] __device__(int64_t o) {
     int64_t j;
