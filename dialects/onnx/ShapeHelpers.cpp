@@ -141,3 +141,15 @@ SliceRange resolveSliceRange(int64_t dim, int64_t start, int64_t end,
 }
 
 } // namespace mlir::pipec::onnx
+
+mlir::Operation *mlir::pipec::onnx::createByName(OpBuilder &b, Location loc,
+                                           StringRef name, ValueRange operands,
+                                           ArrayRef<NamedAttribute> attrs,
+                                           unsigned numResults) {
+  OperationState state(loc, name);
+  state.addOperands(operands);
+  state.addAttributes(attrs);
+  state.addTypes(SmallVector<Type>(
+      numResults, UnrankedTensorType::get(b.getF32Type())));
+  return b.create(state);
+}

@@ -2,6 +2,7 @@
 #ifndef PIPEC_DIALECTS_ONNX_SHAPEHELPERS_H
 #define PIPEC_DIALECTS_ONNX_SHAPEHELPERS_H
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Operation.h"
@@ -76,6 +77,14 @@ struct SliceRange {
 /// `step` must be nonzero.
 SliceRange resolveSliceRange(int64_t dim, int64_t start, int64_t end,
                              int64_t step);
+
+/// Creates the onnx op `name` ("onnx.Add") from operands and attributes with
+/// `numResults` placeholder results (unranked f32) for its shape function to
+/// type: the one way pipec builds an onnx op from a name (the importer's
+/// generic path, autodiff's OnnxBuilder).
+Operation *createByName(OpBuilder &b, Location loc, StringRef name,
+                        ValueRange operands, ArrayRef<NamedAttribute> attrs,
+                        unsigned numResults);
 
 } // namespace mlir::pipec::onnx
 

@@ -2,6 +2,7 @@
 #include "pipec/Autodiff/OnnxBuilder.h"
 
 #include "dialects/onnx/OnnxDialect.h"
+#include "dialects/onnx/ShapeHelpers.h"
 
 using namespace mlir;
 using namespace mlir::pipec;
@@ -10,13 +11,8 @@ using namespace mlir::pipec::autodiff;
 Operation *OnnxBuilder::build(StringRef name, ValueRange operands,
                               ArrayRef<NamedAttribute> attrs,
                               unsigned numResults) {
-  OperationState state(loc, name);
-  state.addOperands(operands);
-  state.addAttributes(attrs);
-  // Placeholders: the shape function replaces them right away.
-  state.addTypes(SmallVector<Type>(
-      numResults, UnrankedTensorType::get(b.getF32Type())));
-  Operation *op = b.create(state);
+  // Placeholder result types: the shape function replaces them right away.
+  Operation *op = onnx::createByName(b, loc, name, operands, attrs, numResults);
   if (auto shaped = llvm::dyn_cast<onnx::ShapeInferenceOpInterface>(op))
     if (mlir::failed(shaped.inferShapes()))
       hadError = true;

@@ -102,12 +102,8 @@ FailureOr<Attribute> Importer::convertAttribute(const pb::AttributeProto &a,
 Operation *Importer::createOp(StringRef opType, ArrayRef<Value> operands,
                               ArrayRef<NamedAttribute> attrs,
                               unsigned numResults, Location loc) {
-  OperationState state(loc, ("onnx." + opType).str());
-  state.addOperands(operands);
-  state.addAttributes(attrs);
-  state.addTypes(SmallVector<Type>(
-      numResults, UnrankedTensorType::get(Float32Type::get(ctx))));
-  return builder.create(state);
+  return ox::createByName(builder, loc, ("onnx." + opType).str(), operands,
+                          attrs, numResults);
 }
 
 /// Types the op's results with its shape function, verifies it, and folds
