@@ -359,6 +359,9 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
                       << kMinOpsetAllOps << " are supported only for "
                       << "operators unchanged since); convert the model with "
                          "onnx.version_converter";
+  if (!training &&
+      (opType == "InstanceNormalization" || opType == "GroupNormalization"))
+    return importGroupNorm(node, opType, loc);
   std::string opName = ("onnx." + opType).str();
   std::optional<RegisteredOperationName> registered =
       RegisteredOperationName::lookup(opName, ctx);
@@ -524,6 +527,111 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
       return error(loc) << "value '" << name << "' is defined twice";
     values[name] = (*results)[i];
   }
+  return success();
+}
+
+} // namespace mlir::pipec::onnx_import
+
+namespace mlir::pipec::onnx_import {
+
+LogicalResult Importer::importGroupNorm(const pb::NodeProto &node,
+                                        StringRef opType, Location loc) {
+  bool instance = opType == "InstanceNormalization";
+  if (node.input_size() != 3 || node.output_size() != 1)
+    return error(loc) << opType << " takes X, scale and B and has one output";
+  SmallVector<Value> in;
+  for (const auto &name : node.input()) {
+    auto it = values.find(name);
+    if (name.empty() || it == values.end())
+      return error(loc) << "input '" << name << "' is not defined before this "
+                        << "node";
+    in.push_back(it->second);
+  }
+  float epsilon = 1e-5f;
+  int64_t groups = -1;
+  for (const auto &a : node.attribute()) {
+    if (a.name() == "epsilon")
+      epsilon = a.f();
+    else if (a.name() == "num_groups" && !instance)
+      groups = a.i();
+    else if (a.name() == "stash_type" && !instance && a.i() == 1)
+      continue; // float32 statistics: what pipec computes
+    else
+      return error(loc) << "attribute '" << a.name() << "' of " << opType
+                        << " is not supported";
+  }
+  auto x = llvm::dyn_cast<RankedTensorType>(in[0].getType());
+  if (!x || !x.hasStaticShape() || x.getRank() < 3 ||
+      !x.getElementType().isF32())
+    return error(loc) << opType << " needs a static f32 input (N, C, D...), "
+                      << "got " << in[0].getType();
+  int64_t n = x.getDimSize(0), c = x.getDimSize(1);
+  int64_t spatial = x.getNumElements() / std::max<int64_t>(n * c, 1);
+  if (instance)
+    groups = c;
+  if (groups <= 0 || c % groups != 0)
+    return error(loc) << opType << ": num_groups " << groups
+                      << " does not divide the " << c << " channels";
+  // GroupNormalization-18's scale and bias are per group; -21's (and
+  // InstanceNormalization's) per channel.
+  int64_t affine = (!instance && opset < 21) ? groups : c;
+  for (unsigned i = 1; i < 3; ++i) {
+    auto t = llvm::dyn_cast<RankedTensorType>(in[i].getType());
+    if (!t || t.getRank() != 1 || t.getDimSize(0) != affine)
+      return error(loc) << opType << "'s " << (i == 1 ? "scale" : "B")
+                        << " must be (" << affine << "), got " << in[i].getType();
+  }
+  int64_t k = c / groups * spatial;
+  Type f32 = builder.getF32Type();
+  auto splat = [&](int64_t len, float v) -> Value {
+    auto t = RankedTensorType::get({len}, f32);
+    return ox::ConstantOp::create(builder, loc, t, DenseElementsAttr::get(t, v));
+  };
+  auto make = [&](StringRef type, ArrayRef<Value> operands,
+                  ArrayRef<NamedAttribute> attrs = {}) -> FailureOr<Value> {
+    auto r = typeAndFold(createOp(type, operands, attrs, 1, loc));
+    if (failed(r))
+      return failure();
+    return (*r)[0];
+  };
+  auto grouped = make("Reshape", {in[0], constantI64({n, groups, k}, loc)});
+  if (failed(grouped))
+    return failure();
+  auto normed = make("LayerNormalization",
+                     {*grouped, splat(k, 1.f), splat(k, 0.f)},
+                     {builder.getNamedAttr("axis", builder.getI64IntegerAttr(2)),
+                      builder.getNamedAttr("epsilon", builder.getF32FloatAttr(epsilon))});
+  if (failed(normed))
+    return failure();
+  Value y = *normed;
+  // The affine, on (N, G, K) per group or on X's shape per channel.
+  SmallVector<int64_t> bshape;
+  if (affine == groups && groups != c) {
+    bshape = {1, groups, 1};
+  } else {
+    auto back = make("Reshape", {y, constantI64(x.getShape(), loc)});
+    if (failed(back))
+      return failure();
+    y = *back;
+    bshape.assign(x.getRank(), 1);
+    bshape[1] = c;
+  }
+  for (unsigned i = 1; i < 3; ++i) {
+    auto b = make("Reshape", {in[i], constantI64(bshape, loc)});
+    if (failed(b))
+      return failure();
+    auto r = make(i == 1 ? "Mul" : "Add", {y, *b});
+    if (failed(r))
+      return failure();
+    y = *r;
+  }
+  if (y.getType() != in[0].getType()) {
+    auto back = make("Reshape", {y, constantI64(x.getShape(), loc)});
+    if (failed(back))
+      return failure();
+    y = *back;
+  }
+  values[node.output(0)] = y;
   return success();
 }
 

@@ -85,6 +85,11 @@ private:
   FailureOr<SmallVector<Value>> typeAndFold(Operation *op);
   FailureOr<Value> coercedSoftmax(StringRef opType, Value input, int64_t axis,
                                   Location loc);
+  /// InstanceNormalization and GroupNormalization, decomposed into
+  /// Reshape + LayerNormalization (over each group's elements) + the
+  /// per-channel (or, GroupNormalization-18, per-group) affine.
+  LogicalResult importGroupNorm(const pb::NodeProto &node, StringRef opType,
+                                Location loc);
 
   MLIRContext *ctx;
   OpBuilder builder;

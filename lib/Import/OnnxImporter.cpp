@@ -150,6 +150,9 @@ std::vector<std::string> supportedOnnxOperators(MLIRContext *context) {
     if (op != "NoValue")
       names.push_back(op.str());
   }
+  // Decomposed by the importer into the ops above (ImportNodes.cpp).
+  for (const char *decomposed : {"GroupNormalization", "InstanceNormalization"})
+    names.push_back(decomposed);
   llvm::sort(names);
   return names;
 }

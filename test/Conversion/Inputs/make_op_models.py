@@ -370,4 +370,15 @@ class TorchRnn:
 torch_case("torch_lstm_2layer", TorchRnn.make("LSTM", num_layers=2), xr)
 torch_case("torch_gru_2layer_bidi",
            TorchRnn.make("GRU", num_layers=2, bidirectional=True), xr)
+# InstanceNormalization and GroupNormalization (18: per-group affine; 21:
+# per-channel), decomposed by the importer into LayerNormalization.
+x2345 = f32(2, 4, 3, 5)
+case("instancenorm", x2345, [n("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-3)],
+     (2, 4, 3, 5), inits=[("s", f32(4)), ("b", f32(4))])
+case("groupnorm_18", x2345, [n("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2)],
+     (2, 4, 3, 5), inits=[("s", f32(2)), ("b", f32(2))], opset=18)
+case("groupnorm_21", x2345, [n("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2,
+                               epsilon=1e-4)],
+     (2, 4, 3, 5), inits=[("s", f32(4)), ("b", f32(4))], opset=21)
+
 print("wrote", len([f for f in os.listdir(OUT) if f.endswith(".onnx")]), "models")

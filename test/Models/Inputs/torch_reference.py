@@ -6,7 +6,7 @@
         --log L.jsonl --saved trained.onnx --steps K --batch B
         --microbatches M [--lr F] [--momentum F] [--rtol R]
 
-Models: `bn` (default; Conv-BN-ReLU-Conv(stride 2)-BN-ReLU-GlobalAveragePool-
+Models: `gn` (GroupNorm and InstanceNorm2d), `bn` (default; Conv-BN-ReLU-Conv(stride 2)-BN-ReLU-GlobalAveragePool-
 Linear, 6x6 images, batch 8) and torchvision's `resnet18`, `mobilenet_v2`,
 `densenet121` (10 classes, 64x64 images, batch 8), each with
 a cross-entropy loss, exported by torch.onnx in training mode (opset 17) with
@@ -59,6 +59,28 @@ class Net(nn.Module):
         h = torch.relu(self.bn1(self.conv1(x)))
         h = torch.relu(self.bn2(self.conv2(h)))
         return nn.functional.cross_entropy(self.fc(self.pool(h).flatten(1)), y)
+
+
+class GNNet(nn.Module):
+    """Conv-GroupNorm-ReLU-Conv-InstanceNorm(affine)-ReLU-mean-Linear: torch
+    exports GroupNorm as Reshape + InstanceNormalization + the affine."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.gn = nn.GroupNorm(2, 8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.inorm = nn.InstanceNorm2d(8, affine=True)
+        self.fc = nn.Linear(8, 5)
+        with torch.no_grad():
+            for norm in (self.gn, self.inorm):
+                norm.weight.uniform_(0.5, 1.5)
+                norm.bias.uniform_(-0.2, 0.2)
+
+    def forward(self, x, y):
+        h = torch.relu(self.gn(self.conv1(x)))
+        h = torch.relu(self.inorm(self.conv2(h)))
+        return nn.functional.cross_entropy(self.fc(h.mean((2, 3))), y)
 
 
 class Vision(nn.Module):
@@ -120,6 +142,8 @@ def build(name):
     """(module, batch, {input name: (shape per sample, dtype, classes or None)})"""
     if name == "bn":
         return Net(), 8, {"x": ((3, 6, 6), np.float32, None), "y": ((), np.int64, 5)}
+    if name == "gn":
+        return GNNet(), 8, {"x": ((3, 6, 6), np.float32, None), "y": ((), np.int64, 5)}
     if name in ("encoder", "encoder_bf"):
         m = Attention(name)
         t, v = m.am.T, m.am.V
