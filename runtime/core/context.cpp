@@ -82,14 +82,21 @@ double pipert_transport_wait_seconds(void) { return g_transport_wait; }
 
 void pipert_fail(const char *fmt, ...) {
   std::fflush(stdout);
-  std::fputs("pipert: error: ", stderr);
+  // One write of the whole line: under mpirun a rank's stderr is forwarded
+  // in the chunks it was written in, and Open MPI's abort message could
+  // land between the pieces of a line written piecemeal.
+  char line[4096];
+  int n = std::snprintf(line, sizeof line, "pipert: error: ");
   if (g_error_rank >= 0)
-    std::fprintf(stderr, "rank %d: ", g_error_rank);
+    n += std::snprintf(line + n, sizeof line - size_t(n), "rank %d: ", g_error_rank);
   va_list args;
   va_start(args, fmt);
-  std::vfprintf(stderr, fmt, args);
+  int m = std::vsnprintf(line + n, sizeof line - size_t(n), fmt, args);
   va_end(args);
-  std::fputc('\n', stderr);
+  n = std::min<int>(n + std::max(m, 0), int(sizeof line) - 2);
+  line[n++] = '\n';
+  line[n] = '\0';
+  std::fputs(line, stderr);
   std::fflush(stderr);
   if (g_abort_hook)
     g_abort_hook(1);

@@ -39,9 +39,10 @@ struct Options {
 };
 
 int usageError(const char *fmt, const char *what) {
-  std::fprintf(stderr, "pipert: error: ");
-  std::fprintf(stderr, fmt, what);
-  std::fprintf(stderr, "\n");
+  // One write (see pipert_fail).
+  char message[2048];
+  std::snprintf(message, sizeof message, fmt, what);
+  std::fprintf(stderr, "pipert: error: %s\n", message);
   return 2;
 }
 
