@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Analysis/CostModel.h"
+#include "pipec/Analysis/Profile.h"
 #include "dialects/pipe/PipeAttrNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -60,6 +61,53 @@ int64_t CostModel::getParamBytes(Operation *op) {
     if (isParam(operand) && seen.insert(operand).second)
       bytes += getValueBytes(operand).value_or(0);
   return bytes;
+}
+
+StringRef CostModel::getNodeName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().strref();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (StringRef name = getNodeName(inner); !name.empty())
+        return name;
+  if (auto callSite = dyn_cast<CallSiteLoc>(loc))
+    return getNodeName(callSite.getCallee());
+  return {};
+}
+
+std::optional<double> CostModel::measured(Operation *op, bool backward) const {
+  if (!options.profile)
+    return std::nullopt;
+  StringRef node = getNodeName(op->getLoc());
+  if (node.empty())
+    return std::nullopt;
+  std::optional<double> time =
+      backward ? options.profile->backwardAt(node, options.profileSamples)
+               : options.profile->forwardAt(node, options.profileSamples);
+  if (!time)
+    return std::nullopt;
+  Operation *scope = op->getParentOp();
+  auto [it, inserted] = nodeOps.try_emplace(scope);
+  if (inserted && scope)
+    scope->walk([&](Operation *other) {
+      if (other != scope)
+        if (StringRef name = getNodeName(other->getLoc()); !name.empty())
+          ++it->second[name];
+    });
+  int64_t count = std::max<int64_t>(1, it->second.lookup(node));
+  return *time / double(count);
+}
+
+double CostModel::getForwardTime(Operation *op) const {
+  if (std::optional<double> time = measured(op, /*backward=*/false))
+    return *time;
+  return getForwardTime(getOpCost(op));
+}
+
+double CostModel::getBackwardTime(Operation *op) const {
+  if (std::optional<double> time = measured(op, /*backward=*/true))
+    return *time;
+  return getBackwardTime(getOpCost(op));
 }
 
 double CostModel::getForwardTime(const OpCost &cost) const {

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "StepLowering.h"
+#include "pipec/Analysis/CostModel.h"
 #include "dialects/pipe/PipeAttrNames.h"
 
 #include "pipec/Conversion/Passes.h"
@@ -60,6 +61,22 @@ LogicalResult StepLowering::run() {
       if (block.freeAfter == index)
         call("pipert_free", {ctxArg, pointerOf(blockMemrefs[id])});
   };
+  // Per-op timing: the phase of each op (forward: what the loss depends
+  // on; backward: other ops of an ONNX node; update: the rest).
+  DenseSet<Operation *> forwardOps;
+  SmallVector<Attribute> opTable;
+  if (options.profileOps) {
+    SmallVector<Value> worklist;
+    Operation *terminator = body.getTerminator();
+    for (unsigned i = 0; i < source.getNumResults(); ++i)
+      if (source.getResultAttr(i, pipe::attrs::kLoss))
+        worklist.push_back(terminator->getOperand(i));
+    while (!worklist.empty()) {
+      Operation *def = worklist.pop_back_val().getDefiningOp();
+      if (def && forwardOps.insert(def).second)
+        worklist.append(def->operand_begin(), def->operand_end());
+    }
+  }
   for (Operation &op : body.without_terminator()) {
     int64_t index = order[&op];
     b.setLoc(op.getLoc());
@@ -68,8 +85,21 @@ LogicalResult StepLowering::run() {
         Value p = callPtr("pipert_alloc", {ctxArg, i64c(block.bytes)});
         blockMemrefs[id] = wrapPointer(p, block.bytes);
       }
+    Value begin;
+    if (options.profileOps && !op.hasTrait<OpTrait::ConstantLike>())
+      begin = callRuntime(b, b.getLoc(), module, "pipert_trace_stage_begin",
+                          {ctxArg}, {b.getI64Type()})
+                  .getResult(0);
     if (failed(lowerOp(&op)))
       return failure();
+    if (begin) {
+      StringRef node = CostModel::getNodeName(op.getLoc());
+      int32_t phase = forwardOps.contains(&op) ? 0 : node.empty() ? 2 : 1;
+      call("pipert_trace_op_end",
+           {ctxArg, i64c(int64_t(opTable.size())), i32c(phase), begin});
+      opTable.push_back(b.getArrayAttr(
+          {b.getStringAttr(node), b.getI32IntegerAttr(phase)}));
+    }
     freeBlocksAfter(index);
   }
   b.setLoc(source.getLoc());
@@ -99,6 +129,8 @@ LogicalResult StepLowering::run() {
     call("pipert_free", {ctxArg, dev});
   func::ReturnOp::create(b);
 
+  if (options.profileOps)
+    step->setAttr("pipe.op_table", b.getArrayAttr(opTable));
   if (options.callable) {
     step.setPrivate();
     step->setAttr(pipe::attrs::kPeakBytes, b.getI64IntegerAttr(peakBytes));
@@ -206,7 +238,9 @@ struct LowerToRuntimePass
     for (auto f : module.getOps<func::FuncOp>())
       if (f != source && !f.isExternal())
         others.push_back(f);
-    StepLowering lowering(module, source, target == "cuda");
+    StepFunctionOptions stepOptions;
+    stepOptions.profileOps = profileOps;
+    StepLowering lowering(module, source, target == "cuda", stepOptions);
     if (failed(lowering.run()))
       return signalPassFailure();
     for (func::FuncOp f : others)

@@ -46,6 +46,7 @@ void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
   assign.stages = options.stages;
   assign.strategy = stringify(options.partition).str();
   assign.cuts = llvm::to_vector(options.cuts);
+  assign.profile = options.profile;
   pm.addPass(createPipeAssignStages(assign));
   pm.addPass(createPipeAutodiff());
   PipeAddOptimizerOptions optimizer;

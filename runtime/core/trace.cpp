@@ -390,6 +390,18 @@ void pipert_trace_stage_end(pipert_context *ctx, int32_t kind, int64_t stage, in
   pipert_trace_event(ctx, name, "stage", begin_us, pipert_trace_now_us(ctx) - begin_us, 0);
 }
 
+void pipert_trace_op_end(pipert_context *ctx, int64_t op, int32_t phase, int64_t begin_ns) {
+  if (!g_rec.enabled)
+    return;
+  pipert_synchronize(ctx);
+  char name[48];
+  static const char *const phases[] = {"fwd", "bwd", "upd"};
+  std::snprintf(name, sizeof name, "%s op%lld", phase >= 0 && phase < 3 ? phases[phase] : "?",
+                (long long)op);
+  double begin_us = double(begin_ns) / 1e3;
+  pipert_trace_event(ctx, name, "op", begin_us, pipert_trace_now_us(ctx) - begin_us, 0);
+}
+
 int64_t pipert_trace_event_count(const pipert_context *) {
   return static_cast<int64_t>(g_rec.events.size());
 }

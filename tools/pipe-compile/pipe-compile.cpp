@@ -62,6 +62,9 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "pipec/Analysis/Profile.h"
+#include "pipec/Transforms/Planner.h"
+
 #include <map>
 
 using namespace mlir;
@@ -73,6 +76,7 @@ static cl::OptionCategory trainingCat("Training");
 static cl::OptionCategory pipelineCat("Pipeline parallelism");
 static cl::OptionCategory methodCat("Asynchronous methods and several pipelines");
 static cl::OptionCategory outputCat("Input and output");
+static cl::OptionCategory plannerCat("Planner");
 
 static cl::opt<std::string> modelPath(cl::Positional, cl::cat(outputCat), cl::desc("<model.onnx>"),
                                       cl::Required);
@@ -177,7 +181,54 @@ static cl::opt<std::string>
 static cl::opt<bool> showSchedule("show-schedule", cl::cat(outputCat),
                                   cl::desc("Print the schedule table"));
 
+static cl::opt<bool> autoPlan(
+    "auto", cl::cat(plannerCat),
+    cl::desc("Choose --stages, --microbatches and --schedule: simulate every "
+             "plan of at most --devices devices and compile the fastest that "
+             "fits --memory-per-device; prints the best candidates"));
+static cl::opt<int64_t> numDevices("devices", cl::cat(plannerCat),
+                                   cl::desc("--auto: devices available (default: 1)"),
+                                   cl::init(1));
+static cl::opt<std::string> memoryPerDevice(
+    "memory-per-device", cl::cat(plannerCat), cl::value_desc("BYTES"),
+    cl::desc("--auto: the most a device may hold (e.g. 8G, 512M; default: no "
+             "limit)"),
+    cl::init(""));
+static cl::opt<std::string> profilePath(
+    "profile", cl::cat(plannerCat), cl::value_desc("P.json"),
+    cl::desc("Measured op times of this model on this machine (pipe-profile): "
+             "the partitioner and --auto use them instead of the roofline"));
+static cl::opt<bool> profileOps(
+    "profile-ops", cl::cat(plannerCat),
+    cl::desc("One device: time every op when run with pipe-run --trace "
+             "(what pipe-profile measures); plan.json's op_profile names them"));
+static cl::opt<int> autoRows("auto-candidates", cl::cat(plannerCat),
+                             cl::desc("--auto: candidates printed (default: 10)"),
+                             cl::init(10));
+
 namespace {
+
+/// "8G", "512M", "64K", "1000": bytes; -1 if malformed.
+int64_t parseBytes(StringRef text) {
+  text = text.trim();
+  int64_t scale = 1;
+  if (!text.empty()) {
+    char last = llvm::toUpper(text.back());
+    if (last == 'B' && text.size() > 1) {
+      text = text.drop_back();
+      last = llvm::toUpper(text.back());
+    }
+    if (last == 'K' || last == 'M' || last == 'G' || last == 'T') {
+      scale = last == 'K' ? 1LL << 10 : last == 'M' ? 1LL << 20
+              : last == 'G' ? 1LL << 30 : 1LL << 40;
+      text = text.drop_back();
+    }
+  }
+  double value = 0;
+  if (text.empty() || text.getAsDouble(value) || !(value > 0))
+    return -1;
+  return int64_t(value * double(scale));
+}
 
 const char *const kOptimizers[] = {"sgd",  "momentum", "nesterov",
                                    "adam", "adamw",    "adagrad"};
@@ -356,7 +407,7 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   pipec::registerAllPasses();
-  mlir::pipec::hideOtherOptions({&trainingCat, &pipelineCat, &methodCat, &outputCat});
+  mlir::pipec::hideOtherOptions({&trainingCat, &pipelineCat, &methodCat, &outputCat, &plannerCat});
   mlir::pipec::setVersionPrinter("pipe-compile");
   cl::ParseCommandLineOptions(argc, argv, "pipec compiler driver\n");
 
@@ -437,6 +488,133 @@ int main(int argc, char **argv) {
       module->print(os, OpPrintingFlags().enableDebugInfo());
     });
 
+  // A measured profile: of this model, on this machine, for this target.
+  std::optional<pipec::OpProfile> profile;
+  if (!profilePath.empty()) {
+    std::string error;
+    profile = pipec::readProfile(profilePath, error);
+    if (!profile ||
+        !pipec::checkProfile(*profile, profilePath,
+                             pipec::hashModel((*buffer)->getBuffer()), target,
+                             error))
+      return fail(error);
+  }
+
+  // The planner's time model: the profile where given, else the roofline
+  // at round numbers of the target.
+  auto plannerOptions = [&]() {
+    pipec::planner::PlannerOptions options;
+    options.devices = numDevices;
+    options.batch = modelBatch;
+    if (!memoryPerDevice.empty())
+      options.memoryPerDevice = parseBytes(memoryPerDevice);
+    options.optimizerStateFactor =
+        optimizer == "sgd" ? 0 : (optimizer == "adam" || optimizer == "adamw") ? 2 : 1;
+    if (target == "cuda") {
+      options.cost.peakFlops = 50e12;
+      options.cost.memoryBandwidth = 2e12;
+      options.perOpSeconds = 10e-6;
+      options.linkLatency = 10e-6;
+      options.linkBandwidth = 20e9;
+      options.updateBytesPerSecond = 1e12;
+    } else {
+      // One core of a current CPU with OpenBLAS (bench/train_step.py's
+      // machines): what the roofline needs to be in seconds.
+      options.cost.peakFlops = 30e9;
+      options.cost.memoryBandwidth = 10e9;
+      options.perOpSeconds = 3e-6;
+    }
+    if (profile) {
+      options.cost.profile = &*profile;
+      // A measured link (bandwidth > 0) replaces both numbers.
+      if (profile->linkBandwidth > 0) {
+        options.linkLatency = profile->linkLatency;
+        options.linkBandwidth = profile->linkBandwidth;
+      }
+      if (profile->updateBytesPerSecond > 0)
+        options.updateBytesPerSecond = profile->updateBytesPerSecond;
+    }
+    return options;
+  };
+
+  // --auto: choose stages, micro-batches and the schedule.
+  llvm::json::Object autoRecord;
+  if (autoPlan) {
+    for (cl::Option *given : {static_cast<cl::Option *>(&numStages),
+                              static_cast<cl::Option *>(&microbatches),
+                              static_cast<cl::Option *>(&scheduleKind),
+                              static_cast<cl::Option *>(&advance),
+                              static_cast<cl::Option *>(&numPipelines),
+                              static_cast<cl::Option *>(&method)})
+      if (given->getNumOccurrences())
+        return fail("--auto chooses --stages, --microbatches and --schedule "
+                    "itself: drop --" + given->ArgStr);
+    if (partition.getNumOccurrences() && partition != "balanced")
+      return fail("--auto plans with the balanced partition: drop --partition");
+    if (forwardOnly)
+      return fail("--auto plans training: drop --forward-only");
+    if (numDevices < 1)
+      return fail("--devices must be >= 1 (got " +
+                  llvm::Twine(numDevices.getValue()) + ")");
+    pipec::planner::PlannerOptions options = plannerOptions();
+    if (options.memoryPerDevice < 0)
+      return fail("--memory-per-device '" + memoryPerDevice +
+                  "' is not a size; write e.g. 8G, 512M or 1048576");
+    pipec::planner::PlanSearch search =
+        pipec::planner::searchPlans(forward, options);
+    if (search.candidates.empty())
+      return fail("--auto found no plan for " + modelPath);
+    llvm::outs() << "pipe-compile: --auto: " << search.candidates.size()
+                 << " plans for " << numDevices << " device(s), batch "
+                 << modelBatch << ", predicted from "
+                 << (profile ? "the profile " + profilePath.getValue()
+                             : std::string("the cost model (no --profile)"))
+                 << ":\n"
+                 << pipec::planner::formatCandidates(search, autoRows);
+    if (!search.best)
+      return fail("no plan fits --memory-per-device " + memoryPerDevice +
+                  ": the smallest needs " +
+                  llvm::Twine(search.smallestMemory) +
+                  " bytes per device; allow at least that, or add devices");
+    const pipec::planner::Candidate &best = *search.best;
+    llvm::outs() << "pipe-compile: --auto chose " << best.describe() << "\n";
+    llvm::outs().flush();
+    numStages = best.stages;
+    microbatches = best.microbatches;
+    scheduleKind = std::string(pipec::schedule::stringifyScheduleKind(best.schedule));
+    advance = best.advance;
+    llvm::json::Array rows;
+    for (size_t i = 0; i < search.candidates.size() && i < 10; ++i) {
+      const pipec::planner::Candidate &c = search.candidates[i];
+      rows.push_back(llvm::json::Object{
+          {"stages", c.stages},
+          {"microbatches", c.microbatches},
+          {"schedule", pipec::schedule::stringifyScheduleKind(c.schedule)},
+          {"advance", c.advance},
+          {"step_s", c.stepSeconds},
+          {"samples_per_s", c.throughput},
+          {"bubble", c.bubble},
+          {"peak_memory_bytes", c.peakMemory},
+          {"fits", c.fits}});
+    }
+    autoRecord = llvm::json::Object{
+        {"devices", numDevices.getValue()},
+        {"memory_per_device",
+         options.memoryPerDevice > 0 ? llvm::json::Value(options.memoryPerDevice)
+                                     : llvm::json::Value(nullptr)},
+        {"costs", profile ? "profile" : "cost model"},
+        {"evaluated", int64_t(search.candidates.size())},
+        {"chosen", best.describe()},
+        {"why", "the shortest predicted step time of the " +
+                    std::to_string(search.candidates.size()) +
+                    " plans simulated that fit the memory (ties within 0.5% "
+                    "go to fewer devices, then less memory)"},
+        {"candidates", std::move(rows)}};
+  } else if (numDevices.getNumOccurrences() ||
+             memoryPerDevice.getNumOccurrences()) {
+    return fail("--devices and --memory-per-device apply to --auto only");
+  }
+
   if (numStages < 1)
     return fail("--stages must be >= 1");
   if (microbatches < 1)
@@ -445,7 +623,7 @@ int main(int argc, char **argv) {
     return fail("--schedule must be gpipe, 1f1b or afp, not '" + scheduleKind + "'");
   if (advance < 0)
     return fail("--advance must be >= 0 (got " + llvm::Twine(advance.getValue()) + ")");
-  if (advance.getNumOccurrences() && scheduleKind != "afp")
+  if (advance.getNumOccurrences() && !autoPlan && scheduleKind != "afp")
     return fail("--advance applies to --schedule afp only");
   if (method != "sync" && method != "pipedream" && method != "2bw" &&
       method != "spectrain" && method != "pipemare" && method != "avgpipe")
@@ -503,6 +681,32 @@ int main(int argc, char **argv) {
     return fail("--forward-only does not train: drop --method");
   if (recompute && forwardOnly)
     return fail("--recompute applies to training: drop --forward-only");
+  std::optional<llvm::json::Object> prediction;
+  // With a profile, what the planner predicts for this plan (the balanced
+  // partition, a synchronous schedule, one pipeline).
+  if (profile && !autoPlan && !forwardOnly && fromMlir.empty() && method == "sync" &&
+      numPipelines == 1 && partition == "balanced") {
+    if (std::optional<pipec::planner::Candidate> c =
+            pipec::planner::evaluatePlan(
+                forward, plannerOptions(), numStages, microbatches,
+                *pipec::schedule::parseScheduleKind(scheduleKind), advance)) {
+      llvm::outs() << llvm::formatv(
+          "pipe-compile: predicted step {0:f3} ms ({1:f1} samples/s, bubble "
+          "{2:f3}, peak {3} bytes per device) from {4}\n",
+          c->stepSeconds * 1e3, c->throughput, c->bubble, c->peakMemory,
+          profilePath.getValue());
+      prediction = llvm::json::Object{
+          {"step_s", c->stepSeconds},
+          {"samples_per_s", c->throughput},
+          {"bubble", c->bubble},
+          {"peak_memory_bytes", c->peakMemory},
+          {"profile", profilePath.getValue()}};
+    }
+  }
+  if (profileOps && (numStages > 1 || numPipelines > 1 || method != "sync" ||
+                     recompute || forwardOnly))
+    return fail("--profile-ops times the one-device training step: drop "
+                "--stages, --pipelines, --method, --recompute and --forward-only");
   if (numStages > 1 || !fromMlir.empty() || showSchedule || method != "sync" ||
       numPipelines > 1 || recompute) {
     // The options of pipe-train-pipeline, from the command line.
@@ -538,6 +742,7 @@ int main(int argc, char **argv) {
                   partition + "'");
     trainOptions.partition = strategy;
     trainOptions.cuts = llvm::to_vector(cuts);
+    trainOptions.profile = profilePath.getValue();
     trainOptions.optimizer =
         llvm::StringSwitch<pipec::OptimizerOption>(optimizer)
             .Case("momentum", pipec::OptimizerOption::Momentum)
@@ -628,6 +833,10 @@ int main(int argc, char **argv) {
                             {"lr", lr.getValue()},
                             {"momentum", momentum.getValue()},
                             {"weight_decay", weightDecay.getValue()}}}};
+    if (autoPlan)
+      planBase["auto"] = llvm::json::Value(std::move(autoRecord));
+    if (prediction)
+      planBase["prediction"] = std::move(*prediction);
     if (int rc = compilePrograms(*pipeModule, modelBatch, planBase))
       return rc;
     return diagnostics.errorCount() ? 1 : 0;
@@ -662,6 +871,7 @@ int main(int argc, char **argv) {
     PassManager pm(&context);
     pipec::LowerToRuntimeOptions options;
     options.target = target;
+    options.profileOps = profileOps;
     pm.addPass(pipec::createLowerToRuntime(options));
     if (failed(pm.run(*module)))
       return 1;
@@ -673,6 +883,13 @@ int main(int argc, char **argv) {
            : DictionaryAttr();
   if (!program)
     return fail("pipe-lower-to-runtime left no @pipe_step");
+  llvm::json::Array opProfile;
+  if (auto table = step->getAttrOfType<ArrayAttr>("pipe.op_table"))
+    for (auto [id, entry] : llvm::enumerate(table.getAsRange<ArrayAttr>()))
+      opProfile.push_back(llvm::json::Object{
+          {"id", int64_t(id)},
+          {"node", cast<StringAttr>(entry[0]).getValue()},
+          {"phase", cast<IntegerAttr>(entry[1]).getInt()}});
   {
     PassManager pm(&context);
     pipec::buildLowerToLLVMPipeline(pm);
@@ -716,6 +933,12 @@ int main(int argc, char **argv) {
       {"executables", llvm::json::Array{"device0"}}};
   for (auto &[key, value] : pipec::describeBuffers(program))
     plan[key] = std::move(value);
+  if (autoPlan)
+    plan["auto"] = llvm::json::Value(std::move(autoRecord));
+  if (profileOps)
+    plan["op_profile"] = std::move(opProfile);
+  if (prediction)
+    plan["prediction"] = std::move(*prediction);
   if (failed(pipec::writePlan(stagePath("plan.json"), std::move(plan), error)))
     return fail(error);
   return diagnostics.errorCount() ? 1 : 0;

@@ -16,6 +16,9 @@
 #include <cstdint>
 #include <optional>
 
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
 namespace mlir::pipec {
 
 /// The machine the estimate is for. The defaults are round numbers of one
@@ -33,6 +36,11 @@ struct CostModelOptions {
   double weightedBackwardFactor = 2.0;
   /// Backward cost / forward cost of the other differentiable ops.
   double backwardFactor = 1.0;
+  /// Measured times (pipe-profile, pipec/Analysis/Profile.h) by ONNX node
+  /// name, at `profileSamples` samples per call: the ops of a measured node
+  /// share its time; the others keep the roofline estimate. Not owned.
+  const struct OpProfile *profile = nullptr;
+  double profileSamples = 0;
 };
 
 /// What one op costs, forward.
@@ -65,9 +73,6 @@ public:
 
   /// Forward time estimate, seconds.
   double getForwardTime(const OpCost &cost) const;
-  double getForwardTime(Operation *op) const {
-    return getForwardTime(getOpCost(op));
-  }
   /// Backward time estimate, seconds: forward time x backward factor.
   double getBackwardTime(const OpCost &cost) const {
     return getForwardTime(cost) * cost.backwardFactor;
@@ -77,9 +82,15 @@ public:
   double getTrainingTime(const OpCost &cost) const {
     return getForwardTime(cost) + getBackwardTime(cost);
   }
+  /// With a profile, the measured forward (backward) time of the op's
+  /// node divided among the node's ops.
+  double getForwardTime(Operation *op) const;
+  double getBackwardTime(Operation *op) const;
   double getTrainingTime(Operation *op) const {
-    return getTrainingTime(getOpCost(op));
+    return getForwardTime(op) + getBackwardTime(op);
   }
+  /// The ONNX node an op was imported from (its NameLoc), or "".
+  static StringRef getNodeName(Location loc);
   /// Time to move `bytes` over the link between two stages, seconds.
   double getTransferTime(int64_t bytes) const {
     return double(bytes) / options.linkBandwidth;
@@ -96,7 +107,11 @@ public:
   static bool isParam(Value value);
 
 private:
+  /// The measured share of `op`'s node, or std::nullopt.
+  std::optional<double> measured(Operation *op, bool backward) const;
   CostModelOptions options;
+  /// Ops per node name in each function (profile shares).
+  mutable llvm::DenseMap<Operation *, llvm::StringMap<int64_t>> nodeOps;
 };
 
 } // namespace mlir::pipec

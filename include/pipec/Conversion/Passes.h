@@ -38,6 +38,12 @@ struct StepFunctionOptions {
   /// metadata. Same signature as the step: (ctx, inputs, persistent,
   /// outputs, step).
   bool callable = false;
+  /// Time every op: `pipert_trace_op_end(ctx, id, phase, begin)` after each
+  /// op's kernels (phase 0: the ops the loss depends on, 1: other ops of an
+  /// ONNX node, the gradients autodiff made of it, 2: the rest, the
+  /// optimizer), and `pipe.op_table = [[node, phase], ...]` (by id) on the
+  /// lowered function.
+  bool profileOps = false;
 };
 
 /// What both lowerings check before writing @pipe_step: a known target and

@@ -37,6 +37,10 @@ def LowerToRuntime : Pass<"pipe-lower-to-runtime", "ModuleOp"> {
     planned peak activation bytes, for the object emitter and plan.json.
   }];
   let options = [
+    Option<"profileOps", "profile-ops", "bool", "false",
+           "time every op (pipe-profile): a pipert_trace_op_end event per "
+           "op call, and the op table (id -> ONNX node, phase) as "
+           "`pipe.op_table` on @pipe_step">,
     Option<"funcName", "func-name", "std::string", "\"\"",
            "function to lower (default: the one returning pipe.loss, else @forward)">,
     Option<"target", "target", "std::string", "\"cpu\"",

@@ -109,6 +109,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
           clEnumValN(PartitionOption::DP, "dp", "PipeDream's dynamic program"),
           clEnumValN(PartitionOption::Manual, "manual", "cuts by ONNX node name"),
           clEnumValN(PartitionOption::Layers, "layers", "equal runs of layers"))};
+  Option<std::string> profile{
+      *this, "profile",
+      llvm::cl::desc("pipe-profile JSON: measured op times for the partitioner"),
+      llvm::cl::init("")};
   ListOption<std::string> cuts{
       *this, "cuts",
       llvm::cl::desc("ONNX node names ending stages 0..p-2 (partition=manual)")};

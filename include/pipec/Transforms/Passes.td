@@ -312,6 +312,10 @@ def PipeAssignStages : Pass<"pipe-assign-stages", "::mlir::ModuleOp"> {
     Option<"annotateCosts", "annotate-costs", "bool", "false",
            "also write each op's cost-model numbers as pipe.cost = {flops, "
            "bytes, param_bytes, backward_factor}">,
+    Option<"profile", "profile", "std::string", "\"\"",
+           "a pipe-profile JSON (docs/profile-json.md): the measured forward "
+           "and backward time of each ONNX node at the function's batch "
+           "replaces the roofline estimate of its ops">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }

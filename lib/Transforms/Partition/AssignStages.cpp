@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Partitioners.h"
+#include "pipec/Analysis/Profile.h"
 #include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Transforms/PartitionPasses.h"
 
@@ -39,17 +40,8 @@ static constexpr StringLiteral kTiedAttr = pipe::attrs::kTiedStages;
 static constexpr StringLiteral kCostsAttr = pipe::attrs::kStageCosts;
 static constexpr StringLiteral kNumStagesAttr = pipe::attrs::kNumStages;
 
-/// The ONNX node name an op was imported from: its NameLoc's name.
 static StringRef getNodeName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().strref();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (StringRef name = getNodeName(inner); !name.empty())
-        return name;
-  if (auto callSite = dyn_cast<CallSiteLoc>(loc))
-    return getNodeName(callSite.getCallee());
-  return {};
+  return CostModel::getNodeName(loc);
 }
 
 /// The ops the function's `pipe.loss` results depend on, when the function
@@ -463,6 +455,24 @@ void AssignStagesPass::runOnOperation() {
   costOptions.peakFlops = peakGflops * 1e9;
   costOptions.memoryBandwidth = memoryGBps * 1e9;
   costOptions.linkBandwidth = linkGBps * 1e9;
+  std::optional<OpProfile> measured;
+  if (!profile.empty()) {
+    std::string error;
+    measured = readProfile(profile, error);
+    if (!measured) {
+      func.emitError() << error;
+      return signalPassFailure();
+    }
+    costOptions.profile = &*measured;
+    // Measured at the function's batch: the rows of its first data input.
+    for (BlockArgument arg : func.getArguments())
+      if (func.getArgAttr(arg.getArgNumber(), pipe::attrs::kInput))
+        if (auto type = dyn_cast<RankedTensorType>(arg.getType());
+            type && type.getRank() > 0 && !type.isDynamicDim(0)) {
+          costOptions.profileSamples = double(type.getDimSize(0));
+          break;
+        }
+  }
   CostModel model(costOptions);
   FailureOr<std::optional<DenseSet<Operation *>>> forwardOps =
       findForwardOps(func);

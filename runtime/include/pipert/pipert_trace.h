@@ -56,6 +56,12 @@ void pipert_trace_end(pipert_context *ctx, const char *name, const char *categor
 int64_t pipert_trace_stage_begin(pipert_context *ctx);
 void pipert_trace_stage_end(pipert_context *ctx, int32_t kind, int64_t stage, int64_t mb,
                             int64_t begin_ns);
+/* One op of a step compiled with per-op timing (pipe-profile): the event
+ * "<phase> op<id>" (phase 0 forward, 1 backward, 2 update; category "op"),
+ * from pipert_trace_stage_begin's time to now. The op table (id -> ONNX node)
+ * is the plan's "op_profile". On CUDA it synchronizes the device first, so
+ * that the event covers the kernels. */
+void pipert_trace_op_end(pipert_context *ctx, int64_t op, int32_t phase, int64_t begin_ns);
 /* Number of events recorded so far. */
 int64_t pipert_trace_event_count(const pipert_context *ctx);
 

@@ -1,0 +1,107 @@
+//===- Planner.h - choosing stages, micro-batches and a schedule -*- C++ -*-===//
+//
+// `pipe-compile --auto`: for every plan of at most `devices` devices
+// (p stages; M micro-batches dividing the batch; GPipe or 1F1B; AvgPipe's
+// advance forward propagation where memory allows more warm-up), the stages
+// the partitioner would cut (partitionBalanced over the cost model, measured
+// op times where a profile is given), each stage's forward, backward and
+// update time at B/M samples, the transfers at each cut, then the schedule
+// simulator (lib/Analysis) for the step time, the bubble and the peak
+// in-flight micro-batches, and a memory estimate per device. The fastest
+// plan that fits `--memory-per-device` wins.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEC_TRANSFORMS_PLANNER_H
+#define PIPEC_TRANSFORMS_PLANNER_H
+
+#include "pipec/Analysis/CostModel.h"
+#include "pipec/Analysis/Schedule.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::pipec::planner {
+
+struct PlannerOptions {
+  /// Devices available (one stage per device).
+  int64_t devices = 1;
+  /// Samples per step.
+  int64_t batch = 1;
+  /// Largest M considered.
+  int64_t maxMicrobatches = 64;
+  /// Bytes a device may hold; 0: no limit.
+  int64_t memoryPerDevice = 0;
+  /// Optimizer state per parameter byte (sgd 0, momentum 1, adam 2).
+  int64_t optimizerStateFactor = 0;
+  /// Time model where no profile measures an op: the roofline
+  /// (flops / peak + bytes / memory bandwidth) plus a fixed cost per op call
+  /// (kernel launch, the runtime's bookkeeping).
+  CostModelOptions cost;
+  double perOpSeconds = 2e-6;
+  /// Transfers: latency + bytes / bandwidth.
+  double linkLatency = 5e-6;
+  double linkBandwidth = 5e9;
+  /// Optimizer updates: bytes read and written per second.
+  double updateBytesPerSecond = 1e10;
+  /// Partitioner settings (as pipe-assign-stages').
+  double cutSlack = 2.0;
+  double tolerance = 0.1;
+};
+
+struct Candidate {
+  int64_t stages = 1;
+  int64_t microbatches = 1;
+  schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
+  /// afp's K.
+  int64_t advance = 0;
+  /// Predicted seconds per step, samples per second.
+  double stepSeconds = 0;
+  double throughput = 0;
+  /// Idle share of devices x step time.
+  double bubble = 0;
+  /// Per device: predicted peak bytes; the most of them.
+  std::vector<int64_t> memory;
+  int64_t peakMemory = 0;
+  /// Per stage: forward + backward seconds of one micro-batch.
+  std::vector<double> stageSeconds;
+  bool fits = true;
+
+  /// "4 stages, M=8, 1f1b".
+  std::string describe() const;
+};
+
+struct PlanSearch {
+  /// Every plan evaluated, fastest first (the ones that fit first).
+  std::vector<Candidate> candidates;
+  /// The chosen plan: the fastest that fits; std::nullopt where none does.
+  std::optional<Candidate> best;
+  /// The smallest peak memory of any plan (what --memory-per-device must
+  /// allow at least).
+  int64_t smallestMemory = 0;
+};
+
+/// Searches the plans for `forward` (the imported model: forward and loss,
+/// before autodiff). Stage counts the function cannot be split into are
+/// left out.
+PlanSearch searchPlans(func::FuncOp forward, const PlannerOptions &options);
+
+/// One plan as searchPlans evaluates it (the balanced partition into
+/// `stages`); std::nullopt where the function cannot be split so or M does
+/// not divide the batch.
+std::optional<Candidate> evaluatePlan(func::FuncOp forward,
+                                      const PlannerOptions &options,
+                                      int64_t stages, int64_t microbatches,
+                                      schedule::ScheduleKind kind,
+                                      int64_t advance = 0);
+
+/// The table the tuner prints: the `rows` best candidates, one per line
+/// (stages, M, schedule, predicted step time, samples/s, bubble, peak
+/// memory, whether it fits).
+std::string formatCandidates(const PlanSearch &search, size_t rows);
+
+} // namespace mlir::pipec::planner
+
+#endif // PIPEC_TRANSFORMS_PLANNER_H

@@ -1,0 +1,323 @@
+//===- Planner.cpp - pipe-compile --auto: search plans with the simulator ---===//
+//
+// Each candidate is evaluated as the compiler would build it: the stages
+// partitionBalanced cuts (the default partition), per-stage times from the
+// cost model at B/M samples per micro-batch (measured op times where a
+// profile is given: CostModelOptions::profile), the schedule the generator
+// builds for it, and the simulator's step time with transfers of the cut's
+// activation bytes. Memory per device: weights, gradients and optimizer
+// state of its stage, the activations of one micro-batch (every forward
+// result of the stage, an upper bound on what the backward keeps) times the
+// peak in-flight micro-batches, and the send/recv buffers.
+//
+//===----------------------------------------------------------------------===//
+#include "pipec/Transforms/Planner.h"
+#include "Partitioners.h"
+#include "pipec/Analysis/Profile.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::pipec;
+using namespace mlir::pipec::planner;
+namespace sched = mlir::pipec::schedule;
+
+std::string Candidate::describe() const {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << stages << (stages == 1 ? " stage" : " stages");
+  if (stages > 1) {
+    os << ", M=" << microbatches << ", "
+       << sched::stringifyScheduleKind(schedule);
+    if (schedule == sched::ScheduleKind::AdvanceForward)
+      os << " K=" << advance;
+  }
+  return text;
+}
+
+namespace {
+
+/// One partition into p stages, at the model's batch.
+struct Split {
+  int64_t stages = 1;
+  /// Per stage: its sequence ops.
+  std::vector<std::vector<Operation *>> ops;
+  /// Per stage: bytes of its weights, of its forward results (at the
+  /// model's batch).
+  std::vector<int64_t> paramBytes, activationBytes;
+  /// boundary[s]: activation bytes crossing from stage s-1 into s (s >= 1).
+  std::vector<int64_t> boundary;
+};
+
+Split makeSplit(const partition::Problem &problem, int64_t p,
+                const PlannerOptions &options) {
+  Split split;
+  split.stages = p;
+  partition::Cuts cuts;
+  if (p > 1)
+    cuts = partition::partitionBalanced(problem, p, options.cutSlack,
+                                        options.tolerance);
+  SmallVector<int64_t> stageOf = partition::stagesFromCuts(problem.size(), cuts);
+  split.ops.resize(p);
+  split.paramBytes.assign(p, 0);
+  split.activationBytes.assign(p, 0);
+  split.boundary.assign(p + 1, 0);
+  for (int64_t s = 1; s < p; ++s)
+    split.boundary[s] = problem.crossBytes[cuts[s - 1]];
+  DenseMap<Value, int64_t> paramStage;
+  // A weight belongs to the first stage using it, directly or through ops
+  // of weights alone (a transposed weight).
+  std::function<void(Value, int64_t)> claim = [&](Value v, int64_t s) {
+    if (CostModel::isParam(v)) {
+      paramStage.try_emplace(v, s);
+      return;
+    }
+    if (Operation *def = v.getDefiningOp())
+      if (problem.floating.contains(def))
+        for (Value operand : def->getOperands())
+          claim(operand, s);
+  };
+  for (int64_t i = 0; i < problem.size(); ++i) {
+    Operation *op = problem.seq[i];
+    int64_t s = stageOf[i];
+    split.ops[s].push_back(op);
+    for (Value result : op->getResults())
+      split.activationBytes[s] += CostModel::getValueBytes(result).value_or(0);
+    for (Value operand : op->getOperands())
+      claim(operand, s);
+  }
+  for (auto &[value, s] : paramStage)
+    split.paramBytes[s] += CostModel::getValueBytes(value).value_or(0);
+  return split;
+}
+
+/// Forward and backward seconds of stage `s` at `samples` per micro-batch.
+std::pair<double, double> stageTimes(const Split &split, int64_t s,
+                                     double samples, double batch,
+                                     const PlannerOptions &options) {
+  CostModelOptions costOptions = options.cost;
+  costOptions.profileSamples = samples;
+  CostModel measured(costOptions);
+  CostModelOptions rooflineOptions = options.cost;
+  rooflineOptions.profile = nullptr;
+  CostModel roofline(rooflineOptions);
+  double ratio = samples / batch;
+  double forward = 0, backward = 0;
+  // What the measured ops leave out of a measured step (allocation, the
+  // runtime's bookkeeping): the step time over the ops' and the update's,
+  // at the measured size nearest to `samples`.
+  double calibration = 1.0;
+  if (const OpProfile *profile = options.cost.profile;
+      profile && profile->stepSeconds.size() == profile->rows.size()) {
+    size_t nearest = 0;
+    for (size_t i = 1; i < profile->rows.size(); ++i)
+      if (std::abs(double(profile->rows[i]) - samples) <
+          std::abs(double(profile->rows[nearest]) - samples))
+        nearest = i;
+    double ops = 0;
+    for (const auto &entry : profile->ops)
+      ops += entry.getValue().forward[nearest] + entry.getValue().backward[nearest];
+    double step = profile->stepSeconds[nearest];
+    if (ops > 0 && step > ops)
+      calibration = std::min(2.0, step / ops);
+  }
+  for (Operation *op : split.ops[s]) {
+    OpCost cost = roofline.getOpCost(op);
+    bool differentiable = cost.backwardFactor > 0;
+    StringRef node = CostModel::getNodeName(op->getLoc());
+    bool isMeasured = options.cost.profile && !node.empty() &&
+                      options.cost.profile->ops.count(node);
+    if (isMeasured) {
+      forward += measured.getForwardTime(op) * calibration;
+      backward += measured.getBackwardTime(op) * calibration;
+      continue;
+    }
+    forward += roofline.getForwardTime(cost) * ratio + options.perOpSeconds;
+    if (differentiable)
+      backward += roofline.getBackwardTime(cost) * ratio +
+                  2 * options.perOpSeconds;
+  }
+  return {forward, backward};
+}
+
+int64_t toNanos(double seconds) {
+  return std::max<int64_t>(0, int64_t(std::llround(seconds * 1e9)));
+}
+
+std::optional<Candidate> evaluate(const Split &split, int64_t m,
+                                  sched::ScheduleKind kind, int64_t advance,
+                                  const PlannerOptions &options) {
+  int64_t p = split.stages;
+  double batch = double(options.batch);
+  double samples = batch / double(m);
+  double ratio = samples / batch;
+  Candidate c;
+  c.stages = p;
+  c.microbatches = m;
+  c.schedule = kind;
+  c.advance = advance;
+  std::vector<double> fwd(p), bwd(p), upd(p);
+  for (int64_t s = 0; s < p; ++s) {
+    auto [f, b] = stageTimes(split, s, samples, batch, options);
+    fwd[s] = f;
+    bwd[s] = b;
+    upd[s] = double(split.paramBytes[s]) *
+             double(3 + 2 * options.optimizerStateFactor) /
+             options.updateBytesPerSecond;
+    c.stageSeconds.push_back(f + b);
+  }
+  auto transfer = [&](int64_t bytes) {
+    return options.linkLatency + double(bytes) * ratio / options.linkBandwidth;
+  };
+  std::vector<int64_t> peak(p, 1);
+  if (p == 1) {
+    c.stepSeconds = fwd[0] + bwd[0] + upd[0];
+    c.bubble = 0;
+  } else {
+    sched::Schedule schedule = sched::generateSchedule(kind, p, m, advance);
+    sched::SimulationOptions sim;
+    sim.duration = [&](int64_t d, const sched::Instr &instr) -> int64_t {
+      switch (instr.kind) {
+      case sched::InstrKind::Forward:
+        return toNanos(fwd[d]);
+      case sched::InstrKind::Backward:
+        return toNanos(bwd[d]);
+      case sched::InstrKind::Update:
+        return toNanos(upd[d]);
+      case sched::InstrKind::Send:
+        // Activations go to d+1 across boundary d+1, gradients to d-1
+        // across boundary d.
+        return toNanos(transfer(
+            split.boundary[instr.peer > d ? d + 1 : d]));
+      default:
+        return 0;
+      }
+    };
+    sched::SimulationResult result = sched::simulate(schedule.devices, sim);
+    if (!result.ok())
+      return std::nullopt;
+    c.stepSeconds = double(result.makespan) * 1e-9;
+    c.bubble = result.bubbleFraction;
+    for (int64_t s = 0; s < p; ++s)
+      peak[s] = std::max<int64_t>(1, result.peakInFlight[s]);
+  }
+  c.throughput = c.stepSeconds > 0 ? batch / c.stepSeconds : 0;
+  for (int64_t s = 0; s < p; ++s) {
+    double bytes =
+        double(split.paramBytes[s]) * double(2 + options.optimizerStateFactor) +
+        double(split.activationBytes[s]) * ratio * double(peak[s]) +
+        2.0 * double(split.boundary[s] + split.boundary[s + 1]) * ratio;
+    c.memory.push_back(int64_t(std::ceil(bytes)));
+  }
+  c.peakMemory = *std::max_element(c.memory.begin(), c.memory.end());
+  c.fits = options.memoryPerDevice <= 0 || c.peakMemory <= options.memoryPerDevice;
+  return c;
+}
+
+} // namespace
+
+PlanSearch planner::searchPlans(func::FuncOp forward,
+                                const PlannerOptions &options) {
+  PlanSearch search;
+  // The partition is cut at the whole batch's costs (as pipe-assign-stages
+  // does).
+  CostModelOptions partitionCosts = options.cost;
+  partitionCosts.profileSamples = double(options.batch);
+  CostModel model(partitionCosts);
+  partition::Problem problem = partition::buildProblem(forward, model, nullptr);
+  std::vector<int64_t> divisors;
+  for (int64_t m = 1; m <= std::min(options.batch, options.maxMicrobatches); ++m)
+    if (options.batch % m == 0)
+      divisors.push_back(m);
+  for (int64_t p = 1; p <= options.devices && p <= problem.size(); ++p) {
+    Split split = makeSplit(problem, p, options);
+    if (p == 1) {
+      if (auto c = evaluate(split, 1, sched::ScheduleKind::OneFOneB, 0, options))
+        search.candidates.push_back(*c);
+      continue;
+    }
+    for (int64_t m : divisors) {
+      for (auto kind : {sched::ScheduleKind::GPipe, sched::ScheduleKind::OneFOneB})
+        if (auto c = evaluate(split, m, kind, 0, options))
+          search.candidates.push_back(*c);
+      // Advance forward propagation: more warm-up than 1F1B, less than GPipe.
+      for (int64_t k : {1, 2})
+        if (p - 1 + k < m)
+          if (auto c = evaluate(split, m, sched::ScheduleKind::AdvanceForward,
+                                k, options))
+            search.candidates.push_back(*c);
+    }
+  }
+  std::stable_sort(search.candidates.begin(), search.candidates.end(),
+                   [](const Candidate &a, const Candidate &b) {
+                     if (a.fits != b.fits)
+                       return a.fits;
+                     // Within 0.5%, fewer devices, then less memory.
+                     if (std::abs(a.stepSeconds - b.stepSeconds) >
+                         0.005 * std::max(a.stepSeconds, b.stepSeconds))
+                       return a.stepSeconds < b.stepSeconds;
+                     if (a.stages != b.stages)
+                       return a.stages < b.stages;
+                     return a.peakMemory < b.peakMemory;
+                   });
+  search.smallestMemory = 0;
+  for (const Candidate &c : search.candidates)
+    if (search.smallestMemory == 0 || c.peakMemory < search.smallestMemory)
+      search.smallestMemory = c.peakMemory;
+  if (!search.candidates.empty() && search.candidates.front().fits)
+    search.best = search.candidates.front();
+  return search;
+}
+
+std::optional<Candidate>
+planner::evaluatePlan(func::FuncOp forward, const PlannerOptions &options,
+                      int64_t stages, int64_t microbatches,
+                      sched::ScheduleKind kind, int64_t advance) {
+  CostModelOptions partitionCosts = options.cost;
+  partitionCosts.profileSamples = double(options.batch);
+  CostModel model(partitionCosts);
+  partition::Problem problem = partition::buildProblem(forward, model, nullptr);
+  if (stages < 1 || stages > problem.size() || microbatches < 1 ||
+      options.batch % microbatches)
+    return std::nullopt;
+  Split split = makeSplit(problem, stages, options);
+  return evaluate(split, stages == 1 ? 1 : microbatches, kind, advance, options);
+}
+
+static std::string formatBytes(int64_t bytes) {
+  char text[32];
+  if (bytes >= (int64_t(1) << 30))
+    std::snprintf(text, sizeof text, "%.2f GiB", double(bytes) / double(1 << 30));
+  else if (bytes >= (1 << 20))
+    std::snprintf(text, sizeof text, "%.2f MiB", double(bytes) / double(1 << 20));
+  else
+    std::snprintf(text, sizeof text, "%.1f KiB", double(bytes) / 1024.0);
+  return text;
+}
+
+std::string planner::formatCandidates(const PlanSearch &search, size_t rows) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0,-3} {1,6} {2,4} {3,-8} {4,12} {5,12} {6,7} {7,12} {8}\n",
+                      "#", "stages", "M", "schedule", "step (ms)",
+                      "samples/s", "bubble", "peak mem", "fits");
+  for (size_t i = 0; i < search.candidates.size() && i < rows; ++i) {
+    const Candidate &c = search.candidates[i];
+    std::string kind =
+        c.stages == 1 ? "-" : sched::stringifyScheduleKind(c.schedule);
+    if (c.schedule == sched::ScheduleKind::AdvanceForward)
+      kind += " K=" + std::to_string(c.advance);
+    os << llvm::formatv("{0,-3} {1,6} {2,4} {3,-8} {4,12} {5,12} {6,7} {7,12} {8}\n",
+                        i + 1, c.stages, c.microbatches, kind,
+                        llvm::formatv("{0:f3}", c.stepSeconds * 1e3).str(),
+                        llvm::formatv("{0:f1}", c.throughput).str(),
+                        llvm::formatv("{0:f3}", c.bubble).str(),
+                        formatBytes(c.peakMemory), c.fits ? "yes" : "no");
+  }
+  return text;
+}

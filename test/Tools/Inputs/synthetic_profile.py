@@ -1,0 +1,33 @@
+"""Rewrites a pipe-profile JSON (keeping its model hash and machine) into a
+synthetic one whose optimum plan is known, for test/Tools/pipe-auto.test.
+
+    synthetic_profile.py IN OUT constant|linear|machine
+
+constant: every node costs 1 ms forward and backward at every size (pure
+per-call cost: splitting a batch only multiplies calls), free links and
+updates: no pipeline beats one device, so --auto must pick 1 stage.
+linear: every node costs rows x 10 us (no per-call cost), free links and
+updates: the bubble (p-1)/(M+p-1) is all that is lost, so the most stages
+and the most micro-batches win (1F1B: GPipe's equal time with more memory).
+machine: the same profile, measured "elsewhere".
+"""
+import json
+import sys
+
+src, dst, kind = sys.argv[1:4]
+p = json.load(open(src))
+rows = p["rows"]
+if kind == "machine":
+    p["machine"] = "another machine x 1"
+else:
+    for op in p["ops"].values():
+        if kind == "constant":
+            op["forward_s"] = [1e-3] * len(rows)
+            op["backward_s"] = [1e-3] * len(rows)
+        else:
+            op["forward_s"] = [1e-5 * r for r in rows]
+            op["backward_s"] = [1e-5 * r for r in rows]
+    p["step_s"] = [0.0] * len(rows)
+    p["update_bytes_per_s"] = 1e30
+    p["link"] = {"latency_s": 0.0, "bandwidth_bytes_per_s": 1e30}
+json.dump(p, open(dst, "w"), indent=1)

@@ -1,0 +1,321 @@
+//===- pipe-profile.cpp - measure a model's op costs on this machine ------===//
+//
+//   pipe-profile MODEL.onnx --data D.npz -o P.json [--rows 8,16,32]
+//                [--steps K] [--kernel-threads N] [--target cpu|cuda] [--no-link]
+//                [--keep DIR]
+//
+// For each micro-batch size of --rows (default: the model's batch), compiles
+// the one-device training step with per-op timing (pipe-compile
+// --profile-ops --batch R), runs it for K steps (pipe-run --trace), and takes
+// each op's median time over the steps after the first; sums them per ONNX
+// node into forward and backward times (the gradient ops autodiff made of a
+// node count as its backward) and the optimizer's ops into an update rate.
+// Then measures the link between two ranks (pipe-linkbench under mpirun:
+// latency and bandwidth of the runtime's transport). Writes the profile
+// (docs/profile-json.md) tagged with the model's hash and this machine, for
+// pipe-compile --profile and --auto.
+//
+//===----------------------------------------------------------------------===//
+#include "pipec/Analysis/Profile.h"
+#include "pipec/Support/Version.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <unistd.h>
+
+using namespace mlir::pipec;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory profileCat("Profiling");
+static cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.onnx>"),
+                                      cl::Required, cl::cat(profileCat));
+static cl::opt<std::string> dataPath("data", cl::value_desc("D.npz"), cl::Required,
+                                     cl::cat(profileCat),
+                                     cl::desc("Training data (as for pipe-run)"));
+static cl::opt<std::string> outPath("o", cl::value_desc("P.json"), cl::Required,
+                                    cl::cat(profileCat),
+                                    cl::desc("The profile to write"));
+static cl::list<int64_t> rowsOpt(
+    "rows", cl::CommaSeparated, cl::cat(profileCat),
+    cl::desc("Micro-batch sizes to measure (a symbolic batch axis is needed "
+             "for sizes other than the model's) (default: the model's batch)"));
+static cl::opt<int> steps("steps", cl::init(8), cl::cat(profileCat),
+                          cl::desc("Steps run per size; the first is not "
+                                   "counted (default: 8)"));
+static cl::opt<int> threads("kernel-threads", cl::init(1), cl::cat(profileCat),
+                            cl::desc("Kernel threads, as pipe-run's (default: 1)"));
+static cl::opt<std::string> target("target", cl::init("cpu"), cl::cat(profileCat),
+                                   cl::desc("cpu or cuda (default: cpu)"));
+static cl::opt<bool> noLink("no-link", cl::cat(profileCat),
+                            cl::desc("Do not measure the link between two ranks"));
+static cl::opt<std::string> keepDir(
+    "keep", cl::value_desc("DIR"), cl::cat(profileCat),
+    cl::desc("Keep the compiled programs, traces and logs in DIR"));
+
+namespace {
+
+[[noreturn]] void fail(const llvm::Twine &message) {
+  llvm::errs() << "pipe-profile: error: " << message << "\n";
+  std::exit(1);
+}
+
+std::string toolPath(llvm::StringRef name) {
+  std::string self = llvm::sys::fs::getMainExecutable(
+      "pipe-profile", reinterpret_cast<void *>(&toolPath));
+  llvm::SmallString<256> path(llvm::sys::path::parent_path(self));
+  llvm::sys::path::append(path, name);
+  if (llvm::sys::fs::can_execute(path))
+    return std::string(path);
+  if (auto found = llvm::sys::findProgramByName(name))
+    return *found;
+  fail("cannot find " + name + " next to pipe-profile or on PATH");
+}
+
+/// Runs `args`, output to `log`; on failure, fails with the log's last line.
+void runOrFail(const std::vector<std::string> &args, const std::string &log,
+               const std::string &what) {
+  std::vector<llvm::StringRef> refs(args.begin(), args.end());
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
+                                                llvm::StringRef(log)};
+  std::string error;
+  int rc = llvm::sys::ExecuteAndWait(refs[0], refs, std::nullopt, redirects, 0, 0,
+                                     &error);
+  if (rc == 0)
+    return;
+  std::string last;
+  if (auto buffer = llvm::MemoryBuffer::getFile(log)) {
+    llvm::SmallVector<llvm::StringRef> lines;
+    (*buffer)->getBuffer().trim().split(lines, '\n');
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it)
+      if (it->contains("error")) {
+        last = it->trim().str();
+        break;
+      }
+    if (last.empty() && !lines.empty())
+      last = lines.back().trim().str();
+  }
+  fail(what + " failed" + (last.empty() ? (error.empty() ? "" : ": " + error)
+                                        : ": " + last));
+}
+
+llvm::json::Value readJson(const std::string &path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    fail("cannot read " + path);
+  auto json = llvm::json::parse((*buffer)->getBuffer());
+  if (!json)
+    fail(path + " is not JSON: " + llvm::toString(json.takeError()));
+  return std::move(*json);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Measured {
+  llvm::StringMap<double> forward, backward;
+  double update = 0, step = 0;
+  int64_t updateBytes = 0;
+};
+
+Measured measure(int64_t rows, bool bindBatch, const std::string &dir) {
+  std::string out = dir + "/rows" + std::to_string(rows);
+  std::vector<std::string> compile{toolPath("pipe-compile"), modelPath, "-o", out,
+                                   "--profile-ops", "--target", target};
+  if (bindBatch)
+    compile.insert(compile.end(), {"--batch", std::to_string(rows)});
+  runOrFail(compile, out + ".compile.log",
+            "pipe-compile (micro-batch " + std::to_string(rows) + ")");
+  std::string trace = out + ".trace.json";
+  runOrFail({toolPath("pipe-run"), out, "--data", dataPath, "--steps",
+             std::to_string(steps), "--no-shuffle", "--quiet", "--threads",
+             std::to_string(threads), "--trace", trace},
+            out + ".run.log", "pipe-run (micro-batch " + std::to_string(rows) + ")");
+  llvm::json::Value plan = readJson(out + "/plan.json");
+  const llvm::json::Array *table = plan.getAsObject()->getArray("op_profile");
+  if (!table)
+    fail(out + "/plan.json has no op_profile (pipe-compile too old?)");
+  std::vector<std::pair<std::string, int64_t>> ops;
+  for (const llvm::json::Value &entry : *table) {
+    const llvm::json::Object *o = entry.getAsObject();
+    ops.push_back({o->getString("node").value_or("").str(),
+                   o->getInteger("phase").value_or(2)});
+  }
+  Measured m;
+  if (const llvm::json::Object *memory = plan.getAsObject()->getObject("memory"))
+    m.updateBytes = 3 * memory->getInteger("parameter_bytes").value_or(0) +
+                    2 * memory->getInteger("optimizer_state_bytes").value_or(0);
+  llvm::json::Value events = readJson(trace);
+  const llvm::json::Array *list = events.getAsObject()->getArray("traceEvents");
+  if (!list)
+    fail(trace + " has no traceEvents");
+  std::vector<std::vector<double>> times(ops.size());
+  std::vector<double> stepTimes;
+  for (const llvm::json::Value &event : *list) {
+    const llvm::json::Object *e = event.getAsObject();
+    if (!e)
+      continue;
+    llvm::StringRef cat = e->getString("cat").value_or("");
+    llvm::StringRef name = e->getString("name").value_or("");
+    double dur = e->getNumber("dur").value_or(0) * 1e-6;
+    if (cat == "step" && name == "step") {
+      stepTimes.push_back(dur);
+    } else if (cat == "op") {
+      auto [phase, id] = name.split(" op");
+      uint64_t index;
+      if (!llvm::to_integer(id, index, 10) || index >= times.size())
+        continue;
+      times[index].push_back(dur);
+    }
+  }
+  // The first step warms caches and allocators: not counted.
+  if (stepTimes.size() > 1)
+    stepTimes.erase(stepTimes.begin());
+  m.step = median(stepTimes);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    std::vector<double> &t = times[i];
+    if (t.size() > 1)
+      t.erase(t.begin());
+    double time = median(t);
+    auto &[node, phase] = ops[i];
+    if (phase == 0)
+      m.forward[node] += time;
+    else if (phase == 1)
+      m.backward[node] += time;
+    else
+      m.update += time;
+  }
+  return m;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  mlir::pipec::hideOtherOptions({&profileCat});
+  mlir::pipec::setVersionPrinter("pipe-profile");
+  cl::ParseCommandLineOptions(argc, argv, "pipec profiler: measured op costs\n");
+  if (target != "cpu" && target != "cuda")
+    fail("--target must be cpu or cuda, not '" + target + "'");
+  if (steps < 2)
+    fail("--steps must be >= 2 (the first step is not counted)");
+  if (threads < 1)
+    fail("--kernel-threads must be >= 1");
+  auto model = llvm::MemoryBuffer::getFile(modelPath);
+  if (!model)
+    fail("cannot read " + modelPath + ": " + model.getError().message());
+  if (!llvm::sys::fs::exists(dataPath))
+    fail("cannot read --data " + dataPath);
+
+  llvm::SmallString<128> dir;
+  if (!keepDir.empty()) {
+    dir = keepDir;
+    if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+      fail("cannot create " + keepDir + ": " + ec.message());
+  } else if (std::error_code ec =
+                 llvm::sys::fs::createUniqueDirectory("pipe-profile", dir)) {
+    fail("cannot create a temporary directory: " + ec.message());
+  }
+
+  std::vector<int64_t> rows(rowsOpt.begin(), rowsOpt.end());
+  for (int64_t r : rows)
+    if (r < 1)
+      fail("--rows must be positive sizes");
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  bool bindBatch = !rows.empty();
+  std::vector<Measured> measured;
+  if (rows.empty()) {
+    measured.push_back(measure(0, false, std::string(dir)));
+    llvm::json::Value plan = readJson(std::string(dir) + "/rows0/plan.json");
+    rows.push_back(plan.getAsObject()->getInteger("batch").value_or(1));
+  } else {
+    for (int64_t r : rows) {
+      llvm::outs() << "pipe-profile: micro-batch " << r << "\n";
+      llvm::outs().flush();
+      measured.push_back(measure(r, bindBatch, std::string(dir)));
+    }
+  }
+
+  OpProfile profile;
+  profile.modelHash = hashModel((*model)->getBuffer());
+  profile.machine = machineId();
+  profile.target = target;
+  profile.rows = rows;
+  std::map<std::string, bool> nodes;
+  for (const Measured &m : measured) {
+    for (const auto &e : m.forward)
+      nodes[e.getKey().str()] = true;
+    for (const auto &e : m.backward)
+      nodes[e.getKey().str()] = true;
+  }
+  nodes.erase("");
+  for (const auto &[node, unused] : nodes) {
+    OpTimes &t = profile.ops[node];
+    for (const Measured &m : measured) {
+      t.forward.push_back(m.forward.lookup(node));
+      t.backward.push_back(m.backward.lookup(node));
+    }
+  }
+  double updateRate = 0;
+  for (const Measured &m : measured) {
+    profile.stepSeconds.push_back(m.step);
+    if (m.update > 0 && m.updateBytes > 0)
+      updateRate = std::max(updateRate, double(m.updateBytes) / m.update);
+  }
+  profile.updateBytesPerSecond = updateRate;
+
+  if (!noLink) {
+    llvm::outs() << "pipe-profile: link between two ranks\n";
+    llvm::outs().flush();
+    const char *mpirun = std::getenv("PIPEC_MPIRUN");
+    std::vector<std::string> args{mpirun ? mpirun : "mpirun"};
+    if (auto found = llvm::sys::findProgramByName(args[0]))
+      args[0] = *found;
+    else
+      fail("cannot find " + args[0] + " (the link is measured under MPI; "
+           "--no-link skips it)");
+    args.insert(args.end(), {"--oversubscribe", "--mca", "btl", "self,vader",
+                             "--mca", "btl_vader_single_copy_mechanism", "none"});
+    if (geteuid() == 0)
+      args.push_back("--allow-run-as-root");
+    setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+    setenv("OMPI_MCA_hwloc_base_binding_policy", "none", 0);
+    std::string linkJson = std::string(dir) + "/link.json";
+    args.insert(args.end(), {"-np", "2", toolPath("pipe-linkbench"), "--json",
+                             linkJson, "--max-bytes", "16777216", "--iters", "50"});
+    runOrFail(args, std::string(dir) + "/link.log", "pipe-linkbench");
+    llvm::json::Value link = readJson(linkJson);
+    profile.linkLatency = link.getAsObject()->getNumber("latency_s").value_or(0);
+    profile.linkBandwidth =
+        link.getAsObject()->getNumber("bandwidth_bytes_per_s").value_or(0);
+  }
+
+  std::string error;
+  if (!writeProfile(outPath, profile, error))
+    fail(error);
+  if (keepDir.empty())
+    llvm::sys::fs::remove_directories(dir);
+  llvm::outs() << "pipe-profile: " << profile.ops.size() << " nodes at "
+               << rows.size() << " micro-batch size(s); step "
+               << llvm::format("%.3f", profile.stepSeconds.back() * 1e3)
+               << " ms at " << rows.back() << " samples";
+  if (profile.linkBandwidth > 0)
+    llvm::outs() << llvm::format("; link %.1f us + %.2f GB/s",
+                                 profile.linkLatency * 1e6,
+                                 profile.linkBandwidth / 1e9);
+  llvm::outs() << "; wrote " << outPath << "\n";
+  return 0;
+}
