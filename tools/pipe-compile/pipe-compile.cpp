@@ -189,6 +189,11 @@ static cl::opt<bool> autoPlan(
 static cl::opt<int64_t> numDevices("devices", cl::cat(plannerCat),
                                    cl::desc("--auto: devices available (default: 1)"),
                                    cl::init(1));
+static cl::opt<bool> allowPipelines(
+    "allow-pipelines", cl::cat(plannerCat),
+    cl::desc("--auto may also choose P > 1 data-parallel pipelines (each "
+             "reads its own mini-batch: P x batch samples per step); plans "
+             "are then ranked by samples per second"));
 static cl::opt<std::string> memoryPerDevice(
     "memory-per-device", cl::cat(plannerCat), cl::value_desc("BYTES"),
     cl::desc("--auto: the most a device may hold (e.g. 8G, 512M; default: no "
@@ -506,6 +511,7 @@ int main(int argc, char **argv) {
     pipec::planner::PlannerOptions options;
     options.devices = numDevices;
     options.batch = modelBatch;
+    options.maxPipelines = allowPipelines ? numDevices : 1;
     if (!memoryPerDevice.empty())
       options.memoryPerDevice = parseBytes(memoryPerDevice);
     options.optimizerStateFactor =
@@ -580,6 +586,7 @@ int main(int argc, char **argv) {
     llvm::outs() << "pipe-compile: --auto chose " << best.describe() << "\n";
     llvm::outs().flush();
     numStages = best.stages;
+    numPipelines = best.pipelines;
     microbatches = best.microbatches;
     scheduleKind = std::string(pipec::schedule::stringifyScheduleKind(best.schedule));
     advance = best.advance;
@@ -588,6 +595,7 @@ int main(int argc, char **argv) {
       const pipec::planner::Candidate &c = search.candidates[i];
       rows.push_back(llvm::json::Object{
           {"stages", c.stages},
+          {"pipelines", c.pipelines},
           {"microbatches", c.microbatches},
           {"schedule", pipec::schedule::stringifyScheduleKind(c.schedule)},
           {"advance", c.advance},
@@ -605,14 +613,17 @@ int main(int argc, char **argv) {
         {"costs", profile ? "profile" : "cost model"},
         {"evaluated", int64_t(search.candidates.size())},
         {"chosen", best.describe()},
-        {"why", "the shortest predicted step time of the " +
+        {"why", "the most samples per second predicted (one pipeline: the "
+                "shortest step) of the " +
                     std::to_string(search.candidates.size()) +
                     " plans simulated that fit the memory (ties within 0.5% "
                     "go to fewer devices, then less memory)"},
         {"candidates", std::move(rows)}};
   } else if (numDevices.getNumOccurrences() ||
-             memoryPerDevice.getNumOccurrences()) {
-    return fail("--devices and --memory-per-device apply to --auto only");
+             memoryPerDevice.getNumOccurrences() ||
+             allowPipelines.getNumOccurrences()) {
+    return fail("--devices, --memory-per-device and --allow-pipelines apply "
+                "to --auto only");
   }
 
   if (numStages < 1)

@@ -32,6 +32,9 @@ struct PlannerOptions {
   int64_t batch = 1;
   /// Largest M considered.
   int64_t maxMicrobatches = 64;
+  /// Largest P of data-parallel pipelines considered (each pipeline reads
+  /// its own mini-batch: P x batch samples per step).
+  int64_t maxPipelines = 1;
   /// Bytes a device may hold; 0: no limit.
   int64_t memoryPerDevice = 0;
   /// Optimizer state per parameter byte (sgd 0, momentum 1, adam 2).
@@ -53,11 +56,13 @@ struct PlannerOptions {
 
 struct Candidate {
   int64_t stages = 1;
+  /// Data-parallel pipelines of `stages` each.
+  int64_t pipelines = 1;
   int64_t microbatches = 1;
   schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
   /// afp's K.
   int64_t advance = 0;
-  /// Predicted seconds per step, samples per second.
+  /// Predicted seconds per step, samples per second (P x batch per step).
   double stepSeconds = 0;
   double throughput = 0;
   /// Idle share of devices x step time.

@@ -30,6 +30,8 @@ namespace sched = mlir::pipec::schedule;
 std::string Candidate::describe() const {
   std::string text;
   llvm::raw_string_ostream os(text);
+  if (pipelines > 1)
+    os << pipelines << " pipelines x ";
   os << stages << (stages == 1 ? " stage" : " stages");
   if (stages > 1) {
     os << ", M=" << microbatches << ", "
@@ -151,7 +153,8 @@ int64_t toNanos(double seconds) {
 
 std::optional<Candidate> evaluate(const Split &split, int64_t m,
                                   sched::ScheduleKind kind, int64_t advance,
-                                  const PlannerOptions &options) {
+                                  const PlannerOptions &options,
+                                  int64_t pipelines = 1) {
   int64_t p = split.stages;
   double batch = double(options.batch);
   double samples = batch / double(m);
@@ -161,6 +164,7 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
   c.microbatches = m;
   c.schedule = kind;
   c.advance = advance;
+  c.pipelines = pipelines;
   std::vector<double> fwd(p), bwd(p), upd(p);
   for (int64_t s = 0; s < p; ++s) {
     auto [f, b] = stageTimes(split, s, samples, batch, options);
@@ -169,6 +173,13 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
     upd[s] = double(split.paramBytes[s]) *
              double(3 + 2 * options.optimizerStateFactor) /
              options.updateBytesPerSecond;
+    // Data-parallel pipelines: a ring all-reduce of the stage's gradients
+    // over its P replicas before the update.
+    if (pipelines > 1)
+      upd[s] += 2.0 * double(pipelines - 1) *
+                (options.linkLatency +
+                 double(split.paramBytes[s]) / double(pipelines) /
+                     options.linkBandwidth);
     c.stageSeconds.push_back(f + b);
   }
   auto transfer = [&](int64_t bytes) {
@@ -206,7 +217,8 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
     for (int64_t s = 0; s < p; ++s)
       peak[s] = std::max<int64_t>(1, result.peakInFlight[s]);
   }
-  c.throughput = c.stepSeconds > 0 ? batch / c.stepSeconds : 0;
+  c.throughput =
+      c.stepSeconds > 0 ? batch * double(pipelines) / c.stepSeconds : 0;
   for (int64_t s = 0; s < p; ++s) {
     double bytes =
         double(split.paramBytes[s]) * double(2 + options.optimizerStateFactor) +
@@ -236,33 +248,42 @@ PlanSearch planner::searchPlans(func::FuncOp forward,
       divisors.push_back(m);
   for (int64_t p = 1; p <= options.devices && p <= problem.size(); ++p) {
     Split split = makeSplit(problem, p, options);
-    if (p == 1) {
-      if (auto c = evaluate(split, 1, sched::ScheduleKind::OneFOneB, 0, options))
-        search.candidates.push_back(*c);
-      continue;
-    }
-    for (int64_t m : divisors) {
-      for (auto kind : {sched::ScheduleKind::GPipe, sched::ScheduleKind::OneFOneB})
-        if (auto c = evaluate(split, m, kind, 0, options))
+    for (int64_t pipes = 1; pipes * p <= options.devices; ++pipes) {
+      if (pipes > options.maxPipelines)
+        break;
+      if (p == 1) {
+        if (auto c = evaluate(split, 1, sched::ScheduleKind::OneFOneB, 0,
+                              options, pipes))
           search.candidates.push_back(*c);
-      // Advance forward propagation: more warm-up than 1F1B, less than GPipe.
-      for (int64_t k : {1, 2})
-        if (p - 1 + k < m)
-          if (auto c = evaluate(split, m, sched::ScheduleKind::AdvanceForward,
-                                k, options))
+        continue;
+      }
+      for (int64_t m : divisors) {
+        for (auto kind :
+             {sched::ScheduleKind::GPipe, sched::ScheduleKind::OneFOneB})
+          if (auto c = evaluate(split, m, kind, 0, options, pipes))
             search.candidates.push_back(*c);
+        // Advance forward propagation: more warm-up than 1F1B, less than
+        // GPipe.
+        for (int64_t k : {1, 2})
+          if (p - 1 + k < m)
+            if (auto c = evaluate(split, m, sched::ScheduleKind::AdvanceForward,
+                                  k, options, pipes))
+              search.candidates.push_back(*c);
+      }
     }
   }
   std::stable_sort(search.candidates.begin(), search.candidates.end(),
                    [](const Candidate &a, const Candidate &b) {
                      if (a.fits != b.fits)
                        return a.fits;
-                     // Within 0.5%, fewer devices, then less memory.
-                     if (std::abs(a.stepSeconds - b.stepSeconds) >
-                         0.005 * std::max(a.stepSeconds, b.stepSeconds))
-                       return a.stepSeconds < b.stepSeconds;
-                     if (a.stages != b.stages)
-                       return a.stages < b.stages;
+                     // The most samples per second (with one pipeline:
+                     // the shortest step); within 0.5%, fewer devices,
+                     // then less memory.
+                     if (std::abs(a.throughput - b.throughput) >
+                         0.005 * std::max(a.throughput, b.throughput))
+                       return a.throughput > b.throughput;
+                     if (a.stages * a.pipelines != b.stages * b.pipelines)
+                       return a.stages * a.pipelines < b.stages * b.pipelines;
                      return a.peakMemory < b.peakMemory;
                    });
   search.smallestMemory = 0;
@@ -303,17 +324,25 @@ static std::string formatBytes(int64_t bytes) {
 std::string planner::formatCandidates(const PlanSearch &search, size_t rows) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << llvm::formatv("{0,-3} {1,6} {2,4} {3,-8} {4,12} {5,12} {6,7} {7,12} {8}\n",
-                      "#", "stages", "M", "schedule", "step (ms)",
-                      "samples/s", "bubble", "peak mem", "fits");
+  bool pipes = llvm::any_of(search.candidates,
+                            [](const Candidate &c) { return c.pipelines > 1; });
+  os << llvm::formatv("{0,-3} ", "#");
+  if (pipes)
+    os << llvm::formatv("{0,3} ", "P");
+  os << llvm::formatv("{0,6} {1,4} {2,-8} {3,12} {4,12} {5,7} {6,12} {7}\n",
+                      "stages", "M", "schedule", "step (ms)", "samples/s",
+                      "bubble", "peak mem", "fits");
   for (size_t i = 0; i < search.candidates.size() && i < rows; ++i) {
     const Candidate &c = search.candidates[i];
     std::string kind =
         c.stages == 1 ? "-" : sched::stringifyScheduleKind(c.schedule);
     if (c.schedule == sched::ScheduleKind::AdvanceForward)
       kind += " K=" + std::to_string(c.advance);
-    os << llvm::formatv("{0,-3} {1,6} {2,4} {3,-8} {4,12} {5,12} {6,7} {7,12} {8}\n",
-                        i + 1, c.stages, c.microbatches, kind,
+    os << llvm::formatv("{0,-3} ", i + 1);
+    if (pipes)
+      os << llvm::formatv("{0,3} ", c.pipelines);
+    os << llvm::formatv("{0,6} {1,4} {2,-8} {3,12} {4,12} {5,7} {6,12} {7}\n",
+                        c.stages, c.microbatches, kind,
                         llvm::formatv("{0:f3}", c.stepSeconds * 1e3).str(),
                         llvm::formatv("{0:f1}", c.throughput).str(),
                         llvm::formatv("{0:f3}", c.bubble).str(),
