@@ -587,6 +587,15 @@ int main(int argc, char **argv) {
     llvm::outs().flush();
     numStages = best.stages;
     numPipelines = best.pipelines;
+    if (!best.cutNodes.empty()) {
+      partition = std::string("manual");
+      cuts.clear();
+      for (const std::string &node : best.cutNodes)
+        cuts.push_back(node);
+      llvm::outs() << "pipe-compile: --auto cuts after "
+                   << llvm::join(best.cutNodes, ", ")
+                   << " (the balanced partition does not fit the memory)\n";
+    }
     microbatches = best.microbatches;
     scheduleKind = std::string(pipec::schedule::stringifyScheduleKind(best.schedule));
     advance = best.advance;
@@ -603,7 +612,8 @@ int main(int argc, char **argv) {
           {"samples_per_s", c.throughput},
           {"bubble", c.bubble},
           {"peak_memory_bytes", c.peakMemory},
-          {"fits", c.fits}});
+          {"fits", c.fits},
+          {"cuts", llvm::json::Array(c.cutNodes)}});
     }
     autoRecord = llvm::json::Object{
         {"devices", numDevices.getValue()},

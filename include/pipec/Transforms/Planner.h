@@ -73,6 +73,10 @@ struct Candidate {
   /// Per stage: forward + backward seconds of one micro-batch.
   std::vector<double> stageSeconds;
   bool fits = true;
+  /// Where the balanced partition did not fit the memory: the ONNX nodes
+  /// after which a stage ends in the fastest partition that fits (compile
+  /// with --partition manual --cut ...); empty: the balanced partition.
+  std::vector<std::string> cutNodes;
 
   /// "4 stages, M=8, 1f1b".
   std::string describe() const;

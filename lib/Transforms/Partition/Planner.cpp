@@ -21,6 +21,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::pipec;
@@ -54,16 +56,114 @@ struct Split {
   std::vector<int64_t> paramBytes, activationBytes;
   /// boundary[s]: activation bytes crossing from stage s-1 into s (s >= 1).
   std::vector<int64_t> boundary;
+  partition::Cuts cuts;
 };
 
 Split makeSplit(const partition::Problem &problem, int64_t p,
-                const PlannerOptions &options) {
-  Split split;
-  split.stages = p;
+                const partition::Cuts &cuts);
+
+Split balancedSplit(const partition::Problem &problem, int64_t p,
+                    const PlannerOptions &options) {
   partition::Cuts cuts;
   if (p > 1)
     cuts = partition::partitionBalanced(problem, p, options.cutSlack,
                                         options.tolerance);
+  return makeSplit(problem, p, cuts);
+}
+
+/// Per sequence op: the bytes of the weights it is the first to use
+/// (directly or through ops of weights alone) and of its results.
+struct OpBytes {
+  std::vector<double> paramPrefix, activationPrefix;
+};
+
+OpBytes opBytes(const partition::Problem &problem) {
+  OpBytes bytes;
+  int64_t n = problem.size();
+  bytes.paramPrefix.assign(n + 1, 0);
+  bytes.activationPrefix.assign(n + 1, 0);
+  DenseSet<Value> claimed;
+  std::function<double(Value)> claim = [&](Value v) -> double {
+    if (CostModel::isParam(v))
+      return claimed.insert(v).second
+                 ? double(CostModel::getValueBytes(v).value_or(0))
+                 : 0.0;
+    double sum = 0;
+    if (Operation *def = v.getDefiningOp())
+      if (problem.floating.contains(def))
+        for (Value operand : def->getOperands())
+          sum += claim(operand);
+    return sum;
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    double params = 0, acts = 0;
+    for (Value operand : problem.seq[i]->getOperands())
+      params += claim(operand);
+    for (Value result : problem.seq[i]->getResults())
+      acts += double(CostModel::getValueBytes(result).value_or(0));
+    bytes.paramPrefix[i + 1] = bytes.paramPrefix[i] + params;
+    bytes.activationPrefix[i + 1] = bytes.activationPrefix[i] + acts;
+  }
+  return bytes;
+}
+
+/// The contiguous split into p stages with the least bottleneck time among
+/// those whose every stage fits `limit` bytes (estimated as evaluate does,
+/// with stage s keeping peak(s) micro-batches of `ratio` x its activations):
+/// f[s][j] = min over i of max(f[s-1][i], T(i..j)). std::nullopt where none
+/// fits or the sequence is too long for the O(p n^2) search (n > 3000).
+std::optional<partition::Cuts>
+memoryAwareCuts(const partition::Problem &problem, const OpBytes &bytes,
+                int64_t p, double ratio,
+                const std::function<int64_t(int64_t)> &peak,
+                const PlannerOptions &options) {
+  int64_t n = problem.size();
+  if (n > 3000 || p > n)
+    return std::nullopt;
+  double limit = double(options.memoryPerDevice);
+  double stateFactor = double(2 + options.optimizerStateFactor);
+  auto cross = [&](int64_t k) {
+    return k <= 0 || k >= n ? 0.0 : double(problem.crossBytes[k]);
+  };
+  auto memory = [&](int64_t s, int64_t i, int64_t j) {
+    return (bytes.paramPrefix[j] - bytes.paramPrefix[i]) * stateFactor +
+           (bytes.activationPrefix[j] - bytes.activationPrefix[i]) * ratio *
+               double(peak(s)) +
+           2.0 * (cross(i) + cross(j)) * ratio;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> f(p, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int64_t>> from(p, std::vector<int64_t>(n + 1, -1));
+  for (int64_t j = 1; j <= n; ++j)
+    if (memory(0, 0, j) <= limit)
+      f[0][j] = problem.cost(0, j);
+  for (int64_t s = 1; s < p; ++s)
+    for (int64_t j = s + 1; j <= n; ++j)
+      for (int64_t i = s; i < j; ++i) {
+        if (f[s - 1][i] == inf || memory(s, i, j) > limit)
+          continue;
+        double value = std::max(f[s - 1][i], problem.cost(i, j));
+        if (value < f[s][j]) {
+          f[s][j] = value;
+          from[s][j] = i;
+        }
+      }
+  if (f[p - 1][n] == inf)
+    return std::nullopt;
+  partition::Cuts cuts(p - 1);
+  int64_t j = n;
+  for (int64_t s = p - 1; s >= 1; --s) {
+    j = from[s][j];
+    cuts[s - 1] = j;
+  }
+  return cuts;
+}
+
+Split makeSplit(const partition::Problem &problem, int64_t p,
+                const partition::Cuts &cuts) {
+  Split split;
+  split.stages = p;
+  split.cuts = cuts;
   SmallVector<int64_t> stageOf = partition::stagesFromCuts(problem.size(), cuts);
   split.ops.resize(p);
   split.paramBytes.assign(p, 0);
@@ -242,33 +342,63 @@ PlanSearch planner::searchPlans(func::FuncOp forward,
   partitionCosts.profileSamples = double(options.batch);
   CostModel model(partitionCosts);
   partition::Problem problem = partition::buildProblem(forward, model, nullptr);
+  std::optional<OpBytes> bytes;
   std::vector<int64_t> divisors;
   for (int64_t m = 1; m <= std::min(options.batch, options.maxMicrobatches); ++m)
     if (options.batch % m == 0)
       divisors.push_back(m);
   for (int64_t p = 1; p <= options.devices && p <= problem.size(); ++p) {
-    Split split = makeSplit(problem, p, options);
+    Split split = balancedSplit(problem, p, options);
+    // A plan that does not fit with the balanced cuts is tried again with
+    // the fastest cuts whose stages fit (named by ONNX node, so that
+    // pipe-compile cuts there: --partition manual).
+    auto consider = [&](int64_t m, sched::ScheduleKind kind, int64_t k,
+                        int64_t pipes) {
+      std::optional<Candidate> c = evaluate(split, m, kind, k, options, pipes);
+      if (!c)
+        return;
+      if (!c->fits && options.memoryPerDevice > 0 && p > 1) {
+        if (!bytes)
+          bytes = opBytes(problem);
+        auto peak = [&](int64_t s) {
+          return sched::theoreticalPeakInFlight(kind, p, m, s, k);
+        };
+        if (std::optional<partition::Cuts> cuts = memoryAwareCuts(
+                problem, *bytes, p, 1.0 / double(m), peak, options)) {
+          Split fitted = makeSplit(problem, p, *cuts);
+          if (std::optional<Candidate> d =
+                  evaluate(fitted, m, kind, k, options, pipes);
+              d && d->fits) {
+            for (int64_t cut : *cuts) {
+              StringRef node =
+                  CostModel::getNodeName(problem.seq[cut - 1]->getLoc());
+              d->cutNodes.push_back(node.str());
+            }
+            // Cuts by name need a name at every cut.
+            if (llvm::none_of(d->cutNodes,
+                              [](const std::string &n) { return n.empty(); }))
+              c = d;
+          }
+        }
+      }
+      search.candidates.push_back(*c);
+    };
     for (int64_t pipes = 1; pipes * p <= options.devices; ++pipes) {
       if (pipes > options.maxPipelines)
         break;
       if (p == 1) {
-        if (auto c = evaluate(split, 1, sched::ScheduleKind::OneFOneB, 0,
-                              options, pipes))
-          search.candidates.push_back(*c);
+        consider(1, sched::ScheduleKind::OneFOneB, 0, pipes);
         continue;
       }
       for (int64_t m : divisors) {
         for (auto kind :
              {sched::ScheduleKind::GPipe, sched::ScheduleKind::OneFOneB})
-          if (auto c = evaluate(split, m, kind, 0, options, pipes))
-            search.candidates.push_back(*c);
+          consider(m, kind, 0, pipes);
         // Advance forward propagation: more warm-up than 1F1B, less than
         // GPipe.
         for (int64_t k : {1, 2})
           if (p - 1 + k < m)
-            if (auto c = evaluate(split, m, sched::ScheduleKind::AdvanceForward,
-                                  k, options, pipes))
-              search.candidates.push_back(*c);
+            consider(m, sched::ScheduleKind::AdvanceForward, k, pipes);
       }
     }
   }
@@ -306,7 +436,7 @@ planner::evaluatePlan(func::FuncOp forward, const PlannerOptions &options,
   if (stages < 1 || stages > problem.size() || microbatches < 1 ||
       options.batch % microbatches)
     return std::nullopt;
-  Split split = makeSplit(problem, stages, options);
+  Split split = balancedSplit(problem, stages, options);
   return evaluate(split, stages == 1 ? 1 : microbatches, kind, advance, options);
 }
 
