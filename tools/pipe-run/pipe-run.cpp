@@ -33,6 +33,7 @@
 #include <string>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sched.h>
 #include <unistd.h>
 #include <vector>
 
@@ -349,7 +350,8 @@ int main(int argc, char **argv) {
                  "  --plot F.png        the loss curve as a PNG, when training ends\n"
                  "  --checkpoint DIR    write a checkpoint after the last step (atomically, per rank)\n"
                  "  --resume DIR        start from a checkpoint (same OUT and flags)\n"
-                 "  --threads N         kernel threads per rank (default: 1, or $PIPERT_THREADS)\n"
+                 "  --threads N         kernel threads per rank (default: $PIPERT_THREADS, else\n"
+                 "                      the usable cores / ranks, at least 1)\n"
                  "  --on-nonfinite M    a NaN or infinite loss: stop (default: name the\n"
                  "                      step and the first parameter with one), skip\n"
                  "                      (undo that step's update, count it; synchronous\n"
@@ -492,6 +494,27 @@ int main(int argc, char **argv) {
     if (a == "--log")
       logPath = argv[i + 1];
     rankArgs.push_back(a);
+  }
+  // Kernel threads per rank: --threads or $PIPERT_THREADS, else the cores
+  // this process may run on shared among the ranks (at least 1), so that
+  // ranks x threads <= cores.
+  bool threadsGiven = std::getenv("PIPERT_THREADS") != nullptr;
+  bool quiet = false;
+  for (const std::string &a : rankArgs) {
+    threadsGiven |= a == "--threads";
+    quiet |= a == "--quiet";
+  }
+  if (!threadsGiven) {
+    cpu_set_t set;
+    int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    int threads = std::max<int>(1, cores / int(devices.size()));
+    rankArgs.push_back("--threads");
+    rankArgs.push_back(std::to_string(threads));
+    if (!quiet)
+      std::fprintf(stderr, "pipe-run: %zu rank%s x %d kernel thread%s (%d core%s; "
+                   "--threads N to choose)\n", devices.size(),
+                   devices.size() == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
+                   cores, cores == 1 ? "" : "s");
   }
   if (!plotPath.empty() && logPath.empty()) {
     const char *tmp = std::getenv("TMPDIR");
