@@ -189,6 +189,10 @@ static cl::opt<bool> autoPlan(
 static cl::opt<int64_t> numDevices("devices", cl::cat(plannerCat),
                                    cl::desc("--auto: devices available (default: 1)"),
                                    cl::init(1));
+static cl::opt<bool> autoDryRun(
+    "auto-dry-run", cl::cat(plannerCat),
+    cl::desc("--auto: print the candidates and the choice, compile nothing "
+             "(plans for more devices than this machine has)"));
 static cl::opt<bool> allowPipelines(
     "allow-pipelines", cl::cat(plannerCat),
     cl::desc("--auto may also choose P > 1 data-parallel pipelines (each "
@@ -585,6 +589,8 @@ int main(int argc, char **argv) {
     const pipec::planner::Candidate &best = *search.best;
     llvm::outs() << "pipe-compile: --auto chose " << best.describe() << "\n";
     llvm::outs().flush();
+    if (autoDryRun)
+      return 0;
     numStages = best.stages;
     numPipelines = best.pipelines;
     if (!best.cutNodes.empty()) {
@@ -631,9 +637,10 @@ int main(int argc, char **argv) {
         {"candidates", std::move(rows)}};
   } else if (numDevices.getNumOccurrences() ||
              memoryPerDevice.getNumOccurrences() ||
-             allowPipelines.getNumOccurrences()) {
-    return fail("--devices, --memory-per-device and --allow-pipelines apply "
-                "to --auto only");
+             allowPipelines.getNumOccurrences() ||
+             autoDryRun.getNumOccurrences()) {
+    return fail("--devices, --memory-per-device, --allow-pipelines and "
+                "--auto-dry-run apply to --auto only");
   }
 
   if (numStages < 1)

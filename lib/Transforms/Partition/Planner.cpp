@@ -347,7 +347,19 @@ PlanSearch planner::searchPlans(func::FuncOp forward,
   for (int64_t m = 1; m <= std::min(options.batch, options.maxMicrobatches); ++m)
     if (options.batch % m == 0)
       divisors.push_back(m);
-  for (int64_t p = 1; p <= options.devices && p <= problem.size(); ++p) {
+  // Stage counts and pipeline counts: the divisors of the devices and the
+  // powers of two below them (a cluster's shapes), not every integer, so
+  // that plans for thousands of devices are searched in seconds.
+  auto shapes = [](int64_t limit) {
+    std::vector<int64_t> values;
+    for (int64_t v = 1; v <= limit; ++v)
+      if (limit % v == 0 || (v & (v - 1)) == 0)
+        values.push_back(v);
+    return values;
+  };
+  for (int64_t p : shapes(options.devices)) {
+    if (p > problem.size())
+      break;
     Split split = balancedSplit(problem, p, options);
     // A plan that does not fit with the balanced cuts is tried again with
     // the fastest cuts whose stages fit (named by ONNX node, so that
@@ -383,9 +395,14 @@ PlanSearch planner::searchPlans(func::FuncOp forward,
       }
       search.candidates.push_back(*c);
     };
-    for (int64_t pipes = 1; pipes * p <= options.devices; ++pipes) {
-      if (pipes > options.maxPipelines)
-        break;
+    std::vector<int64_t> pipeCounts{1};
+    if (options.maxPipelines > 1) {
+      int64_t most = std::min(options.maxPipelines, options.devices / p);
+      pipeCounts = shapes(most);
+      if (pipeCounts.back() != most)
+        pipeCounts.push_back(most);
+    }
+    for (int64_t pipes : pipeCounts) {
       if (p == 1) {
         consider(1, sched::ScheduleKind::OneFOneB, 0, pipes);
         continue;
