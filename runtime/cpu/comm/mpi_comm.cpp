@@ -71,6 +71,10 @@ void check(int rc, const char *what) {
   pipert_fail("%s failed: %.*s", what, len, msg);
 }
 
+// check() for a request: its description (a formatted string) is made only
+// when the call failed, not on every post and poll.
+void checkRequest(int rc, const pipert_request *r);
+
 void checkTag(const MpiComm *c, int tag, const char *what) {
   if (tag < 0 || tag > c->maxTag)
     pipert_fail("%s: tag %d out of range 0..%d", what, tag, c->maxTag);
@@ -102,6 +106,11 @@ std::string describe(const pipert_request *r) {
   return transport::describe(r->kind, r->bytes, r->peerWorld, r->tag, r->commSize);
 }
 
+void checkRequest(int rc, const pipert_request *r) {
+  if (rc != MPI_SUCCESS)
+    check(rc, describe(r).c_str());
+}
+
 // Tests the request's MPI requests; returns true when all have completed and
 // checks the completed receives' sizes.
 bool testRequest(pipert_request *req) {
@@ -109,22 +118,30 @@ bool testRequest(pipert_request *req) {
   if (r->done)
     return true;
   int flag = 0;
-  std::vector<MPI_Status> st(r->mpi.size());
-  int rc = MPI_Testall(static_cast<int>(r->mpi.size()), r->mpi.data(), &flag, st.data());
+  // Statuses on the stack for the usual one-chunk message: this runs on
+  // every poll of a wait.
+  const size_t n = r->mpi.size();
+  MPI_Status inlineSt[4];
+  std::vector<MPI_Status> heapSt;
+  if (n > 4)
+    heapSt.resize(n);
+  MPI_Status *st = n > 4 ? heapSt.data() : inlineSt;
+  int rc = MPI_Testall(static_cast<int>(n), r->mpi.data(), &flag, st);
   if (rc == MPI_ERR_IN_STATUS) {
-    for (const MPI_Status &s : st) {
+    for (size_t i = 0; i < n; ++i) {
+      const MPI_Status &s = st[i];
       if (s.MPI_ERROR == MPI_ERR_TRUNCATE)
         pipert_fail("%s: the message is larger than that", describe(r).c_str());
       if (s.MPI_ERROR != MPI_SUCCESS && s.MPI_ERROR != MPI_ERR_PENDING)
-        check(s.MPI_ERROR, describe(r).c_str());
+        checkRequest(s.MPI_ERROR, r);
     }
   }
-  check(rc, describe(r).c_str());
+  checkRequest(rc, r);
   if (!flag)
     return false;
   r->done = true;
   if (r->kind == Kind::Recv) {
-    for (size_t i = 0; i < st.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       int got = 0;
       MPI_Get_count(&st[i], MPI_BYTE, &got);
       if (got != r->expectChunkBytes[i])
@@ -232,9 +249,9 @@ pipert_request *MpiTransport::post(pipert_context *ctx, pipert_comm *comm, void 
     const int chunk = static_cast<int>(std::min(kChunkBytes, r->bytes - off));
     MPI_Request mr;
     if (kind == Kind::Send)
-      check(MPI_Isend(p + off, chunk, MPI_BYTE, peer, tag, c->comm, &mr), describe(r).c_str());
+      checkRequest(MPI_Isend(p + off, chunk, MPI_BYTE, peer, tag, c->comm, &mr), r);
     else
-      check(MPI_Irecv(p + off, chunk, MPI_BYTE, peer, tag, c->comm, &mr), describe(r).c_str());
+      checkRequest(MPI_Irecv(p + off, chunk, MPI_BYTE, peer, tag, c->comm, &mr), r);
     r->mpi.push_back(mr);
     r->expectChunkBytes.push_back(chunk);
     off += chunk;
@@ -282,7 +299,7 @@ void MpiTransport::broadcast(pipert_context *ctx, pipert_comm *comm, void *buf, 
   do {
     const int chunk = static_cast<int>(std::min(kChunkBytes, r->bytes - off));
     MPI_Request mr;
-    check(MPI_Ibcast(p + off, chunk, MPI_BYTE, root, c->comm, &mr), describe(r).c_str());
+    checkRequest(MPI_Ibcast(p + off, chunk, MPI_BYTE, root, c->comm, &mr), r);
     r->mpi.push_back(mr);
     off += chunk;
   } while (off < r->bytes);
@@ -296,7 +313,7 @@ void MpiTransport::barrier(pipert_context *ctx, pipert_comm *comm) {
   r->commSize = mpiComm(comm)->size;
   r->postUs = pipert_trace_begin(ctx);
   MPI_Request mr;
-  check(MPI_Ibarrier(mpiComm(comm)->comm, &mr), describe(r).c_str());
+  checkRequest(MPI_Ibarrier(mpiComm(comm)->comm, &mr), r);
   r->mpi.push_back(mr);
   pipert_request *req = r;
   wait(ctx, &req, 1);
