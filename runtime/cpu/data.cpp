@@ -2,6 +2,7 @@
 #include "kernel_util.h"
 #include "../core/formulas.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -481,6 +482,40 @@ void pipert_pad_grad_f32(pipert_context *, pipert_pad_mode mode, const float *dy
     if (s >= 0)
       dx[s] += dy[i];
   }
+}
+
+void pipert_resize_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4],
+                       const int64_t y_shape[4], const float *scales, const float *roi,
+                       pipert_resize_mode mode, pipert_resize_coord coord,
+                       pipert_resize_nearest nearest, float cubic_coeff_a, int exclude_outside,
+                       float extrapolation_value, float *y) {
+  const formula::ResizeGeom g =
+      formula::resize_geom(x_shape, y_shape, scales, roi, mode, coord, nearest, cubic_coeff_a,
+                           exclude_outside, extrapolation_value);
+  const int64_t n = y_shape[0] * y_shape[1] * y_shape[2] * y_shape[3];
+  parallel_for(ctx, n, 1 << 14, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      y[i] = formula::resize_value(g, x, i);
+  });
+}
+
+void pipert_resize_grad_f32(pipert_context *ctx, const float *dy, const int64_t x_shape[4],
+                            const int64_t y_shape[4], const float *scales, const float *roi,
+                            pipert_resize_mode mode, pipert_resize_coord coord,
+                            pipert_resize_nearest nearest, float cubic_coeff_a,
+                            int exclude_outside, float *dx) {
+  const formula::ResizeGeom g = formula::resize_geom(
+      x_shape, y_shape, scales, roi, mode, coord, nearest, cubic_coeff_a, exclude_outside, 0.f);
+  const int64_t in = x_shape[1] * x_shape[2] * x_shape[3];
+  const int64_t out = y_shape[1] * y_shape[2] * y_shape[3];
+  std::fill(dx, dx + g.outer * in, 0.f);
+  // Each outer slice scatters into its own part of dx: slices in parallel.
+  parallel_for(ctx, g.outer, out >= (1 << 14) ? 1 : (1 << 14) / std::max<int64_t>(out, 1),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t i = b * out; i < e * out; ++i)
+                   formula::resize_scatter(g, dy[i], i,
+                                           [&](int64_t j, float v) { dx[j] += v; });
+               });
 }
 
 void pipert_trilu(pipert_context *, pipert_dtype dtype, const void *x, int64_t rank,
