@@ -452,6 +452,11 @@ TEST(Resize, HandComputedCorners) {
                     PIPERT_RESIZE_ASYMMETRIC, PIPERT_RESIZE_FLOOR, -0.75f, 0, 0.f, out.data());
   for (int i = 0; i < 4096; ++i)
     ASSERT_EQ(out[4 * size_t(i) + 3], float(i) + 1) << i;
+  // Its adjoint on two threads (outer slices split): each input gets two.
+  Vec ones(16384, 1.f), dbig(8192, -1.f);
+  pipert_resize_grad_f32(ctx.ctx, ones.data(), bs, bys, nullptr, nullptr, PIPERT_RESIZE_NEAREST,
+                         PIPERT_RESIZE_ASYMMETRIC, PIPERT_RESIZE_FLOOR, -0.75f, 0, dbig.data());
+  EXPECT_EQ(dbig, Vec(8192, 2.f));
 }
 
 TEST(Elementwise, ActivationKinksAndIntegerMod) {
