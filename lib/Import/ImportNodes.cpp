@@ -833,15 +833,19 @@ LogicalResult Importer::importEinsum(const pb::NodeProto &node, Location loc) {
           continue;
         auto t = llvm::cast<RankedTensorType>(in[k].getType());
         int64_t n = t.getDimSize(p);
+        if (n > 1024)
+          return unsupported(Twine("a diagonal of extent ") + Twine(n) +
+                             " (up to 1024 is supported)");
         SmallVector<int64_t> maskShape(labels.size(), 1);
         maskShape[p] = maskShape[q] = n;
         auto maskType = RankedTensorType::get(maskShape, t.getElementType());
-        SmallVector<Attribute> eye;
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < n; ++j)
-            eye.push_back(FloatAttr::get(t.getElementType(), i == j ? 1.0 : 0.0));
         if (!llvm::isa<FloatType>(t.getElementType()))
           return unsupported("a diagonal of a non-float operand");
+        const llvm::fltSemantics &sem =
+            llvm::cast<FloatType>(t.getElementType()).getFloatSemantics();
+        SmallVector<APFloat> eye(n * n, APFloat::getZero(sem));
+        for (int64_t i = 0; i < n; ++i)
+          eye[i * n + i] = APFloat::getOne(sem);
         Value mask = ox::ConstantOp::create(builder, loc, maskType,
                                             DenseElementsAttr::get(maskType, eye));
         auto masked = make("Mul", {in[k], mask});

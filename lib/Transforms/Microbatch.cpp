@@ -485,10 +485,18 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
          (geometry->roi[a] != 0.f || geometry->roi[a + in.getRank()] != 1.f)))
       return batchError(op) << "it resizes the batch axis (or its scales or "
                                "sizes are not constants)";
-    if (!onnx::isNone(resize.getSizes()) && !resize.getAxes())
-      rewrites.push_back({op, 3, a});
-    else if (!onnx::isNone(resize.getSizes()))
-      return batchError(op) << "its sizes cover only some axes (axes)";
+    if (!onnx::isNone(resize.getSizes())) {
+      // The sizes entry of the batch axis (opset 18's axes may leave it out).
+      int64_t entry = a, rank = in.getRank();
+      if (auto axes = resize.getAxes()) {
+        auto it = llvm::find_if(*axes, [&](int64_t x) {
+          return (x < 0 ? x + rank : x) == a;
+        });
+        entry = it == axes->end() ? -1 : it - axes->begin();
+      }
+      if (entry >= 0)
+        rewrites.push_back({op, 3, entry});
+    }
     return same(stateOf(op->getOperand(0)));
   }
   if (llvm::isa<onnx::ResizeGradOp>(op)) {
