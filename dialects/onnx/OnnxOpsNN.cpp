@@ -334,6 +334,15 @@ mlir::pipec::onnx::convTransposeWindow(Operation *op, RankedTensorType x,
       return op->emitOpError() << "kernel_shape [" << k.asArrayRef()
                                << "] differs from W's spatial dimensions in "
                                << w;
+  // Bounds that keep the extent arithmetic below from overflowing.
+  constexpr int64_t kBig = int64_t(1) << 31;
+  auto outOfRange = [&](ArrayRef<int64_t> v) {
+    return llvm::any_of(v, [&](int64_t e) { return e > kBig || e < -kBig; });
+  };
+  if (outOfRange(r.strides) || outOfRange(r.dilations) || outOfRange(r.pads) ||
+      outOfRange(r.kernel) || outOfRange(x.getShape()))
+    return op->emitOpError() << "has strides, dilations, pads or extents "
+                                "beyond 2^31";
   for (size_t i = 0; i < n; ++i) {
     if (r.strides[i] < 1 || r.dilations[i] < 1)
       return op->emitOpError() << "strides and dilations must be positive";
@@ -358,6 +367,8 @@ mlir::pipec::onnx::convTransposeWindow(Operation *op, RankedTensorType x,
     if (v.size() != n)
       return op->emitOpError() << "output_shape has " << os.size()
                                << " entries, expected " << n;
+    if (outOfRange(v))
+      return op->emitOpError() << "output_shape has entries beyond 2^31";
     target = SmallVector<int64_t>(v);
   } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
     target = SmallVector<int64_t>();

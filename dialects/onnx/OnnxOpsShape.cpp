@@ -16,6 +16,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::pipec::onnx;
 
@@ -763,9 +765,16 @@ FailureOr<ResizeGeometry> mlir::pipec::onnx::resizeGeometry(Operation *op) {
       double span = g.roi.empty() ? 1.0
                                   : double(g.roi[axes[i] + rank]) -
                                         double(g.roi[axes[i]]);
-      g.outShape[axes[i]] =
-          isDynamic(in) ? kDynamic
-                        : int64_t(std::floor(double(in) * span * double(s)));
+      if (isDynamic(in)) {
+        g.outShape[axes[i]] = kDynamic;
+        continue;
+      }
+      double out = std::floor(double(in) * span * double(s));
+      if (!std::isfinite(out) || out < 0 || out > double(int64_t(1) << 40))
+        return op->emitOpError() << "scale " << s << " (roi span " << span
+                                 << ") of axis " << axes[i]
+                                 << " gives no valid extent";
+      g.outShape[axes[i]] = int64_t(out);
     }
     return g;
   }
@@ -778,8 +787,8 @@ FailureOr<ResizeGeometry> mlir::pipec::onnx::resizeGeometry(Operation *op) {
     return op->emitOpError() << "sizes has " << sizes->size()
                              << " entries, expected " << na;
   for (size_t i = 0; i < na; ++i) {
-    if ((*sizes)[i] < 0)
-      return op->emitOpError() << "size " << (*sizes)[i] << " is negative";
+    if ((*sizes)[i] < 0 || (*sizes)[i] > (int64_t(1) << 40))
+      return op->emitOpError() << "size " << (*sizes)[i] << " is out of range";
     g.outShape[axes[i]] = (*sizes)[i];
   }
   return g;

@@ -720,6 +720,8 @@ LogicalResult Importer::importEinsum(const pb::NodeProto &node, Location loc) {
       int64_t e = rank < 0 ? ellipsisRank : rank - named;
       if (e < 0 || (ellipsisRank >= 0 && e != ellipsisRank))
         return unsupported("'...' spans different numbers of axes");
+      if (e > 10)
+        return unsupported("'...' spans more than 10 axes");
       ellipsisRank = e;
       for (int64_t i = 0; i < e; ++i)
         labels.push_back(char('0' + i));
