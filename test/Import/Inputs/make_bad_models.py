@@ -82,6 +82,10 @@ save("resize_both", [helper.make_node("Resize", ["x4", "", "sc", "sz"], ["y"], n
      [x4], [helper.make_tensor_value_info("y", F, [1, 1, 6, 6])],
      inits=[sc, helper.make_tensor("sz", TensorProto.INT64, [4], [1, 2, 6, 6])], opset=13,
      check=False)
+save("resize_nan", [helper.make_node("Resize", ["x4", "", "sn"], ["y"], name="rn")],
+     [x4], [helper.make_tensor_value_info("y", F, [1, 2, 6, 6])],
+     inits=[helper.make_tensor("sn", F, [4], [1.0, 1.0, float("nan"), 2.0])], opset=13,
+     check=False)
 
 # Found by pipe-import-fuzzer: non-constant axes/shape operands whose
 # declared length exceeds what the data allows (a Squeeze of 33 axes of a
