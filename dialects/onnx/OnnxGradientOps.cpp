@@ -104,6 +104,23 @@ LogicalResult PadGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   return success();
 }
 
+LogicalResult ResizeGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));
+  if (failed(type))
+    return failure();
+  auto t = llvm::dyn_cast<RankedTensorType>(*type);
+  auto dy = getRanked(getDY());
+  if (t && dy && t.getRank() != dy.getRank())
+    return emitOpError() << "dY of rank " << dy.getRank()
+                         << " does not match shape of rank " << t.getRank();
+  if (t && getScales() && (int64_t)getScales()->size() != t.getRank())
+    return emitOpError() << "scales must have one entry per axis";
+  if (t && getRoi() && (int64_t)getRoi()->size() != 2 * t.getRank())
+    return emitOpError() << "roi must have two entries per axis";
+  types.push_back(*type);
+  return success();
+}
+
 LogicalResult ReduceToShapeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));
   if (failed(type))

@@ -299,6 +299,25 @@ def ONNX_PadGradOp : ONNX_ShapedOp<"PadGrad"> {
   let results = (outs AnyTensor:$dX);
 }
 
+def ONNX_ResizeGradOp : ONNX_ShapedOp<"ResizeGrad"> {
+  let summary = "gradient of Resize: dY scattered back through the taps";
+  let description = [{
+    dX has shape `shape` (the forward input's). Attributes are the
+    forward's, with `scales` (one per axis; absent: out / in, the sizes
+    form) and `roi` (starts, then ends, every axis; tf_crop_and_resize)
+    resolved. Lowers to `pipert_resize_grad_f32`.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$dY, ONNX_ShapeOperand:$shape,
+                   StrAttr:$coordinate_transformation_mode,
+                   DefaultValuedAttr<F32Attr, "-0.75">:$cubic_coeff_a,
+                   DefaultValuedAttr<I64Attr, "0">:$exclude_outside,
+                   StrAttr:$mode,
+                   StrAttr:$nearest_mode,
+                   OptionalAttr<DenseF32ArrayAttr>:$scales,
+                   OptionalAttr<DenseF32ArrayAttr>:$roi);
+  let results = (outs AnyTensor:$dX);
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//

@@ -332,6 +332,29 @@ def ONNX_ConvOp : ONNX_ShapedOp<"Conv"> {
   let results = (outs AnyTensor:$Y);
 }
 
+def ONNX_ConvTransposeOp : ONNX_ShapedOp<"ConvTranspose"> {
+  let summary = "transposed convolution of X (N x C x D1...) with W (C x M/group x k1...)";
+  let description = [{
+    The input gradient of a Conv with weight W: Y (N x M x O1...), O =
+    stride * (D - 1) + output_padding + dilation * (k - 1) + 1 - pads, with
+    `output_shape` or `auto_pad` (SAME_*: O = D * stride) deciding the pads
+    as ONNX specifies (onnx::convTransposeWindow). output_padding must be
+    below the stride. Lowers (1-D and 2-D) to
+    `pipert_conv2d_grad_input_f32` plus the bias.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$W,
+                   ONNX_FloatTensorOrNone:$B,
+                   DefaultValuedStrAttr<StrAttr, "NOTSET">:$auto_pad,
+                   OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                   DefaultValuedAttr<I64Attr, "1">:$group,
+                   OptionalAttr<DenseI64ArrayAttr>:$kernel_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$output_padding,
+                   OptionalAttr<DenseI64ArrayAttr>:$output_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$pads,
+                   OptionalAttr<DenseI64ArrayAttr>:$strides);
+  let results = (outs AnyTensor:$Y);
+}
+
 def ONNX_MaxPoolOp : ONNX_ShapedOp<"MaxPool"> {
   let summary = "N-D max pooling";
   let description = [{
@@ -574,6 +597,30 @@ def ONNX_TriluOp : ONNX_ShapedOp<"Trilu"> {
   let arguments = (ins AnyTensor:$input, ONNX_I64TensorOrNone:$k,
                    DefaultValuedAttr<I64Attr, "1">:$upper);
   let results = (outs AnyTensor:$output);
+}
+
+def ONNX_ResizeOp : ONNX_ShapedOp<"Resize"> {
+  let summary = "resamples X by scales or to sizes (nearest, linear, cubic)";
+  let description = [{
+    Opset 11-19. `scales` (f32) or `sizes` (i64) must be constants for a
+    static result (otherwise the model's declared output shape types it);
+    `roi` matters for tf_crop_and_resize only. Opset 18's `axes` names the
+    axes scales/sizes/roi cover. antialias and keep_aspect_ratio_policy
+    other than stretch are rejected. Lowers to `pipert_resize_f32`, which
+    resizes the last three axes (the others must keep their extent).
+  }];
+  let arguments = (ins ONNX_FloatTensor:$X, ONNX_TensorOrNone:$roi,
+                   ONNX_TensorOrNone:$scales, ONNX_I64TensorOrNone:$sizes,
+                   DefaultValuedAttr<I64Attr, "0">:$antialias,
+                   OptionalAttr<DenseI64ArrayAttr>:$axes,
+                   DefaultValuedStrAttr<StrAttr, "half_pixel">:$coordinate_transformation_mode,
+                   DefaultValuedAttr<F32Attr, "-0.75">:$cubic_coeff_a,
+                   DefaultValuedAttr<I64Attr, "0">:$exclude_outside,
+                   DefaultValuedAttr<F32Attr, "0.0">:$extrapolation_value,
+                   DefaultValuedStrAttr<StrAttr, "stretch">:$keep_aspect_ratio_policy,
+                   DefaultValuedStrAttr<StrAttr, "nearest">:$mode,
+                   DefaultValuedStrAttr<StrAttr, "round_prefer_floor">:$nearest_mode);
+  let results = (outs AnyTensor:$Y);
 }
 
 //===----------------------------------------------------------------------===//

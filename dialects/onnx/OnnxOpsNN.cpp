@@ -305,6 +305,143 @@ LogicalResult ConvOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   return success();
 }
 
+FailureOr<ConvTransposeWindow>
+mlir::pipec::onnx::convTransposeWindow(Operation *op, RankedTensorType x,
+                                       RankedTensorType w) {
+  size_t n = w.getRank() - 2;
+  ConvTransposeWindow r;
+  r.kernel.assign(w.getShape().begin() + 2, w.getShape().end());
+  auto array = [&](StringRef name, int64_t fill,
+                   size_t count) -> FailureOr<SmallVector<int64_t>> {
+    auto a = op->getAttrOfType<DenseI64ArrayAttr>(name);
+    if (!a)
+      return SmallVector<int64_t>(count, fill);
+    if (a.size() != (int64_t)count)
+      return op->emitOpError() << name << " has " << a.size()
+                               << " entries, expected " << count;
+    return SmallVector<int64_t>(a.asArrayRef());
+  };
+  auto strides = array("strides", 1, n), dil = array("dilations", 1, n),
+       outPad = array("output_padding", 0, n), pads = array("pads", 0, 2 * n);
+  if (failed(strides) || failed(dil) || failed(outPad) || failed(pads))
+    return failure();
+  r.strides = *strides;
+  r.dilations = *dil;
+  r.outputPadding = *outPad;
+  r.pads = *pads;
+  if (auto k = op->getAttrOfType<DenseI64ArrayAttr>("kernel_shape"))
+    if (k.asArrayRef() != ArrayRef<int64_t>(r.kernel))
+      return op->emitOpError() << "kernel_shape [" << k.asArrayRef()
+                               << "] differs from W's spatial dimensions in "
+                               << w;
+  // Bounds that keep the extent arithmetic below from overflowing.
+  constexpr int64_t kBig = int64_t(1) << 31;
+  auto outOfRange = [&](ArrayRef<int64_t> v) {
+    return llvm::any_of(v, [&](int64_t e) { return e > kBig || e < -kBig; });
+  };
+  if (outOfRange(r.strides) || outOfRange(r.dilations) || outOfRange(r.pads) ||
+      outOfRange(r.kernel) || outOfRange(x.getShape()))
+    return op->emitOpError() << "has strides, dilations, pads or extents "
+                                "beyond 2^31";
+  for (size_t i = 0; i < n; ++i) {
+    if (r.strides[i] < 1 || r.dilations[i] < 1)
+      return op->emitOpError() << "strides and dilations must be positive";
+    if (r.outputPadding[i] < 0 || r.outputPadding[i] >= r.strides[i])
+      return op->emitOpError()
+             << "output_padding must be non-negative and below the stride, "
+                "got "
+             << r.outputPadding[i] << " for stride " << r.strides[i];
+  }
+  StringRef autoPad = "NOTSET";
+  if (auto a = op->getAttrOfType<StringAttr>("auto_pad"))
+    autoPad = a.getValue();
+  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" &&
+      autoPad != "SAME_LOWER")
+    return op->emitOpError() << "auto_pad '" << autoPad << "' is not one of "
+                             << "NOTSET, VALID, SAME_UPPER, SAME_LOWER";
+  std::optional<SmallVector<int64_t>> target;
+  if (auto os = op->getAttrOfType<DenseI64ArrayAttr>("output_shape")) {
+    ArrayRef<int64_t> v = os.asArrayRef();
+    if (v.size() == n + 2)
+      v = v.drop_front(2);
+    if (v.size() != n)
+      return op->emitOpError() << "output_shape has " << os.size()
+                               << " entries, expected " << n;
+    if (outOfRange(v))
+      return op->emitOpError() << "output_shape has entries beyond 2^31";
+    target = SmallVector<int64_t>(v);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    target = SmallVector<int64_t>();
+    for (size_t i = 0; i < n; ++i)
+      target->push_back(x.getDimSize(i + 2) * r.strides[i]);
+  }
+  if (autoPad == "VALID")
+    r.pads.assign(2 * n, 0);
+  auto floorDiv2 = [](int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); };
+  for (size_t i = 0; i < n; ++i) {
+    int64_t natural = r.strides[i] * (x.getDimSize(i + 2) - 1) +
+                      r.outputPadding[i] +
+                      (r.kernel[i] - 1) * r.dilations[i] + 1;
+    if (target) {
+      int64_t total = natural - (*target)[i];
+      int64_t half = floorDiv2(total);
+      r.pads[i] = autoPad == "SAME_UPPER" ? half : total - half;
+      r.pads[i + n] = autoPad == "SAME_UPPER" ? total - half : half;
+    }
+    int64_t out = natural - r.pads[i] - r.pads[i + n];
+    if (out < 1)
+      return op->emitOpError() << "output extent " << out << " on spatial axis "
+                               << i << " is not positive";
+    r.out.push_back(out);
+  }
+  return r;
+}
+
+LogicalResult ConvTransposeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type elt = getElementType(getX());
+  if (failed(checkSameElementType(*this, getX(), getW(), "X", "W")) ||
+      failed(checkSameElementType(*this, getX(), getB(), "X", "B")))
+    return failure();
+  int64_t group = getGroup();
+  if (group < 1)
+    return emitOpError() << "group must be positive, got " << group;
+  auto tx = getRanked(getX()), tw = getRanked(getW());
+  if (tx && tx.getRank() < 3)
+    return emitOpError() << "X must have rank >= 3 (N x C x D1 ...), got "
+                         << tx;
+  if (tw && tw.getRank() < 3)
+    return emitOpError() << "W must have rank >= 3 (C x M/group x k1 ...), got "
+                         << tw;
+  if (tx && tw && tx.getRank() != tw.getRank())
+    return emitOpError() << "X and W must have the same rank, got " << tx
+                         << " and " << tw;
+  if (!tx || !tw || !tx.hasStaticShape() || !tw.hasStaticShape()) {
+    int64_t rank = tx ? tx.getRank() : tw ? tw.getRank() : -1;
+    types.push_back(rank < 0 ? unranked(elt)
+                             : ranked(SmallVector<int64_t>(rank, kDynamic), elt));
+    return success();
+  }
+  if (tx.getDimSize(1) != tw.getDimSize(0))
+    return emitOpError() << "X has " << tx.getDimSize(1)
+                         << " channels but W expects " << tw.getDimSize(0);
+  if (tw.getDimSize(0) % group != 0)
+    return emitOpError() << "W's " << tw.getDimSize(0)
+                         << " input channels are not a multiple of group "
+                         << group;
+  int64_t m = tw.getDimSize(1) * group;
+  if (auto tb = getRanked(getB()))
+    if (tb.getRank() != 1 || conflicts(tb.getDimSize(0), m))
+      return emitOpError() << "B must be 1-D of the " << m
+                           << " output channels, got " << tb;
+  auto window = convTransposeWindow(*this, tx, tw);
+  if (failed(window))
+    return failure();
+  SmallVector<int64_t> out{tx.getDimSize(0), m};
+  out.append(window->out);
+  types.push_back(ranked(out, elt));
+  return success();
+}
+
 /// Shape function of MaxPool and AveragePool.
 static FailureOr<Type> inferPool(Operation *op, Value x, const Window &w) {
   Type elt = getElementType(x);

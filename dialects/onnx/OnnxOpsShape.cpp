@@ -16,6 +16,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::pipec::onnx;
 
@@ -645,5 +647,158 @@ LogicalResult TriluOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   if (auto t = getRanked(getInput()); t && t.getRank() < 2)
     return emitOpError() << "input must have rank >= 2, got " << t;
   types.push_back(getInput().getType());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Resize
+//===----------------------------------------------------------------------===//
+
+/// The float contents of a constant operand, or nullopt.
+static std::optional<SmallVector<float>> constantFloats(Value v) {
+  auto dense = llvm::dyn_cast_if_present<DenseFPElementsAttr>(getConstantAttr(v));
+  if (!dense)
+    return std::nullopt;
+  SmallVector<float> out;
+  for (const APFloat &x : dense.getValues<APFloat>())
+    out.push_back(float(x.convertToDouble()));
+  return out;
+}
+
+/// An optional Resize input that is absent: none, or an empty tensor (how
+/// opsets 11-12 and torch leave out scales or roi).
+static bool absentInput(Value v) {
+  if (isNone(v))
+    return true;
+  auto t = getRanked(v);
+  return t && t.getRank() == 1 && t.getDimSize(0) == 0;
+}
+
+FailureOr<ResizeGeometry> mlir::pipec::onnx::resizeGeometry(Operation *op) {
+  auto resize = llvm::cast<ResizeOp>(op);
+  StringRef mode = resize.getMode(),
+            coord = resize.getCoordinateTransformationMode(),
+            nearest = resize.getNearestMode();
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return op->emitOpError() << "mode '" << mode
+                             << "' is not one of nearest, linear, cubic";
+  if (!llvm::is_contained({"half_pixel", "asymmetric", "align_corners",
+                           "pytorch_half_pixel", "tf_half_pixel_for_nn",
+                           "tf_crop_and_resize", "half_pixel_symmetric"},
+                          coord))
+    return op->emitOpError() << "coordinate_transformation_mode '" << coord
+                             << "' is not supported";
+  if (!llvm::is_contained({"round_prefer_floor", "round_prefer_ceil", "floor",
+                           "ceil"},
+                          nearest))
+    return op->emitOpError() << "nearest_mode '" << nearest
+                             << "' is not supported";
+  if (resize.getAntialias() != 0)
+    return op->emitOpError() << "antialias is not supported";
+  if (resize.getKeepAspectRatioPolicy() != "stretch")
+    return op->emitOpError() << "keep_aspect_ratio_policy '"
+                             << resize.getKeepAspectRatioPolicy()
+                             << "' is not supported (stretch is)";
+  ResizeGeometry g;
+  auto x = getRanked(resize.getX());
+  if (!x)
+    return g;
+  int64_t rank = x.getRank();
+  SmallVector<int64_t> axes;
+  if (auto a = resize.getAxes()) {
+    for (int64_t axis : *a) {
+      auto n = normalizeAxis(op, axis, rank, "axes");
+      if (failed(n))
+        return failure();
+      if (llvm::is_contained(axes, *n))
+        return op->emitOpError() << "axis " << axis << " repeats in axes";
+      axes.push_back(*n);
+    }
+  } else {
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  }
+  size_t na = axes.size();
+  bool haveScales = !absentInput(resize.getScales()),
+       haveSizes = !absentInput(resize.getSizes());
+  if (haveScales == haveSizes)
+    return op->emitOpError() << (haveScales ? "takes scales or sizes, not both"
+                                            : "needs scales or sizes");
+  g.outShape.assign(x.getShape().begin(), x.getShape().end());
+  g.known = true;
+  if (coord == "tf_crop_and_resize") {
+    auto roi = constantFloats(resize.getRoi());
+    if (!roi) {
+      g.known = false;
+    } else {
+      if (roi->size() != 2 * na)
+        return op->emitOpError() << "roi has " << roi->size()
+                                 << " entries, expected " << 2 * na;
+      g.roi.assign(rank, 0.f);
+      g.roi.append(rank, 1.f);
+      for (size_t i = 0; i < na; ++i) {
+        g.roi[axes[i]] = (*roi)[i];
+        g.roi[axes[i] + rank] = (*roi)[i + na];
+      }
+    }
+  }
+  auto unknownAxes = [&] {
+    g.known = false;
+    for (int64_t a : axes)
+      g.outShape[a] = kDynamic;
+  };
+  if (haveScales) {
+    auto scales = constantFloats(resize.getScales());
+    if (!scales) {
+      unknownAxes();
+      return g;
+    }
+    if (scales->size() != na)
+      return op->emitOpError() << "scales has " << scales->size()
+                               << " entries, expected " << na;
+    g.scales = SmallVector<float>(rank, 1.f);
+    for (size_t i = 0; i < na; ++i) {
+      float s = (*scales)[i];
+      if (!(s > 0.f))
+        return op->emitOpError() << "scale " << s << " is not positive";
+      (*g.scales)[axes[i]] = s;
+      int64_t in = x.getDimSize(axes[i]);
+      double span = g.roi.empty() ? 1.0
+                                  : double(g.roi[axes[i] + rank]) -
+                                        double(g.roi[axes[i]]);
+      if (isDynamic(in)) {
+        g.outShape[axes[i]] = kDynamic;
+        continue;
+      }
+      double out = std::floor(double(in) * span * double(s));
+      if (!std::isfinite(out) || out < 0 || out > double(int64_t(1) << 40))
+        return op->emitOpError() << "scale " << s << " (roi span " << span
+                                 << ") of axis " << axes[i]
+                                 << " gives no valid extent";
+      g.outShape[axes[i]] = int64_t(out);
+    }
+    return g;
+  }
+  auto sizes = getConstantInts(resize.getSizes());
+  if (!sizes) {
+    unknownAxes();
+    return g;
+  }
+  if (sizes->size() != na)
+    return op->emitOpError() << "sizes has " << sizes->size()
+                             << " entries, expected " << na;
+  for (size_t i = 0; i < na; ++i) {
+    if ((*sizes)[i] < 0 || (*sizes)[i] > (int64_t(1) << 40))
+      return op->emitOpError() << "size " << (*sizes)[i] << " is out of range";
+    g.outShape[axes[i]] = (*sizes)[i];
+  }
+  return g;
+}
+
+LogicalResult ResizeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto g = resizeGeometry(*this);
+  if (failed(g))
+    return failure();
+  Type elt = getElementType(getX());
+  types.push_back(getRanked(getX()) ? ranked(g->outShape, elt) : unranked(elt));
   return success();
 }

@@ -86,6 +86,31 @@ Operation *createByName(OpBuilder &b, Location loc, StringRef name,
                         ValueRange operands, ArrayRef<NamedAttribute> attrs,
                         unsigned numResults);
 
+
+/// ConvTranspose's window (W's kernel, defaults filled in) with
+/// output_shape / auto_pad resolved into explicit `pads` (begins, then
+/// ends; negative where output_shape asks for more than the natural extent)
+/// as the ONNX reference does, and the spatial output extents. Needs static
+/// spatial extents of X and W; emits an error on `op`.
+struct ConvTransposeWindow {
+  SmallVector<int64_t> kernel, pads, strides, dilations, outputPadding, out;
+};
+FailureOr<ConvTransposeWindow> convTransposeWindow(Operation *op,
+                                                   RankedTensorType x,
+                                                   RankedTensorType w);
+
+/// Resize's result shape (kDynamic where scales/sizes are not constants)
+/// and, for the kernels, one scale per axis (nullopt: the sizes form, out /
+/// in) and the roi (starts then ends for every axis; empty when absent).
+/// Checks the attributes; emits an error on `op` (an onnx.Resize).
+struct ResizeGeometry {
+  SmallVector<int64_t> outShape;
+  std::optional<SmallVector<float>> scales;
+  SmallVector<float> roi;
+  bool known = false;
+};
+FailureOr<ResizeGeometry> resizeGeometry(Operation *op);
+
 } // namespace mlir::pipec::onnx
 
 #endif

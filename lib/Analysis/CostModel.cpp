@@ -134,7 +134,7 @@ enum class Kind {
 static Kind classify(StringRef name) {
   return llvm::StringSwitch<Kind>(name)
       .Cases({"Constant", "NoValue"}, Kind::Free)
-      .Cases({"Gemm", "MatMul", "Conv"}, Kind::Contraction)
+      .Cases({"Gemm", "MatMul", "Conv", "ConvTranspose"}, Kind::Contraction)
       .Cases({"LSTM", "GRU"}, Kind::Recurrent)
       .Cases({"Add", "Sub", "Mul", "Div", "Pow", "Relu", "Neg", "Tanh",
               "Sigmoid", "Erf", "Sqrt", "Exp", "Log", "Where", "Equal",
@@ -147,7 +147,8 @@ static Kind classify(StringRef name) {
               "BatchNormalization", "SoftmaxCrossEntropyLoss",
               "NegativeLogLikelihoodLoss"},
              Kind::Normalize)
-      .Cases({"MaxPool", "AveragePool", "GlobalAveragePool"}, Kind::Pool)
+      .Cases({"MaxPool", "AveragePool", "GlobalAveragePool", "Resize"},
+             Kind::Pool)
       .Cases({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ArgMax",
               "ArgMin", "CumSum"},
              Kind::Reduce)
@@ -160,7 +161,7 @@ static Kind classify(StringRef name) {
               "LayerNormalizationGrad", "BatchNormalizationGrad", "ConvGrad",
               "MaxPoolGrad", "AveragePoolGrad", "GlobalAveragePoolGrad",
               "SliceGrad", "GatherGrad", "DropoutGrad", "ReduceExtremumGrad",
-              "TileGrad", "PadGrad",
+              "TileGrad", "PadGrad", "ResizeGrad",
               "SoftmaxCrossEntropyLossGrad",
               "NegativeLogLikelihoodLossGrad", "LSTMGrad", "GRUGrad"},
              Kind::Backward)
@@ -237,6 +238,16 @@ static std::optional<double> contractionFlops(Operation *op, StringRef name) {
     wElems *= d;
   bool hasB = op->getNumOperands() > 2 &&
               !isa<NoneType>(op->getOperand(2).getType());
+  if (name == "ConvTranspose") {
+    // Every input element (N x C x D...) scatters into M/g * prod(k)
+    // outputs through W (C x M/g x k...): numel(W) / C terms.
+    std::optional<int64_t> inElems =
+        CostModel::getNumElements(op->getOperand(0));
+    if (!inElems)
+      return std::nullopt;
+    return 2.0 * double(*inElems) * double(wElems / (*w)[0]) +
+           (hasB ? double(*outElems) : 0);
+  }
   return 2.0 * double(*outElems) * double(wElems / (*w)[0]) +
          (hasB ? double(*outElems) : 0);
 }
@@ -324,6 +335,16 @@ OpCost CostModel::getOpCost(Operation *op) const {
   case Kind::Pool:
     if (name == "GlobalAveragePool")
       cost.flops = in;
+    else if (name == "Resize")
+      // Taps per output element: 1 (nearest), 2 per resized axis (linear),
+      // 4 (cubic); counted for the up to three resized axes.
+      cost.flops = out * llvm::StringSwitch<double>(
+                             op->getAttrOfType<StringAttr>("mode")
+                                 ? op->getAttrOfType<StringAttr>("mode").getValue()
+                                 : "nearest")
+                             .Case("linear", 2 * 8)
+                             .Case("cubic", 2 * 64)
+                             .Default(1);
     else if (std::optional<int64_t> volume = kernelVolume(op))
       cost.flops = out * double(*volume);
     else

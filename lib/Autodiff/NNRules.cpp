@@ -173,6 +173,40 @@ LogicalResult vjp(ConvOp op, VjpContext &ctx) {
   return success();
 }
 
+LogicalResult vjp(ConvTransposeOp op, VjpContext &ctx) {
+  // Y is the input gradient of Conv(Y-shaped input, W) at dy = X, so
+  // dX = Conv(dY, W) and dW is that Conv's weight gradient with the roles of
+  // its input (dY) and output gradient (X) taken by the two.
+  auto x = getRanked(op.getX()), w = getRanked(op.getW());
+  if (!x || !w || !x.hasStaticShape() || !w.hasStaticShape())
+    return op->emitOpError() << "needs a static input and weight to be "
+                                "differentiated";
+  auto window = convTransposeWindow(op, x, w);
+  if (failed(window))
+    return failure();
+  Value dy = ctx.resultGrad(0);
+  SmallVector<NamedAttribute> attrs = {
+      ctx.i64ArrayAttr("dilations", window->dilations),
+      ctx.i64Attr("group", op.getGroup()),
+      ctx.i64ArrayAttr("kernel_shape", window->kernel),
+      ctx.i64ArrayAttr("pads", window->pads),
+      ctx.i64ArrayAttr("strides", window->strides)};
+  if (ctx.needsGrad(0))
+    ctx.setGrad(0, ctx.create<ConvOp>({dy, op.getW(), ctx.none()}, attrs));
+  if (ctx.needsGrad(1)) {
+    Operation *grad = ctx.build<ConvGradOp>({op.getX(), dy, op.getW()}, attrs, 3);
+    ctx.setGrad(1, grad->getResult(1));
+  }
+  if (ctx.needsGrad(2)) {
+    SmallVector<int64_t> axes = {0};
+    for (int64_t i = 2; i < x.getRank(); ++i)
+      axes.push_back(i);
+    ctx.setGrad(2, ctx.create<ReduceSumOp>({dy, ctx.i64s(axes)},
+                                           {ctx.i64Attr("keepdims", 0)}));
+  }
+  return success();
+}
+
 LogicalResult vjp(MaxPoolOp op, VjpContext &ctx) {
   auto window = resolveWindow(op, op.getX().getType(), op.getKernelShape());
   if (failed(window))

@@ -25,7 +25,7 @@
   X(ReciprocalOp) X(SignOp) X(FloorOp) X(CeilOp) X(SoftplusOp) X(HardSwishOp) \
   X(LeakyReluOp) X(EluOp) X(SeluOp) X(HardSigmoidOp) X(GeluOp) X(ClipOp)      \
   X(MaxOp) X(MinOp) X(ModOp) X(ReduceMaxOp) X(ReduceMinOp) X(CumSumOp)        \
-  X(TileOp) X(PadOp) X(TriluOp) \
+  X(TileOp) X(PadOp) X(TriluOp) X(ConvTransposeOp) X(ResizeOp)             \
   X(LSTMOp) X(GRUOp)
 
 namespace mlir::pipec::autodiff {

@@ -215,6 +215,31 @@ LogicalResult vjp(PadOp op, VjpContext &ctx) {
   return success();
 }
 
+LogicalResult vjp(ResizeOp op, VjpContext &ctx) {
+  auto t = getRanked(op.getX());
+  auto geometry = resizeGeometry(op);
+  if (failed(geometry))
+    return failure();
+  if (!t || !t.hasStaticShape() || !geometry->known)
+    return op->emitOpError() << "needs a static input and constant scales or "
+                                "sizes (and roi) to be differentiated";
+  SmallVector<NamedAttribute> attrs = {
+      ctx.strAttr("coordinate_transformation_mode",
+                  op.getCoordinateTransformationMode()),
+      ctx.f32Attr("cubic_coeff_a", op.getCubicCoeffA().convertToFloat()),
+      ctx.i64Attr("exclude_outside", op.getExcludeOutside()),
+      ctx.strAttr("mode", op.getMode()),
+      ctx.strAttr("nearest_mode", op.getNearestMode())};
+  OpBuilder &b = ctx.builder();
+  if (geometry->scales)
+    attrs.push_back(ctx.attr("scales", b.getDenseF32ArrayAttr(*geometry->scales)));
+  if (!geometry->roi.empty())
+    attrs.push_back(ctx.attr("roi", b.getDenseF32ArrayAttr(geometry->roi)));
+  ctx.setGrad(0, ctx.create<ResizeGradOp>({ctx.resultGrad(0), ctx.shapeOf(t)},
+                                          attrs));
+  return success();
+}
+
 LogicalResult vjp(TriluOp op, VjpContext &ctx) {
   // A mask: the gradient is the same triangle of dY.
   ctx.setGrad(0, ctx.create<TriluOp>({ctx.resultGrad(0), op.getK()},

@@ -198,6 +198,25 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
           i32c(attrInt(op, "count_include_pad", 0)), out(op, 0)});
     return success();
   }
+  if (auto grad = dyn_cast<onnx::ResizeGradOp>(op)) {
+    std::optional<ArrayRef<float>> scales;
+    if (auto s = grad.getScales())
+      scales = *s;
+    SmallVector<float> roi;
+    if (auto r = grad.getRoi())
+      roi.assign(r->begin(), r->end());
+    auto c = resizeCall(op, tensorType(op->getResult(0)).getShape(),
+                        tensorType(operand(0)).getShape(), scales, roi);
+    if (failed(c))
+      return failure();
+    call("pipert_resize_grad_f32",
+         {ctxArg, P(operand(0)), i64Array(c->x4), i64Array(c->y4),
+          c->scales3 ? f32Array(*c->scales3) : nullPtr(), f32Array(c->roi6),
+          i32c(c->mode), i32c(c->coord), i32c(c->nearest),
+          f32c(grad.getCubicCoeffA().convertToFloat()),
+          i32c(grad.getExcludeOutside()), out(op, 0)});
+    return success();
+  }
   if (isa<onnx::GlobalAveragePoolGradOp>(op)) {
     call("pipert_global_avgpool_grad_f32",
          {ctxArg, P(operand(0)), resultRank(0), resultShape(0), out(op, 0)});

@@ -118,6 +118,68 @@ SmallVector<int64_t> resolvePads(Operation *op, ArrayRef<int64_t> in,
   return pads;
 }
 
+FailureOr<ResizeCall> resizeCall(Operation *op, ArrayRef<int64_t> in,
+                                 ArrayRef<int64_t> out,
+                                 std::optional<ArrayRef<float>> scales,
+                                 ArrayRef<float> roi) {
+  ResizeCall c;
+  c.mode = llvm::StringSwitch<int64_t>(attrStr(op, "mode", "nearest"))
+               .Case("nearest", 0)
+               .Case("linear", 1)
+               .Case("cubic", 2)
+               .Default(-1);
+  c.coord = llvm::StringSwitch<int64_t>(
+                attrStr(op, "coordinate_transformation_mode", "half_pixel"))
+                .Case("half_pixel", 0)
+                .Case("asymmetric", 1)
+                .Case("align_corners", 2)
+                .Case("pytorch_half_pixel", 3)
+                .Case("tf_half_pixel_for_nn", 4)
+                .Case("tf_crop_and_resize", 5)
+                .Case("half_pixel_symmetric", 6)
+                .Default(-1);
+  c.nearest = llvm::StringSwitch<int64_t>(
+                  attrStr(op, "nearest_mode", "round_prefer_floor"))
+                  .Case("round_prefer_floor", 0)
+                  .Case("round_prefer_ceil", 1)
+                  .Case("floor", 2)
+                  .Case("ceil", 3)
+                  .Default(-1);
+  if (c.mode < 0 || c.coord < 0 || c.nearest < 0)
+    return op->emitError() << op->getName().stripDialect()
+                           << " has an unknown mode";
+  int64_t rank = in.size(), lead = std::max<int64_t>(rank - 3, 0);
+  int64_t outer = 1;
+  for (int64_t i = 0; i < lead; ++i) {
+    bool resized = in[i] != out[i] || (scales && (*scales)[i] != 1.f) ||
+                   (!roi.empty() && (roi[i] != 0.f || roi[i + rank] != 1.f));
+    if (resized)
+      return op->emitError() << op->getName().stripDialect()
+                             << " resizes axis " << i << " of rank " << rank
+                             << "; only the last three axes may be resized";
+    outer *= in[i];
+  }
+  c.x4 = {outer};
+  c.y4 = {outer};
+  if (scales)
+    c.scales3 = SmallVector<float>();
+  SmallVector<float> starts, ends;
+  for (int64_t k = rank - 3; k < rank; ++k) {
+    bool real = k >= 0;
+    c.x4.push_back(real ? in[k] : 1);
+    c.y4.push_back(real ? out[k] : 1);
+    if (scales)
+      c.scales3->push_back(real ? (*scales)[k] : 1.f);
+    starts.push_back(real && !roi.empty() ? roi[k] : 0.f);
+    ends.push_back(real && !roi.empty() ? roi[k + rank] : 1.f);
+  }
+  if (!roi.empty()) {
+    c.roi6 = starts;
+    c.roi6.append(ends);
+  }
+  return c;
+}
+
 LogicalResult StepLowering::lowerConvLike(Operation *op, bool conv) {
   StringRef name = op->getName().getStringRef();
   Value x = op->getOperand(0);
@@ -417,6 +479,80 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
   }
   if (isa<onnx::ConvOp>(op))
     return lowerConvLike(op, /*conv=*/true);
+  if (auto ct = dyn_cast<onnx::ConvTransposeOp>(op)) {
+    // Y is the input gradient of Conv(Y-shaped input, W) at dy = X.
+    Value x = ct.getX(), w = ct.getW();
+    if (failed(requireF32(x)))
+      return failure();
+    auto xt = tensorType(x), wt = tensorType(w), yt = tensorType(ct.getY());
+    int64_t rank = xt.getRank();
+    if (rank != 3 && rank != 4)
+      return op->emitError() << name << " is lowered for 1-D and 2-D inputs "
+                                        "(rank 3 or 4), not rank "
+                             << rank;
+    auto window = onnx::convTransposeWindow(op, xt, wt);
+    if (failed(window))
+      return failure();
+    if (llvm::any_of(window->pads, [](int64_t p) { return p < 0; }))
+      return op->emitError() << name << " whose output_shape exceeds its "
+                                        "natural extent (negative pads) is "
+                                        "not supported";
+    bool oneD = rank == 3;
+    auto shape4 = [&](ArrayRef<int64_t> s) {
+      SmallVector<int64_t> r(s.begin(), s.end());
+      if (oneD)
+        r.insert(r.begin() + 2, 1);
+      return r;
+    };
+    auto pair = [&](ArrayRef<int64_t> v) {
+      SmallVector<int64_t> r(v.begin(), v.end());
+      if (oneD)
+        r.insert(r.begin(), 1);
+      return i64Array(r);
+    };
+    SmallVector<int64_t> pads = window->pads;
+    if (oneD)
+      pads = {0, pads[0], 0, pads[1]};
+    SmallVector<int64_t> y4 = shape4(yt.getShape());
+    call("pipert_conv2d_grad_input_f32",
+         {ctxArg, P(x), P(w), i64Array(shape4(wt.getShape())), i64Array(y4),
+          i64Array(pads), pair(window->strides), pair(window->dilations),
+          i64c(ct.getGroup()), out(op, 0)});
+    if (!isa<NoneType>(ct.getB().getType())) {
+      // y += B over (M, 1, 1), in place.
+      call("pipert_binary_f32",
+           {ctxArg, i32c(0), out(op, 0), i64c(4), i64Array(y4), P(ct.getB()),
+            i64c(3), i64Array({y4[1], 1, 1}), out(op, 0)});
+    }
+    return success();
+  }
+  if (auto resize = dyn_cast<onnx::ResizeOp>(op)) {
+    Value x = resize.getX();
+    if (failed(requireF32(x)))
+      return failure();
+    auto geometry = onnx::resizeGeometry(op);
+    if (failed(geometry))
+      return failure();
+    if (!geometry->known)
+      return op->emitError() << name << " needs constant scales or sizes (and "
+                                        "roi) to be lowered";
+    std::optional<ArrayRef<float>> scales;
+    if (geometry->scales)
+      scales = ArrayRef<float>(*geometry->scales);
+    auto c = resizeCall(op, tensorType(x).getShape(),
+                        tensorType(resize.getY()).getShape(), scales,
+                        geometry->roi);
+    if (failed(c))
+      return failure();
+    call("pipert_resize_f32",
+         {ctxArg, P(x), i64Array(c->x4), i64Array(c->y4),
+          c->scales3 ? f32Array(*c->scales3) : nullPtr(), f32Array(c->roi6),
+          i32c(c->mode), i32c(c->coord), i32c(c->nearest),
+          f32c(resize.getCubicCoeffA().convertToFloat()),
+          i32c(resize.getExcludeOutside()),
+          f32c(resize.getExtrapolationValue().convertToFloat()), out(op, 0)});
+    return success();
+  }
   if (isa<onnx::MaxPoolOp, onnx::AveragePoolOp>(op))
     return lowerConvLike(op, /*conv=*/false);
   if (isa<onnx::GlobalAveragePoolOp>(op)) {

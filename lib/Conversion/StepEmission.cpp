@@ -59,6 +59,25 @@ Value StepLowering::viewOf(Value block, RankedTensorType type) {
   return memref::ViewOp::create(b, memrefType, block, zero, ValueRange{});
 }
 
+Value StepLowering::f32Array(ArrayRef<float> values) {
+  if (values.empty())
+    return nullPtr();
+  auto type = MemRefType::get({static_cast<int64_t>(values.size())},
+                              b.getF32Type());
+  std::string name = globalPrefix() + "f32_" + std::to_string(globalCounter++);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(step);
+    auto init = DenseElementsAttr::get(
+        RankedTensorType::get(type.getShape(), b.getF32Type()), values);
+    memref::GlobalOp::create(b, name, b.getStringAttr("private"), type, init,
+                             /*constant=*/true, IntegerAttr());
+  }
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&step.getBody().front());
+  return pointerOf(memref::GetGlobalOp::create(b, type, name));
+}
+
 Value StepLowering::i64Array(ArrayRef<int64_t> values) {
   if (values.empty())
     return nullPtr();

@@ -64,6 +64,7 @@ private:
   Value wrapPointer(Value ptr, int64_t bytes);
   Value viewOf(Value block, RankedTensorType type);
   Value i64Array(ArrayRef<int64_t> values);
+  Value f32Array(ArrayRef<float> values); // null when empty
   Value ptrArray(ArrayRef<Value> ptrs);
   void call(StringRef callee, ArrayRef<Value> args);
   Value callPtr(StringRef callee, ArrayRef<Value> args);
@@ -147,6 +148,20 @@ struct ActivationCall {
   double alpha, beta;
 };
 ActivationCall activationCall(Operation *op);
+
+/// A pipert_resize_f32 / _grad_f32 call's arguments: x and y as
+/// (outer, D, H, W) over the last three axes, their scales (none: the sizes
+/// form) and roi (starts, ends; empty when absent) and the mode codes.
+struct ResizeCall {
+  SmallVector<int64_t> x4, y4;
+  std::optional<SmallVector<float>> scales3;
+  SmallVector<float> roi6;
+  int64_t mode, coord, nearest;
+};
+FailureOr<ResizeCall> resizeCall(Operation *op, ArrayRef<int64_t> in,
+                                 ArrayRef<int64_t> out,
+                                 std::optional<ArrayRef<float>> scales,
+                                 ArrayRef<float> roi);
 
 // Attributes of the op being lowered, with their ONNX defaults.
 int64_t attrInt(Operation *op, StringRef name, int64_t dflt);

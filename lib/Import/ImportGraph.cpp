@@ -45,6 +45,7 @@ bool isNonDifferentiableInput(StringRef opType, unsigned index) {
       {"ArgMax", {0}},         {"ArgMin", {0}},
       {"CumSum", {1}},         {"Tile", {1}},
       {"Pad", {1, 2, 3}},      {"Trilu", {1}},
+      {"Resize", {1, 2, 3}},
   };
   auto it = table.find(opType);
   return it != table.end() && llvm::is_contained(it->second, index);

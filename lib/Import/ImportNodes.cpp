@@ -36,6 +36,7 @@ const llvm::StringMap<unsigned> &formalInputCounts() {
       {"ReduceMax", 2},   {"ReduceMin", 2},
       {"Pad", 4},         {"Trilu", 2},
       {"LSTM", 8},        {"GRU", 6},
+      {"ConvTranspose", 3}, {"Resize", 4},
   };
   return counts;
 }
@@ -217,6 +218,11 @@ LogicalResult Importer::normalizeOldForms(StringRef opType,
             builder, loc, type, DenseElementsAttr::get(type, v)));
       }
     }
+  } else if (opType == "Resize") {
+    if (opset < 11)
+      return error(loc) << "Resize of opset " << opset
+                        << " is not supported (opset 11 and later are); "
+                           "convert the model with onnx.version_converter";
   } else if (opType == "Clip") {
     if (opset < 11) {
       // Opset 6's float attributes become the (scalar) inputs of opset 11.
@@ -362,6 +368,8 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
   if (!training &&
       (opType == "InstanceNormalization" || opType == "GroupNormalization"))
     return importGroupNorm(node, opType, loc);
+  if (!training && opType == "Einsum")
+    return importEinsum(node, loc);
   std::string opName = ("onnx." + opType).str();
   std::optional<RegisteredOperationName> registered =
       RegisteredOperationName::lookup(opName, ctx);
@@ -632,6 +640,294 @@ LogicalResult Importer::importGroupNorm(const pb::NodeProto &node,
     y = *back;
   }
   values[node.output(0)] = y;
+  return success();
+}
+
+} // namespace mlir::pipec::onnx_import
+
+namespace mlir::pipec::onnx_import {
+
+namespace {
+/// One operand's (or the output's) subscripts: a label per axis.
+using Labels = SmallVector<char>;
+} // namespace
+
+LogicalResult Importer::importEinsum(const pb::NodeProto &node, Location loc) {
+  std::string equation;
+  for (const auto &a : node.attribute()) {
+    if (a.name() != "equation")
+      return error(loc) << "attribute '" << a.name()
+                        << "' of Einsum is not supported";
+    equation = a.s();
+  }
+  auto unsupported = [&](const Twine &why) {
+    return error(loc) << "Einsum equation '" << equation
+                      << "' is not supported: " << why;
+  };
+  if (node.output_size() != 1)
+    return error(loc) << "Einsum has one output";
+  if (node.input_size() < 1 || node.input_size() > 2)
+    return unsupported(Twine(node.input_size()) +
+                       " operands (one or two are supported)");
+  SmallVector<Value> in;
+  for (const auto &name : node.input()) {
+    auto it = values.find(name);
+    if (name.empty() || it == values.end())
+      return error(loc) << "input '" << name << "' is not defined before this "
+                        << "node";
+    auto t = llvm::dyn_cast<RankedTensorType>(it->second.getType());
+    if (!t || !t.hasStaticShape())
+      return unsupported("operand '" + name + "' has no static shape");
+    in.push_back(it->second);
+  }
+
+  // Parse: operands' subscripts, the optional explicit output; "..." stands
+  // for the same leading-aligned broadcast axes in every operand, given
+  // labels of their own ('0', '1', ...) that no equation letter uses.
+  std::string eq;
+  for (char c : equation)
+    if (c != ' ')
+      eq.push_back(c);
+  StringRef lhs = eq, rhs;
+  bool explicitOut = false;
+  if (size_t arrow = StringRef(eq).find("->"); arrow != StringRef::npos) {
+    lhs = StringRef(eq).take_front(arrow);
+    rhs = StringRef(eq).drop_front(arrow + 2);
+    explicitOut = true;
+  }
+  SmallVector<StringRef> terms;
+  lhs.split(terms, ',');
+  if (terms.size() != in.size())
+    return unsupported(Twine(terms.size()) + " subscript terms for " +
+                       Twine(in.size()) + " operands");
+  int64_t ellipsisRank = -1;
+  auto parseTerm = [&](StringRef term, int64_t rank,
+                       Labels &labels) -> LogicalResult {
+    size_t dots = term.find("...");
+    StringRef before = term, after;
+    if (dots != StringRef::npos) {
+      before = term.take_front(dots);
+      after = term.drop_front(dots + 3);
+    }
+    for (StringRef part : {before, after})
+      for (char c : part)
+        if (!llvm::isAlpha(c))
+          return unsupported(Twine("character '") + Twine(c) +
+                             "' (subscripts are letters and one '...')");
+    int64_t named = before.size() + after.size();
+    labels.assign(before.begin(), before.end());
+    if (dots != StringRef::npos) {
+      int64_t e = rank < 0 ? ellipsisRank : rank - named;
+      if (e < 0 || (ellipsisRank >= 0 && e != ellipsisRank))
+        return unsupported("'...' spans different numbers of axes");
+      if (e > 10)
+        return unsupported("'...' spans more than 10 axes");
+      ellipsisRank = e;
+      for (int64_t i = 0; i < e; ++i)
+        labels.push_back(char('0' + i));
+      labels.append(after.begin(), after.end());
+    }
+    if (rank >= 0 && (int64_t)labels.size() != rank)
+      return unsupported(Twine("a term has ") + Twine(labels.size()) +
+                         " subscripts for an operand of rank " + Twine(rank));
+    return success();
+  };
+  SmallVector<Labels> ops(in.size());
+  llvm::DenseMap<char, int64_t> size, count;
+  for (size_t k = 0; k < in.size(); ++k) {
+    auto t = llvm::cast<RankedTensorType>(in[k].getType());
+    if (failed(parseTerm(terms[k], t.getRank(), ops[k])))
+      return failure();
+    for (auto [i, c] : llvm::enumerate(ops[k])) {
+      int64_t d = t.getDimSize(i);
+      auto [it, fresh] = size.try_emplace(c, d);
+      if (!fresh && it->second != d)
+        return unsupported(Twine("'") + Twine(c) + "' has extents " +
+                           Twine(it->second) + " and " + Twine(d) +
+                           " (broadcasting is not supported)");
+      ++count[c];
+    }
+  }
+  Labels out;
+  if (explicitOut) {
+    if (failed(parseTerm(rhs, -1, out)))
+      return failure();
+    llvm::SmallDenseSet<char> seen;
+    for (char c : out) {
+      if (!size.count(c))
+        return unsupported(Twine("output subscript '") + Twine(c) +
+                           "' is in no operand");
+      if (!seen.insert(c).second)
+        return unsupported(Twine("output subscript '") + Twine(c) +
+                           "' repeats");
+    }
+  } else {
+    // Implicit output: the ellipsis axes, then the letters used once, in
+    // alphabetical order.
+    for (int64_t i = 0; i < std::max<int64_t>(ellipsisRank, 0); ++i)
+      out.push_back(char('0' + i));
+    SmallVector<char> once;
+    for (auto &[c, n] : count)
+      if (n == 1 && llvm::isAlpha(c))
+        once.push_back(c);
+    llvm::sort(once);
+    out.append(once.begin(), once.end());
+  }
+  auto inOut = [&](char c) { return llvm::is_contained(out, c); };
+
+  auto make = [&](StringRef type, ArrayRef<Value> operands,
+                  ArrayRef<NamedAttribute> attrs = {}) -> FailureOr<Value> {
+    auto r = typeAndFold(createOp(type, operands, attrs, 1, loc));
+    if (failed(r))
+      return failure();
+    return (*r)[0];
+  };
+  auto shapeOf = [](Value v) {
+    return SmallVector<int64_t>(
+        llvm::cast<RankedTensorType>(v.getType()).getShape());
+  };
+  // Axis-by-axis helpers that keep `labels` in step with the value.
+  auto transpose = [&](Value &v, Labels &labels,
+                       const Labels &order) -> LogicalResult {
+    if (order == labels)
+      return success();
+    SmallVector<int64_t> perm;
+    for (char c : order)
+      perm.push_back(llvm::find(labels, c) - labels.begin());
+    auto r = make("Transpose", {v},
+                  {builder.getNamedAttr("perm", builder.getDenseI64ArrayAttr(perm))});
+    if (failed(r))
+      return failure();
+    v = *r;
+    labels = order;
+    return success();
+  };
+  auto reduce = [&](Value &v, Labels &labels,
+                    ArrayRef<int64_t> axes) -> LogicalResult {
+    if (axes.empty())
+      return success();
+    auto r = make("ReduceSum", {v, constantI64(axes, loc)},
+                  {builder.getNamedAttr("keepdims", builder.getI64IntegerAttr(0))});
+    if (failed(r))
+      return failure();
+    v = *r;
+    for (int64_t a : llvm::reverse(axes))
+      labels.erase(labels.begin() + a);
+    return success();
+  };
+  auto reshape = [&](Value &v, ArrayRef<int64_t> shape) -> LogicalResult {
+    if (shapeOf(v) == SmallVector<int64_t>(shape))
+      return success();
+    auto r = make("Reshape", {v, constantI64(shape, loc)});
+    if (failed(r))
+      return failure();
+    v = *r;
+    return success();
+  };
+
+  for (size_t k = 0; k < in.size(); ++k) {
+    Labels &labels = ops[k];
+    // A label repeated within an operand takes the diagonal: the product
+    // with an identity mask over the two axes, summed over the second.
+    for (size_t p = 0; p < labels.size(); ++p)
+      for (size_t q = labels.size(); q-- > p + 1;) {
+        if (labels[q] != labels[p])
+          continue;
+        auto t = llvm::cast<RankedTensorType>(in[k].getType());
+        int64_t n = t.getDimSize(p);
+        if (n > 1024)
+          return unsupported(Twine("a diagonal of extent ") + Twine(n) +
+                             " (up to 1024 is supported)");
+        SmallVector<int64_t> maskShape(labels.size(), 1);
+        maskShape[p] = maskShape[q] = n;
+        auto maskType = RankedTensorType::get(maskShape, t.getElementType());
+        if (!llvm::isa<FloatType>(t.getElementType()))
+          return unsupported("a diagonal of a non-float operand");
+        const llvm::fltSemantics &sem =
+            llvm::cast<FloatType>(t.getElementType()).getFloatSemantics();
+        SmallVector<APFloat> eye(n * n, APFloat::getZero(sem));
+        for (int64_t i = 0; i < n; ++i)
+          eye[i * n + i] = APFloat::getOne(sem);
+        Value mask = ox::ConstantOp::create(builder, loc, maskType,
+                                            DenseElementsAttr::get(maskType, eye));
+        auto masked = make("Mul", {in[k], mask});
+        if (failed(masked))
+          return failure();
+        in[k] = *masked;
+        if (failed(reduce(in[k], labels, {(int64_t)q})))
+          return failure();
+      }
+    // Labels of this operand alone that the output drops are summed now.
+    SmallVector<int64_t> alone;
+    for (auto [i, c] : llvm::enumerate(labels)) {
+      bool elsewhere = false;
+      for (size_t j = 0; j < in.size(); ++j)
+        if (j != k && llvm::is_contained(ops[j], c))
+          elsewhere = true;
+      if (!elsewhere && !inOut(c))
+        alone.push_back(i);
+    }
+    if (failed(reduce(in[k], labels, alone)))
+      return failure();
+  }
+
+  Value result;
+  Labels resultLabels;
+  if (in.size() == 1) {
+    result = in[0];
+    resultLabels = ops[0];
+  } else {
+    // Batch labels (both operands and the output), contracted (both, not the
+    // output), and kept ones of A or B alone: A as (batch, M, K), B as
+    // (batch, K, N), one (batched) MatMul, then (batch, kept A, kept B).
+    Labels batch, contracted, keptA, keptB;
+    for (char c : ops[0]) {
+      bool inB = llvm::is_contained(ops[1], c);
+      (inB ? (inOut(c) ? batch : contracted) : keptA).push_back(c);
+    }
+    for (char c : ops[1])
+      if (!llvm::is_contained(ops[0], c))
+        keptB.push_back(c);
+    auto volume = [&](const Labels &ls) {
+      int64_t v = 1;
+      for (char c : ls)
+        v *= size[c];
+      return v;
+    };
+    Labels orderA = batch, orderB = batch;
+    orderA.append(keptA);
+    orderA.append(contracted);
+    orderB.append(contracted);
+    orderB.append(keptB);
+    if (failed(transpose(in[0], ops[0], orderA)) ||
+        failed(transpose(in[1], ops[1], orderB)))
+      return failure();
+    SmallVector<int64_t> batchShape;
+    for (char c : batch)
+      batchShape.push_back(size[c]);
+    SmallVector<int64_t> shapeA = batchShape, shapeB = batchShape;
+    shapeA.append({volume(keptA), volume(contracted)});
+    shapeB.append({volume(contracted), volume(keptB)});
+    if (failed(reshape(in[0], shapeA)) || failed(reshape(in[1], shapeB)))
+      return failure();
+    auto product = make("MatMul", {in[0], in[1]});
+    if (failed(product))
+      return failure();
+    result = *product;
+    resultLabels = batch;
+    resultLabels.append(keptA);
+    resultLabels.append(keptB);
+    SmallVector<int64_t> shape = batchShape;
+    for (char c : keptA)
+      shape.push_back(size[c]);
+    for (char c : keptB)
+      shape.push_back(size[c]);
+    if (failed(reshape(result, shape)))
+      return failure();
+  }
+  if (failed(transpose(result, resultLabels, out)))
+    return failure();
+  values[node.output(0)] = result;
   return success();
 }
 

@@ -91,6 +91,11 @@ private:
   LogicalResult importGroupNorm(const pb::NodeProto &node, StringRef opType,
                                 Location loc);
 
+  /// Einsum of one or two operands, decomposed into Mul (an identity mask,
+  /// for a repeated subscript), ReduceSum, Transpose, Reshape and one
+  /// (batched) MatMul.
+  LogicalResult importEinsum(const pb::NodeProto &node, Location loc);
+
   MLIRContext *ctx;
   OpBuilder builder;
   std::string path;

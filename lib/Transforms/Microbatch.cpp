@@ -469,6 +469,46 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     }
     return same(stateOf(op->getOperand(0)));
   }
+  if (auto resize = llvm::dyn_cast<onnx::ResizeOp>(op)) {
+    // The batch axis must keep its extent and scale; a `sizes` operand
+    // names it, like a Reshape target.
+    if (failed(onlyOperand0()))
+      return failure();
+    int64_t a = *batchedAt(0);
+    auto geometry = onnx::resizeGeometry(op);
+    if (failed(geometry))
+      return failure();
+    auto in = rankedType(op->getOperand(0));
+    if (!geometry->known || geometry->outShape[a] != in.getDimSize(a) ||
+        (geometry->scales && (*geometry->scales)[a] != 1.f) ||
+        (!geometry->roi.empty() &&
+         (geometry->roi[a] != 0.f || geometry->roi[a + in.getRank()] != 1.f)))
+      return batchError(op) << "it resizes the batch axis (or its scales or "
+                               "sizes are not constants)";
+    if (!onnx::isNone(resize.getSizes())) {
+      // The sizes entry of the batch axis (opset 18's axes may leave it out).
+      int64_t entry = a, rank = in.getRank();
+      if (auto axes = resize.getAxes()) {
+        auto it = llvm::find_if(*axes, [&](int64_t x) {
+          return (x < 0 ? x + rank : x) == a;
+        });
+        entry = it == axes->end() ? -1 : it - axes->begin();
+      }
+      if (entry >= 0)
+        rewrites.push_back({op, 3, entry});
+    }
+    return same(stateOf(op->getOperand(0)));
+  }
+  if (llvm::isa<onnx::ResizeGradOp>(op)) {
+    if (failed(onlyOperand0()))
+      return failure();
+    int64_t a = *batchedAt(0);
+    auto scales = op->getAttrOfType<DenseF32ArrayAttr>("scales");
+    if (scales && scales[a] != 1.f)
+      return batchError(op) << "it resizes the batch axis";
+    rewrites.push_back({op, 1, a});
+    return same(stateOf(op->getOperand(0)));
+  }
   if (llvm::isa<onnx::ReduceExtremumGradOp>(op)) {
     // (X, dY, axes): dX has X's batch axis; dY has it too, or is a mean's
     // gradient spread over the batch (Expand of a batch-independent value,
@@ -749,8 +789,8 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     rewrites.push_back({op, 1, a});
     return same(moved(a));
   }
-  if (llvm::isa<onnx::ConvOp, onnx::MaxPoolOp, onnx::AveragePoolOp,
-                onnx::GlobalAveragePoolOp>(op)) {
+  if (llvm::isa<onnx::ConvOp, onnx::ConvTransposeOp, onnx::MaxPoolOp,
+                onnx::AveragePoolOp, onnx::GlobalAveragePoolOp>(op)) {
     if (failed(onlyOperand0()) || *batchedAt(0) != 0)
       return batchError(op) << "only its input may be batched, on axis 0";
     return same(moved(0));

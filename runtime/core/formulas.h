@@ -719,6 +719,194 @@ PIPERT_HD void gru_reset_grad(float r, float h_prev, float d_rh, float &dar, flo
   dh_prev = d_rh * r;
 }
 
+
+//===------------------------------ Resize ---------------------------------===//
+// pipert_resize_f32's separable filter: per resized axis up to four taps
+// (input index, weight), computed from the output index in double as the
+// ONNX reference does (a nearest rounding at .5 must not depend on float
+// error).
+
+struct ResizeAxis {
+  int64_t in = 1, out = 1;
+  double scale = 1.0;
+  // The resized length the coordinate transforms divide by: in * scale,
+  // possibly fractional, as the ONNX reference has it (out with sizes).
+  double resized = 1.0;
+  double roi_start = 0.0, roi_end = 1.0;
+  bool identity = true;
+};
+
+struct ResizeGeom {
+  int64_t outer = 1;
+  ResizeAxis axis[3];
+  int mode = 0, coord = 0, nearest = 0;
+  float cubic_a = -0.75f, extrapolation = 0.f;
+  int exclude_outside = 0;
+};
+
+inline ResizeGeom resize_geom(const int64_t x_shape[4], const int64_t y_shape[4],
+                              const float *scales, const float *roi, int mode, int coord,
+                              int nearest, float cubic_a, int exclude_outside,
+                              float extrapolation) {
+  if (mode < PIPERT_RESIZE_NEAREST || mode > PIPERT_RESIZE_CUBIC)
+    pipert_fail("Resize: unknown mode %d", mode);
+  if (coord < PIPERT_RESIZE_HALF_PIXEL || coord > PIPERT_RESIZE_HALF_PIXEL_SYMMETRIC)
+    pipert_fail("Resize: unknown coordinate transformation %d", coord);
+  if (nearest < PIPERT_RESIZE_ROUND_PREFER_FLOOR || nearest > PIPERT_RESIZE_CEIL)
+    pipert_fail("Resize: unknown nearest mode %d", nearest);
+  if (x_shape[0] != y_shape[0])
+    pipert_fail("Resize: the outer extents differ (%lld, %lld)", (long long)x_shape[0],
+                (long long)y_shape[0]);
+  if (coord == PIPERT_RESIZE_TF_CROP_AND_RESIZE && !roi)
+    pipert_fail("Resize: tf_crop_and_resize needs a roi");
+  ResizeGeom g;
+  g.outer = x_shape[0];
+  g.mode = mode;
+  g.coord = coord;
+  g.nearest = nearest;
+  g.cubic_a = cubic_a;
+  g.exclude_outside = exclude_outside;
+  g.extrapolation = extrapolation;
+  for (int d = 0; d < 3; ++d) {
+    ResizeAxis &a = g.axis[d];
+    a.in = x_shape[d + 1];
+    a.out = y_shape[d + 1];
+    if (a.in < 0 || a.out < 0 || (a.in == 0 && a.out > 0))
+      pipert_fail("Resize: cannot resize an axis of %lld into %lld", (long long)a.in,
+                  (long long)a.out);
+    a.scale = scales ? double(scales[d]) : a.in > 0 ? double(a.out) / double(a.in) : 1.0;
+    if (!(a.scale > 0.0))
+      pipert_fail("Resize: scale %g of axis %d is not positive", a.scale, d);
+    a.resized = scales ? double(a.in) * a.scale : double(a.out);
+    if (roi) {
+      a.roi_start = roi[d];
+      a.roi_end = roi[d + 3];
+    }
+    a.identity = a.in == a.out && a.scale == 1.0 && coord != PIPERT_RESIZE_TF_CROP_AND_RESIZE;
+  }
+  return g;
+}
+
+// ONNX's cubic convolution weights of the taps at floor(x) - 1 ... + 2 for
+// t = x - floor(x).
+PIPERT_HD void resize_cubic_weights(double t, double A, double w[4]) {
+  const double u = t + 1, v = 1 - t, z = 2 - t;
+  w[0] = ((A * u - 5 * A) * u + 8 * A) * u - 4 * A;
+  w[1] = ((A + 2) * t - (A + 3)) * t * t + 1;
+  w[2] = ((A + 2) * v - (A + 3)) * v * v + 1;
+  w[3] = ((A * z - 5 * A) * z + 8 * A) * z - 4 * A;
+}
+
+// The taps of output index o on axis `d`: their count (0 when the
+// coordinate falls outside a tf_crop_and_resize roi: the extrapolation
+// value), input indices and weights.
+PIPERT_HD int resize_taps(const ResizeGeom &g, int d, int64_t o, int64_t idx[4], float w[4]) {
+  const ResizeAxis &a = g.axis[d];
+  if (a.identity) {
+    idx[0] = o;
+    w[0] = 1.f;
+    return 1;
+  }
+  const double in = double(a.in), out = a.resized, s = a.scale, od = double(o);
+  double x = 0;
+  switch (g.coord) {
+  case PIPERT_RESIZE_HALF_PIXEL: x = (od + 0.5) / s - 0.5; break;
+  case PIPERT_RESIZE_ASYMMETRIC: x = od / s; break;
+  case PIPERT_RESIZE_ALIGN_CORNERS: x = out == 1.0 ? 0.0 : od * (in - 1) / (out - 1); break;
+  case PIPERT_RESIZE_PYTORCH_HALF_PIXEL: x = out > 1.0 ? (od + 0.5) / s - 0.5 : 0.0; break;
+  case PIPERT_RESIZE_TF_HALF_PIXEL_FOR_NN: x = (od + 0.5) / s; break;
+  case PIPERT_RESIZE_TF_CROP_AND_RESIZE:
+    x = out > 1.0 ? a.roi_start * (in - 1) + od * (a.roi_end - a.roi_start) * (in - 1) / (out - 1)
+                  : 0.5 * (a.roi_start + a.roi_end) * (in - 1);
+    if (x < 0 || x > in - 1)
+      return 0;
+    break;
+  case PIPERT_RESIZE_HALF_PIXEL_SYMMETRIC: {
+    const double adjustment = double(a.out) / (in * s);
+    x = in / 2 * (1 - adjustment) + (od + 0.5) / s - 0.5;
+    break;
+  }
+  }
+  auto clamp = [&](int64_t i) { return i < 0 ? int64_t(0) : i >= a.in ? a.in - 1 : i; };
+  if (g.mode == PIPERT_RESIZE_NEAREST) {
+    double r;
+    const double f = ::floor(x);
+    switch (g.nearest) {
+    case PIPERT_RESIZE_ROUND_PREFER_FLOOR: r = x - f == 0.5 ? f : ::round(x); break;
+    case PIPERT_RESIZE_ROUND_PREFER_CEIL: r = x - f == 0.5 ? f + 1 : ::round(x); break;
+    case PIPERT_RESIZE_FLOOR: r = f; break;
+    default: r = ::ceil(x); break;
+    }
+    idx[0] = clamp(int64_t(r));
+    w[0] = 1.f;
+    return 1;
+  }
+  const double f = ::floor(x), t = x - f;
+  const int64_t base = int64_t(f);
+  if (g.mode == PIPERT_RESIZE_LINEAR) {
+    idx[0] = clamp(base);
+    idx[1] = clamp(base + 1);
+    w[0] = float(1 - t);
+    w[1] = float(t);
+    return 2;
+  }
+  double cw[4];
+  resize_cubic_weights(t, double(g.cubic_a), cw);
+  double sum = 0;
+  for (int k = 0; k < 4; ++k) {
+    const int64_t i = base - 1 + k;
+    if (g.exclude_outside && (i < 0 || i >= a.in))
+      cw[k] = 0;
+    sum += cw[k];
+  }
+  for (int k = 0; k < 4; ++k) {
+    idx[k] = clamp(base - 1 + k);
+    w[k] = float(g.exclude_outside && sum != 0 ? cw[k] / sum : cw[k]);
+  }
+  return 4;
+}
+
+// y's element i (flat over (outer, oD, oH, oW)).
+PIPERT_HD float resize_value(const ResizeGeom &g, const float *x, int64_t i) {
+  const ResizeAxis &A = g.axis[0], &B = g.axis[1], &C = g.axis[2];
+  const int64_t ow = i % C.out, oh = (i / C.out) % B.out, od = (i / (C.out * B.out)) % A.out;
+  const int64_t n = i / (C.out * B.out * A.out);
+  int64_t id[4], ih[4], iw[4];
+  float wd[4], wh[4], ww[4];
+  const int nd = resize_taps(g, 0, od, id, wd), nh = resize_taps(g, 1, oh, ih, wh),
+            nw = resize_taps(g, 2, ow, iw, ww);
+  if (nd == 0 || nh == 0 || nw == 0)
+    return g.extrapolation;
+  const float *xn = x + n * A.in * B.in * C.in;
+  float acc = 0.f;
+  for (int a = 0; a < nd; ++a)
+    for (int b = 0; b < nh; ++b) {
+      const float *row = xn + (id[a] * B.in + ih[b]) * C.in;
+      const float wab = wd[a] * wh[b];
+      for (int c = 0; c < nw; ++c)
+        acc += wab * ww[c] * row[iw[c]];
+    }
+  return acc;
+}
+
+// The adjoint of resize_value for y's element i: add(j, v) for each input
+// element j it reads, with v = dy * weight.
+template <typename Add>
+PIPERT_HD void resize_scatter(const ResizeGeom &g, float dy, int64_t i, Add add) {
+  const ResizeAxis &A = g.axis[0], &B = g.axis[1], &C = g.axis[2];
+  const int64_t ow = i % C.out, oh = (i / C.out) % B.out, od = (i / (C.out * B.out)) % A.out;
+  const int64_t n = i / (C.out * B.out * A.out);
+  int64_t id[4], ih[4], iw[4];
+  float wd[4], wh[4], ww[4];
+  const int nd = resize_taps(g, 0, od, id, wd), nh = resize_taps(g, 1, oh, ih, wh),
+            nw = resize_taps(g, 2, ow, iw, ww);
+  const int64_t base = n * A.in * B.in * C.in;
+  for (int a = 0; a < nd; ++a)
+    for (int b = 0; b < nh; ++b)
+      for (int c = 0; c < nw; ++c)
+        add(base + (id[a] * B.in + ih[b]) * C.in + iw[c], dy * wd[a] * wh[b] * ww[c]);
+}
+
 } // namespace pipert::formula
 
 #endif // PIPERT_CORE_FORMULAS_H

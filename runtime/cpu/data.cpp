@@ -2,8 +2,10 @@
 #include "kernel_util.h"
 #include "../core/formulas.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 using namespace pipert::cpu;
 
@@ -129,6 +131,32 @@ void pad_typed(const formula::PadGeom &g, const T *x, T value, T *y) {
     y[i] = s < 0 ? value : x[s];
   }
 }
+
+// Resize's taps per axis and output index, computed once per call (the
+// per-element loops then only gather): count (0: extrapolated), then up to
+// four indices and weights at [4 * o].
+struct ResizeTaps {
+  std::vector<int> count[3];
+  std::vector<int64_t> idx[3];
+  std::vector<float> w[3];
+  bool single[3] = {true, true, true}; // every output index has one tap
+  bool pair[3] = {true, true, true};   // ... two taps
+  explicit ResizeTaps(const formula::ResizeGeom &g) {
+    for (int d = 0; d < 3; ++d) {
+      const int64_t out = g.axis[d].out;
+      count[d].resize(size_t(out));
+      idx[d].assign(size_t(4 * out), 0);
+      w[d].assign(size_t(4 * out), 0.f);
+      for (int64_t o = 0; o < out; ++o)
+      {
+        count[d][size_t(o)] = formula::resize_taps(g, d, o, &idx[d][size_t(4 * o)],
+                                                   &w[d][size_t(4 * o)]);
+        single[d] = single[d] && count[d][size_t(o)] == 1;
+        pair[d] = pair[d] && count[d][size_t(o)] == 2;
+      }
+    }
+  }
+};
 
 template <typename T>
 void trilu_typed(const T *x, int64_t n, int64_t rows, int64_t cols, bool upper, int64_t k,
@@ -481,6 +509,128 @@ void pipert_pad_grad_f32(pipert_context *, pipert_pad_mode mode, const float *dy
     if (s >= 0)
       dx[s] += dy[i];
   }
+}
+
+void pipert_resize_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4],
+                       const int64_t y_shape[4], const float *scales, const float *roi,
+                       pipert_resize_mode mode, pipert_resize_coord coord,
+                       pipert_resize_nearest nearest, float cubic_coeff_a, int exclude_outside,
+                       float extrapolation_value, float *y) {
+  const formula::ResizeGeom g =
+      formula::resize_geom(x_shape, y_shape, scales, roi, mode, coord, nearest, cubic_coeff_a,
+                           exclude_outside, extrapolation_value);
+  const ResizeTaps t(g);
+  const int64_t inD = x_shape[1], inH = x_shape[2], inW = x_shape[3];
+  const int64_t oD = y_shape[1], oH = y_shape[2], oW = y_shape[3];
+  const int64_t rows = g.outer * oD * oH;
+  parallel_for(ctx, rows, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(oW, 1)),
+               [&](int64_t b, int64_t e) {
+                 const float *src[16];
+                 float wsrc[16];
+                 for (int64_t r = b; r < e; ++r) {
+                   const int64_t oh = r % oH, od = (r / oH) % oD, n = r / (oH * oD);
+                   float *yr = y + r * oW;
+                   const int nd = t.count[0][od], nh = t.count[1][oh];
+                   if (nd == 0 || nh == 0) {
+                     std::fill(yr, yr + oW, g.extrapolation);
+                     continue;
+                   }
+                   // The (d, h) source rows of this output row and their weights.
+                   int k = 0;
+                   for (int a = 0; a < nd; ++a)
+                     for (int c = 0; c < nh; ++c, ++k) {
+                       src[k] = x + ((n * inD + t.idx[0][4 * od + a]) * inH +
+                                     t.idx[1][4 * oh + c]) * inW;
+                       wsrc[k] = t.w[0][4 * od + a] * t.w[1][4 * oh + c];
+                     }
+                   if (k == 1 && t.single[2]) {
+                     // One tap per axis (nearest, or W kept): a gather.
+                     const float *s0 = src[0];
+                     const float w0 = wsrc[0];
+                     for (int64_t ow = 0; ow < oW; ++ow)
+                       yr[ow] = w0 * t.w[2][4 * ow] * s0[t.idx[2][4 * ow]];
+                     continue;
+                   }
+                   if (k == 2 && t.pair[2]) {
+                     // Bilinear: two rows, two taps each.
+                     const float *s0 = src[0], *s1 = src[1];
+                     const float w0 = wsrc[0], w1 = wsrc[1];
+                     for (int64_t ow = 0; ow < oW; ++ow) {
+                       const int64_t *iw = &t.idx[2][4 * ow];
+                       const float *ww = &t.w[2][4 * ow];
+                       yr[ow] = w0 * (ww[0] * s0[iw[0]] + ww[1] * s0[iw[1]]) +
+                                w1 * (ww[0] * s1[iw[0]] + ww[1] * s1[iw[1]]);
+                     }
+                     continue;
+                   }
+                   for (int64_t ow = 0; ow < oW; ++ow) {
+                     const int nw = t.count[2][ow];
+                     if (nw == 0) {
+                       yr[ow] = g.extrapolation;
+                       continue;
+                     }
+                     const int64_t *iw = &t.idx[2][4 * ow];
+                     const float *ww = &t.w[2][4 * ow];
+                     float acc = 0.f;
+                     for (int q = 0; q < k; ++q) {
+                       float v = 0.f;
+                       for (int c = 0; c < nw; ++c)
+                         v += ww[c] * src[q][iw[c]];
+                       acc += wsrc[q] * v;
+                     }
+                     yr[ow] = acc;
+                   }
+                 }
+               });
+}
+
+void pipert_resize_grad_f32(pipert_context *ctx, const float *dy, const int64_t x_shape[4],
+                            const int64_t y_shape[4], const float *scales, const float *roi,
+                            pipert_resize_mode mode, pipert_resize_coord coord,
+                            pipert_resize_nearest nearest, float cubic_coeff_a,
+                            int exclude_outside, float *dx) {
+  const formula::ResizeGeom g = formula::resize_geom(
+      x_shape, y_shape, scales, roi, mode, coord, nearest, cubic_coeff_a, exclude_outside, 0.f);
+  const ResizeTaps t(g);
+  const int64_t inD = x_shape[1], inH = x_shape[2], inW = x_shape[3];
+  const int64_t oD = y_shape[1], oH = y_shape[2], oW = y_shape[3];
+  const int64_t in = inD * inH * inW, out = oD * oH * oW;
+  // Each outer slice scatters into its own part of dx: slices in parallel.
+  parallel_for(ctx, g.outer, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(out, 1)),
+               [&](int64_t b, int64_t e) {
+                 std::fill(dx + b * in, dx + e * in, 0.f);
+                 float *dst[16];
+                 float wdst[16];
+                 for (int64_t r = b * oD * oH; r < e * oD * oH; ++r) {
+                   const int64_t oh = r % oH, od = (r / oH) % oD, n = r / (oH * oD);
+                   const float *dyr = dy + r * oW;
+                   const int nd = t.count[0][od], nh = t.count[1][oh];
+                   int k = 0;
+                   for (int a = 0; a < nd; ++a)
+                     for (int c = 0; c < nh; ++c, ++k) {
+                       dst[k] = dx + ((n * inD + t.idx[0][4 * od + a]) * inH +
+                                      t.idx[1][4 * oh + c]) * inW;
+                       wdst[k] = t.w[0][4 * od + a] * t.w[1][4 * oh + c];
+                     }
+                   if (k == 1 && t.single[2]) {
+                     float *d0 = dst[0];
+                     const float w0 = wdst[0];
+                     for (int64_t ow = 0; ow < oW; ++ow)
+                       d0[t.idx[2][4 * ow]] += w0 * t.w[2][4 * ow] * dyr[ow];
+                     continue;
+                   }
+                   for (int64_t ow = 0; ow < oW; ++ow) {
+                     const int nw = t.count[2][ow];
+                     const int64_t *iw = &t.idx[2][4 * ow];
+                     const float *ww = &t.w[2][4 * ow];
+                     for (int q = 0; q < k; ++q) {
+                       const float v = wdst[q] * dyr[ow];
+                       for (int c = 0; c < nw; ++c)
+                         dst[q][iw[c]] += ww[c] * v;
+                     }
+                   }
+                 }
+               });
 }
 
 void pipert_trilu(pipert_context *, pipert_dtype dtype, const void *x, int64_t rank,

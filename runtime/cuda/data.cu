@@ -616,6 +616,34 @@ void pipert_pad_grad_f32(pipert_context *ctx, pipert_pad_mode mode, const float 
   });
 }
 
+void pipert_resize_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4],
+                       const int64_t y_shape[4], const float *scales, const float *roi,
+                       pipert_resize_mode mode, pipert_resize_coord coord,
+                       pipert_resize_nearest nearest, float cubic_coeff_a, int exclude_outside,
+                       float extrapolation_value, float *y) {
+  // scales and roi are host arrays (the generated code's constants).
+  const formula::ResizeGeom g =
+      formula::resize_geom(x_shape, y_shape, scales, roi, mode, coord, nearest, cubic_coeff_a,
+                           exclude_outside, extrapolation_value);
+  const int64_t n = y_shape[0] * y_shape[1] * y_shape[2] * y_shape[3];
+  launch_map(ctx, "Resize", n, [=] __device__(int64_t i) { y[i] = formula::resize_value(g, x, i); });
+}
+
+void pipert_resize_grad_f32(pipert_context *ctx, const float *dy, const int64_t x_shape[4],
+                            const int64_t y_shape[4], const float *scales, const float *roi,
+                            pipert_resize_mode mode, pipert_resize_coord coord,
+                            pipert_resize_nearest nearest, float cubic_coeff_a,
+                            int exclude_outside, float *dx) {
+  const formula::ResizeGeom g = formula::resize_geom(
+      x_shape, y_shape, scales, roi, mode, coord, nearest, cubic_coeff_a, exclude_outside, 0.f);
+  const int64_t nx = x_shape[0] * x_shape[1] * x_shape[2] * x_shape[3];
+  const int64_t ny = y_shape[0] * y_shape[1] * y_shape[2] * y_shape[3];
+  launch_map(ctx, "ResizeGrad", nx, [=] __device__(int64_t i) { dx[i] = 0.f; });
+  launch_map(ctx, "ResizeGrad", ny, [=] __device__(int64_t i) {
+    formula::resize_scatter(g, dy[i], i, [=](int64_t j, float v) { atomicAdd(dx + j, v); });
+  });
+}
+
 void pipert_trilu(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
                   const int64_t *shape, int upper, int64_t k, void *y) {
   check_rank("Trilu", rank);

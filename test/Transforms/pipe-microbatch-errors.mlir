@@ -162,3 +162,15 @@ func.func @train_step(%x: tensor<4x3x2xf32> {pipe.input = "x"}, %w: tensor<1x3x2
   %l = onnx.ReduceSum(%y, %none) {keepdims = 0 : i64} : (tensor<3x1x4x1xf32>, none) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+func.func @train_step(%x: tensor<4x1x2x2xf32> {pipe.input = "x"}, %w: tensor<2xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %scales = onnx.Constant {value = dense<[2.0, 1.0, 2.0, 2.0]> : tensor<4xf32>} : tensor<4xf32>
+  %none = onnx.NoValue : none
+  %y = onnx.Mul(%x, %w) : (tensor<4x1x2x2xf32>, tensor<2xf32>) -> tensor<4x1x2x2xf32>
+  // expected-error @+1 {{'onnx.Resize' op cannot be micro-batched: it resizes the batch axis (or its scales or sizes are not constants)}}
+  %r = onnx.Resize(%y, %none, %scales, %none) : (tensor<4x1x2x2xf32>, none, tensor<4xf32>, none) -> tensor<8x1x4x4xf32>
+  %l = onnx.ReduceSum(%r, %none) {keepdims = 0 : i64} : (tensor<8x1x4x4xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}

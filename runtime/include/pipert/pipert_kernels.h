@@ -467,6 +467,52 @@ void pipert_nll_loss_grad_f32(pipert_context *ctx, const float *dloss, int64_t r
                               int has_ignore_index, int64_t ignore_index,
                               pipert_reduction reduction, float *dinput);
 
+/*===------------------------------ resampling ----------------------------===*/
+
+typedef enum pipert_resize_mode {
+  PIPERT_RESIZE_NEAREST = 0,
+  PIPERT_RESIZE_LINEAR = 1, /* n-linear: one linear interpolation per resized axis */
+  PIPERT_RESIZE_CUBIC = 2,
+} pipert_resize_mode;
+/* ONNX coordinate_transformation_mode: the input coordinate x of output
+ * index o on an axis of extents in -> out with scale s; where the resized
+ * length appears (out below), it is in * s when scales are given (possibly
+ * fractional, as in the ONNX reference), else out. */
+typedef enum pipert_resize_coord {
+  PIPERT_RESIZE_HALF_PIXEL = 0,           /* (o + 0.5) / s - 0.5 */
+  PIPERT_RESIZE_ASYMMETRIC = 1,           /* o / s */
+  PIPERT_RESIZE_ALIGN_CORNERS = 2,        /* o * (in - 1) / (out - 1), 0 if out == 1 */
+  PIPERT_RESIZE_PYTORCH_HALF_PIXEL = 3,   /* half_pixel, 0 if out == 1 */
+  PIPERT_RESIZE_TF_HALF_PIXEL_FOR_NN = 4, /* (o + 0.5) / s */
+  PIPERT_RESIZE_TF_CROP_AND_RESIZE = 5,   /* over roi; outside [0, in-1]: extrapolation */
+  PIPERT_RESIZE_HALF_PIXEL_SYMMETRIC = 6, /* half_pixel about the centre (opset 19) */
+} pipert_resize_coord;
+typedef enum pipert_resize_nearest {
+  PIPERT_RESIZE_ROUND_PREFER_FLOOR = 0,
+  PIPERT_RESIZE_ROUND_PREFER_CEIL = 1,
+  PIPERT_RESIZE_FLOOR = 2,
+  PIPERT_RESIZE_CEIL = 3,
+} pipert_resize_nearest;
+/* ONNX Resize of x viewed as (outer, D, H, W) into y (outer, oD, oH, oW): the
+ * last three axes are resized (a lower rank has leading extents 1, scale 1),
+ * each by a separable filter (nearest: 1 tap, linear: 2, cubic: 4; indices
+ * outside the axis clamp to its edge, or with exclude_outside drop out and
+ * the other weights are renormalised). scales (nullable): the three axes'
+ * scales; null means out / in (ONNX's `sizes` form). roi (nullable unless
+ * TF_CROP_AND_RESIZE): starts of the three axes, then ends, normalised. */
+void pipert_resize_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4],
+                       const int64_t y_shape[4], const float *scales, const float *roi,
+                       pipert_resize_mode mode, pipert_resize_coord coord,
+                       pipert_resize_nearest nearest, float cubic_coeff_a, int exclude_outside,
+                       float extrapolation_value, float *y);
+/* Its adjoint: dx (x_shape) receives each dy entry times its taps' weights
+ * (extrapolated entries contribute nothing). */
+void pipert_resize_grad_f32(pipert_context *ctx, const float *dy, const int64_t x_shape[4],
+                            const int64_t y_shape[4], const float *scales, const float *roi,
+                            pipert_resize_mode mode, pipert_resize_coord coord,
+                            pipert_resize_nearest nearest, float cubic_coeff_a,
+                            int exclude_outside, float *dx);
+
 /*===------------------------------ recurrent -----------------------------===*/
 
 /* ONNX LSTM (layout 0, default activations, no peepholes, clip or

@@ -381,4 +381,84 @@ case("groupnorm_21", x2345, [n("GroupNormalization", ["x", "s", "b"], ["y"], num
                                epsilon=1e-4)],
      (2, 4, 3, 5), inits=[("s", f32(4)), ("b", f32(4))], opset=21)
 
+# Issue 15: Einsum (decomposed at import), ConvTranspose, Resize.
+for name, eq, x, other in [
+        ("einsum_bmm", "bij,bjk->bik", f32(2, 3, 4), f32(2, 4, 5)),
+        ("einsum_attn_qk", "bhqd,bhkd->bhqk", f32(2, 2, 3, 4), f32(2, 2, 5, 4)),
+        ("einsum_attn_av", "bhqk,bhkd->bhqd", f32(2, 2, 3, 5), f32(2, 2, 5, 4)),
+        ("einsum_mm", "ij,jk->ik", f32(2, 4), f32(4, 3)),
+        ("einsum_mm_t", "ij,kj->ik", f32(2, 4), f32(3, 4)),
+        ("einsum_dot_rows", "bi,bi->b", f32(2, 4), f32(2, 4)),
+        ("einsum_implicit", "bij,jk", f32(2, 3, 4), f32(4, 5)),
+        ("einsum_ellipsis", "...ij,...jk->...ik", f32(2, 3, 4), f32(2, 4, 5)),
+        ("einsum_sum_outer", "bij,k->bkj", f32(2, 3, 4), f32(5))]:
+    out = np.einsum(eq, x, other).shape
+    case(name, x, [n("Einsum", ["x", "w"], ["y"], equation=eq)], out,
+         inits=[("w", other)], opset=12)
+case("einsum_transpose", f32(2, 3, 4),
+     [n("Einsum", ["x"], ["y"], equation="bij->bji")], (2, 4, 3), opset=12)
+case("einsum_diag_trace", f32(2, 3, 3),
+     [n("Einsum", ["x"], ["y"], equation="bii->b")], (2,), opset=12)
+case("convtranspose", f32(2, 3, 4, 5),
+     [n("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 3], pads=[1, 0, 0, 2],
+        output_padding=[1, 2])],
+     (2, 3, 9, 15), inits=[("w", f32(3, 3, 3, 3)), ("b", f32(3))])
+case("convtranspose_group_dil", f32(2, 4, 5, 5),
+     [n("ConvTranspose", ["x", "w"], ["y"], group=2, dilations=[2, 1], strides=[1, 2])],
+     (2, 6, 9, 11), inits=[("w", f32(4, 3, 3, 3))])
+case("convtranspose_same", f32(2, 2, 4, 4),
+     [n("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], auto_pad="SAME_UPPER")],
+     (2, 3, 8, 8), inits=[("w", f32(2, 3, 4, 4))])
+case("convtranspose_output_shape", f32(2, 2, 4, 4),
+     [n("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], output_shape=[8, 9])],
+     (2, 3, 8, 9), inits=[("w", f32(2, 3, 3, 3))])
+case("convtranspose1d", f32(2, 3, 7),
+     [n("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2], pads=[1, 1])],
+     (2, 2, 14), inits=[("w", f32(3, 2, 4)), ("b", f32(2))])
+x2245 = f32(2, 2, 4, 5)
+for name, attrs, scales, sizes, shape in [
+        ("resize_nearest_up", dict(mode="nearest", coordinate_transformation_mode="asymmetric",
+                                   nearest_mode="floor"), [1, 1, 2, 2], None, (2, 2, 8, 10)),
+        ("resize_nearest_half_pixel", dict(mode="nearest"), None, [2, 2, 7, 3], (2, 2, 7, 3)),
+        ("resize_nearest_ceil_align", dict(mode="nearest", nearest_mode="ceil",
+                                           coordinate_transformation_mode="align_corners"),
+         None, [2, 2, 6, 9], (2, 2, 6, 9)),
+        ("resize_nearest_prefer_ceil", dict(mode="nearest", nearest_mode="round_prefer_ceil"),
+         [1, 1, 1.5, 0.6], None, (2, 2, 6, 3)),
+        ("resize_linear_pytorch", dict(mode="linear",
+                                       coordinate_transformation_mode="pytorch_half_pixel"),
+         [1, 1, 2, 2], None, (2, 2, 8, 10)),
+        ("resize_linear_align", dict(mode="linear", coordinate_transformation_mode="align_corners"),
+         None, [2, 2, 7, 11], (2, 2, 7, 11)),
+        ("resize_linear_down", dict(mode="linear"), [1, 1, 0.5, 0.6], None, (2, 2, 2, 3)),
+        ("resize_linear_asym", dict(mode="linear", coordinate_transformation_mode="asymmetric"),
+         [1, 1, 1.7, 2.3], None, (2, 2, 6, 11)),
+        ("resize_cubic", dict(mode="cubic"), [1, 1, 1.5, 2], None, (2, 2, 6, 10)),
+        ("resize_cubic_exclude", dict(mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1),
+         None, [2, 2, 3, 8], (2, 2, 3, 8))]:
+    nodes = [const("roi", np.zeros(0, np.float32))]
+    inputs = ["x", "roi"]
+    if scales is not None:
+        nodes.append(const("scales", np.array(scales, np.float32)))
+        inputs.append("scales")
+    else:
+        nodes.append(const("sizes", np.array(sizes, np.int64)))
+        inputs += ["", "sizes"]
+    case(name, x2245, nodes + [n("Resize", inputs, ["y"], **attrs)], shape, opset=13)
+case("resize_linear_1d", f32(2, 3, 5),
+     [const("scales", np.array([1, 1, 3], np.float32)),
+      n("Resize", ["x", "", "scales"], ["y"], mode="linear")], (2, 3, 15), opset=13)
+case("resize_trilinear", f32(2, 1, 3, 4, 2),
+     [const("sizes", np.array([2, 1, 5, 6, 4], np.int64)),
+      n("Resize", ["x", "", "", "sizes"], ["y"], mode="linear",
+        coordinate_transformation_mode="align_corners")], (2, 1, 5, 6, 4), opset=13)
+# (onnxruntime skips an axis whose extent stays, roi or not: every axis the
+# roi crops changes extent here.)
+case("resize_crop", x2245,
+     [const("roi", np.array([0, 0, 0.2, 0, 1, 1, 0.9, 1.2], np.float32)),
+      const("sizes", np.array([2, 2, 5, 12], np.int64)),
+      n("Resize", ["x", "roi", "", "sizes"], ["y"], mode="linear",
+        coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=3.0)],
+     (2, 2, 5, 12), opset=13)
+
 print("wrote", len([f for f in os.listdir(OUT) if f.endswith(".onnx")]), "models")

@@ -600,3 +600,41 @@ func.func @lstm_too_many_results(%x: tensor<5x3x4xf32>, %w: tensor<1x8x4xf32>, %
   %0:4 = onnx.LSTM(%x, %w, %r, %none, %none, %none, %none, %none) : (tensor<5x3x4xf32>, tensor<1x8x4xf32>, tensor<1x8x2xf32>, none, none, none, none, none) -> (tensor<5x1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>)
   return
 }
+
+// -----
+
+func.func @conv_transpose_channels(%x: tensor<1x3x4x4xf32>, %w: tensor<2x2x3x3xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{X has 3 channels but W expects 2}}
+  %0 = onnx.ConvTranspose(%x, %w, %none) : (tensor<1x3x4x4xf32>, tensor<2x2x3x3xf32>, none) -> tensor<1x2x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @resize_mode(%x: tensor<1x1x2x2xf32>) {
+  %none = onnx.NoValue : none
+  %s = onnx.Constant {value = dense<[1.0, 1.0, 2.0, 2.0]> : tensor<4xf32>} : tensor<4xf32>
+  // expected-error @+1 {{mode 'bilinear' is not one of nearest, linear, cubic}}
+  %0 = onnx.Resize(%x, %none, %s, %none) {mode = "bilinear"} : (tensor<1x1x2x2xf32>, none, tensor<4xf32>, none) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @resize_scales_count(%x: tensor<1x1x2x2xf32>) {
+  %none = onnx.NoValue : none
+  %s = onnx.Constant {value = dense<[2.0, 2.0]> : tensor<2xf32>} : tensor<2xf32>
+  // expected-error @+1 {{scales has 2 entries, expected 4}}
+  %0 = onnx.Resize(%x, %none, %s, %none) : (tensor<1x1x2x2xf32>, none, tensor<2xf32>, none) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @resize_grad_scales(%dy: tensor<1x1x4x4xf32>) {
+  %shape = onnx.Constant {value = dense<[1, 1, 2, 2]> : tensor<4xi64>} : tensor<4xi64>
+  // expected-error @+1 {{scales must have one entry per axis}}
+  %0 = onnx.ResizeGrad(%dy, %shape) {coordinate_transformation_mode = "asymmetric", mode = "nearest", nearest_mode = "floor", scales = array<f32: 2.0, 2.0>} : (tensor<1x1x4x4xf32>, tensor<4xi64>) -> tensor<1x1x2x2xf32>
+  return
+}

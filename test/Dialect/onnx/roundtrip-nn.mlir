@@ -153,3 +153,24 @@ func.func @recurrent(%x: tensor<5x3x4xf32>, %w: tensor<2x8x4xf32>, %r: tensor<2x
   %2:6 = onnx.LSTMGrad(%x, %w, %r, %none, %none, %none, %dy, %none, %none) {direction = "bidirectional"} : (tensor<5x3x4xf32>, tensor<2x8x4xf32>, tensor<2x8x2xf32>, none, none, none, tensor<5x2x3x2xf32>, none, none) -> (tensor<5x3x4xf32>, tensor<2x8x4xf32>, tensor<2x8x2xf32>, tensor<2x16xf32>, tensor<2x3x2xf32>, tensor<2x3x2xf32>)
   return
 }
+
+// CHECK-LABEL: func @conv_transpose_resize
+// Issue 15: ConvTranspose (output_padding, output_shape), Resize by scales
+// and by sizes, ResizeGrad.
+func.func @conv_transpose_resize(%x: tensor<2x4x3x4xf32>, %w: tensor<4x3x3x2xf32>, %b: tensor<6xf32>, %x1: tensor<1x3x5xf32>, %w1: tensor<3x2x3xf32>, %dy: tensor<2x6x3x6xf32>) {
+  %none = onnx.NoValue : none
+  %half = onnx.Constant {value = dense<[1.0, 1.0, 0.5, 0.5]> : tensor<4xf32>} : tensor<4xf32>
+  %sizes = onnx.Constant {value = dense<[1, 3, 7]> : tensor<3xi64>} : tensor<3xi64>
+  %shape = onnx.Constant {value = dense<[2, 6, 7, 13]> : tensor<4xi64>} : tensor<4xi64>
+  // CHECK: onnx.ConvTranspose(%{{.*}}, %{{.*}}, %{{.*}}) {dilations = array<i64: 1, 2>, group = 2 : i64, output_padding = array<i64: 1, 2>, pads = array<i64: 1, 0, 0, 1>, strides = array<i64: 2, 3>} : (tensor<2x4x3x4xf32>, tensor<4x3x3x2xf32>, tensor<6xf32>) -> tensor<2x6x7x13xf32>
+  %0 = onnx.ConvTranspose(%x, %w, %b) {strides = array<i64: 2, 3>, pads = array<i64: 1, 0, 0, 1>, output_padding = array<i64: 1, 2>, group = 2 : i64, dilations = array<i64: 1, 2>} : (tensor<2x4x3x4xf32>, tensor<4x3x3x2xf32>, tensor<6xf32>) -> tensor<2x6x7x13xf32>
+  // CHECK: onnx.ConvTranspose(%{{.*}}, %{{.*}}, %{{.*}}) {output_shape = array<i64: 12>, strides = array<i64: 2>} : (tensor<1x3x5xf32>, tensor<3x2x3xf32>, none) -> tensor<1x2x12xf32>
+  %1 = onnx.ConvTranspose(%x1, %w1, %none) {strides = array<i64: 2>, output_shape = array<i64: 12>} : (tensor<1x3x5xf32>, tensor<3x2x3xf32>, none) -> tensor<1x2x12xf32>
+  // CHECK: onnx.Resize(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {coordinate_transformation_mode = "pytorch_half_pixel", mode = "linear"} : (tensor<2x6x7x13xf32>, none, tensor<4xf32>, none) -> tensor<2x6x3x6xf32>
+  %2 = onnx.Resize(%0, %none, %half, %none) {mode = "linear", coordinate_transformation_mode = "pytorch_half_pixel"} : (tensor<2x6x7x13xf32>, none, tensor<4xf32>, none) -> tensor<2x6x3x6xf32>
+  // CHECK: onnx.Resize(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {nearest_mode = "floor"} : (tensor<1x3x5xf32>, none, none, tensor<3xi64>) -> tensor<1x3x7xf32>
+  %3 = onnx.Resize(%x1, %none, %none, %sizes) {nearest_mode = "floor"} : (tensor<1x3x5xf32>, none, none, tensor<3xi64>) -> tensor<1x3x7xf32>
+  // CHECK: onnx.ResizeGrad(%{{.*}}, %{{.*}}) {coordinate_transformation_mode = "pytorch_half_pixel", mode = "linear", nearest_mode = "round_prefer_floor", scales = array<f32: 1.000000e+00, 1.000000e+00, 5.000000e-01, 5.000000e-01>} : (tensor<2x6x3x6xf32>, tensor<4xi64>) -> tensor<2x6x7x13xf32>
+  %4 = onnx.ResizeGrad(%dy, %shape) {coordinate_transformation_mode = "pytorch_half_pixel", mode = "linear", nearest_mode = "round_prefer_floor", scales = array<f32: 1.0, 1.0, 0.5, 0.5>} : (tensor<2x6x3x6xf32>, tensor<4xi64>) -> tensor<2x6x7x13xf32>
+  return
+}

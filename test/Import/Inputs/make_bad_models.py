@@ -63,6 +63,29 @@ save("gelu_fast", [helper.make_node("Gelu", ["x"], ["y"], name="g", approximate=
      [x], [y], opset=20, check=False)
 save("mod_float", [helper.make_node("Mod", ["x", "x"], ["y"], name="m")], [x], [y],
      check=False)
+# Einsum forms pipec does not decompose, and bad ConvTranspose / Resize.
+save("einsum_three", [helper.make_node("Einsum", ["x", "x", "x"], ["y"], name="e3",
+                                       equation="ij,ij,ij->ij")], [x], [y], opset=12,
+     check=False)
+save("einsum_broadcast", [helper.make_node("Einsum", ["x", "v"], ["y"], name="eb",
+                                           equation="ij,ij->ij")],
+     [x, helper.make_tensor_value_info("v", F, [1, 4])], [y], opset=12, check=False)
+x4 = helper.make_tensor_value_info("x4", F, [1, 2, 3, 3])
+wt = helper.make_tensor("wt", F, [2, 1, 3, 3], [0.0] * 18)
+save("convtranspose_outpad", [helper.make_node("ConvTranspose", ["x4", "wt"], ["y"], name="ct",
+                                               strides=[2, 2], output_padding=[2, 0])],
+     [x4], [helper.make_tensor_value_info("y", F, [1, 1, 6, 6])], inits=[wt], check=False)
+sc = helper.make_tensor("sc", F, [4], [1.0, 1.0, 2.0, 2.0])
+save("resize_opset10", [helper.make_node("Resize", ["x4", "sc"], ["y"], name="rs")],
+     [x4], [helper.make_tensor_value_info("y", F, [1, 1, 6, 6])], inits=[sc], opset=10, check=False)
+save("resize_both", [helper.make_node("Resize", ["x4", "", "sc", "sz"], ["y"], name="rb")],
+     [x4], [helper.make_tensor_value_info("y", F, [1, 1, 6, 6])],
+     inits=[sc, helper.make_tensor("sz", TensorProto.INT64, [4], [1, 2, 6, 6])], opset=13,
+     check=False)
+save("resize_nan", [helper.make_node("Resize", ["x4", "", "sn"], ["y"], name="rn")],
+     [x4], [helper.make_tensor_value_info("y", F, [1, 2, 6, 6])],
+     inits=[helper.make_tensor("sn", F, [4], [1.0, 1.0, float("nan"), 2.0])], opset=13,
+     check=False)
 
 # Found by pipe-import-fuzzer: non-constant axes/shape operands whose
 # declared length exceeds what the data allows (a Squeeze of 33 axes of a

@@ -2,7 +2,8 @@
 """A PyTorch model made of issue 15's operators, and its training reference.
 
     issue15_model.py export OUT          writes OUT/ops15.onnx (batch 8, opset
-                                         17) and OUT/ops15.npz (64 samples)
+                                         17) and OUT/ops15.npz (64 samples),
+                                         and OUT/ops15v.onnx/.npz (Ops15Vision)
     issue15_model.py check ONNX DATA LOG --steps K --lr F [--rtol R]
                                          trains the module with torch.optim.SGD
                                          from ONNX's initial weights on DATA
@@ -11,7 +12,9 @@
 
 The export has LeakyRelu, Elu, HardSwish, ReduceMax, Clip, Max, Trilu,
 CumSum, Pad (reflect) and Tile on the way from the input to the loss, so
-the compiled gradients of each reach the trained weights. ReduceMax reads
+the compiled gradients of each reach the trained weights. Ops15Vision has
+ConvTranspose, Resize (nearest, linear, align_corners by sizes) and Einsum;
+`check` picks the module by the file name (ops15v: Ops15Vision). ReduceMax reads
 unclamped values (no ties, where PyTorch's amax would split the gradient).
 Run with Debian's /usr/bin/python3 (torch, onnx).
 """
@@ -47,6 +50,42 @@ class Ops15(nn.Module):
         return F.cross_entropy(out, y)
 
 
+class Ops15Vision(nn.Module):
+    """ConvTranspose2d/1d, interpolate (nearest x2, bilinear by scale and by
+    size with align_corners) and einsum attention, as torch.onnx exports
+    them (ConvTranspose, Resize, Einsum)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.up = nn.ConvTranspose2d(2, 4, 3, stride=2, padding=1, output_padding=1)
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+        self.up1 = nn.ConvTranspose1d(4, 2, 3, stride=2, groups=2)
+        self.qkv = nn.Linear(4, 24)
+        self.out = nn.Parameter(torch.randn(10, 14) * 0.3)
+        self.bias = nn.Parameter(torch.zeros(10))
+
+    def forward(self, x, y):
+        b = x.shape[0]
+        h = torch.tanh(self.up(x))                                         # (B, 4, 8, 8)
+        h = F.interpolate(h, scale_factor=0.5, mode="bilinear", align_corners=False)
+        u = F.interpolate(x, scale_factor=2.0, mode="nearest")             # (B, 2, 8, 8)
+        t = torch.tanh(self.conv(u)).mean((2, 3))                          # (B, 4)
+        g = F.interpolate(h, size=(6, 5), mode="bilinear", align_corners=True)
+        q, k, v = self.qkv(g.flatten(2).transpose(1, 2)).reshape(b, 30, 3, 2, 4).unbind(2)
+        q, k, v = (z.transpose(1, 2) for z in (q, k, v))                  # (B, 2, 30, 4)
+        att = torch.softmax(torch.einsum("bhqd,bhkd->bhqk", q, k) * 0.5, dim=-1)
+        o = torch.einsum("bhqk,bhkd->bhqd", att, v).mean(2).flatten(1)     # (B, 8)
+        z = self.up1(h.flatten(2)).mean(2)                                 # (B, 2)
+        feats = torch.cat([o, t, z], 1)                                    # (B, 14)
+        logits = torch.einsum("bi,ci->bc", feats, self.out) + self.bias
+        return F.cross_entropy(logits, y)
+
+
+def model_for(path):
+    return Ops15Vision() if "ops15v" in path else Ops15()
+
+
 def export(out):
     model = Ops15()
     model.train()
@@ -56,12 +95,19 @@ def export(out):
                       output_names=["loss"], opset_version=17, do_constant_folding=False,
                       training=torch.onnx.TrainingMode.TRAINING)
     np.savez(f"{out}/ops15.npz", x=x.numpy(), y=y.numpy())
+    model = Ops15Vision()
+    model.train()
+    x = torch.randn(64, 2, 4, 4, generator=g)
+    torch.onnx.export(model, (x[:B], y[:B]), f"{out}/ops15v.onnx", input_names=["x", "y"],
+                      output_names=["loss"], opset_version=17, do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.TRAINING)
+    np.savez(f"{out}/ops15v.npz", x=x.numpy(), y=y.numpy())
 
 
 def check(onnx_path, data, log, steps, lr, rtol):
     import onnx
     from onnx import numpy_helper
-    model = Ops15()
+    model = model_for(onnx_path)
     inits = {t.name: numpy_helper.to_array(t) for t in onnx.load(onnx_path).graph.initializer}
     with torch.no_grad():
         for name, p in model.named_parameters():

@@ -389,6 +389,50 @@ def torch_case(name, kind, x, **kw):
     case(name, x, params, nodes + list(m.graph.node), y_shape)
 
 
+# Issue 15: Einsum (decomposed at import: the gradients of Transpose,
+# Reshape, MatMul, ReduceSum and a diagonal's Mul), ConvTranspose (dX a Conv,
+# dW a ConvGrad with the roles swapped, dB a sum) and Resize (ResizeGrad).
+for name, eq, xshape, wshape in [
+        ("einsum_bmm", "bij,bjk->bik", (2, 3, 4), (2, 4, 5)),
+        ("einsum_attn", "bhqd,bhkd->bhqk", (2, 2, 3, 4), (2, 2, 5, 4)),
+        ("einsum_mm_t", "ij,kj->ik", (2, 4), (3, 4)),
+        ("einsum_dot_rows", "bi,bi->b", (2, 4), (2, 4)),
+        ("einsum_diag", "bii,bi->bi", (2, 3, 3), (2, 3))]:
+    xe = f32(*xshape) * 0.1
+    out = np.einsum(eq, xe, f32(*wshape)).shape
+    case(name, xe, {"a": f32(*xshape), "w": f32(*wshape)},
+         [n("Add", ["x", "a"], ["xa"]), n("Einsum", ["xa", "w"], ["y"], equation=eq)], out,
+         opset=12)
+xc = f32(2, 4, 3, 4) * 0.1
+case("convtranspose", xc, {"a": f32(2, 4, 3, 4), "w": f32(4, 3, 3, 2), "b": f32(6)},
+     [n("Add", ["x", "a"], ["xa"]),
+      n("ConvTranspose", ["xa", "w", "b"], ["y"], strides=[2, 3], pads=[1, 0, 0, 1],
+        output_padding=[1, 2], group=2, dilations=[1, 2])], (2, 6, 7, 13))
+xc1 = f32(2, 3, 5) * 0.1
+case("convtranspose1d", xc1, {"a": f32(2, 3, 5), "w": f32(3, 2, 3)},
+     [n("Add", ["x", "a"], ["xa"]),
+      n("ConvTranspose", ["xa", "w"], ["y"], strides=[2], auto_pad="SAME_UPPER")],
+     (2, 2, 10))
+xr4 = f32(2, 2, 3, 4) * 0.1
+for name, attrs, scales, sizes, shape in [
+        ("resize_nearest", dict(mode="nearest", coordinate_transformation_mode="asymmetric",
+                                nearest_mode="floor"), [1, 1, 2, 2], None, (2, 2, 6, 8)),
+        ("resize_linear", dict(mode="linear", coordinate_transformation_mode="pytorch_half_pixel"),
+         [1, 1, 2, 1.5], None, (2, 2, 6, 6)),
+        ("resize_linear_align_down", dict(mode="linear",
+                                          coordinate_transformation_mode="align_corners"),
+         None, [2, 2, 2, 3], (2, 2, 2, 3)),
+        ("resize_cubic", dict(mode="cubic"), None, [2, 2, 5, 7], (2, 2, 5, 7))]:
+    nodes = [n("Add", ["x", "a"], ["xa"])]
+    if scales is not None:
+        nodes += [const("s", np.array(scales, np.float32)),
+                  n("Resize", ["xa", "", "s"], ["t"], **attrs)]
+    else:
+        nodes += [const("s", np.array(sizes, np.int64)),
+                  n("Resize", ["xa", "", "", "s"], ["t"], **attrs)]
+    case(name, xr4, {"a": f32(2, 2, 3, 4)}, nodes + [n("Mul", ["t", "t"], ["y"])], shape,
+         opset=13)
+
 torch_case("torch_lstm_2layer", "LSTM", xs, num_layers=2)
 torch_case("torch_gru_bidi", "GRU", xs, bidirectional=True)
 print("wrote", count, "models")

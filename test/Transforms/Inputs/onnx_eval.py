@@ -566,6 +566,176 @@ def _conv(a, x, w, b):
     return y if x.ndim == 4 else y[:, :, 0, :]
 
 
+@op("ConvTranspose")
+def _convt(a, x, w, b):
+    # Scatter form: input pixel (h, w) adds x * W[c, m, i, j] at output
+    # (h * s + i * d - pad); output_shape / auto_pad pads as the ONNX
+    # reference computes them.
+    n = x.ndim - 2
+    k = list(w.shape[2:])
+    s = list(a.get("strides") or [1] * n)
+    d = list(a.get("dilations") or [1] * n)
+    op_ = list(a.get("output_padding") or [0] * n)
+    p = list(a.get("pads") or [0] * (2 * n))
+    auto = a.get("auto_pad", "NOTSET")
+    natural = [s[i] * (x.shape[i + 2] - 1) + op_[i] + (k[i] - 1) * d[i] + 1 for i in range(n)]
+    target = a.get("output_shape")
+    if target is not None:
+        target = list(target)[-n:]
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        target = [x.shape[i + 2] * s[i] for i in range(n)]
+    if auto == "VALID":
+        p = [0] * (2 * n)
+    if target is not None:
+        for i in range(n):
+            total = natural[i] - target[i]
+            p[i], p[i + n] = ((total // 2, total - total // 2) if auto == "SAME_UPPER"
+                              else (total - total // 2, total // 2))
+    if n == 1:
+        x, w = x[:, :, None, :], w[:, :, None, :]
+        k, s, d, op_, p, natural = [1] + k, [1] + s, [1] + d, [0] + op_, [0, p[0], 0, p[1]], [1] + natural
+    group = a.get("group", 1)
+    cg, mg = x.shape[1] // group, w.shape[1]
+    full = np.zeros((x.shape[0], mg * group, natural[0], natural[1]))
+    for g in range(group):
+        for i in range(k[0]):
+            for j in range(k[1]):
+                full[:, g * mg:(g + 1) * mg,
+                     i * d[0]: i * d[0] + s[0] * (x.shape[2] - 1) + 1: s[0],
+                     j * d[1]: j * d[1] + s[1] * (x.shape[3] - 1) + 1: s[1]] += np.einsum(
+                    "nchw,cm->nmhw", x[:, g * cg:(g + 1) * cg], w[g * cg:(g + 1) * cg, :, i, j])
+    y = full[:, :, p[0]:natural[0] - p[2], p[1]:natural[1] - p[3]]
+    if b is not None:
+        y = y + b.reshape(1, -1, 1, 1)
+    return y if n == 2 else y[:, :, 0, :]
+
+
+def resize_matrices(a, in_shape, out_shape, scales, roi):
+    """Per axis the (out, in) interpolation matrix and the rows outside a
+    tf_crop_and_resize roi, from the ONNX definitions (float64)."""
+    mode = a.get("mode", "nearest")
+    coord = a.get("coordinate_transformation_mode", "half_pixel")
+    nearest = a.get("nearest_mode", "round_prefer_floor")
+    A = a.get("cubic_coeff_a", -0.75)
+    mats, outside = [], []
+    for ax, (n_in, n_out) in enumerate(zip(in_shape, out_shape)):
+        sc = float(scales[ax]) if scales is not None else n_out / n_in
+        # The resized length of the coordinate transforms: in * scale, as the
+        # ONNX reference has it (fractional when the product is).
+        length = n_in * sc if scales is not None else n_out
+        m = np.zeros((n_out, n_in))
+        out_mask = np.zeros(n_out, bool)
+        for o in range(n_out):
+            if coord == "half_pixel":
+                xo = (o + 0.5) / sc - 0.5
+            elif coord == "asymmetric":
+                xo = o / sc
+            elif coord == "align_corners":
+                xo = 0.0 if length == 1 else o * (n_in - 1) / (length - 1)
+            elif coord == "pytorch_half_pixel":
+                xo = (o + 0.5) / sc - 0.5 if length > 1 else 0.0
+            elif coord == "tf_half_pixel_for_nn":
+                xo = (o + 0.5) / sc
+            elif coord == "tf_crop_and_resize":
+                st, en = float(roi[ax]), float(roi[ax + len(in_shape)])
+                xo = (st * (n_in - 1) + o * (en - st) * (n_in - 1) / (length - 1) if length > 1
+                      else 0.5 * (st + en) * (n_in - 1))
+                if xo < 0 or xo > n_in - 1:
+                    out_mask[o] = True
+                    continue
+            else:
+                raise NotImplementedError(coord)
+            if n_in == n_out and sc == 1.0 and coord != "tf_crop_and_resize":
+                xo = float(o)
+            clamp = lambda i: min(max(i, 0), n_in - 1)
+            f = math.floor(xo)
+            t = xo - f
+            if mode == "nearest":
+                r = {"round_prefer_floor": f if t == 0.5 else round(xo),
+                     "round_prefer_ceil": f + 1 if t == 0.5 else round(xo),
+                     "floor": f, "ceil": math.ceil(xo)}[nearest]
+                m[o, clamp(int(r))] += 1
+            elif mode == "linear":
+                m[o, clamp(f)] += 1 - t
+                m[o, clamp(f + 1)] += t
+            else:
+                def cub(z):
+                    z = abs(z)
+                    if z <= 1:
+                        return ((A + 2) * z - (A + 3)) * z * z + 1
+                    if z < 2:
+                        return ((A * z - 5 * A) * z + 8 * A) * z - 4 * A
+                    return 0.0
+                taps = [f - 1 + q for q in range(4)]
+                wts = [cub(xo - i) for i in taps]
+                if a.get("exclude_outside", 0):
+                    wts = [0.0 if (i < 0 or i >= n_in) else v for i, v in zip(taps, wts)]
+                    tot = sum(wts)
+                    wts = [v / tot for v in wts]
+                for i, v in zip(taps, wts):
+                    m[o, clamp(i)] += v
+        mats.append(m)
+        outside.append(out_mask)
+    return mats, outside
+
+
+def apply_axis(x, m, ax):
+    return np.moveaxis(np.tensordot(m, x, axes=([1], [ax])), 0, ax)
+
+
+def resize_setup(a, x, roi, scales, sizes):
+    r = x.ndim
+    axes = [v % r for v in (a.get("axes") or range(r))]
+    sc = None
+    out = list(x.shape)
+    full_roi = [0.0] * r + [1.0] * r
+    if roi is not None and np.size(roi) and a.get("coordinate_transformation_mode") == "tf_crop_and_resize":
+        roi = np.asarray(roi).reshape(-1)
+        for i, ax in enumerate(axes):
+            full_roi[ax], full_roi[ax + r] = float(roi[i]), float(roi[i + len(axes)])
+    if scales is not None and np.size(scales):
+        sc = [1.0] * r
+        for i, ax in enumerate(axes):
+            sc[ax] = float(np.float32(np.asarray(scales).reshape(-1)[i]))
+            out[ax] = int(math.floor(x.shape[ax] * (full_roi[ax + r] - full_roi[ax]) * sc[ax]))
+    else:
+        for i, ax in enumerate(axes):
+            out[ax] = int(np.asarray(sizes).reshape(-1)[i])
+    return out, sc, full_roi
+
+
+@op("Resize")
+def _resize(a, x, roi, scales, sizes):
+    out, sc, full_roi = resize_setup(a, x, roi, scales, sizes)
+    mats, outside = resize_matrices(a, x.shape, out, sc, full_roi)
+    y = x
+    for ax, m in enumerate(mats):
+        y = apply_axis(y, m, ax)
+    for ax, mask in enumerate(outside):
+        if mask.any():
+            idx = [slice(None)] * y.ndim
+            idx[ax] = mask
+            y[tuple(idx)] = a.get("extrapolation_value", 0.0)
+    return y
+
+
+@op("ResizeGrad")
+def _resize_grad(a, dy, shape):
+    shape = [int(v) for v in shape]
+    r = len(shape)
+    roi = a.get("roi") or [0.0] * r + [1.0] * r
+    mats, outside = resize_matrices(a, shape, dy.shape, a.get("scales"), roi)
+    g = dy.copy()
+    for ax, mask in enumerate(outside):
+        if mask.any():
+            idx = [slice(None)] * g.ndim
+            idx[ax] = mask
+            g[tuple(idx)] = 0.0
+    for ax, m in enumerate(mats):
+        g = apply_axis(g, m.T, ax)
+    return g
+
+
 def pool_setup(a, x):
     k = list(a["kernel_shape"])
     s, d, p = window(a, x, k)

@@ -303,3 +303,28 @@ func.func @forward(%x: tensor<3x2x2xf32> {pipe.param = "x", pipe.trainable}, %w:
   %3 = onnx.Add(%1, %2) : (tensor<f32>, tensor<f32>) -> tensor<f32>
   return %3 : tensor<f32>
 }
+
+// -----
+// Issue 15: ConvTranspose (strides, pads, output_padding, group, dilations,
+// a trained bias; 1-D from output_shape) and Resize (linear downsampling,
+// nearest by sizes, cubic upsampling).
+func.func @forward(%x: tensor<2x4x3x4xf32> {pipe.input = "x"}, %w: tensor<4x3x3x2xf32> {pipe.param = "w", pipe.trainable}, %b: tensor<6xf32> {pipe.param = "b", pipe.trainable}, %p: tensor<2x3x5xf32> {pipe.param = "p", pipe.trainable}, %w1: tensor<3x2x3xf32> {pipe.param = "w1", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %half = onnx.Constant {value = dense<[1.0, 1.0, 0.5, 0.5]> : tensor<4xf32>} : tensor<4xf32>
+  %up = onnx.Constant {value = dense<[1.0, 1.0, 1.5, 1.25]> : tensor<4xf32>} : tensor<4xf32>
+  %sizes = onnx.Constant {value = dense<[2, 2, 7]> : tensor<3xi64>} : tensor<3xi64>
+  %0 = onnx.ConvTranspose(%x, %w, %b) {strides = array<i64: 2, 3>, pads = array<i64: 1, 0, 0, 1>, output_padding = array<i64: 1, 2>, group = 2 : i64, dilations = array<i64: 1, 2>} : (tensor<2x4x3x4xf32>, tensor<4x3x3x2xf32>, tensor<6xf32>) -> tensor<2x6x7x13xf32>
+  %1 = onnx.Resize(%0, %none, %half, %none) {mode = "linear", coordinate_transformation_mode = "pytorch_half_pixel"} : (tensor<2x6x7x13xf32>, none, tensor<4xf32>, none) -> tensor<2x6x3x6xf32>
+  %2 = onnx.ConvTranspose(%p, %w1, %none) {strides = array<i64: 2>, output_shape = array<i64: 11>} : (tensor<2x3x5xf32>, tensor<3x2x3xf32>, none) -> tensor<2x2x11xf32>
+  %3 = onnx.Resize(%2, %none, %none, %sizes) {mode = "nearest", nearest_mode = "round_prefer_ceil"} : (tensor<2x2x11xf32>, none, none, tensor<3xi64>) -> tensor<2x2x7xf32>
+  %4 = onnx.Resize(%0, %none, %up, %none) {mode = "cubic", cubic_coeff_a = -0.5 : f32, exclude_outside = 1 : i64} : (tensor<2x6x7x13xf32>, none, tensor<4xf32>, none) -> tensor<2x6x10x16xf32>
+  %5 = onnx.Mul(%1, %1) : (tensor<2x6x3x6xf32>, tensor<2x6x3x6xf32>) -> tensor<2x6x3x6xf32>
+  %6 = onnx.ReduceSum(%5, %none) {keepdims = 0 : i64} : (tensor<2x6x3x6xf32>, none) -> tensor<f32>
+  %7 = onnx.Mul(%3, %3) : (tensor<2x2x7xf32>, tensor<2x2x7xf32>) -> tensor<2x2x7xf32>
+  %8 = onnx.ReduceSum(%7, %none) {keepdims = 0 : i64} : (tensor<2x2x7xf32>, none) -> tensor<f32>
+  %9 = onnx.Mul(%4, %4) : (tensor<2x6x10x16xf32>, tensor<2x6x10x16xf32>) -> tensor<2x6x10x16xf32>
+  %10 = onnx.ReduceSum(%9, %none) {keepdims = 0 : i64} : (tensor<2x6x10x16xf32>, none) -> tensor<f32>
+  %11 = onnx.Add(%6, %8) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %12 = onnx.Add(%11, %10) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %12 : tensor<f32>
+}

@@ -347,6 +347,28 @@ void conv2d_grad_input_f32(pipert_context *ctx, const float *dy, const float *w,
       m.out(dx, numel(4, x_shape)));
 }
 
+// Resize's scales and roi are attribute arrays: they stay on the host.
+void resize_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4],
+                const int64_t y_shape[4], const float *scales, const float *roi,
+                pipert_resize_mode mode, pipert_resize_coord coord, pipert_resize_nearest nearest,
+                float cubic_coeff_a, int exclude_outside, float extrapolation_value, float *y) {
+  Mirror m(ctx);
+  pipert_resize_f32(ctx, m.in(x, numel(4, x_shape)), x_shape, y_shape, scales, roi, mode, coord,
+                    nearest, cubic_coeff_a, exclude_outside, extrapolation_value,
+                    m.out(y, numel(4, y_shape)));
+}
+
+void resize_grad_f32(pipert_context *ctx, const float *dy, const int64_t x_shape[4],
+                     const int64_t y_shape[4], const float *scales, const float *roi,
+                     pipert_resize_mode mode, pipert_resize_coord coord,
+                     pipert_resize_nearest nearest, float cubic_coeff_a, int exclude_outside,
+                     float *dx) {
+  Mirror m(ctx);
+  pipert_resize_grad_f32(ctx, m.in(dy, numel(4, y_shape)), x_shape, y_shape, scales, roi, mode,
+                         coord, nearest, cubic_coeff_a, exclude_outside,
+                         m.out(dx, numel(4, x_shape)));
+}
+
 void conv2d_grad_weight_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4],
                             const float *dy, const int64_t w_shape[4], const int64_t pads[4],
                             const int64_t strides[2], const int64_t dilations[2], int64_t group,

@@ -47,6 +47,8 @@ void maxpool2d_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4]
 void maxpool2d_grad_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4], const float *dy, const int64_t kernel[2], const int64_t pads[4], const int64_t strides[2], const int64_t dilations[2], int ceil_mode, float *dx);
 void avgpool2d_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4], const int64_t kernel[2], const int64_t pads[4], const int64_t strides[2], int ceil_mode, int count_include_pad, float *y);
 void avgpool2d_grad_f32(pipert_context *ctx, const float *dy, const int64_t x_shape[4], const int64_t kernel[2], const int64_t pads[4], const int64_t strides[2], int ceil_mode, int count_include_pad, float *dx);
+void resize_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4], const int64_t y_shape[4], const float *scales, const float *roi, pipert_resize_mode mode, pipert_resize_coord coord, pipert_resize_nearest nearest, float cubic_coeff_a, int exclude_outside, float extrapolation_value, float *y);
+void resize_grad_f32(pipert_context *ctx, const float *dy, const int64_t x_shape[4], const int64_t y_shape[4], const float *scales, const float *roi, pipert_resize_mode mode, pipert_resize_coord coord, pipert_resize_nearest nearest, float cubic_coeff_a, int exclude_outside, float *dx);
 void global_avgpool_f32(pipert_context *ctx, const float *x, int64_t rank, const int64_t *shape, float *y);
 void global_avgpool_grad_f32(pipert_context *ctx, const float *dy, int64_t rank, const int64_t *x_shape, float *dx);
 void transpose(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank, const int64_t *shape, const int64_t *perm, void *y);
@@ -112,6 +114,8 @@ void accumulate_f32(pipert_context *ctx, const float *x, float *y, int64_t n);
 #define pipert_maxpool2d_grad_f32 ::pipert_cuda_test::maxpool2d_grad_f32
 #define pipert_avgpool2d_f32 ::pipert_cuda_test::avgpool2d_f32
 #define pipert_avgpool2d_grad_f32 ::pipert_cuda_test::avgpool2d_grad_f32
+#define pipert_resize_f32 ::pipert_cuda_test::resize_f32
+#define pipert_resize_grad_f32 ::pipert_cuda_test::resize_grad_f32
 #define pipert_global_avgpool_f32 ::pipert_cuda_test::global_avgpool_f32
 #define pipert_global_avgpool_grad_f32 ::pipert_cuda_test::global_avgpool_grad_f32
 #define pipert_transpose ::pipert_cuda_test::transpose

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <set>
 
 namespace pipert_test {
@@ -443,6 +444,147 @@ Outcome conv(pipert_context *ctx, const Node &n) {
   pipert_conv2d_f32(ctx, x->data<float>(), xs, w->data<float>(), ws,
                     b ? b->data<float>() : nullptr, sp.pads, sp.strides, sp.dilations,
                     n.i("group", 1), y.data<float>());
+  return ran({y});
+}
+
+// ConvTranspose as the input gradient of a Conv (what pipec lowers it to),
+// with ONNX's pads from output_shape / auto_pad, plus the bias.
+Outcome conv_transpose(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0), *w = n.in(1), *b = n.in(2);
+  if (!all_f32({x, w, b}))
+    return skip("non-float32 ConvTranspose");
+  if (x->rank() != 3 && x->rank() != 4)
+    return skip("ConvTranspose of rank " + std::to_string(x->rank()) + " (1-D and 2-D only)");
+  const size_t sp = size_t(x->rank() - 2);
+  std::vector<int64_t> k(w->shape.begin() + 2, w->shape.end());
+  auto st = n.ints("strides", std::vector<int64_t>(sp, 1));
+  auto dil = n.ints("dilations", std::vector<int64_t>(sp, 1));
+  auto opad = n.ints("output_padding", std::vector<int64_t>(sp, 0));
+  auto pads = n.ints("pads", std::vector<int64_t>(2 * sp, 0));
+  const std::string autopad = n.s("auto_pad", "NOTSET");
+  std::vector<int64_t> target = n.ints("output_shape");
+  if (target.size() == sp + 2)
+    target.erase(target.begin(), target.begin() + 2);
+  if (target.empty() && (autopad == "SAME_UPPER" || autopad == "SAME_LOWER"))
+    for (size_t i = 0; i < sp; ++i)
+      target.push_back(x->shape[i + 2] * st[i]);
+  if (autopad == "VALID")
+    pads.assign(2 * sp, 0);
+  std::vector<int64_t> out(sp);
+  for (size_t i = 0; i < sp; ++i) {
+    if (opad[i] >= st[i])
+      return skip("output_padding >= stride");
+    const int64_t natural = st[i] * (x->shape[i + 2] - 1) + opad[i] + (k[i] - 1) * dil[i] + 1;
+    if (!target.empty()) {
+      const int64_t total = natural - target[i];
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      pads[i] = autopad == "SAME_UPPER" ? half : total - half;
+      pads[i + sp] = autopad == "SAME_UPPER" ? total - half : half;
+    }
+    if (pads[i] < 0 || pads[i + sp] < 0)
+      return skip("negative pads (output_shape beyond the natural extent)");
+    out[i] = natural - pads[i] - pads[i + sp];
+  }
+  const int64_t group = n.i("group", 1);
+  std::vector<int64_t> yshape = {x->shape[0], w->shape[1] * group};
+  yshape.insert(yshape.end(), out.begin(), out.end());
+  Tensor y = make_tensor(TP::FLOAT, yshape);
+  int64_t ys[4], ws[4], p4[4], s2[2], d2[2];
+  as4d(yshape, ys);
+  as4d(w->shape, ws);
+  if (sp == 1) {
+    p4[0] = 0, p4[1] = pads[0], p4[2] = 0, p4[3] = pads[1];
+    s2[0] = 1, s2[1] = st[0], d2[0] = 1, d2[1] = dil[0];
+  } else {
+    std::copy(pads.begin(), pads.end(), p4);
+    std::copy(st.begin(), st.end(), s2);
+    std::copy(dil.begin(), dil.end(), d2);
+  }
+  pipert_conv2d_grad_input_f32(ctx, x->data<float>(), w->data<float>(), ws, ys, p4, s2, d2, group,
+                               y.data<float>());
+  if (b) {
+    const int64_t bshape[3] = {ys[1], 1, 1};
+    pipert_binary_f32(ctx, PIPERT_BINARY_ADD, y.data<float>(), 4, ys, b->data<float>(), 3,
+                      bshape, y.data<float>());
+  }
+  return ran({y});
+}
+
+Outcome resize(pipert_context *ctx, const Node &n) {
+  const Tensor *x = n.in(0), *roi = n.in(1), *scales = n.in(2), *sizes = n.in(3);
+  if (!all_f32({x}))
+    return skip("non-float32 Resize");
+  if (n.opset < 11 || n.has("axes") || n.i("antialias", 0))
+    return skip("Resize before opset 11, with axes or antialias");
+  const int64_t r = x->rank();
+  if (scales && scales->numel() == 0)
+    scales = nullptr;
+  if (sizes && sizes->numel() == 0)
+    sizes = nullptr;
+  const std::string mode_s = n.s("mode", "nearest"),
+                    coord_s = n.s("coordinate_transformation_mode", "half_pixel"),
+                    near_s = n.s("nearest_mode", "round_prefer_floor");
+  static const std::map<std::string, int> modes = {{"nearest", 0}, {"linear", 1}, {"cubic", 2}};
+  static const std::map<std::string, int> coords = {
+      {"half_pixel", 0},         {"asymmetric", 1},           {"align_corners", 2},
+      {"pytorch_half_pixel", 3}, {"tf_half_pixel_for_nn", 4}, {"tf_crop_and_resize", 5},
+      {"half_pixel_symmetric", 6}};
+  static const std::map<std::string, int> nearests = {
+      {"round_prefer_floor", 0}, {"round_prefer_ceil", 1}, {"floor", 2}, {"ceil", 3}};
+  if (!modes.count(mode_s) || !coords.count(coord_s) || !nearests.count(near_s))
+    return skip("Resize mode " + mode_s + "/" + coord_s + "/" + near_s);
+  const bool crop = coord_s == "tf_crop_and_resize";
+  std::vector<float> full_roi(2 * size_t(r), 0.f);
+  std::fill(full_roi.begin() + r, full_roi.end(), 1.f);
+  if (crop) {
+    if (!roi || roi->numel() != 2 * r || roi->dtype != TP::FLOAT)
+      return skip("tf_crop_and_resize without a float roi per axis");
+    std::copy(roi->data<float>(), roi->data<float>() + 2 * r, full_roi.begin());
+  }
+  std::vector<int64_t> yshape(x->shape);
+  std::vector<float> sc;
+  if (scales) {
+    if (scales->numel() != r || scales->dtype != TP::FLOAT)
+      return skip("scales not one float per axis");
+    sc.assign(scales->data<float>(), scales->data<float>() + r);
+    for (int64_t i = 0; i < r; ++i)
+      yshape[i] = int64_t(std::floor(double(x->shape[i]) *
+                                     (double(full_roi[i + r]) - double(full_roi[i])) *
+                                     double(sc[i])));
+  } else if (sizes) {
+    if (sizes->numel() != r)
+      return skip("sizes not one per axis");
+    yshape = sizes->as_i64();
+  } else {
+    return skip("Resize without scales or sizes");
+  }
+  // (outer, D, H, W) over the last three axes; the leading ones must keep
+  // their extent.
+  int64_t xs[4] = {1, 1, 1, 1}, ys[4] = {1, 1, 1, 1};
+  float sc3[3] = {1.f, 1.f, 1.f}, roi6[6] = {0.f, 0.f, 0.f, 1.f, 1.f, 1.f};
+  for (int64_t i = 0; i < r; ++i) {
+    const int64_t slot = i - (r - 3);
+    if (slot < 0) {
+      if (yshape[i] != x->shape[i] || (!sc.empty() && sc[i] != 1.f))
+        return skip("Resize of a leading axis");
+      xs[0] *= x->shape[i];
+      ys[0] *= yshape[i];
+      continue;
+    }
+    xs[slot + 1] = x->shape[i];
+    ys[slot + 1] = yshape[i];
+    if (!sc.empty())
+      sc3[slot] = sc[i];
+    roi6[slot] = full_roi[i];
+    roi6[slot + 3] = full_roi[i + r];
+  }
+  Tensor y = make_tensor(TP::FLOAT, yshape);
+  pipert_resize_f32(ctx, x->data<float>(), xs, ys, sc.empty() ? nullptr : sc3,
+                    crop ? roi6 : nullptr, pipert_resize_mode(modes.at(mode_s)),
+                    pipert_resize_coord(coords.at(coord_s)),
+                    pipert_resize_nearest(nearests.at(near_s)), n.f("cubic_coeff_a", -0.75f),
+                    int(n.i("exclude_outside", 0)), n.f("extrapolation_value", 0.f),
+                    y.data<float>());
   return ran({y});
 }
 
@@ -932,6 +1074,8 @@ Outcome run_node(pipert_context *ctx, const onnx::NodeProto &proto, int64_t opse
   if (op == "LogSoftmax") return softmax(ctx, n, true);
   if (op == "LayerNormalization") return layer_norm(ctx, n);
   if (op == "Conv") return conv(ctx, n);
+  if (op == "ConvTranspose") return conv_transpose(ctx, n);
+  if (op == "Resize") return resize(ctx, n);
   if (op == "LSTM") return recurrent(ctx, n, true);
   if (op == "GRU") return recurrent(ctx, n, false);
   if (op == "MaxPool") return pool(ctx, n, true);

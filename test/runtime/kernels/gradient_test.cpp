@@ -210,6 +210,71 @@ TEST(GlobalAvgPoolGrad, Rank3And4) {
   }
 }
 
+// ---------------------------------------------------------------- resize
+
+// Resize is linear in x: its gradient kernel must be the exact adjoint, for
+// every mode, both forms (scales, sizes) and a cropping roi.
+TEST(ResizeGrad, AdjointOfEveryMode) {
+  Ctx ctx;
+  Rng rng;
+  struct Case {
+    int64_t xs[4], ys[4];
+    bool scaled;
+    float scales[3];
+    pipert_resize_mode mode;
+    pipert_resize_coord coord;
+    pipert_resize_nearest nearest;
+    int exclude;
+  };
+  const Case cases[] = {
+      {{2, 3, 4, 5}, {2, 3, 8, 10}, true, {1, 2, 2}, PIPERT_RESIZE_NEAREST,
+       PIPERT_RESIZE_ASYMMETRIC, PIPERT_RESIZE_FLOOR, 0},
+      {{2, 3, 4, 5}, {2, 3, 7, 3}, false, {}, PIPERT_RESIZE_NEAREST, PIPERT_RESIZE_HALF_PIXEL,
+       PIPERT_RESIZE_ROUND_PREFER_CEIL, 0},
+      {{2, 3, 4, 5}, {2, 3, 9, 11}, false, {}, PIPERT_RESIZE_LINEAR,
+       PIPERT_RESIZE_ALIGN_CORNERS, PIPERT_RESIZE_ROUND_PREFER_FLOOR, 0},
+      {{2, 3, 4, 5}, {2, 3, 8, 10}, true, {1, 2, 2}, PIPERT_RESIZE_LINEAR,
+       PIPERT_RESIZE_PYTORCH_HALF_PIXEL, PIPERT_RESIZE_ROUND_PREFER_FLOOR, 0},
+      {{1, 3, 6, 7}, {1, 2, 3, 4}, true, {0.7f, 0.5f, 0.6f}, PIPERT_RESIZE_LINEAR,
+       PIPERT_RESIZE_HALF_PIXEL, PIPERT_RESIZE_ROUND_PREFER_FLOOR, 0},
+      {{2, 1, 4, 5}, {2, 1, 6, 10}, true, {1, 1.5f, 2}, PIPERT_RESIZE_CUBIC,
+       PIPERT_RESIZE_HALF_PIXEL, PIPERT_RESIZE_ROUND_PREFER_FLOOR, 0},
+      {{2, 1, 4, 5}, {2, 1, 3, 8}, false, {}, PIPERT_RESIZE_CUBIC, PIPERT_RESIZE_ASYMMETRIC,
+       PIPERT_RESIZE_ROUND_PREFER_FLOOR, 1},
+  };
+  for (const Case &c : cases) {
+    const int64_t nx = c.xs[0] * c.xs[1] * c.xs[2] * c.xs[3];
+    const int64_t ny = c.ys[0] * c.ys[1] * c.ys[2] * c.ys[3];
+    Vec x = rng.uniform(nx), r = rng.uniform(ny), dx(static_cast<size_t>(nx));
+    const float *sc = c.scaled ? c.scales : nullptr;
+    pipert_resize_grad_f32(ctx.ctx, r.data(), c.xs, c.ys, sc, nullptr, c.mode, c.coord,
+                           c.nearest, -0.75f, c.exclude, dx.data());
+    check_grad("resize dx (mode " + std::to_string(c.mode) + ", coord " +
+                   std::to_string(c.coord) + ")",
+               [&](const Vec &v, Vec &y) {
+                 y.assign(static_cast<size_t>(ny), 0.f);
+                 pipert_resize_f32(ctx.ctx, v.data(), c.xs, c.ys, sc, nullptr, c.mode, c.coord,
+                                   c.nearest, -0.75f, c.exclude, 0.f, y.data());
+               },
+               x, r, dx);
+  }
+  // tf_crop_and_resize: extrapolated entries get no gradient.
+  const int64_t xs[4] = {2, 1, 4, 5}, ys[4] = {2, 1, 5, 6};
+  const float roi[6] = {0, -0.2f, 0.1f, 1, 0.9f, 1.3f};
+  Vec x = rng.uniform(40), r = rng.uniform(60), dx(40);
+  pipert_resize_grad_f32(ctx.ctx, r.data(), xs, ys, nullptr, roi, PIPERT_RESIZE_LINEAR,
+                         PIPERT_RESIZE_TF_CROP_AND_RESIZE, PIPERT_RESIZE_ROUND_PREFER_FLOOR,
+                         -0.75f, 0, dx.data());
+  check_grad("resize crop dx",
+             [&](const Vec &v, Vec &y) {
+               y.assign(60, 0.f);
+               pipert_resize_f32(ctx.ctx, v.data(), xs, ys, nullptr, roi, PIPERT_RESIZE_LINEAR,
+                                 PIPERT_RESIZE_TF_CROP_AND_RESIZE,
+                                 PIPERT_RESIZE_ROUND_PREFER_FLOOR, -0.75f, 0, 5.f, y.data());
+             },
+             x, r, dx);
+}
+
 // ---------------------------------------------------------------- normalisation
 
 TEST(LayerNormGrad, XScaleBias) {

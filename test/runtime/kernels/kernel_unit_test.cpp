@@ -395,6 +395,70 @@ TEST(Tile, ForwardGradientAndTrilu) {
   EXPECT_EQ(upper, (std::vector<int64_t>{0, 0, 3, 4, 0, 0, 0, 8, 0, 0, 0, 0}));
 }
 
+TEST(Resize, HandComputedCorners) {
+  Ctx ctx(2);
+  // One row [1, 2, 3] resized along W only.
+  const Vec x = {1, 2, 3};
+  const int64_t xs[4] = {1, 1, 1, 3};
+  auto run = [&](int64_t w, const float *scales, pipert_resize_mode mode,
+                 pipert_resize_coord coord, pipert_resize_nearest nearest) {
+    const int64_t ys[4] = {1, 1, 1, w};
+    Vec y(static_cast<size_t>(w));
+    pipert_resize_f32(ctx.ctx, x.data(), xs, ys, scales, nullptr, mode, coord, nearest, -0.75f,
+                      0, 0.f, y.data());
+    return y;
+  };
+  const float two[3] = {1, 1, 2};
+  // torch's nearest upsampling: asymmetric + floor.
+  EXPECT_EQ(run(6, two, PIPERT_RESIZE_NEAREST, PIPERT_RESIZE_ASYMMETRIC, PIPERT_RESIZE_FLOOR),
+            (Vec{1, 1, 2, 2, 3, 3}));
+  // half_pixel: x = (o + 0.5) / 2 - 0.5 = -0.25, 0.25, 0.75, ...; linear
+  // clamps at the edges.
+  EXPECT_EQ(run(6, two, PIPERT_RESIZE_LINEAR, PIPERT_RESIZE_HALF_PIXEL,
+                PIPERT_RESIZE_ROUND_PREFER_FLOOR),
+            (Vec{1, 1.25f, 1.75f, 2.25f, 2.75f, 3}));
+  EXPECT_EQ(run(5, nullptr, PIPERT_RESIZE_LINEAR, PIPERT_RESIZE_ALIGN_CORNERS,
+                PIPERT_RESIZE_ROUND_PREFER_FLOOR),
+            (Vec{1, 1.5f, 2, 2.5f, 3}));
+  // Ties at .5 (asymmetric, scale 2 into 6 from 3: x = o / 2).
+  EXPECT_EQ(run(6, two, PIPERT_RESIZE_NEAREST, PIPERT_RESIZE_ASYMMETRIC,
+                PIPERT_RESIZE_ROUND_PREFER_FLOOR),
+            (Vec{1, 1, 2, 2, 3, 3}));
+  EXPECT_EQ(run(6, two, PIPERT_RESIZE_NEAREST, PIPERT_RESIZE_ASYMMETRIC,
+                PIPERT_RESIZE_ROUND_PREFER_CEIL),
+            (Vec{1, 2, 2, 3, 3, 3}));
+  EXPECT_EQ(run(6, two, PIPERT_RESIZE_NEAREST, PIPERT_RESIZE_ASYMMETRIC, PIPERT_RESIZE_CEIL),
+            (Vec{1, 2, 2, 3, 3, 3}));
+  // An integer coordinate takes the sample itself under cubic.
+  const float one[3] = {1, 1, 1};
+  EXPECT_EQ(run(3, one, PIPERT_RESIZE_CUBIC, PIPERT_RESIZE_HALF_PIXEL,
+                PIPERT_RESIZE_ROUND_PREFER_FLOOR),
+            x);
+  // tf_crop_and_resize outside [0, in - 1] gives the extrapolation value.
+  const float roi[6] = {0, 0, -0.5f, 1, 1, 1};
+  const int64_t ys[4] = {1, 1, 1, 4};
+  Vec y(4);
+  pipert_resize_f32(ctx.ctx, x.data(), xs, ys, nullptr, roi, PIPERT_RESIZE_LINEAR,
+                    PIPERT_RESIZE_TF_CROP_AND_RESIZE, PIPERT_RESIZE_ROUND_PREFER_FLOOR, -0.75f, 0,
+                    9.f, y.data());
+  // x = -0.5*2 + o * 1.5 * 2 / 3 = -1, 0, 1, 2.
+  EXPECT_EQ(y, (Vec{9, 1, 2, 3}));
+  // The outer extent and threads: 4096 rows, each [r, r + 1] doubled.
+  const int64_t bs[4] = {4096, 1, 1, 2}, bys[4] = {4096, 1, 1, 4};
+  Vec big(8192), out(16384);
+  for (int i = 0; i < 4096; ++i)
+    big[2 * size_t(i)] = float(i), big[2 * size_t(i) + 1] = float(i) + 1;
+  pipert_resize_f32(ctx.ctx, big.data(), bs, bys, nullptr, nullptr, PIPERT_RESIZE_NEAREST,
+                    PIPERT_RESIZE_ASYMMETRIC, PIPERT_RESIZE_FLOOR, -0.75f, 0, 0.f, out.data());
+  for (int i = 0; i < 4096; ++i)
+    ASSERT_EQ(out[4 * size_t(i) + 3], float(i) + 1) << i;
+  // Its adjoint on two threads (outer slices split): each input gets two.
+  Vec ones(16384, 1.f), dbig(8192, -1.f);
+  pipert_resize_grad_f32(ctx.ctx, ones.data(), bs, bys, nullptr, nullptr, PIPERT_RESIZE_NEAREST,
+                         PIPERT_RESIZE_ASYMMETRIC, PIPERT_RESIZE_FLOOR, -0.75f, 0, dbig.data());
+  EXPECT_EQ(dbig, Vec(8192, 2.f));
+}
+
 TEST(Elementwise, ActivationKinksAndIntegerMod) {
   Ctx ctx;
   // PyTorch's choice at the kinks: LeakyRelu and Elu take the x <= 0 branch
