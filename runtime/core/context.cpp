@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 struct pipert_context {
   pipert_backend backend = PIPERT_BACKEND_CPU;
@@ -62,14 +63,19 @@ void pipert_note_alloc(void *ptr, size_t bytes) {
   g_memory_peak = std::max(g_memory_peak, g_memory_in_use);
 }
 
-void pipert_note_free(void *ptr) {
+// Forgets `ptr`'s allocation; its size, or 0 if it was not noted.
+static size_t take_allocation(void *ptr) {
   std::lock_guard<std::mutex> lock(g_memory_mutex);
   auto it = g_allocations.find(ptr);
   if (it == g_allocations.end())
-    return;
-  g_memory_in_use -= it->second;
+    return 0;
+  size_t bytes = it->second;
+  g_memory_in_use -= bytes;
   g_allocations.erase(it);
+  return bytes;
 }
+
+void pipert_note_free(void *ptr) { take_allocation(ptr); }
 
 size_t pipert_peak_memory_bytes(void) {
   std::lock_guard<std::mutex> lock(g_memory_mutex);
@@ -132,9 +138,37 @@ uint64_t pipert_context_next_random(pipert_context *ctx) {
 uint64_t pipert_context_random_state(const pipert_context *ctx) { return ctx->rng; }
 void pipert_context_set_random_state(pipert_context *ctx, uint64_t state) { ctx->rng = state; }
 
+// Freed blocks are kept for the next allocation of the same rounded size:
+// a step allocates and frees the same blocks in the same order every time
+// (each micro-batch's stage call too), so after the first step nothing goes
+// to malloc, and large blocks are not returned to the kernel and faulted in
+// again. Not under AddressSanitizer, which must see every free.
+#if defined(__SANITIZE_ADDRESS__)
+#define PIPERT_CACHE_BLOCKS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PIPERT_CACHE_BLOCKS 0
+#endif
+#endif
+#ifndef PIPERT_CACHE_BLOCKS
+#define PIPERT_CACHE_BLOCKS 1
+#endif
+static std::mutex g_cache_mutex;
+static std::unordered_map<size_t, std::vector<void *>> g_free_blocks;
+
 void *pipert_alloc(pipert_context *, size_t bytes) {
-  size_t rounded = (bytes + 63) / 64 * 64;
-  void *p = std::aligned_alloc(64, rounded ? rounded : 64);
+  size_t rounded = bytes ? (bytes + 63) / 64 * 64 : 64;
+  void *p = nullptr;
+  if (PIPERT_CACHE_BLOCKS) {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    auto it = g_free_blocks.find(rounded);
+    if (it != g_free_blocks.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+    }
+  }
+  if (!p)
+    p = std::aligned_alloc(64, rounded);
   if (!p)
     pipert_fail("out of memory allocating %zu bytes", bytes);
   pipert_note_alloc(p, rounded);
@@ -142,7 +176,14 @@ void *pipert_alloc(pipert_context *, size_t bytes) {
 }
 
 void pipert_free(pipert_context *, void *ptr) {
-  pipert_note_free(ptr);
+  if (!ptr)
+    return;
+  size_t bytes = take_allocation(ptr);
+  if (PIPERT_CACHE_BLOCKS && bytes) {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    g_free_blocks[bytes].push_back(ptr);
+    return;
+  }
   std::free(ptr);
 }
 void pipert_copy_to_device(pipert_context *, void *d, const void *s, size_t n) { if (n) std::memcpy(d, s, n); }
