@@ -165,6 +165,51 @@ void where(pipert_context *ctx, pipert_dtype dtype, const uint8_t *cond, int64_t
                m.out_bytes(out, n * es));
 }
 
+void activation_f32(pipert_context *ctx, pipert_activation_op op, float alpha, float beta,
+                    const float *x, int64_t n, float *y) {
+  Mirror m(ctx);
+  pipert_activation_f32(ctx, op, alpha, beta, m.in(x, n), n, m.out(y, n));
+}
+
+void activation_grad_f32(pipert_context *ctx, pipert_activation_op op, float alpha, float beta,
+                         const float *x, const float *dy, int64_t n, float *dx) {
+  Mirror m(ctx);
+  pipert_activation_grad_f32(ctx, op, alpha, beta, m.in(x, n), m.in(dy, n), n, m.out(dx, n));
+}
+
+void compare_f32(pipert_context *ctx, pipert_compare_op op, const float *a, int64_t a_rank,
+                 const int64_t *a_shape, const float *b, int64_t b_rank, const int64_t *b_shape,
+                 uint8_t *y) {
+  Mirror m(ctx);
+  const int64_t ny = bcast_numel(a_rank, a_shape, b_rank, b_shape);
+  pipert_compare_f32(ctx, op, m.in(a, numel(a_rank, a_shape)), a_rank, a_shape,
+                     m.in(b, numel(b_rank, b_shape)), b_rank, b_shape, m.out(y, ny));
+}
+
+void compare_i64(pipert_context *ctx, pipert_compare_op op, const int64_t *a, int64_t a_rank,
+                 const int64_t *a_shape, const int64_t *b, int64_t b_rank, const int64_t *b_shape,
+                 uint8_t *y) {
+  Mirror m(ctx);
+  const int64_t ny = bcast_numel(a_rank, a_shape, b_rank, b_shape);
+  pipert_compare_i64(ctx, op, m.in(a, numel(a_rank, a_shape)), a_rank, a_shape,
+                     m.in(b, numel(b_rank, b_shape)), b_rank, b_shape, m.out(y, ny));
+}
+
+void logical(pipert_context *ctx, pipert_logical_op op, const uint8_t *a, int64_t a_rank,
+             const int64_t *a_shape, const uint8_t *b, int64_t b_rank, const int64_t *b_shape,
+             uint8_t *y) {
+  Mirror m(ctx);
+  const int64_t ny = bcast_numel(a_rank, a_shape, b_rank, b_shape);
+  pipert_logical(ctx, op, m.in(a, numel(a_rank, a_shape)), a_rank, a_shape,
+                 m.in(b, numel(b_rank, b_shape)), b_rank, b_shape, m.out(y, ny));
+}
+
+// pipert_not (`not` is a C++ alternative token, hence the name).
+void not_u8(pipert_context *ctx, const uint8_t *x, int64_t n, uint8_t *y) {
+  Mirror m(ctx);
+  pipert_not(ctx, m.in(x, n), n, m.out(y, n));
+}
+
 #define PIPERT_SHIM_ACT_GRAD(name)                                                               \
   void name(pipert_context *ctx, const float *x, const float *dy, int64_t n, float *dx) {        \
     Mirror m(ctx);                                                                               \
@@ -551,6 +596,60 @@ void expand(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t x_ra
                 y_shape, m.out_bytes(y, numel(y_rank, y_shape) * es));
 }
 
+// Tile's repeats and Pad's pads are attribute arrays: they stay on the host
+// (the CUDA kernels read them there to set up the index geometry).
+int64_t tile_numel(int64_t rank, const int64_t *shape, const int64_t *repeats) {
+  int64_t n = 1;
+  for (int64_t i = 0; i < rank; ++i)
+    n *= shape[i] * std::max<int64_t>(repeats[i], 0);
+  return n;
+}
+
+void tile(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+          const int64_t *shape, const int64_t *repeats, void *y) {
+  Mirror m(ctx);
+  const int64_t es = int64_t(dsize(dtype));
+  pipert_tile(ctx, dtype, m.in_bytes(x, numel(rank, shape) * es), rank, shape, repeats,
+              m.out_bytes(y, tile_numel(rank, shape, repeats) * es));
+}
+
+void tile_grad_f32(pipert_context *ctx, const float *dy, int64_t rank, const int64_t *x_shape,
+                   const int64_t *repeats, float *dx) {
+  Mirror m(ctx);
+  pipert_tile_grad_f32(ctx, m.in(dy, tile_numel(rank, x_shape, repeats)), rank, x_shape, repeats,
+                       m.out(dx, numel(rank, x_shape)));
+}
+
+// y.shape[i] = shape[i] + begin[i] + end[i] (negative pads crop).
+int64_t pad_numel(int64_t rank, const int64_t *shape, const int64_t *pads) {
+  int64_t n = 1;
+  for (int64_t i = 0; i < rank; ++i)
+    n *= std::max<int64_t>(shape[i] + pads[i] + pads[i + rank], 0);
+  return n;
+}
+
+void pad(pipert_context *ctx, pipert_dtype dtype, pipert_pad_mode mode, const void *x,
+         int64_t rank, const int64_t *shape, const int64_t *pads, float value, void *y) {
+  Mirror m(ctx);
+  const int64_t es = int64_t(dsize(dtype));
+  pipert_pad(ctx, dtype, mode, m.in_bytes(x, numel(rank, shape) * es), rank, shape, pads, value,
+             m.out_bytes(y, pad_numel(rank, shape, pads) * es));
+}
+
+void pad_grad_f32(pipert_context *ctx, pipert_pad_mode mode, const float *dy, int64_t rank,
+                  const int64_t *x_shape, const int64_t *pads, float *dx) {
+  Mirror m(ctx);
+  pipert_pad_grad_f32(ctx, mode, m.in(dy, pad_numel(rank, x_shape, pads)), rank, x_shape, pads,
+                      m.out(dx, numel(rank, x_shape)));
+}
+
+void trilu(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+           const int64_t *shape, int upper, int64_t k, void *y) {
+  Mirror m(ctx);
+  const int64_t bytes = numel(rank, shape) * int64_t(dsize(dtype));
+  pipert_trilu(ctx, dtype, m.in_bytes(x, bytes), rank, shape, upper, k, m.out_bytes(y, bytes));
+}
+
 void cast(pipert_context *ctx, pipert_dtype from, const void *x, pipert_dtype to, void *y,
           int64_t n) {
   Mirror m(ctx);
@@ -560,27 +659,61 @@ void cast(pipert_context *ctx, pipert_dtype from, const void *x, pipert_dtype to
 
 //===------------------------------ reductions ----------------------------===//
 
+// Elements of the result of a reduction over axes (host array), as in
+// pipert_reduce_f32.
+int64_t reduce_numel(int64_t rank, const int64_t *shape, int64_t n_axes, const int64_t *axes,
+                     int noop_with_empty_axes) {
+  if (n_axes <= 0)
+    return n_axes == 0 && noop_with_empty_axes ? numel(rank, shape) : 1;
+  std::vector<bool> red(static_cast<size_t>(std::max<int64_t>(rank, 0)), false);
+  for (int64_t k = 0; k < n_axes; ++k) {
+    const int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+    if (a >= 0 && a < rank)
+      red[size_t(a)] = true;
+  }
+  int64_t ny = 1;
+  for (int64_t i = 0; i < rank; ++i)
+    if (!red[size_t(i)])
+      ny *= shape[i];
+  return ny;
+}
+
 void reduce_f32(pipert_context *ctx, pipert_reduce_op op, const float *x, int64_t rank,
                 const int64_t *shape, int64_t n_axes, const int64_t *axes,
                 int noop_with_empty_axes, float *y) {
   Mirror m(ctx);
+  pipert_reduce_f32(ctx, op, m.in(x, numel(rank, shape)), rank, shape, n_axes, axes,
+                    noop_with_empty_axes,
+                    m.out(y, reduce_numel(rank, shape, n_axes, axes, noop_with_empty_axes)));
+}
+
+void reduce_extremum_grad_f32(pipert_context *ctx, pipert_reduce_op op, const float *x,
+                              int64_t rank, const int64_t *shape, int64_t n_axes,
+                              const int64_t *axes, int noop_with_empty_axes, const float *dy,
+                              float *dx) {
+  Mirror m(ctx);
   const int64_t n = numel(rank, shape);
-  int64_t ny = 1;
-  if (n_axes == 0 && noop_with_empty_axes) {
-    ny = n;
-  } else if (n_axes > 0) {
-    std::vector<bool> red(static_cast<size_t>(rank), false);
-    for (int64_t k = 0; k < n_axes; ++k) {
-      const int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
-      if (a >= 0 && a < rank)
-        red[size_t(a)] = true;
-    }
-    for (int64_t i = 0; i < rank; ++i)
-      if (!red[size_t(i)])
-        ny *= shape[i];
-  }
-  pipert_reduce_f32(ctx, op, m.in(x, n), rank, shape, n_axes, axes, noop_with_empty_axes,
-                    m.out(y, ny));
+  pipert_reduce_extremum_grad_f32(
+      ctx, op, m.in(x, n), rank, shape, n_axes, axes, noop_with_empty_axes,
+      m.in(dy, reduce_numel(rank, shape, n_axes, axes, noop_with_empty_axes)), m.out(dx, n));
+}
+
+void arg_reduce_f32(pipert_context *ctx, pipert_reduce_op op, const float *x, int64_t rank,
+                    const int64_t *shape, int64_t axis, int select_last_index, int64_t *y) {
+  Mirror m(ctx);
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  // x's shape without axis; a bad axis is the kernel's to report.
+  const int64_t ny = a >= 0 && a < rank ? with_extent(rank, shape, a, 1) : 0;
+  pipert_arg_reduce_f32(ctx, op, m.in(x, numel(rank, shape)), rank, shape, axis,
+                        select_last_index, m.out(y, ny));
+}
+
+void cumsum(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
+            const int64_t *shape, int64_t axis, int exclusive, int reverse, void *y) {
+  Mirror m(ctx);
+  const int64_t bytes = numel(rank, shape) * int64_t(dsize(dtype));
+  pipert_cumsum(ctx, dtype, m.in_bytes(x, bytes), rank, shape, axis, exclusive, reverse,
+                m.out_bytes(y, bytes));
 }
 
 //===------------------------------ dropout -------------------------------===//
@@ -659,6 +792,74 @@ void nll_loss_grad_f32(pipert_context *ctx, const float *dloss, int64_t rank,
                            ignore_index, reduction, m.out(dinput, numel(rank, shape)));
 }
 
+//===------------------------------ recurrent -----------------------------===//
+
+// Element counts of the LSTM (4 gates) / GRU (3 gates) tensors, layout 0.
+struct RnnSizes {
+  int64_t x, w, r, b, state, y;
+  RnnSizes(int64_t T, int64_t B, int64_t I, int64_t H, int32_t direction, int64_t gates) {
+    const int64_t D = direction == 2 ? 2 : 1;
+    x = T * B * I;
+    w = D * gates * H * I;
+    r = D * gates * H * H;
+    b = D * 2 * gates * H;
+    state = D * B * H;
+    y = T * D * B * H;
+  }
+};
+
+void lstm_f32(pipert_context *ctx, const float *x, const float *w, const float *r, const float *b,
+              const float *initial_h, const float *initial_c, int64_t seq_length, int64_t batch,
+              int64_t input_size, int64_t hidden_size, int32_t direction, float *y, float *y_h,
+              float *y_c) {
+  Mirror m(ctx);
+  const RnnSizes z(seq_length, batch, input_size, hidden_size, direction, 4);
+  pipert_lstm_f32(ctx, m.in(x, z.x), m.in(w, z.w), m.in(r, z.r), m.in(b, z.b),
+                  m.in(initial_h, z.state), m.in(initial_c, z.state), seq_length, batch,
+                  input_size, hidden_size, direction, m.out(y, z.y), m.out(y_h, z.state),
+                  m.out(y_c, z.state));
+}
+
+void lstm_grad_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
+                   const float *b, const float *initial_h, const float *initial_c,
+                   const float *dy, const float *dy_h, const float *dy_c, int64_t seq_length,
+                   int64_t batch, int64_t input_size, int64_t hidden_size, int32_t direction,
+                   float *dx, float *dw, float *dr, float *db, float *dinitial_h,
+                   float *dinitial_c) {
+  Mirror m(ctx);
+  const RnnSizes z(seq_length, batch, input_size, hidden_size, direction, 4);
+  pipert_lstm_grad_f32(ctx, m.in(x, z.x), m.in(w, z.w), m.in(r, z.r), m.in(b, z.b),
+                       m.in(initial_h, z.state), m.in(initial_c, z.state), m.in(dy, z.y),
+                       m.in(dy_h, z.state), m.in(dy_c, z.state), seq_length, batch, input_size,
+                       hidden_size, direction, m.out(dx, z.x), m.out(dw, z.w), m.out(dr, z.r),
+                       m.out(db, z.b), m.out(dinitial_h, z.state), m.out(dinitial_c, z.state));
+}
+
+void gru_f32(pipert_context *ctx, const float *x, const float *w, const float *r, const float *b,
+             const float *initial_h, int64_t seq_length, int64_t batch, int64_t input_size,
+             int64_t hidden_size, int32_t direction, int32_t linear_before_reset, float *y,
+             float *y_h) {
+  Mirror m(ctx);
+  const RnnSizes z(seq_length, batch, input_size, hidden_size, direction, 3);
+  pipert_gru_f32(ctx, m.in(x, z.x), m.in(w, z.w), m.in(r, z.r), m.in(b, z.b),
+                 m.in(initial_h, z.state), seq_length, batch, input_size, hidden_size, direction,
+                 linear_before_reset, m.out(y, z.y), m.out(y_h, z.state));
+}
+
+void gru_grad_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
+                  const float *b, const float *initial_h, const float *dy, const float *dy_h,
+                  int64_t seq_length, int64_t batch, int64_t input_size, int64_t hidden_size,
+                  int32_t direction, int32_t linear_before_reset, float *dx, float *dw, float *dr,
+                  float *db, float *dinitial_h) {
+  Mirror m(ctx);
+  const RnnSizes z(seq_length, batch, input_size, hidden_size, direction, 3);
+  pipert_gru_grad_f32(ctx, m.in(x, z.x), m.in(w, z.w), m.in(r, z.r), m.in(b, z.b),
+                      m.in(initial_h, z.state), m.in(dy, z.y), m.in(dy_h, z.state), seq_length,
+                      batch, input_size, hidden_size, direction, linear_before_reset,
+                      m.out(dx, z.x), m.out(dw, z.w), m.out(dr, z.r), m.out(db, z.b),
+                      m.out(dinitial_h, z.state));
+}
+
 //===------------------------------ optimizers ----------------------------===//
 
 void sgd_f32(pipert_context *ctx, float lr, float weight_decay, const float *x, const float *g,
@@ -713,6 +914,14 @@ void predict_weights_f32(pipert_context *ctx, const float *w, const float *v, fl
                          int64_t n, float *w_hat) {
   Mirror m(ctx);
   pipert_predict_weights_f32(ctx, m.in(w, n), m.in(v, n), s, lr, n, m.out(w_hat, n));
+}
+
+void predict_adam_f32(pipert_context *ctx, const float *w, const float *mm, const float *v,
+                      int64_t t, float beta1, float beta2, float epsilon, float s, float lr,
+                      int64_t n, float *w_hat) {
+  Mirror m(ctx);
+  pipert_predict_adam_f32(ctx, m.in(w, n), m.in(mm, n), m.in(v, n), t, beta1, beta2, epsilon, s,
+                          lr, n, m.out(w_hat, n));
 }
 
 void easgd_local_f32(pipert_context *ctx, float alpha, const float *center, float *x, float *diff,
