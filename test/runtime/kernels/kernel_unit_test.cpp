@@ -150,6 +150,37 @@ TEST(Dropout, DeterministicPerSeedAndUnbiased) {
   EXPECT_NEAR(mean / double(n), 1.0, 0.01);
 }
 
+// Erf against erf in double: within a few float ulp everywhere (std::erf
+// on the CPU, erff on CUDA), +-1 far out, NaN kept.
+TEST(Elementwise, ErfWithinAFewUlp) {
+  Ctx ctx;
+  Vec x;
+  for (int i = -200000; i <= 200000; ++i)
+    x.push_back(float(i) * 3e-5f); // [-6, 6]
+  for (float t : {1e-30f, 1e-12f, 1e-6f, 1e-3f})
+    for (float sign : {1.f, -1.f})
+      x.push_back(sign * t);
+  x.push_back(INFINITY);
+  x.push_back(-INFINITY);
+  x.push_back(NAN);
+  Vec y(x.size());
+  pipert_unary_f32(ctx.ctx, PIPERT_UNARY_ERF, x.data(), int64_t(x.size()), y.data());
+  double worst = 0;
+  for (size_t i = 0; i + 3 < x.size(); ++i) {
+    double e = std::erf(double(x[i]));
+    if (e == 0) {
+      EXPECT_EQ(y[i], 0.f);
+      continue;
+    }
+    worst = std::max(worst, std::fabs(double(y[i]) - e) / std::fabs(e));
+    ASSERT_LE(std::fabs(y[i]), 1.f) << "at " << x[i];
+  }
+  EXPECT_LT(worst, 5e-7);
+  EXPECT_EQ(y[x.size() - 3], 1.f);
+  EXPECT_EQ(y[x.size() - 2], -1.f);
+  EXPECT_TRUE(std::isnan(y[x.size() - 1]));
+}
+
 TEST(Elementwise, WhereEqualAndInt64Arithmetic) {
   Ctx ctx;
   const int64_t as[2] = {2, 3}, bs[1] = {3};
