@@ -12,6 +12,7 @@
 #include "pipec/Autodiff/OnnxBuilder.h"
 #include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Transforms/Passes.h"
+#include "pipec/Transforms/WholeBatch.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -565,7 +566,8 @@ void PipeSplitStagesPass::runOnOperation() {
 
   // The step's facts the programs need, on the module.
   for (StringRef key : {pipe::attrs::kMicrobatches, pipe::attrs::kBatchSize,
-                        pipe::attrs::kLossCombine, pipe::attrs::kLossScale})
+                        pipe::attrs::kLossCombine, pipe::attrs::kLossScale,
+                        wholebatch::kStages})
     if (Attribute a = step->getAttr(key))
       module->setAttr(key, a);
   if (optimizer) {
