@@ -1504,8 +1504,9 @@ void PipeSchedulePass::runOnOperation() {
       module.emitError()
           << "pipe-schedule: --batchnorm full-batch runs stage "
           << wholeStages.front()
-          << " (a training-mode BatchNormalization) once on all "
-             "micro-batches, which needs kind=gpipe, not '"
+          << " (it holds a training-mode BatchNormalization) once on all "
+             "micro-batches, which needs the GPipe schedule (kind=gpipe, "
+             "--schedule gpipe), not '"
           << kind << "'";
       return signalPassFailure();
     }
