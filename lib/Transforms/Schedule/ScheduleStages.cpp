@@ -168,6 +168,16 @@ static LogicalResult expandWholeBatchFunction(pipe::StageOp op,
   for (Operation &o : llvm::make_early_inc_range(block.without_terminator())) {
     if (o.hasAttr(wholebatch::kConcat)) {
       auto it = copies.find(o.getOperand(0));
+      // A splat constant (a zero gradient contribution folded by
+      // pipe-split-stages) is every micro-batch's.
+      if (it == copies.end() && int64_t(o.getNumOperands()) == m)
+        if (auto c = o.getOperand(0).getDefiningOp<onnx::ConstantOp>())
+          if (auto dense = llvm::dyn_cast_if_present<DenseElementsAttr>(
+                  c->getAttr("value"));
+              dense && dense.isSplat()) {
+            o.removeAttr(wholebatch::kConcat);
+            continue;
+          }
       if (it == copies.end() || int64_t(o.getNumOperands()) != m)
         return o.emitOpError()
                << "in whole-batch stage @" << op.getSymName()
