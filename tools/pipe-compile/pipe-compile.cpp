@@ -7,7 +7,7 @@
 //       [--stages N --microbatches M --schedule gpipe|1f1b|afp [--advance K]
 //        [--method sync|pipedream|2bw|spectrain|pipemare|avgpipe
 //         [--vertical-sync] [--lr-warmup K] [--discrepancy-correction G]]
-//        [--recompute]
+//        [--recompute] [--batchnorm micro-batch|full-batch]
 //        [--pipelines P [--avg-alpha A] [--avg-period T]]
 //        [--partition balanced|manual|layers] [--cut NODE,...]
 //        [--from-mlir PIPE.mlir] [--show-schedule]]
