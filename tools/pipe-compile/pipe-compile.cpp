@@ -580,6 +580,12 @@ int main(int argc, char **argv) {
       return fail("--auto plans with the balanced partition: drop --partition");
     if (forwardOnly)
       return fail("--auto plans training: drop --forward-only");
+    // Its time model has every stage micro-batched: whole-batch stages
+    // (GPipe only, their micro-batches serialised) are not among its plans.
+    if (batchnorm == "full-batch")
+      return fail("--auto does not plan --batchnorm full-batch (whole-batch "
+                  "stages): give --stages, --microbatches and --schedule "
+                  "gpipe");
     if (numDevices < 1)
       return fail("--devices must be >= 1 (got " +
                   llvm::Twine(numDevices.getValue()) + ")");
