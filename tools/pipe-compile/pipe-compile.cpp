@@ -182,9 +182,9 @@ static cl::opt<std::string>
 static cl::opt<std::string> batchnorm(
     "batchnorm", cl::cat(pipelineCat),
     cl::desc("training-mode BatchNormalization statistics with M > 1: "
-             "micro-batch (each micro-batch its own, default) or full-batch "
-             "(the whole mini-batch's, exact: the stages holding one run "
-             "once per step on all micro-batches; --schedule gpipe)"),
+             "micro-batch (each its own) or full-batch (the whole "
+             "mini-batch's, exact: the stages holding one run once per step "
+             "on all micro-batches; --schedule gpipe) (default: micro-batch)"),
     cl::init("micro-batch"));
 static cl::opt<bool> showSchedule("show-schedule", cl::cat(outputCat),
                                   cl::desc("Print the schedule table"));
