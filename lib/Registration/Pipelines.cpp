@@ -59,6 +59,7 @@ void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
   pm.addPass(createPipeAddOptimizer(optimizer));
   PipeMicrobatchOptions microbatch;
   microbatch.microbatches = options.microbatches;
+  microbatch.batchnorm = options.batchnorm;
   pm.addPass(createPipeMicrobatch(microbatch));
   PipeSplitStagesOptions split;
   split.recompute = options.recompute ||

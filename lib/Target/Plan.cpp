@@ -1,5 +1,6 @@
 //===- Plan.cpp - OUT/plan.json --------------------------------------------===//
 #include "pipec/Target/Plan.h"
+#include "pipec/Transforms/WholeBatch.h"
 #include "dialects/pipe/PipeAttrNames.h"
 
 #include "pipec/Analysis/CostModel.h"
@@ -121,6 +122,16 @@ llvm::json::Object mlir::pipec::describeDevice(pipe::ProgramOp program,
   llvm::json::Array schedule;
   pipe::forEachInstruction(program, [&](Operation *op, int64_t mb) {
     std::string text;
+    // A whole-batch stage's forward or backward (--batchnorm full-batch)
+    // computes all M micro-batches: M entries, as pipe-verify-schedule
+    // counts it, so that pipe-simulate charges it M micro-batches.
+    if (isa<pipe::ForwardOp, pipe::BackwardOp>(op) &&
+        op->hasAttr(wholebatch::kWholeBatch)) {
+      std::string kind = isa<pipe::ForwardOp>(op) ? "F" : "B";
+      for (int64_t u = 0; u < program.getMicrobatches(); ++u)
+        schedule.push_back(kind + std::to_string(mb + u));
+      return;
+    }
     if (isa<pipe::ForwardOp>(op)) {
       text = "F" + std::to_string(mb);
     } else if (auto b = dyn_cast<pipe::BackwardOp>(op)) {

@@ -20,7 +20,9 @@
 //
 // Training-mode BatchNormalization normalises each micro-batch with its own
 // statistics (as GPipe and torch's pipelining do); with M = 1 that is the
-// step's.
+// step's. With batchnorm=full-batch the stages holding one are whole-batch
+// stages instead (pipec/Transforms/WholeBatch.h): their ops keep B, and
+// marker Concat/Split ops convert at their boundaries.
 // from the pipe.input arguments (batched on axis 0) through each op's
 // semantics. Only linear ops may consume sums and means, so that combining
 // the micro-batches' results as above is exact; anything else that mixes
@@ -33,6 +35,7 @@
 #include "pipec/Autodiff/OnnxBuilder.h"
 #include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Transforms/Passes.h"
+#include "pipec/Transforms/WholeBatch.h"
 
 #include "dialects/onnx/ShapeHelpers.h"
 
@@ -105,7 +108,11 @@ private:
   /// Gradient ops of mean-reduced losses: they divide by the micro-batch's
   /// size, the step by B, so their incoming gradient is scaled by 1/M.
   SmallVector<Operation *> meanLossGrads;
+  /// --batchnorm full-batch: the whole-batch stages (ops keep B).
+  llvm::SmallSetVector<int64_t, 4> wholeStages;
 
+  bool isWhole(Operation *op) const;
+  LogicalResult insertWholeBatchBoundaries(func::FuncOp step);
   BatchState stateOf(Value v) const { return states.lookup(v); }
   LogicalResult analyze(Operation *op);
   void noteOrigin(InFlightDiagnostic &d, Value v);
@@ -928,6 +935,107 @@ void PipeMicrobatchPass::noteOrigin(InFlightDiagnostic &d, Value v) {
     d.attachNote(def->getLoc()) << "computed here";
 }
 
+
+static int64_t stageOfOp(Operation *op) {
+  if (auto s = op->getAttrOfType<IntegerAttr>(pipe::attrs::kStage))
+    return s.getInt();
+  return 0;
+}
+
+bool PipeMicrobatchPass::isWhole(Operation *op) const {
+  return !wholeStages.empty() && wholeStages.contains(stageOfOp(op));
+}
+
+/// Whole-batch stages keep the batch B; the values crossing between them and
+/// micro-batched stages (or the data inputs) go through markers: a Concat of
+/// M copies of the micro-batch value in the reading whole-batch stage (copy
+/// k is micro-batch k once pipe-schedule wires them), a Split into M parts
+/// in the producing whole-batch stage (part k is micro-batch k's slice).
+LogicalResult
+PipeMicrobatchPass::insertWholeBatchBoundaries(func::FuncOp step) {
+  Block &body = step.getBody().front();
+  OpBuilder b(step.getContext());
+  int64_t m = microbatches;
+  llvm::DenseMap<Value, Value> splitOf;
+  std::map<std::pair<const void *, int64_t>, Value> concatOf;
+  auto checkPlain = [&](Operation *user, Value v,
+                        BatchState s) -> LogicalResult {
+    if (s.isPlain())
+      return success();
+    return user->emitOpError()
+           << "crosses between a whole-batch and a micro-batched stage "
+              "(--batchnorm full-batch) with a value batched on a merged "
+              "axis (#"
+           << s.axis << " of " << v.getType()
+           << "): only a plain batch axis is cut into micro-batches there";
+  };
+  auto splitFor = [&](Value v, BatchState s) -> Value {
+    Value &part = splitOf[v];
+    if (part)
+      return part;
+    Operation *def = v.getDefiningOp();
+    b.setInsertionPointAfter(def);
+    auto t = llvm::cast<RankedTensorType>(v.getType());
+    SmallVector<int64_t> shape(t.getShape());
+    shape[s.axis] /= m;
+    SmallVector<Type> types(m, t.clone(shape));
+    Value none = onnx::NoValueOp::create(b, def->getLoc(),
+                                         b.getNoneType());
+    auto split = onnx::SplitOp::create(b, def->getLoc(), types, v, none,
+                                       b.getI64IntegerAttr(s.axis),
+                                       IntegerAttr());
+    split->setAttr(pipe::attrs::kStage,
+                   b.getI64IntegerAttr(stageOfOp(def)));
+    split->setAttr(wholebatch::kSplit, b.getUnitAttr());
+    for (Value r : split.getResults())
+      states[r] = s;
+    return part = split.getResult(0);
+  };
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    if (op.hasAttr(wholebatch::kSplit) || op.hasAttr(wholebatch::kConcat) ||
+        llvm::isa<onnx::NoValueOp>(op))
+      continue;
+    bool whole = isWhole(&op);
+    int64_t stage = stageOfOp(&op);
+    for (OpOperand &use : op.getOpOperands()) {
+      Value v = use.get();
+      BatchState s = stateOf(v);
+      Operation *def = v.getDefiningOp();
+      bool fromWhole = def && isWhole(def);
+      int64_t fromStage = def ? stageOfOp(def) : -1;
+      if (fromWhole == whole && (!whole || fromStage == stage))
+        continue;
+      if (s.isFree())
+        continue;
+      if (!s.isBatched())
+        return op.emitOpError()
+               << "reads a value that is not per sample (a reduction over "
+                  "the batch) from another stage across a whole-batch stage "
+                  "boundary (--batchnorm full-batch)";
+      if (failed(checkPlain(&op, v, s)))
+        return failure();
+      Value micro = fromWhole ? splitFor(v, s) : v;
+      if (!whole) {
+        use.set(micro);
+        continue;
+      }
+      Value &concat = concatOf[{micro.getAsOpaquePointer(), stage}];
+      if (!concat) {
+        b.setInsertionPoint(&op);
+        SmallVector<Value> copies(m, micro);
+        auto c = onnx::ConcatOp::create(b, op.getLoc(), v.getType(), copies,
+                                        b.getI64IntegerAttr(s.axis));
+        c->setAttr(pipe::attrs::kStage, b.getI64IntegerAttr(stage));
+        c->setAttr(wholebatch::kConcat, b.getUnitAttr());
+        states[c.getResult()] = s;
+        concat = c.getResult();
+      }
+      use.set(concat);
+    }
+  }
+  return success();
+}
+
 void PipeMicrobatchPass::runOnOperation() {
   ModuleOp module = getOperation();
   auto step = module.lookupSymbol<func::FuncOp>(funcName);
@@ -1031,9 +1139,33 @@ void PipeMicrobatchPass::runOnOperation() {
   bool lossIsMean =
       stateOf(ret.getOperand(*lossIndex)).kind == BatchState::Mean;
 
+  // --batchnorm full-batch: the stages of training-mode BatchNormalizations
+  // run on the whole batch.
+  if (batchnorm != "micro-batch" && batchnorm != "full-batch") {
+    step.emitError() << "pipe-microbatch: batchnorm must be micro-batch or "
+                        "full-batch, not '"
+                     << batchnorm << "'";
+    return signalPassFailure();
+  }
+  if (batchnorm == "full-batch" && microbatches > 1) {
+    for (Operation &op : body.without_terminator())
+      if (auto bn = llvm::dyn_cast<onnx::BatchNormalizationOp>(op);
+          bn && bn.getTrainingMode() == 1)
+        wholeStages.insert(stageOfOp(&op));
+    if (!wholeStages.empty() && failed(insertWholeBatchBoundaries(step)))
+      return signalPassFailure();
+  }
+  // A loss computed by a whole-batch stage is the step's: it is reported
+  // for every micro-batch and averaged back.
+  bool wholeLoss = false;
+  if (Operation *def = ret.getOperand(*lossIndex).getDefiningOp())
+    wholeLoss = isWhole(def);
+
   // Rewrite, retype, re-infer.
   OpBuilder b(step.getContext());
   for (ShapeRewrite &rw : rewrites) {
+    if (isWhole(rw.op))
+      continue;
     Value shape = rw.op->getOperand(rw.operand);
     auto entries = onnx::getConstantInts(shape);
     if (!entries) {
@@ -1072,10 +1204,11 @@ void PipeMicrobatchPass::runOnOperation() {
   }
   for (Operation &op : body.without_terminator()) {
     SmallVector<Type> expected;
+    bool whole = isWhole(&op);
     for (Value r : op.getResults()) {
       BatchState s = stateOf(r);
       Type t = r.getType();
-      if (s.isBatched()) {
+      if (s.isBatched() && !whole) {
         auto rt = llvm::cast<RankedTensorType>(t);
         SmallVector<int64_t> shape(rt.getShape());
         shape[s.axis] /= microbatches;
@@ -1100,6 +1233,9 @@ void PipeMicrobatchPass::runOnOperation() {
       }
   }
   for (Operation *op : meanLossGrads) {
+    // A whole-batch stage's loss gradient is the step's already.
+    if (isWhole(op))
+      continue;
     Value dloss = op->getOperand(0);
     auto t = llvm::cast<RankedTensorType>(dloss.getType());
     b.setInsertionPoint(op);
@@ -1124,8 +1260,14 @@ void PipeMicrobatchPass::runOnOperation() {
   step->setAttr(pipe::attrs::kMicrobatches, b.getI64IntegerAttr(microbatches));
   step->setAttr(pipe::attrs::kBatchSize, b.getI64IntegerAttr(batch));
   step->setAttr(pipe::attrs::kLossCombine,
-                b.getStringAttr(lossIsMean ? "mean" : "sum"));
+                b.getStringAttr(lossIsMean || wholeLoss ? "mean" : "sum"));
   step->setAttr(pipe::attrs::kLossScale,
-                b.getF64FloatAttr(lossIsMean ? 1.0 / double(microbatches)
-                                             : 1.0));
+                b.getF64FloatAttr(lossIsMean || wholeLoss
+                                      ? 1.0 / double(microbatches)
+                                      : 1.0));
+  if (!wholeStages.empty()) {
+    SmallVector<int64_t> sorted(wholeStages.begin(), wholeStages.end());
+    llvm::sort(sorted);
+    step->setAttr(wholebatch::kStages, b.getI64ArrayAttr(sorted));
+  }
 }

@@ -12,6 +12,7 @@
 #include "pipec/Autodiff/OnnxBuilder.h"
 #include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Transforms/Passes.h"
+#include "pipec/Transforms/WholeBatch.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -224,14 +225,26 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
     // The values whose gradient `grad` is: the operands of the forward op
     // whose VJP rule built it (they share its location), and through the
     // ops whose rule passes a gradient on unchanged (Add, Sub's first
-    // operand, Identity) the operands of those.
-    Location loc = grad.getDefiningOp()->getLoc();
+    // operand, Identity) the operands of those. Whole-batch stages
+    // (--batchnorm full-batch) put markers in between: the gradient is
+    // part 0 of a pipe.microbatch_split of the one the rule built, and the
+    // forward op reads the value through a pipe.microbatch_concat.
+    Value built = grad;
+    if (Operation *def = grad.getDefiningOp();
+        def && def->hasAttr(wholebatch::kSplit))
+      built = def->getOperand(0);
+    auto throughConcat = [](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && def->hasAttr(wholebatch::kConcat) ? def->getOperand(0)
+                                                       : v;
+    };
+    Location loc = built.getDefiningOp()->getLoc();
     llvm::SetVector<Value> gradOf;
     for (Operation *op : reader.ops)
       if (op->getLoc() == loc)
         for (Value operand : op->getOperands())
-          if (operand.getType() == grad.getType())
-            gradOf.insert(operand);
+          if (throughConcat(operand).getType() == grad.getType())
+            gradOf.insert(throughConcat(operand));
     for (unsigned i = 0; i < gradOf.size(); ++i) {
       Operation *def = gradOf[i].getDefiningOp();
       if (!def || !llvm::is_contained(reader.ops, def))
@@ -240,8 +253,8 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
                         : llvm::isa<onnx::SubOp, onnx::IdentityOp>(def) ? 1
                                                                         : 0;
       for (unsigned j = 0; j < passed; ++j)
-        if (def->getOperand(j).getType() == grad.getType())
-          gradOf.insert(def->getOperand(j));
+        if (throughConcat(def->getOperand(j)).getType() == grad.getType())
+          gradOf.insert(throughConcat(def->getOperand(j)));
     }
     SmallVector<Value> narrowed;
     for (Value c : candidates)
@@ -252,13 +265,14 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
     // DenseNet concatenates several same-typed feature maps of the previous
     // stage).
     if (candidates.size() > 1)
-      if (auto split = grad.getDefiningOp<onnx::SplitOp>())
+      if (auto split = built.getDefiningOp<onnx::SplitOp>())
         for (Operation *op : reader.ops)
           if (auto concat = llvm::dyn_cast<onnx::ConcatOp>(op);
               concat && op->getLoc() == loc &&
+              !op->hasAttr(wholebatch::kConcat) &&
               concat->getNumOperands() == split->getNumResults()) {
-            Value operand = concat->getOperand(
-                llvm::cast<OpResult>(grad).getResultNumber());
+            Value operand = throughConcat(concat->getOperand(
+                llvm::cast<OpResult>(built).getResultNumber()));
             if (llvm::is_contained(candidates, operand))
               candidates = {operand};
             break;
@@ -565,7 +579,8 @@ void PipeSplitStagesPass::runOnOperation() {
 
   // The step's facts the programs need, on the module.
   for (StringRef key : {pipe::attrs::kMicrobatches, pipe::attrs::kBatchSize,
-                        pipe::attrs::kLossCombine, pipe::attrs::kLossScale})
+                        pipe::attrs::kLossCombine, pipe::attrs::kLossScale,
+                        wholebatch::kStages})
     if (Attribute a = step->getAttr(key))
       module->setAttr(key, a);
   if (optimizer) {

@@ -7,7 +7,7 @@
 //       [--stages N --microbatches M --schedule gpipe|1f1b|afp [--advance K]
 //        [--method sync|pipedream|2bw|spectrain|pipemare|avgpipe
 //         [--vertical-sync] [--lr-warmup K] [--discrepancy-correction G]]
-//        [--recompute]
+//        [--recompute] [--batchnorm micro-batch|full-batch]
 //        [--pipelines P [--avg-alpha A] [--avg-period T]]
 //        [--partition balanced|manual|layers] [--cut NODE,...]
 //        [--from-mlir PIPE.mlir] [--show-schedule]]
@@ -29,6 +29,7 @@
 // With --emit-mlir the IR after each stage is kept as OUT/<n>-<stage>.mlir.
 //
 //===----------------------------------------------------------------------===//
+#include "pipec/Transforms/WholeBatch.h"
 #include "pipec/Conversion/Passes.h"
 #include "dialects/pipe/PipeAttrNames.h"
 #include "llvm/ADT/SetVector.h"
@@ -178,6 +179,13 @@ static cl::opt<std::string>
              cl::desc("Start from pipe IR (pipe.stage functions, optionally "
                       "pipe.program ops) instead of partitioning MODEL.onnx"),
              cl::value_desc("PIPE.mlir"));
+static cl::opt<std::string> batchnorm(
+    "batchnorm", cl::cat(pipelineCat),
+    cl::desc("training-mode BatchNormalization statistics with M > 1: "
+             "micro-batch (each its own) or full-batch (the whole "
+             "mini-batch's, exact: the stages holding one run once per step "
+             "on all micro-batches; --schedule gpipe) (default: micro-batch)"),
+    cl::init("micro-batch"));
 static cl::opt<bool> showSchedule("show-schedule", cl::cat(outputCat),
                                   cl::desc("Print the schedule table"));
 
@@ -401,6 +409,15 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
   plan["pipelines"] = pipelineCount;
   plan["microbatches"] = programs.front().getMicrobatches();
   plan["schedule"] = pipe::stringifyScheduleKind(programs.front().getSchedule());
+  // --batchnorm full-batch: the stages that run once per step on all M
+  // micro-batches (their forward and backward serialise the micro-batches).
+  if (auto whole = module->getAttrOfType<ArrayAttr>(
+          pipec::wholebatch::kStages)) {
+    llvm::json::Array stagesJson;
+    for (Attribute a : whole)
+      stagesJson.push_back(llvm::cast<IntegerAttr>(a).getInt());
+    plan["whole_batch_stages"] = std::move(stagesJson);
+  }
   for (auto &[key, value] : pipec::describeStages(module))
     plan[key] = std::move(value);
   plan["transfers"] = std::move(transfers);
@@ -563,6 +580,12 @@ int main(int argc, char **argv) {
       return fail("--auto plans with the balanced partition: drop --partition");
     if (forwardOnly)
       return fail("--auto plans training: drop --forward-only");
+    // Its time model has every stage micro-batched: whole-batch stages
+    // (GPipe only, their micro-batches serialised) are not among its plans.
+    if (batchnorm == "full-batch")
+      return fail("--auto does not plan --batchnorm full-batch (whole-batch "
+                  "stages): give --stages, --microbatches and --schedule "
+                  "gpipe");
     if (numDevices < 1)
       return fail("--devices must be >= 1 (got " +
                   llvm::Twine(numDevices.getValue()) + ")");
@@ -645,6 +668,9 @@ int main(int argc, char **argv) {
 
   if (numStages < 1)
     return fail("--stages must be >= 1");
+  if (batchnorm != "micro-batch" && batchnorm != "full-batch")
+    return fail("--batchnorm must be micro-batch or full-batch, not '" +
+                batchnorm + "'");
   if (microbatches < 1)
     return fail("--microbatches must be >= 1");
   if (scheduleKind != "gpipe" && scheduleKind != "1f1b" && scheduleKind != "afp")
@@ -753,6 +779,7 @@ int main(int argc, char **argv) {
     trainOptions.lrWarmup = lrWarmup.getValue();
     trainOptions.discrepancyCorrection = gamma;
     trainOptions.recompute = recompute.getValue();
+    trainOptions.batchnorm = batchnorm.getValue();
     trainOptions.pipelines = numPipelines.getValue();
     trainOptions.replication = method == "avgpipe" ? "avgpipe" : "dp";
     trainOptions.avgAlpha = avgAlpha.getValue();

@@ -133,6 +133,13 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<double> weightDecay{*this, "weight-decay",
                              llvm::cl::desc("weight decay (default: none)"),
                              llvm::cl::init(-1.0)};
+  Option<std::string> batchnorm{
+      *this, "batchnorm",
+      llvm::cl::desc("training-mode BatchNormalization statistics: "
+                     "micro-batch (each micro-batch its own) or full-batch "
+                     "(the whole mini-batch's: its stages run once per step "
+                     "on all micro-batches, GPipe only)"),
+      llvm::cl::init("micro-batch")};
   Option<bool> loop{*this, "loop",
                     llvm::cl::desc("micro-batch loops in the programs (false: "
                                    "one instruction per micro-batch)"),

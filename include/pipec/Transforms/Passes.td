@@ -131,12 +131,26 @@ def PipeMicrobatch : Pass<"pipe-microbatch", "::mlir::ModuleOp"> {
     or a gradient sum (batch normalization, a softmax/slice/concat over the
     batch, a reduction over the batch used non-linearly in the forward), an
     op without a rule, B not divisible by M.
+
+    `batchnorm=full-batch` (M > 1): every stage holding a training-mode
+    BatchNormalization is a whole-batch stage (pipec/Transforms/WholeBatch.h)
+    whose ops keep the whole batch B: a micro-batch value it reads goes
+    through an `onnx.Concat` of M copies marked `pipe.microbatch_concat`
+    (copy k stands for micro-batch k), a value of it that a micro-batched
+    stage reads through an `onnx.Split` into M parts marked
+    `pipe.microbatch_split` (part k is micro-batch k's); both on the plain
+    batch axis. Its loss gradient is not scaled by 1/M, and a loss it
+    computes is the step's (reported M times, loss_scale 1/M). The step gets
+    `pipe.whole_batch_stages`; pipe-schedule runs those stages once per step.
   }];
   let options = [
     Option<"funcName", "func-name", "std::string", "\"train_step\"",
            "the training step to micro-batch">,
     Option<"microbatches", "microbatches", "int64_t", "1",
            "M, the number of micro-batches per step (divides B)">,
+    Option<"batchnorm", "batchnorm", "std::string", "\"micro-batch\"",
+           "training-mode BatchNormalization statistics: micro-batch (each "
+           "micro-batch its own) or full-batch (whole-batch stages)">,
   ];
   let dependentDialects = ["::mlir::pipec::onnx::ONNXDialect",
                            "::mlir::func::FuncDialect"];

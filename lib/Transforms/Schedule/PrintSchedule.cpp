@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ProgramSimulation.h"
+#include "pipec/Transforms/WholeBatch.h"
 #include "pipec/Transforms/SchedulePasses.h"
 
 #include "llvm/Support/Format.h"
@@ -76,6 +77,24 @@ struct PipePrintSchedulePass
     for (pipe::ProgramOp program : set->programs)
       deviceIds.push_back(program.getDevice());
     os << sched::formatTimeTable(set->devices, result, deviceIds);
+    // --batchnorm full-batch: devices whose stage runs once on all M
+    // micro-batches (shown as M forwards and M backwards in a row: they wait
+    // for every micro-batch and serialise them).
+    SmallVector<int64_t> whole;
+    for (pipe::ProgramOp program : set->programs)
+      if (llvm::any_of(program.getInstructions().getOps<pipe::ForwardOp>(),
+                       [](pipe::ForwardOp f) {
+                         return f->hasAttr(wholebatch::kWholeBatch);
+                       }))
+        whole.push_back(program.getDevice());
+    if (!whole.empty()) {
+      os << "whole-batch stages (--batchnorm full-batch) on device"
+         << (whole.size() == 1 ? "" : "s");
+      for (int64_t d : whole)
+        os << " " << d;
+      os << ": forward and backward once per step on all " << m
+         << " micro-batches\n";
+    }
     // The weight version each forward and backward reads.
     for (pipe::ProgramOp program : set->programs) {
       if (!program.isNoFlush())

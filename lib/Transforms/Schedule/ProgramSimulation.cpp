@@ -1,5 +1,6 @@
 //===- ProgramSimulation.cpp - pipe.program ops as schedules --------------===//
 #include "ProgramSimulation.h"
+#include "pipec/Transforms/WholeBatch.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
@@ -102,9 +103,19 @@ FailureOr<ProgramSet> mlir::pipec::collectPrograms(ModuleOp module) {
         instr = sched::Instr::update(-1);
       }
 
-      list.push_back(std::move(instr));
-      ops.push_back(&op);
-      mbs.push_back(mb);
+      // A whole-batch stage's forward or backward (--batchnorm full-batch)
+      // runs all M micro-batches at once: M instructions in a row.
+      int64_t copies = 1;
+      if (instr.isCompute() && op.hasAttr(wholebatch::kWholeBatch))
+        copies = program.getMicrobatches();
+      for (int64_t k = 0; k < copies; ++k) {
+        sched::Instr one = instr;
+        if (copies > 1)
+          one.mb = mb + k;
+        list.push_back(std::move(one));
+        ops.push_back(&op);
+        mbs.push_back(copies > 1 ? mb + k : mb);
+      }
     });
     set.devices.push_back(std::move(list));
     set.ops.push_back(std::move(ops));

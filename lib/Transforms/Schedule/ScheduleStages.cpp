@@ -10,8 +10,10 @@
 #include "pipec/Analysis/Schedule.h"
 #include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Transforms/SchedulePasses.h"
+#include "pipec/Transforms/WholeBatch.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -66,6 +68,7 @@ struct Stage {
 
   SmallVector<ArgSource> forwardArgs;  // non-weight arguments
   SmallVector<std::string> resultNames; // "" where a result has no name
+  SmallVector<Type> resultTypes;        // of the forward, as analysed
   SmallVector<bool> resultIsLoss;
   SmallVector<ArgSource> backwardArgs; // non-weight arguments
   /// Names of the forward arguments whose gradients the backward returns,
@@ -82,6 +85,13 @@ struct Stage {
   SmallVector<std::string> activationsIn, activationsOut, gradsIn, gradsOut;
 
   std::optional<Optimizer> optimizer;
+
+  /// A whole-batch stage (--batchnorm full-batch): its forward and backward
+  /// run once per step on all M micro-batches. Which ports of its functions
+  /// carry one micro-batch (M copies after expandWholeBatchStage): forward
+  /// inputs, forward results, backward inputs, backward input gradients.
+  bool whole = false;
+  SmallVector<bool> fwdInPerMb, fwdOutPerMb, bwdInPerMb, bwdOutPerMb;
 };
 
 /// The string value of argument or result attribute `key`, or "".
@@ -91,6 +101,205 @@ static std::string stringAttr(DictionaryAttr attrs, StringRef key) {
   if (auto s = attrs.getAs<StringAttr>(key))
     return s.str();
   return "";
+}
+
+/// Gives stage function `op` M copies of each port that carries one
+/// micro-batch (`perMbIn` over the inputs the instruction passes,
+/// `perMbOut` over the leading results), and wires them: a
+/// pipe.microbatch_concat Concat takes copy k as operand k, result k of a
+/// pipe.microbatch_split Split is copy k, and the ops between
+/// per-micro-batch values and per-micro-batch results (a relayed value, a
+/// relayed gradient added to the stage's own) are cloned per micro-batch.
+/// Per-micro-batch values that whole-batch ops read without a marker are
+/// not batched (the same for every micro-batch): copy 0 is as good as any.
+static LogicalResult expandWholeBatchFunction(pipe::StageOp op,
+                                              ArrayRef<bool> perMbIn,
+                                              ArrayRef<bool> perMbOut,
+                                              int64_t m) {
+  MLIRContext *ctx = op.getContext();
+  Block &block = op.getBody().front();
+  int64_t params = op.getParams();
+  unsigned numArgs = block.getNumArguments();
+  SmallVector<DictionaryAttr> oldArgAttrs, oldResAttrs;
+  for (unsigned i = 0; i < numArgs; ++i)
+    oldArgAttrs.push_back(op.getArgAttrDict(i));
+  for (unsigned i = 0; i < op.getResultTypes().size(); ++i)
+    oldResAttrs.push_back(op.getResultAttrDict(i));
+
+  llvm::DenseMap<Value, SmallVector<Value>> copies;
+  SmallVector<DictionaryAttr> argAttrs;
+  for (unsigned i = 0; i < numArgs; ++i) {
+    argAttrs.push_back(oldArgAttrs[i]);
+    int64_t input = int64_t(i) - params;
+    if (input >= 0 && input < int64_t(perMbIn.size()) && perMbIn[input])
+      for (int64_t k = 1; k < m; ++k)
+        argAttrs.push_back(oldArgAttrs[i]);
+  }
+  for (int64_t i = int64_t(perMbIn.size()) - 1; i >= 0; --i) {
+    if (!perMbIn[i])
+      continue;
+    unsigned index = unsigned(params + i);
+    BlockArgument a = block.getArgument(index);
+    SmallVector<Value> cs = {a};
+    for (int64_t k = 1; k < m; ++k)
+      cs.push_back(block.insertArgument(index + unsigned(k), a.getType(),
+                                        a.getLoc()));
+    copies[a] = cs;
+  }
+
+  auto ret = llvm::cast<pipe::ReturnOp>(block.getTerminator());
+  // The ops that may run per micro-batch: those a per-micro-batch result
+  // depends on without a Split marker in between.
+  llvm::SmallPtrSet<Operation *, 16> cone;
+  SmallVector<Value> work;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+    if (i < perMbOut.size() && perMbOut[i])
+      work.push_back(v);
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    Operation *def = v.getDefiningOp();
+    if (!def || def->hasAttr(wholebatch::kSplit) ||
+        def->hasAttr(wholebatch::kConcat) || !cone.insert(def).second)
+      continue;
+    for (Value operand : def->getOperands())
+      work.push_back(operand);
+  }
+
+  for (Operation &o : llvm::make_early_inc_range(block.without_terminator())) {
+    if (o.hasAttr(wholebatch::kConcat)) {
+      auto it = copies.find(o.getOperand(0));
+      // A splat constant (a zero gradient contribution folded by
+      // pipe-split-stages) is every micro-batch's.
+      if (it == copies.end() && int64_t(o.getNumOperands()) == m)
+        if (auto c = o.getOperand(0).getDefiningOp<onnx::ConstantOp>())
+          if (auto dense = llvm::dyn_cast_if_present<DenseElementsAttr>(
+                  c->getAttr("value"));
+              dense && dense.isSplat()) {
+            o.removeAttr(wholebatch::kConcat);
+            continue;
+          }
+      if (it == copies.end() || int64_t(o.getNumOperands()) != m)
+        return o.emitOpError()
+               << "in whole-batch stage @" << op.getSymName()
+               << " concatenates a value that is not one micro-batch's";
+      for (int64_t k = 0; k < m; ++k)
+        o.setOperand(unsigned(k), it->second[k]);
+      o.removeAttr(wholebatch::kConcat);
+      continue;
+    }
+    if (o.hasAttr(wholebatch::kSplit)) {
+      if (int64_t(o.getNumResults()) != m)
+        return o.emitOpError() << "splits into " << o.getNumResults()
+                               << " parts, not M = " << m;
+      copies[o.getResult(0)] = SmallVector<Value>(o.getResults());
+      o.removeAttr(wholebatch::kSplit);
+      continue;
+    }
+    if (!cone.contains(&o) || llvm::none_of(o.getOperands(), [&](Value v) {
+          return copies.count(v) != 0;
+        }))
+      continue;
+    SmallVector<SmallVector<Value>> resultCopies(o.getNumResults());
+    for (unsigned r = 0; r < o.getNumResults(); ++r)
+      resultCopies[r].push_back(o.getResult(r));
+    OpBuilder b(ctx);
+    Operation *last = &o;
+    for (int64_t k = 1; k < m; ++k) {
+      IRMapping map;
+      for (Value v : o.getOperands())
+        if (auto it = copies.find(v); it != copies.end())
+          map.map(v, it->second[k]);
+      b.setInsertionPointAfter(last);
+      last = b.clone(o, map);
+      for (unsigned r = 0; r < o.getNumResults(); ++r)
+        resultCopies[r].push_back(last->getResult(r));
+    }
+    for (unsigned r = 0; r < o.getNumResults(); ++r)
+      copies[o.getResult(r)] = resultCopies[r];
+  }
+
+  SmallVector<Value> results;
+  SmallVector<DictionaryAttr> resAttrs;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    results.push_back(v);
+    resAttrs.push_back(oldResAttrs[i]);
+    if (i >= perMbOut.size() || !perMbOut[i])
+      continue;
+    auto it = copies.find(v);
+    for (int64_t k = 1; k < m; ++k) {
+      results.push_back(it != copies.end() ? it->second[k] : v);
+      resAttrs.push_back(oldResAttrs[i]);
+    }
+  }
+  ret->setOperands(results);
+  SmallVector<Type> argTypes(block.getArgumentTypes());
+  SmallVector<Type> resultTypes(ValueRange(results).getTypes());
+  op.setFunctionTypeAttr(
+      TypeAttr::get(FunctionType::get(ctx, argTypes, resultTypes)));
+  op.setAllArgAttrs(argAttrs);
+  op.setAllResultAttrs(resAttrs);
+  op->setAttr(wholebatch::kWholeBatch, UnitAttr::get(ctx));
+  return success();
+}
+
+/// Which ports of a whole-batch stage carry one micro-batch, and its
+/// functions expanded to M copies of those.
+static LogicalResult expandWholeBatchStage(Stage &stage, int64_t m) {
+  llvm::StringSet<> perMbNames;
+  for (const ArgSource &arg : stage.forwardArgs) {
+    stage.fwdInPerMb.push_back(true);
+    if (arg.kind == ArgSource::Named)
+      perMbNames.insert(arg.name);
+  }
+  for (const std::string &name : stage.resultNames) {
+    bool sent = !name.empty() && llvm::is_contained(stage.activationsOut, name);
+    stage.fwdOutPerMb.push_back(sent);
+    if (sent)
+      perMbNames.insert(name);
+  }
+  for (const ArgSource &arg : stage.backwardArgs)
+    stage.bwdInPerMb.push_back(arg.kind != ArgSource::Named ||
+                               perMbNames.contains(arg.name));
+  stage.bwdOutPerMb.assign(stage.backwardGradResults.size(), true);
+  if (failed(expandWholeBatchFunction(stage.forward, stage.fwdInPerMb,
+                                      stage.fwdOutPerMb, m)) ||
+      failed(expandWholeBatchFunction(stage.backward, stage.bwdInPerMb,
+                                      stage.bwdOutPerMb, m)))
+    return failure();
+  stage.whole = true;
+  return success();
+}
+
+/// A whole-batch stage's GPipe program: every activation received, the M
+/// forwards (run as one), every activation sent; the same for the
+/// gradients; then the update.
+static sched::Program wholeBatchOrder(const sched::Program &program) {
+  sched::Program recvAct, fwd, sendAct, recvGrad, bwd, sendGrad, rest;
+  for (const sched::Instr &instr : program) {
+    bool act = instr.tag == sched::kActivationTag;
+    switch (instr.kind) {
+    case sched::InstrKind::Recv:
+      (act ? recvAct : recvGrad).push_back(instr);
+      break;
+    case sched::InstrKind::Send:
+      (act ? sendAct : sendGrad).push_back(instr);
+      break;
+    case sched::InstrKind::Forward:
+      fwd.push_back(instr);
+      break;
+    case sched::InstrKind::Backward:
+      bwd.push_back(instr);
+      break;
+    default:
+      rest.push_back(instr);
+      break;
+    }
+  }
+  sched::Program out;
+  for (sched::Program *part :
+       {&recvAct, &fwd, &sendAct, &recvGrad, &bwd, &sendGrad, &rest})
+    out.insert(out.end(), part->begin(), part->end());
+  return out;
 }
 
 struct PipeSchedulePass : public pipec::impl::PipeScheduleBase<PipeSchedulePass> {
@@ -230,6 +439,7 @@ LogicalResult PipeSchedulePass::analyzeStage(Stage &stage) {
       return fwd.emitError() << "@" << fwd.getSymName()
                              << " has two values named '" << name << "'";
     stage.resultNames.push_back(name);
+    stage.resultTypes.push_back(resultTypes[i]);
     stage.resultIsLoss.push_back(attrs && attrs.contains(pipe::attrs::kLoss));
   }
 
@@ -741,6 +951,102 @@ static ValueFlow analyzeValueFlow(const Stage &stage,
   return flow;
 }
 
+using ValueTable = std::map<std::pair<ValueKey, int64_t>, Value>;
+using FeedTable = std::map<std::pair<std::string, int64_t>, Value>;
+
+static Value lookupValue(const ValueTable &values, ValueKind kind,
+                         const std::string &name, int64_t mb) {
+  auto it = values.find({ValueKey{kind, name}, mb});
+  if (it == values.end() || !it->second)
+    llvm::report_fatal_error("pipe-schedule: a whole-batch stage reads a "
+                             "micro-batch value before it is defined");
+  return it->second;
+}
+
+static Value feedAt(OpBuilder &b, FeedTable &fed, const ArgSource &arg,
+                    int64_t mb, Location loc) {
+  Value &v = fed[{arg.name, mb}];
+  if (!v)
+    v = pipe::FeedOp::create(b, loc, arg.type, arg.name, mb, Value());
+  return v;
+}
+
+/// The one forward of a whole-batch stage: the M micro-batches of each
+/// input in, M slices of each sent result out; a loss it computes is the
+/// step's, reported for every micro-batch (pipe.loss_scale is 1/M).
+static void buildWholeForward(OpBuilder &b, Stage &stage, int64_t m,
+                              Value weights, IntegerAttr version,
+                              pipe::VersionClockAttr clock,
+                              ValueTable &values, FeedTable &fed) {
+  Location loc = stage.forward.getLoc();
+  SmallVector<Value> inputs;
+  for (const ArgSource &arg : stage.forwardArgs)
+    for (int64_t k = 0; k < m; ++k)
+      inputs.push_back(arg.kind == ArgSource::Feed
+                           ? feedAt(b, fed, arg, k, loc)
+                           : lookupValue(values, ValueKind::Named, arg.name, k));
+  auto fwd = pipe::ForwardOp::create(
+      b, loc, stage.forward.getResultTypes(),
+      FlatSymbolRefAttr::get(stage.forward.getSymNameAttr()), inputs, weights,
+      version, weights ? clock : pipe::VersionClockAttr(),
+      b.getI64IntegerAttr(0), Value());
+  fwd->setAttr(wholebatch::kWholeBatch, b.getUnitAttr());
+  unsigned next = 0;
+  for (auto [i, name] : llvm::enumerate(stage.resultNames)) {
+    if (stage.fwdOutPerMb[i]) {
+      for (int64_t k = 0; k < m; ++k)
+        values[{ValueKey{ValueKind::Named, name}, k}] = fwd.getResult(next++);
+      continue;
+    }
+    Value r = fwd.getResult(next++);
+    for (int64_t k = 0; k < m; ++k) {
+      if (stage.resultIsLoss[i])
+        pipe::ReportLossOp::create(b, loc, r, k, Value());
+      if (!name.empty())
+        values[{ValueKey{ValueKind::Named, name}, k}] = r;
+    }
+  }
+}
+
+/// The one backward of a whole-batch stage: the M incoming gradients in, M
+/// slices of each input gradient out, the weight gradients of the step.
+static void buildWholeBackward(OpBuilder &b, Stage &stage, int64_t m,
+                               Value weights, IntegerAttr version,
+                               pipe::VersionClockAttr clock,
+                               ValueTable &values, FeedTable &fed) {
+  Location loc = stage.backward.getLoc();
+  SmallVector<Value> inputs;
+  for (auto [j, arg] : llvm::enumerate(stage.backwardArgs)) {
+    int64_t copies = stage.bwdInPerMb[j] ? m : 1;
+    for (int64_t k = 0; k < copies; ++k) {
+      switch (arg.kind) {
+      case ArgSource::Feed:
+        inputs.push_back(feedAt(b, fed, arg, k, loc));
+        break;
+      case ArgSource::Named:
+        inputs.push_back(lookupValue(values, ValueKind::Named, arg.name, k));
+        break;
+      case ArgSource::Grad:
+        inputs.push_back(lookupValue(values, ValueKind::GradIn, arg.name, k));
+        break;
+      }
+    }
+  }
+  ArrayRef<Type> results =
+      stage.backward.getResultTypes().drop_back(stage.params);
+  auto bwd = pipe::BackwardOp::create(
+      b, loc, results,
+      pipe::BackwardPartAttr::get(b.getContext(), pipe::BackwardPart::Full),
+      FlatSymbolRefAttr::get(stage.backward.getSymNameAttr()), inputs, weights,
+      version, weights ? clock : pipe::VersionClockAttr(),
+      b.getI64IntegerAttr(0), Value());
+  bwd->setAttr(wholebatch::kWholeBatch, b.getUnitAttr());
+  unsigned next = 0;
+  for (const std::string &name : stage.backwardGradResults)
+    for (int64_t k = 0; k < m; ++k)
+      values[{ValueKey{ValueKind::GradOut, name}, k}] = bwd.getResult(next++);
+}
+
 LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
                                              const sched::Program &program,
                                              pipe::ScheduleKind kind,
@@ -818,7 +1124,7 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
   auto clockAttr = pipe::VersionClockAttr::get(ctx, clock);
 
   std::vector<Segment> segments;
-  if (loop)
+  if (loop && !stage.whole)
     segments = rollProgram(program);
   else
     segments.push_back({0, program.size(), 0, 0});
@@ -832,7 +1138,7 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
 
   auto typeOfResult = [&](StringRef name) {
     auto it = llvm::find(stage.resultNames, name);
-    return stage.forward.getResultTypes()[it - stage.resultNames.begin()];
+    return stage.resultTypes[it - stage.resultNames.begin()];
   };
   auto typeOf = [&](const ValueKey &key) -> Type {
     switch (key.kind) {
@@ -869,8 +1175,6 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
   // The values of the part being built (one straight-line part, or one loop
   // body), by what they are and their micro-batch offset.
   // Straight-line parts share one table: their values dominate what follows.
-  using ValueTable = std::map<std::pair<ValueKey, int64_t>, Value>;
-  using FeedTable = std::map<std::pair<std::string, int64_t>, Value>;
   ValueTable topValues, loopValues, topRestored, loopRestored;
   FeedTable topFed, loopFed;
   Value base; // the loop index while building a loop body
@@ -960,6 +1264,12 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
         }
         break;
       case sched::InstrKind::Forward: {
+        if (stage.whole) {
+          if (instr.mb == 0)
+            buildWholeForward(b, stage, microbatches, weights, version,
+                              clockAttr, values, fed);
+          break;
+        }
         SmallVector<Value> inputs;
         for (const ArgSource &arg : stage.forwardArgs)
           inputs.push_back(arg.kind == ArgSource::Feed
@@ -985,6 +1295,12 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
         break;
       }
       case sched::InstrKind::Backward: {
+        if (stage.whole) {
+          if (instr.mb == 0)
+            buildWholeBackward(b, stage, microbatches, weights, bwdVersion,
+                               clockAttr, values, fed);
+          break;
+        }
         SmallVector<Value> inputs;
         for (const ArgSource &arg : stage.backwardArgs) {
           switch (arg.kind) {
@@ -1184,6 +1500,50 @@ void PipeSchedulePass::runOnOperation() {
     return signalPassFailure();
   }
 
+  // --batchnorm full-batch: whole-batch stages run once per step on all M
+  // micro-batches, so every micro-batch's forward must reach them before
+  // they run: GPipe's order. 1F1B's warm-up (and the no-flush methods')
+  // would wait on a gradient the whole-batch stage cannot give yet.
+  SmallVector<int64_t> wholeStages;
+  if (auto list = module->getAttrOfType<ArrayAttr>(wholebatch::kStages))
+    for (Attribute a : list)
+      if (auto i = llvm::dyn_cast<IntegerAttr>(a))
+        wholeStages.push_back(i.getInt());
+  if (!wholeStages.empty() && microbatches > 1) {
+    if (noFlush || schedKind != sched::ScheduleKind::GPipe) {
+      module.emitError()
+          << "pipe-schedule: --batchnorm full-batch runs stage "
+          << wholeStages.front()
+          << " (it holds a training-mode BatchNormalization) once on all "
+             "micro-batches, which needs the GPipe schedule (kind=gpipe, "
+             "--schedule gpipe), not '"
+          << kind << "'";
+      return signalPassFailure();
+    }
+    if (pipelines > 1) {
+      module.emitError() << "pipe-schedule: --batchnorm full-batch runs "
+                            "one pipeline (pipelines=1)";
+      return signalPassFailure();
+    }
+    for (int64_t s : wholeStages) {
+      if (s < 0 || s >= int64_t(stages.size())) {
+        module.emitError() << "pipe-schedule: " << wholebatch::kStages
+                           << " names stage " << s << ", but there are "
+                           << stages.size();
+        return signalPassFailure();
+      }
+      if (stages[s].backward->hasAttr(pipe::attrs::kRecompute)) {
+        stages[s].backward.emitError()
+            << "pipe-schedule: --batchnorm full-batch does not recompute "
+               "whole-batch stage "
+            << s << " (drop recompute)";
+        return signalPassFailure();
+      }
+      if (failed(expandWholeBatchStage(stages[s], microbatches)))
+        return signalPassFailure();
+    }
+  }
+
   std::optional<Optimizer> fromOptions;
   if (!optimizer.empty()) {
     FailureOr<Optimizer> opt = optimizerFromOptions(module);
@@ -1272,6 +1632,10 @@ void PipeSchedulePass::runOnOperation() {
                                                     : pipe::ScheduleKind::PipeDream;
   } else {
     schedule = sched::generateSchedule(*schedKind, p, microbatches, advance);
+    for (Stage &stage : stages)
+      if (stage.whole)
+        schedule.devices[stage.index] =
+            wholeBatchOrder(schedule.devices[stage.index]);
     simulated = sched::simulate(schedule.devices);
     irKind = *schedKind == sched::ScheduleKind::GPipe ? pipe::ScheduleKind::GPipe
              : *schedKind == sched::ScheduleKind::AdvanceForward
