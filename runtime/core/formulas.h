@@ -48,35 +48,6 @@ PIPERT_HD float relu_grad(float x, float dy) { return x > 0.f ? dy : 0.f; }
 PIPERT_HD float tanh_grad(float y, float dy) { return dy * (1.f - y * y); }
 // From the output y = sigmoid(x).
 PIPERT_HD float sigmoid_grad(float y, float dy) { return dy * y * (1.f - y); }
-// erf in float arithmetic: x P(x^2) / Q(x^2) on [-4, 4] (a rational fit
-// made for pipert, weighted for relative error: at most 3.8e-7 against erf
-// in double, a few float ulp; test/runtime/kernels ErfWithinAFewUlp), +-1
-// beyond (erf(4) rounds to 1 in float); NaN stays NaN. No calls and no
-// branches on the data path, so the CPU loops vectorize; glibc's erff took
-// 15 ns an element. Device code keeps the CUDA math library's erff.
-PIPERT_HD float erf_fast(float x) {
-#if defined(__CUDA_ARCH__)
-  return ::erff(x);
-#else
-  const float a = x < -4.f ? -4.f : (x > 4.f ? 4.f : x);
-  const float a2 = a * a;
-  float p = 1.967461730e-08f;
-  p = p * a2 - 1.937940650e-06f;
-  p = p * a2 + 1.404039130e-04f;
-  p = p * a2 + 3.666659439e-03f;
-  p = p * a2 + 5.047343212e-02f;
-  p = p * a2 + 1.992838670e-01f;
-  p = p * a2 + 1.128379149e+00f;
-  float q = 9.456419851e-04f;
-  q = q * a2 + 1.428814853e-02f;
-  q = q * a2 + 1.147192642e-01f;
-  q = q * a2 + 5.099428356e-01f;
-  q = q * a2 + 1.f;
-  const float r = a * p / q;
-  return r > 1.f ? 1.f : (r < -1.f ? -1.f : r);
-#endif
-}
-
 // d erf(x) / dx = 2 / sqrt(pi) * exp(-x^2).
 PIPERT_HD float erf_grad(float x, float dy) {
   return dy * 1.1283791670955126f * ::expf(-x * x);
@@ -94,7 +65,7 @@ PIPERT_HD float activation(int op, float alpha, float beta, float x) {
   case PIPERT_ACTIVATION_HARD_SIGMOID: return ::fmaxf(0.f, ::fminf(1.f, alpha * x + beta));
   case PIPERT_ACTIVATION_HARD_SWISH:
     return x * ::fmaxf(0.f, ::fminf(1.f, x * (1.f / 6.f) + 0.5f));
-  case PIPERT_ACTIVATION_GELU: return 0.5f * x * (1.f + erf_fast(x * 0.70710678118654752f));
+  case PIPERT_ACTIVATION_GELU: return 0.5f * x * (1.f + ::erff(x * 0.70710678118654752f));
   case PIPERT_ACTIVATION_GELU_TANH: {
     const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
     return 0.5f * x * (1.f + ::tanhf(inner));
@@ -125,7 +96,7 @@ PIPERT_HD float activation_grad(int op, float alpha, float beta, float x, float 
     return x < -3.f ? 0.f : (x <= 3.f ? dy * (x * (1.f / 3.f) + 0.5f) : dy);
   case PIPERT_ACTIVATION_GELU: {
     // Phi(x) + x phi(x).
-    const float cdf = 0.5f * (1.f + erf_fast(x * 0.70710678118654752f));
+    const float cdf = 0.5f * (1.f + ::erff(x * 0.70710678118654752f));
     const float pdf = 0.39894228040143268f * ::expf(-0.5f * x * x);
     return dy * (cdf + x * pdf);
   }
