@@ -208,8 +208,9 @@ static cl::opt<bool> allowPipelines(
              "are then ranked by samples per second"));
 static cl::opt<std::string> memoryPerDevice(
     "memory-per-device", cl::cat(plannerCat), cl::value_desc("BYTES"),
-    cl::desc("--auto: the most a device may hold (e.g. 8G, 512M; default: no "
-             "limit)"),
+    cl::desc("The most a device may hold (e.g. 8G, 512M; default: no limit): "
+             "--auto plans within it; an explicit --stages plan is re-cut to "
+             "fit (the planner's estimate) or refused"),
     cl::init(""));
 static cl::opt<std::string> profilePath(
     "profile", cl::cat(plannerCat), cl::value_desc("P.json"),
@@ -659,11 +660,10 @@ int main(int argc, char **argv) {
                     "go to fewer devices, then less memory)"},
         {"candidates", std::move(rows)}};
   } else if (numDevices.getNumOccurrences() ||
-             memoryPerDevice.getNumOccurrences() ||
              allowPipelines.getNumOccurrences() ||
              autoDryRun.getNumOccurrences()) {
-    return fail("--devices, --memory-per-device, --allow-pipelines and "
-                "--auto-dry-run apply to --auto only");
+    return fail("--devices, --allow-pipelines and --auto-dry-run apply to "
+                "--auto only");
   }
 
   if (numStages < 1)
@@ -735,6 +735,42 @@ int main(int argc, char **argv) {
     return fail("--forward-only does not train: drop --method");
   if (recompute && forwardOnly)
     return fail("--recompute applies to training: drop --forward-only");
+  // An explicit plan under a memory limit: the balanced partition if its
+  // stages fit (the planner's estimate), else the fastest cuts that fit.
+  if (!autoPlan && !memoryPerDevice.empty()) {
+    if (method != "sync" || numPipelines > 1 || forwardOnly || !fromMlir.empty() ||
+        (partition.getNumOccurrences() && partition != "balanced"))
+      return fail("--memory-per-device plans the balanced partition of a "
+                  "synchronous pipeline: drop --method, --pipelines, "
+                  "--partition, --from-mlir and --forward-only");
+    pipec::planner::PlannerOptions options = plannerOptions();
+    if (options.memoryPerDevice <= 0)
+      return fail("--memory-per-device '" + memoryPerDevice +
+                  "' is not a size; write e.g. 8G, 512M or 1048576");
+    std::optional<pipec::planner::Candidate> c = pipec::planner::evaluatePlan(
+        forward, options, numStages, microbatches,
+        *pipec::schedule::parseScheduleKind(scheduleKind), advance);
+    if (!c)
+      return fail("--memory-per-device: cannot evaluate " +
+                  llvm::Twine(numStages.getValue()) + " stages x M = " +
+                  llvm::Twine(microbatches.getValue()) + " for " + modelPath);
+    if (!c->fits)
+      return fail("no partition into " + llvm::Twine(numStages.getValue()) +
+                  " stages fits --memory-per-device " + memoryPerDevice +
+                  " (the balanced one needs " + llvm::Twine(c->peakMemory) +
+                  " bytes on its fullest device): allow more, or add stages "
+                  "or micro-batches (--auto searches them)");
+    if (!c->cutNodes.empty()) {
+      partition = std::string("manual");
+      cuts.clear();
+      for (const std::string &node : c->cutNodes)
+        cuts.push_back(node);
+      llvm::outs() << "pipe-compile: cuts after "
+                   << llvm::join(c->cutNodes, ", ")
+                   << " (the balanced partition does not fit "
+                      "--memory-per-device " << memoryPerDevice << ")\n";
+    }
+  }
   std::optional<llvm::json::Object> prediction;
   // With a profile, what the planner predicts for this plan (the balanced
   // partition, a synchronous schedule, one pipeline).

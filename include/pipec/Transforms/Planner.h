@@ -98,8 +98,9 @@ struct PlanSearch {
 PlanSearch searchPlans(func::FuncOp forward, const PlannerOptions &options);
 
 /// One plan as searchPlans evaluates it (the balanced partition into
-/// `stages`); std::nullopt where the function cannot be split so or M does
-/// not divide the batch.
+/// `stages`, re-cut to fit options.memoryPerDevice where it does not:
+/// Candidate::cutNodes); std::nullopt where the function cannot be split so
+/// or M does not divide the batch.
 std::optional<Candidate> evaluatePlan(func::FuncOp forward,
                                       const PlannerOptions &options,
                                       int64_t stages, int64_t microbatches,

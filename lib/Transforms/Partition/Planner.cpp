@@ -331,6 +331,42 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
   return c;
 }
 
+/// evaluate, and where the plan does not fit the memory with `split` (the
+/// balanced cuts), with the fastest cuts whose stages fit, named by the ONNX
+/// node each stage ends after (std::nullopt if the function cannot be
+/// evaluated; a candidate that does not fit if no cuts fit).
+std::optional<Candidate> evaluateFitting(const partition::Problem &problem,
+                                         const Split &split,
+                                         std::optional<OpBytes> &bytes,
+                                         int64_t m, sched::ScheduleKind kind,
+                                         int64_t k, const PlannerOptions &options,
+                                         int64_t pipes) {
+  int64_t p = split.stages;
+  std::optional<Candidate> c = evaluate(split, m, kind, k, options, pipes);
+  if (!c || c->fits || options.memoryPerDevice <= 0 || p == 1)
+    return c;
+  if (!bytes)
+    bytes = opBytes(problem);
+  auto peak = [&](int64_t s) {
+    return sched::theoreticalPeakInFlight(kind, p, m, s, k);
+  };
+  std::optional<partition::Cuts> cuts =
+      memoryAwareCuts(problem, *bytes, p, 1.0 / double(m), peak, options);
+  if (!cuts)
+    return c;
+  Split fitted = makeSplit(problem, p, *cuts);
+  std::optional<Candidate> d = evaluate(fitted, m, kind, k, options, pipes);
+  if (!d || !d->fits)
+    return c;
+  for (int64_t cut : *cuts)
+    d->cutNodes.push_back(
+        CostModel::getNodeName(problem.seq[cut - 1]->getLoc()).str());
+  // Cuts by name need a name at every cut.
+  if (llvm::any_of(d->cutNodes, [](const std::string &n) { return n.empty(); }))
+    return c;
+  return d;
+}
+
 } // namespace
 
 PlanSearch planner::searchPlans(func::FuncOp forward,
@@ -366,34 +402,9 @@ PlanSearch planner::searchPlans(func::FuncOp forward,
     // pipe-compile cuts there: --partition manual).
     auto consider = [&](int64_t m, sched::ScheduleKind kind, int64_t k,
                         int64_t pipes) {
-      std::optional<Candidate> c = evaluate(split, m, kind, k, options, pipes);
-      if (!c)
-        return;
-      if (!c->fits && options.memoryPerDevice > 0 && p > 1) {
-        if (!bytes)
-          bytes = opBytes(problem);
-        auto peak = [&](int64_t s) {
-          return sched::theoreticalPeakInFlight(kind, p, m, s, k);
-        };
-        if (std::optional<partition::Cuts> cuts = memoryAwareCuts(
-                problem, *bytes, p, 1.0 / double(m), peak, options)) {
-          Split fitted = makeSplit(problem, p, *cuts);
-          if (std::optional<Candidate> d =
-                  evaluate(fitted, m, kind, k, options, pipes);
-              d && d->fits) {
-            for (int64_t cut : *cuts) {
-              StringRef node =
-                  CostModel::getNodeName(problem.seq[cut - 1]->getLoc());
-              d->cutNodes.push_back(node.str());
-            }
-            // Cuts by name need a name at every cut.
-            if (llvm::none_of(d->cutNodes,
-                              [](const std::string &n) { return n.empty(); }))
-              c = d;
-          }
-        }
-      }
-      search.candidates.push_back(*c);
+      if (std::optional<Candidate> c =
+              evaluateFitting(problem, split, bytes, m, kind, k, options, pipes))
+        search.candidates.push_back(*c);
     };
     std::vector<int64_t> pipeCounts{1};
     if (options.maxPipelines > 1) {
@@ -454,7 +465,9 @@ planner::evaluatePlan(func::FuncOp forward, const PlannerOptions &options,
       options.batch % microbatches)
     return std::nullopt;
   Split split = balancedSplit(problem, stages, options);
-  return evaluate(split, stages == 1 ? 1 : microbatches, kind, advance, options);
+  std::optional<OpBytes> bytes;
+  return evaluateFitting(problem, split, bytes, stages == 1 ? 1 : microbatches,
+                         kind, advance, options, 1);
 }
 
 static std::string formatBytes(int64_t bytes) {
