@@ -210,9 +210,10 @@ std::pair<double, double> stageTimes(const Split &split, int64_t s,
   CostModel roofline(rooflineOptions);
   double ratio = samples / batch;
   double forward = 0, backward = 0;
-  // What the measured ops leave out of a measured step (allocation, the
-  // runtime's bookkeeping): the step time over the ops' and the update's,
-  // at the measured size nearest to `samples`.
+  // The measured ops against the step measured without per-op events: what
+  // the ops leave out (allocation, the runtime's bookkeeping) and what the
+  // events add (a clock read and a record per op), at the measured size
+  // nearest to `samples`; within [0.5, 2].
   double calibration = 1.0;
   if (const OpProfile *profile = options.cost.profile;
       profile && profile->stepSeconds.size() == profile->rows.size()) {
@@ -225,8 +226,8 @@ std::pair<double, double> stageTimes(const Split &split, int64_t s,
     for (const auto &entry : profile->ops)
       ops += entry.getValue().forward[nearest] + entry.getValue().backward[nearest];
     double step = profile->stepSeconds[nearest];
-    if (ops > 0 && step > ops)
-      calibration = std::min(2.0, step / ops);
+    if (ops > 0 && step > 0)
+      calibration = std::clamp(step / ops, 0.5, 2.0);
   }
   for (Operation *op : split.ops[s]) {
     OpCost cost = roofline.getOpCost(op);
