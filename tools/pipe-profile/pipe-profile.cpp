@@ -58,6 +58,10 @@ static cl::opt<std::string> target("target", cl::init("cpu"), cl::cat(profileCat
                                    cl::desc("cpu or cuda (default: cpu)"));
 static cl::opt<bool> noLink("no-link", cl::cat(profileCat),
                             cl::desc("Do not measure the link between two ranks"));
+static cl::opt<bool> force("force", cl::cat(profileCat),
+                           cl::desc("Measure again even if -o already holds a "
+                                    "profile of this model, machine, target and "
+                                    "sizes"));
 static cl::opt<std::string> keepDir(
     "keep", cl::value_desc("DIR"), cl::cat(profileCat),
     cl::desc("Keep the compiled programs, traces and logs in DIR"));
@@ -247,6 +251,27 @@ int main(int argc, char **argv) {
     fail("cannot read " + modelPath + ": " + model.getError().message());
   if (!llvm::sys::fs::exists(dataPath))
     fail("cannot read --data " + dataPath);
+
+  // A profile is a cache: one already at -o for this model, machine, target
+  // and sizes (and link) is kept.
+  if (!force && llvm::sys::fs::exists(outPath)) {
+    std::string error;
+    if (std::optional<OpProfile> old = readProfile(outPath, error)) {
+      std::vector<int64_t> want(rowsOpt.begin(), rowsOpt.end());
+      std::sort(want.begin(), want.end());
+      want.erase(std::unique(want.begin(), want.end()), want.end());
+      bool sameRows = want.empty() ? old->rows.size() == 1 : old->rows == want;
+      if (old->modelHash == hashModel((*model)->getBuffer()) &&
+          old->machine == machineId() && old->target == target && sameRows &&
+          (noLink || old->linkBandwidth > 0)) {
+        llvm::outs() << "pipe-profile: " << outPath
+                     << " already holds this model on this machine (" 
+                     << old->ops.size() << " nodes); kept (--force measures "
+                        "again)\n";
+        return 0;
+      }
+    }
+  }
 
   llvm::SmallString<128> dir;
   if (!keepDir.empty()) {
