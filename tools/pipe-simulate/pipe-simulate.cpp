@@ -10,7 +10,8 @@
 // costs per stage: measured ones from a profile, else the plan's FLOPs at a
 // given rate (backward = 2x forward). Prints the predicted step time (steady
 // state over K steps), each device's busy share, its time waiting in
-// transfers and its peak in-flight micro-batches; --trace writes the
+// transfers, its peak in-flight micro-batches and its memory (plan.json's
+// per-device buffers, as compiled); --trace writes the
 // simulated run as a Chrome trace, to set beside pipe-run --trace's.
 //
 //===----------------------------------------------------------------------===//
@@ -88,6 +89,8 @@ struct Device {
   sched::Program step;
   std::vector<std::string> labels; // per instruction of `step`
   double updateSeconds = 0;
+  /// The plan's memory of the device: every byte field of its `memory`.
+  int64_t memoryBytes = 0;
 };
 
 /// One step's program from plan.json's instruction strings.
@@ -287,6 +290,10 @@ int main(int argc, char **argv) {
       fail("no cost for stage " + std::to_string(dev.stage) +
            " (neither plan.json's stage_costs nor --profile has it)");
     dev.updateSeconds = costs[dev.stage].update;
+    if (const llvm::json::Object *mem = o->getObject("memory"))
+      for (const auto &[key, value] : *mem)
+        if (llvm::StringRef(key).ends_with("_bytes") && key != "total_bytes")
+          dev.memoryBytes += value.getAsInteger().value_or(0);
     if (!measuredUpdate[dev.stage])
       if (const llvm::json::Object *mem = o->getObject("memory"))
         // Read weights and gradients, write weights; read and write state.
@@ -358,7 +365,8 @@ int main(int argc, char **argv) {
                                  "measured = %.3f\n",
                                  measuredPath.c_str(), *measuredStep,
                                  stepTime / *measuredStep);
-  llvm::outs() << "device  stage  compute  update  transfer wait  idle  peak in-flight\n";
+  llvm::outs() << "device  stage  compute  update  transfer wait  idle  peak in-flight  "
+                  "peak memory\n";
   double total = double(result.makespan);
   double computeAll = 0;
   for (size_t d = 0; d < devices.size(); ++d) {
@@ -371,11 +379,13 @@ int main(int argc, char **argv) {
     }
     computeAll += compute;
     double idle = total - compute - update - wait;
-    llvm::outs() << llvm::format("%6zu  %5lld  %6.1f%%  %5.1f%%  %12.1f%%  %4.1f%%  %14lld\n", d,
+    llvm::outs() << llvm::format("%6zu  %5lld  %6.1f%%  %5.1f%%  %12.1f%%  %4.1f%%  %14lld  "
+                                 "%8.2f MiB\n", d,
                                  (long long)devices[d].stage, 100 * compute / total,
                                  100 * update / total, 100 * wait / total,
                                  100 * std::max(idle, 0.0) / total,
-                                 (long long)result.peakInFlight[d]);
+                                 (long long)result.peakInFlight[d],
+                                 double(devices[d].memoryBytes) / double(1 << 20));
   }
   llvm::outs() << llvm::format(
       "bubble (share of device time not in forward/backward): %.4f\n",
