@@ -210,10 +210,10 @@ std::pair<double, double> stageTimes(const Split &split, int64_t s,
   CostModel roofline(rooflineOptions);
   double ratio = samples / batch;
   double forward = 0, backward = 0;
-  // The measured ops against the step measured without per-op events: what
-  // the ops leave out (allocation, the runtime's bookkeeping) and what the
-  // events add (a clock read and a record per op), at the measured size
-  // nearest to `samples`; within [0.5, 2].
+  // The measured ops against the step measured without per-op events, less
+  // its update: what the ops leave out (allocation, the runtime's
+  // bookkeeping) and what the events add (a clock read and a record per
+  // op), at the measured size nearest to `samples`; within [0.5, 2].
   double calibration = 1.0;
   if (const OpProfile *profile = options.cost.profile;
       profile && profile->stepSeconds.size() == profile->rows.size()) {
@@ -225,7 +225,14 @@ std::pair<double, double> stageTimes(const Split &split, int64_t s,
     double ops = 0;
     for (const auto &entry : profile->ops)
       ops += entry.getValue().forward[nearest] + entry.getValue().backward[nearest];
-    double step = profile->stepSeconds[nearest];
+    // The measured step includes the optimizer update, which a pipeline
+    // runs once per step (evaluate charges it), not per micro-batch.
+    double params = 0;
+    for (int64_t bytes : split.paramBytes)
+      params += double(bytes);
+    double update = params * double(3 + 2 * options.optimizerStateFactor) /
+                    options.updateBytesPerSecond;
+    double step = profile->stepSeconds[nearest] - update;
     if (ops > 0 && step > 0)
       calibration = std::clamp(step / ops, 0.5, 2.0);
   }
