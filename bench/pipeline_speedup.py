@@ -18,24 +18,11 @@ Other processes on the machine (builds) distort the numbers: run it idle.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchlib import ROOT, run, step_time
 
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}{r.stderr}")
-    return r.stdout
-
-
-def step_time(log, skip):
-    rows = [json.loads(l) for l in open(log) if l.strip()]
-    t = [r["time_s"] for r in rows]
-    return (t[-1] - t[skip - 1]) / (len(t) - skip), rows[-1]["loss"]
 
 
 def main():

@@ -19,27 +19,13 @@ Other processes on the machine (builds) distort the measurements: run it
 idle.
 """
 import argparse
-import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchlib import ROOT, run, step_time
 
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}{r.stderr}")
-    return r.stdout
-
-
-def step_time(log, skip=5):
-    rows = [json.loads(l) for l in open(log) if l.strip()]
-    t = [r["time_s"] for r in rows]
-    return (t[-1] - t[skip - 1]) / (len(t) - skip)
 
 
 def main():
@@ -80,7 +66,7 @@ def main():
             for _ in range(a.repeats):
                 run([tool("pipe-run"), out, "--data", data, "--steps", str(a.steps),
                      "--no-shuffle", "--quiet", "--threads", "1", "--log", out + ".jsonl"])
-                t = step_time(out + ".jsonl") * 1e3
+                t = step_time(out + ".jsonl")[0] * 1e3
                 best = t if best is None else min(best, t)
             return best
         plans = [(1, 1, "1f1b")] + [(2, m, s) for m in ms for s in a.schedules.split(",")]

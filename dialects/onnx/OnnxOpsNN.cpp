@@ -231,24 +231,38 @@ windowOutput(Operation *op, const Window &w, ArrayRef<int64_t> input) {
   return out;
 }
 
+/// What Conv and ConvTranspose check alike: X, W and B of one element type,
+/// a positive group, X and W of one rank >= 3 (`wLayout` names W's axes).
+static LogicalResult checkConvOperands(Operation *op, Value x, Value w, Value b,
+                                       int64_t group, StringRef wLayout,
+                                       RankedTensorType &tx,
+                                       RankedTensorType &tw) {
+  if (failed(checkSameElementType(op, x, w, "X", "W")) ||
+      failed(checkSameElementType(op, x, b, "X", "B")))
+    return failure();
+  if (group < 1)
+    return op->emitOpError() << "group must be positive, got " << group;
+  tx = getRanked(x);
+  tw = getRanked(w);
+  if (tx && tx.getRank() < 3)
+    return op->emitOpError() << "X must have rank >= 3 (N x C x D1 ...), got "
+                             << tx;
+  if (tw && tw.getRank() < 3)
+    return op->emitOpError() << "W must have rank >= 3 (" << wLayout
+                             << "), got " << tw;
+  if (tx && tw && tx.getRank() != tw.getRank())
+    return op->emitOpError() << "X and W must have the same rank, got " << tx
+                             << " and " << tw;
+  return success();
+}
+
 LogicalResult ConvOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   Type elt = getElementType(getX());
-  if (failed(checkSameElementType(*this, getX(), getW(), "X", "W")) ||
-      failed(checkSameElementType(*this, getX(), getB(), "X", "B")))
-    return failure();
   int64_t group = getGroup();
-  if (group < 1)
-    return emitOpError() << "group must be positive, got " << group;
-  auto tx = getRanked(getX()), tw = getRanked(getW());
-  if (tx && tx.getRank() < 3)
-    return emitOpError() << "X must have rank >= 3 (N x C x D1 ...), got "
-                         << tx;
-  if (tw && tw.getRank() < 3)
-    return emitOpError() << "W must have rank >= 3 (M x C/group x k1 ...), got "
-                         << tw;
-  if (tx && tw && tx.getRank() != tw.getRank())
-    return emitOpError() << "X and W must have the same rank, got " << tx
-                         << " and " << tw;
+  RankedTensorType tx, tw;
+  if (failed(checkConvOperands(*this, getX(), getW(), getB(), group,
+                               "M x C/group x k1 ...", tx, tw)))
+    return failure();
   int64_t rank = tx ? tx.getRank() : tw ? tw.getRank() : -1;
   if (rank < 0) {
     types.push_back(unranked(elt));
@@ -399,22 +413,11 @@ mlir::pipec::onnx::convTransposeWindow(Operation *op, RankedTensorType x,
 
 LogicalResult ConvTransposeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   Type elt = getElementType(getX());
-  if (failed(checkSameElementType(*this, getX(), getW(), "X", "W")) ||
-      failed(checkSameElementType(*this, getX(), getB(), "X", "B")))
-    return failure();
   int64_t group = getGroup();
-  if (group < 1)
-    return emitOpError() << "group must be positive, got " << group;
-  auto tx = getRanked(getX()), tw = getRanked(getW());
-  if (tx && tx.getRank() < 3)
-    return emitOpError() << "X must have rank >= 3 (N x C x D1 ...), got "
-                         << tx;
-  if (tw && tw.getRank() < 3)
-    return emitOpError() << "W must have rank >= 3 (C x M/group x k1 ...), got "
-                         << tw;
-  if (tx && tw && tx.getRank() != tw.getRank())
-    return emitOpError() << "X and W must have the same rank, got " << tx
-                         << " and " << tw;
+  RankedTensorType tx, tw;
+  if (failed(checkConvOperands(*this, getX(), getW(), getB(), group,
+                               "C x M/group x k1 ...", tx, tw)))
+    return failure();
   if (!tx || !tw || !tx.hasStaticShape() || !tw.hasStaticShape()) {
     int64_t rank = tx ? tx.getRank() : tw ? tw.getRank() : -1;
     types.push_back(rank < 0 ? unranked(elt)

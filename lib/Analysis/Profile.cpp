@@ -76,9 +76,8 @@ std::optional<double> OpProfile::forwardAt(llvm::StringRef node,
 std::optional<double> OpProfile::backwardAt(llvm::StringRef node,
                                             double samples) const {
   auto it = ops.find(node);
-  if (it == ops.end())
-    return std::nullopt;
-  return fitAt(rows, it->second.backward, samples);
+  return it == ops.end() ? std::nullopt
+                         : fitAt(rows, it->second.backward, samples);
 }
 
 static bool readNumbers(const llvm::json::Value *value,

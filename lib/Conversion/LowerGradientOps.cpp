@@ -147,12 +147,7 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
     if (rank != 3 && rank != 4)
       return op->emitError() << name << " is lowered for rank 3 and 4 only";
     bool oneD = rank == 3;
-    auto shape4 = [&](ArrayRef<int64_t> s) {
-      SmallVector<int64_t> r(s.begin(), s.end());
-      if (oneD)
-        r.insert(r.begin() + 2, 1);
-      return r;
-    };
+    auto shape4 = [&](ArrayRef<int64_t> s) { return convShape2d(s, oneD); };
     auto pair = [&](StringRef attr, int64_t fill) {
       SmallVector<int64_t> v =
           attrInts(op, attr).value_or(SmallVector<int64_t>(rank - 2, fill));

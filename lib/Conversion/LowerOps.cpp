@@ -210,12 +210,7 @@ LogicalResult StepLowering::lowerConvLike(Operation *op, bool conv) {
       r.insert(r.begin(), fill);
     return r;
   };
-  auto shape4 = [&](ArrayRef<int64_t> s) {
-    SmallVector<int64_t> r(s.begin(), s.end());
-    if (spatial == 1)
-      r.insert(r.begin() + 2, 1);
-    return r;
-  };
+  auto shape4 = [&](ArrayRef<int64_t> s) { return convShape2d(s, spatial == 1); };
   SmallVector<int64_t> pads4 = pads;
   if (spatial == 1)
     pads4 = {0, pads[0], 0, pads[1]};
@@ -498,12 +493,7 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
                                         "natural extent (negative pads) is "
                                         "not supported";
     bool oneD = rank == 3;
-    auto shape4 = [&](ArrayRef<int64_t> s) {
-      SmallVector<int64_t> r(s.begin(), s.end());
-      if (oneD)
-        r.insert(r.begin() + 2, 1);
-      return r;
-    };
+    auto shape4 = [&](ArrayRef<int64_t> s) { return convShape2d(s, oneD); };
     auto pair = [&](ArrayRef<int64_t> v) {
       SmallVector<int64_t> r(v.begin(), v.end());
       if (oneD)

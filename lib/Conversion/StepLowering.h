@@ -174,6 +174,15 @@ std::optional<SmallVector<int64_t>> attrInts(Operation *op, StringRef name);
 /// The runtime's code of a loss's `reduction` (none 0, sum 1, mean 2).
 int64_t reductionCode(StringRef r);
 
+/// A 1-D convolution's N x C x L shape as the 2-D kernels' N x C x 1 x L
+/// (unchanged where `oneD` is false).
+inline SmallVector<int64_t> convShape2d(ArrayRef<int64_t> s, bool oneD) {
+  SmallVector<int64_t> r(s.begin(), s.end());
+  if (oneD)
+    r.insert(r.begin() + 2, 1);
+  return r;
+}
+
 } // namespace mlir::pipec::steplowering
 
 #endif // PIPEC_LIB_CONVERSION_STEPLOWERING_H

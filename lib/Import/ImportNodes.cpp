@@ -421,19 +421,10 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
     return success();
   }
 
-  SmallVector<Value> operands;
-  for (const auto &in : node.input()) {
-    if (in.empty()) {
-      operands.push_back(noneValue());
-      continue;
-    }
-    auto it = values.find(in);
-    if (it == values.end())
-      return error(loc) << "input '" << in << "' is not defined before this "
-                        << "node (the graph must be topologically sorted and "
-                           "every input produced)";
-    operands.push_back(it->second);
-  }
+  FailureOr<SmallVector<Value>> inputs = nodeInputs(node, loc, true);
+  if (failed(inputs))
+    return failure();
+  SmallVector<Value> operands = std::move(*inputs);
   NamedAttrList attrs;
   llvm::StringSet<> known;
   for (StringAttr n : registered->getAttributeNames())
@@ -547,14 +538,10 @@ LogicalResult Importer::importGroupNorm(const pb::NodeProto &node,
   bool instance = opType == "InstanceNormalization";
   if (node.input_size() != 3 || node.output_size() != 1)
     return error(loc) << opType << " takes X, scale and B and has one output";
-  SmallVector<Value> in;
-  for (const auto &name : node.input()) {
-    auto it = values.find(name);
-    if (name.empty() || it == values.end())
-      return error(loc) << "input '" << name << "' is not defined before this "
-                        << "node";
-    in.push_back(it->second);
-  }
+  FailureOr<SmallVector<Value>> inputs = nodeInputs(node, loc, false);
+  if (failed(inputs))
+    return failure();
+  SmallVector<Value> in = std::move(*inputs);
   float epsilon = 1e-5f;
   int64_t groups = -1;
   for (const auto &a : node.attribute()) {
@@ -596,11 +583,8 @@ LogicalResult Importer::importGroupNorm(const pb::NodeProto &node,
     return ox::ConstantOp::create(builder, loc, t, DenseElementsAttr::get(t, v));
   };
   auto make = [&](StringRef type, ArrayRef<Value> operands,
-                  ArrayRef<NamedAttribute> attrs = {}) -> FailureOr<Value> {
-    auto r = typeAndFold(createOp(type, operands, attrs, 1, loc));
-    if (failed(r))
-      return failure();
-    return (*r)[0];
+                  ArrayRef<NamedAttribute> attrs = {}) {
+    return createOne(type, operands, attrs, loc);
   };
   auto grouped = make("Reshape", {in[0], constantI64({n, groups, k}, loc)});
   if (failed(grouped))
@@ -669,16 +653,14 @@ LogicalResult Importer::importEinsum(const pb::NodeProto &node, Location loc) {
   if (node.input_size() < 1 || node.input_size() > 2)
     return unsupported(Twine(node.input_size()) +
                        " operands (one or two are supported)");
-  SmallVector<Value> in;
-  for (const auto &name : node.input()) {
-    auto it = values.find(name);
-    if (name.empty() || it == values.end())
-      return error(loc) << "input '" << name << "' is not defined before this "
-                        << "node";
-    auto t = llvm::dyn_cast<RankedTensorType>(it->second.getType());
+  FailureOr<SmallVector<Value>> inputs = nodeInputs(node, loc, false);
+  if (failed(inputs))
+    return failure();
+  SmallVector<Value> in = std::move(*inputs);
+  for (auto [name, v] : llvm::zip(node.input(), in)) {
+    auto t = llvm::dyn_cast<RankedTensorType>(v.getType());
     if (!t || !t.hasStaticShape())
       return unsupported("operand '" + name + "' has no static shape");
-    in.push_back(it->second);
   }
 
   // Parse: operands' subscripts, the optional explicit output; "..." stands
@@ -776,11 +758,8 @@ LogicalResult Importer::importEinsum(const pb::NodeProto &node, Location loc) {
   auto inOut = [&](char c) { return llvm::is_contained(out, c); };
 
   auto make = [&](StringRef type, ArrayRef<Value> operands,
-                  ArrayRef<NamedAttribute> attrs = {}) -> FailureOr<Value> {
-    auto r = typeAndFold(createOp(type, operands, attrs, 1, loc));
-    if (failed(r))
-      return failure();
-    return (*r)[0];
+                  ArrayRef<NamedAttribute> attrs = {}) {
+    return createOne(type, operands, attrs, loc);
   };
   auto shapeOf = [](Value v) {
     return SmallVector<int64_t>(
@@ -929,6 +908,30 @@ LogicalResult Importer::importEinsum(const pb::NodeProto &node, Location loc) {
     return failure();
   values[node.output(0)] = result;
   return success();
+}
+
+} // namespace mlir::pipec::onnx_import
+
+namespace mlir::pipec::onnx_import {
+
+FailureOr<SmallVector<Value>>
+Importer::nodeInputs(const pb::NodeProto &node, Location loc, bool allowAbsent) {
+  SmallVector<Value> operands;
+  for (const auto &in : node.input()) {
+    if (in.empty() && allowAbsent) {
+      operands.push_back(noneValue());
+      continue;
+    }
+    auto it = values.find(in);
+    if (in.empty() || it == values.end()) {
+      error(loc) << "input '" << in << "' is not defined before this node "
+                 << "(the graph must be topologically sorted and every input "
+                    "produced)";
+      return failure();
+    }
+    operands.push_back(it->second);
+  }
+  return operands;
 }
 
 } // namespace mlir::pipec::onnx_import

@@ -49,6 +49,11 @@ private:
   // Errors ------------------------------------------------------------------
   InFlightDiagnostic error() { return emitError(fileLoc); }
   InFlightDiagnostic error(Location loc) { return emitError(loc); }
+  /// The values of `node`'s inputs, in order; an empty name is an absent
+  /// optional input (onnx.NoValue) where `allowAbsent`, else an error, as is
+  /// a name no earlier node or graph input defines.
+  FailureOr<SmallVector<Value>> nodeInputs(const pb::NodeProto &node,
+                                           Location loc, bool allowAbsent);
 
   // Types and tensors -------------------------------------------------------
   FailureOr<Type> elementType(int32_t onnxType, Location loc);
@@ -83,6 +88,14 @@ private:
                       ArrayRef<NamedAttribute> attrs, unsigned numResults,
                       Location loc);
   FailureOr<SmallVector<Value>> typeAndFold(Operation *op);
+  /// createOp of a one-result op, typed and folded: its result.
+  FailureOr<Value> createOne(StringRef opType, ArrayRef<Value> operands,
+                             ArrayRef<NamedAttribute> attrs, Location loc) {
+    auto r = typeAndFold(createOp(opType, operands, attrs, 1, loc));
+    if (failed(r))
+      return failure();
+    return (*r)[0];
+  }
   FailureOr<Value> coercedSoftmax(StringRef opType, Value input, int64_t axis,
                                   Location loc);
   /// InstanceNormalization and GroupNormalization, decomposed into

@@ -866,25 +866,39 @@ PIPERT_HD int resize_taps(const ResizeGeom &g, int d, int64_t o, int64_t idx[4],
   return 4;
 }
 
-// y's element i (flat over (outer, oD, oH, oW)).
-PIPERT_HD float resize_value(const ResizeGeom &g, const float *x, int64_t i) {
-  const ResizeAxis &A = g.axis[0], &B = g.axis[1], &C = g.axis[2];
-  const int64_t ow = i % C.out, oh = (i / C.out) % B.out, od = (i / (C.out * B.out)) % A.out;
-  const int64_t n = i / (C.out * B.out * A.out);
+// The input taps of y's element i (flat over (outer, oD, oH, oW)): per
+// axis its input indices and weights, and the offset of its outer slice.
+struct ResizePoint {
+  int64_t base = 0;
   int64_t id[4], ih[4], iw[4];
   float wd[4], wh[4], ww[4];
-  const int nd = resize_taps(g, 0, od, id, wd), nh = resize_taps(g, 1, oh, ih, wh),
-            nw = resize_taps(g, 2, ow, iw, ww);
-  if (nd == 0 || nh == 0 || nw == 0)
+  int nd = 0, nh = 0, nw = 0;
+};
+
+PIPERT_HD ResizePoint resize_point(const ResizeGeom &g, int64_t i) {
+  const ResizeAxis &A = g.axis[0], &B = g.axis[1], &C = g.axis[2];
+  const int64_t ow = i % C.out, oh = (i / C.out) % B.out, od = (i / (C.out * B.out)) % A.out;
+  ResizePoint p;
+  p.base = i / (C.out * B.out * A.out) * A.in * B.in * C.in;
+  p.nd = resize_taps(g, 0, od, p.id, p.wd);
+  p.nh = resize_taps(g, 1, oh, p.ih, p.wh);
+  p.nw = resize_taps(g, 2, ow, p.iw, p.ww);
+  return p;
+}
+
+// y's element i.
+PIPERT_HD float resize_value(const ResizeGeom &g, const float *x, int64_t i) {
+  const ResizePoint p = resize_point(g, i);
+  if (p.nd == 0 || p.nh == 0 || p.nw == 0)
     return g.extrapolation;
-  const float *xn = x + n * A.in * B.in * C.in;
+  const int64_t inH = g.axis[1].in, inW = g.axis[2].in;
   float acc = 0.f;
-  for (int a = 0; a < nd; ++a)
-    for (int b = 0; b < nh; ++b) {
-      const float *row = xn + (id[a] * B.in + ih[b]) * C.in;
-      const float wab = wd[a] * wh[b];
-      for (int c = 0; c < nw; ++c)
-        acc += wab * ww[c] * row[iw[c]];
+  for (int a = 0; a < p.nd; ++a)
+    for (int b = 0; b < p.nh; ++b) {
+      const float *row = x + p.base + (p.id[a] * inH + p.ih[b]) * inW;
+      const float wab = p.wd[a] * p.wh[b];
+      for (int c = 0; c < p.nw; ++c)
+        acc += wab * p.ww[c] * row[p.iw[c]];
     }
   return acc;
 }
@@ -893,18 +907,12 @@ PIPERT_HD float resize_value(const ResizeGeom &g, const float *x, int64_t i) {
 // element j it reads, with v = dy * weight.
 template <typename Add>
 PIPERT_HD void resize_scatter(const ResizeGeom &g, float dy, int64_t i, Add add) {
-  const ResizeAxis &A = g.axis[0], &B = g.axis[1], &C = g.axis[2];
-  const int64_t ow = i % C.out, oh = (i / C.out) % B.out, od = (i / (C.out * B.out)) % A.out;
-  const int64_t n = i / (C.out * B.out * A.out);
-  int64_t id[4], ih[4], iw[4];
-  float wd[4], wh[4], ww[4];
-  const int nd = resize_taps(g, 0, od, id, wd), nh = resize_taps(g, 1, oh, ih, wh),
-            nw = resize_taps(g, 2, ow, iw, ww);
-  const int64_t base = n * A.in * B.in * C.in;
-  for (int a = 0; a < nd; ++a)
-    for (int b = 0; b < nh; ++b)
-      for (int c = 0; c < nw; ++c)
-        add(base + (id[a] * B.in + ih[b]) * C.in + iw[c], dy * wd[a] * wh[b] * ww[c]);
+  const ResizePoint p = resize_point(g, i);
+  const int64_t inH = g.axis[1].in, inW = g.axis[2].in;
+  for (int a = 0; a < p.nd; ++a)
+    for (int b = 0; b < p.nh; ++b)
+      for (int c = 0; c < p.nw; ++c)
+        add(p.base + (p.id[a] * inH + p.ih[b]) * inW + p.iw[c], dy * p.wd[a] * p.wh[b] * p.ww[c]);
 }
 
 } // namespace pipert::formula
