@@ -102,8 +102,11 @@ pipert_request *pipert_irecv(pipert_context *ctx, pipert_comm *comm, void *buf, 
 
 void pipert_send(pipert_context *ctx, pipert_comm *comm, const void *buf, int64_t count,
                  pipert_dtype dtype, int peer, int tag) {
-  pipert_request *r = pipert_isend(ctx, comm, buf, count, dtype, peer, tag);
-  waitRequests(ctx, &r, 1);
+  Transport &t = started("send");
+  if (!comm)
+    pipert_fail("send: null communicator");
+  checkPeer(t, comm, peer, "send");
+  t.send(ctx, comm, buf, count, dtype, peer, tag);
 }
 
 void pipert_recv(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,

@@ -84,6 +84,16 @@ public:
   // Posts a point-to-point send or recv (kind) of count elements of dtype.
   virtual pipert_request *post(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
                                pipert_dtype dtype, int peer, int tag, transport::Kind kind) = 0;
+  // pipert_send: returns once buf may be reused. By default a posted send
+  // waited for (rendezvous or eager, as the transport's post is); the MPI
+  // transport copies it into a staging buffer and returns at once (buffered
+  // sends, docs/design-notes.md "Buffered sends").
+  virtual void send(pipert_context *ctx, pipert_comm *comm, const void *buf, int64_t count,
+                    pipert_dtype dtype, int peer, int tag) {
+    pipert_request *r =
+        post(ctx, comm, const_cast<void *>(buf), count, dtype, peer, tag, transport::Kind::Send);
+    wait(ctx, &r, 1);
+  }
   // Whether req has completed; never blocks (the request stays to be waited for).
   virtual bool test(pipert_context *ctx, pipert_request *req) = 0;
   // Waits (with the timeout) for the non-null requests of reqs[0..n), then

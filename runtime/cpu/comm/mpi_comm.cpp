@@ -9,6 +9,17 @@
 // the timeout instead of blocking in MPI for ever. Collectives use the MPI-3
 // non-blocking forms for the same reason.
 //
+// pipert_send is buffered: the message is copied into a staging buffer (kept
+// for reuse) and sent with MPI_Isend; the call returns at once, and the send
+// completes inside the rank's later transport calls (every MPI_Test of a
+// wait progresses it). So a rank never idles until its peer posts the
+// receive (Open MPI's shared-memory transport sends a message over 4 KB by
+// rendezvous). At most PIPERT_SEND_BUFFER bytes (default 64 MiB) are staged:
+// a send that would pass it first waits for the oldest ones, and a bigger
+// message, or PIPERT_SEND_BUFFER=0, waits for its own completion as before.
+// Finalize completes them all. Why the verified schedules stay
+// deadlock-free: docs/design-notes.md, "Buffered sends".
+//
 // Messages over 1 GiB are split into several MPI messages with the same tag:
 // MPI matches messages between one pair with one tag in order, and MPI counts
 // are ints.
@@ -194,13 +205,27 @@ void MpiTransport::init(pipert_context *, int *argc, char ***argv) {
       pipert_fail("PIPERT_TIMEOUT_S='%s' is not a positive number of seconds", env);
     timeoutS_ = v;
   }
+  if (const char *env = std::getenv("PIPERT_SEND_BUFFER")) {
+    char *end = nullptr;
+    long long v = std::strtoll(env, &end, 10);
+    if (end == env || *end != '\0' || v < 0)
+      pipert_fail("PIPERT_SEND_BUFFER='%s' is not a byte count >= 0 (0: sends wait for "
+                  "the receiver)",
+                  env);
+    sendBufferLimit_ = v;
+  }
   pipert_set_abort_hook(abortHook);
   initialized_ = true;
 }
 
-void MpiTransport::finalize(pipert_context *) {
+void MpiTransport::finalize(pipert_context *ctx) {
   if (!initialized_)
     return;
+  drainStaged(ctx, -1);
+  for (auto &[capacity, buf] : spare_)
+    delete[] buf;
+  spare_.clear();
+  spareBytes_ = 0;
   pipert_set_abort_hook(nullptr);
   initialized_ = false;
   if (weInitializedMpi_) {
@@ -220,11 +245,99 @@ int MpiTransport::worldRankOf(const pipert_comm *comm, int rank) const {
 
 // Polls until every request completes or the timeout passes, then frees them.
 void MpiTransport::wait(pipert_context *ctx, pipert_request **reqs, int n) {
+  reapStaged(ctx);
   transport::waitAndRelease(ctx, reqs, n, timeoutS_, testRequest, describe,
                             [](pipert_request *r) { delete mpiRequest(r); });
 }
 
-bool MpiTransport::test(pipert_context *, pipert_request *req) { return testRequest(req); }
+bool MpiTransport::test(pipert_context *ctx, pipert_request *req) {
+  reapStaged(ctx);
+  return testRequest(req);
+}
+
+char *MpiTransport::takeStaging(int64_t bytes, int64_t &capacity) {
+  // The smallest spare buffer that holds it (a step sends the same few
+  // sizes over and over), else a new one.
+  size_t best = spare_.size();
+  for (size_t i = 0; i < spare_.size(); ++i)
+    if (spare_[i].first >= bytes && (best == spare_.size() || spare_[i].first < spare_[best].first))
+      best = i;
+  if (best < spare_.size()) {
+    auto [cap, buf] = spare_[best];
+    spare_[best] = spare_.back();
+    spare_.pop_back();
+    spareBytes_ -= cap;
+    capacity = cap;
+    return buf;
+  }
+  capacity = std::max<int64_t>(bytes, 64);
+  return new char[static_cast<size_t>(capacity)];
+}
+
+void MpiTransport::returnStaging(char *buf, int64_t capacity) {
+  // Spare buffers hold at most the staging limit.
+  if (spareBytes_ + capacity > sendBufferLimit_) {
+    delete[] buf;
+    return;
+  }
+  spare_.push_back({capacity, buf});
+  spareBytes_ += capacity;
+}
+
+void MpiTransport::reapStaged(pipert_context *ctx) {
+  if (staged_.empty())
+    return;
+  for (auto it = staged_.begin(); it != staged_.end();) {
+    if (!testRequest(it->req)) {
+      ++it;
+      continue;
+    }
+    transport::traceCompletion(ctx, it->req->kind, it->req->peerWorld, it->req->tag,
+                               it->req->postUs);
+    stagedBytes_ -= it->req->bytes;
+    delete mpiRequest(it->req);
+    returnStaging(it->buf, it->capacity);
+    it = staged_.erase(it);
+  }
+}
+
+void MpiTransport::drainStaged(pipert_context *ctx, int64_t bytes) {
+  reapStaged(ctx);
+  while (!staged_.empty() && (bytes < 0 || stagedBytes_ + bytes > sendBufferLimit_)) {
+    Staged s = staged_.front();
+    staged_.pop_front();
+    stagedBytes_ -= s.req->bytes;
+    pipert_request *r = s.req;
+    transport::waitAndRelease(ctx, &r, 1, timeoutS_, testRequest, describe,
+                              [](pipert_request *q) { delete mpiRequest(q); });
+    returnStaging(s.buf, s.capacity);
+  }
+}
+
+void MpiTransport::send(pipert_context *ctx, pipert_comm *comm, const void *buf, int64_t count,
+                        pipert_dtype dtype, int peer, int tag) {
+  const int64_t bytes = byteCount(count, dtype, "send");
+  if (bytes > sendBufferLimit_) {
+    drainStaged(ctx, -1); // keeps the sends' completion order
+    pipert_request *r = post(ctx, comm, const_cast<void *>(buf), count, dtype, peer, tag, Kind::Send);
+    wait(ctx, &r, 1);
+    return;
+  }
+  if (bytes > 0 && !buf)
+    pipert_fail("%s: null buffer for %lld bytes",
+                transport::describe(Kind::Send, bytes, worldRankOf(comm, peer), tag,
+                                    size(comm))
+                    .c_str(),
+                static_cast<long long>(bytes));
+  drainStaged(ctx, bytes);
+  int64_t capacity = 0;
+  char *copy = takeStaging(bytes, capacity);
+  if (bytes)
+    std::memcpy(copy, buf, static_cast<size_t>(bytes));
+  pipert_request *r = post(ctx, comm, copy, count, dtype, peer, tag, Kind::Send);
+  staged_.push_back({r, copy, capacity});
+  stagedBytes_ += bytes;
+}
 
 pipert_request *MpiTransport::post(pipert_context *ctx, pipert_comm *comm, void *buf,
                                    int64_t count, pipert_dtype dtype, int peer, int tag,

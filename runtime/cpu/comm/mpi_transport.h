@@ -11,7 +11,10 @@
 
 #include "../../core/transport.h"
 
+#include <deque>
 #include <memory>
+#include <utility>
+#include <vector>
 
 namespace pipert {
 
@@ -40,6 +43,8 @@ public:
 
   pipert_request *post(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
                        pipert_dtype dtype, int peer, int tag, transport::Kind kind) override;
+  void send(pipert_context *ctx, pipert_comm *comm, const void *buf, int64_t count,
+            pipert_dtype dtype, int peer, int tag) override;
   bool test(pipert_context *ctx, pipert_request *req) override;
   void wait(pipert_context *ctx, pipert_request **reqs, int n) override;
   pipert_request *iallreduce(pipert_context *ctx, pipert_comm *comm, float *buf, int64_t count,
@@ -49,11 +54,29 @@ public:
   void barrier(pipert_context *ctx, pipert_comm *comm) override;
 
 private:
+  // A buffered send in flight: its request and the staging copy it sends.
+  struct Staged {
+    pipert_request *req;
+    char *buf;
+    int64_t capacity;
+  };
+  // Frees the buffered sends that have completed (any order).
+  void reapStaged(pipert_context *ctx);
+  // Waits (with the timeout) for the oldest buffered send(s) until `bytes`
+  // more fit under the limit; every one when bytes < 0.
+  void drainStaged(pipert_context *ctx, int64_t bytes);
+  char *takeStaging(int64_t bytes, int64_t &capacity);
+  void returnStaging(char *buf, int64_t capacity);
+
   bool initialized_ = false;
   bool weInitializedMpi_ = false;
   double timeoutS_ = 300.0;
   std::unique_ptr<MpiComm> world_;
   int worldRank_ = 0;
+  std::deque<Staged> staged_;
+  std::vector<std::pair<int64_t, char *>> spare_; // staging buffers to reuse
+  int64_t stagedBytes_ = 0, spareBytes_ = 0;
+  int64_t sendBufferLimit_ = int64_t(64) << 20; // PIPERT_SEND_BUFFER
 };
 
 } // namespace pipert

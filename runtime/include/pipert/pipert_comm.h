@@ -77,9 +77,15 @@ int pipert_world_rank(void);
 void pipert_comm_set_timeout(double seconds);
 double pipert_comm_timeout(void);
 
-/* Blocking point-to-point transfer of `count` elements of `dtype`. `peer` is
- * a rank of `comm`; `tag` is in 0..pipert_comm_max_tag(). A recv must match a
- * send of the same size: a different size is an error naming both. */
+/* Point-to-point transfer of `count` elements of `dtype`. `peer` is a rank of
+ * `comm`; `tag` is in 0..pipert_comm_max_tag(). A recv must match a send of
+ * the same size: a different size is an error naming both. pipert_recv
+ * returns with the data; pipert_send returns once `buf` may be reused: the
+ * CPU (MPI) transport copies the message into a staging buffer and returns
+ * at once (buffered; up to PIPERT_SEND_BUFFER bytes in flight per rank,
+ * default 64 MiB, 0 = wait for the receiver), the transfer then progresses
+ * inside the rank's later transport calls; pipert_comm_finalize completes
+ * every buffered send. */
 void pipert_send(pipert_context *ctx, pipert_comm *comm, const void *buf, int64_t count,
                  pipert_dtype dtype, int peer, int tag);
 void pipert_recv(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,

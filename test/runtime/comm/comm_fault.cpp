@@ -7,7 +7,11 @@
 // message and the time taken.
 //   stall-recv       rank 1 sleeps instead of sending; rank 0's recv times out
 //   stall-send       rank 1 sleeps instead of receiving a large message; rank
-//                    0's send times out
+//                    0's send (buffered) times out when finalize completes it
+//   head-to-head     ranks 0 and 1 send each other 1 MiB before receiving:
+//                    fine with buffered sends, a deadlock (caught by the
+//                    timeout) with PIPERT_SEND_BUFFER=0
+//   bad-env          nothing: run with a malformed PIPERT_SEND_BUFFER
 //   stall-allreduce  rank 1 skips an allreduce
 //   kill             rank 1 is killed (SIGKILL) while rank 0 waits
 //   fail             rank 1 fails with pipert_fail while rank 0 waits
@@ -48,6 +52,13 @@ int main(int argc, char **argv) {
       pipert_send(ctx, world, big.data(), big.size(), PIPERT_F32, 1, 3);
     else
       sleep(60);
+  } else if (mode == "head-to-head") {
+    std::vector<float> out(1 << 18, 1.0f), in(1 << 18);
+    if (rank < 2) {
+      pipert_send(ctx, world, out.data(), out.size(), PIPERT_F32, 1 - rank, 9);
+      pipert_recv(ctx, world, in.data(), in.size(), PIPERT_F32, 1 - rank, 9);
+    }
+  } else if (mode == "bad-env") {
   } else if (mode == "stall-allreduce") {
     if (rank != 1)
       pipert_allreduce_f32(ctx, world, buf.data(), 1024, PIPERT_COLLECTIVE_SUM);

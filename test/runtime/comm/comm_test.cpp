@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -130,6 +131,37 @@ TEST(Comm, OutOfOrderTags) {
     pipert_wait_all(g_ctx, all, 4);
     for (int t = 0; t < 3; ++t)
       EXPECT_EQ(bufs[t], message(0, 100 + t, sizes[t])) << "tag " << 100 + t;
+  }
+  pipert_barrier(g_ctx, world());
+}
+
+// pipert_send is buffered (PIPERT_SEND_BUFFER, default 64 MiB): pairs of
+// ranks send each other a 1 MiB message (Open MPI's shared memory sends it
+// by rendezvous) before either receives, which would deadlock if a send
+// waited for its receiver; and each sender overwrites its buffer as soon
+// as pipert_send returns, which the receiver must not see. Many sends in a
+// row (past the staging buffers' reuse) keep their order.
+TEST(Comm, BufferedSendsHeadToHeadAndReuse) {
+  const int peer = rank() ^ 1;
+  if (peer >= size()) {
+    pipert_barrier(g_ctx, world());
+    return;
+  }
+  const int64_t bytes = int64_t(1) << 20;
+  std::vector<uint8_t> out = message(rank(), 40, bytes), in(static_cast<size_t>(bytes));
+  pipert_send(g_ctx, world(), out.data(), bytes, PIPERT_U8, peer, 40);
+  std::fill(out.begin(), out.end(), uint8_t(0xEE));
+  pipert_recv(g_ctx, world(), in.data(), bytes, PIPERT_U8, peer, 40);
+  EXPECT_EQ(in, message(peer, 40, bytes));
+  // 20 sends of alternating sizes to one tag before the peer receives any.
+  for (int i = 0; i < 20; ++i) {
+    std::vector<uint8_t> m = message(rank(), 50 + i, 1000 + (i % 2) * 70000);
+    pipert_send(g_ctx, world(), m.data(), static_cast<int64_t>(m.size()), PIPERT_U8, peer, 41);
+  }
+  for (int i = 0; i < 20; ++i) {
+    std::vector<uint8_t> m(static_cast<size_t>(1000 + (i % 2) * 70000));
+    pipert_recv(g_ctx, world(), m.data(), static_cast<int64_t>(m.size()), PIPERT_U8, peer, 41);
+    EXPECT_EQ(m, message(peer, 50 + i, static_cast<int64_t>(m.size()))) << "message " << i;
   }
   pipert_barrier(g_ctx, world());
 }
