@@ -81,12 +81,39 @@ func.func @forward(%x: tensor<2x4xf32> {pipe.input = "x"}, %s: tensor<4xf32> {pi
 // CHECK-LABEL: func.func @train_step(
 // CHECK: %[[T:.*]] = onnx.Transpose(%{{.*}}) {perm = array<i64: 0, 2, 1>} : (tensor<3x2x4xf32>) -> tensor<3x4x2xf32>
 // CHECK: %[[DW:.*]] = onnx.MatMul(%[[T]], %{{.*}}) : (tensor<3x4x2xf32>, tensor<3x2x5xf32>) -> tensor<3x4x5xf32>
-// CHECK: onnx.ReduceToShape(%[[DW]], %{{.*}}) : (tensor<3x4x5xf32>, tensor<2xi64>) -> tensor<4x5xf32>
-func.func @forward(%x: tensor<3x2x4xf32> {pipe.input = "x"}, %w: tensor<4x5xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+// CHECK: onnx.ReduceToShape(%[[DW]], %{{.*}}) : (tensor<3x4x5xf32>, tensor<3xi64>) -> tensor<1x4x5xf32>
+func.func @forward(%x: tensor<3x2x4xf32> {pipe.input = "x"}, %w: tensor<1x4x5xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
   %none = onnx.NoValue : none
-  %0 = onnx.MatMul(%x, %w) : (tensor<3x2x4xf32>, tensor<4x5xf32>) -> tensor<3x2x5xf32>
+  %0 = onnx.MatMul(%x, %w) : (tensor<3x2x4xf32>, tensor<1x4x5xf32>) -> tensor<3x2x5xf32>
   %1 = onnx.ReduceSum(%0, %none) {keepdims = 0 : i64} : (tensor<3x2x5xf32>, none) -> tensor<f32>
   return %1 : tensor<f32>
+}
+
+// -----
+// A linear layer as torch exports it on 3-D input, MatMul(x, Transpose(W))
+// + bias, is one Gemm over the 3 x 2 rows (transB, the bias as C) between
+// alias reshapes; its gradients are two Gemms over all rows, with no
+// Transpose and no sum over the batch. The Transpose is gone.
+// CHECK-LABEL: func.func @train_step(
+// CHECK-NOT: onnx.Transpose
+// CHECK-NOT: onnx.MatMul
+// CHECK: %[[X2:.*]] = onnx.Reshape(%arg0, %{{.*}}) : (tensor<3x2x4xf32>, tensor<2xi64>) -> tensor<6x4xf32>
+// CHECK: %[[Y2:.*]] = onnx.Gemm(%[[X2]], %arg1, %arg2) {transB = 1 : i64} : (tensor<6x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<6x5xf32>
+// CHECK: onnx.Reshape(%[[Y2]], %{{.*}}) : (tensor<6x5xf32>, tensor<3xi64>) -> tensor<3x2x5xf32>
+// CHECK: %[[G2:.*]] = onnx.Reshape(%{{.*}}, %{{.*}}) : (tensor<3x2x5xf32>, tensor<2xi64>) -> tensor<6x5xf32>
+// CHECK-DAG: onnx.Gemm(%[[G2]], %arg1, %{{.*}}) : (tensor<6x5xf32>, tensor<5x4xf32>, none) -> tensor<6x4xf32>
+// CHECK-DAG: %[[DW:.*]] = onnx.Gemm(%[[G2]], %[[X2]], %{{.*}}) {transA = 1 : i64} : (tensor<6x5xf32>, tensor<6x4xf32>, none) -> tensor<5x4xf32>
+// CHECK-DAG: %[[DB:.*]] = onnx.ReduceToShape(%[[G2]], %{{.*}}) : (tensor<6x5xf32>, tensor<1xi64>) -> tensor<5xf32>
+// CHECK-NOT: onnx.Transpose
+// CHECK: return %{{.*}}, %{{.*}}, %[[DW]], %[[DB]] :
+func.func @forward(%x: tensor<3x2x4xf32> {pipe.input = "x", pipe.trainable}, %w: tensor<5x4xf32> {pipe.param = "w", pipe.trainable}, %b: tensor<5xf32> {pipe.param = "b", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %wt = onnx.Transpose(%w) {perm = array<i64: 1, 0>} : (tensor<5x4xf32>) -> tensor<4x5xf32>
+  %0 = onnx.MatMul(%x, %wt) : (tensor<3x2x4xf32>, tensor<4x5xf32>) -> tensor<3x2x5xf32>
+  %1 = onnx.Add(%0, %b) : (tensor<3x2x5xf32>, tensor<5xf32>) -> tensor<3x2x5xf32>
+  %2 = onnx.Mul(%1, %1) : (tensor<3x2x5xf32>, tensor<3x2x5xf32>) -> tensor<3x2x5xf32>
+  %3 = onnx.ReduceSum(%2, %none) {keepdims = 0 : i64} : (tensor<3x2x5xf32>, none) -> tensor<f32>
+  return %3 : tensor<f32>
 }
 
 // -----

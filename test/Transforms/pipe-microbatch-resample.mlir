@@ -2,7 +2,8 @@
 
 // Resize by sizes (which name the batch, B = 4; also through opset 18's
 // axes), ConvTranspose and the
-// decomposed Einsum's batched MatMul with the batch on axis 0: each keeps
+// decomposed Einsum's batched MatMul (a Gemm over 2 x 3 x 10 rows) with the
+// batch on axis 0: each keeps
 // B/M = 2 rows; the sizes and ResizeGrad's shape are rewritten.
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %arg0: tensor<2x2x3x3xf32> {pipe.input = "x"}
@@ -11,7 +12,7 @@
 // CHECK: onnx.Constant {value = dense<[2, 6]> : tensor<2xi64>}
 // CHECK: onnx.Resize({{.*}}) {axes = array<i64: 0, -1>, mode = "linear"} : (tensor<2x2x3x3xf32>, none, none, tensor<2xi64>) -> tensor<2x2x3x6xf32>
 // CHECK: onnx.ConvTranspose({{.*}}) {strides = array<i64: 2, 2>} : (tensor<2x2x5x4xf32>, tensor<2x3x2x2xf32>, tensor<3xf32>) -> tensor<2x3x10x8xf32>
-// CHECK: onnx.MatMul({{.*}}) : (tensor<2x3x10x8xf32>, tensor<8x8xf32>) -> tensor<2x3x10x8xf32>
+// CHECK: onnx.Gemm({{.*}}) : (tensor<60x8xf32>, tensor<8x8xf32>, none) -> tensor<60x8xf32>
 // CHECK: onnx.Conv({{.*}}) {{.*}}: (tensor<2x3x10x8xf32>, tensor<2x3x2x2xf32>, none) -> tensor<2x2x5x4xf32>
 // CHECK: onnx.ConvGrad({{.*}}) {{.*}}: (tensor<2x2x5x4xf32>, tensor<2x3x10x8xf32>, tensor<2x3x2x2xf32>) -> (tensor<2x3x10x8xf32>, tensor<2x3x2x2xf32>, tensor<2xf32>)
 // CHECK: onnx.Constant {value = dense<[2, 2, 3, 3]> : tensor<4xi64>}
