@@ -109,15 +109,25 @@ inline void traceCompletion(pipert_context *ctx, Kind kind, int peerWorld, int t
 // backoff from 20 us capped at 0.2 ms (ranks may share cores: spinning
 // would slow the peer being waited for). Time spent blocked is
 // traced as "wait <first request>" (category idle) on the compute row.
+// The yielding phase lasts as long as the bytes in flight could take at
+// 0.5 GB/s, at least 5 ms: without single-copy shared memory a large message
+// moves only while both ranks poll, and sleeps between polls made a 64 MiB
+// transfer 10x slower. `otherBytes` are the caller's other transfers that
+// progress only while it polls (buffered sends).
 template <typename Req, typename Test, typename Describe>
 void pollUntilDone(pipert_context *ctx, Req **reqs, int n, double timeout, Test &&test,
-                   Describe &&describe) {
+                   Describe &&describe, int64_t otherBytes = 0) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   const double traceStart = pipert_trace_begin(ctx);
   bool blocked = false;
   int spins = 0;
   auto sleepFor = std::chrono::microseconds(20);
+  int64_t bytes = otherBytes;
+  for (int i = 0; i < n; ++i)
+    if (reqs[i])
+      bytes += reqs[i]->bytes;
+  const double yieldFor = std::max(0.005, static_cast<double>(bytes) * 2e-9);
   for (;;) {
     bool all = true;
     for (int i = 0; i < n; ++i)
@@ -144,7 +154,7 @@ void pollUntilDone(pipert_context *ctx, Req **reqs, int n, double timeout, Test 
     // latency against MPI's own blocking calls.
     if (++spins < 64)
       continue;
-    if (spins < 200 || waited < 0.005) {
+    if (spins < 200 || waited < yieldFor) {
       std::this_thread::yield();
       continue;
     }
@@ -165,9 +175,9 @@ void pollUntilDone(pipert_context *ctx, Req **reqs, int n, double timeout, Test 
 // cleared.
 template <typename Req, typename Test, typename Describe, typename Release>
 void waitAndRelease(pipert_context *ctx, Req **reqs, int n, double timeout, Test &&test,
-                    Describe &&describe, Release &&release) {
+                    Describe &&describe, Release &&release, int64_t otherBytes = 0) {
   const auto start = std::chrono::steady_clock::now();
-  pollUntilDone(ctx, reqs, n, timeout, test, describe);
+  pollUntilDone(ctx, reqs, n, timeout, test, describe, otherBytes);
   pipert_add_transport_wait(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   for (int i = 0; i < n; ++i) {

@@ -83,9 +83,9 @@ double pipert_comm_timeout(void);
  * returns with the data; pipert_send returns once `buf` may be reused: the
  * CPU (MPI) transport copies the message into a staging buffer and returns
  * at once (buffered; up to PIPERT_SEND_BUFFER bytes in flight per rank,
- * default 64 MiB, 0 = wait for the receiver), the transfer then progresses
- * inside the rank's later transport calls; pipert_comm_finalize completes
- * every buffered send. */
+ * default 64 MiB; a message over 1/16 of it, or any with 0, waits for the
+ * receiver), the transfer then progresses inside the rank's later transport
+ * calls; pipert_comm_finalize completes every buffered send. */
 void pipert_send(pipert_context *ctx, pipert_comm *comm, const void *buf, int64_t count,
                  pipert_dtype dtype, int peer, int tag);
 void pipert_recv(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
