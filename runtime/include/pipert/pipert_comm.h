@@ -80,12 +80,15 @@ double pipert_comm_timeout(void);
 /* Point-to-point transfer of `count` elements of `dtype`. `peer` is a rank of
  * `comm`; `tag` is in 0..pipert_comm_max_tag(). A recv must match a send of
  * the same size: a different size is an error naming both. pipert_recv
- * returns with the data; pipert_send returns once `buf` may be reused: the
- * CPU (MPI) transport copies the message into a staging buffer and returns
- * at once (buffered; up to PIPERT_SEND_BUFFER bytes in flight per rank,
- * default 64 MiB; a message over 1/16 of it, or any with 0, waits for the
- * receiver), the transfer then progresses inside the rank's later transport
- * calls; pipert_comm_finalize completes every buffered send. */
+ * returns with the data; pipert_send returns once `buf` may be reused. The
+ * CPU (MPI) transport copies a message of more than 2 KB into a staging
+ * buffer and returns at once (buffered; up to PIPERT_SEND_BUFFER bytes in
+ * flight per rank, default 64 MiB; a message over 1/16 of it, or any with
+ * 0, is sent directly, as is one of at most 2 KB, which MPI sends eagerly);
+ * the transfer then progresses inside the rank's later transport calls, and
+ * pipert_comm_finalize completes every buffered send. Programs must not
+ * rely on buffering: they are verified deadlock-free with sends that wait
+ * for their receive. */
 void pipert_send(pipert_context *ctx, pipert_comm *comm, const void *buf, int64_t count,
                  pipert_dtype dtype, int peer, int tag);
 void pipert_recv(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
