@@ -8,13 +8,16 @@
 // (OUT/plan.json says "devices": N > 1): one MPI rank per executable, MPMD
 // under mpirun (rank k runs OUT/device<k>), every rank with the same flags:
 //   mpirun --oversubscribe [--allow-run-as-root] --mca btl self,vader
-//          --mca btl_vader_single_copy_mechanism none
+//          --mca btl_vader_single_copy_mechanism cma|none
 //          -np 1 OUT/device0 FLAGS : -np 1 OUT/device1 FLAGS ...
+// (cma where this machine lets a process read another's memory, probed:
+// tools/common/MpiFlags.h; PIPEC_SINGLE_COPY=cma|none chooses).
 // PIPEC_MPIRUN names another mpirun; PIPEC_MPIRUN_FLAGS (split at spaces)
 // replaces the options before the first -np.
 //
 //===----------------------------------------------------------------------===//
 #include "LossPlot.h"
+#include "../common/MpiFlags.h"
 #include "pipec/Support/Version.h"
 #include "pipec/Target/PlanVersion.h"
 
@@ -558,13 +561,10 @@ int main(int argc, char **argv) {
       for (std::string w; words >> w;)
         args.push_back(w);
     } else {
-      // Shared memory between the ranks of one machine; oversubscribed
-      // (fewer cores than ranks is fine); as root in containers.
-      args.insert(args.end(), {"--oversubscribe", "--mca", "btl", "self,vader",
-                               "--mca", "btl_vader_single_copy_mechanism",
-                               "none"});
-      if (geteuid() == 0)
-        args.push_back("--allow-run-as-root");
+      // Shared memory between the ranks of one machine, single-copy where
+      // allowed (tools/common/MpiFlags.h).
+      for (std::string &flag : pipec::tools::sharedMemoryMpiFlags())
+        args.push_back(flag);
     }
     // Ranks that wait yield the core (more ranks than cores is the rule on
     // small machines); unless the caller says otherwise.
