@@ -1,79 +1,127 @@
 #!/usr/bin/python3
 """Pipeline-parallel speed-up on this machine: one rank vs 2 ranks (MPI, one
-BLAS thread each), next to the ideal p*M/(M+p-1) of a balanced synchronous
-pipeline.
+BLAS thread each), next to two ideals: the balanced pipeline's p*M/(M+p-1),
+and the ideal of the stages as they are, computed from their measured costs.
 
-    /usr/bin/python3 bench/pipeline_speedup.py [--build build-pipe2]
-        [--model transformer] [--batch 32] [--microbatches 1,2,4,8]
-        [--steps 30] [--schedule 1f1b] [--partition layers]
+    /usr/bin/python3 bench/pipeline_speedup.py [--build build]
+        [--model transformer] [--batch 32] [--microbatches 1,2,4,8,16]
+        [--steps 60] [--repeats 3] [--schedule 1f1b] [--partition profile]
 
 The model comes from examples/models.py. The one-rank run is pipe-compile's
 one-device program; the 2-rank runs are pipe-compile --stages 2
---microbatches M. Every rank runs one BLAS thread (--threads 1), so that a
-rank is one "device". The time per step is the mean over the steps after the
-first 5, from the log of the rank that reports the loss (the last stage).
+--microbatches M with the partition of --partition: `profile` (the default)
+profiles the model first (pipe-profile, at every micro-batch size of the
+sweep) and cuts it by the measured op times (pipe-compile --profile);
+`balanced`, `layers`, `dp` are pipe-compile's own. Every rank runs one BLAS
+thread (--threads 1), so that a rank is one "device". The time per step is
+the mean over the steps after the first 5 of the step log of the rank that
+reports the loss; each run is repeated --repeats times and the fastest kept
+(noise only slows a run down).
+
+Columns:
+  speed-up   t(1 rank) / t(2 ranks)
+  ideal      p*M/(M+p-1): a balanced pipeline whose micro-batches cost 1/M
+             of the whole batch
+  stage-ideal  t(1 rank) / the step the stages' measured costs allow: a
+             traced run of the same program gives each stage's forward,
+             backward and update time (medians), and pipe-simulate --measured
+             replays the schedule with them and free transfers; so it
+             includes the stage imbalance and the micro-batches' own costs
+             (small matrices) but no transfer or wait
+  of-ideal   speed-up / stage-ideal: what the transport and the runtime lose
+  imbalance  the slowest stage's forward+backward over the stages' mean
+  mb-cost    the stages' forward+backward times M, over the one-rank step:
+             what splitting the batch into M micro-batches costs before any
+             pipelining
 The losses of the runs are printed too: they agree (synchronous schedules).
 Other processes on the machine (builds) distort the numbers: run it idle.
 """
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 
 from benchlib import ROOT, run, step_time
 
 
+def best_step(cmd, log, repeats, skip):
+    best = None
+    for _ in range(repeats):
+        run(cmd + ["--log", log])
+        t, loss = step_time(log, skip)
+        if best is None or t < best[0]:
+            best = (t, loss)
+    return best
+
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--build", default=os.path.join(ROOT, "build-pipe2"))
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--model", default="transformer")
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--microbatches", default="1,2,4,8")
-    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--microbatches", default="1,2,4,8,16")
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--schedule", default="1f1b")
-    p.add_argument("--partition", default="layers")
+    p.add_argument("--partition", default="profile",
+                   choices=["profile", "balanced", "layers", "dp"])
     a = p.parse_args()
     bindir = os.path.join(a.build, "bin")
     stages = 2
+    skip = 5
     work = tempfile.mkdtemp(prefix="pipeline_speedup.")
     run([sys.executable, os.path.join(ROOT, "examples/models.py"), "--out", work,
-         "--models", a.model, "--batch", str(a.batch), "--data", str(4 * a.batch)])
-    model = os.path.join(work, a.model + ".onnx")
+         "--models", a.model, "--batch", str(a.batch), "--data", str(4 * a.batch),
+         "--dynamic"])
+    model = os.path.join(work, a.model + "_dyn.onnx")
     data = os.path.join(work, a.model + ".npz")
+    sizes = [m for m in map(int, a.microbatches.split(",")) if a.batch % m == 0]
     common = ["--data", data, "--steps", str(a.steps), "--no-shuffle", "--quiet",
               "--threads", "1"]
-    skip = 5
+    partition = ["--partition", a.partition]
+    if a.partition == "profile":
+        prof = os.path.join(work, "profile.json")
+        rows = ",".join(str(a.batch // m) for m in sorted(set(sizes) | {1}))
+        run([os.path.join(bindir, "pipe-profile"), model, "--data", data, "-o", prof,
+             "--rows", rows, "--kernel-threads", "1"])
+        partition = ["--profile", prof]
 
     one = os.path.join(work, "one")
     run([os.path.join(bindir, "pipe-compile"), model, "-o", one, "--batch",
          str(a.batch), "--optimizer", "sgd", "--lr", "0.01"])
-    run([os.path.join(bindir, "pipe-run"), one, *common, "--log", one + ".jsonl"])
-    t1, loss1 = step_time(one + ".jsonl", skip)
-    print(f"{a.model}, batch {a.batch}, {a.steps} steps, {a.schedule}, "
-          f"--partition {a.partition}, 1 BLAS thread per rank, {os.cpu_count()} cores")
-    print(f"{'ranks':>5} {'M':>3} {'ms/step':>9} {'speed-up':>9} {'ideal':>7}  loss@last")
-    print(f"{1:>5} {'-':>3} {t1 * 1e3:9.2f} {1.0:9.2f} {1.0:7.2f}  {loss1:.6f}")
-    last = None
-    for m in map(int, a.microbatches.split(",")):
-        if a.batch % m:
-            continue
+    t1, loss1 = best_step([os.path.join(bindir, "pipe-run"), one, *common],
+                          one + ".jsonl", a.repeats, skip)
+    print(f"{a.model}, batch {a.batch}, {a.steps} steps (best of {a.repeats}), "
+          f"{a.schedule}, --partition {a.partition}, 1 BLAS thread per rank, "
+          f"{os.cpu_count()} cores")
+    print(f"{'ranks':>5} {'M':>3} {'ms/step':>8} {'speed-up':>8} {'ideal':>6} "
+          f"{'stage-ideal':>11} {'of-ideal':>8} {'imbalance':>9} {'mb-cost':>7}  loss@last")
+    print(f"{1:>5} {'-':>3} {t1 * 1e3:8.3f} {1.0:8.2f} {1.0:6.2f} {'':>11} {'':>8} "
+          f"{'':>9} {'':>7}  {loss1:.6f}")
+    for m in sizes:
         out = os.path.join(work, f"p{stages}m{m}")
         run([os.path.join(bindir, "pipe-compile"), model, "-o", out, "--batch",
              str(a.batch), "--stages", str(stages), "--microbatches", str(m),
-             "--schedule", a.schedule, "--partition", a.partition,
-             "--optimizer", "sgd", "--lr", "0.01"])
-        run([os.path.join(bindir, "pipe-run"), out, *common, "--log", out + ".jsonl"])
-        tp, lossp = step_time(out + ".jsonl", skip)
+             "--schedule", a.schedule, *partition, "--optimizer", "sgd", "--lr", "0.01"])
+        tp, lossp = best_step([os.path.join(bindir, "pipe-run"), out, *common],
+                              out + ".jsonl", a.repeats, skip)
+        # The stages' own costs, from a traced run of the same program.
+        trace = out + ".trace.json"
+        costs = out + ".costs.json"
+        run([os.path.join(bindir, "pipe-run"), out, *common, "--trace", trace])
+        sim = run([os.path.join(bindir, "pipe-simulate"), out, "--measured", trace,
+                   "--latency", "0", "--bandwidth", "1e15", "--write-profile", costs])
+        ideal_step = float(re.search(r"predicted step time: ([0-9.eE+-]+) s", sim).group(1))
+        fb = [s["forward_s"] + s["backward_s"] for s in json.load(open(costs))["stages"]]
+        imbalance = max(fb) / (sum(fb) / len(fb))
+        mb_cost = sum(fb) * m / t1
         ideal = stages * m / (m + stages - 1)
-        print(f"{stages:>5} {m:>3} {tp * 1e3:9.2f} {t1 / tp:9.2f} {ideal:7.2f}  {lossp:.6f}")
-        last = out
-    if last:
-        plan = json.load(open(os.path.join(last, "plan.json")))
-        costs = ", ".join(f"stage {c['stage']}: {c['flops_per_microbatch'] / 1e6:.1f} MFLOP"
-                          for c in plan["stage_costs"])
-        print(f"cost estimate per micro-batch ({os.path.basename(last)}): {costs}")
+        stage_ideal = t1 / ideal_step
+        print(f"{stages:>5} {m:>3} {tp * 1e3:8.3f} {t1 / tp:8.2f} {ideal:6.2f} "
+              f"{stage_ideal:11.2f} {t1 / tp / stage_ideal:8.2f} {imbalance:9.2f} "
+              f"{mb_cost:7.2f}  {lossp:.6f}")
     print(f"(work files in {work})")
 
 
