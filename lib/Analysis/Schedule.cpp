@@ -430,6 +430,11 @@ private:
   bool runLocal(int64_t d);
   /// Tries the transfer `d` is at; true if it completed.
   bool tryTransfer(int64_t d);
+  /// `d`'s recv `instr` takes the queued message `it` (buffered send).
+  bool takeQueued(int64_t d, const Instr &instr, std::vector<Message> &queue,
+                  std::vector<Message>::iterator it);
+  /// `d`'s transfer `instr` meets `q`'s matching `other` (rendezvous).
+  bool rendezvous(int64_t d, const Instr &instr, int64_t q, const Instr &other);
   void fail(SimulationFailure::Kind kind, InstrRef first,
             std::optional<InstrRef> second, std::string message) {
     result.failure = SimulationFailure{kind, first, second, std::move(message)};
@@ -515,40 +520,58 @@ bool Simulator::tryTransfer(int64_t d) {
              std::to_string(n) + " simulated");
     return false;
   }
-  if (options.bufferedSends) {
-    if (instr.kind == InstrKind::Send) {
-      queues[d * n + q].push_back({instr.tag, instr.mb, instr.payload, ref(d),
-                                   clock[d] + cost(d, instr)});
-      ++pc[d];
-      return true;
-    }
+  // Mixed (options.bufferedSend): a buffered send queues its message, a
+  // recv takes a queued message if there is one, else meets a rendezvous
+  // send as below.
+  const bool mixed = bool(options.bufferedSend);
+  auto buffered = [&](int64_t device, const Instr &send) {
+    return mixed ? options.bufferedSend(device, send) : options.bufferedSends;
+  };
+  if (instr.kind == InstrKind::Send && buffered(d, instr)) {
+    queues[d * n + q].push_back({instr.tag, instr.mb, instr.payload, ref(d),
+                                 clock[d] + cost(d, instr)});
+    ++pc[d];
+    return true;
+  }
+  if (instr.kind == InstrKind::Recv && (options.bufferedSends || mixed)) {
     std::vector<Message> &queue = queues[q * n + d];
     auto it = std::find_if(queue.begin(), queue.end(), [&](const Message &m) {
       return m.tag == instr.tag && m.mb == instr.mb;
     });
-    if (it == queue.end())
+    if (it == queue.end() && !mixed)
       return false;
-    if (it->payload != instr.payload) {
-      fail(SimulationFailure::PayloadMismatch, ref(d), it->send,
-           where(ref(d)) + " expects " + instr.payload + " but " +
-               where(it->send) + " sends " + it->payload);
-      return false;
-    }
-    if (it->time > clock[d])
-      result.otherTimeline[d].push_back({clock[d], it->time, int64_t(pc[d])});
-    clock[d] = std::max(clock[d], it->time);
-    queue.erase(it);
-    ++pc[d];
-    return true;
+    if (it != queue.end())
+      return takeQueued(d, instr, queue, it);
   }
 
   const Instr *other = current(q);
   if (!other || other->peer != d || other->tag != instr.tag ||
       other->mb != instr.mb ||
       other->kind != (instr.kind == InstrKind::Send ? InstrKind::Recv
-                                                    : InstrKind::Send))
+                                                    : InstrKind::Send) ||
+      (other->kind == InstrKind::Send && buffered(q, *other)))
     return false;
-  if (other->payload != instr.payload) {
+  return rendezvous(d, instr, q, *other);
+}
+
+bool Simulator::takeQueued(int64_t d, const Instr &instr, std::vector<Message> &queue,
+                           std::vector<Message>::iterator it) {
+  if (it->payload != instr.payload) {
+    fail(SimulationFailure::PayloadMismatch, ref(d), it->send,
+         where(ref(d)) + " expects " + instr.payload + " but " +
+             where(it->send) + " sends " + it->payload);
+    return false;
+  }
+  if (it->time > clock[d])
+    result.otherTimeline[d].push_back({clock[d], it->time, int64_t(pc[d])});
+  clock[d] = std::max(clock[d], it->time);
+  queue.erase(it);
+  ++pc[d];
+  return true;
+}
+
+bool Simulator::rendezvous(int64_t d, const Instr &instr, int64_t q, const Instr &other) {
+  if (other.payload != instr.payload) {
     InstrRef recv = instr.kind == InstrKind::Recv ? ref(d) : ref(q);
     InstrRef send = instr.kind == InstrKind::Recv ? ref(q) : ref(d);
     fail(SimulationFailure::PayloadMismatch, recv, send,
@@ -597,7 +620,7 @@ void Simulator::reportDeadlock() {
     message += "which has finished its program";
   else
     message += "which waits in its " + describe(*current(q));
-  if (!options.bufferedSends &&
+  if (!options.bufferedSends && !options.bufferedSend &&
       (current(d)->kind == InstrKind::Send ||
        (current(q) && current(q)->kind == InstrKind::Send)))
     message += " (a send blocks until its peer receives it)";
@@ -624,7 +647,7 @@ SimulationResult Simulator::run() {
       break;
     }
   }
-  if (!result.failure && options.bufferedSends) {
+  if (!result.failure && (options.bufferedSends || options.bufferedSend)) {
     for (int64_t a = 0; a < n && !result.failure; ++a)
       for (int64_t b = 0; b < n && !result.failure; ++b)
         if (!queues[a * n + b].empty()) {

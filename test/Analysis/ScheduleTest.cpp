@@ -263,6 +263,17 @@ TEST(ScheduleBroken, HeadToHeadSendsNeedBuffering) {
   SimulationOptions options;
   options.bufferedSends = true;
   EXPECT_TRUE(simulate(schedule.devices, options).ok());
+  // Per send: buffering either device's sends is enough here; buffering
+  // none is the rendezvous deadlock again.
+  SimulationOptions one;
+  for (int64_t buffered : {0, 1}) {
+    one.bufferedSend = [=](int64_t device, const Instr &) { return device == buffered; };
+    EXPECT_TRUE(simulate(schedule.devices, one).ok()) << "device " << buffered;
+  }
+  one.bufferedSend = [](int64_t, const Instr &) { return false; };
+  SimulationResult stuck = simulate(schedule.devices, one);
+  ASSERT_FALSE(stuck.ok());
+  EXPECT_EQ(stuck.failure->kind, SimulationFailure::Deadlock);
 }
 
 TEST(ScheduleBroken, PayloadMismatch) {
@@ -471,6 +482,15 @@ TEST(ScheduleTimed, DurationsOfComputeUpdatesAndTransfers) {
   ASSERT_TRUE(b.ok()) << b.failure->message;
   EXPECT_EQ(b.makespan, 100 + 7 + 100 + 210 + 7 + 200 + 3);
   EXPECT_EQ(b.otherTimeline[1].back().start, 417); // no wait for the send
+  // Mixed (bufferedSend per send): device 1's gradient is buffered, device
+  // 0's activation a rendezvous; the result is the buffered one's, since
+  // device 1 already waits at its recv when device 0 sends.
+  options.bufferedSends = false;
+  options.bufferedSend = [](int64_t device, const Instr &) { return device == 1; };
+  SimulationResult m = simulate(two, options);
+  ASSERT_TRUE(m.ok()) << m.failure->message;
+  EXPECT_EQ(m.otherTimeline[1].back().start, 417);
+  options.bufferedSend = nullptr;
   // Without durations: unit slots, transfers free, as before.
   SimulationResult slots = simulate(two);
   ASSERT_TRUE(slots.ok());

@@ -66,6 +66,10 @@ static cl::opt<double> memoryBandwidth(
     "memory-bandwidth", cl::init(1e10), cl::cat(simCat),
     cl::desc("Bytes per second of an update, which reads weights, gradients "
              "and optimizer state and writes weights and state (default: 1e10)"));
+static cl::opt<bool> rendezvous(
+    "rendezvous", cl::cat(simCat),
+    cl::desc("Every send waits for its receiver (the model the verifier proves deadlock-free); "
+             "by default, as the CPU runtime does, sends of at most 4 MiB return at once"));
 static cl::opt<int> steps("steps", cl::init(3), cl::cat(simCat),
                           cl::desc("Steps simulated; the step time is the "
                                    "steady state's (default: 3)"));
@@ -342,6 +346,11 @@ int main(int argc, char **argv) {
       }
       return int64_t(std::llround(s * 1e9));
     };
+    if (!rendezvous)
+      options.bufferedSend = [](int64_t, const sched::Instr &instr) {
+        return (instr.payload.empty() ? 0 : std::stod(instr.payload)) <=
+               double(sched::kRuntimeBufferedSendBytes);
+      };
     return std::make_pair(sched::simulate(programs, options), programs);
   };
   auto [result, programs] = run(steps);

@@ -164,11 +164,21 @@ Program expandSteps(const Program &step, int64_t microbatches, int64_t steps);
 // Simulation
 //===----------------------------------------------------------------------===//
 
+/// The CPU runtime's pipert_send returns at once for a message of at most
+/// this many bytes (buffered, or sent eagerly by MPI) and waits for its
+/// receiver above it (runtime/cpu/comm/mpi_comm.cpp, at the default
+/// PIPERT_SEND_BUFFER): what the step-time predictions simulate.
+inline constexpr int64_t kRuntimeBufferedSendBytes = int64_t(4) << 20;
+
 struct SimulationOptions {
   /// False: a send blocks until the peer runs the matching recv
   /// (rendezvous, what a blocking MPI_Send of a large tensor does). True: a
   /// send returns at once and the message waits for its recv.
   bool bufferedSends = false;
+  /// Where set, decides per send whether it is buffered (in place of
+  /// bufferedSends): the runtime's buffered sends cover a range of message
+  /// sizes (runtime/cpu/comm/mpi_comm.cpp), the others are rendezvous.
+  std::function<bool(int64_t device, const Instr &)> bufferedSend;
   /// Durations, in slots, of the compute instructions; transfers take none.
   int64_t forwardCost = 1;
   int64_t backwardCost = 1;
