@@ -501,24 +501,40 @@ int main(int argc, char **argv) {
   // Kernel threads per rank: --threads or $PIPERT_THREADS, else the cores
   // this process may run on shared among the ranks (at least 1), so that
   // ranks x threads <= cores.
-  bool threadsGiven = std::getenv("PIPERT_THREADS") != nullptr;
+  const char *envThreads = std::getenv("PIPERT_THREADS");
+  bool threadsGiven = envThreads != nullptr;
+  std::string rankThreads = envThreads ? envThreads : "";
   bool quiet = false;
-  for (const std::string &a : rankArgs) {
-    threadsGiven |= a == "--threads";
-    quiet |= a == "--quiet";
+  for (size_t k = 0; k < rankArgs.size(); ++k) {
+    if (rankArgs[k] == "--threads") {
+      threadsGiven = true;
+      if (k + 1 < rankArgs.size())
+        rankThreads = rankArgs[k + 1];
+    }
+    quiet |= rankArgs[k] == "--quiet";
   }
   if (!threadsGiven) {
     cpu_set_t set;
     int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
     int threads = std::max<int>(1, cores / int(devices.size()));
+    rankThreads = std::to_string(threads);
     rankArgs.push_back("--threads");
-    rankArgs.push_back(std::to_string(threads));
+    rankArgs.push_back(rankThreads);
     if (!quiet)
       std::fprintf(stderr, "pipe-run: %zu rank%s x %d kernel thread%s (%d core%s; "
                    "--threads N to choose)\n", devices.size(),
                    devices.size() == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
                    cores, cores == 1 ? "" : "s");
   }
+  // OpenBLAS starts its worker threads (one per core) when the rank loads
+  // it; the rank's openblas_set_num_threads later only stops handing them
+  // work, and an idle worker spins on sched_yield for a while after every
+  // call (perf: 9% of a CNN rank's samples at --threads 1, cycles another
+  // rank on the same core could use). So the ranks' OpenBLAS gets the
+  // kernel thread count up front (unless the caller set it): at 1, no
+  // worker thread at all.
+  if (!rankThreads.empty() && std::atoi(rankThreads.c_str()) > 0)
+    setenv("OPENBLAS_NUM_THREADS", rankThreads.c_str(), 0);
   if (!plotPath.empty() && logPath.empty()) {
     const char *tmp = std::getenv("TMPDIR");
     std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/pipe-run-log.XXXXXX";
