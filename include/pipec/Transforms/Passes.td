@@ -330,6 +330,18 @@ def PipeAssignStages : Pass<"pipe-assign-stages", "::mlir::ModuleOp"> {
            "a pipe-profile JSON (docs/profile-json.md): the measured forward "
            "and backward time of each ONNX node at the function's batch "
            "replaces the roofline estimate of its ops">,
+    Option<"memoryPerDevice", "memory-per-device", "int64_t", "0",
+           "balanced, on the forward function: bytes a stage's device may "
+           "hold (the planner's estimate, include/pipec/Transforms/Planner.h); "
+           "the balanced cuts where they fit, else the fastest that fit, else "
+           "an error naming what the balanced partition needs (0: no limit)">,
+    Option<"microbatches", "microbatches", "int64_t", "1",
+           "memory-per-device: micro-batches per step (activations in flight)">,
+    Option<"scheduleKind", "schedule", "std::string", "\"1f1b\"",
+           "memory-per-device: gpipe or 1f1b (activations in flight)">,
+    Option<"optimizerState", "optimizer-state", "int64_t", "0",
+           "memory-per-device: optimizer state per parameter byte (sgd 0, "
+           "momentum 1, adam 2)">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }

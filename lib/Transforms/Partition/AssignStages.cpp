@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "Partitioners.h"
 #include "pipec/Analysis/Profile.h"
+#include "pipec/Transforms/Planner.h"
 #include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Transforms/PartitionPasses.h"
 
@@ -86,7 +87,11 @@ struct AssignStagesPass
 
 private:
   FailureOr<SmallVector<int64_t>> manualFromCuts(const Problem &problem,
+                                                 ArrayRef<std::string> cutNames,
                                                  int64_t &numStages);
+  FailureOr<std::vector<std::string>>
+  cutsForMemory(func::FuncOp func, const CostModelOptions &cost,
+                const DenseSet<Operation *> *trainingForward);
   FailureOr<SmallVector<int64_t>> manualFromAttributes(const Problem &problem,
                                                        int64_t &numStages);
   FailureOr<SmallVector<int64_t>> byLayers(const Problem &problem,
@@ -199,7 +204,8 @@ static std::string someNodeNames(const Problem &problem, size_t count = 5) {
 }
 
 FailureOr<SmallVector<int64_t>>
-AssignStagesPass::manualFromCuts(const Problem &problem, int64_t &numStages) {
+AssignStagesPass::manualFromCuts(const Problem &problem, ArrayRef<std::string> cuts,
+                                 int64_t &numStages) {
   func::FuncOp func = problem.func;
   llvm::StringMap<Operation *> byName;
   DenseMap<Operation *, int64_t> bodyIndex;
@@ -428,6 +434,57 @@ AssignStagesPass::byLayers(const Problem &problem, int64_t numStages) {
   return stageOf;
 }
 
+/// memory-per-device: the cuts of the fastest partition into `stages` whose
+/// stages fit (planner::evaluatePlan: weights, gradients, optimizer state,
+/// activations times the schedule's peak in-flight micro-batches, transfer
+/// buffers); empty where the balanced partition fits; failure (with an error
+/// naming what the balanced one needs) where none fits.
+FailureOr<std::vector<std::string>>
+AssignStagesPass::cutsForMemory(func::FuncOp func, const CostModelOptions &cost,
+                                const DenseSet<Operation *> *trainingForward) {
+  auto kind = schedule::parseScheduleKind(scheduleKind);
+  if (strategy != "balanced" || trainingForward || memoryPerDevice < 0 || !kind ||
+      (*kind != schedule::ScheduleKind::GPipe && *kind != schedule::ScheduleKind::OneFOneB) ||
+      microbatches < 1) {
+    func.emitError() << "pipe-assign-stages: memory-per-device needs strategy=balanced on "
+                        "the forward function (before pipe-autodiff), a size > 0, "
+                        "microbatches >= 1 and schedule=gpipe or 1f1b";
+    return failure();
+  }
+  planner::PlannerOptions options;
+  options.devices = stages == 0 ? 2 : stages;
+  options.memoryPerDevice = memoryPerDevice;
+  options.optimizerStateFactor = optimizerState;
+  options.cost = cost;
+  options.cutSlack = cutSlack;
+  options.tolerance = tolerance;
+  options.linkBandwidth = cost.linkBandwidth;
+  for (BlockArgument arg : func.getArguments())
+    if (func.getArgAttr(arg.getArgNumber(), pipe::attrs::kInput))
+      if (auto type = dyn_cast<RankedTensorType>(arg.getType());
+          type && type.getRank() > 0 && !type.isDynamicDim(0)) {
+        options.batch = type.getDimSize(0);
+        break;
+      }
+  std::optional<planner::Candidate> c =
+      planner::evaluatePlan(func, options, options.devices, microbatches, *kind);
+  if (!c) {
+    func.emitError() << "pipe-assign-stages: cannot evaluate " << options.devices
+                     << " stages x M = " << microbatches << " (M must divide the batch "
+                     << options.batch << ")";
+    return failure();
+  }
+  if (!c->fits) {
+    func.emitError() << "no partition into " << options.devices
+                     << " stages fits memory-per-device=" << int64_t(memoryPerDevice)
+                     << " (the balanced one needs " << c->peakMemory
+                     << " bytes on its fullest device): allow more, or add stages or "
+                        "micro-batches";
+    return failure();
+  }
+  return c->cutNodes;
+}
+
 void AssignStagesPass::runOnOperation() {
   ModuleOp module = getOperation();
   auto func = module.lookupSymbol<func::FuncOp>(funcName);
@@ -484,9 +541,22 @@ void AssignStagesPass::runOnOperation() {
 
   int64_t numStages = stages;
   FailureOr<SmallVector<int64_t>> stageOf = failure();
+  // A memory limit: the planner's estimate of each stage's memory for the
+  // balanced partition; where it does not fit, the fastest cuts that do.
+  std::vector<std::string> memoryCuts;
+  if (memoryPerDevice != 0) {
+    FailureOr<std::vector<std::string>> fitted =
+        cutsForMemory(func, costOptions, *forwardOps ? &**forwardOps : nullptr);
+    if (failed(fitted))
+      return signalPassFailure();
+    memoryCuts = std::move(*fitted);
+  }
   if (strategy == "manual") {
+    SmallVector<std::string> cutList(cuts.begin(), cuts.end());
     stageOf = cuts.empty() ? manualFromAttributes(problem, numStages)
-                           : manualFromCuts(problem, numStages);
+                           : manualFromCuts(problem, cutList, numStages);
+  } else if (!memoryCuts.empty()) {
+    stageOf = manualFromCuts(problem, memoryCuts, numStages);
   } else {
     if (numStages == 0)
       numStages = 2;
