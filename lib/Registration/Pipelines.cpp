@@ -49,7 +49,6 @@ void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
   assign.profile = options.profile;
   pm.addPass(createPipeAssignStages(assign));
   pm.addPass(createPipeAutodiff());
-  pm.addPass(createPipeFoldMatMulTransposes());
   PipeAddOptimizerOptions optimizer;
   optimizer.kind = stringify(options.optimizer).str();
   optimizer.lr = options.lr;

@@ -13,8 +13,7 @@
 //        [--from-mlir PIPE.mlir] [--show-schedule]]
 //
 // Pipeline parallelism (--stages N > 1, or --from-mlir): import →
-// pipe-assign-stages → pipe-autodiff → pipe-fold-matmul-transposes →
-// pipe-add-optimizer → pipe-microbatch →
+// pipe-assign-stages → pipe-autodiff → pipe-add-optimizer → pipe-microbatch →
 // pipe-split-stages → pipe-insert-transfers → pipe-schedule →
 // pipe-verify-schedule → pipe-lower-programs (once per device) → LLVM →
 // OUT/device0 ... OUT/device<N-1> and OUT/plan.json. `--from-mlir PIPE.mlir`
@@ -24,8 +23,7 @@
 // values (the @forward function's pipe.init, matched by pipe.param name) and
 // the model that --save writes.
 //
-// Chains the passes (import → pipe-autodiff → pipe-fold-matmul-transposes →
-// pipe-add-optimizer →
+// Chains the passes (import → pipe-autodiff → pipe-add-optimizer →
 // pipe-lower-to-runtime → LLVM), then emits OUT/device0 (an executable that
 // runs pipert_train_main), OUT/model.onnx (for --save) and OUT/plan.json.
 // With --emit-mlir the IR after each stage is kept as OUT/<n>-<stage>.mlir.
@@ -944,8 +942,7 @@ int main(int argc, char **argv) {
                     "--forward-only to build the forward pass alone");
     std::string pipeline;
     llvm::raw_string_ostream ps(pipeline);
-    ps << "pipe-autodiff,pipe-fold-matmul-transposes,pipe-add-optimizer{kind="
-       << optimizer
+    ps << "pipe-autodiff,pipe-add-optimizer{kind=" << optimizer
        << " lr=" << llvm::formatv("{0:e9}", lr.getValue());
     if (optimizer == "momentum" || optimizer == "nesterov")
       ps << " momentum=" << llvm::formatv("{0:e9}", momentum.getValue());

@@ -49,32 +49,6 @@ def PipeAutodiff : Pass<"pipe-autodiff", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
-def PipeFoldMatMulTransposes
-    : Pass<"pipe-fold-matmul-transposes", "::mlir::ModuleOp"> {
-  let summary = "hands the transposes around MatMuls to BLAS (onnx.Gemm's transA/transB)";
-  let description = [{
-    Runs on every func.func after pipe-autodiff. PyTorch exports a Linear on
-    a 3-D input as MatMul(x, Transpose(W)), and MatMul's VJP differentiates
-    a batched MatMul one batch index at a time; this pass rewrites (f32,
-    static shapes):
-
-      MatMul(A[..., K], Transpose(W[N, K]))
-          -> Reshape(Gemm(Reshape(A, [P, K]), W, transB = 1), [..., N])
-      MatMul(Transpose(X[M, K]), G[M, N])     -> Gemm(X, G, transA = 1)
-      ReduceToShape(MatMul(Transpose(X[..., M, K]), G[..., M, N]), [K, N])
-          -> Gemm(Reshape(X, [P, K]), Reshape(G, [P, N]), transA = 1)
-      Transpose(Transpose(x, p), q)           -> Transpose(x, p.q), or x
-      Transpose(Gemm(a, b, tA, tB))           -> Gemm(b, a, !tB, !tA)
-
-    (Transpose: the one swapping the last two axes; Gemm without C; a
-    MatMul or Gemm folded into its user only when that is its only use.)
-    New ops keep the replaced op's location and pipe.* attributes; ops left
-    unused are erased.
-  }];
-  let dependentDialects = ["::mlir::pipec::onnx::ONNXDialect",
-                           "::mlir::func::FuncDialect"];
-}
-
 def PipeAddOptimizer : Pass<"pipe-add-optimizer", "::mlir::ModuleOp"> {
   let summary = "turns the training step into one that also updates the parameters";
   let description = [{
