@@ -10,7 +10,9 @@ forward pass of a training step: (inputs, labels) -> loss. Run with Debian's
 
 writes DIR/<model>.onnx (fixed batch) and, with --dynamic, DIR/<model>_dyn.onnx
 whose batch axis is symbolic ("batch"); with --data, DIR/<model>.npz holding a
-small data set whose arrays are named like the graph inputs.
+small data set whose arrays are named like the graph inputs. Models: mlp,
+cnn, transformer (a tiny decoder: d = 32, 2 blocks, T = 8), lstm_lm and gpt
+(a GPT decoder: d = 256, 8 blocks, 4 heads, T = 64, vocabulary 256).
 """
 import argparse
 import os
@@ -136,6 +138,15 @@ def make(name):
             t = torch.randint(0, 32, (b, 9), generator=g)
             return t[:, :8].contiguous(), t[:, 1:].contiguous()
         return m, inputs, ["tokens", "targets"]
+    if name == "gpt":
+        # A GPT decoder: d = 256, 8 pre-LayerNorm blocks of causal
+        # self-attention (4 heads of 64) and a GELU MLP of 4d, T = 64 tokens
+        # of a 256-symbol vocabulary, next-token cross-entropy.
+        m = Decoder(vocab=256, dim=256, heads=4, seq=64, layers=8)
+        def inputs(b, g=None):
+            t = torch.randint(0, 256, (b, 65), generator=g)
+            return t[:, :64].contiguous(), t[:, 1:].contiguous()
+        return m, inputs, ["tokens", "targets"]
     if name == "lstm_lm":
         m = LstmLM()
         def inputs(b, g=None):
@@ -143,7 +154,7 @@ def make(name):
             return t[:, :6].contiguous(), t[:, 1:].contiguous()
         return m, inputs, ["tokens", "targets"]
     raise SystemExit(f"models.py: unknown model '{name}' (mlp, cnn, transformer, "
-                     "lstm_lm)")
+                     "lstm_lm, gpt)")
 
 
 def export(name, path, batch, dynamic, opset=17):

@@ -1,6 +1,7 @@
 //===- elementwise.cpp - unary, binary, where, activation grads (CPU) -----===//
 #include "kernel_util.h"
 #include "../core/formulas.h"
+#include "vmath.h"
 
 #include <cmath>
 
@@ -102,7 +103,7 @@ void pipert_unary_f32(pipert_context *ctx, pipert_unary_op op, const float *x, i
   case PIPERT_UNARY_TANH: return map1(ctx, x, n, y, [](float v) { return std::tanh(v); });
   case PIPERT_UNARY_SIGMOID:
     return map1(ctx, x, n, y, [](float v) { return formula::sigmoid(v); });
-  case PIPERT_UNARY_ERF: return map1(ctx, x, n, y, [](float v) { return std::erf(v); });
+  case PIPERT_UNARY_ERF: return map1(ctx, x, n, y, [](float v) { return verf(v); });
   case PIPERT_UNARY_SQRT: return map1(ctx, x, n, y, [](float v) { return std::sqrt(v); });
   case PIPERT_UNARY_EXP: return map1(ctx, x, n, y, [](float v) { return std::exp(v); });
   case PIPERT_UNARY_LOG: return map1(ctx, x, n, y, [](float v) { return std::log(v); });

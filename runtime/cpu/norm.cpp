@@ -16,6 +16,39 @@ void softmax_impl(pipert_context *ctx, const char *op, const float *x, int64_t r
   check_rank(op, rank);
   AxisSplit s = split_at(rank, shape, norm_axis(op, axis, rank));
   const int64_t mid = s.mid, inner = s.inner;
+  if (inner == 1) {
+    // The last axis (attention, the loss): one contiguous row per outer
+    // index, its max and sum in registers. The same operations in the same
+    // order as the general loop below.
+    parallel_for(ctx, s.outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, mid)),
+                 [&](int64_t ob, int64_t oe) {
+      for (int64_t o = ob; o < oe; ++o) {
+        const float *xb = x + o * mid;
+        float *yb = y + o * mid;
+        float mx = -INFINITY;
+        for (int64_t m = 0; m < mid; ++m)
+          mx = std::max(mx, xb[m]);
+        float sum = 0.f;
+        if (Log) {
+          for (int64_t m = 0; m < mid; ++m)
+            sum += std::exp(xb[m] - mx);
+          const float lse = mx + std::log(sum);
+          for (int64_t m = 0; m < mid; ++m)
+            yb[m] = xb[m] - lse;
+        } else {
+          for (int64_t m = 0; m < mid; ++m) {
+            float e = std::exp(xb[m] - mx);
+            yb[m] = e;
+            sum += e;
+          }
+          const float inv = 1.f / sum;
+          for (int64_t m = 0; m < mid; ++m)
+            yb[m] *= inv;
+        }
+      }
+    });
+    return;
+  }
   parallel_for(ctx, s.outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, mid * inner)),
                [&](int64_t ob, int64_t oe) {
     std::vector<float> mx(inner), sum(inner);
@@ -57,6 +90,19 @@ void softmax_grad_impl(const char *op, const float *y, const float *dy, int64_t 
   check_rank(op, rank);
   AxisSplit s = split_at(rank, shape, norm_axis(op, axis, rank));
   const int64_t mid = s.mid, inner = s.inner;
+  if (inner == 1) {
+    // The last axis: as below, the row's sum in a register.
+    for (int64_t o = 0; o < s.outer; ++o) {
+      const float *yb = y + o * mid, *gb = dy + o * mid;
+      float *db = dx + o * mid;
+      float acc = 0.f;
+      for (int64_t m = 0; m < mid; ++m)
+        acc += Log ? gb[m] : gb[m] * yb[m];
+      for (int64_t m = 0; m < mid; ++m)
+        db[m] = formula::softmax_grad<Log>(yb[m], gb[m], acc);
+    }
+    return;
+  }
   std::vector<float> acc(inner);
   for (int64_t o = 0; o < s.outer; ++o) {
     const float *yb = y + o * mid * inner, *gb = dy + o * mid * inner;

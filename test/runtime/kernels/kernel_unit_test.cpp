@@ -150,8 +150,8 @@ TEST(Dropout, DeterministicPerSeedAndUnbiased) {
   EXPECT_NEAR(mean / double(n), 1.0, 0.01);
 }
 
-// Erf against erf in double: within a few float ulp everywhere (std::erf
-// on the CPU, erff on CUDA), +-1 far out, NaN kept.
+// Erf against erf in double: within a few float ulp everywhere (verf of
+// runtime/cpu/vmath.h on the CPU, erff on CUDA), +-1 far out, NaN kept.
 TEST(Elementwise, ErfWithinAFewUlp) {
   Ctx ctx;
   Vec x;
