@@ -317,6 +317,10 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
         return 0;
       }
     };
+    // Sends as the CPU runtime makes them: up to 4 MiB buffered.
+    sim.bufferedSend = [&](int64_t d, const sched::Instr &instr) {
+      return split.boundary[instr.peer > d ? d + 1 : d] <= sched::kRuntimeBufferedSendBytes;
+    };
     sched::SimulationResult result = sched::simulate(schedule.devices, sim);
     if (!result.ok())
       return std::nullopt;
