@@ -81,6 +81,11 @@ std::optional<double> CostModel::measured(Operation *op, bool backward) const {
   StringRef node = getNodeName(op->getLoc());
   if (node.empty())
     return std::nullopt;
+  // A node the profile does not list ran no kernel of its own in the
+  // profiled program (an alias, or folded into another node's kernel: a
+  // linear layer's weight Transpose and bias Add into its Gemm).
+  if (!options.profile->ops.count(node))
+    return 0.0;
   std::optional<double> time =
       backward ? options.profile->backwardAt(node, options.profileSamples)
                : options.profile->forwardAt(node, options.profileSamples);

@@ -247,6 +247,12 @@ std::pair<double, double> stageTimes(const Split &split, int64_t s,
       backward += measured.getBackwardTime(op) * calibration;
       continue;
     }
+    // A named node the profile (of this model: pipe-compile checks its
+    // hash) does not list ran no kernel of its own: an alias, or folded
+    // into another node's (a linear layer's weight Transpose and bias Add
+    // into its Gemm, pipe-autodiff).
+    if (options.cost.profile && !node.empty())
+      continue;
     forward += roofline.getForwardTime(cost) * ratio + options.perOpSeconds;
     if (differentiable)
       backward += roofline.getBackwardTime(cost) * ratio +
