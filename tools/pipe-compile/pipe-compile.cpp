@@ -201,6 +201,12 @@ static cl::opt<bool> autoDryRun(
     "auto-dry-run", cl::cat(plannerCat),
     cl::desc("--auto: print the candidates and the choice, compile nothing "
              "(plans for more devices than this machine has)"));
+static cl::list<std::string> autoMethods(
+    "auto-methods", cl::CommaSeparated, cl::cat(plannerCat),
+    cl::value_desc("pipedream,2bw"),
+    cl::desc("--auto may also choose these no-flush methods (1F1B without a "
+             "flush between steps: no fill and drain per step, but stale "
+             "weights, so they train differently; see --method)"));
 static cl::opt<bool> allowPipelines(
     "allow-pipelines", cl::cat(plannerCat),
     cl::desc("--auto may also choose P > 1 data-parallel pipelines (each "
@@ -534,6 +540,8 @@ int main(int argc, char **argv) {
     options.devices = numDevices;
     options.batch = modelBatch;
     options.maxPipelines = allowPipelines ? numDevices : 1;
+    for (const std::string &m : autoMethods)
+      options.asyncMethods.push_back(m);
     if (!memoryPerDevice.empty())
       options.memoryPerDevice = parseBytes(memoryPerDevice);
     options.optimizerStateFactor =
@@ -594,6 +602,10 @@ int main(int argc, char **argv) {
     if (options.memoryPerDevice < 0)
       return fail("--memory-per-device '" + memoryPerDevice +
                   "' is not a size; write e.g. 8G, 512M or 1048576");
+    for (const std::string &m : autoMethods)
+      if (m != "pipedream" && m != "2bw")
+        return fail("--auto-methods: '" + m + "' is not one --auto searches "
+                    "(pipedream, 2bw)");
     pipec::planner::PlanSearch search =
         pipec::planner::searchPlans(forward, options);
     if (search.candidates.empty())
@@ -629,6 +641,8 @@ int main(int argc, char **argv) {
     microbatches = best.microbatches;
     scheduleKind = std::string(pipec::schedule::stringifyScheduleKind(best.schedule));
     advance = best.advance;
+    if (best.method != "sync")
+      method = best.method;
     llvm::json::Array rows;
     for (size_t i = 0; i < search.candidates.size() && i < 10; ++i) {
       const pipec::planner::Candidate &c = search.candidates[i];
@@ -637,6 +651,7 @@ int main(int argc, char **argv) {
           {"pipelines", c.pipelines},
           {"microbatches", c.microbatches},
           {"schedule", pipec::schedule::stringifyScheduleKind(c.schedule)},
+          {"method", c.method},
           {"advance", c.advance},
           {"step_s", c.stepSeconds},
           {"samples_per_s", c.throughput},
@@ -664,6 +679,8 @@ int main(int argc, char **argv) {
              autoDryRun.getNumOccurrences()) {
     return fail("--devices, --allow-pipelines and --auto-dry-run apply to "
                 "--auto only");
+  } else if (autoMethods.getNumOccurrences()) {
+    return fail("--auto-methods applies to --auto only");
   }
 
   if (numStages < 1)

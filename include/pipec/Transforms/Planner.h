@@ -49,6 +49,10 @@ struct PlannerOptions {
   double linkBandwidth = 5e9;
   /// Optimizer updates: bytes read and written per second.
   double updateBytesPerSecond = 1e10;
+  /// No-flush methods also searched ("pipedream", "2bw"): 1F1B without a
+  /// flush between steps, so no fill and drain bubble per step, but they
+  /// train on stale weights (../shared/METHODS.md), so only on request.
+  std::vector<std::string> asyncMethods;
   /// Partitioner settings (as pipe-assign-stages').
   double cutSlack = 2.0;
   double tolerance = 0.1;
@@ -62,6 +66,8 @@ struct Candidate {
   schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
   /// afp's K.
   int64_t advance = 0;
+  /// "sync", or a no-flush method ("pipedream", "2bw": schedule is 1F1B's).
+  std::string method = "sync";
   /// Predicted seconds per step, samples per second (P x batch per step).
   double stepSeconds = 0;
   double throughput = 0;

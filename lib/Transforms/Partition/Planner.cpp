@@ -37,7 +37,7 @@ std::string Candidate::describe() const {
   os << stages << (stages == 1 ? " stage" : " stages");
   if (stages > 1) {
     os << ", M=" << microbatches << ", "
-       << sched::stringifyScheduleKind(schedule);
+       << (method != "sync" ? method : std::string(sched::stringifyScheduleKind(schedule)));
     if (schedule == sched::ScheduleKind::AdvanceForward)
       os << " K=" << advance;
   }
@@ -268,7 +268,8 @@ int64_t toNanos(double seconds) {
 std::optional<Candidate> evaluate(const Split &split, int64_t m,
                                   sched::ScheduleKind kind, int64_t advance,
                                   const PlannerOptions &options,
-                                  int64_t pipelines = 1) {
+                                  int64_t pipelines = 1,
+                                  const std::string &method = "sync") {
   int64_t p = split.stages;
   double batch = double(options.batch);
   double samples = batch / double(m);
@@ -279,6 +280,8 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
   c.schedule = kind;
   c.advance = advance;
   c.pipelines = pipelines;
+  c.method = method;
+  const bool noFlush = method != "sync" && p > 1;
   std::vector<double> fwd(p), bwd(p), upd(p);
   for (int64_t s = 0; s < p; ++s) {
     auto [f, b] = stageTimes(split, s, samples, batch, options);
@@ -304,7 +307,12 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
     c.stepSeconds = fwd[0] + bwd[0] + upd[0];
     c.bubble = 0;
   } else {
-    sched::Schedule schedule = sched::generateSchedule(kind, p, m, advance);
+    sched::Schedule schedule =
+        noFlush ? sched::generateNoFlushStep(p, m,
+                                             method == "pipedream"
+                                                 ? sched::UpdateRule::PerMicroBatch
+                                                 : sched::UpdateRule::PerStep)
+                : sched::generateSchedule(kind, p, m, advance);
     sched::SimulationOptions sim;
     sim.duration = [&](int64_t d, const sched::Instr &instr) -> int64_t {
       switch (instr.kind) {
@@ -327,19 +335,53 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
     sim.bufferedSend = [&](int64_t d, const sched::Instr &instr) {
       return split.boundary[instr.peer > d ? d + 1 : d] <= sched::kRuntimeBufferedSendBytes;
     };
-    sched::SimulationResult result = sched::simulate(schedule.devices, sim);
-    if (!result.ok())
-      return std::nullopt;
-    c.stepSeconds = double(result.makespan) * 1e-9;
-    c.bubble = result.bubbleFraction;
-    for (int64_t s = 0; s < p; ++s)
-      peak[s] = std::max<int64_t>(1, result.peakInFlight[s]);
+    if (!noFlush) {
+      sched::SimulationResult result = sched::simulate(schedule.devices, sim);
+      if (!result.ok())
+        return std::nullopt;
+      c.stepSeconds = double(result.makespan) * 1e-9;
+      c.bubble = result.bubbleFraction;
+      for (int64_t s = 0; s < p; ++s)
+        peak[s] = std::max<int64_t>(1, result.peakInFlight[s]);
+    } else {
+      // No flush: the steady state's step, from runs of k and k + 2 steps
+      // (past the warm-up and the drain the difference is two steady steps).
+      int64_t drain = 0;
+      for (const sched::Program &device : schedule.devices)
+        drain = std::max(drain, sched::drainSteps(device, m));
+      auto makespan = [&](int64_t steps) -> std::optional<int64_t> {
+        std::vector<sched::Program> run;
+        for (const sched::Program &device : schedule.devices)
+          run.push_back(sched::expandSteps(device, m, steps));
+        sched::SimulationResult result = sched::simulate(run, sim);
+        if (!result.ok())
+          return std::nullopt;
+        return result.makespan;
+      };
+      const int64_t k = drain + 2;
+      std::optional<int64_t> shorter = makespan(k), longer = makespan(k + 2);
+      if (!shorter || !longer)
+        return std::nullopt;
+      c.stepSeconds = double(*longer - *shorter) * 0.5e-9;
+      const int64_t updates = method == "pipedream" ? m : 1;
+      double busy = 0;
+      for (int64_t s = 0; s < p; ++s) {
+        busy += double(m) * (fwd[s] + bwd[s]) + double(updates) * upd[s];
+        peak[s] = sched::theoreticalPeakInFlight(sched::ScheduleKind::OneFOneB, p, m, s, 0);
+      }
+      c.bubble = c.stepSeconds > 0 ? std::max(0.0, 1.0 - busy / (double(p) * c.stepSeconds))
+                                   : 0.0;
+    }
   }
   c.throughput =
       c.stepSeconds > 0 ? batch * double(pipelines) / c.stepSeconds : 0;
   for (int64_t s = 0; s < p; ++s) {
+    // Weight versions a no-flush method keeps besides the weights:
+    // PipeDream stashes one per micro-batch in flight (p - s at stage s),
+    // 2BW two in all.
+    double versions = !noFlush ? 0.0 : method == "pipedream" ? double(p - s - 1) : 1.0;
     double bytes =
-        double(split.paramBytes[s]) * double(2 + options.optimizerStateFactor) +
+        double(split.paramBytes[s]) * double(2 + options.optimizerStateFactor + versions) +
         double(split.activationBytes[s]) * ratio * double(peak[s]) +
         2.0 * double(split.boundary[s] + split.boundary[s + 1]) * ratio;
     c.memory.push_back(int64_t(std::ceil(bytes)));
@@ -358,10 +400,12 @@ std::optional<Candidate> evaluateFitting(const partition::Problem &problem,
                                          std::optional<OpBytes> &bytes,
                                          int64_t m, sched::ScheduleKind kind,
                                          int64_t k, const PlannerOptions &options,
-                                         int64_t pipes) {
+                                         int64_t pipes,
+                                         const std::string &method = "sync") {
   int64_t p = split.stages;
-  std::optional<Candidate> c = evaluate(split, m, kind, k, options, pipes);
-  if (!c || c->fits || options.memoryPerDevice <= 0 || p == 1)
+  std::optional<Candidate> c = evaluate(split, m, kind, k, options, pipes, method);
+  // (The re-cut prices activations, not a no-flush method's weight versions.)
+  if (!c || c->fits || options.memoryPerDevice <= 0 || p == 1 || method != "sync")
     return c;
   if (!bytes)
     bytes = opBytes(problem);
@@ -419,9 +463,9 @@ PlanSearch planner::searchPlans(func::FuncOp forward,
     // the fastest cuts whose stages fit (named by ONNX node, so that
     // pipe-compile cuts there: --partition manual).
     auto consider = [&](int64_t m, sched::ScheduleKind kind, int64_t k,
-                        int64_t pipes) {
-      if (std::optional<Candidate> c =
-              evaluateFitting(problem, split, bytes, m, kind, k, options, pipes))
+                        int64_t pipes, const std::string &method = "sync") {
+      if (std::optional<Candidate> c = evaluateFitting(problem, split, bytes, m, kind,
+                                                       k, options, pipes, method))
         search.candidates.push_back(*c);
     };
     std::vector<int64_t> pipeCounts{1};
@@ -445,6 +489,11 @@ PlanSearch planner::searchPlans(func::FuncOp forward,
         for (int64_t k : {1, 2})
           if (p - 1 + k < m)
             consider(m, sched::ScheduleKind::AdvanceForward, k, pipes);
+        // The no-flush methods asked for (one pipeline: the compiler runs
+        // them without data-parallel replicas).
+        if (pipes == 1)
+          for (const std::string &method : options.asyncMethods)
+            consider(m, sched::ScheduleKind::OneFOneB, 0, pipes, method);
       }
     }
   }
@@ -513,7 +562,8 @@ std::string planner::formatCandidates(const PlanSearch &search, size_t rows) {
   for (size_t i = 0; i < search.candidates.size() && i < rows; ++i) {
     const Candidate &c = search.candidates[i];
     std::string kind =
-        c.stages == 1 ? "-" : sched::stringifyScheduleKind(c.schedule);
+        c.stages == 1 ? "-" : c.method != "sync" ? c.method
+                                                 : std::string(sched::stringifyScheduleKind(c.schedule));
     if (c.schedule == sched::ScheduleKind::AdvanceForward)
       kind += " K=" + std::to_string(c.advance);
     os << llvm::formatv("{0,-3} ", i + 1);
