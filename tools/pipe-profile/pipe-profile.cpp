@@ -133,6 +133,9 @@ struct Measured {
   llvm::StringMap<double> forward, backward;
   double update = 0, step = 0;
   int64_t updateBytes = 0;
+  /// What one op event adds to the op it times (the trace's
+  /// op_event_overhead_us), taken off every op's time.
+  double opEvent = 0;
 };
 
 Measured measure(int64_t rows, bool bindBatch, const std::string &dir) {
@@ -166,6 +169,8 @@ Measured measure(int64_t rows, bool bindBatch, const std::string &dir) {
   const llvm::json::Array *list = events.getAsObject()->getArray("traceEvents");
   if (!list)
     fail(trace + " has no traceEvents");
+  if (const llvm::json::Object *other = events.getAsObject()->getObject("otherData"))
+    m.opEvent = other->getNumber("op_event_overhead_us").value_or(0) * 1e-6;
   std::vector<std::vector<double>> times(ops.size());
   std::vector<double> stepTimes;
   for (const llvm::json::Value &event : *list) {
@@ -182,7 +187,7 @@ Measured measure(int64_t rows, bool bindBatch, const std::string &dir) {
       uint64_t index;
       if (!llvm::to_integer(id, index, 10) || index >= times.size())
         continue;
-      times[index].push_back(dur);
+      times[index].push_back(std::max(0.0, dur - m.opEvent));
     }
   }
   // The step as it runs without per-op events (each costs a clock read
@@ -324,6 +329,13 @@ int main(int argc, char **argv) {
     }
   }
   double updateRate = 0;
+  // The update does not depend on the micro-batch: its fastest measurement
+  // (other processes only slow it down).
+  for (const Measured &m : measured) {
+    profile.opEventSeconds = std::max(profile.opEventSeconds, m.opEvent);
+    if (m.update > 0 && (profile.updateSeconds == 0 || m.update < profile.updateSeconds))
+      profile.updateSeconds = m.update;
+  }
   for (const Measured &m : measured) {
     profile.stepSeconds.push_back(m.step);
     if (m.update > 0 && m.updateBytes > 0)
@@ -362,10 +374,13 @@ int main(int argc, char **argv) {
     fail(error);
   if (keepDir.empty())
     llvm::sys::fs::remove_directories(dir);
+  StepFit fit = fitStep(profile);
   llvm::outs() << "pipe-profile: " << profile.ops.size() << " nodes at "
                << rows.size() << " micro-batch size(s); step "
                << llvm::format("%.3f", profile.stepSeconds.back() * 1e3)
-               << " ms at " << rows.back() << " samples";
+               << " ms at " << rows.back() << " samples = "
+               << llvm::format("%.1f", fit.fixed * 1e6) << " us per step + "
+               << llvm::format("%.2f", fit.scale) << " x the ops";
   if (profile.linkBandwidth > 0)
     llvm::outs() << llvm::format("; link %.1f us + %.2f GB/s",
                                  profile.linkLatency * 1e6,
