@@ -362,11 +362,20 @@ int main(int argc, char **argv) {
     std::string linkJson = std::string(dir) + "/link.json";
     args.insert(args.end(), {"-np", "2", toolPath("pipe-linkbench"), "--json",
                              linkJson, "--max-bytes", "16777216", "--iters", "50"});
-    runOrFail(args, std::string(dir) + "/link.log", "pipe-linkbench");
-    llvm::json::Value link = readJson(linkJson);
-    profile.linkLatency = link.getAsObject()->getNumber("latency_s").value_or(0);
-    profile.linkBandwidth =
-        link.getAsObject()->getNumber("bandwidth_bytes_per_s").value_or(0);
+    // Three launches, the least latency and the most bandwidth: whether the
+    // two ranks each get a core of their own varies from one launch to the
+    // next on a busy machine (4-byte latencies of 0.6 us or 2 us on the
+    // same one), and other processes only ever slow a transfer down.
+    for (int launch = 0; launch < 3; ++launch) {
+      runOrFail(args, std::string(dir) + "/link.log", "pipe-linkbench");
+      llvm::json::Value link = readJson(linkJson);
+      double latency = link.getAsObject()->getNumber("latency_s").value_or(0);
+      double bandwidth =
+          link.getAsObject()->getNumber("bandwidth_bytes_per_s").value_or(0);
+      if (latency > 0 && (profile.linkLatency == 0 || latency < profile.linkLatency))
+        profile.linkLatency = latency;
+      profile.linkBandwidth = std::max(profile.linkBandwidth, bandwidth);
+    }
   }
 
   std::string error;
