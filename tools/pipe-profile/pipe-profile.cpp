@@ -7,9 +7,13 @@
 // For each micro-batch size of --rows (default: the model's batch), compiles
 // the one-device training step with per-op timing (pipe-compile
 // --profile-ops --batch R), runs it for K steps (pipe-run --trace), and takes
-// each op's median time over the steps after the first; sums them per ONNX
+// each op's median time over the steps after the first, less what an op
+// event itself costs (the trace's op_event_overhead_us); sums them per ONNX
 // node into forward and backward times (the gradient ops autodiff made of a
-// node count as its backward) and the optimizer's ops into an update rate.
+// node count as its backward) and the optimizer's ops into an update rate;
+// a second run without per-op events gives the whole step (which the planner
+// fits as a fixed cost per step plus the ops: fitStep). --repeats rounds
+// over the sizes, each time the fastest round's.
 // Then measures the link between two ranks (pipe-linkbench under mpirun:
 // latency and bandwidth of the runtime's transport). Writes the profile
 // (docs/profile-json.md) tagged with the model's hash and this machine, for
