@@ -92,6 +92,21 @@ double OpProfile::opsAt(size_t i) const {
   return sum;
 }
 
+double OpProfile::linkSeconds(double bytes) const {
+  if (linkTimes.empty())
+    return linkLatency + (linkBandwidth > 0 ? bytes / linkBandwidth : 0.0);
+  if (bytes <= linkTimes.front().first)
+    return linkTimes.front().second;
+  for (size_t i = 1; i < linkTimes.size(); ++i) {
+    auto [b0, t0] = linkTimes[i - 1];
+    auto [b1, t1] = linkTimes[i];
+    if (bytes <= b1)
+      return t0 + (t1 - t0) * (bytes - b0) / (b1 - b0);
+  }
+  auto [b, t] = linkTimes.back();
+  return t + (linkBandwidth > 0 ? (bytes - b) / linkBandwidth : 0.0);
+}
+
 StepFit mlir::pipec::fitStepCost(const std::vector<double> &ops,
                                  const std::vector<double> &steps,
                                  double update) {
@@ -218,6 +233,21 @@ std::optional<OpProfile> mlir::pipec::readProfile(llvm::StringRef path,
   if (const llvm::json::Object *link = root->getObject("link")) {
     profile.linkLatency = link->getNumber("latency_s").value_or(0);
     profile.linkBandwidth = link->getNumber("bandwidth_bytes_per_s").value_or(0);
+    if (const llvm::json::Array *sizes = link->getArray("sizes")) {
+      for (const llvm::json::Value &entry : *sizes) {
+        const llvm::json::Array *pair = entry.getAsArray();
+        std::optional<double> bytes, seconds;
+        if (pair && pair->size() == 2) {
+          bytes = (*pair)[0].getAsNumber();
+          seconds = (*pair)[1].getAsNumber();
+        }
+        if (!bytes || !seconds || !(*bytes > 0) || !(*seconds >= 0) ||
+            (!profile.linkTimes.empty() && *bytes <= profile.linkTimes.back().first))
+          return bad("\"link\".\"sizes\" must be [bytes, seconds] pairs by "
+                     "increasing bytes");
+        profile.linkTimes.push_back({*bytes, *seconds});
+      }
+    }
   }
   const llvm::json::Object *ops = root->getObject("ops");
   if (!ops)
@@ -255,9 +285,15 @@ bool mlir::pipec::writeProfile(llvm::StringRef path, const OpProfile &profile,
       {"update_bytes_per_s", profile.updateBytesPerSecond},
       {"update_s", profile.updateSeconds},
       {"op_event_s", profile.opEventSeconds},
-      {"link", llvm::json::Object{{"latency_s", profile.linkLatency},
-                                  {"bandwidth_bytes_per_s",
-                                   profile.linkBandwidth}}},
+      {"link", [&] {
+         llvm::json::Array sizes;
+         for (auto [bytes, seconds] : profile.linkTimes)
+           sizes.push_back(llvm::json::Array{bytes, seconds});
+         return llvm::json::Object{
+             {"latency_s", profile.linkLatency},
+             {"bandwidth_bytes_per_s", profile.linkBandwidth},
+             {"sizes", std::move(sizes)}};
+       }()},
       {"ops", std::move(ops)}};
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);

@@ -90,3 +90,43 @@ TEST(PlannerStepFit, NothingMeasured) {
   EXPECT_EQ(fit.fixed, 0);
   EXPECT_EQ(fit.scale, 1.0);
 }
+
+TEST(PlannerLink, MeasuredSizesInterpolated) {
+  OpProfile profile;
+  profile.linkLatency = 1e-6;
+  profile.linkBandwidth = 1e9;
+  // Without measured sizes: the line.
+  EXPECT_NEAR(profile.linkSeconds(1000), 2e-6, 1e-15);
+  // A protocol change between 1 KiB and 4 KiB that the line misses.
+  profile.linkTimes = {{4, 1e-6}, {1024, 1.2e-6}, {4096, 4e-6}, {1 << 20, 1e-3}};
+  EXPECT_NEAR(profile.linkSeconds(1), 1e-6, 1e-15);
+  EXPECT_NEAR(profile.linkSeconds(1024), 1.2e-6, 1e-15);
+  EXPECT_NEAR(profile.linkSeconds(2560), 2.6e-6, 1e-12);
+  EXPECT_NEAR(profile.linkSeconds(4096), 4e-6, 1e-15);
+  // Beyond the largest size: its time plus the extra bytes at the bandwidth.
+  EXPECT_NEAR(profile.linkSeconds(double(1 << 20) + 1e6), 1e-3 + 1e-3, 1e-12);
+}
+
+TEST(PlannerLink, WrittenAndReadBack) {
+  OpProfile profile;
+  profile.modelHash = "0123456789abcdef";
+  profile.machine = "m x1";
+  profile.target = "cpu";
+  profile.rows = {4, 8};
+  profile.ops["a"] = OpTimes{{1e-6, 2e-6}, {2e-6, 4e-6}};
+  profile.stepSeconds = {5e-6, 8e-6};
+  profile.updateSeconds = 1e-7;
+  profile.opEventSeconds = 3e-8;
+  profile.linkLatency = 6e-7;
+  profile.linkBandwidth = 1e10;
+  profile.linkTimes = {{4, 6e-7}, {4096, 1.5e-6}};
+  std::string path = ::testing::TempDir() + "/profile_fit_test.json";
+  std::string error;
+  ASSERT_TRUE(writeProfile(path, profile, error)) << error;
+  std::optional<OpProfile> read = readProfile(path, error);
+  ASSERT_TRUE(read) << error;
+  EXPECT_EQ(read->linkTimes, profile.linkTimes);
+  EXPECT_DOUBLE_EQ(read->updateSeconds, 1e-7);
+  EXPECT_DOUBLE_EQ(read->opEventSeconds, 3e-8);
+  EXPECT_EQ(read->stepSeconds, profile.stepSeconds);
+}

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mlir::pipec {
@@ -57,6 +58,16 @@ struct OpProfile {
   /// bandwidth (0: not measured).
   double linkLatency = 0;
   double linkBandwidth = 0;
+  /// The measured transfers behind them: {bytes, seconds} by increasing
+  /// bytes (pipe-linkbench's sizes, 4 B to 16 MiB); empty: not measured.
+  /// Between the small messages and the large ones the transport changes
+  /// protocol (eager to rendezvous near 4 KiB), which the line misses.
+  std::vector<std::pair<double, double>> linkTimes;
+
+  /// Seconds of one transfer of `bytes`: linkTimes interpolated (below the
+  /// smallest size its time; above the largest, that time + the extra
+  /// bytes / bandwidth); latency + bytes / bandwidth without linkTimes.
+  double linkSeconds(double bytes) const;
 
   /// Seconds of `node`'s forward / backward at `samples` per micro-batch:
   /// the least-squares line a + c * samples through the measured points

@@ -281,7 +281,15 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
                      options.linkBandwidth);
     c.stageSeconds.push_back(f + b);
   }
+  // The profile's measured transfer times where it has them (the transport
+  // changes protocol between small and large messages), else the line.
+  const OpProfile *measuredLink =
+      options.cost.profile && !options.cost.profile->linkTimes.empty()
+          ? options.cost.profile
+          : nullptr;
   auto transfer = [&](int64_t bytes) {
+    if (measuredLink)
+      return measuredLink->linkSeconds(double(bytes) * ratio);
     return options.linkLatency + double(bytes) * ratio / options.linkBandwidth;
   };
   std::vector<int64_t> peak(p, 1);
