@@ -60,8 +60,7 @@ struct OpProfile {
   double linkBandwidth = 0;
   /// The measured transfers behind them: {bytes, seconds} by increasing
   /// bytes (pipe-linkbench's sizes, 4 B to 16 MiB); empty: not measured.
-  /// Between the small messages and the large ones the transport changes
-  /// protocol (eager to rendezvous near 4 KiB), which the line misses.
+  /// The time steps up between 1 KiB and 4 KiB, which the line misses.
   std::vector<std::pair<double, double>> linkTimes;
 
   /// Seconds of one transfer of `bytes`: linkTimes interpolated (below the

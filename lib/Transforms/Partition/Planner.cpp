@@ -281,8 +281,8 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
                      options.linkBandwidth);
     c.stageSeconds.push_back(f + b);
   }
-  // The profile's measured transfer times where it has them (the transport
-  // changes protocol between small and large messages), else the line.
+  // The profile's measured transfer times where it has them (they step up
+  // between 1 KiB and 4 KiB, off the line), else the line.
   const OpProfile *measuredLink =
       options.cost.profile && !options.cost.profile->linkTimes.empty()
           ? options.cost.profile
