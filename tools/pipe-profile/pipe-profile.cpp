@@ -202,10 +202,13 @@ Measured measure(int64_t rows, bool bindBatch, const std::string &dir,
   }
   // The step as it runs without per-op events (each costs a clock read
   // and a record; with hundreds of ops a step they add 10% and more): a
-  // second run with only the step log, the median step after the first.
+  // second run with only the step log. Four times the steps (at least 32):
+  // the steps after the first still warm up for a few more (the MLP's
+  // second to sixth steps are 10-25% slower than its later ones), and
+  // without per-op events the run is short.
   std::string log = out + ".steps.jsonl";
   runOrFail({toolPath("pipe-run"), out, "--data", dataPath, "--steps",
-             std::to_string(steps), "--no-shuffle", "--quiet", "--threads",
+             std::to_string(std::max(4 * steps, 32)), "--no-shuffle", "--quiet", "--threads",
              std::to_string(threads), "--log", log},
             out + ".run2.log", "pipe-run (micro-batch " + std::to_string(rows) + ")");
   stepTimes.clear();
