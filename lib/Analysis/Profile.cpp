@@ -80,6 +80,90 @@ std::optional<double> OpProfile::backwardAt(llvm::StringRef node,
                          : fitAt(rows, it->second.backward, samples);
 }
 
+double OpProfile::opsAt(size_t i) const {
+  double sum = 0;
+  for (const auto &entry : ops) {
+    const OpTimes &t = entry.getValue();
+    if (i < t.forward.size())
+      sum += t.forward[i];
+    if (i < t.backward.size())
+      sum += t.backward[i];
+  }
+  return sum;
+}
+
+double OpProfile::linkSeconds(double bytes) const {
+  if (linkTimes.empty())
+    return linkLatency + (linkBandwidth > 0 ? bytes / linkBandwidth : 0.0);
+  if (bytes <= linkTimes.front().first)
+    return linkTimes.front().second;
+  for (size_t i = 1; i < linkTimes.size(); ++i) {
+    auto [b0, t0] = linkTimes[i - 1];
+    auto [b1, t1] = linkTimes[i];
+    if (bytes <= b1)
+      return t0 + (t1 - t0) * (bytes - b0) / (b1 - b0);
+  }
+  auto [b, t] = linkTimes.back();
+  return t + (linkBandwidth > 0 ? (bytes - b) / linkBandwidth : 0.0);
+}
+
+StepFit mlir::pipec::fitStepCost(const std::vector<double> &ops,
+                                 const std::vector<double> &steps,
+                                 double update) {
+  std::vector<double> x, y;
+  for (size_t i = 0; i < std::min(ops.size(), steps.size()); ++i)
+    if (ops[i] > 0 && steps[i] - update > 0) {
+      x.push_back(ops[i]);
+      y.push_back(steps[i] - update);
+    }
+  StepFit fit;
+  if (x.empty())
+    return fit;
+  // Weighted least squares, weight 1/y^2: each step's residual relative to
+  // it.
+  double sw = 0, sx = 0, sy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    double w = 1.0 / (y[i] * y[i]);
+    sw += w;
+    sx += w * x[i];
+    sy += w * y[i];
+  }
+  double mx = sx / sw, my = sy / sw, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    double w = 1.0 / (y[i] * y[i]);
+    sxx += w * (x[i] - mx) * (x[i] - mx);
+    sxy += w * (x[i] - mx) * (y[i] - my);
+  }
+  // Through the origin (no fixed cost): scale = sum w x y / sum w x^2.
+  auto proportional = [&] {
+    double xy = 0, xx = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      double w = 1.0 / (y[i] * y[i]);
+      xy += w * x[i] * y[i];
+      xx += w * x[i] * x[i];
+    }
+    return StepFit{0.0, std::clamp(xy / xx, 0.5, 2.0)};
+  };
+  if (x.size() == 1 || sxx <= 1e-12 * sw * mx * mx) {
+    // One size: what the ops do not explain is fixed.
+    if (my >= mx)
+      return StepFit{my - mx, 1.0};
+    return proportional();
+  }
+  fit.scale = std::clamp(sxy / sxx, 0.5, 2.0);
+  fit.fixed = my - fit.scale * mx;
+  if (fit.fixed < 0)
+    return proportional();
+  return fit;
+}
+
+StepFit mlir::pipec::fitStep(const OpProfile &profile) {
+  std::vector<double> ops;
+  for (size_t i = 0; i < profile.rows.size(); ++i)
+    ops.push_back(profile.opsAt(i));
+  return fitStepCost(ops, profile.stepSeconds, profile.updateSeconds);
+}
+
 static bool readNumbers(const llvm::json::Value *value,
                         std::vector<double> &out) {
   const llvm::json::Array *array = value ? value->getAsArray() : nullptr;
@@ -142,9 +226,28 @@ std::optional<OpProfile> mlir::pipec::readProfile(llvm::StringRef path,
     return bad("\"step_s\" must hold one time per entry of \"rows\"");
   profile.updateBytesPerSecond =
       root->getNumber("update_bytes_per_s").value_or(0);
+  profile.updateSeconds = root->getNumber("update_s").value_or(0);
+  profile.opEventSeconds = root->getNumber("op_event_s").value_or(0);
+  if (!(profile.updateSeconds >= 0) || !(profile.opEventSeconds >= 0))
+    return bad("\"update_s\" and \"op_event_s\" must be seconds (>= 0)");
   if (const llvm::json::Object *link = root->getObject("link")) {
     profile.linkLatency = link->getNumber("latency_s").value_or(0);
     profile.linkBandwidth = link->getNumber("bandwidth_bytes_per_s").value_or(0);
+    if (const llvm::json::Array *sizes = link->getArray("sizes")) {
+      for (const llvm::json::Value &entry : *sizes) {
+        const llvm::json::Array *pair = entry.getAsArray();
+        std::optional<double> bytes, seconds;
+        if (pair && pair->size() == 2) {
+          bytes = (*pair)[0].getAsNumber();
+          seconds = (*pair)[1].getAsNumber();
+        }
+        if (!bytes || !seconds || !(*bytes > 0) || !(*seconds >= 0) ||
+            (!profile.linkTimes.empty() && *bytes <= profile.linkTimes.back().first))
+          return bad("\"link\".\"sizes\" must be [bytes, seconds] pairs by "
+                     "increasing bytes");
+        profile.linkTimes.push_back({*bytes, *seconds});
+      }
+    }
   }
   const llvm::json::Object *ops = root->getObject("ops");
   if (!ops)
@@ -180,9 +283,17 @@ bool mlir::pipec::writeProfile(llvm::StringRef path, const OpProfile &profile,
       {"rows", llvm::json::Array(profile.rows)},
       {"step_s", llvm::json::Array(profile.stepSeconds)},
       {"update_bytes_per_s", profile.updateBytesPerSecond},
-      {"link", llvm::json::Object{{"latency_s", profile.linkLatency},
-                                  {"bandwidth_bytes_per_s",
-                                   profile.linkBandwidth}}},
+      {"update_s", profile.updateSeconds},
+      {"op_event_s", profile.opEventSeconds},
+      {"link", [&] {
+         llvm::json::Array sizes;
+         for (auto [bytes, seconds] : profile.linkTimes)
+           sizes.push_back(llvm::json::Array{bytes, seconds});
+         return llvm::json::Object{
+             {"latency_s", profile.linkLatency},
+             {"bandwidth_bytes_per_s", profile.linkBandwidth},
+             {"sizes", std::move(sizes)}};
+       }()},
       {"ops", std::move(ops)}};
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);

@@ -18,11 +18,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mlir::pipec {
 
-inline constexpr int64_t kProfileVersion = 1;
+/// 2: op times net of the trace event's own cost (op_event_s), the update's
+/// time (update_s). Version 1 profiles are refused (measure again).
+inline constexpr int64_t kProfileVersion = 2;
 
 struct OpTimes {
   /// Seconds per call at each of OpProfile::rows, forward and backward
@@ -39,9 +42,15 @@ struct OpProfile {
   /// The micro-batch sizes (samples) measured, increasing.
   std::vector<int64_t> rows;
   llvm::StringMap<OpTimes> ops;
-  /// Summed seconds of whole steps at each of rows (kernels, the runtime's
-  /// own work and the update), to calibrate what per-op times leave out.
+  /// Seconds of whole steps at each of rows (kernels, the runtime's own
+  /// work and the update), measured without per-op events: fitStep splits
+  /// them into a fixed cost per step and the ops.
   std::vector<double> stepSeconds;
+  /// Seconds of one step's optimizer update on one device (0: unknown).
+  double updateSeconds = 0;
+  /// Seconds one per-op trace event added to the op it timed (already taken
+  /// off forward and backward; informational).
+  double opEventSeconds = 0;
   /// Bytes per second of the optimizer update (weights, gradients and
   /// state read and written).
   double updateBytesPerSecond = 0;
@@ -49,6 +58,15 @@ struct OpProfile {
   /// bandwidth (0: not measured).
   double linkLatency = 0;
   double linkBandwidth = 0;
+  /// The measured transfers behind them: {bytes, seconds} by increasing
+  /// bytes (pipe-linkbench's sizes, 4 B to 16 MiB); empty: not measured.
+  /// The time steps up between 1 KiB and 4 KiB, which the line misses.
+  std::vector<std::pair<double, double>> linkTimes;
+
+  /// Seconds of one transfer of `bytes`: linkTimes interpolated (below the
+  /// smallest size its time; above the largest, that time + the extra
+  /// bytes / bandwidth); latency + bytes / bandwidth without linkTimes.
+  double linkSeconds(double bytes) const;
 
   /// Seconds of `node`'s forward / backward at `samples` per micro-batch:
   /// the least-squares line a + c * samples through the measured points
@@ -56,7 +74,30 @@ struct OpProfile {
   /// measurement's 10%; std::nullopt where the node was not measured.
   std::optional<double> forwardAt(llvm::StringRef node, double samples) const;
   std::optional<double> backwardAt(llvm::StringRef node, double samples) const;
+  /// Forward + backward seconds of every node at rows[i], as measured.
+  double opsAt(size_t i) const;
 };
+
+/// A step of b samples per micro-batch on one device:
+///   step(b) = fixed + scale * ops(b) + update,
+/// where ops(b) is the profile's nodes' time. `fixed` is paid once per step
+/// (feeding the inputs, copying the loss, the step loop), whatever the
+/// micro-batches; `scale` is what the per-op times leave out of each
+/// micro-batch (allocation, dispatch between ops).
+struct StepFit {
+  double fixed = 0;
+  double scale = 1;
+};
+
+/// The fit of `steps[i] - update = fixed + scale * ops[i]` over the sizes
+/// where both are positive: least squares relative to each step (the noise
+/// of a step time is a share of it), fixed >= 0, scale within [0.5, 2].
+/// With one size (or equal ops), scale 1 and the rest fixed (scale below 1
+/// where the ops exceed the step). {0, 1} where nothing was measured.
+StepFit fitStepCost(const std::vector<double> &ops,
+                    const std::vector<double> &steps, double update);
+/// fitStepCost of the profile's steps, node times and update.
+StepFit fitStep(const OpProfile &profile);
 
 /// FNV-1a 64 of `bytes`, as 16 hex digits.
 std::string hashModel(llvm::StringRef bytes);

@@ -5,7 +5,10 @@
 // advance forward propagation where memory allows more warm-up), the stages
 // the partitioner would cut (partitionBalanced over the cost model, measured
 // op times where a profile is given), each stage's forward, backward and
-// update time at B/M samples, the transfers at each cut, then the schedule
+// update time at B/M samples (with a profile: its measured ops times the
+// profile's fitted scale per micro-batch, and its fixed cost per step once
+// per step on every device: fitStep in pipec/Analysis/Profile.h), the
+// transfers at each cut, then the schedule
 // simulator (lib/Analysis) for the step time, the bubble and the peak
 // in-flight micro-batches, and a memory estimate per device. The fastest
 // plan that fits `--memory-per-device` wins.

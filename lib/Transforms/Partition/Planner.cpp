@@ -198,9 +198,20 @@ Split makeSplit(const partition::Problem &problem, int64_t p,
   return split;
 }
 
-/// Forward and backward seconds of stage `s` at `samples` per micro-batch.
+/// The profile's step split into a fixed cost per step and a scale of the
+/// measured ops (fitStep); {0, 1} without a profile.
+StepFit profileStepFit(const PlannerOptions &options) {
+  if (const OpProfile *profile = options.cost.profile)
+    return fitStep(*profile);
+  return StepFit{};
+}
+
+/// Forward and backward seconds of stage `s` at `samples` per micro-batch,
+/// the measured ops times `fit.scale` (what the per-op times leave out of a
+/// micro-batch; the fixed cost is charged once per step by evaluate).
 std::pair<double, double> stageTimes(const Split &split, int64_t s,
                                      double samples, double batch,
+                                     const StepFit &fit,
                                      const PlannerOptions &options) {
   CostModelOptions costOptions = options.cost;
   costOptions.profileSamples = samples;
@@ -210,32 +221,7 @@ std::pair<double, double> stageTimes(const Split &split, int64_t s,
   CostModel roofline(rooflineOptions);
   double ratio = samples / batch;
   double forward = 0, backward = 0;
-  // The measured ops against the step measured without per-op events, less
-  // its update: what the ops leave out (allocation, the runtime's
-  // bookkeeping) and what the events add (a clock read and a record per
-  // op), at the measured size nearest to `samples`; within [0.5, 2].
-  double calibration = 1.0;
-  if (const OpProfile *profile = options.cost.profile;
-      profile && profile->stepSeconds.size() == profile->rows.size()) {
-    size_t nearest = 0;
-    for (size_t i = 1; i < profile->rows.size(); ++i)
-      if (std::abs(double(profile->rows[i]) - samples) <
-          std::abs(double(profile->rows[nearest]) - samples))
-        nearest = i;
-    double ops = 0;
-    for (const auto &entry : profile->ops)
-      ops += entry.getValue().forward[nearest] + entry.getValue().backward[nearest];
-    // The measured step includes the optimizer update, which a pipeline
-    // runs once per step (evaluate charges it), not per micro-batch.
-    double params = 0;
-    for (int64_t bytes : split.paramBytes)
-      params += double(bytes);
-    double update = params * double(3 + 2 * options.optimizerStateFactor) /
-                    options.updateBytesPerSecond;
-    double step = profile->stepSeconds[nearest] - update;
-    if (ops > 0 && step > 0)
-      calibration = std::clamp(step / ops, 0.5, 2.0);
-  }
+  double calibration = fit.scale;
   for (Operation *op : split.ops[s]) {
     OpCost cost = roofline.getOpCost(op);
     bool differentiable = cost.backwardFactor > 0;
@@ -283,13 +269,18 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
   c.method = method;
   const bool noFlush = method != "sync" && p > 1;
   std::vector<double> fwd(p), bwd(p), upd(p);
+  StepFit fit = profileStepFit(options);
   for (int64_t s = 0; s < p; ++s) {
-    auto [f, b] = stageTimes(split, s, samples, batch, options);
+    auto [f, b] = stageTimes(split, s, samples, batch, fit, options);
     fwd[s] = f;
     bwd[s] = b;
     upd[s] = double(split.paramBytes[s]) *
              double(3 + 2 * options.optimizerStateFactor) /
              options.updateBytesPerSecond;
+    // The step's fixed cost (feeding inputs, the loss, the step loop), once
+    // per step on every device, whatever M: charged with the update, the
+    // instruction each device runs once per step.
+    upd[s] += fit.fixed;
     // Data-parallel pipelines: a ring all-reduce of the stage's gradients
     // over its P replicas before the update.
     if (pipelines > 1)
@@ -299,7 +290,15 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
                      options.linkBandwidth);
     c.stageSeconds.push_back(f + b);
   }
+  // The profile's measured transfer times where it has them (they step up
+  // between 1 KiB and 4 KiB, off the line), else the line.
+  const OpProfile *measuredLink =
+      options.cost.profile && !options.cost.profile->linkTimes.empty()
+          ? options.cost.profile
+          : nullptr;
   auto transfer = [&](int64_t bytes) {
+    if (measuredLink)
+      return measuredLink->linkSeconds(double(bytes) * ratio);
     return options.linkLatency + double(bytes) * ratio / options.linkBandwidth;
   };
   std::vector<int64_t> peak(p, 1);
@@ -321,7 +320,11 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
       case sched::InstrKind::Backward:
         return toNanos(bwd[d]);
       case sched::InstrKind::Update:
-        return toNanos(upd[d]);
+        // PipeDream updates once per micro-batch: the step's fixed cost
+        // shared among them.
+        return toNanos(noFlush && method == "pipedream"
+                           ? upd[d] - fit.fixed + fit.fixed / double(m)
+                           : upd[d]);
       case sched::InstrKind::Send:
         // Activations go to d+1 across boundary d+1, gradients to d-1
         // across boundary d.
@@ -366,7 +369,8 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
       const int64_t updates = method == "pipedream" ? m : 1;
       double busy = 0;
       for (int64_t s = 0; s < p; ++s) {
-        busy += double(m) * (fwd[s] + bwd[s]) + double(updates) * upd[s];
+        busy += double(m) * (fwd[s] + bwd[s]) + double(updates) * (upd[s] - fit.fixed) +
+                fit.fixed;
         peak[s] = sched::theoreticalPeakInFlight(sched::ScheduleKind::OneFOneB, p, m, s, 0);
       }
       c.bubble = c.stepSeconds > 0 ? std::max(0.0, 1.0 - busy / (double(p) * c.stepSeconds))

@@ -62,6 +62,11 @@ void pipert_trace_stage_end(pipert_context *ctx, int32_t kind, int64_t stage, in
  * is the plan's "op_profile". On CUDA it synchronizes the device first, so
  * that the event covers the kernels. */
 void pipert_trace_op_end(pipert_context *ctx, int64_t op, int32_t phase, int64_t begin_ns);
+/* Seconds x 1e6 an op event adds to the op it times: the median duration of
+ * events around no op (0 when tracing is off). pipert_trace_write records it
+ * as otherData's "op_event_overhead_us" in a trace that has op events;
+ * pipe-profile takes it off every op's time. */
+double pipert_trace_op_overhead_us(pipert_context *ctx);
 /* Number of events recorded so far. */
 int64_t pipert_trace_event_count(const pipert_context *ctx);
 

@@ -63,6 +63,29 @@ TEST_F(Trace, EventsAreTimedAndWrittenAsValidJson) {
   EXPECT_GE(std::atof(text.c_str() + d + 6), 200.0) << text;
 }
 
+TEST_F(Trace, OpEventOverheadIsMeasuredAndNotRecorded) {
+  // A trace with op events records what an event around no op lasts (for
+  // pipe-profile to take off each op); its own sample events are not kept.
+  EXPECT_EQ(pipert_trace_op_overhead_us(ctx), 0.0); // tracing off
+  pipert_trace_enable(ctx, 0);
+  const int64_t begin = pipert_trace_stage_begin(ctx);
+  std::this_thread::sleep_for(std::chrono::microseconds(200));
+  pipert_trace_op_end(ctx, 3, 1, begin);
+  const double overhead = pipert_trace_op_overhead_us(ctx);
+  EXPECT_GE(overhead, 0.0);
+  EXPECT_EQ(pipert_trace_event_count(ctx), 1);
+  const std::string path = dir + "/ops.json";
+  ASSERT_EQ(pipert_trace_write(ctx, path.c_str()), 0);
+  EXPECT_EQ(pipert_trace_event_count(ctx), 1);
+  const std::string text = readText(path);
+  EXPECT_NE(text.find("\"op_event_overhead_us\":"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"name\":\"bwd op3\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("op-1"), std::string::npos) << text;
+  // Traces without op events do not carry it.
+  const std::string plain = readText(record(0));
+  EXPECT_EQ(plain.find("op_event_overhead_us"), std::string::npos) << plain;
+}
+
 TEST_F(Trace, RecordingIsCheap) {
   pipert_trace_enable(ctx, 0);
   const auto t0 = std::chrono::steady_clock::now();
