@@ -405,6 +405,8 @@ struct Message {
   std::string payload;
   InstrRef send;
   int64_t time;
+  /// What receiving it costs the receiver (receiverCopies).
+  int64_t copy = 0;
 };
 
 class Simulator {
@@ -528,8 +530,11 @@ bool Simulator::tryTransfer(int64_t d) {
     return mixed ? options.bufferedSend(device, send) : options.bufferedSends;
   };
   if (instr.kind == InstrKind::Send && buffered(d, instr)) {
+    // With receiverCopies the message is there at once and its duration is
+    // charged when it is received (takeQueued).
     queues[d * n + q].push_back({instr.tag, instr.mb, instr.payload, ref(d),
-                                 clock[d] + cost(d, instr)});
+                                 clock[d] + (options.receiverCopies ? 0 : cost(d, instr)),
+                                 options.receiverCopies ? cost(d, instr) : 0});
     ++pc[d];
     return true;
   }
@@ -562,9 +567,10 @@ bool Simulator::takeQueued(int64_t d, const Instr &instr, std::vector<Message> &
              where(it->send) + " sends " + it->payload);
     return false;
   }
-  if (it->time > clock[d])
-    result.otherTimeline[d].push_back({clock[d], it->time, int64_t(pc[d])});
-  clock[d] = std::max(clock[d], it->time);
+  const int64_t done = std::max(clock[d], it->time) + it->copy;
+  if (done > clock[d])
+    result.otherTimeline[d].push_back({clock[d], done, int64_t(pc[d])});
+  clock[d] = done;
   queue.erase(it);
   ++pc[d];
   return true;

@@ -346,11 +346,13 @@ int main(int argc, char **argv) {
       }
       return int64_t(std::llround(s * 1e9));
     };
-    if (!rendezvous)
+    if (!rendezvous) {
       options.bufferedSend = [](int64_t, const sched::Instr &instr) {
         return (instr.payload.empty() ? 0 : std::stod(instr.payload)) <=
                double(sched::kRuntimeBufferedSendBytes);
       };
+      options.receiverCopies = true;
+    }
     return std::make_pair(sched::simulate(programs, options), programs);
   };
   auto [result, programs] = run(steps);

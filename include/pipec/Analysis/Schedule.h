@@ -179,6 +179,12 @@ struct SimulationOptions {
   /// bufferedSends): the runtime's buffered sends cover a range of message
   /// sizes (runtime/cpu/comm/mpi_comm.cpp), the others are rendezvous.
   std::function<bool(int64_t device, const Instr &)> bufferedSend;
+  /// Buffered sends: the receiver copies the message when it receives it
+  /// (single-copy shared memory: the receiver reads the sender's staging
+  /// buffer), taking the send's duration on the receiving device from the
+  /// moment both the message is there and the receiver is; false: the
+  /// message travels on its own and arrives that long after it was sent.
+  bool receiverCopies = false;
   /// Durations, in slots, of the compute instructions; transfers take none.
   int64_t forwardCost = 1;
   int64_t backwardCost = 1;

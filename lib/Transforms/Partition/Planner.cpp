@@ -338,6 +338,8 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
     sim.bufferedSend = [&](int64_t d, const sched::Instr &instr) {
       return split.boundary[instr.peer > d ? d + 1 : d] <= sched::kRuntimeBufferedSendBytes;
     };
+    // Single copy: the receiver reads the sender's staging buffer.
+    sim.receiverCopies = true;
     if (!noFlush) {
       sched::SimulationResult result = sched::simulate(schedule.devices, sim);
       if (!result.ok())
