@@ -491,6 +491,18 @@ TEST(ScheduleTimed, DurationsOfComputeUpdatesAndTransfers) {
   ASSERT_TRUE(m.ok()) << m.failure->message;
   EXPECT_EQ(m.otherTimeline[1].back().start, 417);
   options.bufferedSend = nullptr;
+  // The receiver copies (single copy): the 7 of each transfer is spent on
+  // the receiving device once it is at the recv and the message is there;
+  // the sender goes on at once.
+  options.bufferedSends = true;
+  options.receiverCopies = true;
+  SimulationResult rc = simulate(two, options);
+  ASSERT_TRUE(rc.ok()) << rc.failure->message;
+  EXPECT_EQ(rc.makespan, 100 + 7 + 100 + 210 + 7 + 200 + 3);
+  EXPECT_EQ(rc.timeline[1][0].start, 107);       // F1 after copying activation 0
+  EXPECT_EQ(rc.otherTimeline[1].back().start, 417); // its update: no wait for the send
+  options.bufferedSends = false;
+  options.receiverCopies = false;
   // Without durations: unit slots, transfers free, as before.
   SimulationResult slots = simulate(two);
   ASSERT_TRUE(slots.ok());
