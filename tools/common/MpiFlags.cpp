@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace pipec::tools {
+namespace pipectools {
 
 namespace {
 
@@ -68,18 +68,26 @@ bool crossMemoryAttachWorks() {
   return works;
 }
 
-std::vector<std::string> sharedMemoryMpiFlags() {
-  std::string mechanism;
+std::string singleCopyMechanism() {
   if (const char *env = std::getenv("PIPEC_SINGLE_COPY");
       env && (!std::strcmp(env, "cma") || !std::strcmp(env, "none")))
-    mechanism = env;
-  else
-    mechanism = crossMemoryAttachWorks() ? "cma" : "none";
+    return env;
+  return crossMemoryAttachWorks() ? "cma" : "none";
+}
+
+bool runtimeBuffersSends() {
+  if (const char *env = std::getenv("PIPERT_SEND_BUFFER"))
+    return std::strtoll(env, nullptr, 10) > 0;
+  return singleCopyMechanism() != "none";
+}
+
+std::vector<std::string> sharedMemoryMpiFlags() {
   std::vector<std::string> flags = {"--oversubscribe", "--mca", "btl", "self,vader",
-                                    "--mca", "btl_vader_single_copy_mechanism", mechanism};
+                                    "--mca", "btl_vader_single_copy_mechanism",
+                                    singleCopyMechanism()};
   if (geteuid() == 0)
     flags.push_back("--allow-run-as-root");
   return flags;
 }
 
-} // namespace pipec::tools
+} // namespace pipectools

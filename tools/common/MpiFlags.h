@@ -17,11 +17,21 @@
 #include <string>
 #include <vector>
 
-namespace pipec::tools {
+namespace pipectools {
 
 /// Whether this process may read a child's memory with process_vm_readv
 /// (what Open MPI's CMA single copy does between ranks). Probed once.
 bool crossMemoryAttachWorks();
+
+/// The single-copy mechanism the ranks get: PIPEC_SINGLE_COPY (cma or none)
+/// where set, else cma where crossMemoryAttachWorks, else none.
+std::string singleCopyMechanism();
+
+/// Whether the CPU runtime's pipert_send returns before its receiver takes
+/// the message (buffered, runtime/cpu/comm/mpi_comm.cpp) for ranks this
+/// machine launches: PIPERT_SEND_BUFFER where set (0: no), else with single
+/// copy. What the planner and pipe-simulate model.
+bool runtimeBuffersSends();
 
 /// mpirun's flags for ranks on this machine: --oversubscribe, --mca btl
 /// self,vader, the single-copy mechanism (cma where crossMemoryAttachWorks,
@@ -29,6 +39,6 @@ bool crossMemoryAttachWorks();
 /// root.
 std::vector<std::string> sharedMemoryMpiFlags();
 
-} // namespace pipec::tools
+} // namespace pipectools
 
 #endif // PIPEC_TOOLS_COMMON_MPIFLAGS_H

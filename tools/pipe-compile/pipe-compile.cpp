@@ -29,6 +29,7 @@
 // With --emit-mlir the IR after each stage is kept as OUT/<n>-<stage>.mlir.
 //
 //===----------------------------------------------------------------------===//
+#include "../common/MpiFlags.h"
 #include "pipec/Transforms/WholeBatch.h"
 #include "pipec/Conversion/Passes.h"
 #include "dialects/pipe/PipeAttrNames.h"
@@ -540,6 +541,8 @@ int main(int argc, char **argv) {
     options.devices = numDevices;
     options.batch = modelBatch;
     options.maxPipelines = allowPipelines ? numDevices : 1;
+    // Transfers as the runtime will make them on this machine.
+    options.bufferedSends = target != "cuda" && pipectools::runtimeBuffersSends();
     for (const std::string &m : autoMethods)
       options.asyncMethods.push_back(m);
     if (!memoryPerDevice.empty())

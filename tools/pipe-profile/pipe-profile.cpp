@@ -405,7 +405,7 @@ int main(int argc, char **argv) {
       fail("cannot find " + args[0] + " (the link is measured under MPI; "
            "--no-link skips it)");
     // As pipe-run launches ranks (single-copy where allowed).
-    for (std::string &flag : pipec::tools::sharedMemoryMpiFlags())
+    for (std::string &flag : pipectools::sharedMemoryMpiFlags())
       args.push_back(flag);
     setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
     setenv("OMPI_MCA_hwloc_base_binding_policy", "none", 0);

@@ -579,7 +579,7 @@ int main(int argc, char **argv) {
     } else {
       // Shared memory between the ranks of one machine, single-copy where
       // allowed (tools/common/MpiFlags.h).
-      for (std::string &flag : pipec::tools::sharedMemoryMpiFlags())
+      for (std::string &flag : pipectools::sharedMemoryMpiFlags())
         args.push_back(flag);
     }
     // Ranks that wait yield the core (more ranks than cores is the rule on

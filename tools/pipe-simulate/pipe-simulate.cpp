@@ -15,6 +15,7 @@
 // simulated run as a Chrome trace, to set beside pipe-run --trace's.
 //
 //===----------------------------------------------------------------------===//
+#include "../common/MpiFlags.h"
 #include "pipec/Analysis/Schedule.h"
 #include "pipec/Support/Version.h"
 
@@ -69,7 +70,8 @@ static cl::opt<double> memoryBandwidth(
 static cl::opt<bool> rendezvous(
     "rendezvous", cl::cat(simCat),
     cl::desc("Every send waits for its receiver (the model the verifier proves deadlock-free); "
-             "by default, as the CPU runtime does, sends of at most 4 MiB return at once"));
+             "by default, as the CPU runtime does where it buffers (single-copy shared "
+             "memory, or PIPERT_SEND_BUFFER), sends of at most 4 MiB return at once"));
 static cl::opt<int> steps("steps", cl::init(3), cl::cat(simCat),
                           cl::desc("Steps simulated; the step time is the "
                                    "steady state's (default: 3)"));
@@ -346,7 +348,7 @@ int main(int argc, char **argv) {
       }
       return int64_t(std::llround(s * 1e9));
     };
-    if (!rendezvous) {
+    if (!rendezvous && pipectools::runtimeBuffersSends()) {
       options.bufferedSend = [](int64_t, const sched::Instr &instr) {
         return (instr.payload.empty() ? 0 : std::stod(instr.payload)) <=
                double(sched::kRuntimeBufferedSendBytes);

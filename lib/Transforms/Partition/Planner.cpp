@@ -335,11 +335,13 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
       }
     };
     // Sends as the CPU runtime makes them: up to 4 MiB buffered.
-    sim.bufferedSend = [&](int64_t d, const sched::Instr &instr) {
-      return split.boundary[instr.peer > d ? d + 1 : d] <= sched::kRuntimeBufferedSendBytes;
-    };
-    // Single copy: the receiver reads the sender's staging buffer.
-    sim.receiverCopies = true;
+    if (options.bufferedSends) {
+      sim.bufferedSend = [&](int64_t d, const sched::Instr &instr) {
+        return split.boundary[instr.peer > d ? d + 1 : d] <= sched::kRuntimeBufferedSendBytes;
+      };
+      // Single copy: the receiver reads the sender's staging buffer.
+      sim.receiverCopies = true;
+    }
     if (!noFlush) {
       sched::SimulationResult result = sched::simulate(schedule.devices, sim);
       if (!result.ok())
