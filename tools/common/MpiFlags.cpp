@@ -1,6 +1,7 @@
 //===- MpiFlags.cpp - how the tools launch ranks under mpirun -------------===//
 #include "MpiFlags.h"
 
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,9 +13,13 @@ namespace pipectools {
 
 namespace {
 
+// Two MPI ranks are siblings (children of mpirun), and Open MPI lets any
+// process trace a rank (prctl PR_SET_PTRACER_ANY, for Yama's ptrace_scope
+// 1), so the probe is the same: a target child holds a known value and
+// allows any tracer, a sibling child reads it with process_vm_readv and
+// exits 0 on success. ptrace_scope 2 or 3, or a container without the
+// ptrace capability, make the read fail.
 bool probe() {
-  // A child (same address space layout after fork) holds a known value;
-  // the parent reads it from the child's memory.
   static volatile unsigned long marker = 0;
   marker = 0x70697065636d61UL; // "pipecma"
   int ready[2], done[2];
@@ -25,39 +30,44 @@ bool probe() {
     close(ready[1]);
     return false;
   }
-  pid_t child = fork();
-  if (child < 0) {
-    close(ready[0]);
-    close(ready[1]);
-    close(done[0]);
-    close(done[1]);
-    return false;
-  }
-  if (child == 0) {
+  pid_t target = fork();
+  if (target == 0) {
     close(ready[0]);
     close(done[1]);
+#if defined(PR_SET_PTRACER) && defined(PR_SET_PTRACER_ANY)
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+#endif
     char c = 1;
     (void)!write(ready[1], &c, 1);
-    (void)!read(done[0], &c, 1); // until the parent has read
+    (void)!read(done[0], &c, 1); // until the reader has read
     _exit(0);
   }
   close(ready[1]);
   close(done[0]);
-  char c = 0;
   bool ok = false;
-  if (read(ready[0], &c, 1) == 1) {
-    unsigned long value = 0;
-    struct iovec local = {&value, sizeof value};
-    struct iovec remote = {const_cast<unsigned long *>(&marker), sizeof value};
-    ok = process_vm_readv(child, &local, 1, &remote, 1, 0) == ssize_t(sizeof value) &&
-         value == marker;
+  char c = 0;
+  if (target > 0 && read(ready[0], &c, 1) == 1) {
+    pid_t reader = fork();
+    if (reader == 0) {
+      unsigned long value = 0;
+      struct iovec local = {&value, sizeof value};
+      struct iovec remote = {const_cast<unsigned long *>(&marker), sizeof value};
+      bool read = process_vm_readv(target, &local, 1, &remote, 1, 0) == ssize_t(sizeof value) &&
+                  value == marker;
+      _exit(read ? 0 : 1);
+    }
+    int status = 0;
+    ok = reader > 0 && waitpid(reader, &status, 0) == reader && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
   }
   c = 1;
   (void)!write(done[1], &c, 1);
   close(ready[0]);
   close(done[1]);
-  int status = 0;
-  waitpid(child, &status, 0);
+  if (target > 0) {
+    int status = 0;
+    waitpid(target, &status, 0);
+  }
   return ok;
 }
 

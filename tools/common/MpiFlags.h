@@ -19,8 +19,9 @@
 
 namespace pipectools {
 
-/// Whether this process may read a child's memory with process_vm_readv
-/// (what Open MPI's CMA single copy does between ranks). Probed once.
+/// Whether one process may read a sibling's memory with process_vm_readv
+/// (what Open MPI's CMA single copy does between ranks, each of which lets
+/// any process trace it). Probed once, with two forked children.
 bool crossMemoryAttachWorks();
 
 /// The single-copy mechanism the ranks get: PIPEC_SINGLE_COPY (cma or none)
