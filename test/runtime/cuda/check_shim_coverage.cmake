@@ -4,26 +4,28 @@
 # that test would hand host pointers to a CUDA kernel. Needs no device.
 #   cmake -DKERNELS_H=... -DSHIM_H=... -DTESTS_DIR=... -P check_shim_coverage.cmake
 cmake_minimum_required(VERSION 3.20)
+# The kernel names in `text`: each match of `pattern`, reduced to its
+# pipert_* name, once.
+function(pipert_names out text pattern)
+  string(REGEX MATCHALL "${pattern}" matches "${text}")
+  set(names)
+  foreach(m IN LISTS matches)
+    string(REGEX MATCH "pipert_[a-z0-9_]+" name "${m}")
+    list(APPEND names ${name})
+  endforeach()
+  list(REMOVE_DUPLICATES names)
+  set(${out} ${names} PARENT_SCOPE)
+endfunction()
+
 file(READ ${KERNELS_H} header)
-string(REGEX MATCHALL "pipert_[a-z0-9_]+\\([ \t\r\n]*pipert_context \\*ctx" decls "${header}")
-set(kernels)
-foreach(d IN LISTS decls)
-  string(REGEX MATCH "^pipert_[a-z0-9_]+" name "${d}")
-  list(APPEND kernels ${name})
-endforeach()
-list(REMOVE_DUPLICATES kernels)
+pipert_names(kernels "${header}" "pipert_[a-z0-9_]+\\([ \t\r\n]*pipert_context \\*ctx")
 list(LENGTH kernels n_kernels)
 if(n_kernels LESS 50)
   message(FATAL_ERROR "found only ${n_kernels} kernels in ${KERNELS_H}: the pattern is stale")
 endif()
 
 file(READ ${SHIM_H} shim)
-string(REGEX MATCHALL "#define pipert_[a-z0-9_]+ " defines "${shim}")
-set(wrapped)
-foreach(d IN LISTS defines)
-  string(REGEX MATCH "pipert_[a-z0-9_]+" name "${d}")
-  list(APPEND wrapped ${name})
-endforeach()
+pipert_names(wrapped "${shim}" "#define pipert_[a-z0-9_]+ ")
 
 file(GLOB sources ${TESTS_DIR}/*.cpp ${TESTS_DIR}/*.h)
 set(used)
