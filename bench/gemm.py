@@ -3,10 +3,12 @@
 
 usage: bench/gemm.py [--bench build/bin/gemm_bench] [--threads 1] [MxNxK ...]
 
-Runs gemm_bench --json, then numpy.matmul (float32) with the same thread
-count, and prints GFLOP/s of both and their ratio (pipert / numpy). Thread
-counts are fixed through the environment before numpy loads its BLAS.
-OPENBLAS_CORETYPE is left as the environment has it (see DESIGN.md).
+Runs gemm_bench --json twice, as pipert runs (oneDNN; OpenBLAS for tiny
+products) and with PIPERT_GEMM=openblas, then numpy.matmul (float32) with the
+same thread count, and prints GFLOP/s of the three and the ratios pipert /
+numpy and pipert / pipert-on-OpenBLAS. Thread counts are fixed through the
+environment before numpy loads its BLAS. OPENBLAS_CORETYPE is left as the
+environment has it (see DESIGN.md).
 """
 import argparse
 import json
@@ -57,11 +59,14 @@ def main():
     cmd = [args.bench, "--json", "--threads", str(args.threads),
            "--min-time", str(args.min_time)] + args.shapes
     ours = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    blas = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True,
+                                     env=dict(os.environ, PIPERT_GEMM="openblas")).stdout)
 
     print("pipert: OpenBLAS core %s, %d thread(s); numpy %s: %s"
           % (ours["openblas_core"], ours["threads"], np.__version__, numpy_core))
-    print("%-18s %12s %12s %8s" % ("M x N x K", "pipert GF/s", "numpy GF/s", "ratio"))
-    for r in ours["results"]:
+    print("%-18s %12s %14s %12s %9s %11s" % ("M x N x K", "pipert GF/s", "on OpenBLAS",
+                                              "numpy GF/s", "/ numpy", "/ OpenBLAS"))
+    for r, rb in zip(ours["results"], blas["results"]):
         m, n, k = r["m"], r["n"], r["k"]
         a = np.random.rand(m, k).astype(np.float32)
         b = np.random.rand(k, n).astype(np.float32)
@@ -74,7 +79,9 @@ def main():
             best = min(best, time.perf_counter() - t0)
             reps += 1
         gf = 2.0 * m * n * k / best * 1e-9
-        print("%-18s %12.2f %12.2f %8.2f" % ("%dx%dx%d" % (m, n, k), r["gflops"], gf, r["gflops"] / gf))
+        print("%-18s %12.2f %14.2f %12.2f %9.2f %11.2f"
+              % ("%dx%dx%d" % (m, n, k), r["gflops"], rb["gflops"], gf, r["gflops"] / gf,
+                 r["gflops"] / rb["gflops"]))
     return 0
 
 

@@ -1,6 +1,6 @@
 //===- gemm_bench.cpp - single-precision GEMM throughput of pipert --------===//
 //
-// Times pipert_gemm_f32 (OpenBLAS cblas_sgemm underneath) on square and
+// Times pipert_gemm_f32 (oneDNN's or OpenBLAS's sgemm underneath) on square and
 // DNN-like shapes and prints GFLOP/s. bench/gemm.py runs this and numpy on
 // the same shapes, one thread each, and prints the ratio.
 //
@@ -75,7 +75,11 @@ int main(int argc, char **argv) {
   }
   if (shapes.empty())
     shapes = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024},
-              {64, 4096, 1024}, {4096, 1024, 64}, {128, 3136, 576}};
+              {64, 4096, 1024}, {4096, 1024, 64}, {128, 3136, 576},
+              // The GPT's (bench/train_step.py): QKV, MLP up and down, attention.
+              {512, 768, 256}, {512, 1024, 256}, {512, 256, 1024}, {64, 64, 64},
+              // Tiny: below the size pipert hands to oneDNN.
+              {16, 16, 16}};
   pipert_context *ctx = pipert_context_create(threads, 1);
   const char *core = openblas_get_corename();
   if (json)

@@ -105,7 +105,7 @@ void pipert_unary_f32(pipert_context *ctx, pipert_unary_op op, const float *x, i
     return map1(ctx, x, n, y, [](float v) { return formula::sigmoid(v); });
   case PIPERT_UNARY_ERF: return map1(ctx, x, n, y, [](float v) { return verf(v); });
   case PIPERT_UNARY_SQRT: return map1(ctx, x, n, y, [](float v) { return std::sqrt(v); });
-  case PIPERT_UNARY_EXP: return map1(ctx, x, n, y, [](float v) { return std::exp(v); });
+  case PIPERT_UNARY_EXP: return map1(ctx, x, n, y, [](float v) { return vexp(v); });
   case PIPERT_UNARY_LOG: return map1(ctx, x, n, y, [](float v) { return std::log(v); });
   case PIPERT_UNARY_ABS: return map1(ctx, x, n, y, [](float v) { return std::fabs(v); });
   case PIPERT_UNARY_RECIPROCAL: return map1(ctx, x, n, y, [](float v) { return 1.f / v; });
@@ -279,7 +279,9 @@ void pipert_sigmoid_grad_f32(pipert_context *ctx, const float *y, const float *d
 
 void pipert_erf_grad_f32(pipert_context *ctx, const float *x, const float *dy, int64_t n,
                          float *dx) {
-  map2(ctx, x, dy, n, dx, [](float v, float g) { return formula::erf_grad(v, g); });
+  // formula::erf_grad with the vectorisable exp.
+  map2(ctx, x, dy, n, dx,
+       [](float v, float g) { return g * 1.1283791670955126f * vexp(-v * v); });
 }
 
 void pipert_reduce_to_shape_f32(pipert_context *, const float *dy, int64_t dy_rank,

@@ -1,28 +1,72 @@
-//===- linalg.cpp - GEMM and MatMul through OpenBLAS (CPU) ----------------===//
+//===- linalg.cpp - GEMM and MatMul through oneDNN / OpenBLAS (CPU) -------===//
+//
+// Every GEMM of the CPU kernels goes through pipert_sgemm. It calls oneDNN's
+// dnnl_sgemm, which picks its kernel from the CPU's ISA at run time (JIT), and
+// OpenBLAS's cblas_sgemm for tiny products, where oneDNN's dispatch costs
+// more than the arithmetic. Measured here (bench/gemm.py, one thread):
+// OpenBLAS runs the core type the environment forces (OPENBLAS_CORETYPE,
+// Haswell's AVX2 kernels on this AVX-512 machine) at ~130 GFLOP/s; oneDNN
+// reaches ~250 on the same shapes. PIPERT_GEMM=openblas|onednn chooses one
+// library for every product.
+//===----------------------------------------------------------------------===//
 #include "kernel_util.h"
 
 #include <cblas.h>
+#include <dnnl.h>
+
+#include <cstdlib>
+#include <cstring>
 
 // Declared by OpenBLAS's cblas.h, but not by every cblas.h a system may put
 // first on the include path.
 extern "C" void openblas_set_num_threads(int num_threads);
+// oneDNN (Debian's build) runs its threads with OpenMP.
+extern "C" void omp_set_num_threads(int num_threads);
 
 using namespace pipert::cpu;
 
 namespace pipert::cpu {
 
 void blas_threads(pipert_context *ctx) {
-  // OpenBLAS keeps the count globally; only call it on a change, the call is
-  // not free.
+  // Both libraries keep the count per process (OpenMP: per calling thread);
+  // only call them on a change, the calls are not free.
   static thread_local int current = -1;
   int want = ctx ? pipert_context_threads(ctx) : 1;
   if (want != current) {
     openblas_set_num_threads(want);
+    omp_set_num_threads(want);
     current = want;
   }
 }
 
 } // namespace pipert::cpu
+
+namespace {
+
+enum class GemmLibrary { Auto, OneDnn, OpenBlas };
+
+GemmLibrary gemm_library() {
+  static const GemmLibrary lib = [] {
+    const char *env = std::getenv("PIPERT_GEMM");
+    if (!env || !*env || !std::strcmp(env, "auto"))
+      return GemmLibrary::Auto;
+    if (!std::strcmp(env, "onednn"))
+      return GemmLibrary::OneDnn;
+    if (!std::strcmp(env, "openblas"))
+      return GemmLibrary::OpenBlas;
+    pipert_fail("PIPERT_GEMM=%s: expected onednn, openblas or auto (the default: oneDNN, "
+                "OpenBLAS for tiny products)",
+                env);
+  }();
+  return lib;
+}
+
+// Below this many multiply-adds oneDNN's per-call dispatch (~0.1-0.2 us)
+// outweighs its faster kernels: 16x16x16 takes 0.13 us in OpenBLAS and
+// 0.22 us in oneDNN, 8x64x64 0.75 us and 0.47 us.
+constexpr int64_t kOneDnnMinWork = 16384;
+
+} // namespace
 
 static void check_blas_dim(const char *op, int64_t v) {
   if (v < 0 || v > INT32_MAX)
@@ -47,6 +91,16 @@ void pipert_sgemm(pipert_context *ctx, int trans_a, int trans_b, int64_t m, int6
     return;
   }
   blas_threads(ctx);
+  GemmLibrary lib = gemm_library();
+  if (lib == GemmLibrary::OneDnn || (lib == GemmLibrary::Auto && m * n * k >= kOneDnnMinWork)) {
+    dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a,
+                                  lda, b, ldb, beta, c, ldc);
+    if (st != dnnl_success)
+      pipert_fail("sgemm: oneDNN's dnnl_sgemm failed (status %d) on %lldx%lldx%lld; "
+                  "PIPERT_GEMM=openblas avoids it",
+                  int(st), (long long)m, (long long)n, (long long)k);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha, a, int(lda), b,
               int(ldb), beta, c, int(ldc));

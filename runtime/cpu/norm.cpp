@@ -1,6 +1,7 @@
 //===- norm.cpp - softmax, layer and batch normalisation (CPU) ------------===//
 #include "kernel_util.h"
 #include "../core/formulas.h"
+#include "vmath.h"
 
 #include <cmath>
 
@@ -19,7 +20,8 @@ void softmax_impl(pipert_context *ctx, const char *op, const float *x, int64_t r
   if (inner == 1) {
     // The last axis (attention, the loss): one contiguous row per outer
     // index, its max and sum in registers. The same operations in the same
-    // order as the general loop below.
+    // order as the general loop below. (A LogSoftmax row's exponentials go
+    // through y before y gets its values.)
     parallel_for(ctx, s.outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, mid)),
                  [&](int64_t ob, int64_t oe) {
       for (int64_t o = ob; o < oe; ++o) {
@@ -28,19 +30,18 @@ void softmax_impl(pipert_context *ctx, const char *op, const float *x, int64_t r
         float mx = -INFINITY;
         for (int64_t m = 0; m < mid; ++m)
           mx = std::max(mx, xb[m]);
+        // The exponentials in one loop (it vectorises), their sum in
+        // order in a second.
+        for (int64_t m = 0; m < mid; ++m)
+          yb[m] = vexp(xb[m] - mx);
         float sum = 0.f;
+        for (int64_t m = 0; m < mid; ++m)
+          sum += yb[m];
         if (Log) {
-          for (int64_t m = 0; m < mid; ++m)
-            sum += std::exp(xb[m] - mx);
           const float lse = mx + std::log(sum);
           for (int64_t m = 0; m < mid; ++m)
             yb[m] = xb[m] - lse;
         } else {
-          for (int64_t m = 0; m < mid; ++m) {
-            float e = std::exp(xb[m] - mx);
-            yb[m] = e;
-            sum += e;
-          }
           const float inv = 1.f / sum;
           for (int64_t m = 0; m < mid; ++m)
             yb[m] *= inv;
@@ -62,7 +63,7 @@ void softmax_impl(pipert_context *ctx, const char *op, const float *x, int64_t r
           mx[j] = std::max(mx[j], xb[m * inner + j]);
       for (int64_t m = 0; m < mid; ++m)
         for (int64_t j = 0; j < inner; ++j) {
-          float e = std::exp(xb[m * inner + j] - mx[j]);
+          float e = vexp(xb[m * inner + j] - mx[j]);
           if (!Log)
             yb[m * inner + j] = e;
           sum[j] += e;

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -179,6 +180,71 @@ TEST(Elementwise, ErfWithinAFewUlp) {
   EXPECT_EQ(y[x.size() - 3], 1.f);
   EXPECT_EQ(y[x.size() - 2], -1.f);
   EXPECT_TRUE(std::isnan(y[x.size() - 1]));
+}
+
+// Exp against exp in double (vexp of runtime/cpu/vmath.h on the CPU, expf
+// on CUDA): relative error within a few float ulp over every normal result,
+// subnormal results within one subnormal step, 0 below, infinity above, NaN
+// kept; and Softmax and Erf's gradient, which use it, against double.
+TEST(Elementwise, ExpWithinAFewUlp) {
+  Ctx ctx;
+  Vec x;
+  for (int i = -1100000; i <= 900000; ++i)
+    x.push_back(float(i) * 1e-4f); // [-110, 90]
+  for (float t : {0.f, 1e-30f, 1e-6f})
+    x.push_back(t);
+  x.push_back(INFINITY);
+  x.push_back(-INFINITY);
+  x.push_back(NAN);
+  Vec y(x.size());
+  pipert_unary_f32(ctx.ctx, PIPERT_UNARY_EXP, x.data(), int64_t(x.size()), y.data());
+  double worst = 0;
+  for (size_t i = 0; i + 3 < x.size(); ++i) {
+    double e = std::exp(double(x[i]));
+    if (e > double(FLT_MAX)) {
+      EXPECT_EQ(y[i], INFINITY) << "at " << x[i];
+    } else if (e < double(FLT_MIN)) {
+      EXPECT_LE(std::fabs(double(y[i]) - e), 2 * double(FLT_TRUE_MIN)) << "at " << x[i];
+    } else {
+      worst = std::max(worst, std::fabs(double(y[i]) - e) / e);
+    }
+  }
+  EXPECT_LT(worst, 2e-7);
+  EXPECT_EQ(y[x.size() - 3], INFINITY);
+  EXPECT_EQ(y[x.size() - 2], 0.f);
+  EXPECT_TRUE(std::isnan(y[x.size() - 1]));
+
+  // Softmax over rows of 64 holding a causal mask's -inf.
+  const int64_t shape[2] = {3, 64};
+  Vec s(3 * 64), p(3 * 64);
+  for (int i = 0; i < 3 * 64; ++i)
+    s[size_t(i)] = (i % 64) > 40 + i / 64 ? -INFINITY : float((i * 37) % 23) * 0.7f - 8.f;
+  pipert_softmax_f32(ctx.ctx, s.data(), 2, shape, -1, p.data());
+  for (int r = 0; r < 3; ++r) {
+    // The differences x - max in float, as the kernel has them.
+    float mx = -INFINITY;
+    double sum = 0;
+    for (int m = 0; m < 64; ++m)
+      mx = std::max(mx, s[size_t(r * 64 + m)]);
+    for (int m = 0; m < 64; ++m)
+      sum += std::exp(double(s[size_t(r * 64 + m)] - mx));
+    for (int m = 0; m < 64; ++m) {
+      double want = std::exp(double(s[size_t(r * 64 + m)] - mx)) / sum;
+      EXPECT_NEAR(p[size_t(r * 64 + m)], want, 4e-7 * want + 1e-30) << r << "," << m;
+    }
+  }
+  // d erf / dx = 2 / sqrt(pi) exp(-x^2).
+  Vec gx, g, dx(2001);
+  for (int i = -1000; i <= 1000; ++i) {
+    gx.push_back(float(i) * 5e-3f);
+    g.push_back(0.5f + float(i % 7));
+  }
+  pipert_erf_grad_f32(ctx.ctx, gx.data(), g.data(), 2001, dx.data());
+  for (size_t i = 0; i < gx.size(); ++i) {
+    // x^2 in float, as the kernel has it.
+    double want = double(g[i]) * 2 / std::sqrt(M_PI) * std::exp(double(-(gx[i] * gx[i])));
+    EXPECT_NEAR(dx[i], want, 4e-7 * std::fabs(want) + 1e-30) << gx[i];
+  }
 }
 
 TEST(Elementwise, WhereEqualAndInt64Arithmetic) {
