@@ -204,7 +204,7 @@ static cl::opt<bool> autoDryRun(
              "(plans for more devices than this machine has)"));
 static cl::list<std::string> autoMethods(
     "auto-methods", cl::CommaSeparated, cl::cat(plannerCat),
-    cl::value_desc("pipedream,2bw"),
+    cl::value_desc("pipedream,2bw,spectrain,pipemare"),
     cl::desc("--auto may also choose these no-flush methods (1F1B without a "
              "flush between steps: no fill and drain per step, but stale "
              "weights, so they train differently; see --method)"));
@@ -545,6 +545,12 @@ int main(int argc, char **argv) {
     options.bufferedSends = target != "cuda" && pipectools::runtimeBuffersSends();
     for (const std::string &m : autoMethods)
       options.asyncMethods.push_back(m);
+    // PipeMare's T2 where given (checked below): a second weight copy and
+    // two passes over the weights per micro-batch.
+    double gammaGiven = -1.0;
+    if (!discrepancyCorrection.empty() &&
+        !StringRef(discrepancyCorrection.getValue()).getAsDouble(gammaGiven))
+      options.discrepancyCorrection = gammaGiven;
     if (!memoryPerDevice.empty())
       options.memoryPerDevice = parseBytes(memoryPerDevice);
     options.optimizerStateFactor =
@@ -578,6 +584,9 @@ int main(int argc, char **argv) {
 
   // --auto: choose stages, micro-batches and the schedule.
   llvm::json::Object autoRecord;
+  // --auto chose another method than the pipemare the PipeMare flags ask
+  // for (it says so).
+  bool autoDroppedPipeMareFlags = false;
   if (autoPlan) {
     for (cl::Option *given : {static_cast<cl::Option *>(&numStages),
                               static_cast<cl::Option *>(&microbatches),
@@ -605,10 +614,20 @@ int main(int argc, char **argv) {
     if (options.memoryPerDevice < 0)
       return fail("--memory-per-device '" + memoryPerDevice +
                   "' is not a size; write e.g. 8G, 512M or 1048576");
-    for (const std::string &m : autoMethods)
-      if (m != "pipedream" && m != "2bw")
+    for (const std::string &m : autoMethods) {
+      if (m != "pipedream" && m != "2bw" && m != "spectrain" && m != "pipemare")
         return fail("--auto-methods: '" + m + "' is not one --auto searches "
-                    "(pipedream, 2bw)");
+                    "(pipedream, 2bw, spectrain, pipemare)");
+      if (m == "spectrain" && optimizer == "adagrad")
+        return fail("--auto-methods spectrain: spectrain predicts along the "
+                    "optimizer's step direction, which adagrad does not "
+                    "define: drop it or use --optimizer sgd, momentum, "
+                    "nesterov, adam or adamw");
+    }
+    if ((lrWarmup.getNumOccurrences() || discrepancyCorrection.getNumOccurrences()) &&
+        !llvm::is_contained(autoMethods, std::string("pipemare")))
+      return fail("--lr-warmup and --discrepancy-correction apply to --method "
+                  "pipemare: with --auto, add pipemare to --auto-methods");
     pipec::planner::PlanSearch search =
         pipec::planner::searchPlans(forward, options);
     if (search.candidates.empty())
@@ -646,6 +665,15 @@ int main(int argc, char **argv) {
     advance = best.advance;
     if (best.method != "sync")
       method = best.method;
+    if (best.method != "pipemare" &&
+        (lrWarmup.getNumOccurrences() || discrepancyCorrection.getNumOccurrences())) {
+      llvm::outs() << "pipe-compile: --auto chose " << best.method
+                   << ", not pipemare: --lr-warmup and "
+                      "--discrepancy-correction are not used\n";
+      autoDroppedPipeMareFlags = true;
+      lrWarmup = 0;
+      discrepancyCorrection = std::string();
+    }
     llvm::json::Array rows;
     for (size_t i = 0; i < search.candidates.size() && i < 10; ++i) {
       const pipec::planner::Candidate &c = search.candidates[i];
@@ -709,7 +737,7 @@ int main(int argc, char **argv) {
     return fail("--lr-warmup must be >= 0 updates (got " +
                 llvm::Twine(lrWarmup.getValue()) + ")");
   double gamma = -1.0;
-  if (discrepancyCorrection.getNumOccurrences()) {
+  if (discrepancyCorrection.getNumOccurrences() && !autoDroppedPipeMareFlags) {
     StringRef text = discrepancyCorrection.getValue();
     if (text.getAsDouble(gamma) || !(gamma >= 0 && gamma < 1))
       return fail("--discrepancy-correction must be a decay in [0, 1), not '" +
@@ -717,7 +745,7 @@ int main(int argc, char **argv) {
   }
   if ((lrWarmup.getNumOccurrences() ||
        discrepancyCorrection.getNumOccurrences()) &&
-      method != "pipemare")
+      method != "pipemare" && !autoDroppedPipeMareFlags)
     return fail("--lr-warmup and --discrepancy-correction apply to --method "
                 "pipemare only");
   if (method == "spectrain" && optimizer == "adagrad")

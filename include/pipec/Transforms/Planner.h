@@ -56,10 +56,17 @@ struct PlannerOptions {
   /// the receiver copying; tools/common/MpiFlags.h runtimeBuffersSends);
   /// false: every send waits for its receiver (rendezvous).
   bool bufferedSends = true;
-  /// No-flush methods also searched ("pipedream", "2bw"): 1F1B without a
-  /// flush between steps, so no fill and drain bubble per step, but they
-  /// train on stale weights (../shared/METHODS.md), so only on request.
+  /// No-flush methods also searched ("pipedream", "2bw", "spectrain",
+  /// "pipemare"): 1F1B without a flush between steps, so no fill and drain
+  /// bubble per step, but they train on stale weights
+  /// (../shared/METHODS.md), so only on request. SpecTrain and PipeMare
+  /// recompute each stage's forward in its backward (they run the backward
+  /// on other weights than the forward), and keep no stashed versions.
   std::vector<std::string> asyncMethods;
+  /// PipeMare's discrepancy correction (T2) decay, as pipe-compile's
+  /// --discrepancy-correction; < 0: off (then PipeMare keeps no second
+  /// weight copy).
+  double discrepancyCorrection = -1.0;
   /// Partitioner settings (as pipe-assign-stages').
   double cutSlack = 2.0;
   double tolerance = 0.1;

@@ -268,15 +268,44 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
   c.pipelines = pipelines;
   c.method = method;
   const bool noFlush = method != "sync" && p > 1;
+  // PipeDream, SpecTrain and PipeMare update once per micro-batch, 2BW once
+  // per step. SpecTrain and PipeMare run a stage's backward on other
+  // weights than its forward (predicted, or not stashed), so every backward
+  // recomputes its forward (pipe-split-stages recompute=true) and a stage
+  // keeps only its inputs per micro-batch in flight.
+  const bool perMicroBatch =
+      noFlush && (method == "pipedream" || method == "spectrain" || method == "pipemare");
+  const bool recomputes = noFlush && (method == "spectrain" || method == "pipemare");
+  const bool pipemareT2 = method == "pipemare" && options.discrepancyCorrection >= 0;
   std::vector<double> fwd(p), bwd(p), upd(p);
   StepFit fit = profileStepFit(options);
   for (int64_t s = 0; s < p; ++s) {
     auto [f, b] = stageTimes(split, s, samples, batch, fit, options);
+    const double params = double(split.paramBytes[s]);
+    // A stage with a delay (τ = p-1-s > 0) predicts (SpecTrain) or corrects
+    // (PipeMare T2) its weights; the last stage uses the live ones.
+    const bool delayed = noFlush && s < p - 1;
+    double updateBytes = params * double(3 + 2 * options.optimizerStateFactor);
+    if (recomputes)
+      b += f;
+    if (method == "spectrain" && delayed) {
+      // Before each forward, w - d·lr·v into the second slot (Adam's
+      // direction reads m and v); plain SGD's update also keeps its
+      // gradient as the direction.
+      f += params * (options.optimizerStateFactor == 2 ? 4 : 3) /
+           options.updateBytesPerSecond;
+      if (options.optimizerStateFactor == 0)
+        updateBytes += params;
+    }
+    if (pipemareT2 && delayed) {
+      // Before each backward, W - τ·δ into the second slot; each update
+      // folds W(k+1) - W(k) into δ.
+      b += params * 3 / options.updateBytesPerSecond;
+      updateBytes += params * 3;
+    }
     fwd[s] = f;
     bwd[s] = b;
-    upd[s] = double(split.paramBytes[s]) *
-             double(3 + 2 * options.optimizerStateFactor) /
-             options.updateBytesPerSecond;
+    upd[s] = updateBytes / options.updateBytesPerSecond;
     // The step's fixed cost (feeding inputs, the loss, the step loop), once
     // per step on every device, whatever M: charged with the update, the
     // instruction each device runs once per step.
@@ -308,7 +337,7 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
   } else {
     sched::Schedule schedule =
         noFlush ? sched::generateNoFlushStep(p, m,
-                                             method == "pipedream"
+                                             perMicroBatch
                                                  ? sched::UpdateRule::PerMicroBatch
                                                  : sched::UpdateRule::PerStep)
                 : sched::generateSchedule(kind, p, m, advance);
@@ -320,11 +349,10 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
       case sched::InstrKind::Backward:
         return toNanos(bwd[d]);
       case sched::InstrKind::Update:
-        // PipeDream updates once per micro-batch: the step's fixed cost
-        // shared among them.
-        return toNanos(noFlush && method == "pipedream"
-                           ? upd[d] - fit.fixed + fit.fixed / double(m)
-                           : upd[d]);
+        // PipeDream, SpecTrain and PipeMare update once per micro-batch:
+        // the step's fixed cost shared among them.
+        return toNanos(perMicroBatch ? upd[d] - fit.fixed + fit.fixed / double(m)
+                                     : upd[d]);
       case sched::InstrKind::Send:
         // Activations go to d+1 across boundary d+1, gradients to d-1
         // across boundary d.
@@ -370,7 +398,7 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
       if (!shorter || !longer)
         return std::nullopt;
       c.stepSeconds = double(*longer - *shorter) * 0.5e-9;
-      const int64_t updates = method == "pipedream" ? m : 1;
+      const int64_t updates = perMicroBatch ? m : 1;
       double busy = 0;
       for (int64_t s = 0; s < p; ++s) {
         busy += double(m) * (fwd[s] + bwd[s]) + double(updates) * (upd[s] - fit.fixed) +
@@ -384,14 +412,32 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
   c.throughput =
       c.stepSeconds > 0 ? batch * double(pipelines) / c.stepSeconds : 0;
   for (int64_t s = 0; s < p; ++s) {
-    // Weight versions a no-flush method keeps besides the weights:
+    // Weight-sized buffers a no-flush method keeps besides the weights:
     // PipeDream stashes one per micro-batch in flight (p - s at stage s),
-    // 2BW two in all.
-    double versions = !noFlush ? 0.0 : method == "pipedream" ? double(p - s - 1) : 1.0;
+    // 2BW two versions in all; SpecTrain, on a stage with a delay, the
+    // predicted weights (and plain SGD's last gradient, its direction);
+    // PipeMare with T2 the corrected weights and δ.
+    const bool delayed = noFlush && s < p - 1;
+    double versions = 0.0;
+    if (noFlush) {
+      if (method == "pipedream")
+        versions = double(p - s - 1);
+      else if (method == "2bw")
+        versions = 1.0;
+      else if (method == "spectrain" && delayed)
+        versions = options.optimizerStateFactor == 0 ? 2.0 : 1.0;
+      else if (pipemareT2 && delayed)
+        versions = 2.0;
+    }
+    // Activations: with recompute, a stage keeps its inputs per micro-batch
+    // in flight and one micro-batch's activations while it recomputes.
+    double activations =
+        recomputes ? double(split.boundary[s]) * ratio * double(peak[s]) +
+                         double(split.activationBytes[s]) * ratio
+                   : double(split.activationBytes[s]) * ratio * double(peak[s]);
     double bytes =
         double(split.paramBytes[s]) * double(2 + options.optimizerStateFactor + versions) +
-        double(split.activationBytes[s]) * ratio * double(peak[s]) +
-        2.0 * double(split.boundary[s] + split.boundary[s + 1]) * ratio;
+        activations + 2.0 * double(split.boundary[s] + split.boundary[s + 1]) * ratio;
     c.memory.push_back(int64_t(std::ceil(bytes)));
   }
   c.peakMemory = *std::max_element(c.memory.begin(), c.memory.end());
@@ -499,9 +545,12 @@ PlanSearch planner::searchPlans(func::FuncOp forward,
             consider(m, sched::ScheduleKind::AdvanceForward, k, pipes);
         // The no-flush methods asked for (one pipeline: the compiler runs
         // them without data-parallel replicas).
+        // 2BW accumulates M >= p micro-batches into each update
+        // (pipe-schedule refuses fewer).
         if (pipes == 1)
           for (const std::string &method : options.asyncMethods)
-            consider(m, sched::ScheduleKind::OneFOneB, 0, pipes, method);
+            if (method != "2bw" || m >= p)
+              consider(m, sched::ScheduleKind::OneFOneB, 0, pipes, method);
       }
     }
   }
@@ -564,7 +613,7 @@ std::string planner::formatCandidates(const PlanSearch &search, size_t rows) {
   os << llvm::formatv("{0,-3} ", "#");
   if (pipes)
     os << llvm::formatv("{0,3} ", "P");
-  os << llvm::formatv("{0,6} {1,4} {2,-8} {3,12} {4,12} {5,7} {6,12} {7}\n",
+  os << llvm::formatv("{0,6} {1,4} {2,-9} {3,12} {4,12} {5,7} {6,12} {7}\n",
                       "stages", "M", "schedule", "step (ms)", "samples/s",
                       "bubble", "peak mem", "fits");
   for (size_t i = 0; i < search.candidates.size() && i < rows; ++i) {
@@ -577,7 +626,7 @@ std::string planner::formatCandidates(const PlanSearch &search, size_t rows) {
     os << llvm::formatv("{0,-3} ", i + 1);
     if (pipes)
       os << llvm::formatv("{0,3} ", c.pipelines);
-    os << llvm::formatv("{0,6} {1,4} {2,-8} {3,12} {4,12} {5,7} {6,12} {7}\n",
+    os << llvm::formatv("{0,6} {1,4} {2,-9} {3,12} {4,12} {5,7} {6,12} {7}\n",
                         c.stages, c.microbatches, kind,
                         llvm::formatv("{0:f3}", c.stepSeconds * 1e3).str(),
                         llvm::formatv("{0:f1}", c.throughput).str(),

@@ -1,7 +1,7 @@
 """Rewrites a pipe-profile JSON (keeping its model hash and machine) into a
 synthetic one whose optimum plan is known, for test/Tools/pipe-auto.test.
 
-    synthetic_profile.py IN OUT constant|linear|machine
+    synthetic_profile.py IN OUT constant|linear|fixed|cheapforward|machine
 
 constant: every node costs 1 ms forward and backward at every size (pure
 per-call cost: splitting a batch only multiplies calls), free links and
@@ -12,6 +12,9 @@ and the most micro-batches win (1F1B: GPipe's equal time with more memory).
 fixed: linear's node times, and whole steps of 1 ms more than the nodes at
 every size: a fixed cost per step (feeding inputs, the step loop) that
 the planner must charge once per step, not once per micro-batch.
+cheapforward: linear, but forwards cost rows x 1 us and backwards rows x
+19 us: recomputing a forward in the backward (SpecTrain, PipeMare) costs
+5% more per micro-batch, less than a synchronous flush.
 machine: the same profile, measured "elsewhere".
 """
 import json
@@ -27,6 +30,9 @@ else:
         if kind == "constant":
             op["forward_s"] = [1e-3] * len(rows)
             op["backward_s"] = [1e-3] * len(rows)
+        elif kind == "cheapforward":
+            op["forward_s"] = [1e-6 * r for r in rows]
+            op["backward_s"] = [1.9e-5 * r for r in rows]
         else:
             op["forward_s"] = [1e-5 * r for r in rows]
             op["backward_s"] = [1e-5 * r for r in rows]
