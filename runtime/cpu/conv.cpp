@@ -60,17 +60,59 @@ void col2im(const ConvGeom &g, const float *PIPERT_RESTRICT col, float *PIPERT_R
       }
 }
 
-// Calls fn(iy, ix) for the in-bounds taps of window (oy, ox); returns nothing.
-template <typename Fn> inline void window(const PoolGeom &g, int64_t oy, int64_t ox, Fn &&fn) {
-  for (int64_t i = 0; i < g.kh; ++i) {
-    int64_t iy = oy * g.sh - g.pt + i * g.dh;
-    if (iy < 0 || iy >= g.h)
-      continue;
-    for (int64_t j = 0; j < g.kw; ++j) {
-      int64_t ix = ox * g.sw - g.pl + j * g.dw;
-      if (ix >= 0 && ix < g.w)
-        fn(iy, ix);
+// The taps t in [t0, t1) of a window of k taps, dilation d, starting at
+// o * s - pad, that fall inside [0, n).
+inline void tap_range(int64_t o, int64_t s, int64_t pad, int64_t d, int64_t k, int64_t n,
+                      int64_t &t0, int64_t &t1) {
+  const int64_t base = o * s - pad;
+  t0 = 0;
+  t1 = k;
+  if (base >= 0 && base + (k - 1) * d < n)
+    return; // inside: every tap
+  while (t0 < k && base + t0 * d < 0)
+    ++t0;
+  while (t1 > t0 && base + (t1 - 1) * d >= n)
+    --t1;
+}
+
+// The first in-bounds tap of window (oy, ox) with the largest value (the
+// first where a NaN is), rows i0..i1 of it: its value in best and its
+// index in the plane in arg, which stays -1 (best untouched) for a window
+// with no tap inside. The comparisons are selects, not branches: a branch
+// on random data mispredicts half the time.
+inline void window_max(const PoolGeom &g, const float *xp, int64_t oy, int64_t ox, int64_t i0,
+                       int64_t i1, float &best, int64_t &arg) {
+  int64_t j0, j1;
+  tap_range(ox, g.sw, g.pl, g.dw, g.kw, g.w, j0, j1);
+  if (i0 >= i1 || j0 >= j1)
+    return;
+  const int64_t y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
+  int64_t a = (y0 + i0 * g.dh) * g.w + x0 + j0 * g.dw;
+  float b = xp[a];
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t row = (y0 + i * g.dh) * g.w + x0;
+    for (int64_t j = i == i0 ? j0 + 1 : j0; j < j1; ++j) {
+      const int64_t idx = row + j * g.dw;
+      const float v = xp[idx];
+      const bool gt = v > b;
+      b = gt ? v : b;
+      a = gt ? idx : a;
     }
+  }
+  best = b;
+  arg = a;
+}
+
+// Calls fn(iy, ix) for the in-bounds taps of window (oy, ox), row by row;
+// returns nothing.
+template <typename Fn> inline void window(const PoolGeom &g, int64_t oy, int64_t ox, Fn &&fn) {
+  int64_t i0, i1, j0, j1;
+  tap_range(oy, g.sh, g.pt, g.dh, g.kh, g.h, i0, i1);
+  tap_range(ox, g.sw, g.pl, g.dw, g.kw, g.w, j0, j1);
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t iy = oy * g.sh - g.pt + i * g.dh;
+    for (int64_t j = j0; j < j1; ++j)
+      fn(iy, ox * g.sw - g.pl + j * g.dw);
   }
 }
 
@@ -185,22 +227,19 @@ void pipert_maxpool2d_f32(pipert_context *, const float *x, const int64_t x_shap
   PoolGeom g = pool_geom("MaxPool", x_shape, kernel, pads, strides, dilations, ceil_mode);
   for (int64_t p = 0; p < g.n * g.c; ++p) {
     const float *xp = x + p * g.h * g.w;
-    for (int64_t oy = 0; oy < g.oh; ++oy)
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+      int64_t i0, i1;
+      tap_range(oy, g.sh, g.pt, g.dh, g.kh, g.h, i0, i1);
       for (int64_t ox = 0; ox < g.ow; ++ox) {
-        float best = -std::numeric_limits<float>::infinity();
         int64_t arg = -1;
-        window(g, oy, ox, [&](int64_t iy, int64_t ix) {
-          float v = xp[iy * g.w + ix];
-          if (arg < 0 || v > best) {
-            best = v;
-            arg = iy * g.w + ix;
-          }
-        });
+        float best = -std::numeric_limits<float>::infinity();
+        window_max(g, xp, oy, ox, i0, i1, best, arg);
         int64_t o = (p * g.oh + oy) * g.ow + ox;
         y[o] = best;
         if (indices)
           indices[o] = arg < 0 ? -1 : p * g.h * g.w + arg;
       }
+    }
   }
 }
 
@@ -213,20 +252,17 @@ void pipert_maxpool2d_grad_f32(pipert_context *, const float *x, const int64_t x
   for (int64_t p = 0; p < g.n * g.c; ++p) {
     const float *xp = x + p * g.h * g.w;
     float *dp = dx + p * g.h * g.w;
-    for (int64_t oy = 0; oy < g.oh; ++oy)
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+      int64_t i0, i1;
+      tap_range(oy, g.sh, g.pt, g.dh, g.kh, g.h, i0, i1);
       for (int64_t ox = 0; ox < g.ow; ++ox) {
-        float best = 0.f;
         int64_t arg = -1;
-        window(g, oy, ox, [&](int64_t iy, int64_t ix) {
-          float v = xp[iy * g.w + ix];
-          if (arg < 0 || v > best) {
-            best = v;
-            arg = iy * g.w + ix;
-          }
-        });
+        float best = 0.f;
+        window_max(g, xp, oy, ox, i0, i1, best, arg);
         if (arg >= 0)
           dp[arg] += dy[(p * g.oh + oy) * g.ow + ox];
       }
+    }
   }
 }
 
