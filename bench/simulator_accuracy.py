@@ -3,7 +3,8 @@
 
     /usr/bin/python3 bench/simulator_accuracy.py [--build build]
         [--models mlp,cnn,transformer] [--batch 32] [--microbatches 1,4,8]
-        [--schedules gpipe,1f1b] [--steps 30] [--auto-devices 2]
+        [--schedules gpipe,1f1b] [--steps 30] [--auto-devices 2] [--repeats 3]
+        [--profile-steps 20] [--profile-repeats 5]
 
 For each model of examples/models.py (exported with a symbolic batch):
 pipe-profile measures its op costs at the micro-batch sizes of the grid and
@@ -39,6 +40,10 @@ def main():
     p.add_argument("--auto-devices", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3,
                    help="runs per plan; the fastest counts (noise is one-sided)")
+    p.add_argument("--profile-steps", type=int, default=20,
+                   help="pipe-profile --steps: steps per size and round")
+    p.add_argument("--profile-repeats", type=int, default=5,
+                   help="pipe-profile --repeats: rounds over the sizes")
     a = p.parse_args()
     bindir = os.path.join(a.build, "bin")
     tool = lambda name: os.path.join(bindir, name)
@@ -58,7 +63,8 @@ def main():
         data = os.path.join(work, model + ".npz")
         prof = os.path.join(work, model + ".profile.json")
         run([tool("pipe-profile"), onnx, "--data", data, "-o", prof,
-             "--rows", ",".join(map(str, rows)), "--steps", "8"])
+             "--rows", ",".join(map(str, rows)), "--steps", str(a.profile_steps),
+             "--repeats", str(a.profile_repeats)])
         measured = {}
 
         def measure(out):

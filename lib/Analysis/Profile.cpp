@@ -230,6 +230,9 @@ std::optional<OpProfile> mlir::pipec::readProfile(llvm::StringRef path,
   profile.opEventSeconds = root->getNumber("op_event_s").value_or(0);
   if (!(profile.updateSeconds >= 0) || !(profile.opEventSeconds >= 0))
     return bad("\"update_s\" and \"op_event_s\" must be seconds (>= 0)");
+  profile.pipelineFactor = root->getNumber("pipeline_compute_factor").value_or(0);
+  if (!(profile.pipelineFactor >= 0))
+    return bad("\"pipeline_compute_factor\" must be a ratio (> 0, or 0: not measured)");
   if (const llvm::json::Object *link = root->getObject("link")) {
     profile.linkLatency = link->getNumber("latency_s").value_or(0);
     profile.linkBandwidth = link->getNumber("bandwidth_bytes_per_s").value_or(0);
@@ -285,6 +288,7 @@ bool mlir::pipec::writeProfile(llvm::StringRef path, const OpProfile &profile,
       {"update_bytes_per_s", profile.updateBytesPerSecond},
       {"update_s", profile.updateSeconds},
       {"op_event_s", profile.opEventSeconds},
+      {"pipeline_compute_factor", profile.pipelineFactor},
       {"link", [&] {
          llvm::json::Array sizes;
          for (auto [bytes, seconds] : profile.linkTimes)

@@ -532,9 +532,14 @@ bool Simulator::tryTransfer(int64_t d) {
   if (instr.kind == InstrKind::Send && buffered(d, instr)) {
     // With receiverCopies the message is there at once and its duration is
     // charged when it is received (takeQueued).
-    queues[d * n + q].push_back({instr.tag, instr.mb, instr.payload, ref(d),
-                                 clock[d] + (options.receiverCopies ? 0 : cost(d, instr)),
-                                 options.receiverCopies ? cost(d, instr) : 0});
+    const int64_t total = cost(d, instr);
+    const int64_t copy =
+        !options.receiverCopies
+            ? 0
+            : options.receiverCopy ? std::clamp<int64_t>(options.receiverCopy(d, instr), 0, total)
+                                   : total;
+    queues[d * n + q].push_back(
+        {instr.tag, instr.mb, instr.payload, ref(d), clock[d] + (total - copy), copy});
     ++pc[d];
     return true;
   }

@@ -508,3 +508,46 @@ TEST(ScheduleTimed, DurationsOfComputeUpdatesAndTransfers) {
   ASSERT_TRUE(slots.ok());
   EXPECT_EQ(slots.makespan, 4);
 }
+
+// receiverCopy: of a buffered transfer's 7, the receiver pays the copy (2)
+// once it is at the recv and the message is there; the other 5 pass in
+// flight. Device 1 computes for 150 while device 0's message (sent at 100)
+// travels: it arrives at 105, and device 1 copies it from 150 to 152 (the
+// whole transfer charged to the receiver: 150 to 157).
+TEST(ScheduleTimed, ReceiverPaysTheCopyOnly) {
+  std::vector<Program> two = {
+      {Instr::forward(0, 0), Instr::send(1, 0, kActivationTag)},
+      {Instr::backward(1, 5), Instr::recv(0, 0, kActivationTag), Instr::forward(1, 0)}};
+  SimulationOptions options;
+  options.duration = [](int64_t, const Instr &i) -> int64_t {
+    switch (i.kind) {
+    case InstrKind::Forward:
+      return 100;
+    case InstrKind::Backward:
+      return 150;
+    case InstrKind::Send:
+      return 7;
+    default:
+      return 0;
+    }
+  };
+  options.bufferedSends = true;
+  options.receiverCopies = true;
+  SimulationResult whole = simulate(two, options);
+  ASSERT_TRUE(whole.ok()) << whole.failure->message;
+  EXPECT_EQ(whole.makespan, 157 + 100);
+  options.receiverCopy = [](int64_t, const Instr &) { return int64_t(2); };
+  SimulationResult copy = simulate(two, options);
+  ASSERT_TRUE(copy.ok()) << copy.failure->message;
+  EXPECT_EQ(copy.makespan, 152 + 100);
+  // A receiver that waits: the message arrives at 105 and is copied by 107.
+  std::vector<Program> waiting = {two[0], {Instr::recv(0, 0, kActivationTag), Instr::forward(1, 0)}};
+  SimulationResult w = simulate(waiting, options);
+  ASSERT_TRUE(w.ok()) << w.failure->message;
+  EXPECT_EQ(w.makespan, 107 + 100);
+  // A copy longer than the transfer is the whole transfer.
+  options.receiverCopy = [](int64_t, const Instr &) { return int64_t(50); };
+  SimulationResult capped = simulate(two, options);
+  ASSERT_TRUE(capped.ok());
+  EXPECT_EQ(capped.makespan, whole.makespan);
+}

@@ -15,7 +15,9 @@
 // fits as a fixed cost per step plus the ops: fitStep). --repeats rounds
 // over the sizes, each time the fastest round's.
 // Then measures the link between two ranks (pipe-linkbench under mpirun:
-// latency and bandwidth of the runtime's transport). Writes the profile
+// latency and bandwidth of the runtime's transport) and, on the CPU, how
+// much longer the ops run as two pipeline stages beside each other (a
+// 2-stage run, M = 1: pipeline_compute_factor). Writes the profile
 // (docs/profile-json.md) tagged with the model's hash and this machine, for
 // pipe-compile --profile and --auto.
 //
@@ -94,9 +96,10 @@ std::string toolPath(llvm::StringRef name) {
   fail("cannot find " + name + " next to pipe-profile or on PATH");
 }
 
-/// Runs `args`, output to `log`; on failure, fails with the log's last line.
-void runOrFail(const std::vector<std::string> &args, const std::string &log,
-               const std::string &what) {
+/// Runs `args`, output to `log`; true if it succeeded, else `failure` says
+/// why (the log's last error line).
+bool runTool(const std::vector<std::string> &args, const std::string &log,
+             const std::string &what, std::string &failure) {
   std::vector<llvm::StringRef> refs(args.begin(), args.end());
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
                                                 llvm::StringRef(log)};
@@ -104,7 +107,7 @@ void runOrFail(const std::vector<std::string> &args, const std::string &log,
   int rc = llvm::sys::ExecuteAndWait(refs[0], refs, std::nullopt, redirects, 0, 0,
                                      &error);
   if (rc == 0)
-    return;
+    return true;
   std::string last;
   if (auto buffer = llvm::MemoryBuffer::getFile(log)) {
     llvm::SmallVector<llvm::StringRef> lines;
@@ -117,8 +120,17 @@ void runOrFail(const std::vector<std::string> &args, const std::string &log,
     if (last.empty() && !lines.empty())
       last = lines.back().trim().str();
   }
-  fail(what + " failed" + (last.empty() ? (error.empty() ? "" : ": " + error)
-                                        : ": " + last));
+  failure = what + " failed" + (last.empty() ? (error.empty() ? "" : ": " + error)
+                                             : ": " + last);
+  return false;
+}
+
+/// Runs `args`, output to `log`; on failure, fails with the log's last line.
+void runOrFail(const std::vector<std::string> &args, const std::string &log,
+               const std::string &what) {
+  std::string failure;
+  if (!runTool(args, log, what, failure))
+    fail(failure);
 }
 
 llvm::json::Value readJson(const std::string &path) {
@@ -302,7 +314,8 @@ int main(int argc, char **argv) {
       bool sameRows = want.empty() ? old->rows.size() == 1 : old->rows == want;
       if (old->modelHash == hashModel((*model)->getBuffer()) &&
           old->machine == machineId() && old->target == target && sameRows &&
-          (noLink || old->linkBandwidth > 0)) {
+          (noLink || (old->linkBandwidth > 0 &&
+                      (target != "cpu" || old->pipelineFactor > 0)))) {
         llvm::outs() << "pipe-profile: " << outPath
                      << " already holds this model on this machine (" 
                      << old->ops.size() << " nodes); kept (--force measures "
@@ -446,6 +459,56 @@ int main(int argc, char **argv) {
     profile.linkTimes = linkTimes;
   }
 
+  // The ops beside a second rank: the model as a 2-stage pipeline with one
+  // micro-batch of the largest size, whose stages run one after the other;
+  // the medians of its stages' forward and backward events over the same
+  // nodes' times in the one-device step. The fastest of --repeats runs.
+  if (!noLink && target == "cpu" && profile.opsAt(rows.size() - 1) > 0) {
+    llvm::outs() << "pipe-profile: two stages at micro-batch " << rows.back() << "\n";
+    llvm::outs().flush();
+    std::string out = std::string(dir) + "/pipeline2";
+    std::vector<std::string> compile{toolPath("pipe-compile"), modelPath, "-o", out,
+                                     "--stages", "2", "--microbatches", "1",
+                                     "--schedule", "gpipe", "--target", target};
+    if (bindBatch)
+      compile.insert(compile.end(), {"--batch", std::to_string(rows.back())});
+    std::string failure;
+    bool ok = runTool(compile, out + ".compile.log", "pipe-compile --stages 2", failure);
+    for (int round = 0; ok && round < repeats; ++round) {
+      std::string trace = out + ".trace.json";
+      ok = runTool({toolPath("pipe-run"), out, "--data", dataPath, "--steps",
+                    std::to_string(std::max(4 * steps, 32)), "--no-shuffle", "--quiet",
+                    "--threads", std::to_string(threads), "--trace", trace},
+                   out + ".run.log", "pipe-run (2 stages)", failure);
+      if (!ok)
+        break;
+      llvm::json::Value events = readJson(trace);
+      const llvm::json::Array *list = events.getAsObject()->getArray("traceEvents");
+      std::map<std::string, std::vector<double>> stageTimes;
+      for (const llvm::json::Value &event : list ? *list : llvm::json::Array()) {
+        const llvm::json::Object *e = event.getAsObject();
+        if (!e || e->getString("cat").value_or("") != "stage")
+          continue;
+        // "F0 s1", "B0 s0" (not the updates).
+        llvm::StringRef name = e->getString("name").value_or("");
+        if (name.starts_with("F") || name.starts_with("B") || name.starts_with("W"))
+          stageTimes[name.str()].push_back(e->getNumber("dur").value_or(0) * 1e-6);
+      }
+      double sum = 0;
+      for (auto &[name, t] : stageTimes) {
+        // The first steps warm up: the later half.
+        t.erase(t.begin(), t.begin() + t.size() / 2);
+        sum += median(t);
+      }
+      double factor = sum / profile.opsAt(rows.size() - 1);
+      if (sum > 0 && (profile.pipelineFactor == 0 || factor < profile.pipelineFactor))
+        profile.pipelineFactor = factor;
+    }
+    if (!ok)
+      llvm::outs() << "pipe-profile: not measured beside a second rank (" << failure
+                   << "); pipelines are planned with the one-device times\n";
+  }
+
   std::string error;
   if (!writeProfile(outPath, profile, error))
     fail(error);
@@ -462,6 +525,8 @@ int main(int argc, char **argv) {
     llvm::outs() << llvm::format("; link %.1f us + %.2f GB/s",
                                  profile.linkLatency * 1e6,
                                  profile.linkBandwidth / 1e9);
+  if (profile.pipelineFactor > 0)
+    llvm::outs() << llvm::format("; ops beside a second rank %.2f x", profile.pipelineFactor);
   llvm::outs() << "; wrote " << outPath << "\n";
   return 0;
 }

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "../common/MpiFlags.h"
+#include "pipec/Analysis/Profile.h"
 #include "pipec/Analysis/Schedule.h"
 #include "pipec/Support/Version.h"
 
@@ -39,10 +40,12 @@ static cl::opt<std::string> outDir(cl::Positional, cl::desc("<OUT>"),
                                    cl::Required, cl::cat(simCat));
 static cl::opt<std::string> profilePath(
     "profile", cl::value_desc("P.json"), cl::cat(simCat),
-    cl::desc("Measured costs: {\"stages\": [{\"stage\": s, \"forward_s\": f, "
-             "\"backward_s\": b, \"update_s\": u}], \"latency_s\": l, "
-             "\"bandwidth_bytes_per_s\": w}; anything absent comes from the "
-             "options below"));
+    cl::desc("Measured costs: pipe-profile's op profile of the model (each "
+             "stage's nodes at the plan's micro-batch size, as pipe-compile "
+             "--profile predicts), or stage costs {\"stages\": [{\"stage\": s, "
+             "\"forward_s\": f, \"backward_s\": b, \"update_s\": u}], "
+             "\"latency_s\": l, \"bandwidth_bytes_per_s\": w} (--write-profile's); "
+             "anything absent comes from the options below"));
 static cl::opt<std::string> measuredPath(
     "measured", cl::value_desc("t.json"), cl::cat(simCat),
     cl::desc("A pipe-run --trace of a run of these stages: its stage events "
@@ -177,6 +180,9 @@ int main(int argc, char **argv) {
     }
   double linkLatency = latency, linkBandwidth = bandwidth;
   std::map<int64_t, bool> measuredUpdate;
+  // An op profile from pipe-profile, and its fit of whole steps.
+  std::optional<OpProfile> opProfile;
+  StepFit opFit;
   if (!profilePath.empty()) {
     auto pb = llvm::MemoryBuffer::getFile(profilePath);
     if (!pb)
@@ -187,6 +193,55 @@ int main(int argc, char **argv) {
     const llvm::json::Object *po = pv->getAsObject();
     if (!po)
       fail(profilePath + ": not a JSON object");
+    if (po->get("ops")) {
+      // pipe-profile's op profile: each stage's nodes (plan.json's
+      // node_stages) at the plan's micro-batch size, scaled and with the
+      // fixed cost per step as the planner charges them (fitStep).
+      std::string error;
+      std::optional<OpProfile> prof = readProfile(profilePath, error);
+      if (!prof)
+        fail(error);
+      std::string target = root->getString("target").value_or("cpu").str();
+      if (!prof->target.empty() && prof->target != target)
+        fail(profilePath + " was measured for --target " + prof->target + ", the plan is for " +
+             target + ": profile again with pipe-profile --target " + target);
+      const llvm::json::Object *nodeStages = root->getObject("node_stages");
+      if (!nodeStages)
+        fail(path + ": no \"node_stages\"; compile again with this pipe-compile");
+      double samples = double(root->getInteger("batch").value_or(1)) / double(microbatches);
+      StepFit fit = fitStep(*prof);
+      // Stages of a pipeline: the ops as they run beside the other ranks
+      // where the profile measured it (as the planner scales them).
+      double calibration =
+          plans->size() > 1 && prof->pipelineFactor > 0 ? prof->pipelineFactor : fit.scale;
+      std::map<int64_t, StageCost> opCosts;
+      int64_t known = 0;
+      for (const auto &[node, stageValue] : *nodeStages) {
+        std::optional<int64_t> st = stageValue.getAsInteger();
+        if (!st)
+          continue;
+        StageCost &c = opCosts[*st];
+        if (std::optional<double> f = prof->forwardAt(node.str(), samples)) {
+          c.forward += calibration * *f;
+          ++known;
+        }
+        if (std::optional<double> b = prof->backwardAt(node.str(), samples))
+          c.backward += calibration * *b;
+      }
+      if (known == 0)
+        fail(profilePath + " measures none of the plan's nodes: a profile of "
+                           "another model (run pipe-profile on " +
+             root->getString("model").value_or("the model").str() + ")");
+      for (auto &[st, c] : opCosts) {
+        costs[st].forward = c.forward;
+        costs[st].backward = c.backward;
+      }
+      opProfile = std::move(prof);
+      opFit = fit;
+    } else if (!po->get("stages")) {
+      fail(profilePath + ": neither an op profile (pipe-profile -o) nor stage "
+                         "costs (\"stages\", pipe-simulate --write-profile)");
+    }
     if (const llvm::json::Array *ps = po->getArray("stages"))
       for (const llvm::json::Value &v : *ps) {
         const llvm::json::Object *o = v.getAsObject();
@@ -204,6 +259,10 @@ int main(int argc, char **argv) {
       }
     linkLatency = po->getNumber("latency_s").value_or(linkLatency);
     linkBandwidth = po->getNumber("bandwidth_bytes_per_s").value_or(linkBandwidth);
+    if (opProfile && opProfile->linkBandwidth > 0) {
+      linkLatency = opProfile->linkLatency;
+      linkBandwidth = opProfile->linkBandwidth;
+    }
   }
 
   // A measured run: medians of its stage events, and of its steps.
@@ -301,12 +360,23 @@ int main(int argc, char **argv) {
         if (llvm::StringRef(key).ends_with("_bytes") && key != "total_bytes")
           dev.memoryBytes += value.getAsInteger().value_or(0);
     if (!measuredUpdate[dev.stage])
-      if (const llvm::json::Object *mem = o->getObject("memory"))
+      if (const llvm::json::Object *mem = o->getObject("memory")) {
         // Read weights and gradients, write weights; read and write state.
+        double rate = opProfile && opProfile->updateBytesPerSecond > 0
+                          ? opProfile->updateBytesPerSecond
+                          : double(memoryBandwidth);
         dev.updateSeconds =
             double(3 * mem->getInteger("parameter_bytes").value_or(0) +
                    2 * mem->getInteger("optimizer_state_bytes").value_or(0)) /
-            memoryBandwidth;
+            rate;
+        // An op profile's fixed cost per step (feeding, the loss, the step
+        // loop) on every device, charged with its updates as the planner
+        // does (shared among them where a method updates per micro-batch).
+        int64_t updates = llvm::count_if(dev.step, [](const sched::Instr &i) {
+          return i.kind == sched::InstrKind::Update;
+        });
+        dev.updateSeconds += opFit.fixed / double(std::max<int64_t>(1, updates));
+      }
     devices.push_back(std::move(dev));
   }
 
@@ -339,10 +409,13 @@ int main(int argc, char **argv) {
       case sched::InstrKind::Update:
         s = devices[d].updateSeconds;
         break;
-      case sched::InstrKind::Send:
-        s = linkLatency +
-            (instr.payload.empty() ? 0 : std::stod(instr.payload)) / linkBandwidth;
+      case sched::InstrKind::Send: {
+        double sent = instr.payload.empty() ? 0 : std::stod(instr.payload);
+        // An op profile's measured transfer times where it has them.
+        s = opProfile && !opProfile->linkTimes.empty() ? opProfile->linkSeconds(sent)
+                                                        : linkLatency + sent / linkBandwidth;
         break;
+      }
       default:
         break;
       }
@@ -354,6 +427,12 @@ int main(int argc, char **argv) {
                double(sched::kRuntimeBufferedSendBytes);
       };
       options.receiverCopies = true;
+      // The receiver pays the copy (the bytes at the link's bandwidth); the
+      // rest of the transfer's time passes in flight.
+      options.receiverCopy = [&](int64_t d, const sched::Instr &instr) -> int64_t {
+        double sent = instr.payload.empty() ? 0 : std::stod(instr.payload);
+        return int64_t(std::llround(sent / linkBandwidth * 1e9));
+      };
     }
     return std::make_pair(sched::simulate(programs, options), programs);
   };

@@ -185,6 +185,11 @@ struct SimulationOptions {
   /// moment both the message is there and the receiver is; false: the
   /// message travels on its own and arrives that long after it was sent.
   bool receiverCopies = false;
+  /// With receiverCopies, where set: the part of a buffered send's duration
+  /// the receiver pays (the copy, at most the duration); the rest is in
+  /// flight (latency: the message is there that long after the send, the
+  /// receiver free meanwhile). Unset: the receiver pays all of it.
+  std::function<int64_t(int64_t device, const Instr &)> receiverCopy;
   /// Durations, in slots, of the compute instructions; transfers take none.
   int64_t forwardCost = 1;
   int64_t backwardCost = 1;

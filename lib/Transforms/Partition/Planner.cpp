@@ -54,8 +54,10 @@ struct Split {
   /// Per stage: bytes of its weights, of its forward results (at the
   /// model's batch).
   std::vector<int64_t> paramBytes, activationBytes;
-  /// boundary[s]: activation bytes crossing from stage s-1 into s (s >= 1).
-  std::vector<int64_t> boundary;
+  /// boundary[s]: activation bytes crossing from stage s-1 into s (s >= 1),
+  /// in boundaryCount[s] values: the compiled programs send each value
+  /// (and its gradient back) as a message of its own.
+  std::vector<int64_t> boundary, boundaryCount;
   partition::Cuts cuts;
 };
 
@@ -169,8 +171,11 @@ Split makeSplit(const partition::Problem &problem, int64_t p,
   split.paramBytes.assign(p, 0);
   split.activationBytes.assign(p, 0);
   split.boundary.assign(p + 1, 0);
-  for (int64_t s = 1; s < p; ++s)
+  split.boundaryCount.assign(p + 1, 0);
+  for (int64_t s = 1; s < p; ++s) {
     split.boundary[s] = problem.crossBytes[cuts[s - 1]];
+    split.boundaryCount[s] = problem.crossCount[cuts[s - 1]];
+  }
   DenseMap<Value, int64_t> paramStage;
   // A weight belongs to the first stage using it, directly or through ops
   // of weights alone (a transposed weight).
@@ -221,7 +226,12 @@ std::pair<double, double> stageTimes(const Split &split, int64_t s,
   CostModel roofline(rooflineOptions);
   double ratio = samples / batch;
   double forward = 0, backward = 0;
+  // Measured ops: scaled to whole steps of one device (fitStep), or, for a
+  // stage of a pipeline, to what they take beside the other ranks where
+  // the profile measured that.
   double calibration = fit.scale;
+  if (split.stages > 1 && options.cost.profile && options.cost.profile->pipelineFactor > 0)
+    calibration = options.cost.profile->pipelineFactor;
   for (Operation *op : split.ops[s]) {
     OpCost cost = roofline.getOpCost(op);
     bool differentiable = cost.backwardFactor > 0;
@@ -330,6 +340,11 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
       return measuredLink->linkSeconds(double(bytes) * ratio);
     return options.linkLatency + double(bytes) * ratio / options.linkBandwidth;
   };
+  // The receiver's copy of a message: its bytes at the link's bandwidth
+  // (at most the transfer's time).
+  auto copySeconds = [&](int64_t bytes) {
+    return std::min(transfer(bytes), double(bytes) * ratio / options.linkBandwidth);
+  };
   std::vector<int64_t> peak(p, 1);
   if (p == 1) {
     c.stepSeconds = fwd[0] + bwd[0] + upd[0];
@@ -353,11 +368,14 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
         // the step's fixed cost shared among them.
         return toNanos(perMicroBatch ? upd[d] - fit.fixed + fit.fixed / double(m)
                                      : upd[d]);
-      case sched::InstrKind::Send:
+      case sched::InstrKind::Send: {
         // Activations go to d+1 across boundary d+1, gradients to d-1
-        // across boundary d.
-        return toNanos(transfer(
-            split.boundary[instr.peer > d ? d + 1 : d]));
+        // across boundary d, a message per value crossing (each pays the
+        // link's latency: two 4 KiB values take longer than one of 8).
+        int64_t b = instr.peer > d ? d + 1 : d;
+        int64_t count = std::max<int64_t>(1, split.boundaryCount[b]);
+        return toNanos(double(count) * transfer(split.boundary[b] / count));
+      }
       default:
         return 0;
       }
@@ -365,10 +383,20 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
     // Sends as the CPU runtime makes them: up to 4 MiB buffered.
     if (options.bufferedSends) {
       sim.bufferedSend = [&](int64_t d, const sched::Instr &instr) {
-        return split.boundary[instr.peer > d ? d + 1 : d] <= sched::kRuntimeBufferedSendBytes;
+        int64_t b = instr.peer > d ? d + 1 : d;
+        return double(split.boundary[b]) * ratio /
+                   double(std::max<int64_t>(1, split.boundaryCount[b])) <=
+               double(sched::kRuntimeBufferedSendBytes);
       };
-      // Single copy: the receiver reads the sender's staging buffer.
+      // Single copy: the receiver reads the sender's staging buffer; the
+      // rest of a transfer's time (the link's latency: matching, waking,
+      // the protocol's steps) passes in flight.
       sim.receiverCopies = true;
+      sim.receiverCopy = [&](int64_t d, const sched::Instr &instr) {
+        int64_t b = instr.peer > d ? d + 1 : d;
+        int64_t count = std::max<int64_t>(1, split.boundaryCount[b]);
+        return toNanos(double(count) * copySeconds(split.boundary[b] / count));
+      };
     }
     if (!noFlush) {
       sched::SimulationResult result = sched::simulate(schedule.devices, sim);
