@@ -20,6 +20,8 @@
 #ifndef PIPERT_CPU_VMATH_H
 #define PIPERT_CPU_VMATH_H
 
+#include <cstdint>
+
 namespace pipert::cpu {
 
 /// erf(x) in float.
@@ -51,7 +53,9 @@ inline float verf(float x) {
 /// exp on [-104, 88.7] (runtime.kernels.Elementwise.ExpWithinAFewUlp); exp of
 /// x < -104 is 0 (it rounds to 0 in float), of x > 88.73 infinity, of NaN NaN.
 inline float vexp(float x) {
-  float c = x > 88.8f ? 88.8f : (x < -104.f ? -104.f : x);
+  // NaN goes through as 0 (converting NaN to int is undefined) and comes
+  // back at the end.
+  float c = x > 88.8f ? 88.8f : (x < -104.f ? -104.f : (x != x ? 0.f : x));
   // n = round(c / ln2) by the 1.5 * 2^23 trick (no libcall, so it
   // vectorises at any ISA); c * log2e is in [-151, 129].
   const float shifter = 12582912.f;
@@ -67,8 +71,9 @@ inline float vexp(float x) {
   p = p * r * r + r + 1.f;
   int n = int(fn);
   int n1 = n / 2, n2 = n - n / 2;
-  float s1 = __builtin_bit_cast(float, (n1 + 127) << 23);
-  float s2 = __builtin_bit_cast(float, (n2 + 127) << 23);
+  // n1 + 127 and n2 + 127 are in [52, 192]: normal powers of two.
+  float s1 = __builtin_bit_cast(float, uint32_t(n1 + 127) << 23);
+  float s2 = __builtin_bit_cast(float, uint32_t(n2 + 127) << 23);
   float y = p * s1 * s2;
   return x != x ? x : y;
 }
