@@ -110,6 +110,25 @@ void parallel_for(pipert_context *ctx, int64_t n, int64_t min_chunk, Fn &&fn) {
 // Sets OpenBLAS's thread count to the context's before a BLAS call.
 void blas_threads(pipert_context *ctx);
 
+// sum_j f(j) over j in [0, n), in double: eight interleaved partial sums
+// (lane l takes j = l mod 8), added in order at the end. A single running
+// sum is a chain of dependent additions (4 cycles each): a LayerNorm row of
+// 32 took ~130 cycles per pass; the lanes vectorise and overlap. The order
+// of the additions is fixed by n alone, so the result is deterministic.
+template <typename F> inline double lane_sum(int64_t n, F &&f) {
+  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l)
+      lane[l] += f(j + l);
+  double s = 0;
+  for (int l = 0; l < 8; ++l)
+    s += lane[l];
+  for (; j < n; ++j)
+    s += f(j);
+  return s;
+}
+
 } // namespace pipert::cpu
 
 #endif // PIPERT_CPU_KERNEL_UTIL_H

@@ -178,15 +178,11 @@ void pipert_layer_norm_f32(pipert_context *ctx, const float *x, int64_t rank, co
       const float *PIPERT_RESTRICT xr = x + r * cols;
       float *PIPERT_RESTRICT yr = y + r * cols;
       // Two passes in double: exact enough for long rows, and stable.
-      double s = 0;
-      for (int64_t j = 0; j < cols; ++j)
-        s += xr[j];
-      const double mu = s / double(cols);
-      double v = 0;
-      for (int64_t j = 0; j < cols; ++j) {
+      const double mu = lane_sum(cols, [&](int64_t j) { return double(xr[j]); }) / double(cols);
+      const double v = lane_sum(cols, [&](int64_t j) {
         double d = xr[j] - mu;
-        v += d * d;
-      }
+        return d * d;
+      });
       const float inv = formula::inv_std(v / double(cols), epsilon);
       const float muf = float(mu);
       if (bias)
@@ -221,13 +217,10 @@ void pipert_layer_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
     float *PIPERT_RESTRICT dr = dx + r * cols;
     const float mu = mean[r], inv = inv_std_dev[r];
     // dx = inv * (g*s - mean(g*s) - xhat * mean(g*s*xhat))
-    double a = 0, b = 0;
-    for (int64_t j = 0; j < cols; ++j) {
-      const float xhat = formula::normalized(xr[j], mu, inv);
-      const float gs = gr[j] * scale[j];
-      a += gs;
-      b += double(gs) * xhat;
-    }
+    const double a = lane_sum(cols, [&](int64_t j) { return double(gr[j] * scale[j]); });
+    const double b = lane_sum(cols, [&](int64_t j) {
+      return double(gr[j] * scale[j]) * formula::normalized(xr[j], mu, inv);
+    });
     const float ma = float(a / double(cols)), mb = float(b / double(cols));
     for (int64_t j = 0; j < cols; ++j) {
       const float xhat = formula::normalized(xr[j], mu, inv);
