@@ -211,6 +211,12 @@ void pipert_activation_f32(pipert_context *ctx, pipert_activation_op op, float a
   if (!formula::is_activation(int(op)))
     pipert_fail("pipert_activation_f32: unknown op %d", int(op));
   const int o = int(op);
+  // The exact GELU (pipe-fuse-gelu's): with the vectorisable erf, as one
+  // loop of its own (formula::activation's switch per element does not
+  // vectorise).
+  if (op == PIPERT_ACTIVATION_GELU)
+    return map1(ctx, x, n, y,
+                [](float v) { return 0.5f * v * (1.f + verf(v * 0.70710678118654752f)); });
   map1(ctx, x, n, y, [=](float v) { return formula::activation(o, alpha, beta, v); });
 }
 
@@ -220,6 +226,13 @@ void pipert_activation_grad_f32(pipert_context *ctx, pipert_activation_op op, fl
   if (!formula::is_activation(int(op)))
     pipert_fail("pipert_activation_grad_f32: unknown op %d", int(op));
   const int o = int(op);
+  // GELU': Phi(x) + x phi(x), with the vectorisable erf and exp.
+  if (op == PIPERT_ACTIVATION_GELU)
+    return map2(ctx, x, dy, n, dx, [](float v, float g) {
+      const float cdf = 0.5f * (1.f + verf(v * 0.70710678118654752f));
+      const float pdf = 0.39894228040143268f * vexp(-0.5f * v * v);
+      return g * (cdf + v * pdf);
+    });
   map2(ctx, x, dy, n, dx,
        [=](float v, float g) { return formula::activation_grad(o, alpha, beta, v, g); });
 }
