@@ -278,6 +278,35 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
             break;
           }
   }
+  // Still several: the forward op is a product (Mul, MatMul, Gemm, Conv)
+  // whose VJP computes an operand's gradient from the other operands (Mul:
+  // da = dy b, db = dy a), so the op that built `grad` reads the candidates
+  // it is not the gradient of, directly or through what passes a value on
+  // (an Add of a constant: GELU's x * (erf(x/sqrt 2) + 1) cut after the
+  // Erf). Where that leaves exactly one candidate unread, it is that one's.
+  if (candidates.size() > 1) {
+    Value built = grad;
+    if (Operation *def = grad.getDefiningOp();
+        def && def->hasAttr(wholebatch::kSplit))
+      built = def->getOperand(0);
+    llvm::SetVector<Value> read;
+    if (Operation *def = built.getDefiningOp())
+      for (Value operand : def->getOperands())
+        read.insert(operand);
+    for (unsigned i = 0; i < read.size(); ++i) {
+      Operation *def = read[i].getDefiningOp();
+      if (def && llvm::is_contained(reader.ops, def) &&
+          llvm::isa<onnx::AddOp, onnx::SubOp, onnx::IdentityOp>(def))
+        for (Value operand : def->getOperands())
+          read.insert(operand);
+    }
+    SmallVector<Value> unread;
+    for (Value c : candidates)
+      if (!read.contains(c))
+        unread.push_back(c);
+    if (unread.size() == 1)
+      candidates = unread;
+  }
   if (candidates.size() != 1)
     return grad.getDefiningOp()->emitOpError()
            << "computes a gradient that stage " << to
