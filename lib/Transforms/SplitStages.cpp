@@ -283,7 +283,8 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
   // da = dy b, db = dy a), so the op that built `grad` reads the candidates
   // it is not the gradient of, directly or through what passes a value on
   // (an Add of a constant: GELU's x * (erf(x/sqrt 2) + 1) cut after the
-  // Erf). Where that leaves exactly one candidate unread, it is that one's.
+  // Erf; a transpose: attention's softmax(QKᵀ) V cut after the Softmax).
+  // Where that leaves exactly one candidate unread, it is that one's.
   if (candidates.size() > 1) {
     Value built = grad;
     if (Operation *def = grad.getDefiningOp();
@@ -295,8 +296,14 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
         read.insert(operand);
     for (unsigned i = 0; i < read.size(); ++i) {
       Operation *def = read[i].getDefiningOp();
-      if (def && llvm::is_contained(reader.ops, def) &&
-          llvm::isa<onnx::AddOp, onnx::SubOp, onnx::IdentityOp>(def))
+      if (!def)
+        continue;
+      // A transposed operand (MatMul's VJP: dA = dY Bᵀ, dB = Aᵀ dY) is read
+      // wherever the transpose is; a forward Add of the stage passes its
+      // operands on.
+      if (llvm::isa<onnx::TransposeOp>(def) ||
+          (llvm::is_contained(reader.ops, def) &&
+           llvm::isa<onnx::AddOp, onnx::SubOp, onnx::IdentityOp>(def)))
         for (Value operand : def->getOperands())
           read.insert(operand);
     }
