@@ -278,41 +278,65 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
             break;
           }
   }
-  // Still several: the forward op is a product (Mul, MatMul, Gemm, Conv)
-  // whose VJP computes an operand's gradient from the other operands (Mul:
-  // da = dy b, db = dy a), so the op that built `grad` reads the candidates
-  // it is not the gradient of, directly or through what passes a value on
-  // (an Add of a constant: GELU's x * (erf(x/sqrt 2) + 1) cut after the
-  // Erf; a transpose: attention's softmax(QKᵀ) V cut after the Softmax).
-  // Where that leaves exactly one candidate unread, it is that one's.
+  // Still several: the forward op at the gradient's location is a product
+  // (Mul, MatMul, Gemm, Conv) whose VJP computes an operand's gradient from
+  // the other operands (Mul: da = dy b; MatMul: dA = dY Bᵀ, dB = Aᵀ dY). So
+  // `grad` is of the one operand of that op its builder does not read
+  // (directly or through a transpose), where exactly one is unread; and of
+  // the candidate that operand is, or the one candidate it passes its
+  // gradient on to through the stage's forward Adds (GELU's
+  // x * (erf(x/sqrt 2) + 1) cut after the Erf: the Add's other operand is a
+  // constant; attention's softmax(QKᵀ) V cut after the Softmax). Anything
+  // else stays refused: a gradient that an Add passes to several candidates
+  // is a contribution to each, not the gradient of one.
   if (candidates.size() > 1) {
     Value built = grad;
     if (Operation *def = grad.getDefiningOp();
         def && def->hasAttr(wholebatch::kSplit))
       built = def->getOperand(0);
+    auto throughConcat = [](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && def->hasAttr(wholebatch::kConcat) ? def->getOperand(0) : v;
+    };
+    Operation *builder = built.getDefiningOp();
     llvm::SetVector<Value> read;
-    if (Operation *def = built.getDefiningOp())
-      for (Value operand : def->getOperands())
-        read.insert(operand);
-    for (unsigned i = 0; i < read.size(); ++i) {
-      Operation *def = read[i].getDefiningOp();
-      if (!def)
-        continue;
-      // A transposed operand (MatMul's VJP: dA = dY Bᵀ, dB = Aᵀ dY) is read
-      // wherever the transpose is; a forward Add of the stage passes its
-      // operands on.
-      if (llvm::isa<onnx::TransposeOp>(def) ||
-          (llvm::is_contained(reader.ops, def) &&
-           llvm::isa<onnx::AddOp, onnx::SubOp, onnx::IdentityOp>(def)))
-        for (Value operand : def->getOperands())
-          read.insert(operand);
+    for (Value operand : builder->getOperands()) {
+      read.insert(operand);
+      if (auto transpose = operand.getDefiningOp<onnx::TransposeOp>())
+        read.insert(transpose->getOperand(0));
     }
-    SmallVector<Value> unread;
-    for (Value c : candidates)
-      if (!read.contains(c))
-        unread.push_back(c);
-    if (unread.size() == 1)
-      candidates = unread;
+    SmallVector<Operation *> located;
+    for (Operation *op : reader.ops)
+      if (op->getLoc() == builder->getLoc())
+        located.push_back(op);
+    if (located.size() == 1) {
+      llvm::SetVector<Value> unread;
+      for (Value operand : located.front()->getOperands()) {
+        Value v = throughConcat(operand);
+        if (v.getType() == grad.getType() && !read.contains(v) && !read.contains(operand))
+          unread.insert(v);
+      }
+      if (unread.size() == 1) {
+        llvm::SetVector<Value> reach;
+        reach.insert(unread.front());
+        for (unsigned i = 0; i < reach.size(); ++i) {
+          Operation *def = reach[i].getDefiningOp();
+          if (!def || !llvm::is_contained(reader.ops, def))
+            continue;
+          unsigned passed = llvm::isa<onnx::AddOp>(def)                       ? 2
+                            : llvm::isa<onnx::SubOp, onnx::IdentityOp>(def) ? 1
+                                                                             : 0;
+          for (unsigned k = 0; k < passed; ++k)
+            reach.insert(throughConcat(def->getOperand(k)));
+        }
+        SmallVector<Value> hit;
+        for (Value c : candidates)
+          if (reach.contains(c))
+            hit.push_back(c);
+        if (hit.size() == 1)
+          candidates = hit;
+      }
+    }
   }
   if (candidates.size() != 1)
     return grad.getDefiningOp()->emitOpError()
