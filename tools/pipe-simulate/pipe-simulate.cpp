@@ -29,6 +29,7 @@
 #include <cmath>
 #include <optional>
 #include <map>
+#include <set>
 #include <regex>
 
 using namespace mlir::pipec;
@@ -212,8 +213,17 @@ int main(int argc, char **argv) {
       StepFit fit = fitStep(*prof);
       // Stages of a pipeline: the ops as they run beside the other ranks
       // where the profile measured it (as the planner scales them).
+      // (Stages, not devices: data-parallel replicas of one stage are not
+      // a pipeline.)
+      std::set<int64_t> stageSet;
+      for (const llvm::json::Value &v : *plans)
+        if (const llvm::json::Object *o = v.getAsObject())
+          if (const llvm::json::Array *st = o->getArray("stages"))
+            for (const llvm::json::Value &x : *st)
+              if (std::optional<int64_t> i = x.getAsInteger())
+                stageSet.insert(*i);
       double calibration =
-          plans->size() > 1 && prof->pipelineFactor > 0 ? prof->pipelineFactor : fit.scale;
+          stageSet.size() > 1 && prof->pipelineFactor > 0 ? prof->pipelineFactor : fit.scale;
       std::map<int64_t, StageCost> opCosts;
       int64_t known = 0;
       for (const auto &[node, stageValue] : *nodeStages) {
