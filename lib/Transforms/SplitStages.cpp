@@ -206,6 +206,30 @@ LogicalResult PipeSplitStagesPass::needForward(Part &user, Value v,
   return success();
 }
 
+/// `v`, or the value a whole-batch concat marker (--batchnorm full-batch)
+/// reads in its place.
+static Value throughConcat(Value v) {
+  Operation *def = v.getDefiningOp();
+  return def && def->hasAttr(wholebatch::kConcat) ? def->getOperand(0) : v;
+}
+
+/// Extends `values` through the ops of `ops` whose VJP passes a gradient on
+/// unchanged (both operands of an Add, the first of a Sub or an Identity),
+/// keeping the operands of type `type`.
+static void addPassedOn(llvm::SetVector<Value> &values, ArrayRef<Operation *> ops, Type type) {
+  for (unsigned i = 0; i < values.size(); ++i) {
+    Operation *def = values[i].getDefiningOp();
+    if (!def || !llvm::is_contained(ops, def))
+      continue;
+    unsigned passed = llvm::isa<onnx::AddOp>(def)                       ? 2
+                      : llvm::isa<onnx::SubOp, onnx::IdentityOp>(def) ? 1
+                                                                       : 0;
+    for (unsigned j = 0; j < passed; ++j)
+      if (throughConcat(def->getOperand(j)).getType() == type)
+        values.insert(throughConcat(def->getOperand(j)));
+  }
+}
+
 /// The forward value whose gradient `grad` (computed by the backward of
 /// stage `from`, used by stage `to`) is: a value of forward `to` that forward
 /// `from` reads, of grad's type. Several candidates are told apart by the
@@ -213,6 +237,11 @@ LogicalResult PipeSplitStagesPass::needForward(Part &user, Value v,
 FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
                                                int64_t to) {
   Part &reader = part(from, Forward);
+  // The value the VJP rule built: under whole-batch stages (--batchnorm
+  // full-batch) `grad` is part 0 of a pipe.microbatch_split of it.
+  Value built = grad;
+  if (Operation *def = grad.getDefiningOp(); def && def->hasAttr(wholebatch::kSplit))
+    built = def->getOperand(0);
   SmallVector<Value> candidates;
   for (auto &[v, attr] : reader.inputs) {
     bool definedInTo = llvm::isa<BlockArgument>(v)
@@ -229,15 +258,6 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
     // (--batchnorm full-batch) put markers in between: the gradient is
     // part 0 of a pipe.microbatch_split of the one the rule built, and the
     // forward op reads the value through a pipe.microbatch_concat.
-    Value built = grad;
-    if (Operation *def = grad.getDefiningOp();
-        def && def->hasAttr(wholebatch::kSplit))
-      built = def->getOperand(0);
-    auto throughConcat = [](Value v) {
-      Operation *def = v.getDefiningOp();
-      return def && def->hasAttr(wholebatch::kConcat) ? def->getOperand(0)
-                                                       : v;
-    };
     Location loc = built.getDefiningOp()->getLoc();
     llvm::SetVector<Value> gradOf;
     for (Operation *op : reader.ops)
@@ -245,17 +265,7 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
         for (Value operand : op->getOperands())
           if (throughConcat(operand).getType() == grad.getType())
             gradOf.insert(throughConcat(operand));
-    for (unsigned i = 0; i < gradOf.size(); ++i) {
-      Operation *def = gradOf[i].getDefiningOp();
-      if (!def || !llvm::is_contained(reader.ops, def))
-        continue;
-      unsigned passed = llvm::isa<onnx::AddOp>(def)        ? 2
-                        : llvm::isa<onnx::SubOp, onnx::IdentityOp>(def) ? 1
-                                                                        : 0;
-      for (unsigned j = 0; j < passed; ++j)
-        if (throughConcat(def->getOperand(j)).getType() == grad.getType())
-          gradOf.insert(throughConcat(def->getOperand(j)));
-    }
+    addPassedOn(gradOf, reader.ops, grad.getType());
     SmallVector<Value> narrowed;
     for (Value c : candidates)
       if (gradOf.contains(c))
@@ -290,14 +300,6 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
   // else stays refused: a gradient that an Add passes to several candidates
   // is a contribution to each, not the gradient of one.
   if (candidates.size() > 1) {
-    Value built = grad;
-    if (Operation *def = grad.getDefiningOp();
-        def && def->hasAttr(wholebatch::kSplit))
-      built = def->getOperand(0);
-    auto throughConcat = [](Value v) {
-      Operation *def = v.getDefiningOp();
-      return def && def->hasAttr(wholebatch::kConcat) ? def->getOperand(0) : v;
-    };
     Operation *builder = built.getDefiningOp();
     llvm::SetVector<Value> read;
     for (Value operand : builder->getOperands()) {
@@ -319,16 +321,7 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
       if (unread.size() == 1) {
         llvm::SetVector<Value> reach;
         reach.insert(unread.front());
-        for (unsigned i = 0; i < reach.size(); ++i) {
-          Operation *def = reach[i].getDefiningOp();
-          if (!def || !llvm::is_contained(reader.ops, def))
-            continue;
-          unsigned passed = llvm::isa<onnx::AddOp>(def)                       ? 2
-                            : llvm::isa<onnx::SubOp, onnx::IdentityOp>(def) ? 1
-                                                                             : 0;
-          for (unsigned k = 0; k < passed; ++k)
-            reach.insert(throughConcat(def->getOperand(k)));
-        }
+        addPassedOn(reach, reader.ops, grad.getType());
         SmallVector<Value> hit;
         for (Value c : candidates)
           if (reach.contains(c))
