@@ -12,6 +12,7 @@
 #include <cfloat>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -153,19 +154,26 @@ TEST(Dropout, DeterministicPerSeedAndUnbiased) {
 
 // Erf against erf in double: within a few float ulp everywhere (verf of
 // runtime/cpu/vmath.h on the CPU, erff on CUDA), +-1 far out, NaN kept.
-TEST(Elementwise, ErfWithinAFewUlp) {
+// i * step for i in [lo, hi], then `extra`, then +inf, -inf and NaN (the
+// last three), and `op` of them: the inputs of the accuracy tests below.
+static std::pair<Vec, Vec> unary_on_grid(pipert_unary_op op, int lo, int hi, float step,
+                                         std::initializer_list<float> extra) {
   Ctx ctx;
   Vec x;
-  for (int i = -200000; i <= 200000; ++i)
-    x.push_back(float(i) * 3e-5f); // [-6, 6]
-  for (float t : {1e-30f, 1e-12f, 1e-6f, 1e-3f})
-    for (float sign : {1.f, -1.f})
-      x.push_back(sign * t);
-  x.push_back(INFINITY);
-  x.push_back(-INFINITY);
-  x.push_back(NAN);
+  for (int i = lo; i <= hi; ++i)
+    x.push_back(float(i) * step);
+  x.insert(x.end(), extra.begin(), extra.end());
+  for (float special : {INFINITY, -INFINITY, NAN})
+    x.push_back(special);
   Vec y(x.size());
-  pipert_unary_f32(ctx.ctx, PIPERT_UNARY_ERF, x.data(), int64_t(x.size()), y.data());
+  pipert_unary_f32(ctx.ctx, op, x.data(), int64_t(x.size()), y.data());
+  return {x, y};
+}
+
+TEST(Elementwise, ErfWithinAFewUlp) {
+  // [-6, 6], and tiny values of both signs.
+  auto [x, y] = unary_on_grid(PIPERT_UNARY_ERF, -200000, 200000, 3e-5f,
+                              {1e-30f, -1e-30f, 1e-12f, -1e-12f, 1e-6f, -1e-6f, 1e-3f, -1e-3f});
   double worst = 0;
   for (size_t i = 0; i + 3 < x.size(); ++i) {
     double e = std::erf(double(x[i]));
@@ -188,16 +196,8 @@ TEST(Elementwise, ErfWithinAFewUlp) {
 // kept; and Softmax and Erf's gradient, which use it, against double.
 TEST(Elementwise, ExpWithinAFewUlp) {
   Ctx ctx;
-  Vec x;
-  for (int i = -1100000; i <= 900000; ++i)
-    x.push_back(float(i) * 1e-4f); // [-110, 90]
-  for (float t : {0.f, 1e-30f, 1e-6f})
-    x.push_back(t);
-  x.push_back(INFINITY);
-  x.push_back(-INFINITY);
-  x.push_back(NAN);
-  Vec y(x.size());
-  pipert_unary_f32(ctx.ctx, PIPERT_UNARY_EXP, x.data(), int64_t(x.size()), y.data());
+  // [-110, 90], and values near 0.
+  auto [x, y] = unary_on_grid(PIPERT_UNARY_EXP, -1100000, 900000, 1e-4f, {0.f, 1e-30f, 1e-6f});
   double worst = 0;
   for (size_t i = 0; i + 3 < x.size(); ++i) {
     double e = std::exp(double(x[i]));
