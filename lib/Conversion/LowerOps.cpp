@@ -404,6 +404,23 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
     Value a = operand(0), c = operand(1);
     if (failed(requireF32(a)))
       return failure();
+    // An operand that is a transpose of its last two axes, read only by
+    // MatMuls, is read in place with the transposed flag.
+    auto untransposed = [&](Value v) -> std::pair<Value, int32_t> {
+      Operation *def = v.getDefiningOp();
+      if (def && isTransposeIntoMatMul(def) &&
+          placement[v].kind == Placement::Alias)
+        return {def->getOperand(0), 1};
+      return {v, 0};
+    };
+    auto [ua, ta] = untransposed(a);
+    auto [uc, tc] = untransposed(c);
+    if (ta || tc) {
+      call("pipert_matmul_t_f32",
+           {ctxArg, P(ua), rankOf(ua), shapeOf(ua), i32c(ta), P(uc), rankOf(uc),
+            shapeOf(uc), i32c(tc), out(op, 0)});
+      return success();
+    }
     call("pipert_matmul_f32", {ctxArg, P(a), rankOf(a), shapeOf(a), P(c),
                                rankOf(c), shapeOf(c), out(op, 0)});
     return success();

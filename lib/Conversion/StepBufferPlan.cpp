@@ -23,8 +23,32 @@ using namespace mlir::pipec;
 
 namespace mlir::pipec::steplowering {
 
+bool isTransposeIntoMatMul(Operation *op) {
+  auto t = dyn_cast<onnx::TransposeOp>(op);
+  if (!t || op->use_empty())
+    return false;
+  auto type = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+  if (!type || type.getRank() < 2 || !type.getElementType().isF32())
+    return false;
+  int64_t rank = type.getRank();
+  auto perm = op->getAttrOfType<DenseI64ArrayAttr>("perm");
+  if (!perm || int64_t(perm.size()) != rank)
+    return false;
+  for (int64_t i = 0; i + 2 < rank; ++i)
+    if (perm[i] != i)
+      return false;
+  if (perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
+    return false;
+  return llvm::all_of(op->getUsers(),
+                      [](Operation *user) { return isa<onnx::MatMulOp>(user); });
+}
+
 /// Ops whose result is their first operand's bytes under another shape.
 bool isAliasOp(Operation *op) {
+  // A transpose of the last two axes read only by MatMuls: they read its
+  // operand with the transposed flag (pipert_matmul_t_f32) instead.
+  if (isTransposeIntoMatMul(op))
+    return true;
   if (isa<onnx::IdentityOp, onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
           onnx::UnsqueezeOp>(op))
     return true;

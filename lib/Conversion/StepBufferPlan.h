@@ -26,8 +26,14 @@ inline RankedTensorType tensorType(Value v) {
   return dyn_cast<RankedTensorType>(v.getType());
 }
 
-/// Ops whose result is their first operand's bytes under another shape.
+/// Ops whose result is their first operand's bytes under another shape (or,
+/// for a transpose of the last two axes read only by MatMuls, its operand's
+/// bytes that the MatMuls read transposed).
 bool isAliasOp(Operation *op);
+
+/// A Transpose of the last two axes of an f32 tensor whose every user is a
+/// MatMul: it emits no kernel, the MatMuls read its operand transposed.
+bool isTransposeIntoMatMul(Operation *op);
 
 /// Kernels that allow an output to be written over an input of its shape.
 bool allowsInPlace(Operation *op);
