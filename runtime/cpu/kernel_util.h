@@ -110,6 +110,12 @@ void parallel_for(pipert_context *ctx, int64_t n, int64_t min_chunk, Fn &&fn) {
 // Sets OpenBLAS's thread count to the context's before a BLAS call.
 void blas_threads(pipert_context *ctx);
 
+// Row-major C = alpha * op(A) * op(B) + beta * C on one thread, registers
+// blocked for small products (runtime/cpu/small_gemm.cpp); any shape, k > 0.
+void small_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                 int64_t ldc);
+
 // sum_j f(j) over j in [0, n), in double: eight interleaved partial sums
 // (lane l takes j = l mod 8), added in order at the end. A single running
 // sum is a chain of dependent additions (4 cycles each): a LayerNorm row of

@@ -1,13 +1,14 @@
 //===- linalg.cpp - GEMM and MatMul through oneDNN / OpenBLAS (CPU) -------===//
 //
 // Every GEMM of the CPU kernels goes through pipert_sgemm. It calls oneDNN's
-// dnnl_sgemm, which picks its kernel from the CPU's ISA at run time (JIT), and
-// OpenBLAS's cblas_sgemm for tiny products, where oneDNN's dispatch costs
-// more than the arithmetic. Measured here (bench/gemm.py, one thread):
-// OpenBLAS runs the core type the environment forces (OPENBLAS_CORETYPE,
-// Haswell's AVX2 kernels on this AVX-512 machine) at ~130 GFLOP/s; oneDNN
-// reaches ~250 on the same shapes. PIPERT_GEMM=openblas|onednn chooses one
-// library for every product.
+// dnnl_sgemm, which picks its kernel from the CPU's ISA at run time (JIT),
+// and our own register-blocked kernel (small_gemm.cpp) for small products,
+// where oneDNN's per-call costs (its packing buffers' malloc, ISA and OpenMP
+// queries) outweigh the arithmetic. Measured here (bench/gemm.py, one
+// thread): OpenBLAS runs the core type the environment forces
+// (OPENBLAS_CORETYPE, Haswell's AVX2 kernels on this AVX-512 machine) at
+// ~130 GFLOP/s; oneDNN reaches ~250 on the same shapes.
+// PIPERT_GEMM=onednn|openblas|small chooses one for every product.
 //===----------------------------------------------------------------------===//
 #include "kernel_util.h"
 
@@ -43,7 +44,7 @@ void blas_threads(pipert_context *ctx) {
 
 namespace {
 
-enum class GemmLibrary { Auto, OneDnn, OpenBlas };
+enum class GemmLibrary { Auto, OneDnn, OpenBlas, Small };
 
 GemmLibrary gemm_library() {
   static const GemmLibrary lib = [] {
@@ -54,11 +55,35 @@ GemmLibrary gemm_library() {
       return GemmLibrary::OneDnn;
     if (!std::strcmp(env, "openblas"))
       return GemmLibrary::OpenBlas;
-    pipert_fail("PIPERT_GEMM=%s: expected onednn, openblas or auto (the default: oneDNN, "
-                "OpenBLAS for tiny products)",
+    if (!std::strcmp(env, "small"))
+      return GemmLibrary::Small;
+    pipert_fail("PIPERT_GEMM=%s: expected onednn, openblas, small or auto (the default: "
+                "oneDNN, pipert's own kernel for small products)",
                 env);
   }();
   return lib;
+}
+
+// Up to this many multiply-adds (and k, n within the kernel's L1 reach) a
+// product with B not transposed runs in pipert's small kernel on one thread.
+// Measured on the example transformer's step, one thread: at 2 samples
+// (16-row products) 51.5 -> 46.3 us with the small kernel up to 64K, 46.5 up
+// to 128K, 47.1 up to 256K; at 32 samples 553 -> 529 us up to 128K.
+//
+// Not for a transposed B (A Bᵀ, an input's gradient through a linear layer):
+// oneDNN sums those dot products in partial sums along k, the small kernel
+// would sum k in order. Both are float roundings of the same sum, but an
+// Adam step divides each gradient by its own magnitude, so a gradient that
+// is zero in exact arithmetic becomes ±lr by the sign of its rounding: one of
+// the asynchronous sweep's runs (CNN, 3 stages, PipeDream vertical sync,
+// Adam) moved 7.6e-5 off its float64 reference that way, against 3e-8 with
+// oneDNN or OpenBLAS. With B not transposed, the small kernel's sums are in
+// the libraries' order (the same errors against a float64 product).
+constexpr int64_t kSmallMaxWork = 131072;
+constexpr int64_t kSmallMaxK = 512, kSmallMaxN = 512;
+
+bool use_small(int trans_b, int64_t m, int64_t n, int64_t k) {
+  return !trans_b && m * n * k <= kSmallMaxWork && k <= kSmallMaxK && n <= kSmallMaxN;
 }
 
 // Below this many multiply-adds oneDNN's per-call dispatch (~0.1-0.2 us)
@@ -90,8 +115,12 @@ void pipert_sgemm(pipert_context *ctx, int trans_a, int trans_b, int64_t m, int6
         c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
     return;
   }
-  blas_threads(ctx);
   GemmLibrary lib = gemm_library();
+  if (lib == GemmLibrary::Small || (lib == GemmLibrary::Auto && use_small(trans_b, m, n, k))) {
+    small_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  blas_threads(ctx);
   if (lib == GemmLibrary::OneDnn || (lib == GemmLibrary::Auto && m * n * k >= kOneDnnMinWork)) {
     dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a,
                                   lda, b, ldb, beta, c, ldc);

@@ -72,6 +72,48 @@ TEST(Gemm, TransposesBroadcastBiasAndThreads) {
       }
 }
 
+// pipert_sgemm's leading dimensions, alpha and beta on every transpose,
+// over the shapes where its kernels change: pipert's small kernel (rows
+// blocks of 8 or 4, 32-column blocks, partial last blocks) below 128K
+// multiply-adds, oneDNN above. CTest runs it on each library too.
+TEST(Gemm, ShapesStridesAlphaBeta) {
+  Ctx ctx;
+  const int64_t shapes[][3] = {{1, 1, 1},    {16, 96, 32},  {16, 32, 128}, {8, 8, 8},
+                               {7, 33, 5},   {13, 47, 19},  {9, 16, 64},   {32, 96, 16},
+                               {17, 65, 31}, {64, 96, 48},  {3, 200, 7},   {70, 50, 100}};
+  for (const auto &sh : shapes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (float beta : {0.f, 0.5f}) {
+          const int64_t m = sh[0], n = sh[1], k = sh[2], pad = 3;
+          const int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+          Vec a = random_vec(size_t((ta ? k : m) * lda), 11);
+          Vec b = random_vec(size_t((tb ? n : k) * ldb), 12);
+          Vec c0 = random_vec(size_t(m * ldc), 13), c = c0;
+          if (beta == 0.f) // beta 0 never reads C: NaN there stays out
+            for (int64_t i = 0; i < m; ++i)
+              c[size_t(i * ldc)] = NAN;
+          pipert_sgemm(ctx.ctx, ta, tb, m, n, k, 1.5f, a.data(), lda, b.data(), ldb, beta,
+                       c.data(), ldc);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < ldc; ++j) {
+              const size_t at = size_t(i * ldc + j);
+              if (j >= n) { // the padding is left alone
+                ASSERT_EQ(c[at], c0[at]) << m << "x" << n << "x" << k << " pad " << j;
+                continue;
+              }
+              double s = 0;
+              for (int64_t p = 0; p < k; ++p)
+                s += double(ta ? a[size_t(p * lda + i)] : a[size_t(i * lda + p)]) *
+                     double(tb ? b[size_t(j * ldb + p)] : b[size_t(p * ldb + j)]);
+              const double want = 1.5 * s + double(beta) * double(c0[at]);
+              ASSERT_NEAR(c[at], want, 1e-5 * (1 + std::fabs(want)))
+                  << m << "x" << n << "x" << k << " ta " << ta << " tb " << tb << " beta "
+                  << beta << " at (" << i << ", " << j << ")";
+            }
+        }
+}
+
 TEST(MatMul, BatchBroadcastAndVectors) {
   Ctx ctx;
   // (3, 1, 4, 5) @ (2, 5, 6) -> (3, 2, 4, 6): A broadcast over B's batch.

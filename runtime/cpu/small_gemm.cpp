@@ -1,0 +1,172 @@
+//===- small_gemm.cpp - register-blocked sgemm for small products (CPU) ----===//
+//
+// C = alpha * op(A) * op(B) + beta * C, row-major, for the products of a
+// small model's micro-batch: 16 rows times 32-128 columns, where the
+// libraries' per-call costs outweigh the arithmetic. oneDNN's dnnl_sgemm
+// allocates its packing buffers and checks the ISA on every call (malloc,
+// memalign, TLS and OpenMP queries showed in perf beside the kernel of a
+// 2-sample transformer step); OpenBLAS runs its Haswell kernels here.
+//
+// The kernel: MR rows x 32 columns of C in registers (two 16-float vectors a
+// row, GCC vector extensions: one zmm each under AVX-512, two ymm under
+// AVX2), accumulated over the whole k with a broadcast of A's element and
+// two fused multiply-adds a row. A is read in place (transposed or not: a
+// broadcast reads one element wherever it is); B row by row, so a transposed
+// B is first copied into a thread-local k x n panel. No packing of A, no
+// k-blocking: meant for k and n up to a few hundred, where a 32-column panel
+// of B stays in L1 for every row block.
+//
+// The sum over k runs in order, one fused multiply-add at a time: results
+// match a double reference to the float rounding of a k-term sum.
+//===----------------------------------------------------------------------===//
+#include "kernel_util.h"
+
+#include <cstring>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace pipert::cpu {
+namespace {
+
+typedef float v16 __attribute__((vector_size(64)));
+
+inline v16 load16(const float *p) {
+  v16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store16(float *p, v16 v) { std::memcpy(p, &v, sizeof v); }
+// The first n (< 16) floats; the rest zero.
+#if defined(__AVX512F__)
+inline v16 load_part(const float *p, int n) {
+  return (v16)_mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p);
+}
+inline void store_part(float *p, v16 v, int n) {
+  _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), (__m512)v);
+}
+#else
+inline v16 load_part(const float *p, int n) {
+  v16 v = {};
+  std::memcpy(&v, p, size_t(n) * sizeof(float));
+  return v;
+}
+inline void store_part(float *p, v16 v, int n) { std::memcpy(p, &v, size_t(n) * sizeof(float)); }
+#endif
+
+#if defined(__AVX512F__)
+constexpr int kMR = 8; // 16 accumulators of the 32 zmm registers
+#else
+constexpr int kMR = 4; // 16 ymm registers: 8 accumulator halves
+#endif
+
+// One block of MR rows and nc <= 32 columns: a(r, p) = a[r * sar + p * sap],
+// b(p, j) = b[p * ldb + j].
+template <int MR, bool Full>
+inline void block(int64_t k, const float *a, int64_t sar, int64_t sap, const float *b,
+                  int64_t ldb, float *c, int64_t ldc, int nc, float alpha, float beta) {
+  v16 acc0[MR], acc1[MR];
+  for (int r = 0; r < MR; ++r) {
+    acc0[r] = v16{};
+    acc1[r] = v16{};
+  }
+  const int n0 = Full ? 16 : (nc < 16 ? nc : 16), n1 = Full ? 16 : nc - n0;
+  for (int64_t p = 0; p < k; ++p) {
+    const float *bp = b + p * ldb;
+    v16 b0, b1;
+    if (Full) {
+      b0 = load16(bp);
+      b1 = load16(bp + 16);
+    } else {
+      b0 = n0 == 16 ? load16(bp) : load_part(bp, n0);
+      b1 = n1 > 0 ? load_part(bp + 16, n1) : v16{};
+    }
+    const float *ap = a + p * sap;
+    for (int r = 0; r < MR; ++r) {
+      const v16 ar = v16{} + ap[r * sar];
+      acc0[r] += ar * b0;
+      acc1[r] += ar * b1;
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    float *cr = c + r * ldc;
+    v16 c0 = alpha * acc0[r], c1 = alpha * acc1[r];
+    if (Full) {
+      if (beta != 0.f) {
+        c0 += beta * load16(cr);
+        c1 += beta * load16(cr + 16);
+      }
+      store16(cr, c0);
+      store16(cr + 16, c1);
+    } else {
+      if (beta != 0.f) {
+        c0 += beta * (n0 == 16 ? load16(cr) : load_part(cr, n0));
+        if (n1 > 0)
+          c1 += beta * load_part(cr + 16, n1);
+      }
+      if (n0 == 16)
+        store16(cr, c0);
+      else
+        store_part(cr, c0, n0);
+      if (n1 > 0)
+        store_part(cr + 16, c1, n1);
+    }
+  }
+}
+
+template <int MR>
+inline void rows(int64_t k, const float *a, int64_t sar, int64_t sap, const float *b, int64_t ldb,
+                 float *c, int64_t ldc, int nc, float alpha, float beta) {
+  if (nc == 32)
+    block<MR, true>(k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta);
+  else
+    block<MR, false>(k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta);
+}
+
+// The last m % kMR rows of a column block.
+template <int MR>
+void tail_rows(int64_t left, int64_t k, const float *a, int64_t sar, int64_t sap, const float *b,
+               int64_t ldb, float *c, int64_t ldc, int nc, float alpha, float beta) {
+  if constexpr (MR > 0) {
+    if (left == MR)
+      return rows<MR>(k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta);
+    tail_rows<MR - 1>(left, k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta);
+  }
+}
+
+} // namespace
+
+void small_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                 int64_t ldc) {
+  if (trans_b) {
+    // B is n x k: its k x n transpose, in 8 x 8 blocks.
+    thread_local std::vector<float> panel;
+    panel.resize(size_t(k * n));
+    float *t = panel.data();
+    for (int64_t j0 = 0; j0 < n; j0 += 8)
+      for (int64_t p0 = 0; p0 < k; p0 += 8) {
+        const int64_t j1 = std::min(n, j0 + 8), p1 = std::min(k, p0 + 8);
+        for (int64_t j = j0; j < j1; ++j)
+          for (int64_t p = p0; p < p1; ++p)
+            t[p * n + j] = b[j * ldb + p];
+      }
+    b = t;
+    ldb = n;
+  }
+  // a(i, p): A[i * lda + p], or A[p * lda + i] when transposed.
+  const int64_t sar = trans_a ? 1 : lda, sap = trans_a ? lda : 1;
+  for (int64_t j = 0; j < n; j += 32) {
+    const int nc = int(std::min<int64_t>(32, n - j));
+    int64_t i = 0;
+    for (; i + kMR <= m; i += kMR)
+      rows<kMR>(k, a + i * sar, sar, sap, b + j, ldb, c + i * ldc + j, ldc, nc, alpha, beta);
+    if (i < m)
+      tail_rows<kMR - 1>(m - i, k, a + i * sar, sar, sap, b + j, ldb, c + i * ldc + j, ldc, nc,
+                         alpha, beta);
+  }
+}
+
+} // namespace pipert::cpu
