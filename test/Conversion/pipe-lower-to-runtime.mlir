@@ -132,3 +132,25 @@ func.func @forward(%x: tensor<2x3xf32> {pipe.input = "x"}) -> (tensor<2x3xf32> {
   %y = onnx.Relu(%x) : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return %y : tensor<2x3xf32>
 }
+
+// -----
+
+// A transpose of the last two axes read only by MatMuls emits no kernel: the
+// MatMul reads its operand with the transposed flag (pipert_matmul_t_f32).
+// One read by anything else (here the returned value) stays a transpose.
+
+// CHECK-LABEL: func.func @pipe_step(
+// CHECK-NOT: pipert_transpose
+// CHECK: call @pipert_matmul_t_f32(%{{.*}}, %{{.*}}, %c3_i64{{.*}}, %{{.*}}, %c0_i32{{.*}}, %{{.*}}, %c3_i64{{.*}}, %{{.*}}, %c1_i32{{.*}}, %{{.*}})
+// CHECK: call @pipert_transpose(
+// CHECK: call @pipert_matmul_f32(
+func.func @forward(%a: tensor<2x4x8xf32> {pipe.input = "a"}, %b: tensor<2x6x8xf32> {pipe.input = "b"})
+    -> (tensor<f32> {pipe.loss}, tensor<2x8x4xf32> {pipe.output = "at"}) {
+  %none = onnx.NoValue : none
+  %bt = onnx.Transpose(%b) {perm = array<i64: 0, 2, 1>} : (tensor<2x6x8xf32>) -> tensor<2x8x6xf32>
+  %y = onnx.MatMul(%a, %bt) : (tensor<2x4x8xf32>, tensor<2x8x6xf32>) -> tensor<2x4x6xf32>
+  %at = onnx.Transpose(%a) {perm = array<i64: 0, 2, 1>} : (tensor<2x4x8xf32>) -> tensor<2x8x4xf32>
+  %z = onnx.MatMul(%at, %y) : (tensor<2x8x4xf32>, tensor<2x4x6xf32>) -> tensor<2x8x6xf32>
+  %m = onnx.ReduceSum(%z, %none) {keepdims = 0 : i64} : (tensor<2x8x6xf32>, none) -> tensor<f32>
+  return %m, %at : tensor<f32>, tensor<2x8x4xf32>
+}
