@@ -116,11 +116,39 @@ inline void block(int64_t k, const float *a, int64_t sar, int64_t sap, const flo
   }
 }
 
+// A block of MR rows and nc <= 16 columns: one vector a row (the batched
+// 8 x 8 products of attention heads).
+template <int MR>
+inline void block16(int64_t k, const float *a, int64_t sar, int64_t sap, const float *b,
+                    int64_t ldb, float *c, int64_t ldc, int nc, float alpha, float beta) {
+  v16 acc[MR];
+  for (int r = 0; r < MR; ++r)
+    acc[r] = v16{};
+  for (int64_t p = 0; p < k; ++p) {
+    const v16 b0 = nc == 16 ? load16(b + p * ldb) : load_part(b + p * ldb, nc);
+    const float *ap = a + p * sap;
+    for (int r = 0; r < MR; ++r)
+      acc[r] += (v16{} + ap[r * sar]) * b0;
+  }
+  for (int r = 0; r < MR; ++r) {
+    float *cr = c + r * ldc;
+    v16 c0 = alpha * acc[r];
+    if (beta != 0.f)
+      c0 += beta * (nc == 16 ? load16(cr) : load_part(cr, nc));
+    if (nc == 16)
+      store16(cr, c0);
+    else
+      store_part(cr, c0, nc);
+  }
+}
+
 template <int MR>
 inline void rows(int64_t k, const float *a, int64_t sar, int64_t sap, const float *b, int64_t ldb,
                  float *c, int64_t ldc, int nc, float alpha, float beta) {
   if (nc == 32)
     block<MR, true>(k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta);
+  else if (nc <= 16)
+    block16<MR>(k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta);
   else
     block<MR, false>(k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta);
 }
