@@ -71,9 +71,11 @@ constexpr int64_t kOneDnnMinWork = 16384;
 
 // Up to this many multiply-adds (and k, n within the kernel's L1 reach) a
 // product with B not transposed runs in pipert's small kernel on one thread.
-// Measured on the example transformer's step, one thread: at 2 samples
-// (16-row products) 51.5 -> 46.3 us with the small kernel up to 64K, 46.5 up
-// to 128K, 47.1 up to 256K; at 32 samples 553 -> 529 us up to 128K.
+// Measured on the example transformer's step, one thread, with the kernel on
+// every product of that size (A Bᵀ too, before the rules below): at 2
+// samples (16-row products) 51.5 -> 46.3 us up to 64K, 46.5 up to 128K, 47.1
+// up to 256K; at 32 samples 553 -> 529 us up to 128K. With the rules: 46.8
+// and 521-528 us.
 //
 // Not for a transposed B (A Bᵀ, an input's gradient through a linear layer):
 // oneDNN sums those dot products in partial sums along k, the small kernel
