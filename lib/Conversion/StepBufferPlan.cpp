@@ -39,8 +39,16 @@ bool isTransposeIntoMatMul(Operation *op) {
       return false;
   if (perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
     return false;
-  return llvm::all_of(op->getUsers(),
-                      [](Operation *user) { return isa<onnx::MatMulOp>(user); });
+  // pipert_matmul_t_f32 takes operands of rank 2 or more (a 1-D operand of
+  // MatMul is promoted by pipert_matmul_f32 only).
+  return llvm::all_of(op->getUsers(), [](Operation *user) {
+    if (!isa<onnx::MatMulOp>(user))
+      return false;
+    return llvm::all_of(user->getOperands(), [](Value v) {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      return t && t.getRank() >= 2;
+    });
+  });
 }
 
 /// Ops whose result is their first operand's bytes under another shape.

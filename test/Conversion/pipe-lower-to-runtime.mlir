@@ -154,3 +154,21 @@ func.func @forward(%a: tensor<2x4x8xf32> {pipe.input = "a"}, %b: tensor<2x6x8xf3
   %m = onnx.ReduceSum(%z, %none) {keepdims = 0 : i64} : (tensor<2x8x6xf32>, none) -> tensor<f32>
   return %m, %at : tensor<f32>, tensor<2x8x4xf32>
 }
+
+// -----
+
+// A MatMul with a 1-D operand keeps the transpose (pipert_matmul_t_f32 takes
+// operands of rank 2 or more).
+
+// CHECK-LABEL: func.func @pipe_step(
+// CHECK: call @pipert_transpose(
+// CHECK: call @pipert_matmul_f32(
+// CHECK-NOT: pipert_matmul_t_f32
+func.func @forward(%a: tensor<2x4x8xf32> {pipe.input = "a"}, %v: tensor<4xf32> {pipe.input = "v"})
+    -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %at = onnx.Transpose(%a) {perm = array<i64: 0, 2, 1>} : (tensor<2x4x8xf32>) -> tensor<2x8x4xf32>
+  %y = onnx.MatMul(%at, %v) : (tensor<2x8x4xf32>, tensor<4xf32>) -> tensor<2x8xf32>
+  %m = onnx.ReduceSum(%y, %none) {keepdims = 0 : i64} : (tensor<2x8xf32>, none) -> tensor<f32>
+  return %m : tensor<f32>
+}
