@@ -1,6 +1,7 @@
 //===- loss.cpp - SoftmaxCrossEntropyLoss and NLL loss (CPU) --------------===//
 #include "kernel_util.h"
 #include "../core/formulas.h"
+#include "vmath.h"
 
 #include <cmath>
 
@@ -92,6 +93,22 @@ void pipert_softmax_cross_entropy_loss_grad_f32(
   label_weights(op, g, labels, weights, has_ignore_index, ignore_index, w);
   entry_scale(op, dloss, g, w, reduction, scale);
   // d loss_i / d scores[n, c, s] = w_i * (softmax_c - [c == label_i]).
+  if (g.spatial == 1) {
+    // Classes contiguous (a language model's [tokens, vocabulary]): one
+    // vectorised row of exponentials each (vexp; glibc's expf a call per
+    // element was 29 of the example transformer's 521 us step at 32
+    // samples), the label's entry corrected after.
+    for (int64_t n = 0; n < g.n; ++n) {
+      const float *PIPERT_RESTRICT lp = log_prob + n * g.c;
+      float *PIPERT_RESTRICT d = dscores + n * g.c;
+      const float f = w[size_t(n)] * scale[size_t(n)];
+      for (int64_t c = 0; c < g.c; ++c)
+        d[c] = f * vexp(lp[c]);
+      if (w[size_t(n)] != 0.f)
+        d[labels[n]] = f * (vexp(lp[labels[n]]) - 1.f);
+    }
+    return;
+  }
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t c = 0; c < g.c; ++c) {
       const float *PIPERT_RESTRICT lp = log_prob + (n * g.c + c) * g.spatial;

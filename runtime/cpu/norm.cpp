@@ -19,24 +19,17 @@ void softmax_impl(pipert_context *ctx, const char *op, const float *x, int64_t r
   const int64_t mid = s.mid, inner = s.inner;
   if (inner == 1) {
     // The last axis (attention, the loss): one contiguous row per outer
-    // index, its max and sum in registers. The same operations in the same
-    // order as the general loop below. (A LogSoftmax row's exponentials go
-    // through y before y gets its values.)
+    // index, its max and sum in vector lanes (row_max, row_sum). (A
+    // LogSoftmax row's exponentials go through y before y gets its values.)
     parallel_for(ctx, s.outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, mid)),
                  [&](int64_t ob, int64_t oe) {
       for (int64_t o = ob; o < oe; ++o) {
         const float *xb = x + o * mid;
         float *yb = y + o * mid;
-        float mx = -INFINITY;
-        for (int64_t m = 0; m < mid; ++m)
-          mx = std::max(mx, xb[m]);
-        // The exponentials in one loop (it vectorises), their sum in
-        // order in a second.
+        const float mx = row_max(mid, xb);
         for (int64_t m = 0; m < mid; ++m)
           yb[m] = vexp(xb[m] - mx);
-        float sum = 0.f;
-        for (int64_t m = 0; m < mid; ++m)
-          sum += yb[m];
+        const float sum = row_sum(mid, yb);
         if (Log) {
           const float lse = mx + std::log(sum);
           for (int64_t m = 0; m < mid; ++m)
@@ -92,15 +85,17 @@ void softmax_grad_impl(const char *op, const float *y, const float *dy, int64_t 
   AxisSplit s = split_at(rank, shape, norm_axis(op, axis, rank));
   const int64_t mid = s.mid, inner = s.inner;
   if (inner == 1) {
-    // The last axis: as below, the row's sum in a register.
+    // The last axis: the row's sum in lanes, as the forward's.
     for (int64_t o = 0; o < s.outer; ++o) {
       const float *yb = y + o * mid, *gb = dy + o * mid;
       float *db = dx + o * mid;
-      float acc = 0.f;
-      for (int64_t m = 0; m < mid; ++m)
-        acc += Log ? gb[m] : gb[m] * yb[m];
-      for (int64_t m = 0; m < mid; ++m)
-        db[m] = formula::softmax_grad<Log>(yb[m], gb[m], acc);
+      const float acc = Log ? row_sum(mid, gb) : row_sum(mid, gb, yb);
+      if (Log)
+        for (int64_t m = 0; m < mid; ++m)
+          db[m] = gb[m] - vexp(yb[m]) * acc;
+      else
+        for (int64_t m = 0; m < mid; ++m)
+          db[m] = formula::softmax_grad<false>(yb[m], gb[m], acc);
     }
     return;
   }

@@ -332,7 +332,8 @@ TEST(BatchNormGrad, TrainingXScaleBias) {
 TEST(SoftmaxGrad, SoftmaxAndLogSoftmax) {
   Ctx ctx;
   Rng rng;
-  for (auto [s, axis] : {std::pair<Shape, int64_t>{{3, 4, 5}, 1}, {{7, 9}, -1}, {{5, 3, 2}, 0}}) {
+  for (auto [s, axis] : {std::pair<Shape, int64_t>{{3, 4, 5}, 1}, {{7, 9}, -1}, {{5, 3, 2}, 0},
+                         {{2, 3, 17}, -1}, {{4, 8}, 1}}) {
     const int64_t rank = int64_t(s.size());
     Vec x = rng.uniform(numel(s), -3.f, 3.f), r = rng.uniform(numel(s));
     for (bool log : {false, true}) {
@@ -354,7 +355,7 @@ TEST(SoftmaxGrad, SoftmaxAndLogSoftmax) {
 TEST(LossGrad, SoftmaxCrossEntropyAndNll) {
   Ctx ctx;
   Rng rng;
-  for (Shape s : {Shape{6, 5}, Shape{3, 4, 2, 3}}) {
+  for (Shape s : {Shape{6, 5}, Shape{3, 4, 2, 3}, Shape{4, 19}}) {
     const int64_t rank = int64_t(s.size()), N = s[0], C = s[1], S = numel(s) / (N * C);
     std::vector<int64_t> labels(static_cast<size_t>(N * S));
     std::uniform_int_distribution<int64_t> d(0, C - 1);

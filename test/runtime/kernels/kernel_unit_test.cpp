@@ -289,6 +289,49 @@ TEST(Elementwise, ExpWithinAFewUlp) {
   }
 }
 
+// Softmax and LogSoftmax over the last axis take a row's max and sum in
+// vector lanes plus an in-order tail (row_max, row_sum): rows shorter than,
+// equal to and past a whole number of vectors, against double.
+TEST(Softmax, LastAxisRowLengthsAgainstDouble) {
+  Ctx ctx;
+  for (int64_t len : {1, 3, 8, 9, 16, 17, 31, 33}) {
+    const int64_t rows = 5, shape[2] = {rows, len};
+    Vec x(size_t(rows * len)), y(x.size()), ly(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = float(int64_t(i * 37) % 29) * 0.9f - 12.f;
+    x[size_t(len - 1)] = 30.f; // the max in a tail (or the only) entry
+    pipert_softmax_f32(ctx.ctx, x.data(), 2, shape, -1, y.data());
+    pipert_log_softmax_f32(ctx.ctx, x.data(), 2, shape, 1, ly.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *xr = x.data() + r * len;
+      // The differences x - max in float, as the kernel has them.
+      float mx = -INFINITY;
+      double sum = 0;
+      for (int64_t m = 0; m < len; ++m)
+        mx = std::max(mx, xr[m]);
+      for (int64_t m = 0; m < len; ++m)
+        sum += std::exp(double(xr[m] - mx));
+      for (int64_t m = 0; m < len; ++m) {
+        const double p = std::exp(double(xr[m] - mx)) / sum;
+        EXPECT_NEAR(y[size_t(r * len + m)], p, 1e-6 * p + 1e-30) << len << " " << r << "," << m;
+        EXPECT_NEAR(ly[size_t(r * len + m)], double(xr[m]) - double(mx) - std::log(sum), 4e-6)
+            << len << " " << r << "," << m;
+      }
+    }
+  }
+  // A NaN in a row makes its softmax NaN wherever it lands (lanes or tail);
+  // -inf entries get probability 0.
+  for (int64_t at : {0, 8, 9}) {
+    const int64_t shape[2] = {1, 10};
+    Vec x(10, 1.f), y(10);
+    x[3] = -INFINITY;
+    x[size_t(at)] = NAN;
+    pipert_softmax_f32(ctx.ctx, x.data(), 2, shape, -1, y.data());
+    EXPECT_TRUE(std::isnan(y[size_t(at)])) << at;
+    EXPECT_TRUE(std::isnan(y[3]) || y[3] == 0.f) << at;
+  }
+}
+
 TEST(Elementwise, WhereEqualAndInt64Arithmetic) {
   Ctx ctx;
   const int64_t as[2] = {2, 3}, bs[1] = {3};
