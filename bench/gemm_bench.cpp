@@ -4,7 +4,7 @@
 // DNN-like shapes and prints GFLOP/s. bench/gemm.py runs this and numpy on
 // the same shapes, one thread each, and prints the ratio.
 //
-// usage: gemm_bench [--threads N] [--json] [--min-time SECONDS] [MxNxK ...]
+// usage: gemm_bench [--threads N] [--json] [--min-time SECONDS] [MxNxK[:NT|TN|TT] ...]
 //===----------------------------------------------------------------------===//
 #include "pipert/pipert_kernels.h"
 
@@ -22,6 +22,7 @@ namespace {
 
 struct Shape {
   int64_t m, n, k;
+  int ta = 0, tb = 0; // MxNxK:TN etc.: op(A), op(B) transposed
 };
 
 double seconds_now() {
@@ -32,18 +33,19 @@ double seconds_now() {
 // Best-of-repeats GFLOP/s: repeats until min_time has passed, at least 3 times.
 double bench(pipert_context *ctx, const Shape &s, double min_time) {
   std::vector<float> a(size_t(s.m * s.k)), b(size_t(s.k * s.n)), c(size_t(s.m * s.n));
+  const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
   for (size_t i = 0; i < a.size(); ++i)
     a[i] = float((i * 7) % 13) * 0.01f;
   for (size_t i = 0; i < b.size(); ++i)
     b[i] = float((i * 5) % 11) * 0.01f;
-  pipert_gemm_f32(ctx, a.data(), b.data(), nullptr, 0, nullptr, s.m, s.n, s.k, 0, 0, 1.f, 0.f,
-                  c.data()); // warm-up
+  pipert_sgemm(ctx, s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(),
+               s.n); // warm-up
   double best = 1e30, start = seconds_now();
   int reps = 0;
   while (reps < 3 || seconds_now() - start < min_time) {
     double t0 = seconds_now();
-    pipert_gemm_f32(ctx, a.data(), b.data(), nullptr, 0, nullptr, s.m, s.n, s.k, 0, 0, 1.f, 0.f,
-                    c.data());
+    pipert_sgemm(ctx, s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f,
+                 c.data(), s.n);
     best = std::min(best, seconds_now() - t0);
     ++reps;
   }
@@ -66,10 +68,15 @@ int main(int argc, char **argv) {
       min_time = std::atof(argv[++i]);
     } else {
       Shape s{};
-      if (std::sscanf(argv[i], "%ldx%ldx%ld", &s.m, &s.n, &s.k) != 3) {
-        std::fprintf(stderr, "gemm_bench: bad argument '%s' (want MxNxK)\n", argv[i]);
+      char t[3] = {'N', 'N', 0};
+      int got = std::sscanf(argv[i], "%ldx%ldx%ld:%2[NT]", &s.m, &s.n, &s.k, t);
+      if ((got != 3 && got != 4) || t[1] == 0) {
+        std::fprintf(stderr, "gemm_bench: bad argument '%s' (want MxNxK or MxNxK:NT, TN, TT)\n",
+                     argv[i]);
         return 2;
       }
+      s.ta = t[0] == 'T';
+      s.tb = t[1] == 'T';
       shapes.push_back(s);
     }
   }
@@ -91,10 +98,13 @@ int main(int argc, char **argv) {
     const Shape &s = shapes[i];
     double gf = bench(ctx, s, min_time);
     if (json)
-      std::printf("%s{\"m\": %ld, \"n\": %ld, \"k\": %ld, \"gflops\": %.3f}", i ? ", " : "", s.m,
-                  s.n, s.k, gf);
+      std::printf("%s{\"m\": %ld, \"n\": %ld, \"k\": %ld, \"trans\": \"%c%c\", "
+                  "\"gflops\": %.3f}",
+                  i ? ", " : "", s.m, s.n, s.k, s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', gf);
     else
-      std::printf("%5ldx%5ldx%5ld  %8.2f GFLOP/s\n", s.m, s.n, s.k, gf);
+      std::printf("%5ldx%5ldx%5ld:%c%c  %8.2f GFLOP/s  %8.3f us\n", s.m, s.n, s.k,
+                  s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', gf,
+                  2.0 * double(s.m * s.n * s.k) / gf * 1e-3);
   }
   if (json)
     std::printf("]}\n");

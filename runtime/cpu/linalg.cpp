@@ -70,30 +70,37 @@ GemmLibrary gemm_library() {
 constexpr int64_t kOneDnnMinWork = 16384;
 
 // Up to this many multiply-adds (and k, n within the kernel's L1 reach) a
-// product with B not transposed runs in pipert's small kernel on one thread.
+// product runs in pipert's small kernel on one thread.
 // Measured on the example transformer's step, one thread, with the kernel on
 // every product of that size (A Bᵀ too, before the rules below): at 2
 // samples (16-row products) 51.5 -> 46.3 us up to 64K, 46.5 up to 128K, 47.1
 // up to 256K; at 32 samples 553 -> 529 us up to 128K. With the rules: 46.8
 // and 521-528 us.
 //
-// Not for a transposed B (A Bᵀ, an input's gradient through a linear layer):
-// oneDNN sums those dot products in partial sums along k, the small kernel
-// would sum k in order. Both are float roundings of the same sum, but an
-// Adam step divides each gradient by its own magnitude, so a gradient that
-// is zero in exact arithmetic becomes ±lr by the sign of its rounding: one of
-// the asynchronous sweep's runs (CNN, 3 stages, PipeDream vertical sync,
-// Adam) moved 7.6e-5 off its float64 reference that way, against 3e-8 with
-// oneDNN or OpenBLAS. With B not transposed, the small kernel's sums are in
-// the libraries' order (the same errors against a float64 product).
+// A transposed B (A Bᵀ: a linear layer's forward, X Wᵀ, and a
+// convolution's weight gradient) is first copied into a k x n panel, so the
+// kernel pays off only where n fills its vectors: n a multiple of 16, up to
+// the same work (the example transformer's forwards, 16 x 32..128 x
+// 32..128: 0.27-0.95 us against oneDNN's 0.59-1.66). The others stay on
+// the libraries (the CNN's 4 x 10 x 144: 0.33 us against 0.19). Those
+// include the CNN's convolution weight gradients (n = 9, 72), whose
+// summation order one of the asynchronous sweep's runs is sensitive to:
+// with the kernel on every A Bᵀ, CNN, 3 stages, PipeDream vertical sync,
+// Adam moved 7.6e-5 off its float64 reference, against 3e-8 with oneDNN or
+// OpenBLAS. Adam divides each gradient by its own magnitude, so a gradient
+// that is zero in exact arithmetic becomes ±lr by the sign of its rounding,
+// and the kernel sums k in order where the libraries keep partial sums.
+// (Neither of those products alone moved it past 1e-5; both did.)
 
 constexpr int64_t kSmallMaxWork = 131072;
 constexpr int64_t kSmallMaxK = 512, kSmallMaxN = 512;
 
 bool use_small(int trans_b, int64_t m, int64_t n, int64_t k) {
-  if (trans_b || k > kSmallMaxK || n > kSmallMaxN)
+  if (k > kSmallMaxK || n > kSmallMaxN)
     return false;
   const int64_t work = m * n * k;
+  if (trans_b)
+    return n % 16 == 0 && work <= kSmallMaxWork;
   // Below oneDNN's threshold it beats OpenBLAS on every shape measured (the
   // CNN's 8x144x9: 165 vs 311 ns; attention's 8x8x8: 29 vs 60 ns). Above it,
   // only where the columns fill its 16-float vectors: a partial block costs
