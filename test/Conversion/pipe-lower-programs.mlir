@@ -22,7 +22,8 @@
 
 // Device 0 feeds "x": the driver fills the whole mini-batch (4 rows), each
 // micro-batch reads its rows in place. The step calls one function per
-// stage computation (its buffers given as pointer arrays), sends block, the
+// stage computation (its buffers given as pointer arrays), sends block, a
+// receive is posted (pipert_irecv) and waited for before its first use, the
 // backwards add their weight gradients into the accumulator (zeroed first),
 // then one SGD update, which stores the next step count.
 // DEV0-LABEL: func.func @pipe_step(
@@ -39,9 +40,11 @@
 // DEV0: call @pipert_send(%{{.*}}, %[[COMM]], %{{.*}}, %c16_i64{{.*}}, %c1_i32{{.*}}, %c1_i32{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i32, i32, i32) -> ()
 // DEV0: call @__pipe_s0_fwd(
 // DEV0: call @pipert_send(
-// DEV0: call @pipert_recv(
+// DEV0: %[[R0:.*]] = call @pipert_irecv(
+// DEV0-NEXT: call @pipert_wait(%{{.*}}, %[[R0]])
 // DEV0: call @__pipe_s0_bwd(
-// DEV0: call @pipert_recv(
+// DEV0: %[[R1:.*]] = call @pipert_irecv(
+// DEV0-NEXT: call @pipert_wait(%{{.*}}, %[[R1]])
 // DEV0: call @__pipe_s0_bwd(
 // DEV0: call @__pipe_update_stage0(
 // DEV0-NOT: pipert_isend
@@ -72,13 +75,14 @@
 // DEV1: %[[LOW:.*]] = arith.remui %c0_i64{{.*}}, %c16_i64
 // DEV1: %[[TAG:.*]] = arith.addi %c30064_i64, %[[LOW]] : i64
 // DEV1: %[[TAG32:.*]] = arith.trunci %[[TAG]] : i64 to i32
-// DEV1: call @pipert_recv(%{{.*}}, %{{.*}}, %{{.*}}, %c16_i64{{.*}}, %c1_i32, %c0_i32, %[[TAG32]])
+// DEV1: %[[R:.*]] = call @pipert_irecv(%{{.*}}, %{{.*}}, %{{.*}}, %c16_i64{{.*}}, %c1_i32, %c0_i32, %[[TAG32]])
+// DEV1-NEXT: call @pipert_wait(%{{.*}}, %[[R]])
 // DEV1: call @__pipe_s1_fwd(
 // DEV1: call @pipert_copy_device(
 // DEV1: call @__pipe_s1_bwd(
 // DEV1: %c24944_i64
 // DEV1: call @pipert_send(
-// DEV1: call @pipert_recv(
+// DEV1: call @pipert_irecv(
 // DEV1: call @__pipe_s1_fwd(
 // DEV1: call @__pipe_s1_bwd(
 // DEV1: call @pipert_send(
@@ -113,9 +117,11 @@
 
 // RT1: func.func @pipe_step(
 // RT1-SAME: pipe.program = {has_loss = true
-// RT1: call @pipert_recv(
+// RT1: call @pipert_irecv(
+// RT1: call @pipert_wait(
 // RT1: call @pipert_send(
-// RT1: call @pipert_recv(
+// RT1: call @pipert_irecv(
+// RT1: call @pipert_wait(
 // RT1: call @pipert_send(
 // RT1: call @__pipe_update_stage1(
 // RT1: call @pipert_copy_to_host(
@@ -128,7 +134,7 @@
 // NB0: func.func @pipe_step(
 // NB0: %[[R0:.*]] = call @pipert_isend(
 // NB0: %[[R1:.*]] = call @pipert_isend(
-// NB0: call @pipert_recv(
+// NB0: call @pipert_irecv(
 // NB0: call @__pipe_update_stage0(
 // NB0: llvm.store %[[R0]]
 // NB0: llvm.store %[[R1]]
@@ -146,7 +152,9 @@
 
 // Stage 1 of 4, 1F1B, M = 8: activations received for 3 micro-batches in
 // flight live in a buffer of 3 slots of 64 bytes (32 rounded up); a recv
-// whose value is saved lands in its slot directly.
+// whose value is saved lands in its slot directly. The receive of the next
+// micro-batch's activation is posted before the gradient's send and waited
+// for after it: the gradient goes out while the activation is on its way.
 // LOOP-LABEL: func.func @pipe_step(
 // LOOP: %[[RING:.*]] = call @pipert_alloc(%{{.*}}, %c192_i64)
 // LOOP: scf.for %[[IV:.*]] = %c0{{.*}} to %c2{{.*}} step %c1{{.*}} {
@@ -158,17 +166,19 @@
 // LOOP: llvm.getelementptr %[[RING]][%[[BYTES]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
 // LOOP: func.call @__pipe_s1_fwd(
 // LOOP: func.call @pipert_send(
-// LOOP: func.call @pipert_recv(
+// LOOP: %[[G:.*]] = func.call @pipert_irecv(
+// LOOP-NEXT: func.call @pipert_wait(%{{.*}}, %[[G]])
 // LOOP: func.call @__pipe_s1_bwd(
 // LOOP: %[[NEXT:.*]] = arith.addi %[[K]], %c3_i64{{.*}} : i64
 // LOOP: arith.remui %[[NEXT]], %c16_i64
 // LOOP: %[[NSLOT:.*]] = arith.remui %[[NEXT]], %c3_i64{{.*}} : i64
 // LOOP: %[[NBYTES:.*]] = arith.muli %[[NSLOT]], %c64_i64{{.*}} : i64
 // LOOP: %[[NPTR:.*]] = llvm.getelementptr %[[RING]][%[[NBYTES]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
-// LOOP: func.call @pipert_recv(%{{.*}}, %{{.*}}, %[[NPTR]],
+// LOOP: %[[A:.*]] = func.call @pipert_irecv(%{{.*}}, %{{.*}}, %[[NPTR]],
 // LOOP-NOT: pipert_copy_device
 // LOOP: func.call @pipert_send(
-// LOOP: }
+// LOOP-NEXT: func.call @pipert_wait(%{{.*}}, %[[A]])
+// LOOP-NEXT: }
 // LOOP-COUNT-1: func.func @__pipe_s1_fwd.onnx(
 // LOOP-COUNT-1: func.func @__pipe_s1_bwd.onnx(
 
