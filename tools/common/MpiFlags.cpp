@@ -95,6 +95,17 @@ std::vector<std::string> sharedMemoryMpiFlags() {
   std::vector<std::string> flags = {"--oversubscribe", "--mca", "btl", "self,vader",
                                     "--mca", "btl_vader_single_copy_mechanism",
                                     singleCopyMechanism()};
+  // Messages up to one vader fragment (32 KB) go eagerly into the peer's
+  // shared-memory queue: the send completes without the receiver, and the
+  // receiver copies it out without a rendezvous (4 KB by default: an
+  // activation of 4096 bytes took the rendezvous and CMA path, a syscall per
+  // message; the example transformer, 2 ranks, M = 8: 0.375 -> 0.338 ms a
+  // step; M = 4: 0.376 -> 0.364). A user's own setting is kept.
+  if (!std::getenv("OMPI_MCA_btl_vader_eager_limit")) {
+    flags.push_back("--mca");
+    flags.push_back("btl_vader_eager_limit");
+    flags.push_back("32768");
+  }
   if (geteuid() == 0)
     flags.push_back("--allow-run-as-root");
   return flags;

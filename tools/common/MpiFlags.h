@@ -36,8 +36,9 @@ bool runtimeBuffersSends();
 
 /// mpirun's flags for ranks on this machine: --oversubscribe, --mca btl
 /// self,vader, the single-copy mechanism (cma where crossMemoryAttachWorks,
-/// else none; PIPEC_SINGLE_COPY=cma|none overrides), --allow-run-as-root as
-/// root.
+/// else none; PIPEC_SINGLE_COPY=cma|none overrides), vader's eager limit
+/// raised to its fragment size, 32 KB (unless OMPI_MCA_btl_vader_eager_limit
+/// is set), --allow-run-as-root as root.
 std::vector<std::string> sharedMemoryMpiFlags();
 
 } // namespace pipectools

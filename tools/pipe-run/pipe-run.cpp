@@ -9,6 +9,7 @@
 // under mpirun (rank k runs OUT/device<k>), every rank with the same flags:
 //   mpirun --oversubscribe [--allow-run-as-root] --mca btl self,vader
 //          --mca btl_vader_single_copy_mechanism cma|none
+//          --mca btl_vader_eager_limit 32768
 //          -np 1 OUT/device0 FLAGS : -np 1 OUT/device1 FLAGS ...
 // (cma where this machine lets a process read another's memory, probed:
 // tools/common/MpiFlags.h; PIPEC_SINGLE_COPY=cma|none chooses).
