@@ -376,7 +376,21 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
       }
       int64_t p = int64_t(i - outputs);
       ob.setLoc(ret.getLoc());
-      results.push_back(ob.add(accs[p], mapped));
+      // A weight gradient a Gemm computes (a linear layer's) is added by
+      // that Gemm: C = the accumulator, beta = 1, written in place; no
+      // gradient buffer and no Add pass over it per micro-batch.
+      auto gemm = mapped.getDefiningOp<onnx::GemmOp>();
+      if (gemm && mapped.use_empty() && isa<NoneType>(gemm.getC().getType()) &&
+          gemm.getY().getType() == accs[p].getType()) {
+        OpBuilder gb(gemm);
+        auto fused = cast<onnx::GemmOp>(gb.clone(*gemm));
+        fused->setOperand(2, accs[p]);
+        fused->setAttr(fused.getBetaAttrName(), gb.getF32FloatAttr(1.0f));
+        gemm.erase();
+        results.push_back(fused.getY());
+      } else {
+        results.push_back(ob.add(accs[p], mapped));
+      }
       // The accumulator's argument number: after the weights.
       resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
           pipe::attrs::kUpdate, b.getI64IntegerAttr(params + p))));

@@ -314,7 +314,14 @@ LogicalResult StepLowering::planBuffers() {
       if (t != updateTarget.end()) {
         Value arg = persistent[t->second];
         int64_t argLast = lastUse.lookup(rootOf(arg));
-        if (argLast < i || (argLast == i && allowsInPlace(&op))) {
+        // A Gemm adds into its C in place (a weight gradient accumulated
+        // by its Gemm): when the buffer is its C alone, of Y's shape.
+        auto gemm = dyn_cast<onnx::GemmOp>(op);
+        Value root = rootOf(arg);
+        bool accumulates = gemm && rootOf(gemm.getC()) == root &&
+                           rootOf(gemm.getA()) != root && rootOf(gemm.getB()) != root &&
+                           gemm.getC().getType() == r.getType();
+        if (argLast < i || (argLast == i && (allowsInPlace(&op) || accumulates))) {
           placement[r] = {Placement::Persistent, t->second};
           inPlace.insert(r);
           continue;

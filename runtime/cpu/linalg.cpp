@@ -156,7 +156,11 @@ void pipert_gemm_f32(pipert_context *ctx, const float *a, const float *b, const 
                      int64_t c_rank, const int64_t *c_shape, int64_t m, int64_t n, int64_t k,
                      int trans_a, int trans_b, float alpha, float beta, float *y) {
   float beta_eff = 0.f;
-  if (c && beta != 0.f) {
+  const bool whole_c = c && c_rank == 2 && c_shape[0] == m && c_shape[1] == n;
+  if (c == y && whole_c) {
+    // Accumulated in place (a weight gradient added to its accumulator).
+    beta_eff = beta;
+  } else if (c && beta != 0.f) {
     // Broadcast C into Y, then let sgemm add alpha * A * B with beta = the
     // op's beta applied here.
     if (c_rank > 2)

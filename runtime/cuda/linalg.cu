@@ -26,7 +26,10 @@ void pipert_gemm_f32(pipert_context *ctx, const float *a, const float *b, const 
                      int64_t c_rank, const int64_t *c_shape, int64_t m, int64_t n, int64_t k,
                      int trans_a, int trans_b, float alpha, float beta, float *y) {
   float beta_eff = 0.f;
-  if (c && beta != 0.f) {
+  if (c == y && c_rank == 2 && c_shape[0] == m && c_shape[1] == n) {
+    // Accumulated in place (a weight gradient added to its accumulator).
+    beta_eff = beta;
+  } else if (c && beta != 0.f) {
     if (c_rank > 2)
       pipert_fail("Gemm: C has rank %lld, at most 2 allowed", (long long)c_rank);
     const int64_t cm = c_rank == 2 ? c_shape[0] : 1;

@@ -24,11 +24,14 @@
 // CHECK: call @__pipe_s0_bwd(
 // CHECK: call @__pipe_update_stage0(
 // A backward adds its weight gradient into the accumulator it is passed
-// (the argument after the weights), in place.
+// (the argument after the weights), in place: a Gemm's by the Gemm itself
+// (C = the accumulator, beta 1).
 // CHECK-LABEL: func.func @__pipe_s1_bwd.onnx(
 // CHECK-SAME: %[[W:[^:]*]]: tensor<8x3xf32>, %[[ACC:[^:]*]]: tensor<8x3xf32>, %{{.*}}: tensor<2x8xf32> {pipe.input = "in0"}, %{{.*}}: tensor<2x3xf32> {pipe.input = "in1"})
 // CHECK-SAME: -> (tensor<2x8xf32> {pipe.result_buffer = 0 : i64}, tensor<8x3xf32> {pipe.update = 1 : i64})
-// CHECK: %[[SUM:.*]] = onnx.Add(%[[ACC]], %{{.*}}) : (tensor<8x3xf32>, tensor<8x3xf32>) -> tensor<8x3xf32>
+// CHECK: %[[SUM:.*]] = onnx.Gemm(%{{.*}}, %{{.*}}, %[[ACC]]) {transA = 1 : i64} : (tensor<2x8xf32>, tensor<2x3xf32>, tensor<8x3xf32>) -> tensor<8x3xf32>
+// CHECK-NOT: onnx.Add
+// CHECK: return %{{.*}}, %[[SUM]]
 // CHECK-LABEL: func.func @__pipe_update_stage1.onnx(
 // CHECK-SAME: %[[W1:[^:]*]]: tensor<8x3xf32> {pipe.param = "fc2.weight"}, %[[G1:[^:]*]]: tensor<8x3xf32>, %[[M1:[^:]*]]: tensor<8x3xf32> {pipe.state = "fc2.weight.exp_avg"}, %[[V1:[^:]*]]: tensor<8x3xf32> {pipe.state = "fc2.weight.exp_avg_sq"}, %[[STEP:[^:]*]]: tensor<i64> {pipe.state = "step"})
 // CHECK-SAME: -> (tensor<8x3xf32> {pipe.update = "fc2.weight"}, tensor<8x3xf32> {pipe.update = "fc2.weight.exp_avg"}, tensor<8x3xf32> {pipe.update = "fc2.weight.exp_avg_sq"})

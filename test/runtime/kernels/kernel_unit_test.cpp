@@ -12,6 +12,7 @@
 #include <cfloat>
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,27 @@ TEST(Gemm, TransposesBroadcastBiasAndThreads) {
             ref[static_cast<size_t>(i * n + j)] = 0.5f * ref[static_cast<size_t>(i * n + j)] + 2.f * c[static_cast<size_t>(i)];
         expect_close(y, ref, 1e-4, "gemm");
       }
+}
+
+// C given as Y itself (a weight gradient added into its accumulator in
+// place): Y = alpha op(A) op(B) + beta Y, on each transpose.
+TEST(Gemm, AccumulatesInPlace) {
+  Ctx ctx;
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{16, 32, 8}, {37, 29, 53},
+                         {128, 32, 16}})
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (float beta : {1.f, 0.5f}) {
+          Vec a = random_vec(size_t(m * k), 1), b = random_vec(size_t(k * n), 2);
+          Vec y = random_vec(size_t(m * n), 3), ref(y.size());
+          ref_matmul(a.data(), b.data(), ref.data(), m, n, k, ta, tb);
+          for (size_t i = 0; i < ref.size(); ++i)
+            ref[i] = 0.75f * ref[i] + beta * y[i];
+          const int64_t cs[2] = {m, n};
+          pipert_gemm_f32(ctx.ctx, a.data(), b.data(), y.data(), 2, cs, m, n, k, ta, tb, 0.75f,
+                          beta, y.data());
+          expect_close(y, ref, 1e-4, "gemm in place");
+        }
 }
 
 // pipert_sgemm's leading dimensions, alpha and beta on every transpose,
