@@ -47,6 +47,7 @@ void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
   assign.strategy = stringify(options.partition).str();
   assign.cuts = llvm::to_vector(options.cuts);
   assign.profile = options.profile;
+  pm.addPass(createPipeFuseGelu());
   pm.addPass(createPipeAssignStages(assign));
   pm.addPass(createPipeAutodiff());
   PipeAddOptimizerOptions optimizer;

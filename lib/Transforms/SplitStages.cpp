@@ -265,6 +265,25 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
         for (Value operand : op->getOperands())
           if (throughConcat(operand).getType() == grad.getType())
             gradOf.insert(throughConcat(operand));
+    // No op of the reading stage is at that location: the op whose VJP
+    // built the gradient is in a later stage, and the gradient reaches the
+    // receiving stage's value through the reading stage's Adds (a residual
+    // Add relays the gradient of its sum to the stream it continues: cuts
+    // after a block's ln2 and after its residual Add). Taken where that op
+    // reads one value of the gradient's type, so whose gradient it built is
+    // clear.
+    if (gradOf.empty()) {
+      llvm::SetVector<Value> seeds;
+      for (Part &p : parts)
+        if (p.phase == Forward && p.stage != from)
+          for (Operation *op : p.ops)
+            if (op->getLoc() == loc)
+              for (Value operand : op->getOperands())
+                if (throughConcat(operand).getType() == grad.getType())
+                  seeds.insert(throughConcat(operand));
+      if (seeds.size() == 1)
+        gradOf.insert(seeds.front());
+    }
     addPassedOn(gradOf, reader.ops, grad.getType());
     SmallVector<Value> narrowed;
     for (Value c : candidates)

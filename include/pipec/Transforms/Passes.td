@@ -17,6 +17,21 @@ include "mlir/Pass/PassBase.td"
 // Training step, micro-batching, stages and transfers
 //===----------------------------------------------------------------------===//
 
+def PipeFuseGelu : Pass<"pipe-fuse-gelu", "::mlir::ModuleOp"> {
+  let summary = "fuse the exact GELU that exporters spell out into onnx.Gelu";
+  let description = [{
+    torch.onnx (before opset 20) writes nn.GELU as
+    `Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)`: five elementwise ops
+    forward and more backward, each a pass over the activation. This pass
+    replaces every such chain (operands in either order, the division also
+    as a multiplication by 1/sqrt 2, scalar constants) whose intermediate
+    values have no other use by one `onnx.Gelu(x) {approximate = "none"}`
+    carrying the last op's location, so that it lowers to one kernel
+    forward and one backward. Same function: the values agree to float
+    rounding.
+  }];
+}
+
 def PipeAutodiff : Pass<"pipe-autodiff", "::mlir::ModuleOp"> {
   let summary = "builds the training step: loss and gradients of the trainable parameters";
   let description = [{

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Partitioners.h"
+#include "dialects/onnx/OnnxDialect.h"
 #include "dialects/pipe/PipeAttrNames.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -107,6 +108,39 @@ Problem partition::buildProblem(func::FuncOp func, const CostModel &model,
       countDelta[p + 1] += 1;
       countDelta[last + 1] -= 1;
     }
+  }
+  // An Add passes its gradient unchanged to both operands, and on through
+  // an operand's own Adds of a weight or constant (a bias): every value of
+  // the two chains gets the same gradient. A cut where one value of each
+  // chain crosses is one of those: after both chains start, up to the Add.
+  auto positionOf = [&](Value v) -> int64_t {
+    Operation *def = v.getDefiningOp();
+    auto it = def ? problem.position.find(def) : problem.position.end();
+    return it == problem.position.end() ? -1 : it->second;
+  };
+  auto chainStart = [&](Value v) {
+    int64_t p = positionOf(v);
+    while (p >= 0) {
+      auto add = llvm::dyn_cast<onnx::AddOp>(problem.seq[p]);
+      if (!add)
+        break;
+      int64_t pa = positionOf(add.getA()), pb = positionOf(add.getB());
+      if ((pa >= 0) == (pb >= 0))
+        break; // two data operands (a chain of its own), or none
+      p = std::max(pa, pb);
+    }
+    return p;
+  };
+  problem.sharedGradient.assign(n + 1, false);
+  for (int64_t q = 0; q < n; ++q) {
+    auto add = llvm::dyn_cast<onnx::AddOp>(problem.seq[q]);
+    if (!add || add.getA() == add.getB())
+      continue;
+    int64_t pa = chainStart(add.getA()), pb = chainStart(add.getB());
+    if (pa < 0 || pb < 0)
+      continue;
+    for (int64_t k = std::max(pa, pb) + 1; k <= q; ++k)
+      problem.sharedGradient[k] = true;
   }
   problem.crossBytes.assign(n + 1, 0);
   problem.crossCount.assign(n + 1, 0);
@@ -233,7 +267,7 @@ static SmallVector<int64_t> eligibleCuts(const Problem &problem,
                                          double threshold) {
   SmallVector<int64_t> cuts;
   for (int64_t k = 1; k < problem.size(); ++k)
-    if (double(problem.crossBytes[k]) <= threshold)
+    if (double(problem.crossBytes[k]) <= threshold && !problem.sharedGradient[k])
       cuts.push_back(k);
   return cuts;
 }
@@ -246,9 +280,17 @@ static SmallVector<int64_t> chooseCandidates(const Problem &problem,
                                              double tolerance,
                                              double *restrictedBest) {
   int64_t n = problem.size();
+  // The cut points pipe-split-stages can split at (every one where that
+  // leaves too few).
   SmallVector<int64_t> all;
   for (int64_t k = 1; k < n; ++k)
-    all.push_back(k);
+    if (!problem.sharedGradient[k])
+      all.push_back(k);
+  if (int64_t(all.size()) < stages - 1) {
+    all.clear();
+    for (int64_t k = 1; k < n; ++k)
+      all.push_back(k);
+  }
   double unrestricted = minMaxCost(problem, all, stages);
   int64_t smallest = std::numeric_limits<int64_t>::max(), largest = 0;
   for (int64_t k = 1; k < n; ++k) {

@@ -39,6 +39,13 @@ struct Problem {
   /// are unused (0).
   SmallVector<int64_t> crossBytes;
   SmallVector<int64_t> crossCount;
+  /// sharedGradient[k]: two values crossing cut k get one and the same
+  /// gradient from an Add at or after it (its operands, or values an
+  /// operand adds a bias to: a residual connection's Add, cut right before
+  /// it or its branch's bias), which pipe-split-stages cannot send as the
+  /// gradient of either. The balanced and dp partitions cut elsewhere where
+  /// they can.
+  SmallVector<bool> sharedGradient;
 
   int64_t size() const { return seq.size(); }
   double cost(int64_t begin, int64_t end) const {

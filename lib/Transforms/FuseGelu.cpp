@@ -1,0 +1,116 @@
+//===- FuseGelu.cpp - pipe-fuse-gelu: the exported exact GELU as one op ----===//
+#include "pipec/Autodiff/OnnxBuilder.h"
+#include "pipec/Transforms/Passes.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
+
+namespace mlir::pipec {
+#define GEN_PASS_DEF_PIPEFUSEGELU
+#include "pipec/Transforms/Passes.h.inc"
+} // namespace mlir::pipec
+
+using namespace mlir;
+using namespace mlir::pipec;
+
+namespace {
+
+/// The value of a splat floating-point constant, or std::nullopt.
+std::optional<double> splatValue(Value v) {
+  auto c = v.getDefiningOp<onnx::ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto dense = dyn_cast_or_null<DenseFPElementsAttr>(c->getAttr("value"));
+  if (!dense || !dense.isSplat())
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>().convertToDouble();
+}
+
+bool near(std::optional<double> v, double want) {
+  return v && std::fabs(*v - want) <= 1e-6 * std::fabs(want);
+}
+
+/// For a commutative binary op: the operand that is not the constant
+/// `want` (std::nullopt if neither is).
+template <typename Op>
+Value otherThanConstant(Op op, double want) {
+  if (near(splatValue(op.getB()), want))
+    return op.getA();
+  if (near(splatValue(op.getA()), want))
+    return op.getB();
+  return {};
+}
+
+bool singleUse(Value v) { return v.hasOneUse(); }
+
+/// Matches `root` = Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5) in any
+/// operand order; returns x.
+Value matchGelu(onnx::MulOp root) {
+  Value inner = otherThanConstant(root, 0.5);
+  auto mul = inner ? inner.getDefiningOp<onnx::MulOp>() : onnx::MulOp();
+  if (!mul || !singleUse(inner))
+    return {};
+  for (int side = 0; side < 2; ++side) {
+    Value x = side ? mul.getB() : mul.getA();
+    Value sum = side ? mul.getA() : mul.getB();
+    auto add = sum.getDefiningOp<onnx::AddOp>();
+    if (!add || !singleUse(sum))
+      continue;
+    Value erfOut = otherThanConstant(add, 1.0);
+    auto erf = erfOut ? erfOut.getDefiningOp<onnx::ErfOp>() : onnx::ErfOp();
+    if (!erf || !singleUse(erfOut))
+      continue;
+    Value scaled = erf->getOperand(0);
+    if (!singleUse(scaled))
+      continue;
+    Value source;
+    if (auto div = scaled.getDefiningOp<onnx::DivOp>()) {
+      if (near(splatValue(div.getB()), std::sqrt(2.0)))
+        source = div.getA();
+    } else if (auto m = scaled.getDefiningOp<onnx::MulOp>()) {
+      source = otherThanConstant(m, 1.0 / std::sqrt(2.0));
+    }
+    if (source && source == x && x.getType() == root.getType())
+      return x;
+  }
+  return {};
+}
+
+struct FuseGeluPass : mlir::pipec::impl::PipeFuseGeluBase<FuseGeluPass> {
+  void runOnOperation() override {
+    SmallVector<onnx::MulOp> roots;
+    getOperation().walk([&](onnx::MulOp op) { roots.push_back(op); });
+    for (onnx::MulOp root : roots) {
+      Value x = matchGelu(root);
+      if (!x)
+        continue;
+      OpBuilder b(root);
+      auto gelu = onnx::GeluOp::create(b, root.getLoc(), root.getType(), x,
+                                       b.getStringAttr("none"));
+      // The chain: root <- mul <- add <- erf <- div/mul (single uses), and
+      // the constants only it used.
+      Operation *op = root;
+      root.getResult().replaceAllUsesWith(gelu.getResult());
+      SmallVector<Operation *> constants;
+      while (op && op->use_empty()) {
+        Operation *next = nullptr;
+        for (Value operand : op->getOperands())
+          if (Operation *def = operand.getDefiningOp()) {
+            if (isa<onnx::ConstantOp>(def))
+              constants.push_back(def);
+            else if (operand != x && operand.hasOneUse())
+              next = def;
+          }
+        op->erase();
+        op = next;
+      }
+      for (Operation *c : constants)
+        if (c->use_empty())
+          c->erase();
+    }
+  }
+};
+
+} // namespace
