@@ -47,7 +47,9 @@ void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
   assign.strategy = stringify(options.partition).str();
   assign.cuts = llvm::to_vector(options.cuts);
   assign.profile = options.profile;
-  pm.addPass(createPipeFuseGelu());
+  PipeFuseGeluOptions fuse;
+  fuse.keep = llvm::to_vector(options.cuts);
+  pm.addPass(createPipeFuseGelu(fuse));
   pm.addPass(createPipeAssignStages(assign));
   pm.addPass(createPipeAutodiff());
   PipeAddOptimizerOptions optimizer;

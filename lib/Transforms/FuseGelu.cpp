@@ -1,4 +1,5 @@
 //===- FuseGelu.cpp - pipe-fuse-gelu: the exported exact GELU as one op ----===//
+#include "pipec/Analysis/CostModel.h"
 #include "pipec/Autodiff/OnnxBuilder.h"
 #include "pipec/Transforms/Passes.h"
 
@@ -46,8 +47,8 @@ Value otherThanConstant(Op op, double want) {
 bool singleUse(Value v) { return v.hasOneUse(); }
 
 /// Matches `root` = Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5) in any
-/// operand order; returns x.
-Value matchGelu(onnx::MulOp root) {
+/// operand order; returns x. `chain` gets its ops other than root.
+Value matchGelu(onnx::MulOp root, SmallVectorImpl<Operation *> &chain) {
   Value inner = otherThanConstant(root, 0.5);
   auto mul = inner ? inner.getDefiningOp<onnx::MulOp>() : onnx::MulOp();
   if (!mul || !singleUse(inner))
@@ -72,19 +73,25 @@ Value matchGelu(onnx::MulOp root) {
     } else if (auto m = scaled.getDefiningOp<onnx::MulOp>()) {
       source = otherThanConstant(m, 1.0 / std::sqrt(2.0));
     }
-    if (source && source == x && x.getType() == root.getType())
+    if (source && source == x && x.getType() == root.getType()) {
+      chain.assign({mul, add, erf, scaled.getDefiningOp()});
       return x;
+    }
   }
   return {};
 }
 
 struct FuseGeluPass : mlir::pipec::impl::PipeFuseGeluBase<FuseGeluPass> {
+  using Base::Base;
   void runOnOperation() override {
     SmallVector<onnx::MulOp> roots;
     getOperation().walk([&](onnx::MulOp op) { roots.push_back(op); });
     for (onnx::MulOp root : roots) {
-      Value x = matchGelu(root);
-      if (!x)
+      SmallVector<Operation *> inner;
+      Value x = matchGelu(root, inner);
+      if (!x || llvm::any_of(inner, [&](Operation *op) {
+            return llvm::is_contained(keep, CostModel::getNodeName(op->getLoc()).str());
+          }))
         continue;
       OpBuilder b(root);
       auto gelu = onnx::GeluOp::create(b, root.getLoc(), root.getType(), x,

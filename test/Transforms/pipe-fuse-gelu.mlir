@@ -1,4 +1,5 @@
 // RUN: pipe-opt %s --split-input-file --pipe-fuse-gelu | FileCheck %s
+// RUN: pipe-opt %s --split-input-file --pipe-fuse-gelu="keep=/mlp/Erf" | FileCheck %s --check-prefix=KEEP
 // The exact GELU as torch.onnx spells it becomes one onnx.Gelu, in any
 // operand order and with the division written as a multiplication; a chain
 // whose intermediate value is used elsewhere, or with other constants, stays.
@@ -64,6 +65,27 @@ func.func @other_constant(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %s = onnx.Constant {value = dense<2.0> : tensor<f32>} : tensor<f32>
   %d = onnx.Div(%x, %s) : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
   %e = onnx.Erf(%d) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %one = onnx.Constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
+  %a = onnx.Add(%e, %one) : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %m = onnx.Mul(%x, %a) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %half = onnx.Constant {value = dense<0.5> : tensor<f32>} : tensor<f32>
+  %y = onnx.Mul(%m, %half) : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// A chain with an op named as a manual cut point (keep=) stays, so that the
+// cut names an op; without keep= it is fused like the others.
+// CHECK-LABEL: func.func @named
+// CHECK-NEXT: onnx.Gelu
+// KEEP-LABEL: func.func @named
+// KEEP-NOT: onnx.Gelu
+// KEEP: onnx.Erf
+func.func @named(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %s = onnx.Constant {value = dense<1.41421354> : tensor<f32>} : tensor<f32>
+  %d = onnx.Div(%x, %s) : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32> loc("/mlp/Div")
+  %e = onnx.Erf(%d) : (tensor<4x8xf32>) -> tensor<4x8xf32> loc("/mlp/Erf")
   %one = onnx.Constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
   %a = onnx.Add(%e, %one) : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
   %m = onnx.Mul(%x, %a) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>

@@ -28,8 +28,14 @@ def PipeFuseGelu : Pass<"pipe-fuse-gelu", "::mlir::ModuleOp"> {
     values have no other use by one `onnx.Gelu(x) {approximate = "none"}`
     carrying the last op's location, so that it lowers to one kernel
     forward and one backward. Same function: the values agree to float
-    rounding.
+    rounding. A chain one of whose inner ops is named in `keep` (the ONNX
+    node names of manual cut points) stays as it is, so that a cut inside
+    it still names an op.
   }];
+  let options = [
+    ListOption<"keep", "keep", "std::string",
+               "ONNX node names whose chains are not fused (manual cuts)">
+  ];
 }
 
 def PipeAutodiff : Pass<"pipe-autodiff", "::mlir::ModuleOp"> {
