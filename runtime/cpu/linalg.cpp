@@ -81,8 +81,11 @@ constexpr int64_t kOneDnnMinWork = 16384;
 // convolution's weight gradient) is first copied into a k x n panel, so the
 // kernel pays off only where n fills its vectors: n a multiple of 16, up to
 // the same work (the example transformer's forwards, 16 x 32..128 x
-// 32..128: 0.27-0.95 us against oneDNN's 0.59-1.66). The others stay on
-// the libraries (the CNN's 4 x 10 x 144: 0.33 us against 0.19). Those
+// 32..128: 0.27-0.95 us against oneDNN's 0.59-1.66), and tiny ones with
+// k <= 32, whose panel is a few registers (attention's batched 8 x 8 x 8
+// gradient P·Vᵀ-like products: 60 ns against OpenBLAS's 110; the example
+// transformer's step at 32 samples 459 -> 429 us). The others stay on the
+// libraries (the CNN's 4 x 10 x 144: 0.33 us against 0.19). Those
 // include the CNN's convolution weight gradients (n = 9, 72), whose
 // summation order one of the asynchronous sweep's runs is sensitive to:
 // with the kernel on every A Bᵀ, CNN, 3 stages, PipeDream vertical sync,
@@ -100,7 +103,7 @@ bool use_small(int trans_b, int64_t m, int64_t n, int64_t k) {
     return false;
   const int64_t work = m * n * k;
   if (trans_b)
-    return n % 16 == 0 && work <= kSmallMaxWork;
+    return (n % 16 == 0 && work <= kSmallMaxWork) || (k <= 32 && work < kOneDnnMinWork);
   // Below oneDNN's threshold it beats OpenBLAS on every shape measured (the
   // CNN's 8x144x9: 165 vs 311 ns; attention's 8x8x8: 29 vs 60 ns). Above it,
   // only where the columns fill its 16-float vectors: a partial block costs
