@@ -379,8 +379,11 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
       // A weight gradient a Gemm computes (a linear layer's) is added by
       // that Gemm: C = the accumulator, beta = 1, written in place; no
       // gradient buffer and no Add pass over it per micro-batch.
+      // Only a value returned once: the same Gemm may be the gradient of two
+      // weights (Gemm(X, W1 + W2)), or a stage output too.
       auto gemm = mapped.getDefiningOp<onnx::GemmOp>();
-      if (gemm && mapped.use_empty() && isa<NoneType>(gemm.getC().getType()) &&
+      if (gemm && mapped.use_empty() && llvm::count(ret.getOperands(), v) == 1 &&
+          isa<NoneType>(gemm.getC().getType()) &&
           gemm.getY().getType() == accs[p].getType()) {
         OpBuilder gb(gemm);
         auto fused = cast<onnx::GemmOp>(gb.clone(*gemm));

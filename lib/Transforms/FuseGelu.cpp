@@ -1,5 +1,6 @@
 //===- FuseGelu.cpp - pipe-fuse-gelu: the exported exact GELU as one op ----===//
 #include "pipec/Analysis/CostModel.h"
+#include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Autodiff/OnnxBuilder.h"
 #include "pipec/Transforms/Passes.h"
 
@@ -96,6 +97,9 @@ struct FuseGeluPass : mlir::pipec::impl::PipeFuseGeluBase<FuseGeluPass> {
       OpBuilder b(root);
       auto gelu = onnx::GeluOp::create(b, root.getLoc(), root.getType(), x,
                                        b.getStringAttr("none"));
+      // Its stage, where stages are already assigned.
+      if (Attribute stage = root->getAttr(pipe::attrs::kStage))
+        gelu->setAttr(pipe::attrs::kStage, stage);
       // The chain: root <- mul <- add <- erf <- div/mul (single uses), and
       // the constants only it used.
       Operation *op = root;

@@ -86,8 +86,10 @@ constexpr int64_t kOneDnnMinWork = 16384;
 // gradient P·Vᵀ-like products: 60 ns against OpenBLAS's 110; the example
 // transformer's step at 32 samples 459 -> 429 us). The others stay on the
 // libraries (the CNN's 4 x 10 x 144: 0.33 us against 0.19). Those
-// include the CNN's convolution weight gradients (n = 9, 72), whose
-// summation order one of the asynchronous sweep's runs is sensitive to:
+// include the example CNN's convolution weight gradients (n = 9, 72; k =
+// 36, 144; a convolution's with k <= 32 and below 16K would take the
+// kernel), whose summation order one of the asynchronous sweep's runs is
+// sensitive to:
 // with the kernel on every A Bᵀ, CNN, 3 stages, PipeDream vertical sync,
 // Adam moved 7.6e-5 off its float64 reference, against 3e-8 with oneDNN or
 // OpenBLAS. Adam divides each gradient by its own magnitude, so a gradient
