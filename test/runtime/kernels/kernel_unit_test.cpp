@@ -9,7 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
+#include <cstdint>
 #include <cmath>
 #include <random>
 #include <tuple>
@@ -716,6 +718,63 @@ TEST(Threads, ParallelElementwiseMatchesSerial) {
   pipert_softmax_f32(one.ctx, x.data(), 2, s, 1, s1.data());
   pipert_softmax_f32(two.ctx, x.data(), 2, s, 1, s2.data());
   EXPECT_EQ(s1, s2);
+}
+
+} // namespace
+
+namespace {
+
+// Transpose against index arithmetic, for every permutation of shapes whose
+// merged views take each of copy_view's paths: 8 x 8 tiles, rows of 16-128
+// bytes moved as fixed-size copies (the attention heads' (B, T, H, d) <->
+// (B, H, T, d)), other short rows, long rows, and element-wise strides; in
+// 1-, 2-, 4- and 8-byte elements.
+template <typename T>
+void check_transposes(pipert_dtype dtype, const std::vector<std::vector<int64_t>> &shapes) {
+  Ctx c;
+  for (const auto &shape : shapes) {
+    const int64_t rank = int64_t(shape.size());
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    std::vector<T> x(static_cast<size_t>(n), T(0));
+    for (int64_t i = 0; i < n; ++i)
+      x[size_t(i)] = T(i * 7 + 3);
+    std::vector<int64_t> perm(static_cast<size_t>(rank));
+    for (int64_t i = 0; i < rank; ++i)
+      perm[size_t(i)] = i;
+    do {
+      std::vector<T> y(static_cast<size_t>(n), T(-1));
+      pipert_transpose(c.ctx, dtype, x.data(), rank, shape.data(), perm.data(), y.data());
+      // y[j] = x[the input index whose permuted coordinates are j's].
+      std::vector<int64_t> ys(static_cast<size_t>(rank)), in(static_cast<size_t>(rank));
+      for (int64_t i = 0; i < rank; ++i)
+        ys[size_t(i)] = shape[size_t(perm[size_t(i)])];
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t rest = j;
+        for (int64_t i = rank - 1; i >= 0; --i) {
+          in[size_t(perm[size_t(i)])] = rest % ys[size_t(i)];
+          rest /= ys[size_t(i)];
+        }
+        int64_t src = 0;
+        for (int64_t i = 0; i < rank; ++i)
+          src = src * shape[size_t(i)] + in[size_t(i)];
+        ASSERT_EQ(y[size_t(j)], x[size_t(src)])
+            << "shape rank " << rank << " element " << j << " perm " << perm[0] << perm[1]
+            << (rank > 2 ? perm[2] : 0) << (rank > 3 ? perm[3] : 0);
+      }
+    } while (std::next_permutation(perm.begin(), perm.end()));
+  }
+}
+
+TEST(Transpose, EveryPermutationAgainstIndexArithmetic) {
+  const std::vector<std::vector<int64_t>> shapes = {
+      {2, 8, 4, 8}, {3, 5, 4, 2}, {2, 3, 4, 16}, {1, 7, 3, 33}, {2, 2, 9, 80},
+      {5, 6, 7}, {16, 16}, {4, 1, 8, 4}};
+  check_transposes<uint32_t>(PIPERT_F32, shapes);
+  check_transposes<uint64_t>(PIPERT_I64, shapes);
+  check_transposes<uint16_t>(PIPERT_F16, shapes);
+  check_transposes<uint8_t>(PIPERT_U8, {{2, 8, 4, 8}, {3, 5, 4, 2}, {2, 4, 3, 32}, {5, 6, 7}});
 }
 
 } // namespace
