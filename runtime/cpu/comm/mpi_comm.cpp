@@ -74,7 +74,7 @@ MpiRequest *mpiRequest(pipert_request *r) { return static_cast<MpiRequest *>(r);
 constexpr int64_t kChunkBytes = int64_t(1) << 30;
 // Messages up to this size are sent eagerly by Open MPI's shared-memory
 // transport (its eager limit is 4 KB with the header): not staged.
-constexpr int64_t kEagerBytes = 2048;
+static int64_t kEagerBytes = getenv("XEAGER")?atoll(getenv("XEAGER")):256;
 
 void abortHook(int code) {
   int finalized = 0;

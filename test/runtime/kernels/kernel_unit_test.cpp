@@ -378,6 +378,46 @@ TEST(Elementwise, WhereEqualAndInt64Arithmetic) {
   EXPECT_EQ(q[2], 3);
 }
 
+// Where with a broadcast mask and each value full, broadcast to a scalar or
+// along an axis (the fixed-stride loops and the general one), against
+// index arithmetic: out[b][i][j] = c[i][j] ? x : y.
+TEST(Elementwise, WhereBroadcastsAgainstIndexArithmetic) {
+  Ctx ctx;
+  const int64_t B = 3, T = 5;
+  const int64_t full[3] = {B, T, T}, mask[2] = {T, T}, scalar[1] = {1}, row[3] = {B, 1, T};
+  std::vector<uint8_t> c(size_t(T * T));
+  for (int64_t i = 0; i < T * T; ++i)
+    c[size_t(i)] = uint8_t((i * 7) % 3 == 0);
+  Vec a = random_vec(size_t(B * T * T), 90), b = random_vec(size_t(B * T * T), 91);
+  struct Shape {
+    int64_t rank;
+    const int64_t *shape;
+    int64_t at(int64_t bi, int64_t i, int64_t j) const {
+      if (rank == 1)
+        return 0;
+      return shape[1] == 1 ? bi * T + j : (bi * T + i) * T + j;
+    }
+  };
+  const Shape shapes[3] = {{3, full}, {1, scalar}, {3, row}};
+  for (const Shape &sx : shapes)
+    for (const Shape &sy : shapes) {
+      Vec out(size_t(B * T * T), -9.f);
+      pipert_where(ctx.ctx, PIPERT_F32, c.data(), 2, mask, a.data(), sx.rank, sx.shape, b.data(),
+                   sy.rank, sy.shape, out.data());
+      // The output is T x T when neither value has the batch axis.
+      const int64_t ob = sx.rank == 3 || sy.rank == 3 ? B : 1;
+      for (int64_t bi = 0; bi < ob; ++bi)
+        for (int64_t i = 0; i < T; ++i)
+          for (int64_t j = 0; j < T; ++j) {
+            const float want = c[size_t(i * T + j)] ? a[size_t(sx.at(bi, i, j))]
+                                                    : b[size_t(sy.at(bi, i, j))];
+            ASSERT_EQ(out[size_t((bi * T + i) * T + j)], want)
+                << "x rank " << sx.rank << " y rank " << sy.rank << " at " << bi << "," << i
+                << "," << j;
+          }
+    }
+}
+
 TEST(Cast, FloatToIntTruncatesAndBool) {
   Ctx ctx;
   const float x[5] = {-1.7f, -0.2f, 0.f, 2.9f, 3.f};
