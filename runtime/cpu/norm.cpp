@@ -3,6 +3,7 @@
 #include "../core/formulas.h"
 #include "vmath.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace pipert::cpu;
@@ -23,6 +24,42 @@ void softmax_impl(pipert_context *ctx, const char *op, const float *x, int64_t r
     // LogSoftmax row's exponentials go through y before y gets its values.)
     parallel_for(ctx, s.outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, mid)),
                  [&](int64_t ob, int64_t oe) {
+      if (mid < 16) {
+        // Short rows (attention over 8 positions): a row's own loops are
+        // mostly loop overhead, so blocks of rows go through each step
+        // together: the shifted values, then one exp over the block's
+        // contiguous elements, then the sums (rows of 8: 10 -> 3 us for
+        // the example transformer's 1024 rows).
+        constexpr int64_t kBlock = 64;
+        float mx[kBlock];
+        for (int64_t o0 = ob; o0 < oe; o0 += kBlock) {
+          const int64_t nr = std::min(kBlock, oe - o0);
+          const float *xb = x + o0 * mid;
+          float *yb = y + o0 * mid;
+          for (int64_t r = 0; r < nr; ++r) {
+            mx[r] = row_max(mid, xb + r * mid);
+            for (int64_t m = 0; m < mid; ++m)
+              yb[r * mid + m] = xb[r * mid + m] - mx[r];
+          }
+          for (int64_t i = 0; i < nr * mid; ++i)
+            yb[i] = vexp(yb[i]);
+          for (int64_t r = 0; r < nr; ++r) {
+            float *yr = yb + r * mid;
+            const float sum = row_sum(mid, yr);
+            if (Log) {
+              const float lse = mx[r] + std::log(sum);
+              const float *xr = xb + r * mid;
+              for (int64_t m = 0; m < mid; ++m)
+                yr[m] = xr[m] - lse;
+            } else {
+              const float inv = 1.f / sum;
+              for (int64_t m = 0; m < mid; ++m)
+                yr[m] *= inv;
+            }
+          }
+        }
+        return;
+      }
       for (int64_t o = ob; o < oe; ++o) {
         const float *xb = x + o * mid;
         float *yb = y + o * mid;
