@@ -81,11 +81,11 @@ double pipert_comm_timeout(void);
  * `comm`; `tag` is in 0..pipert_comm_max_tag(). A recv must match a send of
  * the same size: a different size is an error naming both. pipert_recv
  * returns with the data; pipert_send returns once `buf` may be reused. The
- * CPU (MPI) transport copies a message of more than 2 KB into a staging
+ * CPU (MPI) transport copies a message of more than 256 bytes into a staging
  * buffer and returns at once (buffered; up to PIPERT_SEND_BUFFER bytes in
  * flight per rank, default 64 MiB, or 0 when Open MPI's shared memory runs
  * without single copy; a message over 1/16 of it, or any with 0, is sent
- * directly, as is one of at most 2 KB, which MPI sends eagerly);
+ * directly, as is one of at most 256 bytes, which MPI sends inline);
  * the transfer then progresses inside the rank's later transport calls, and
  * pipert_comm_finalize completes every buffered send. Programs must not
  * rely on buffering: they are verified deadlock-free with sends that wait
