@@ -10,6 +10,47 @@ using namespace pipert::cpu;
 
 namespace {
 
+// lane_sum's eight lanes as one vector of doubles (lane l takes j = l mod 8,
+// the lanes added in order, then the tail): the same sums, bit for bit, for
+// rows of floats (LayerNorm's statistics). lane_sum's lambda did not
+// vectorise: a 256 x 32 LayerNorm took 4.3 us each way.
+typedef double v8d __attribute__((vector_size(64)));
+inline double fold_lanes(v8d acc) {
+  double s = 0;
+  for (int l = 0; l < 8; ++l)
+    s += acc[l];
+  return s;
+}
+inline v8d widen(rowred::v8f v) { return __builtin_convertvector(v, v8d); }
+
+/// sum_j x[j] in double, in lane_sum's order.
+inline double row_sum_d(int64_t n, const float *x) {
+  v8d acc = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    acc += widen(rowred::load8(x + j));
+  double s = fold_lanes(acc);
+  for (; j < n; ++j)
+    s += double(x[j]);
+  return s;
+}
+
+/// sum_j (x[j] - mu)^2 in double, in lane_sum's order.
+inline double row_sq_dev_d(int64_t n, const float *x, double mu) {
+  v8d acc = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const v8d d = widen(rowred::load8(x + j)) - mu;
+    acc += d * d;
+  }
+  double s = fold_lanes(acc);
+  for (; j < n; ++j) {
+    const double d = x[j] - mu;
+    s += d * d;
+  }
+  return s;
+}
+
 // Softmax-like kernels work on (outer, mid, inner) with the reduction over
 // mid; rows of `inner` contiguous elements keep the loops vectorisable.
 template <bool Log>
@@ -206,27 +247,39 @@ void pipert_layer_norm_f32(pipert_context *ctx, const float *x, int64_t rank, co
   int64_t rows = numel(ax, shape), cols = numel(rank - ax, shape + ax);
   parallel_for(ctx, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)),
                [&](int64_t rb, int64_t re) {
-    for (int64_t r = rb; r < re; ++r) {
-      const float *PIPERT_RESTRICT xr = x + r * cols;
-      float *PIPERT_RESTRICT yr = y + r * cols;
-      // Two passes in double: exact enough for long rows, and stable.
-      const double mu = lane_sum(cols, [&](int64_t j) { return double(xr[j]); }) / double(cols);
-      const double v = lane_sum(cols, [&](int64_t j) {
-        double d = xr[j] - mu;
-        return d * d;
-      });
-      const float inv = formula::inv_std(v / double(cols), epsilon);
-      const float muf = float(mu);
-      if (bias)
-        for (int64_t j = 0; j < cols; ++j)
-          yr[j] = formula::normalized(xr[j], muf, inv) * scale[j] + bias[j];
-      else
-        for (int64_t j = 0; j < cols; ++j)
-          yr[j] = formula::normalized(xr[j], muf, inv) * scale[j];
-      if (mean)
-        mean[r] = muf;
-      if (inv_std_dev)
-        inv_std_dev[r] = inv;
+    // Eight rows at a time: their statistics, then their 1/sqrt (a
+    // dependent sqrt and division in double, ~35 cycles: one row after
+    // the other they were most of a short row's time; eight independent
+    // ones overlap), then the normalised rows.
+    constexpr int64_t kRows = 8;
+    for (int64_t r0 = rb; r0 < re; r0 += kRows) {
+      const int64_t nr = std::min(kRows, re - r0);
+      double mu[kRows], var[kRows];
+      float inv[kRows];
+      for (int64_t i = 0; i < nr; ++i) {
+        // Two passes in double: exact enough for long rows, and stable.
+        const float *PIPERT_RESTRICT xr = x + (r0 + i) * cols;
+        mu[i] = row_sum_d(cols, xr) / double(cols);
+        var[i] = row_sq_dev_d(cols, xr, mu[i]) / double(cols);
+      }
+      for (int64_t i = 0; i < nr; ++i)
+        inv[i] = formula::inv_std(var[i], epsilon);
+      for (int64_t i = 0; i < nr; ++i) {
+        const int64_t r = r0 + i;
+        const float *PIPERT_RESTRICT xr = x + r * cols;
+        float *PIPERT_RESTRICT yr = y + r * cols;
+        const float muf = float(mu[i]), iv = inv[i];
+        if (bias)
+          for (int64_t j = 0; j < cols; ++j)
+            yr[j] = formula::normalized(xr[j], muf, iv) * scale[j] + bias[j];
+        else
+          for (int64_t j = 0; j < cols; ++j)
+            yr[j] = formula::normalized(xr[j], muf, iv) * scale[j];
+        if (mean)
+          mean[r] = muf;
+        if (inv_std_dev)
+          inv_std_dev[r] = iv;
+      }
     }
   });
 }
