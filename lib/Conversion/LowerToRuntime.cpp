@@ -56,10 +56,54 @@ LogicalResult StepLowering::run() {
   b.setInsertionPointToEnd(entry);
 
   Block &body = source.getBody().front();
-  auto freeBlocksAfter = [&](int64_t index) {
-    for (auto [id, block] : llvm::enumerate(blocks))
-      if (block.freeAfter == index)
-        call("pipert_free", {ctxArg, pointerOf(blockMemrefs[id])});
+  // The planned blocks live in one arena, allocated at entry and freed
+  // before the return: one pipert_alloc and one pipert_free a call instead
+  // of a pair per block (the example transformer's micro-batch had 23 pairs
+  // on each rank of a 2-stage pipeline). Blocks whose lifetimes do not
+  // overlap may share its bytes (first fit, in order of allocation).
+  Value arena;
+  {
+    SmallVector<int64_t> offsets(blocks.size(), 0);
+    SmallVector<int64_t> placed;
+    int64_t total = 0;
+    SmallVector<int64_t> byAlloc;
+    for (int64_t id = 0, e = int64_t(blocks.size()); id < e; ++id)
+      byAlloc.push_back(id);
+    llvm::sort(byAlloc, [&](int64_t x, int64_t y) {
+      return std::make_pair(blocks[x].allocBefore, x) <
+             std::make_pair(blocks[y].allocBefore, y);
+    });
+    for (int64_t id : byAlloc) {
+      const BlockInfo &blk = blocks[id];
+      // The blocks live with it, by offset.
+      SmallVector<std::pair<int64_t, int64_t>> busy;
+      for (int64_t other : placed)
+        if (blocks[other].allocBefore <= blk.freeAfter &&
+            blk.allocBefore <= blocks[other].freeAfter)
+          busy.push_back({offsets[other], offsets[other] + blocks[other].bytes});
+      llvm::sort(busy);
+      int64_t at = 0;
+      for (auto [lo, hi] : busy) {
+        if (at + blk.bytes <= lo)
+          break;
+        at = std::max(at, hi);
+      }
+      offsets[id] = at;
+      total = std::max(total, at + blk.bytes);
+      placed.push_back(id);
+    }
+    if (!blocks.empty()) {
+      arena = callPtr("pipert_alloc", {ctxArg, i64c(total)});
+      for (auto [id, block] : llvm::enumerate(blocks)) {
+        Value p = LLVM::GEPOp::create(b, b.getLoc(), ptrType(), b.getI8Type(), arena,
+                                      ArrayRef<LLVM::GEPArg>{i64c(offsets[id])});
+        blockMemrefs[id] = wrapPointer(p, block.bytes);
+      }
+    }
+  }
+  auto freeArena = [&] {
+    if (arena)
+      call("pipert_free", {ctxArg, arena});
   };
   // Per-op timing: the phase of each op (forward: what the loss depends
   // on; backward: other ops of an ONNX node; update: the rest).
@@ -78,13 +122,7 @@ LogicalResult StepLowering::run() {
     }
   }
   for (Operation &op : body.without_terminator()) {
-    int64_t index = order[&op];
     b.setLoc(op.getLoc());
-    for (auto [id, block] : llvm::enumerate(blocks))
-      if (block.allocBefore == index) {
-        Value p = callPtr("pipert_alloc", {ctxArg, i64c(block.bytes)});
-        blockMemrefs[id] = wrapPointer(p, block.bytes);
-      }
     Value begin;
     if (options.profileOps && !op.hasTrait<OpTrait::ConstantLike>())
       begin = callRuntime(b, b.getLoc(), module, "pipert_trace_stage_begin",
@@ -100,7 +138,6 @@ LogicalResult StepLowering::run() {
       opTable.push_back(b.getArrayAttr(
           {b.getStringAttr(node), b.getI32IntegerAttr(phase)}));
     }
-    freeBlocksAfter(index);
   }
   b.setLoc(source.getLoc());
   // The next step's parameters and state, where not written in place.
@@ -124,7 +161,7 @@ LogicalResult StepLowering::run() {
     call("pipert_copy_device",
          {ctxArg, dst, P(value), i64c(runtimeTensorBytes(tensorType(value)))});
   }
-  freeBlocksAfter(order[body.getTerminator()]);
+  freeArena();
   for (Value dev : constantCopies)
     call("pipert_free", {ctxArg, dev});
   func::ReturnOp::create(b);
