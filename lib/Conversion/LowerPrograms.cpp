@@ -229,6 +229,9 @@ private:
   Value ctxArg, inputsArg, persistentArg, lossArg, stepArg, comm;
   SmallVector<Value> allocations;
   int64_t allocatedBytes = 0, calleePeakBytes = 0;
+  /// The step's buffers' arena (allocate), its size operand and bytes.
+  Value arena, arenaSize;
+  int64_t arenaBytes = 0;
 
   SmallVector<DeviceArg> deviceInputs, devicePersistent;
   llvm::StringMap<int64_t> inputIndex; // fed input name → index
@@ -686,12 +689,27 @@ Value ProgramLowering::callPtr(StringRef callee, ArrayRef<Value> args) {
   return callRuntime(b, loc, module, callee, args, {ptrType()}).getResult(0);
 }
 
+// The step's buffers (rings, accumulators, the losses) live the whole step:
+// they are places in one arena, allocated at entry and freed at the end, one
+// pipert_alloc/pipert_free a step instead of a pair per buffer (the example
+// transformer's 2-stage programs had ~60). Its size, known once the
+// program is lowered, is set then.
 Value ProgramLowering::allocate(int64_t bytes) {
   bytes = std::max<int64_t>(bytes, 1);
   OpBuilder::InsertionGuard insertion(b);
-  b.setInsertionPointToStart(entry);
-  Value p = callPtr("pipert_alloc", {ctxArg, i64c(bytes)});
-  allocations.push_back(p);
+  if (!arena) {
+    b.setInsertionPointToStart(entry);
+    arenaSize = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0));
+    arena = callPtr("pipert_alloc", {ctxArg, arenaSize});
+    allocations.push_back(arena);
+  }
+  b.setInsertionPointAfter(arena.getDefiningOp());
+  Value p = LLVM::GEPOp::create(b, loc, ptrType(), b.getI8Type(), arena,
+                                ArrayRef<LLVM::GEPArg>{i64c(arenaBytes)});
+  // Each buffer 64-byte aligned, as pipert_alloc's blocks are.
+  arenaBytes += (bytes + 63) / 64 * 64;
+  arenaSize.getDefiningOp<arith::ConstantOp>().setValueAttr(
+      b.getI64IntegerAttr(arenaBytes));
   allocatedBytes += bytes;
   return p;
 }

@@ -31,8 +31,9 @@
 // DEV0-SAME: has_loss = false, inputs = [{dtype = 1 : i64, kind = "input", name = "x", shape = array<i64: 4, 4>}]
 // DEV0-SAME: persistent = [{dtype = 1 : i64, init = dense<5.000000e-01> : tensor<4x8xf32>, kind = "param", name = "fc1.weight", shape = array<i64: 4, 8>}, {dtype = 7 : i64, init = dense<0> : tensor<i64>, kind = "state", name = "step", shape = array<i64>}], trains = true
 // DEV0: %[[COMM:.*]] = call @pipert_comm_world(
-// DEV0: %[[ACC:.*]] = call @pipert_alloc(%{{.*}}, %c128_i64)
-// DEV0: call @pipert_memset_zero(%{{.*}}, %[[ACC]], %{{.*}})
+// DEV0: %[[ARENA:.*]] = call @pipert_alloc(%{{.*}}, %c384_i64)
+// DEV0: %[[ACC:.*]] = llvm.getelementptr %[[ARENA]][%c0_i64] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// DEV0: call @pipert_memset_zero(%{{.*}}, %[[ACC]], %c128_i64{{.*}})
 // DEV0: %[[X:.*]] = llvm.load %{{.*}} : !llvm.ptr -> !llvm.ptr
 // DEV0: %[[OFF0:.*]] = arith.muli %{{.*}}, %c32_i64
 // DEV0: llvm.getelementptr %[[X]][%[[OFF0]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
@@ -70,8 +71,9 @@
 // DEV1-LABEL: func.func @pipe_step(
 // DEV1-SAME: has_loss = true, inputs = [{dtype = 1 : i64, kind = "input", name = "t", shape = array<i64: 4, 3>}]
 // DEV1-SAME: persistent = [{dtype = 1 : i64, kind = "param", name = "fc2.weight", shape = array<i64: 8, 3>}, {dtype = 7 : i64, init = dense<0> : tensor<i64>, kind = "state", name = "step", shape = array<i64>}]
-// DEV1: %[[LOSSES:.*]] = call @pipert_alloc(%{{.*}}, %c8_i64)
-// DEV1: call @pipert_memset_zero(%{{.*}}, %[[LOSSES]], %c8_i64
+// DEV1: %[[ARENA:.*]] = call @pipert_alloc(
+// DEV1-NOT: call @pipert_alloc(
+// DEV1: call @pipert_memset_zero(%{{.*}}, %[[LOSSES:[^,]*]], %c8_i64
 // DEV1: %[[LOW:.*]] = arith.remui %c0_i64{{.*}}, %c16_i64
 // DEV1: %[[TAG:.*]] = arith.addi %c30064_i64, %[[LOW]] : i64
 // DEV1: %[[TAG32:.*]] = arith.trunci %[[TAG]] : i64 to i32
@@ -151,12 +153,16 @@
 // NBRT0: return
 
 // Stage 1 of 4, 1F1B, M = 8: activations received for 3 micro-batches in
-// flight live in a buffer of 3 slots of 64 bytes (32 rounded up); a recv
+// flight live in a buffer of 3 slots of 64 bytes (32 rounded up), bytes
+// 64-256 of the step's arena (the step's buffers are places in one
+// pipert_alloc, each 64-byte aligned); a recv
 // whose value is saved lands in its slot directly. The receive of the next
 // micro-batch's activation is posted before the gradient's send and waited
 // for after it: the gradient goes out while the activation is on its way.
 // LOOP-LABEL: func.func @pipe_step(
-// LOOP: %[[RING:.*]] = call @pipert_alloc(%{{.*}}, %c192_i64)
+// LOOP: %[[ARENA:.*]] = call @pipert_alloc(%{{.*}}, %c704_i64)
+// LOOP: llvm.getelementptr %[[ARENA]][%c256_i64]
+// LOOP: %[[RING:.*]] = llvm.getelementptr %[[ARENA]][%c64_i64] : (!llvm.ptr, i64) -> !llvm.ptr, i8
 // LOOP: scf.for %[[IV:.*]] = %c0{{.*}} to %c2{{.*}} step %c1{{.*}} {
 // LOOP: scf.for %[[IV:.*]] = %c0{{.*}} to %c5{{.*}} step %c1{{.*}} {
 // LOOP-NEXT: %[[K:.*]] = arith.index_cast %[[IV]] : index to i64
