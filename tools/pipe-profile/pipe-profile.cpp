@@ -7,7 +7,7 @@
 // For each micro-batch size of --rows (default: the model's batch), compiles
 // the one-device training step with per-op timing (pipe-compile
 // --profile-ops --batch R), runs it for K steps (pipe-run --trace), and takes
-// each op's median time over the steps after the first, less what an op
+// each op's median time over the later half of the steps, less what an op
 // event itself costs (the trace's op_event_overhead_us); sums them per ONNX
 // node into forward and backward times (the gradient ops autodiff made of a
 // node count as its backward) and the optimizer's ops into an update rate;
@@ -250,9 +250,13 @@ Measured measure(int64_t rows, bool bindBatch, const std::string &dir,
   std::sort(stepTimes.begin(), stepTimes.end());
   m.step = stepTimes.empty() ? 0 : stepTimes[stepTimes.size() / 5];
   for (size_t i = 0; i < ops.size(); ++i) {
+    // The first steps warm up: the later half. oneDNN's first calls of a
+    // shape stay slow for a few steps (the example transformer's fc1
+    // forward at 64 rows: 58, 11, 14, then 3 us), and with the first step
+    // alone dropped a median of 7 landed on them now and then (fc1 at
+    // 14 us a call in the profile, 5x its time).
     std::vector<double> &t = times[i];
-    if (t.size() > 1)
-      t.erase(t.begin());
+    t.erase(t.begin(), t.begin() + t.size() / 2);
     double time = median(t);
     auto &[node, phase] = ops[i];
     if (phase == 0)
