@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 using namespace pipert::cpu;
@@ -101,19 +102,20 @@ void copy_tiles(const T *x, int64_t r, const int64_t *dims, const int64_t *ist, 
   }
 }
 
-// Copies runs of `bytes` bytes (a compile-time size: a few vector moves
-// instead of a call to memcpy) for copy_rows.
-template <size_t Bytes>
-void copy_rows_fixed(const char *x, int64_t r, const int64_t *dims, const int64_t *ist,
-                     char *y) {
-  // Axis r-2 is the loop below; the ones before it are counted in idx.
+// Calls copy(dst, src) for every row of a view whose innermost axis is one
+// contiguous row of `row` bytes in the input (dims/ist in bytes, r >= 2),
+// dst advancing through y row by row; axis r-2 is the inner loop, the ones
+// before it are counted in idx.
+template <typename Copy>
+void for_rows(const char *x, int64_t r, const int64_t *dims, const int64_t *ist, char *y,
+              size_t row, Copy copy) {
   const int64_t n = dims[r - 2], s = ist[r - 2];
   int64_t idx[kMaxRank] = {}, xin = 0;
   for (;;) {
     const char *xs = x + xin;
     for (int64_t i = 0; i < n; ++i) {
-      std::memcpy(y, xs + i * s, Bytes);
-      y += Bytes;
+      copy(y, xs + i * s);
+      y += row;
     }
     int64_t d = r - 3;
     for (; d >= 0; --d) {
@@ -130,44 +132,34 @@ void copy_rows_fixed(const char *x, int64_t r, const int64_t *dims, const int64_
 }
 
 // A view whose innermost axis is contiguous in the input (after merging):
-// rows of dims[r-1] elements gathered from strided places (the attention
+// rows of dims[r-1] bytes gathered from strided places (the attention
 // heads' transposes, (B, T, H, d) <-> (B, H, T, d) with d = 8: rows of
 // 32 bytes). Strides here are in bytes. Rows of 16-128 bytes move as
-// fixed-size copies; others through memcpy. broadcast_loop's call and
-// memcpy per 32-byte row took 2.6 ns, most of the transposes' time.
+// fixed-size copies (a few vector moves); others up to 256 bytes through
+// memcpy. broadcast_loop's call and memcpy per 32-byte row took 2.6 ns,
+// most of the transposes' time.
 bool copy_rows(const char *x, int64_t r, const int64_t *dims, const int64_t *ist, char *y) {
   if (r < 2 || ist[r - 1] != 1)
     return false;
   const size_t row = size_t(dims[r - 1]);
+  auto fixed = [&](auto bytes) {
+    for_rows(x, r, dims, ist, y, row, [](char *d, const char *src) {
+      std::memcpy(d, src, decltype(bytes)::value);
+    });
+    return true;
+  };
   switch (row) {
-  case 16: copy_rows_fixed<16>(x, r, dims, ist, y); return true;
-  case 32: copy_rows_fixed<32>(x, r, dims, ist, y); return true;
-  case 64: copy_rows_fixed<64>(x, r, dims, ist, y); return true;
-  case 128: copy_rows_fixed<128>(x, r, dims, ist, y); return true;
+  case 16: return fixed(std::integral_constant<size_t, 16>{});
+  case 32: return fixed(std::integral_constant<size_t, 32>{});
+  case 64: return fixed(std::integral_constant<size_t, 64>{});
+  case 128: return fixed(std::integral_constant<size_t, 128>{});
   default: break;
   }
   if (row > 256)
     return false; // long rows: memcpy per row is cheap next to the copy
-  const int64_t n = dims[r - 2], s = ist[r - 2];
-  int64_t idx[kMaxRank] = {}, xin = 0;
-  for (;;) {
-    const char *xs = x + xin;
-    for (int64_t i = 0; i < n; ++i) {
-      std::memcpy(y, xs + i * s, row);
-      y += row;
-    }
-    int64_t d = r - 3;
-    for (; d >= 0; --d) {
-      ++idx[d];
-      xin += ist[d];
-      if (idx[d] < dims[d])
-        break;
-      xin -= ist[d] * dims[d];
-      idx[d] = 0;
-    }
-    if (d < 0)
-      return true;
-  }
+  for_rows(x, r, dims, ist, y, row,
+           [row](char *d, const char *src) { std::memcpy(d, src, row); });
+  return true;
 }
 
 // Gathers a strided view (shape, per-axis element strides, base offset) of x
