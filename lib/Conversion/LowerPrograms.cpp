@@ -605,7 +605,8 @@ Value ProgramLowering::stepTranspose(Value weights, WeightBuffer *buf, int64_t i
   auto type = cast<RankedTensorType>(buf->types[i]);
   StringRef fn = transposeFunction(type);
   int64_t bytes = runtimeTensorBytes(type);
-  if (!constantWithinStep(weights)) {
+  // Slot 0 is what a forward reads only with a single version.
+  if (buf->versions != 1 || !constantWithinStep(weights)) {
     Value t = allocate(bytes);
     CallArrays arrays;
     arrays.inputs.push_back(w);
