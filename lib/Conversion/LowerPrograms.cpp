@@ -437,15 +437,38 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
   // transposes W on every call: ~0.3 us of a 16 x 128 x 32 product's 1.0,
   // ~2 us a micro-batch of the example transformer at 2 samples.
   SmallVector<int64_t> transposed;
-  if (stage.getPhase() == pipe::Phase::Forward && program.getMicrobatches() > 1) {
+  // Only where it pays and keeps the bits: on the CPU, for weights constant
+  // within the step (else every call would transpose anyway), and for the
+  // shapes the CPU runtime's small kernel takes with transB = 1 (it
+  // multiplies the same transposed panel then; elsewhere a library would
+  // sum in another order: linalg.cpp's use_small).
+  auto fwdOp = dyn_cast<pipe::ForwardOp>(call);
+  WeightBuffer *wbuf = nullptr;
+  if (fwdOp && fwdOp.getWeights())
+    if (auto it = weightBuffers.find(fwdOp.getWeights()); it != weightBuffers.end())
+      wbuf = it->second.get();
+  auto smallKernel = [](onnx::GemmOp gemm) {
+    auto y = dyn_cast<RankedTensorType>(gemm.getY().getType());
+    auto w = cast<RankedTensorType>(gemm.getB().getType());
+    if (!y || !y.hasStaticShape() || !w.hasStaticShape())
+      return false;
+    int64_t m = y.getDimSize(0), n = w.getDimSize(0), k = w.getDimSize(1);
+    int64_t work = m * n * k;
+    if (k > 512 || n > 512)
+      return false;
+    return (n % 16 == 0 && work <= 131072) || (k <= 32 && work < 16384);
+  };
+  if (stage.getPhase() == pipe::Phase::Forward && program.getMicrobatches() > 1 &&
+      !cuda && !noFlush && wbuf && wbuf->versions == 1 &&
+      constantWithinStep(fwdOp.getWeights())) {
     DenseMap<int64_t, Value> wt;
     SmallVector<onnx::GemmOp> gemms;
     for (Operation &op : *body)
       if (auto gemm = dyn_cast<onnx::GemmOp>(op))
-        if (gemm.getTransB() == 1)
+        if (gemm.getTransB() == 1 && gemm.getTransA() == 0)
           if (auto arg = dyn_cast<BlockArgument>(gemm.getB());
               arg && arg.getOwner() == body && int64_t(arg.getArgNumber()) < params &&
-              cast<RankedTensorType>(arg.getType()).getRank() == 2)
+              cast<RankedTensorType>(arg.getType()).getRank() == 2 && smallKernel(gemm))
             gemms.push_back(gemm);
     for (onnx::GemmOp gemm : gemms) {
       auto arg = cast<BlockArgument>(gemm.getB());
