@@ -279,6 +279,28 @@ LogicalResult StepLowering::planBuffers() {
     if (outputUses[value] == 1 && !placement.count(value) &&
         !updateTarget.count(value) && value.getDefiningOp())
       directOutput[value] = index;
+  // An output that is another shape of a kernel's result (a Gemm's input
+  // rows, Reshape of the layer norm's output, kept for the backward): the
+  // kernel writes into the caller's buffer and the view needs no copy
+  // (the transformer's forward copied 22 KB a micro-batch so).
+  DenseMap<Value, int> rootOutputs;
+  for (auto [value, index] : outputs)
+    if (placement.count(value) && placement[value].kind == Placement::Alias)
+      ++rootOutputs[rootOf(value)];
+  for (auto [value, index] : outputs) {
+    if (outputUses[value] != 1 || !placement.count(value) ||
+        placement[value].kind != Placement::Alias || updateTarget.count(value))
+      continue;
+    Value root = rootOf(value);
+    auto rootType = tensorType(root), type = tensorType(value);
+    if (rootOutputs[root] != 1 || outputUses.count(root) || placement.count(root) ||
+        updateTarget.count(root) || !root.getDefiningOp() || !rootType || !type ||
+        isTransposeIntoMatMul(value.getDefiningOp()) ||
+        runtimeTensorBytes(rootType) != runtimeTensorBytes(type))
+      continue;
+    directOutput[root] = index;
+    directOutput[value] = index;
+  }
 
   std::multimap<int64_t, int64_t> freeBlocks; // bytes → block id
   DenseSet<int64_t> held;
