@@ -43,6 +43,8 @@ inline constexpr ::llvm::StringLiteral kDevice =
     PipeDialect::DeviceAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kPeakBytes =
     PipeDialect::PeakBytesAttrHelper::getNameStr();
+inline constexpr ::llvm::StringLiteral kPackNext =
+    PipeDialect::PackNextAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kProgram =
     PipeDialect::ProgramAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kName =

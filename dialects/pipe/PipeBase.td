@@ -55,6 +55,9 @@ def Pipe_Dialect : Dialect {
     "::mlir::IntegerAttr":$device,
     "::mlir::IntegerAttr":$peak_bytes,
     "::mlir::DictionaryAttr":$program,
+    // On a pipe.send or pipe.recv: it travels with the next transfer of its
+    // block as one message (pipe-pack-transfers).
+    "::mlir::UnitAttr":$pack_next,
     // On function arguments and results.
     "::mlir::StringAttr":$name,
     "::mlir::StringAttr":$param,

@@ -148,7 +148,8 @@ LogicalResult verifyPipeAttr(Operation *op, NamedAttribute attr,
       .Cases({attrs::kName, attrs::kParam, attrs::kInput, attrs::kGrad,
               attrs::kState, attrs::kProducer, attrs::kOutput},
              string)
-      .Cases({attrs::kLoss, attrs::kTrainable, attrs::kStep, attrs::kRecompute},
+      .Cases({attrs::kLoss, attrs::kTrainable, attrs::kStep, attrs::kRecompute,
+              attrs::kPackNext},
              unit)
       .Case(attrs::kUpdate,
             [&]() -> LogicalResult {

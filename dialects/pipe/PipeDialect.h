@@ -46,6 +46,12 @@ struct MicroBatchIndex {
 /// save or restore; nullopt for other ops.
 std::optional<MicroBatchIndex> getMicroBatchIndex(Operation *op);
 
+/// The send (recv) next to `op` (a pipe.send or pipe.recv) in its block,
+/// after it (`after`) or before it, to (from) the same peer for the same
+/// micro-batch; saves between them are passed over (they define nothing and
+/// move no data between devices). Null if there is none.
+Operation *adjacentTransfer(Operation *op, bool after);
+
 /// Calls `fn` for every instruction `program` runs in one step, in order,
 /// with its micro-batch (-1 for instructions without one): a pipe.loop's
 /// body once for every index of its range, the loop op itself not at all.

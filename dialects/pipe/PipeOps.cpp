@@ -1163,6 +1163,22 @@ mlir::pipec::pipe::getMicroBatchIndex(Operation *op) {
       .Default([](Operation *) { return std::nullopt; });
 }
 
+Operation *mlir::pipec::pipe::adjacentTransfer(Operation *op, bool after) {
+  Operation *other = after ? op->getNextNode() : op->getPrevNode();
+  while (isa_and_nonnull<SaveOp>(other))
+    other = after ? other->getNextNode() : other->getPrevNode();
+  if (!other || other->getName() != op->getName())
+    return nullptr;
+  std::optional<MicroBatchIndex> x = getMicroBatchIndex(op),
+                                 y = getMicroBatchIndex(other);
+  if (!x || !y || x->base != y->base || x->offset != y->offset)
+    return nullptr;
+  int64_t peer = isa<SendOp>(op) ? cast<SendOp>(op).getPeer() : cast<RecvOp>(op).getPeer();
+  int64_t otherPeer =
+      isa<SendOp>(other) ? cast<SendOp>(other).getPeer() : cast<RecvOp>(other).getPeer();
+  return peer == otherPeer ? other : nullptr;
+}
+
 void mlir::pipec::pipe::forEachInstruction(
     ProgramOp program, llvm::function_ref<void(Operation *, int64_t)> fn) {
   auto visit = [&](Operation &op, int64_t k) {

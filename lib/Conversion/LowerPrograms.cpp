@@ -62,6 +62,8 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <map>
+#include <set>
+#include <tuple>
 
 namespace mlir::pipec {
 #define GEN_PASS_DEF_LOWERPROGRAMS
@@ -254,6 +256,15 @@ private:
   /// The step-constant transposes computed at the start of the step.
   std::map<std::pair<const void *, int64_t>, Value> stepTransposes;
   DenseMap<Value, bool> constantWeights;
+
+  /// Transfers sent as one message (planPackedTransfers): the first send
+  /// or receive of each group → the group, in order; the others are
+  /// lowered with it.
+  DenseMap<Operation *, SmallVector<Operation *>> packedGroups;
+  DenseSet<Operation *> packedMembers;
+  void planPackedTransfers();
+  /// An array of i64 constants on the step's stack, filled at its entry.
+  Value i64Array(ArrayRef<int64_t> values);
 
   SmallVector<DeviceArg> deviceInputs, devicePersistent;
   llvm::StringMap<int64_t> inputIndex; // fed input name → index
@@ -651,6 +662,44 @@ Value ProgramLowering::stepTranspose(Value weights, WeightBuffer *buf, int64_t i
     guard = savedGuard;
   }
   return t;
+}
+
+// The groups pipe-pack-transfers marked (pipe.pack_next on each transfer
+// that travels with the next one): one message per group.
+void ProgramLowering::planPackedTransfers() {
+  if (nonblockingSends)
+    return;
+  program.walk([&](Operation *op) {
+    if (!isa<pipe::SendOp, pipe::RecvOp>(op) || packedMembers.contains(op) ||
+        !op->hasAttr(pipe::attrs::kPackNext))
+      return;
+    SmallVector<Operation *> group = {op};
+    for (Operation *cur = op; cur->hasAttr(pipe::attrs::kPackNext);) {
+      Operation *next = pipe::adjacentTransfer(cur, true);
+      if (!next)
+        break; // a mark the IR no longer supports: sent alone
+      group.push_back(next);
+      cur = next;
+    }
+    if (group.size() < 2)
+      return;
+    for (Operation *member : ArrayRef(group).drop_front())
+      packedMembers.insert(member);
+    packedGroups[op] = std::move(group);
+  });
+}
+
+Value ProgramLowering::i64Array(ArrayRef<int64_t> values) {
+  OpBuilder::InsertionGuard insertion(b);
+  b.setInsertionPointToStart(entry);
+  Value array = LLVM::AllocaOp::create(b, loc, ptrType(), b.getI64Type(),
+                                       i64c(int64_t(values.size())), 8);
+  for (auto [i, v] : llvm::enumerate(values)) {
+    Value slot = LLVM::GEPOp::create(b, loc, ptrType(), b.getI64Type(), array,
+                                     ArrayRef<LLVM::GEPArg>{(int32_t)i});
+    LLVM::StoreOp::create(b, loc, i64c(v), slot);
+  }
+  return array;
 }
 
 /// The optimizer step of one weight buffer: the onnx optimizer op
@@ -1162,8 +1211,13 @@ bool ProgramLowering::needsReceived(Operation &op) {
   auto pending = [&](Value v) {
     return llvm::any_of(pendingRecvs, [&](auto &p) { return p.first == v; });
   };
-  if (auto send = dyn_cast<pipe::SendOp>(op))
+  if (auto send = dyn_cast<pipe::SendOp>(op)) {
+    if (auto it = packedGroups.find(&op); it != packedGroups.end())
+      return llvm::any_of(it->second, [&](Operation *s) {
+        return pending(cast<pipe::SendOp>(s).getValue());
+      });
     return pending(send.getValue());
+  }
   // A save computed in place (the receive wrote the activation slot).
   if (auto save = dyn_cast<pipe::SaveOp>(op))
     return !elidedSaves.count(save);
@@ -1172,7 +1226,8 @@ bool ProgramLowering::needsReceived(Operation &op) {
 
 void ProgramLowering::waitReceived() {
   for (auto &[value, req] : pendingRecvs)
-    callRuntime(b, loc, module, "pipert_wait", {ctxArg, req});
+    if (req) // null: received with the group's first value
+      callRuntime(b, loc, module, "pipert_wait", {ctxArg, req});
   pendingRecvs.clear();
 }
 
@@ -1431,6 +1486,56 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
         i64c(int64_t(tagHash(send ? send.getTag() : recv.getTag())) * 16), low);
     Value tag = arith::TruncIOp::create(b, loc, b.getI32Type(), tag64);
     int64_t peer = send ? send.getPeer() : recv.getPeer();
+    if (packedMembers.contains(&instr))
+      return success(); // sent or received with the first of its group
+    if (auto it = packedGroups.find(&instr); it != packedGroups.end()) {
+      // One message: the group's buffers gathered (scattered) in order.
+      SmallVector<Value> buffers;
+      SmallVector<int64_t> bytes;
+      for (Operation *op : it->second) {
+        Value value = send ? cast<pipe::SendOp>(op).getValue()
+                           : cast<pipe::RecvOp>(op).getValue();
+        Value buffer;
+        if (send) {
+          buffer = pointers.lookup(value);
+        } else {
+          buffer = storageFor(value, mb);
+          pointers[value] = buffer;
+        }
+        buffers.push_back(buffer);
+        bytes.push_back(bytesOf(value));
+      }
+      Value array = pointerArray(buffers.size());
+      for (auto [i, p] : llvm::enumerate(buffers)) {
+        Value slot = LLVM::GEPOp::create(b, loc, ptrType(), ptrType(), array,
+                                         ArrayRef<LLVM::GEPArg>{(int32_t)i});
+        LLVM::StoreOp::create(b, loc, p, slot);
+      }
+      SmallVector<Value> args = {ctxArg, comm, array, i64Array(bytes),
+                                 i32c(int64_t(buffers.size())), i32c(peer), tag};
+      if (send) {
+        call("pipert_send_packed", args);
+        return success();
+      }
+      Value req;
+      if (!guard) {
+        req = callPtr("pipert_irecv_packed", args);
+      } else {
+        auto ifOp = scf::IfOp::create(b, loc, TypeRange{ptrType()}, guard,
+                                      /*withElseRegion=*/true);
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        scf::YieldOp::create(b, loc, callPtr("pipert_irecv_packed", args));
+        b.setInsertionPointToStart(ifOp.elseBlock());
+        scf::YieldOp::create(b, loc, Value(LLVM::ZeroOp::create(b, loc, ptrType())));
+        req = ifOp.getResult(0);
+      }
+      // One request: waited for with the first value; the others wait
+      // with it (waitReceived waits for every pending receive at once).
+      for (auto [i, op] : llvm::enumerate(it->second))
+        pendingRecvs.push_back({cast<pipe::RecvOp>(op).getValue(), i == 0 ? req : Value()});
+      return success();
+    }
     Value buffer;
     if (send) {
       buffer = pointers.lookup(v);
@@ -1628,6 +1733,7 @@ LogicalResult ProgramLowering::run() {
     totalMbs = arith::MulIOp::create(b, loc, steps, i64c(microbatches));
   }
 
+  planPackedTransfers();
   if (failed(lowerInstructions(program.getInstructions())))
     return failure();
   guard = Value();

@@ -89,6 +89,7 @@ void mlir::pipec::buildSchedulePipeline(OpPassManager &pm,
   schedule.loop = options.loop;
   pm.addPass(createPipeSchedule(schedule));
   pm.addPass(createPipeVerifySchedule());
+  pm.addPass(createPipePackTransfers());
 }
 
 void mlir::pipec::buildLowerDevicePipeline(OpPassManager &pm,

@@ -7,6 +7,10 @@
 //===----------------------------------------------------------------------===//
 #include "transport.h"
 
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
 using pipert::Transport;
 using pipert::transport::Kind;
 
@@ -38,8 +42,49 @@ pipert_request *postP2P(pipert_context *ctx, pipert_comm *comm, void *buf, int64
   return t.post(ctx, comm, buf, count, dtype, peer, tag, kind);
 }
 
+// Packed receives in flight: where each one's message goes when it is
+// waited for (pipert_irecv_packed). A request pointer is unique while the
+// request lives, and a packed one is erased here when it is waited for.
+struct Scatter {
+  char *staging;
+  std::vector<std::pair<void *, int64_t>> parts;
+};
+std::unordered_map<const pipert_request *, Scatter> g_scatters;
+
 void waitRequests(pipert_context *ctx, pipert_request **reqs, int n) {
+  if (g_scatters.empty()) {
+    active().wait(ctx, reqs, n);
+    return;
+  }
+  // The packed ones among them, taken out before the wait frees them.
+  std::vector<Scatter> scatters;
+  for (int i = 0; i < n; ++i)
+    if (reqs[i])
+      if (auto it = g_scatters.find(reqs[i]); it != g_scatters.end()) {
+        scatters.push_back(std::move(it->second));
+        g_scatters.erase(it);
+      }
   active().wait(ctx, reqs, n);
+  for (Scatter &s : scatters) {
+    int64_t offset = 0;
+    for (auto [buf, bytes] : s.parts) {
+      pipert_copy_device(ctx, buf, s.staging + offset, size_t(bytes));
+      offset += bytes;
+    }
+    pipert_free(ctx, s.staging);
+  }
+}
+
+int64_t packedBytes(const int64_t *bytes, int n, const char *what) {
+  if (n <= 0 || !bytes)
+    pipert_fail("%s: %d buffers, want at least one", what, n);
+  int64_t total = 0;
+  for (int i = 0; i < n; ++i) {
+    if (bytes[i] < 0)
+      pipert_fail("%s: buffer %d has %lld bytes", what, i, (long long)bytes[i]);
+    total += bytes[i];
+  }
+  return total;
 }
 
 // The stage or pipeline group of the P x S layout: a split of the world.
@@ -58,6 +103,21 @@ pipert_comm *layoutGroup(pipert_context *ctx, int pipelines, int stages, bool by
 }
 
 } // namespace
+
+void pipert::Transport::sendGather(pipert_context *ctx, pipert_comm *comm,
+                                   const void *const *bufs, const int64_t *bytes, int n,
+                                   int64_t total, int peer, int tag) {
+  // Gathered into device memory (the CUDA backend's copies and its
+  // allocator are ordered on the context's stream), then sent whole.
+  char *staging = static_cast<char *>(pipert_alloc(ctx, size_t(total)));
+  int64_t offset = 0;
+  for (int i = 0; i < n; ++i) {
+    pipert_copy_device(ctx, staging + offset, bufs[i], size_t(bytes[i]));
+    offset += bytes[i];
+  }
+  send(ctx, comm, staging, total, PIPERT_U8, peer, tag);
+  pipert_free(ctx, staging);
+}
 
 extern "C" {
 
@@ -113,6 +173,35 @@ void pipert_recv(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t coun
                  pipert_dtype dtype, int peer, int tag) {
   pipert_request *r = pipert_irecv(ctx, comm, buf, count, dtype, peer, tag);
   waitRequests(ctx, &r, 1);
+}
+
+void pipert_send_packed(pipert_context *ctx, pipert_comm *comm, const void *const *bufs,
+                        const int64_t *bytes, int n, int peer, int tag) {
+  const int64_t total = packedBytes(bytes, n, "send");
+  Transport &t = started("send");
+  if (!comm)
+    pipert_fail("send: null communicator");
+  checkPeer(t, comm, peer, "send");
+  t.sendGather(ctx, comm, bufs, bytes, n, total, peer, tag);
+}
+
+pipert_request *pipert_irecv_packed(pipert_context *ctx, pipert_comm *comm, void *const *bufs,
+                                    const int64_t *bytes, int n, int peer, int tag) {
+  const int64_t total = packedBytes(bytes, n, "recv");
+  // Buffers back to back (the lowering's step buffers often are): received
+  // in place.
+  bool contiguous = true;
+  for (int i = 1; i < n && contiguous; ++i)
+    contiguous = static_cast<char *>(bufs[i]) == static_cast<char *>(bufs[i - 1]) + bytes[i - 1];
+  if (contiguous)
+    return pipert_irecv(ctx, comm, bufs[0], total, PIPERT_U8, peer, tag);
+  char *staging = static_cast<char *>(pipert_alloc(ctx, size_t(total)));
+  pipert_request *r = pipert_irecv(ctx, comm, staging, total, PIPERT_U8, peer, tag);
+  Scatter s{staging, {}};
+  for (int i = 0; i < n; ++i)
+    s.parts.emplace_back(bufs[i], bytes[i]);
+  g_scatters[r] = std::move(s);
+  return r;
 }
 
 void pipert_wait(pipert_context *ctx, pipert_request *req) {

@@ -94,6 +94,12 @@ public:
         post(ctx, comm, const_cast<void *>(buf), count, dtype, peer, tag, transport::Kind::Send);
     wait(ctx, &r, 1);
   }
+  // pipert_send_packed: bufs[0..n) of bytes[i] each, `total` in all, sent
+  // as one message of bytes, as send() sends (returns once the buffers may
+  // be reused). By default gathered into a buffer of the backend's memory
+  // and sent; the MPI transport gathers straight into its staging buffer.
+  virtual void sendGather(pipert_context *ctx, pipert_comm *comm, const void *const *bufs,
+                          const int64_t *bytes, int n, int64_t total, int peer, int tag);
   // Whether req has completed; never blocks (the request stays to be waited for).
   virtual bool test(pipert_context *ctx, pipert_request *req) = 0;
   // Waits (with the timeout) for the non-null requests of reqs[0..n), then

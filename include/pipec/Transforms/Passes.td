@@ -523,6 +523,24 @@ def PipeSchedule : Pass<"pipe-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::pipec::pipe::PipeDialect"];
 }
 
+def PipePackTransfers : Pass<"pipe-pack-transfers", "::mlir::ModuleOp"> {
+  let summary = "marks adjacent transfers between two devices that travel as one message";
+  let description = [{
+    Marks a `pipe.send` (`pipe.recv`) with `pipe.pack_next` when it and the
+    next transfer of its block (saves between them passed over)
+    go to (come from) the same peer for the same micro-batch and both
+    devices' programs agree on it everywhere: every send of tag `t` on the
+    link is followed by the send of `u`, every send of `u` follows one of
+    `t`, and the peer's receives of `t` and `u` are adjacent the same way.
+    pipe-lower-programs then gathers such a group into one message
+    (`pipert_send_packed` / `pipert_irecv_packed`): a cut that carries two
+    values per micro-batch (a transformer's residual stream and the layer
+    norm of it) pays one message's cost. The order of the transfers between
+    the two devices is unchanged, so the schedule's deadlock proof holds.
+    Programs that share a device number are left as they are.
+  }];
+}
+
 def PipeVerifySchedule : Pass<"pipe-verify-schedule", "::mlir::ModuleOp"> {
   let summary = "proves the pipe.program ops of a module run together";
   let description = [{

@@ -367,6 +367,33 @@ void MpiTransport::send(pipert_context *ctx, pipert_comm *comm, const void *buf,
   stagedBytes_ += bytes;
 }
 
+void MpiTransport::sendGather(pipert_context *ctx, pipert_comm *comm, const void *const *bufs,
+                              const int64_t *bytes, int n, int64_t total, int peer, int tag) {
+  if (total <= kEagerBytes || total > sendBufferLimit_ / 16) {
+    Transport::sendGather(ctx, comm, bufs, bytes, n, total, peer, tag);
+    return;
+  }
+  // Gathered straight into the staging buffer send() would copy it to.
+  drainStaged(ctx, total);
+  int64_t capacity = 0;
+  char *copy = takeStaging(total, capacity);
+  int64_t offset = 0;
+  for (int i = 0; i < n; ++i) {
+    if (bytes[i] > 0 && !bufs[i])
+      pipert_fail("%s: null buffer %d of %lld bytes",
+                  transport::describe(Kind::Send, total, worldRankOf(comm, peer), tag,
+                                      size(comm))
+                      .c_str(),
+                  i, static_cast<long long>(bytes[i]));
+    if (bytes[i])
+      std::memcpy(copy + offset, bufs[i], static_cast<size_t>(bytes[i]));
+    offset += bytes[i];
+  }
+  pipert_request *r = post(ctx, comm, copy, total, PIPERT_U8, peer, tag, Kind::Send);
+  staged_.push_back({r, copy, capacity});
+  stagedBytes_ += total;
+}
+
 pipert_request *MpiTransport::post(pipert_context *ctx, pipert_comm *comm, void *buf,
                                    int64_t count, pipert_dtype dtype, int peer, int tag,
                                    Kind kind) {

@@ -103,6 +103,19 @@ pipert_request *pipert_isend(pipert_context *ctx, pipert_comm *comm, const void 
                              int64_t count, pipert_dtype dtype, int peer, int tag);
 pipert_request *pipert_irecv(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
                              pipert_dtype dtype, int peer, int tag);
+/* Several buffers to or from one peer as one message: bufs[0..n) of
+ * bytes[0..n) bytes each, back to back (the sizes must agree on both
+ * sides). pipert_send_packed gathers them and sends the whole as
+ * pipert_send does (returns once the buffers may be reused);
+ * pipert_irecv_packed receives the whole and scatters it into bufs when its
+ * request is waited for (pipert_wait/pipert_wait_all; pipert_test does not
+ * scatter), or straight into them where they lie back to back. One message instead of n: the values a pipeline cut carries
+ * for one micro-batch (a transformer's residual stream and the layer-norm
+ * beside it) pay the per-message cost once. */
+void pipert_send_packed(pipert_context *ctx, pipert_comm *comm, const void *const *bufs,
+                        const int64_t *bytes, int n, int peer, int tag);
+pipert_request *pipert_irecv_packed(pipert_context *ctx, pipert_comm *comm, void *const *bufs,
+                                    const int64_t *bytes, int n, int peer, int tag);
 /* Waits (with the timeout) for the request to complete and frees it.
  * pipert_wait(ctx, NULL) is a no-op. */
 void pipert_wait(pipert_context *ctx, pipert_request *req);
