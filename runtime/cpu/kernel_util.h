@@ -113,9 +113,11 @@ void blas_threads(pipert_context *ctx);
 
 // Row-major C = alpha * op(A) * op(B) + beta * C on one thread, registers
 // blocked for small products (runtime/cpu/small_gemm.cpp); any shape, k > 0.
+// With `row` (n floats), C's old value is read as beta * row in every row
+// instead of from C (a Gemm's bias), and C is only written.
 void small_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                 int64_t ldc);
+                 int64_t ldc, const float *row = nullptr);
 
 // sum_j f(j) over j in [0, n), in double: eight interleaved partial sums
 // (lane l takes j = l mod 8), added in order at the end. A single running

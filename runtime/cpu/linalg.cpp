@@ -17,6 +17,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 // Declared by OpenBLAS's cblas.h, but not by every cblas.h a system may put
 // first on the include path.
@@ -165,6 +166,26 @@ void pipert_gemm_f32(pipert_context *ctx, const float *a, const float *b, const 
   if (c == y && whole_c) {
     // Accumulated in place (a weight gradient added to its accumulator).
     beta_eff = beta;
+  } else if (c && beta != 0.f && (c_rank == 1 || (c_rank == 2 && c_shape[0] == 1)) &&
+             c_shape[c_rank - 1] == n && m > 0 && n > 0 && k > 0 &&
+             (gemm_library() == GemmLibrary::Small ||
+              (gemm_library() == GemmLibrary::Auto && use_small(trans_b, m, n, k)))) {
+    // A bias row (a linear layer's): the small kernel reads it as C's old
+    // value in every row, beta * C[j] as the broadcast below would have
+    // stored it, so the result is the same to the bit without writing the
+    // broadcast into Y and reading it back (16 x 128: ~0.1 us of 1.0).
+    const float *row = c;
+    if (beta != 1.f) {
+      // beta * C[j] rounded as the broadcast rounds it: a scaled copy.
+      thread_local std::vector<float> scaled;
+      scaled.assign(c, c + n);
+      for (float &v : scaled)
+        v *= beta;
+      row = scaled.data();
+    }
+    small_sgemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, 1.f,
+                y, n, row);
+    return;
   } else if (c && beta != 0.f) {
     // Broadcast C into Y, then let sgemm add alpha * A * B with beta = the
     // op's beta applied here.

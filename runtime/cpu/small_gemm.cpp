@@ -94,7 +94,8 @@ constexpr int kMR = 4; // 16 ymm registers: 8 accumulator halves
 // b(p, j) = b[p * ldb + j].
 template <int MR, bool Full>
 inline void block(int64_t k, const float *a, int64_t sar, int64_t sap, const float *b,
-                  int64_t ldb, float *c, int64_t ldc, int nc, float alpha, float beta) {
+                  int64_t ldb, float *c, int64_t ldc, int nc, float alpha, float beta,
+                  const float *row) {
   v16 acc0[MR], acc1[MR];
   for (int r = 0; r < MR; ++r) {
     acc0[r] = v16{};
@@ -120,19 +121,21 @@ inline void block(int64_t k, const float *a, int64_t sar, int64_t sap, const flo
   }
   for (int r = 0; r < MR; ++r) {
     float *cr = c + r * ldc;
+    // The old C: this row of C, or the one `row` for every row.
+    const float *old = row ? row : cr;
     v16 c0 = alpha * acc0[r], c1 = alpha * acc1[r];
     if (Full) {
       if (beta != 0.f) {
-        c0 += beta * load16(cr);
-        c1 += beta * load16(cr + 16);
+        c0 += beta * load16(old);
+        c1 += beta * load16(old + 16);
       }
       store16(cr, c0);
       store16(cr + 16, c1);
     } else {
       if (beta != 0.f) {
-        c0 += beta * (n0 == 16 ? load16(cr) : load_part(cr, n0));
+        c0 += beta * (n0 == 16 ? load16(old) : load_part(old, n0));
         if (n1 > 0)
-          c1 += beta * load_part(cr + 16, n1);
+          c1 += beta * load_part(old + 16, n1);
       }
       if (n0 == 16)
         store16(cr, c0);
@@ -148,7 +151,8 @@ inline void block(int64_t k, const float *a, int64_t sar, int64_t sap, const flo
 // 8 x 8 products of attention heads).
 template <int MR>
 inline void block16(int64_t k, const float *a, int64_t sar, int64_t sap, const float *b,
-                    int64_t ldb, float *c, int64_t ldc, int nc, float alpha, float beta) {
+                    int64_t ldb, float *c, int64_t ldc, int nc, float alpha, float beta,
+                    const float *row) {
   v16 acc[MR];
   for (int r = 0; r < MR; ++r)
     acc[r] = v16{};
@@ -160,9 +164,10 @@ inline void block16(int64_t k, const float *a, int64_t sar, int64_t sap, const f
   }
   for (int r = 0; r < MR; ++r) {
     float *cr = c + r * ldc;
+    const float *old = row ? row : cr;
     v16 c0 = alpha * acc[r];
     if (beta != 0.f)
-      c0 += beta * (nc == 16 ? load16(cr) : load_part(cr, nc));
+      c0 += beta * (nc == 16 ? load16(old) : load_part(old, nc));
     if (nc == 16)
       store16(cr, c0);
     else
@@ -172,23 +177,24 @@ inline void block16(int64_t k, const float *a, int64_t sar, int64_t sap, const f
 
 template <int MR>
 inline void rows(int64_t k, const float *a, int64_t sar, int64_t sap, const float *b, int64_t ldb,
-                 float *c, int64_t ldc, int nc, float alpha, float beta) {
+                 float *c, int64_t ldc, int nc, float alpha, float beta, const float *row) {
   if (nc == 32)
-    block<MR, true>(k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta);
+    block<MR, true>(k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta, row);
   else if (nc <= 16)
-    block16<MR>(k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta);
+    block16<MR>(k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta, row);
   else
-    block<MR, false>(k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta);
+    block<MR, false>(k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta, row);
 }
 
 // The last m % kMR rows of a column block.
 template <int MR>
 void tail_rows(int64_t left, int64_t k, const float *a, int64_t sar, int64_t sap, const float *b,
-               int64_t ldb, float *c, int64_t ldc, int nc, float alpha, float beta) {
+               int64_t ldb, float *c, int64_t ldc, int nc, float alpha, float beta,
+               const float *row) {
   if constexpr (MR > 0) {
     if (left == MR)
-      return rows<MR>(k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta);
-    tail_rows<MR - 1>(left, k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta);
+      return rows<MR>(k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta, row);
+    tail_rows<MR - 1>(left, k, a, sar, sap, b, ldb, c, ldc, nc, alpha, beta, row);
   }
 }
 
@@ -196,7 +202,7 @@ void tail_rows(int64_t left, int64_t k, const float *a, int64_t sar, int64_t sap
 
 void small_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                 int64_t ldc) {
+                 int64_t ldc, const float *row) {
   if (trans_b) {
     // B is n x k: its k x n transpose, whole 8 x 8 blocks in registers
     // (a scalar copy was most of a 16 x 128 x 32 A·Bᵀ: 1.6 us of it).
@@ -218,11 +224,12 @@ void small_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, floa
   for (int64_t j = 0; j < n; j += 32) {
     const int nc = int(std::min<int64_t>(32, n - j));
     int64_t i = 0;
+    const float *rj = row ? row + j : nullptr;
     for (; i + kMR <= m; i += kMR)
-      rows<kMR>(k, a + i * sar, sar, sap, b + j, ldb, c + i * ldc + j, ldc, nc, alpha, beta);
+      rows<kMR>(k, a + i * sar, sar, sap, b + j, ldb, c + i * ldc + j, ldc, nc, alpha, beta, rj);
     if (i < m)
       tail_rows<kMR - 1>(m - i, k, a + i * sar, sar, sap, b + j, ldb, c + i * ldc + j, ldc, nc,
-                         alpha, beta);
+                         alpha, beta, rj);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <cfloat>
 #include <cstdint>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <tuple>
 #include <utility>
@@ -73,6 +74,40 @@ TEST(Gemm, TransposesBroadcastBiasAndThreads) {
             ref[static_cast<size_t>(i * n + j)] = 0.5f * ref[static_cast<size_t>(i * n + j)] + 2.f * c[static_cast<size_t>(i)];
         expect_close(y, ref, 1e-4, "gemm");
       }
+}
+
+// A bias row ((N) or (1, N)), on shapes of the small kernel and beyond it:
+// the kernel reads the row as C's old value in every row; the result is the
+// same to the bit as Y filled with beta * C and accumulated into by sgemm
+// (what pipert_gemm_f32 did before), and close to the double reference.
+TEST(Gemm, BiasRowBitForBitWithTheBroadcast) {
+  Ctx ctx;
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{16, 128, 32}, {16, 96, 32},
+                         {16, 32, 128}, {7, 33, 5}, {13, 47, 19}, {64, 96, 48}, {70, 50, 100}})
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (float beta : {1.f, 2.f, 0.3f})
+          for (int64_t rank : {1, 2}) {
+            Vec a = random_vec(size_t(m * k), 1), b = random_vec(size_t(k * n), 2);
+            Vec c = random_vec(size_t(n), 3);
+            const int64_t cs[2] = {rank == 1 ? n : 1, n};
+            Vec y(size_t(m * n), 7.f), want(size_t(m * n)), ref(size_t(m * n));
+            pipert_gemm_f32(ctx.ctx, a.data(), b.data(), c.data(), rank,
+                            rank == 1 ? cs + 1 : cs, m, n, k, ta, tb, 0.75f, beta, y.data());
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j)
+                want[size_t(i * n + j)] = beta * c[size_t(j)];
+            pipert_sgemm(ctx.ctx, ta, tb, m, n, k, 0.75f, a.data(), ta ? m : k, b.data(),
+                         tb ? k : n, 1.f, want.data(), n);
+            EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * sizeof(float)))
+                << m << "x" << n << "x" << k << " ta " << ta << " tb " << tb << " beta " << beta
+                << " rank " << rank;
+            ref_matmul(a.data(), b.data(), ref.data(), m, n, k, ta, tb);
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j)
+                ref[size_t(i * n + j)] = 0.75f * ref[size_t(i * n + j)] + beta * c[size_t(j)];
+            expect_close(y, ref, 1e-4, "gemm with a bias row");
+          }
 }
 
 // C given as Y itself (a weight gradient added into its accumulator in
