@@ -197,6 +197,11 @@ private:
   Value allocate(int64_t bytes);
   /// An array of `n` pointers on the stack of the step (entry block).
   Value pointerArray(size_t n);
+  /// pointerArray holding `ptrs` (stored here); null when there are none.
+  Value filledPointerArray(ArrayRef<Value> ptrs);
+  /// callPtr(callee, args) (a receive's post), under the no-flush guard
+  /// where there is one: a null request when the guard is off.
+  Value postGuarded(StringRef callee, ArrayRef<Value> args);
   void callFunction(StringRef callee, const CallArrays &arrays);
   /// callFunction, recorded as a "stage" trace event when tracing is on
   /// (kind 0 forward, 1 backward, 2 weight backward, 3 update).
@@ -943,20 +948,34 @@ Value ProgramLowering::pointerArray(size_t n) {
                                 i64c(std::max<size_t>(n, 1)), 8);
 }
 
+Value ProgramLowering::filledPointerArray(ArrayRef<Value> ptrs) {
+  if (ptrs.empty())
+    return LLVM::ZeroOp::create(b, loc, ptrType());
+  Value array = pointerArray(ptrs.size());
+  for (auto [i, p] : llvm::enumerate(ptrs)) {
+    Value slot = LLVM::GEPOp::create(b, loc, ptrType(), ptrType(), array,
+                                     ArrayRef<LLVM::GEPArg>{(int32_t)i});
+    LLVM::StoreOp::create(b, loc, p, slot);
+  }
+  return array;
+}
+
+Value ProgramLowering::postGuarded(StringRef callee, ArrayRef<Value> args) {
+  if (!guard)
+    return callPtr(callee, args);
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{ptrType()}, guard,
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  scf::YieldOp::create(b, loc, callPtr(callee, args));
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(b, loc, Value(LLVM::ZeroOp::create(b, loc, ptrType())));
+  return ifOp.getResult(0);
+}
+
 void ProgramLowering::callFunction(StringRef callee, const CallArrays &arrays) {
-  auto fill = [&](ArrayRef<Value> ptrs) -> Value {
-    if (ptrs.empty())
-      return LLVM::ZeroOp::create(b, loc, ptrType());
-    Value array = pointerArray(ptrs.size());
-    for (auto [i, p] : llvm::enumerate(ptrs)) {
-      Value slot = LLVM::GEPOp::create(b, loc, ptrType(), ptrType(), array,
-                                       ArrayRef<LLVM::GEPArg>{(int32_t)i});
-      LLVM::StoreOp::create(b, loc, p, slot);
-    }
-    return array;
-  };
-  Value in = fill(arrays.inputs), pers = fill(arrays.persistent),
-        out = fill(arrays.outputs);
+  Value in = filledPointerArray(arrays.inputs), pers = filledPointerArray(arrays.persistent),
+        out = filledPointerArray(arrays.outputs);
   call(callee, {ctxArg, in, pers, out, stepArg});
 }
 
@@ -1505,31 +1524,13 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
         buffers.push_back(buffer);
         bytes.push_back(bytesOf(value));
       }
-      Value array = pointerArray(buffers.size());
-      for (auto [i, p] : llvm::enumerate(buffers)) {
-        Value slot = LLVM::GEPOp::create(b, loc, ptrType(), ptrType(), array,
-                                         ArrayRef<LLVM::GEPArg>{(int32_t)i});
-        LLVM::StoreOp::create(b, loc, p, slot);
-      }
-      SmallVector<Value> args = {ctxArg, comm, array, i64Array(bytes),
+      SmallVector<Value> args = {ctxArg, comm, filledPointerArray(buffers), i64Array(bytes),
                                  i32c(int64_t(buffers.size())), i32c(peer), tag};
       if (send) {
         call("pipert_send_packed", args);
         return success();
       }
-      Value req;
-      if (!guard) {
-        req = callPtr("pipert_irecv_packed", args);
-      } else {
-        auto ifOp = scf::IfOp::create(b, loc, TypeRange{ptrType()}, guard,
-                                      /*withElseRegion=*/true);
-        OpBuilder::InsertionGuard g(b);
-        b.setInsertionPointToStart(ifOp.thenBlock());
-        scf::YieldOp::create(b, loc, callPtr("pipert_irecv_packed", args));
-        b.setInsertionPointToStart(ifOp.elseBlock());
-        scf::YieldOp::create(b, loc, Value(LLVM::ZeroOp::create(b, loc, ptrType())));
-        req = ifOp.getResult(0);
-      }
+      Value req = postGuarded("pipert_irecv_packed", args);
       // One request: waited for with the first value; the others wait
       // with it (waitReceived waits for every pending receive at once).
       for (auto [i, op] : llvm::enumerate(it->second))
@@ -1548,20 +1549,7 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     if (recv) {
       // Posted here, waited for when an instruction needs it
       // (lowerInstructions): the sends after it go out meanwhile.
-      Value req;
-      if (!guard) {
-        req = callPtr("pipert_irecv", args);
-      } else {
-        auto ifOp = scf::IfOp::create(b, loc, TypeRange{ptrType()}, guard,
-                                      /*withElseRegion=*/true);
-        OpBuilder::InsertionGuard g(b);
-        b.setInsertionPointToStart(ifOp.thenBlock());
-        scf::YieldOp::create(b, loc, callPtr("pipert_irecv", args));
-        b.setInsertionPointToStart(ifOp.elseBlock());
-        scf::YieldOp::create(b, loc, Value(LLVM::ZeroOp::create(b, loc, ptrType())));
-        req = ifOp.getResult(0);
-      }
-      pendingRecvs.push_back({v, req});
+      pendingRecvs.push_back({v, postGuarded("pipert_irecv", args)});
     } else if (nonblockingSends)
       pendingSends.push_back(callPtr("pipert_isend", args));
     else
@@ -1764,13 +1752,8 @@ LogicalResult ProgramLowering::run() {
     LLVM::StoreOp::create(b, loc, sum, lossArg);
   }
   if (!pendingSends.empty()) {
-    Value array = pointerArray(pendingSends.size());
-    for (auto [i, r] : llvm::enumerate(pendingSends)) {
-      Value slot = LLVM::GEPOp::create(b, loc, ptr, ptr, array,
-                                       ArrayRef<LLVM::GEPArg>{(int32_t)i});
-      LLVM::StoreOp::create(b, loc, r, slot);
-    }
-    call("pipert_wait_all", {ctxArg, array, i32c(pendingSends.size())});
+    call("pipert_wait_all",
+         {ctxArg, filledPointerArray(pendingSends), i32c(pendingSends.size())});
   }
   for (Value p : allocations)
     call("pipert_free", {ctxArg, p});
