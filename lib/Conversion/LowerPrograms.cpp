@@ -1507,6 +1507,15 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     int64_t peer = send ? send.getPeer() : recv.getPeer();
     if (packedMembers.contains(&instr))
       return success(); // sent or received with the first of its group
+    // The buffer a transfer of `value` reads (a send) or fills (a receive:
+    // its own, or its activation slot where a save follows).
+    auto transferBuffer = [&](Value value) {
+      if (send)
+        return pointers.lookup(value);
+      Value buffer = storageFor(value, mb);
+      pointers[value] = buffer;
+      return buffer;
+    };
     if (auto it = packedGroups.find(&instr); it != packedGroups.end()) {
       // One message: the group's buffers gathered (scattered) in order.
       SmallVector<Value> buffers;
@@ -1514,14 +1523,7 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
       for (Operation *op : it->second) {
         Value value = send ? cast<pipe::SendOp>(op).getValue()
                            : cast<pipe::RecvOp>(op).getValue();
-        Value buffer;
-        if (send) {
-          buffer = pointers.lookup(value);
-        } else {
-          buffer = storageFor(value, mb);
-          pointers[value] = buffer;
-        }
-        buffers.push_back(buffer);
+        buffers.push_back(transferBuffer(value));
         bytes.push_back(bytesOf(value));
       }
       SmallVector<Value> args = {ctxArg, comm, filledPointerArray(buffers), i64Array(bytes),
@@ -1537,14 +1539,7 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
         pendingRecvs.push_back({cast<pipe::RecvOp>(op).getValue(), i == 0 ? req : Value()});
       return success();
     }
-    Value buffer;
-    if (send) {
-      buffer = pointers.lookup(v);
-    } else {
-      buffer = storageFor(v, mb);
-      pointers[v] = buffer;
-    }
-    SmallVector<Value> args = {ctxArg, comm, buffer, i64c(type.getNumElements()),
+    SmallVector<Value> args = {ctxArg, comm, transferBuffer(v), i64c(type.getNumElements()),
                                i32c(*dtype), i32c(peer), tag};
     if (recv) {
       // Posted here, waited for when an instruction needs it
