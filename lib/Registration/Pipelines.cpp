@@ -105,7 +105,7 @@ void mlir::pipec::registerPipelines() {
       "pipe-train-pipeline",
       "what pipe-compile runs up to the per-device programs: partition, "
       "autodiff, optimizer, micro-batching, stages, transfers, schedule, "
-      "verify",
+      "verify, packed transfers",
       [](OpPassManager &pm, const TrainPipelineOptions &options) {
         buildStagesPipeline(pm, options);
         buildSchedulePipeline(pm, options);
@@ -117,7 +117,7 @@ void mlir::pipec::registerPipelines() {
       buildStagesPipeline);
   PassPipelineRegistration<TrainPipelineOptions>(
       "pipe-schedule-pipeline",
-      "the second half of pipe-train-pipeline: schedule and verify (M and "
+      "the second half of pipe-train-pipeline: schedule, verify and pack transfers (M and "
       "the optimizer from the module)",
       buildSchedulePipeline);
   PassPipelineRegistration<LowerDeviceOptions>(

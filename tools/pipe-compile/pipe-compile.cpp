@@ -15,7 +15,8 @@
 // Pipeline parallelism (--stages N > 1, or --from-mlir): import →
 // pipe-assign-stages → pipe-autodiff → pipe-add-optimizer → pipe-microbatch →
 // pipe-split-stages → pipe-insert-transfers → pipe-schedule →
-// pipe-verify-schedule → pipe-lower-programs (once per device) → LLVM →
+// pipe-verify-schedule → pipe-pack-transfers → pipe-lower-programs (once per
+// device) → LLVM →
 // OUT/device0 ... OUT/device<N-1> and OUT/plan.json. `--from-mlir PIPE.mlir`
 // starts instead from pipe IR: `pipe.stage` functions (then pipe-schedule
 // builds the programs with --schedule/--microbatches) or complete
