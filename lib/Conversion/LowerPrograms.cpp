@@ -267,7 +267,7 @@ private:
   /// lowered with it.
   DenseMap<Operation *, SmallVector<Operation *>> packedGroups;
   DenseSet<Operation *> packedMembers;
-  void planPackedTransfers();
+  LogicalResult planPackedTransfers();
   /// An array of i64 constants on the step's stack, filled at its entry.
   Value i64Array(ArrayRef<int64_t> values);
 
@@ -671,27 +671,35 @@ Value ProgramLowering::stepTranspose(Value weights, WeightBuffer *buf, int64_t i
 
 // The groups pipe-pack-transfers marked (pipe.pack_next on each transfer
 // that travels with the next one): one message per group.
-void ProgramLowering::planPackedTransfers() {
-  if (nonblockingSends)
-    return;
-  program.walk([&](Operation *op) {
+LogicalResult ProgramLowering::planPackedTransfers() {
+  // The peer packs what the marks say: a mark this device cannot follow is
+  // an error, never a single message where the peer expects one group.
+  WalkResult result = program.walk([&](Operation *op) -> WalkResult {
     if (!isa<pipe::SendOp, pipe::RecvOp>(op) || packedMembers.contains(op) ||
         !op->hasAttr(pipe::attrs::kPackNext))
-      return;
+      return WalkResult::advance();
+    if (nonblockingSends)
+      return op->emitError("pipe-lower-programs: nonblocking-sends cannot lower a "
+                           "transfer marked pipe.pack_next (pipe-pack-transfers); "
+                           "lower the programs without the marks");
     SmallVector<Operation *> group = {op};
     for (Operation *cur = op; cur->hasAttr(pipe::attrs::kPackNext);) {
       Operation *next = pipe::adjacentTransfer(cur, true);
       if (!next)
-        break; // a mark the IR no longer supports: sent alone
+        return cur->emitError("pipe-lower-programs: this transfer is marked "
+                              "pipe.pack_next but no transfer to the same peer "
+                              "for the same micro-batch follows it (the program "
+                              "changed after pipe-pack-transfers): rerun "
+                              "pipe-pack-transfers on every device's program");
       group.push_back(next);
       cur = next;
     }
-    if (group.size() < 2)
-      return;
     for (Operation *member : ArrayRef(group).drop_front())
       packedMembers.insert(member);
     packedGroups[op] = std::move(group);
+    return WalkResult::advance();
   });
+  return failure(result.wasInterrupted());
 }
 
 Value ProgramLowering::i64Array(ArrayRef<int64_t> values) {
@@ -1716,8 +1724,8 @@ LogicalResult ProgramLowering::run() {
     totalMbs = arith::MulIOp::create(b, loc, steps, i64c(microbatches));
   }
 
-  planPackedTransfers();
-  if (failed(lowerInstructions(program.getInstructions())))
+  if (failed(planPackedTransfers()) ||
+      failed(lowerInstructions(program.getInstructions())))
     return failure();
   guard = Value();
 
