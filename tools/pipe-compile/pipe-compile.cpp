@@ -950,6 +950,7 @@ int main(int argc, char **argv) {
           pm.addPass(pipec::createPipeSchedule(schedule));
         }
         pm.addPass(pipec::createPipeVerifySchedule());
+        pm.addPass(pipec::createPipePackTransfers());
       } else {
         pipec::buildSchedulePipeline(pm, trainOptions);
       }
