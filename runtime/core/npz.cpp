@@ -154,7 +154,16 @@ void parseNpy(const std::string &file, const std::string &name, const unsigned c
     out.shape.push_back(v);
     i = static_cast<size_t>(end - h.c_str());
   }
-  const size_t bytes = static_cast<size_t>(out.elements()) * pipert_dtype_size(out.dtype);
+  // The product of the extents, refused where it overflows (the extents
+  // are any 64-bit values, and a wrapped product could match the data).
+  int64_t elements = 1;
+  for (int64_t dim : out.shape)
+    if (__builtin_mul_overflow(elements, dim, &elements))
+      bad("shape " + shapeString(out.shape) + " has more elements than 64 bits count");
+  int64_t bytesSigned = 0;
+  if (__builtin_mul_overflow(elements, int64_t(pipert_dtype_size(out.dtype)), &bytesSigned))
+    bad("shape " + shapeString(out.shape) + " has more bytes than 64 bits count");
+  const size_t bytes = static_cast<size_t>(bytesSigned);
   const size_t dataStart = headerStart + headerLen;
   if (n - dataStart != bytes)
     bad("data has " + std::to_string(n - dataStart) + " bytes, shape " + shapeString(out.shape) +
@@ -208,6 +217,12 @@ pipert_npz *pipert_npz_load(const char *path) {
   const unsigned char *base = buf.data();
   const size_t size = buf.size();
   auto bad = [&](const char *why) { pipert_fail("%s: not a valid .npz archive: %s", path, why); };
+  // [offset, offset + len) within the file, without the sum wrapping: the
+  // offsets and sizes of a ZIP64 record are any 64-bit values (a locator
+  // pointing at 2^64 - 8 passed `z64 + 56 > size`; found by the npz fuzzer).
+  auto within = [&](uint64_t offset, uint64_t len) {
+    return offset <= size && len <= size - offset;
+  };
 
   // End of central directory: the last "PK\5\6" within the final 64 KiB + 22.
   if (size < 22)
@@ -228,20 +243,20 @@ pipert_npz *pipert_npz_load(const char *path) {
     if (eocd < 20 || rd32(base + eocd - 20) != 0x07064b50)
       bad("missing ZIP64 locator");
     uint64_t z64 = rd64(base + eocd - 20 + 8);
-    if (z64 + 56 > size || rd32(base + z64) != 0x06064b50)
+    if (!within(z64, 56) || rd32(base + z64) != 0x06064b50)
       bad("bad ZIP64 end of central directory");
     entries = rd64(base + z64 + 32);
     cdSize = rd64(base + z64 + 40);
     cdOffset = rd64(base + z64 + 48);
   }
-  if (cdOffset + cdSize > size)
+  if (!within(cdOffset, cdSize))
     bad("central directory out of range");
 
   auto *npz = new pipert_npz();
   npz->path = path;
   size_t p = cdOffset;
   for (uint64_t e = 0; e < entries; ++e) {
-    if (p + 46 > size || rd32(base + p) != 0x02014b50)
+    if (!within(p, 46) || rd32(base + p) != 0x02014b50)
       bad("bad central directory entry");
     const uint16_t flags = rd16(base + p + 8);
     const uint16_t method = rd16(base + p + 10);
@@ -252,7 +267,7 @@ pipert_npz *pipert_npz_load(const char *path) {
     const uint16_t extraLen = rd16(base + p + 30);
     const uint16_t commentLen = rd16(base + p + 32);
     uint64_t localOffset = rd32(base + p + 42);
-    if (p + 46 + nameLen + extraLen + commentLen > size)
+    if (!within(p, uint64_t(46) + nameLen + extraLen + commentLen))
       bad("central directory entry out of range");
     std::string name(reinterpret_cast<const char *>(base + p + 46), nameLen);
     // ZIP64 extra field: the 0xFFFFFFFF fields, in order usize, csize, offset.
@@ -277,11 +292,11 @@ pipert_npz *pipert_npz_load(const char *path) {
       bad("an array name contains a NUL byte");
     if (flags & 1)
       pipert_fail("%s: array '%s' is encrypted", path, name.c_str());
-    if (localOffset + 30 > size || rd32(base + localOffset) != 0x04034b50)
+    if (!within(localOffset, 30) || rd32(base + localOffset) != 0x04034b50)
       pipert_fail("%s: array '%s': bad local header", path, name.c_str());
     const size_t dataStart =
         localOffset + 30 + rd16(base + localOffset + 26) + rd16(base + localOffset + 28);
-    if (dataStart + csize > size)
+    if (!within(dataStart, csize))
       pipert_fail("%s: array '%s' is truncated", path, name.c_str());
 
     std::vector<unsigned char> raw;
