@@ -40,6 +40,12 @@ inline v16 load16(const float *p) {
   return v;
 }
 inline void store16(float *p, v16 v) { std::memcpy(p, &v, sizeof v); }
+// x in every lane. Not `v16{} + x`: that adds +0.0 first (a scalar add and
+// a broadcast from a register, two instructions per multiply-add), where a
+// splat is a broadcast load the multiply-add can take as its operand. The
+// products differ only in the sign of a zero, which an accumulator that
+// starts at +0.0 never keeps: the sums are the same bits.
+inline v16 splat(float x) { return v16{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
 // The first n (< 16) floats; the rest zero.
 #if defined(__AVX512F__)
 inline v16 load_part(const float *p, int n) {
@@ -114,7 +120,7 @@ inline void block(int64_t k, const float *a, int64_t sar, int64_t sap, const flo
     }
     const float *ap = a + p * sap;
     for (int r = 0; r < MR; ++r) {
-      const v16 ar = v16{} + ap[r * sar];
+      const v16 ar = splat(ap[r * sar]);
       acc0[r] += ar * b0;
       acc1[r] += ar * b1;
     }
@@ -160,7 +166,7 @@ inline void block16(int64_t k, const float *a, int64_t sar, int64_t sap, const f
     const v16 b0 = nc == 16 ? load16(b + p * ldb) : load_part(b + p * ldb, nc);
     const float *ap = a + p * sap;
     for (int r = 0; r < MR; ++r)
-      acc[r] += (v16{} + ap[r * sar]) * b0;
+      acc[r] += splat(ap[r * sar]) * b0;
   }
   for (int r = 0; r < MR; ++r) {
     float *cr = c + r * ldc;
@@ -198,6 +204,19 @@ void tail_rows(int64_t left, int64_t k, const float *a, int64_t sar, int64_t sap
   }
 }
 
+// dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: whole 8 x 8
+// blocks in registers, the edges one float at a time.
+void transpose_panel(const float *src, int64_t lds, int64_t rows, int64_t cols, float *dst,
+                     int64_t ldd) {
+  const int64_t r8 = rows - rows % 8, c8 = cols - cols % 8;
+  for (int64_t r0 = 0; r0 < r8; r0 += 8)
+    for (int64_t c0 = 0; c0 < c8; c0 += 8)
+      transpose8x8(src + r0 * lds + c0, lds, dst + c0 * ldd + r0, ldd);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = r < r8 ? c8 : 0; c < cols; ++c)
+      dst[c * ldd + r] = src[r * lds + c];
+}
+
 } // namespace
 
 void small_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -208,15 +227,8 @@ void small_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, floa
     // (a scalar copy was most of a 16 x 128 x 32 A·Bᵀ: 1.6 us of it).
     thread_local std::vector<float> panel;
     panel.resize(size_t(k * n));
-    float *t = panel.data();
-    const int64_t n8 = n - n % 8, k8 = k - k % 8;
-    for (int64_t j0 = 0; j0 < n8; j0 += 8)
-      for (int64_t p0 = 0; p0 < k8; p0 += 8)
-        transpose8x8(b + j0 * ldb + p0, ldb, t + p0 * n + j0, n);
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t p = j < n8 ? k8 : 0; p < k; ++p)
-        t[p * n + j] = b[j * ldb + p];
-    b = t;
+    transpose_panel(b, ldb, n, k, panel.data(), n);
+    b = panel.data();
     ldb = n;
   }
   // a(i, p): A[i * lda + p], or A[p * lda + i] when transposed.

@@ -173,6 +173,22 @@ TEST(Gemm, ShapesStridesAlphaBeta) {
         }
 }
 
+// The small kernel broadcasts A's element as it is (a splat, not 0 + a):
+// products of -0.0 stay -0.0, and sums that start at +0.0 keep them out,
+// so an all-zero product is +0.0 as with the libraries (and as before).
+TEST(Gemm, NegativeZerosSumToPositiveZero) {
+  Ctx ctx;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      const int64_t m = 16, n = 32, k = 8;
+      Vec a(size_t(m * k), -0.f), b(size_t(k * n), 1.f), c(size_t(m * n), 7.f);
+      pipert_sgemm(ctx.ctx, ta, tb, m, n, k, 1.f, a.data(), ta ? m : k, b.data(), tb ? k : n,
+                   0.f, c.data(), n);
+      for (float v : c)
+        ASSERT_TRUE(v == 0.f && !std::signbit(v)) << "ta " << ta << " tb " << tb << ": " << v;
+    }
+}
+
 TEST(MatMul, BatchBroadcastAndVectors) {
   Ctx ctx;
   // (3, 1, 4, 5) @ (2, 5, 6) -> (3, 2, 4, 6): A broadcast over B's batch.
