@@ -12,7 +12,8 @@
 //        [--partition balanced|manual|layers] [--cut NODE,...]
 //        [--from-mlir PIPE.mlir] [--show-schedule]]
 //
-// Pipeline parallelism (--stages N > 1, or --from-mlir): import →
+// Pipeline parallelism (--stages N > 1, --microbatches M > 1: one device
+// accumulating the gradients of M micro-batches, or --from-mlir): import →
 // pipe-assign-stages → pipe-autodiff → pipe-add-optimizer → pipe-microbatch →
 // pipe-split-stages → pipe-insert-transfers → pipe-schedule →
 // pipe-verify-schedule → pipe-pack-transfers → pipe-lower-programs (once per
@@ -117,7 +118,8 @@ static cl::opt<int64_t> numStages("stages", cl::cat(pipelineCat),
                                    cl::desc("Pipeline stages (devices) (default: 1)"),
                                    cl::init(1));
 static cl::opt<int64_t> microbatches("microbatches", cl::cat(pipelineCat),
-                                     cl::desc("Micro-batches per step (default: 1)"),
+                                     cl::desc("Micro-batches per step; on one device (--stages 1) the "
+                                              "step accumulates their gradients (default: 1)"),
                                      cl::init(1));
 static cl::opt<std::string> scheduleKind("schedule", cl::cat(pipelineCat),
                                          cl::desc("gpipe, 1f1b or afp (default: 1f1b)"),
@@ -842,12 +844,13 @@ int main(int argc, char **argv) {
           {"profile", profilePath.getValue()}};
     }
   }
-  if (profileOps && (numStages > 1 || numPipelines > 1 || method != "sync" ||
-                     recompute || forwardOnly))
+  if (profileOps && (numStages > 1 || microbatches > 1 || numPipelines > 1 ||
+                     method != "sync" || recompute || forwardOnly))
     return fail("--profile-ops times the one-device training step: drop "
-                "--stages, --pipelines, --method, --recompute and --forward-only");
-  if (numStages > 1 || !fromMlir.empty() || showSchedule || method != "sync" ||
-      numPipelines > 1 || recompute) {
+                "--stages, --microbatches, --pipelines, --method, --recompute and "
+                "--forward-only");
+  if (numStages > 1 || microbatches > 1 || !fromMlir.empty() || showSchedule ||
+      method != "sync" || numPipelines > 1 || recompute) {
     // The options of pipe-train-pipeline, from the command line.
     pipec::TrainPipelineOptions trainOptions;
     trainOptions.stages = numStages.getValue();
