@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -85,11 +86,28 @@ std::string singleCopyMechanism() {
   return crossMemoryAttachWorks() ? "cma" : "none";
 }
 
-bool runtimeBuffersSends() {
-  if (const char *env = std::getenv("PIPERT_SEND_BUFFER"))
-    return std::strtoll(env, nullptr, 10) > 0;
-  return singleCopyMechanism() != "none";
+int64_t runtimeBufferedSendBytes() {
+  // As MpiTransport::init reads them (malformed values fail there).
+  int64_t limit = 0;
+  int64_t staging = int64_t(64) << 20; // PIPERT_SEND_BUFFER's default
+  bool staged = singleCopyMechanism() != "none";
+  if (const char *env = std::getenv("PIPERT_SEND_BUFFER")) {
+    staging = std::strtoll(env, nullptr, 10);
+    staged = staging > 0;
+  }
+  if (staged)
+    limit = staging / 16;
+  const char *shm = std::getenv("PIPERT_SHM");
+  if (!shm || std::strcmp(shm, "0")) {
+    int64_t ring = int64_t(1) << 20;
+    if (const char *env = std::getenv("PIPERT_SHM_RING"))
+      ring = std::strtoll(env, nullptr, 10);
+    limit = std::max<int64_t>(limit, ring / 4);
+  }
+  return limit;
 }
+
+bool runtimeBuffersSends() { return runtimeBufferedSendBytes() > 0; }
 
 std::vector<std::string> sharedMemoryMpiFlags() {
   std::vector<std::string> flags = {"--oversubscribe", "--mca", "btl", "self,vader",

@@ -14,6 +14,7 @@
 #ifndef PIPEC_TOOLS_COMMON_MPIFLAGS_H
 #define PIPEC_TOOLS_COMMON_MPIFLAGS_H
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -28,10 +29,14 @@ bool crossMemoryAttachWorks();
 /// where set, else cma where crossMemoryAttachWorks, else none.
 std::string singleCopyMechanism();
 
-/// Whether the CPU runtime's pipert_send returns before its receiver takes
-/// the message (buffered, runtime/cpu/comm/mpi_comm.cpp) for ranks this
-/// machine launches: PIPERT_SEND_BUFFER where set (0: no), else with single
-/// copy. What the planner and pipe-simulate model.
+/// The largest message whose pipert_send returns before its receiver takes
+/// it, for ranks this machine launches (runtime/cpu/comm/mpi_comm.cpp), 0
+/// for none: through the shared-memory rings up to PIPERT_SHM_RING/4 (256
+/// KiB; none with PIPERT_SHM=0), and buffered through MPI up to
+/// PIPERT_SEND_BUFFER/16 (4 MiB) with single copy or where
+/// PIPERT_SEND_BUFFER is set (> 0). What the planner and pipe-simulate model.
+int64_t runtimeBufferedSendBytes();
+/// runtimeBufferedSendBytes() > 0.
 bool runtimeBuffersSends();
 
 /// mpirun's flags for ranks on this machine: --oversubscribe, --mca btl

@@ -74,8 +74,9 @@ static cl::opt<double> memoryBandwidth(
 static cl::opt<bool> rendezvous(
     "rendezvous", cl::cat(simCat),
     cl::desc("Every send waits for its receiver (the model the verifier proves deadlock-free); "
-             "by default, as the CPU runtime does where it buffers (single-copy shared "
-             "memory, or PIPERT_SEND_BUFFER), sends of at most 4 MiB return at once"));
+             "by default, as the CPU runtime does, sends return at once up to a size: 4 MiB "
+             "with single-copy shared memory (or PIPERT_SEND_BUFFER), else 256 KiB (the "
+             "shared-memory rings, PIPERT_SHM_RING/4; none with PIPERT_SHM=0)"));
 static cl::opt<int> steps("steps", cl::init(3), cl::cat(simCat),
                           cl::desc("Steps simulated; the step time is the "
                                    "steady state's (default: 3)"));
@@ -432,9 +433,9 @@ int main(int argc, char **argv) {
       return int64_t(std::llround(s * 1e9));
     };
     if (!rendezvous && pipectools::runtimeBuffersSends()) {
-      options.bufferedSend = [](int64_t, const sched::Instr &instr) {
-        return (instr.payload.empty() ? 0 : std::stod(instr.payload)) <=
-               double(sched::kRuntimeBufferedSendBytes);
+      const double limit = double(pipectools::runtimeBufferedSendBytes());
+      options.bufferedSend = [limit](int64_t, const sched::Instr &instr) {
+        return (instr.payload.empty() ? 0 : std::stod(instr.payload)) <= limit;
       };
       options.receiverCopies = true;
       // The receiver pays the copy (the bytes at the link's bandwidth); the

@@ -52,10 +52,12 @@ struct PlannerOptions {
   double linkBandwidth = 5e9;
   /// Optimizer updates: bytes read and written per second.
   double updateBytesPerSecond = 1e10;
-  /// Whether the runtime's sends of up to 4 MiB return at once (buffered,
-  /// the receiver copying; tools/common/MpiFlags.h runtimeBuffersSends);
-  /// false: every send waits for its receiver (rendezvous).
+  /// Whether the runtime's sends of up to bufferedSendBytes return at once
+  /// (buffered or through the shared-memory rings, the receiver copying;
+  /// tools/common/MpiFlags.h runtimeBufferedSendBytes); false: every send
+  /// waits for its receiver (rendezvous).
   bool bufferedSends = true;
+  int64_t bufferedSendBytes = int64_t(4) << 20;
   /// No-flush methods also searched ("pipedream", "2bw", "spectrain",
   /// "pipemare"): 1F1B without a flush between steps, so no fill and drain
   /// bubble per step, but they train on stale weights

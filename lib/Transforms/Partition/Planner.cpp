@@ -380,13 +380,14 @@ std::optional<Candidate> evaluate(const Split &split, int64_t m,
         return 0;
       }
     };
-    // Sends as the CPU runtime makes them: up to 4 MiB buffered.
+    // Sends as the CPU runtime makes them: up to bufferedSendBytes (4 MiB
+    // with single copy; the rings' 256 KiB without) return at once.
     if (options.bufferedSends) {
       sim.bufferedSend = [&](int64_t d, const sched::Instr &instr) {
         int64_t b = instr.peer > d ? d + 1 : d;
         return double(split.boundary[b]) * ratio /
                    double(std::max<int64_t>(1, split.boundaryCount[b])) <=
-               double(sched::kRuntimeBufferedSendBytes);
+               double(options.bufferedSendBytes);
       };
       // Single copy: the receiver reads the sender's staging buffer; the
       // rest of a transfer's time (the link's latency: matching, waking,

@@ -27,6 +27,14 @@
 // Finalize completes them all. Why the verified schedules stay
 // deadlock-free: docs/design-notes.md, "Buffered sends".
 //
+// Point-to-point messages of at most PIPERT_SHM_RING/4 bytes (256 KiB) between
+// ranks of one machine bypass MPI: they go through the shared-memory rings of
+// shm_link.h, mapped at init as an MPI-3 shared window (initShm). A send is
+// complete once copied into the peer's ring; every test and wait progresses
+// the rings (writes the queued sends that now fit, drains the inbound ones).
+// Both sides choose the path by the message's size, so a receive and its
+// message meet; PIPERT_SHM=0 keeps everything on MPI.
+//
 // Messages over 1 GiB are split into several MPI messages with the same tag:
 // MPI matches messages between one pair with one tag in order, and MPI counts
 // are ints.
@@ -36,6 +44,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,6 +59,9 @@ struct MpiComm : pipert_comm {
   int size = 1;
   bool owned = true;
   int maxTag = 32767;
+  // Names the communicator on the shared-memory rings: 0 for the world, and
+  // the same on every member of a split (MpiTransport::split).
+  int id = 0;
   std::vector<int> worldRanks; // world rank of each rank of comm
 };
 
@@ -65,6 +77,9 @@ struct MpiRequest : pipert_request {
   int64_t meanCount = 0;
   // Recv: the buffer chunks' expected byte sizes, to check the message sizes.
   std::vector<int> expectChunkBytes;
+  // A transfer on the shared-memory rings (shm_link.h) instead of MPI.
+  bool onShm = false;
+  shm::Op op;
 };
 
 MpiComm *mpiComm(pipert_comm *c) { return static_cast<MpiComm *>(c); }
@@ -140,7 +155,7 @@ void checkRequest(int rc, const pipert_request *r) {
 
 // Tests the request's MPI requests; returns true when all have completed and
 // checks the completed receives' sizes.
-bool testRequest(pipert_request *req) {
+bool testMpi(pipert_request *req) {
   MpiRequest *r = mpiRequest(req);
   if (r->done)
     return true;
@@ -238,13 +253,140 @@ void MpiTransport::init(pipert_context *, int *argc, char ***argv) {
     sendBufferLimit_ = 0;
   }
   pipert_set_abort_hook(abortHook);
+  initShm();
   initialized_ = true;
+}
+
+struct MpiTransport::ShmMapping {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Win win = MPI_WIN_NULL;
+};
+
+void MpiTransport::initShm() {
+  // Every rank decides alike: the rings are on only where every rank of the
+  // world wants them (PIPERT_SHM unset or 1) with the same ring size.
+  int64_t ring = int64_t(1) << 20;
+  int want = 1;
+  if (const char *env = std::getenv("PIPERT_SHM")) {
+    if (std::strcmp(env, "0") && std::strcmp(env, "1"))
+      pipert_fail("PIPERT_SHM='%s' is not 0 or 1 (1, the default: messages of at most "
+                  "PIPERT_SHM_RING/4 bytes between ranks of one machine go through "
+                  "shared-memory rings; 0: all through MPI)",
+                  env);
+    want = env[0] == '1';
+  }
+  if (const char *env = std::getenv("PIPERT_SHM_RING")) {
+    char *end = nullptr;
+    long long v = std::strtoll(env, &end, 10);
+    if (end == env || *end != '\0' || v < shm::Endpoint::kMinRing ||
+        v > shm::Endpoint::kMaxRing || (v & (v - 1)))
+      pipert_fail("PIPERT_SHM_RING='%s' is not a power of two of bytes in [%lld, %lld] (the "
+                  "size of each shared-memory ring between two ranks)",
+                  env, static_cast<long long>(shm::Endpoint::kMinRing),
+                  static_cast<long long>(shm::Endpoint::kMaxRing));
+    ring = v;
+  }
+  if (world_->size < 2)
+    return;
+  long long mine[3] = {want, ring, -ring}, all[3] = {0, 0, 0};
+  check(MPI_Allreduce(mine, all, 3, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+  if (!all[0])
+    return;
+  if (all[1] != -all[2])
+    pipert_fail("PIPERT_SHM_RING differs between ranks (%lld and %lld bytes): set it alike "
+                "on every rank",
+                all[1], -all[2]);
+  auto m = std::make_unique<ShmMapping>();
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, worldRank_, MPI_INFO_NULL,
+                            &m->node),
+        "MPI_Comm_split_type");
+  MPI_Comm_set_errhandler(m->node, MPI_ERRORS_RETURN);
+  int local = 0, nlocal = 1;
+  MPI_Comm_rank(m->node, &local);
+  MPI_Comm_size(m->node, &nlocal);
+  if (nlocal < 2) {
+    MPI_Comm_free(&m->node);
+    // Still collective with the ranks that share a machine: they agree
+    // among themselves below; a rank alone on its machine has no rings.
+    return;
+  }
+  std::vector<int> worldOfLocal(static_cast<size_t>(nlocal));
+  check(MPI_Allgather(&worldRank_, 1, MPI_INT, worldOfLocal.data(), 1, MPI_INT, m->node),
+        "MPI_Allgather");
+  // Each rank maps its own block (its inbound channels); alloc_shared_noncontig
+  // lets each block sit in memory near its owner.
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "alloc_shared_noncontig", "true");
+  char *base = nullptr;
+  const int64_t block = shm::Endpoint::blockBytes(nlocal, ring);
+  int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(block), 1, info, m->node, &base,
+                                   &m->win);
+  MPI_Info_free(&info);
+  int ok = rc == MPI_SUCCESS, allOk = 0;
+  check(MPI_Allreduce(&ok, &allOk, 1, MPI_INT, MPI_MIN, m->node), "MPI_Allreduce");
+  if (!allOk) {
+    if (ok)
+      MPI_Win_free(&m->win);
+    MPI_Comm_free(&m->node);
+    return; // Through MPI, as without the rings.
+  }
+  shm::Endpoint::initBlock(base, nlocal, ring);
+  std::vector<char *> blocks(static_cast<size_t>(nlocal));
+  for (int j = 0; j < nlocal; ++j) {
+    MPI_Aint size = 0;
+    int disp = 0;
+    void *ptr = nullptr;
+    check(MPI_Win_shared_query(m->win, j, &size, &disp, &ptr), "MPI_Win_shared_query");
+    blocks[static_cast<size_t>(j)] = static_cast<char *>(ptr);
+  }
+  // Every block's counters are zero before any rank writes a message.
+  check(MPI_Barrier(m->node), "MPI_Barrier");
+  localOf_.assign(static_cast<size_t>(world_->size), -1);
+  for (int j = 0; j < nlocal; ++j)
+    localOf_[static_cast<size_t>(worldOfLocal[static_cast<size_t>(j)])] = j;
+  shm_ = std::make_unique<shm::Endpoint>(local, std::move(blocks), ring);
+  mapping_ = std::move(m);
+}
+
+void MpiTransport::finalizeShm(pipert_context *ctx) {
+  if (!shm_)
+    return;
+  // Sends still queued (isends never waited for) are written first: their
+  // receivers may still want them.
+  if (shm_->sendsPending()) {
+    const auto start = std::chrono::steady_clock::now();
+    while (shm_->sendsPending()) {
+      shm_->progress();
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+          timeoutS_)
+        pipert_fail("finalize: sends to this machine's ranks still unread after %s",
+                    transport::formatSeconds(timeoutS_).c_str());
+    }
+  }
+  (void)ctx;
+  // Collective: no rank unmaps the rings while another still reads them.
+  MPI_Win_free(&mapping_->win);
+  MPI_Comm_free(&mapping_->node);
+  mapping_.reset();
+  shm_.reset();
+  localOf_.clear();
+}
+
+int MpiTransport::shmPeer(const MpiComm *c, int peer, int64_t bytes) const {
+  if (!shm_ || bytes > shm_->maxMessage())
+    return -1;
+  const int w = pipert::worldRankOf(c, peer);
+  if (w < 0 || w >= static_cast<int>(localOf_.size()))
+    return -1;
+  return localOf_[static_cast<size_t>(w)];
 }
 
 void MpiTransport::finalize(pipert_context *ctx) {
   if (!initialized_)
     return;
   drainStaged(ctx, -1);
+  finalizeShm(ctx);
   for (auto &[capacity, buf] : spare_)
     delete[] buf;
   spare_.clear();
@@ -266,11 +408,36 @@ int MpiTransport::worldRankOf(const pipert_comm *comm, int rank) const {
   return pipert::worldRankOf(mpiComm(comm), rank);
 }
 
+bool MpiTransport::testRequest(pipert_request *req) {
+  MpiRequest *r = mpiRequest(req);
+  if (!r->onShm)
+    return testMpi(req);
+  if (r->done)
+    return true;
+  if (!r->op.done)
+    shm_->progress();
+  if (!r->op.done)
+    return false;
+  r->done = true;
+  if (r->op.mismatch >= 0)
+    pipert_fail("%s: the message has %lld bytes", describe(r).c_str(),
+                static_cast<long long>(r->op.mismatch));
+  return true;
+}
+
+void MpiTransport::release(pipert_request *req) {
+  MpiRequest *r = mpiRequest(req);
+  if (r->onShm)
+    shm_->cancel(&r->op);
+  delete r;
+}
+
 // Polls until every request completes or the timeout passes, then frees them.
 void MpiTransport::wait(pipert_context *ctx, pipert_request **reqs, int n) {
   reapStaged(ctx);
-  transport::waitAndRelease(ctx, reqs, n, timeoutS_, testRequest, describe,
-                            [](pipert_request *r) { delete mpiRequest(r); }, stagedBytes_);
+  transport::waitAndRelease(
+      ctx, reqs, n, timeoutS_, [this](pipert_request *r) { return testRequest(r); }, describe,
+      [this](pipert_request *r) { release(r); }, stagedBytes_);
 }
 
 bool MpiTransport::test(pipert_context *ctx, pipert_request *req) {
@@ -318,7 +485,7 @@ void MpiTransport::reapStaged(pipert_context *ctx) {
     transport::traceCompletion(ctx, it->req->kind, it->req->peerWorld, it->req->tag,
                                it->req->postUs);
     stagedBytes_ -= it->req->bytes;
-    delete mpiRequest(it->req);
+    release(it->req);
     returnStaging(it->buf, it->capacity);
     it = staged_.erase(it);
   }
@@ -331,8 +498,9 @@ void MpiTransport::drainStaged(pipert_context *ctx, int64_t bytes) {
     staged_.pop_front();
     stagedBytes_ -= s.req->bytes;
     pipert_request *r = s.req;
-    transport::waitAndRelease(ctx, &r, 1, timeoutS_, testRequest, describe,
-                              [](pipert_request *q) { delete mpiRequest(q); }, stagedBytes_);
+    transport::waitAndRelease(
+        ctx, &r, 1, timeoutS_, [this](pipert_request *q) { return testRequest(q); }, describe,
+        [this](pipert_request *q) { release(q); }, stagedBytes_);
     returnStaging(s.buf, s.capacity);
   }
 }
@@ -340,6 +508,12 @@ void MpiTransport::drainStaged(pipert_context *ctx, int64_t bytes) {
 void MpiTransport::send(pipert_context *ctx, pipert_comm *comm, const void *buf, int64_t count,
                         pipert_dtype dtype, int peer, int tag) {
   const int64_t bytes = byteCount(count, dtype, "send");
+  if (shmPeer(mpiComm(comm), peer, bytes) >= 0) {
+    // Into the peer's ring: complete once written (at once where it fits).
+    pipert_request *r = post(ctx, comm, const_cast<void *>(buf), count, dtype, peer, tag, Kind::Send);
+    wait(ctx, &r, 1);
+    return;
+  }
   // A small message is not copied either: MPI sends it inline (into the
   // peer's shared-memory queue), so its send completes without the peer,
   // and staging it made a 4-byte ping-pong 20% slower. A large message is
@@ -369,6 +543,36 @@ void MpiTransport::send(pipert_context *ctx, pipert_comm *comm, const void *buf,
 
 void MpiTransport::sendGather(pipert_context *ctx, pipert_comm *comm, const void *const *bufs,
                               const int64_t *bytes, int n, int64_t total, int peer, int tag) {
+  MpiComm *c = mpiComm(comm);
+  if (const int local = shmPeer(c, peer, total); local >= 0) {
+    // Gathered straight into the peer's ring.
+    checkTag(c, tag, "send");
+    auto *r = new MpiRequest();
+    r->kind = Kind::Send;
+    r->bytes = total;
+    r->peer = peer;
+    r->peerWorld = pipert::worldRankOf(c, peer);
+    r->tag = tag;
+    r->commSize = c->size;
+    r->postUs = pipert_trace_begin(ctx);
+    for (int i = 0; i < n; ++i)
+      if (bytes[i] > 0 && !bufs[i])
+        pipert_fail("%s: null buffer %d of %lld bytes", describe(r).c_str(), i,
+                    static_cast<long long>(bytes[i]));
+    r->onShm = true;
+    r->op.send = true;
+    r->op.peer = local;
+    r->op.comm = c->id;
+    r->op.tag = tag;
+    r->op.bytes = total;
+    r->op.gbufs = bufs;
+    r->op.gbytes = bytes;
+    r->op.gn = n;
+    shm_->postSend(&r->op);
+    pipert_request *req = r;
+    wait(ctx, &req, 1);
+    return;
+  }
   if (total <= kEagerBytes || total > sendBufferLimit_ / 16) {
     Transport::sendGather(ctx, comm, bufs, bytes, n, total, peer, tag);
     return;
@@ -411,6 +615,22 @@ pipert_request *MpiTransport::post(pipert_context *ctx, pipert_comm *comm, void 
   if (r->bytes > 0 && !buf)
     pipert_fail("%s: null buffer for %lld bytes", describe(r).c_str(),
                 static_cast<long long>(r->bytes));
+  if (const int local = shmPeer(c, peer, r->bytes); local >= 0) {
+    r->onShm = true;
+    r->op.send = kind == Kind::Send;
+    r->op.peer = local;
+    r->op.comm = c->id;
+    r->op.tag = tag;
+    r->op.bytes = r->bytes;
+    if (kind == Kind::Send) {
+      r->op.src = buf;
+      shm_->postSend(&r->op);
+    } else {
+      r->op.dst = buf;
+      shm_->postRecv(&r->op);
+    }
+    return r;
+  }
   char *p = static_cast<char *>(buf);
   int64_t off = 0;
   do {
@@ -490,7 +710,14 @@ void MpiTransport::barrier(pipert_context *ctx, pipert_comm *comm) {
 pipert_comm *MpiTransport::split(pipert_context *, pipert_comm *comm, int color, int key) {
   MPI_Comm out = MPI_COMM_NULL;
   check(MPI_Comm_split(mpiComm(comm)->comm, color, key, &out), "MPI_Comm_split");
-  return wrap(out, worldRank_);
+  MpiComm *c = wrap(out, worldRank_);
+  // An id every member agrees on and that no other communicator of any
+  // member has: the largest next id among the members.
+  int id = 0;
+  check(MPI_Allreduce(&nextCommId_, &id, 1, MPI_INT, MPI_MAX, c->comm), "MPI_Allreduce");
+  c->id = id;
+  nextCommId_ = id + 1;
+  return c;
 }
 
 void MpiTransport::destroy(pipert_context *, pipert_comm *comm) {

@@ -10,6 +10,7 @@
 #define PIPERT_CPU_COMM_MPI_TRANSPORT_H
 
 #include "../../core/transport.h"
+#include "shm_link.h"
 
 #include <deque>
 #include <memory>
@@ -55,7 +56,21 @@ public:
                  pipert_dtype dtype, int root) override;
   void barrier(pipert_context *ctx, pipert_comm *comm) override;
 
+  // The shared-memory rings' size per channel (0: messages go through MPI
+  // only) and the largest message they carry.
+  int64_t shmRingBytes() const { return shm_ ? shm_->ringBytes() : 0; }
+  int64_t shmMaxMessage() const { return shm_ ? shm_->maxMessage() : 0; }
+
 private:
+  // Maps the rings between this machine's ranks (collective over the world;
+  // PIPERT_SHM=0 or a failed mapping leaves them off on every rank).
+  void initShm();
+  void finalizeShm(pipert_context *ctx);
+  // The local index of comm's rank `peer` when a message of `bytes` to or
+  // from it goes through the rings, else -1.
+  int shmPeer(const MpiComm *c, int peer, int64_t bytes) const;
+  bool testRequest(pipert_request *req);
+  void release(pipert_request *req);
   // A buffered send in flight: its request and the staging copy it sends.
   struct Staged {
     pipert_request *req;
@@ -79,6 +94,14 @@ private:
   std::vector<std::pair<int64_t, char *>> spare_; // staging buffers to reuse
   int64_t stagedBytes_ = 0, spareBytes_ = 0;
   int64_t sendBufferLimit_ = int64_t(64) << 20; // PIPERT_SEND_BUFFER
+  // The rings (shm_link.h): the endpoint, the window that maps them, the
+  // communicator of this machine's ranks, each world rank's local index
+  // (-1 on another machine), and the next communicator id (split()).
+  struct ShmMapping; // the window and the machine's communicator (mpi_comm.cpp)
+  std::unique_ptr<shm::Endpoint> shm_;
+  std::unique_ptr<ShmMapping> mapping_;
+  std::vector<int> localOf_;
+  int nextCommId_ = 1;
 };
 
 } // namespace pipert

@@ -81,7 +81,10 @@ double pipert_comm_timeout(void);
  * `comm`; `tag` is in 0..pipert_comm_max_tag(). A recv must match a send of
  * the same size: a different size is an error naming both. pipert_recv
  * returns with the data; pipert_send returns once `buf` may be reused. The
- * CPU (MPI) transport copies a message of more than 256 bytes into a staging
+ * CPU (MPI) transport sends a message of at most PIPERT_SHM_RING/4 bytes
+ * (256 KiB) to a rank of the same machine through a shared-memory ring: the
+ * send returns once the message is copied in (PIPERT_SHM=0: through MPI as
+ * below). Through MPI, it copies a message of more than 256 bytes into a staging
  * buffer and returns at once (buffered; up to PIPERT_SEND_BUFFER bytes in
  * flight per rank, default 64 MiB, or 0 when Open MPI's shared memory runs
  * without single copy; a message over 1/16 of it, or any with 0, is sent
