@@ -24,6 +24,37 @@ namespace pipert::cpu {
 
 using namespace ::pipert;
 
+// dst[c * ldd + r] = src[r * lds + c] for r, c < 8: three rounds of
+// shuffles (pairs of rows, pairs of pairs, halves).
+typedef float v8 __attribute__((vector_size(32)));
+inline void transpose8x8(const float *src, int64_t lds, float *dst, int64_t ldd) {
+  v8 r[8];
+  for (int i = 0; i < 8; ++i)
+    std::memcpy(&r[i], src + i * lds, sizeof(v8));
+  v8 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int i = 0; i < 8; i += 4)
+    for (int h = 0; h < 2; ++h) {
+      u[i + 2 * h] = __builtin_shufflevector(t[i + h], t[i + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+      u[i + 2 * h + 1] =
+          __builtin_shufflevector(t[i + h], t[i + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+  // u[0..3]: columns (0,4), (1,5), (2,6), (3,7) of rows 0-3; u[4..7]: rows 4-7.
+  for (int c = 0; c < 4; ++c) {
+    const v8 lo = __builtin_shufflevector(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    const v8 hi = __builtin_shufflevector(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    std::memcpy(dst + c * ldd, &lo, sizeof(v8));
+    std::memcpy(dst + (c + 4) * ldd, &hi, sizeof(v8));
+  }
+}
+// The same for any 4-byte elements (the shuffles move bits, no arithmetic).
+inline void transpose8x8(const uint32_t *src, int64_t lds, uint32_t *dst, int64_t ldd) {
+  transpose8x8(reinterpret_cast<const float *>(src), lds, reinterpret_cast<float *>(dst), ldd);
+}
+
 // Iterates an output of shape (rank, shape) together with K inputs whose
 // element strides (0 on broadcast axes) are given, calling
 //   fn(offsets[K], out_offset, inner_len, inner_strides[K])

@@ -861,7 +861,7 @@ void check_transposes(pipert_dtype dtype, const std::vector<std::vector<int64_t>
 TEST(Transpose, EveryPermutationAgainstIndexArithmetic) {
   const std::vector<std::vector<int64_t>> shapes = {
       {2, 8, 4, 8}, {3, 5, 4, 2}, {2, 3, 4, 16}, {1, 7, 3, 33}, {2, 2, 9, 80},
-      {5, 6, 7}, {16, 16}, {4, 1, 8, 4}};
+      {5, 6, 7}, {16, 16}, {4, 1, 8, 4}, {2, 4, 8, 8}, {12, 20}, {3, 17, 24}};
   check_transposes<uint32_t>(PIPERT_F32, shapes);
   check_transposes<uint64_t>(PIPERT_I64, shapes);
   check_transposes<uint16_t>(PIPERT_F16, shapes);
