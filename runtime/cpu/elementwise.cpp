@@ -333,6 +333,32 @@ void pipert_reduce_to_shape_f32(pipert_context *, const float *dy, int64_t dy_ra
   }
   int64_t nx = numel(x_rank, x_shape);
   std::fill(dx, dx + nx, 0.f);
+  // Only leading axes reduced (a bias's gradient: the rows of dy summed):
+  // row after row into dx, the order of the loop below, without its call
+  // per row (16 x 32 -> 32: 70 -> 25 ns).
+  bool leading = nx > 0;
+  for (int64_t i = 0; i < x_rank && leading; ++i)
+    leading = x_shape[i] == dy_shape[i + dy_rank - x_rank];
+  if (leading) {
+    // 16 columns at a time summed in registers down the rows (each
+    // column's sum in the same order as row by row into dx).
+    const int64_t rows = numel(dy_rank, dy_shape) / nx;
+    int64_t i0 = 0;
+    for (; i0 + 16 <= nx; i0 += 16) {
+      float acc[16] = {};
+      for (int64_t r = 0; r < rows; ++r) {
+        const float *PIPERT_RESTRICT pg = dy + r * nx + i0;
+        for (int j = 0; j < 16; ++j)
+          acc[j] += pg[j];
+      }
+      for (int j = 0; j < 16; ++j)
+        dx[i0 + j] = acc[j];
+    }
+    for (int64_t r = 0; r < rows && i0 < nx; ++r)
+      for (int64_t i = i0; i < nx; ++i)
+        dx[i] += dy[r * nx + i];
+    return;
+  }
   // Iterate over dy; dx advances with broadcast strides (0 on reduced axes).
   int64_t strides[2][kMaxRank];
   broadcast_strides(x_rank, x_shape, dy_rank, strides[0]);

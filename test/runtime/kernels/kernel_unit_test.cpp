@@ -173,6 +173,36 @@ TEST(Gemm, ShapesStridesAlphaBeta) {
         }
 }
 
+// A bias's gradient (only leading axes reduced) is summed 16 columns at a
+// time in registers: each column's sum must be the one row by row into dx
+// gives, bit for bit, at widths below, at and past 16, with negative zeros.
+TEST(ReduceToShape, LeadingAxesSumRowByRow) {
+  Ctx c;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
+      {{16, 32}, {32}},   {{16, 128}, {128}}, {{3, 5, 37}, {5, 37}}, {{9, 7}, {7}},
+      {{2, 8, 96}, {96}}, {{5, 16}, {5, 16}}, {{1, 40}, {40}},       {{4, 3, 17}, {3, 17}}};
+  for (const auto &[ds, xs] : cases) {
+    int64_t nd = 1, nx = 1;
+    for (int64_t d : ds)
+      nd *= d;
+    for (int64_t d : xs)
+      nx *= d;
+    std::vector<float> dy(static_cast<size_t>(nd));
+    for (int64_t i = 0; i < nd; ++i)
+      dy[size_t(i)] = i % 11 == 3 ? -0.f : u(rng) * (i % 5 == 0 ? 1e4f : 1.f);
+    std::vector<float> want(static_cast<size_t>(nx), 0.f), got(static_cast<size_t>(nx), 7.f);
+    for (int64_t r = 0; r < nd / nx; ++r)
+      for (int64_t i = 0; i < nx; ++i)
+        want[size_t(i)] += dy[size_t(r * nx + i)];
+    pipert_reduce_to_shape_f32(c.ctx, dy.data(), int64_t(ds.size()), ds.data(),
+                               int64_t(xs.size()), xs.data(), got.data());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), size_t(nx) * sizeof(float)), 0)
+        << ds.size() << "-d gradient of " << nd << " to " << nx;
+  }
+}
+
 // The small kernel broadcasts A's element as it is (a splat, not 0 + a):
 // products of -0.0 stay -0.0, and sums that start at +0.0 keep them out,
 // so an all-zero product is +0.0 as with the libraries (and as before).
