@@ -266,6 +266,7 @@ void MpiTransport::initShm() {
   // Every rank decides alike: the rings are on only where every rank of the
   // world wants them (PIPERT_SHM unset or 1) with the same ring size.
   int64_t ring = int64_t(1) << 20;
+  bool ringGiven = false;
   int want = 1;
   if (const char *env = std::getenv("PIPERT_SHM")) {
     if (std::strcmp(env, "0") && std::strcmp(env, "1"))
@@ -285,6 +286,7 @@ void MpiTransport::initShm() {
                   env, static_cast<long long>(shm::Endpoint::kMinRing),
                   static_cast<long long>(shm::Endpoint::kMaxRing));
     ring = v;
+    ringGiven = true;
   }
   if (world_->size < 2)
     return;
@@ -310,6 +312,13 @@ void MpiTransport::initShm() {
     // among themselves below; a rank alone on its machine has no rings.
     return;
   }
+  // Many ranks on one machine: smaller rings by default, so that the n x n
+  // of them stay within 64 MiB (/dev/shm of a container may be no larger;
+  // a page past its end is a SIGBUS, not an error): 8 ranks 1 MiB each, 16
+  // ranks 256 KiB.
+  if (!ringGiven)
+    while (ring > shm::Endpoint::kMinRing && int64_t(nlocal) * nlocal * ring > (int64_t(64) << 20))
+      ring /= 2;
   std::vector<int> worldOfLocal(static_cast<size_t>(nlocal));
   check(MPI_Allgather(&worldRank_, 1, MPI_INT, worldOfLocal.data(), 1, MPI_INT, m->node),
         "MPI_Allgather");
