@@ -195,6 +195,16 @@ pipert_request *pipert_irecv_packed(pipert_context *ctx, pipert_comm *comm, void
     contiguous = static_cast<char *>(bufs[i]) == static_cast<char *>(bufs[i - 1]) + bytes[i - 1];
   if (contiguous)
     return pipert_irecv(ctx, comm, bufs[0], total, PIPERT_U8, peer, tag);
+  {
+    Transport &t = started("recv");
+    if (!comm)
+      pipert_fail("recv: null communicator");
+    checkPeer(t, comm, peer, "recv");
+    // Scattered by the transport itself where it can (the CPU transport's
+    // shared-memory rings: straight from the ring into the parts).
+    if (pipert_request *r = t.postScatter(ctx, comm, bufs, bytes, n, total, peer, tag))
+      return r;
+  }
   char *staging = static_cast<char *>(pipert_alloc(ctx, size_t(total)));
   pipert_request *r = pipert_irecv(ctx, comm, staging, total, PIPERT_U8, peer, tag);
   Scatter s{staging, {}};

@@ -100,6 +100,15 @@ public:
   // and sent; the MPI transport gathers straight into its staging buffer.
   virtual void sendGather(pipert_context *ctx, pipert_comm *comm, const void *const *bufs,
                           const int64_t *bytes, int n, int64_t total, int peer, int tag);
+  // pipert_irecv_packed: a receive of `total` bytes whose parts go to
+  // bufs[0..n) (bytes[i] each, valid until it is waited for), scattered
+  // straight from the transport's own memory; nullptr where this transport
+  // does not for this message (the caller then receives into a staging
+  // buffer and scatters after the wait).
+  virtual pipert_request *postScatter(pipert_context *, pipert_comm *, void *const *,
+                                      const int64_t *, int, int64_t, int, int) {
+    return nullptr;
+  }
   // Whether req has completed; never blocks (the request stays to be waited for).
   virtual bool test(pipert_context *ctx, pipert_request *req) = 0;
   // Waits (with the timeout) for the non-null requests of reqs[0..n), then

@@ -80,6 +80,9 @@ struct MpiRequest : pipert_request {
   // A transfer on the shared-memory rings (shm_link.h) instead of MPI.
   bool onShm = false;
   shm::Op op;
+  // A scattered receive's parts (op.sbufs/op.sbytes point here).
+  std::vector<void *> scatterBufs;
+  std::vector<int64_t> scatterBytes;
 };
 
 MpiComm *mpiComm(pipert_comm *c) { return static_cast<MpiComm *>(c); }
@@ -653,6 +656,40 @@ pipert_request *MpiTransport::post(pipert_context *ctx, pipert_comm *comm, void 
     r->expectChunkBytes.push_back(chunk);
     off += chunk;
   } while (off < r->bytes);
+  return r;
+}
+
+pipert_request *MpiTransport::postScatter(pipert_context *ctx, pipert_comm *comm,
+                                          void *const *bufs, const int64_t *bytes, int n,
+                                          int64_t total, int peer, int tag) {
+  MpiComm *c = mpiComm(comm);
+  const int local = shmPeer(c, peer, total);
+  if (local < 0)
+    return nullptr;
+  checkTag(c, tag, "recv");
+  auto *r = new MpiRequest();
+  r->kind = Kind::Recv;
+  r->bytes = total;
+  r->peer = peer;
+  r->peerWorld = pipert::worldRankOf(c, peer);
+  r->tag = tag;
+  r->commSize = c->size;
+  r->postUs = pipert_trace_begin(ctx);
+  r->scatterBufs.assign(bufs, bufs + n);
+  r->scatterBytes.assign(bytes, bytes + n);
+  for (int i = 0; i < n; ++i)
+    if (bytes[i] > 0 && !bufs[i])
+      pipert_fail("%s: null buffer %d of %lld bytes", describe(r).c_str(), i,
+                  static_cast<long long>(bytes[i]));
+  r->onShm = true;
+  r->op.peer = local;
+  r->op.comm = c->id;
+  r->op.tag = tag;
+  r->op.bytes = total;
+  r->op.sbufs = r->scatterBufs.data();
+  r->op.sbytes = r->scatterBytes.data();
+  r->op.sn = n;
+  shm_->postRecv(&r->op);
   return r;
 }
 

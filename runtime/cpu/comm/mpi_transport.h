@@ -48,6 +48,9 @@ public:
             pipert_dtype dtype, int peer, int tag) override;
   void sendGather(pipert_context *ctx, pipert_comm *comm, const void *const *bufs,
                   const int64_t *bytes, int n, int64_t total, int peer, int tag) override;
+  pipert_request *postScatter(pipert_context *ctx, pipert_comm *comm, void *const *bufs,
+                              const int64_t *bytes, int n, int64_t total, int peer,
+                              int tag) override;
   bool test(pipert_context *ctx, pipert_request *req) override;
   void wait(pipert_context *ctx, pipert_request **reqs, int n) override;
   pipert_request *iallreduce(pipert_context *ctx, pipert_comm *comm, float *buf, int64_t count,

@@ -107,10 +107,16 @@ void Endpoint::postSend(Op *op) {
 }
 
 void Endpoint::deliver(Op *op, const char *ring, uint64_t pos, int64_t bytes) {
-  if (bytes != op->bytes)
+  if (bytes != op->bytes) {
     op->mismatch = bytes;
-  else
+  } else if (op->sn > 0) {
+    for (int i = 0; i < op->sn; ++i) {
+      copyOut(ring, ring_, pos, op->sbufs[i], op->sbytes[i]);
+      pos += static_cast<uint64_t>(op->sbytes[i]);
+    }
+  } else {
     copyOut(ring, ring_, pos, op->dst, bytes);
+  }
   op->done = true;
 }
 
@@ -124,10 +130,18 @@ void Endpoint::postRecv(Op *op) {
     if (it->comm != op->comm || it->tag != op->tag)
       continue;
     const int64_t bytes = static_cast<int64_t>(it->data.size());
-    if (bytes != op->bytes)
+    if (bytes != op->bytes) {
       op->mismatch = bytes;
-    else if (bytes)
+    } else if (op->sn > 0) {
+      int64_t off = 0;
+      for (int i = 0; i < op->sn; ++i) {
+        if (op->sbytes[i])
+          std::memcpy(op->sbufs[i], it->data.data() + off, static_cast<size_t>(op->sbytes[i]));
+        off += op->sbytes[i];
+      }
+    } else if (bytes) {
       std::memcpy(op->dst, it->data.data(), static_cast<size_t>(bytes));
+    }
     op->done = true;
     un.erase(it);
     return;

@@ -60,7 +60,12 @@ struct Op {
   const void *const *gbufs = nullptr;
   const int64_t *gbytes = nullptr;
   int gn = 0;
+  // Recv: `dst`, or the scatter list (sbufs, sbytes)[0..sn) when sn > 0 (the
+  // message's bytes in order; they must stay valid until the op is done).
   void *dst = nullptr;
+  void *const *sbufs = nullptr;
+  const int64_t *sbytes = nullptr;
+  int sn = 0;
   bool done = false;
   // Recv: the matched message's size where it differs from `bytes` (the
   // receive is then done and its buffer untouched), else -1.
