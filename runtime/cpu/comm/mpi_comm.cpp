@@ -358,6 +358,7 @@ void MpiTransport::initShm() {
   for (int j = 0; j < nlocal; ++j)
     localOf_[static_cast<size_t>(worldOfLocal[static_cast<size_t>(j)])] = j;
   shm_ = std::make_unique<shm::Endpoint>(local, std::move(blocks), ring);
+  shm_->prefault();
   mapping_ = std::move(m);
 }
 

@@ -81,13 +81,17 @@ public:
 
   // The bytes of each rank's block: `ranks` channels of `ring` bytes.
   static int64_t blockBytes(int ranks, int64_t ring) { return ranks * (kControlBytes + ring); }
-  // Zeroes the channels' counters of a block (its owner does, before any
-  // rank uses it).
+  // Zeroes a block, its counters among it (its owner does, before any rank
+  // uses it; this also allocates its pages).
   static void initBlock(void *block, int ranks, int64_t ring);
 
   // self: this rank's local index; blocks[j]: local rank j's block, mapped
   // here; ring: a power of two in [kMinRing, kMaxRing].
   Endpoint(int self, std::vector<char *> blocks, int64_t ring);
+
+  // Maps in this process the pages of the rings it sends through, so that
+  // no message pays a page fault (once the blocks' owners have zeroed them).
+  void prefault();
 
   int self() const { return self_; }
   int ranks() const { return static_cast<int>(blocks_.size()); }

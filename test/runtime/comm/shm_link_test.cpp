@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -30,10 +31,15 @@ struct Machine {
       char *b = static_cast<char *>(std::aligned_alloc(4096, static_cast<size_t>(bytes)));
       std::memset(b, 0xCD, static_cast<size_t>(bytes)); // not zero: initBlock must do it
       Endpoint::initBlock(b, ranks, ring);
+      EXPECT_EQ(std::count(b, b + Endpoint::blockBytes(ranks, ring), 0),
+                Endpoint::blockBytes(ranks, ring))
+          << "initBlock zeroes its block";
       blocks.push_back(b);
     }
-    for (int r = 0; r < ranks; ++r)
+    for (int r = 0; r < ranks; ++r) {
       ep.push_back(std::make_unique<Endpoint>(r, blocks, ring));
+      ep.back()->prefault(); // leaves the bytes as they are
+    }
   }
   ~Machine() {
     for (char *b : blocks)
