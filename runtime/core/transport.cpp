@@ -150,6 +150,10 @@ void pipert_comm_set_timeout(double seconds) {
 }
 double pipert_comm_timeout(void) { return active().timeout(); }
 
+int64_t pipert_comm_ring_bytes(void) {
+  return active().initialized() ? active().ringBytes() : 0;
+}
+
 pipert_request *pipert_isend(pipert_context *ctx, pipert_comm *comm, const void *buf,
                              int64_t count, pipert_dtype dtype, int peer, int tag) {
   return postP2P(ctx, comm, const_cast<void *>(buf), count, dtype, peer, tag, Kind::Send);

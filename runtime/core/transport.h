@@ -120,6 +120,9 @@ public:
   virtual void broadcast(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
                          pipert_dtype dtype, int root) = 0;
   virtual void barrier(pipert_context *ctx, pipert_comm *comm) = 0;
+  // The bytes of each shared-memory ring between ranks of this machine
+  // (pipert_comm_ring_bytes), 0 where messages do not go through rings.
+  virtual int64_t ringBytes() const { return 0; }
 };
 
 // The transport behind pipert_comm.h; defined once by each backend library.

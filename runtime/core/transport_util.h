@@ -114,9 +114,14 @@ inline void traceCompletion(pipert_context *ctx, Kind kind, int peerWorld, int t
 // moves only while both ranks poll, and sleeps between polls made a 64 MiB
 // transfer 10x slower. `otherBytes` are the caller's other transfers that
 // progress only while it polls (buffered sends).
-template <typename Req, typename Test, typename Describe>
+// What a timeout adds after "timed out after T": nothing by default.
+struct NoTimeoutHint {
+  template <typename Req> std::string operator()(const Req *) const { return {}; }
+};
+
+template <typename Req, typename Test, typename Describe, typename Hint = NoTimeoutHint>
 void pollUntilDone(pipert_context *ctx, Req **reqs, int n, double timeout, Test &&test,
-                   Describe &&describe, int64_t otherBytes = 0) {
+                   Describe &&describe, int64_t otherBytes = 0, Hint &&hint = Hint{}) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   const double traceStart = pipert_trace_begin(ctx);
@@ -140,8 +145,8 @@ void pollUntilDone(pipert_context *ctx, Req **reqs, int n, double timeout, Test 
     if (waited >= timeout)
       for (int i = 0; i < n; ++i)
         if (reqs[i] && !reqs[i]->done)
-          pipert_fail("%s, timed out after %s", describe(reqs[i]).c_str(),
-                      formatSeconds(timeout).c_str());
+          pipert_fail("%s, timed out after %s%s", describe(reqs[i]).c_str(),
+                      formatSeconds(timeout).c_str(), hint(reqs[i]).c_str());
     // A transfer between two busy ranks completes in a few round trips,
     // each needing both sides inside the transport: sleeping between polls
     // adds the sleep to every round trip (a rendezvous send of 8 KB took
@@ -173,11 +178,13 @@ void pollUntilDone(pipert_context *ctx, Req **reqs, int n, double timeout, Test 
 // pollUntilDone, then each request's completion traced (traceCompletion from
 // its kind, peerWorld, tag and postUs), release(r) called on it and its slot
 // cleared.
-template <typename Req, typename Test, typename Describe, typename Release>
+template <typename Req, typename Test, typename Describe, typename Release,
+          typename Hint = NoTimeoutHint>
 void waitAndRelease(pipert_context *ctx, Req **reqs, int n, double timeout, Test &&test,
-                    Describe &&describe, Release &&release, int64_t otherBytes = 0) {
+                    Describe &&describe, Release &&release, int64_t otherBytes = 0,
+                    Hint &&hint = Hint{}) {
   const auto start = std::chrono::steady_clock::now();
-  pollUntilDone(ctx, reqs, n, timeout, test, describe, otherBytes);
+  pollUntilDone(ctx, reqs, n, timeout, test, describe, otherBytes, hint);
   pipert_add_transport_wait(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   for (int i = 0; i < n; ++i) {

@@ -119,6 +119,7 @@ public:
 
   void setTimeout(double seconds) override { mpi_.setTimeout(seconds); }
   double timeout() const override { return mpi_.timeout(); }
+  int64_t ringBytes() const override { return mpi_.ringBytes(); }
 
   pipert_request *post(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
                        pipert_dtype dtype, int peer, int tag, Kind kind) override;
@@ -235,6 +236,9 @@ bool NcclTransport::testHeader(pipert_context *ctx, NcclRequest *r) {
 bool NcclTransport::testRequest(pipert_context *ctx, NcclRequest *r) {
   if (r->done)
     return true;
+  // The size headers go through the MPI transport's shared-memory rings:
+  // every poll advances them, as the MPI transport's own waits do.
+  mpi_.progressRings();
   if (!testHeader(ctx, r))
     return false;
   if (!r->launched)

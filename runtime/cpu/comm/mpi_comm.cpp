@@ -319,9 +319,29 @@ void MpiTransport::initShm() {
   // of them stay within 64 MiB (/dev/shm of a container may be no larger;
   // a page past its end is a SIGBUS, not an error): 8 ranks 1 MiB each, 16
   // ranks 256 KiB.
+  const int64_t kShmBudget = int64_t(64) << 20;
   if (!ringGiven)
-    while (ring > shm::Endpoint::kMinRing && int64_t(nlocal) * nlocal * ring > (int64_t(64) << 20))
+    while (ring > shm::Endpoint::kMinRing && int64_t(nlocal) * nlocal * ring > kShmBudget)
       ring /= 2;
+  // The ranks of one machine must use one ring size (each computes the
+  // others' channels from it): the shrink above applies only where
+  // PIPERT_SHM_RING is unset, so agree on the result. More ranks than the
+  // budget holds at the smallest ring: no rings (unless sized explicitly).
+  {
+    long long mineRing[2] = {ring, -ring}, agreed[2] = {0, 0};
+    check(MPI_Allreduce(mineRing, agreed, 2, MPI_LONG_LONG, MPI_MIN, m->node), "MPI_Allreduce");
+    if (agreed[0] != -agreed[1])
+      pipert_fail("the shared-memory rings' sizes differ between the ranks of one machine "
+                  "(%lld and %lld bytes: PIPERT_SHM_RING set on some ranks only?): set it "
+                  "alike on every rank, or nowhere",
+                  agreed[0], -agreed[1]);
+    int anyGiven = ringGiven, given = 0;
+    check(MPI_Allreduce(&anyGiven, &given, 1, MPI_INT, MPI_MAX, m->node), "MPI_Allreduce");
+    if (!given && int64_t(nlocal) * nlocal * ring > kShmBudget) {
+      MPI_Comm_free(&m->node);
+      return; // Through MPI: too many ranks on this machine for the budget.
+    }
+  }
   std::vector<int> worldOfLocal(static_cast<size_t>(nlocal));
   check(MPI_Allgather(&worldRank_, 1, MPI_INT, worldOfLocal.data(), 1, MPI_INT, m->node),
         "MPI_Allgather");
@@ -331,27 +351,35 @@ void MpiTransport::initShm() {
   MPI_Info_create(&info);
   MPI_Info_set(info, "alloc_shared_noncontig", "true");
   char *base = nullptr;
-  const int64_t block = shm::Endpoint::blockBytes(nlocal, ring);
+  // 64 bytes more, to start each block on a cache line: the window's blocks
+  // start 8 bytes past one here (Open MPI 4.1's osc/sm), the same in every
+  // process (mappings keep the offset within the page).
+  const int64_t block = shm::Endpoint::blockBytes(nlocal, ring) + 64;
   int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(block), 1, info, m->node, &base,
                                    &m->win);
   MPI_Info_free(&info);
   int ok = rc == MPI_SUCCESS, allOk = 0;
+  std::vector<char *> blocks(static_cast<size_t>(nlocal));
+  for (int j = 0; j < nlocal && ok; ++j) {
+    MPI_Aint size = 0;
+    int disp = 0;
+    void *ptr = nullptr;
+    ok = MPI_Win_shared_query(m->win, j, &size, &disp, &ptr) == MPI_SUCCESS && ptr &&
+         size >= static_cast<MPI_Aint>(block) &&
+         // The counters are 8-byte atomics.
+         reinterpret_cast<uintptr_t>(ptr) % 8 == 0;
+    const uintptr_t at = (reinterpret_cast<uintptr_t>(ptr) + 63) & ~uintptr_t(63);
+    blocks[static_cast<size_t>(j)] = reinterpret_cast<char *>(at);
+  }
   check(MPI_Allreduce(&ok, &allOk, 1, MPI_INT, MPI_MIN, m->node), "MPI_Allreduce");
   if (!allOk) {
-    if (ok)
+    if (rc == MPI_SUCCESS)
       MPI_Win_free(&m->win);
     MPI_Comm_free(&m->node);
     return; // Through MPI, as without the rings.
   }
-  shm::Endpoint::initBlock(base, nlocal, ring);
-  std::vector<char *> blocks(static_cast<size_t>(nlocal));
-  for (int j = 0; j < nlocal; ++j) {
-    MPI_Aint size = 0;
-    int disp = 0;
-    void *ptr = nullptr;
-    check(MPI_Win_shared_query(m->win, j, &size, &disp, &ptr), "MPI_Win_shared_query");
-    blocks[static_cast<size_t>(j)] = static_cast<char *>(ptr);
-  }
+  (void)base;
+  shm::Endpoint::initBlock(blocks[static_cast<size_t>(local)], nlocal, ring);
   // Every block's counters are zero before any rank writes a message.
   check(MPI_Barrier(m->node), "MPI_Barrier");
   localOf_.assign(static_cast<size_t>(world_->size), -1);
@@ -365,18 +393,8 @@ void MpiTransport::initShm() {
 void MpiTransport::finalizeShm(pipert_context *ctx) {
   if (!shm_)
     return;
-  // Sends still queued (isends never waited for) are written first: their
-  // receivers may still want them.
-  if (shm_->sendsPending()) {
-    const auto start = std::chrono::steady_clock::now();
-    while (shm_->sendsPending()) {
-      shm_->progress();
-      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
-          timeoutS_)
-        pipert_fail("finalize: sends to this machine's ranks still unread after %s",
-                    transport::formatSeconds(timeoutS_).c_str());
-    }
-  }
+  // A send still queued here is an isend never waited for (an error of the
+  // program, as in MPI): its buffer may be gone, so it is dropped.
   (void)ctx;
   // Collective: no rank unmaps the rings while another still reads them.
   MPI_Win_free(&mapping_->win);
@@ -390,7 +408,9 @@ int MpiTransport::shmPeer(const MpiComm *c, int peer, int64_t bytes) const {
   if (!shm_ || bytes > shm_->maxMessage())
     return -1;
   const int w = pipert::worldRankOf(c, peer);
-  if (w < 0 || w >= static_cast<int>(localOf_.size()))
+  // A rank's messages to itself stay with MPI (nothing drains a ring to
+  // oneself while the rank waits).
+  if (w < 0 || w >= static_cast<int>(localOf_.size()) || w == worldRank_)
     return -1;
   return localOf_[static_cast<size_t>(w)];
 }
@@ -423,8 +443,15 @@ int MpiTransport::worldRankOf(const pipert_comm *comm, int rank) const {
 
 bool MpiTransport::testRequest(pipert_request *req) {
   MpiRequest *r = mpiRequest(req);
-  if (!r->onShm)
+  if (!r->onShm) {
+    // Every wait advances the rings, whatever it waits for: a rank in a
+    // barrier or a large MPI receive still drains its inbound rings and
+    // writes its queued ring sends, as MPI progresses its own buffered
+    // sends there (else a peer blocked on a full ring waits for ever).
+    if (shm_)
+      shm_->progress();
     return testMpi(req);
+  }
   if (r->done)
     return true;
   if (!r->op.done)
@@ -445,12 +472,30 @@ void MpiTransport::release(pipert_request *req) {
   delete r;
 }
 
+std::string MpiTransport::timeoutHint(const pipert_request *r) const {
+  // A send and its receive of sizes on either side of the rings' limit take
+  // different paths and never meet: say so where a receive times out.
+  if (shm_ && r->kind == Kind::Recv && r->peerWorld >= 0 && r->peerWorld != worldRank_ &&
+      r->peerWorld < static_cast<int>(localOf_.size()) &&
+      localOf_[static_cast<size_t>(r->peerWorld)] >= 0)
+    return " (or its sender sent another size, one of the two over " +
+           std::to_string(shm_->maxMessage()) +
+           " bytes: then they took different paths, shared-memory rings and MPI)";
+  return {};
+}
+
 // Polls until every request completes or the timeout passes, then frees them.
 void MpiTransport::wait(pipert_context *ctx, pipert_request **reqs, int n) {
   reapStaged(ctx);
   transport::waitAndRelease(
       ctx, reqs, n, timeoutS_, [this](pipert_request *r) { return testRequest(r); }, describe,
-      [this](pipert_request *r) { release(r); }, stagedBytes_);
+      [this](pipert_request *r) { release(r); }, stagedBytes_,
+      [this](const pipert_request *r) { return timeoutHint(r); });
+}
+
+void MpiTransport::progressRings() {
+  if (shm_)
+    shm_->progress();
 }
 
 bool MpiTransport::test(pipert_context *ctx, pipert_request *req) {
@@ -513,7 +558,8 @@ void MpiTransport::drainStaged(pipert_context *ctx, int64_t bytes) {
     pipert_request *r = s.req;
     transport::waitAndRelease(
         ctx, &r, 1, timeoutS_, [this](pipert_request *q) { return testRequest(q); }, describe,
-        [this](pipert_request *q) { release(q); }, stagedBytes_);
+        [this](pipert_request *q) { release(q); }, stagedBytes_,
+        [this](const pipert_request *q) { return timeoutHint(q); });
     returnStaging(s.buf, s.capacity);
   }
 }

@@ -14,6 +14,7 @@
 
 #include <deque>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -63,6 +64,10 @@ public:
   // only) and the largest message they carry.
   int64_t shmRingBytes() const { return shm_ ? shm_->ringBytes() : 0; }
   int64_t shmMaxMessage() const { return shm_ ? shm_->maxMessage() : 0; }
+  int64_t ringBytes() const override { return shmRingBytes(); }
+  // Advances the rings (writes queued sends, drains inbound ones): for a
+  // transport that owns this one and polls requests of its own.
+  void progressRings();
 
 private:
   // Maps the rings between this machine's ranks (collective over the world;
@@ -73,6 +78,8 @@ private:
   // from it goes through the rings, else -1.
   int shmPeer(const MpiComm *c, int peer, int64_t bytes) const;
   bool testRequest(pipert_request *req);
+  // What a timed-out receive from this machine adds to its message.
+  std::string timeoutHint(const pipert_request *r) const;
   void release(pipert_request *req);
   // A buffered send in flight: its request and the staging copy it sends.
   struct Staged {

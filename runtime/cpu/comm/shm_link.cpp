@@ -81,8 +81,10 @@ void Endpoint::prefault() {
 #endif
     // Older kernels: write each page's first ring byte back (only this
     // rank writes this ring, and it has sent nothing yet).
-    for (char *q = ring; q < ring + ring_; q += page) {
-      volatile char *v = q;
+    for (uintptr_t q = begin; q < end; q += page) {
+      // The page's first byte of this ring (the first page may start
+      // before it, in the counters, which this rank must not write).
+      volatile char *v = reinterpret_cast<char *>(std::max(q, reinterpret_cast<uintptr_t>(ring)));
       *v = *v;
     }
   }

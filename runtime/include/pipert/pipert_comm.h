@@ -73,6 +73,12 @@ int pipert_comm_size(const pipert_comm *comm);
 /* Rank of this process in the world communicator. */
 int pipert_world_rank(void);
 
+/* The bytes of each shared-memory ring between two ranks of this machine
+ * (the CPU transport's path for messages of at most a quarter of it), or 0
+ * where point-to-point messages all go through MPI (PIPERT_SHM=0, one rank
+ * on the machine, a mapping that failed, or before pipert_comm_init). */
+int64_t pipert_comm_ring_bytes(void);
+
 /* Timeout of every wait, in seconds (> 0). */
 void pipert_comm_set_timeout(double seconds);
 double pipert_comm_timeout(void);

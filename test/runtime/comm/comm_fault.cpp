@@ -16,6 +16,7 @@
 //   kill             rank 1 is killed (SIGKILL) while rank 0 waits
 //   fail             rank 1 fails with pipert_fail while rank 0 waits
 //   size-mismatch    rank 0 sends 8 bytes where rank 1 expects 16
+//   size-straddle    rank 0 sends 300000 bytes where rank 1 expects 200000
 //   tag-range        rank 0 uses a negative tag
 #include "pipert/pipert_comm.h"
 
@@ -87,6 +88,18 @@ int main(int argc, char **argv) {
       pipert_send(ctx, world, buf.data(), 2, PIPERT_F32, 1, 5);
     else if (rank == 1)
       pipert_recv(ctx, world, buf.data(), 4, PIPERT_F32, 0, 5);
+    else
+      sleep(60);
+  } else if (mode == "size-straddle") {
+    // 300000 bytes (MPI) where rank 1 expects 200000 (the shared-memory
+    // rings): they never meet; the timeout says why that may be.
+    // (Rank 0 posts its send and never waits for it, so that only rank 1's
+    // receive can time out.)
+    std::vector<char> big(300000);
+    if (rank == 0)
+      pipert_isend(ctx, world, big.data(), 300000, PIPERT_U8, 1, 6);
+    if (rank == 1)
+      pipert_recv(ctx, world, big.data(), 200000, PIPERT_U8, 0, 6);
     else
       sleep(60);
   } else if (mode == "tag-range") {

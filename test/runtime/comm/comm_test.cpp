@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -165,6 +166,64 @@ TEST(Comm, BufferedSendsHeadToHeadAndReuse) {
     EXPECT_EQ(m, message(peer, 50 + i, static_cast<int64_t>(m.size()))) << "message " << i;
   }
   pipert_barrier(g_ctx, world());
+}
+
+// Whether the messages between these ranks (all on one machine) go through
+// the shared-memory rings: PIPERT_TEST_EXPECT_RINGS says which run this is
+// (the default one, or PIPERT_SHM=0), so that the two runs test two paths.
+TEST(Comm, RingsOnWhereExpected) {
+  const char *expect = std::getenv("PIPERT_TEST_EXPECT_RINGS");
+  if (!expect)
+    GTEST_SKIP() << "PIPERT_TEST_EXPECT_RINGS not set";
+  if (std::string(expect) == "1")
+    EXPECT_GE(pipert_comm_ring_bytes(), 65536);
+  else
+    EXPECT_EQ(pipert_comm_ring_bytes(), 0);
+}
+
+// More than a ring holds sent to a peer that is in a barrier, then a large
+// (MPI) receive before the small ones: every wait, whatever it waits for,
+// drains the rings (else the sender, blocked on a full ring, never reaches
+// the barrier). Then a rank's messages to itself, on the world and on a
+// group of one.
+TEST(Comm, RingsProgressInEveryWait) {
+  const int peer = rank() ^ 1;
+  if (peer >= size()) {
+    pipert_barrier(g_ctx, world());
+    pipert_barrier(g_ctx, world());
+  } else if (rank() % 2 == 0) {
+    for (int i = 0; i < 24; ++i) {
+      std::vector<uint8_t> m = message(rank(), 60 + i, 200000);
+      pipert_send(g_ctx, world(), m.data(), 200000, PIPERT_U8, peer, 60 + i);
+    }
+    std::vector<uint8_t> big = message(rank(), 90, 2 << 20);
+    pipert_send(g_ctx, world(), big.data(), 2 << 20, PIPERT_U8, peer, 90);
+    pipert_barrier(g_ctx, world());
+    pipert_barrier(g_ctx, world());
+  } else {
+    pipert_barrier(g_ctx, world());
+    std::vector<uint8_t> big(size_t(2) << 20);
+    pipert_recv(g_ctx, world(), big.data(), 2 << 20, PIPERT_U8, peer, 90);
+    EXPECT_EQ(big, message(peer, 90, 2 << 20));
+    for (int i = 23; i >= 0; --i) {
+      std::vector<uint8_t> m(200000);
+      pipert_recv(g_ctx, world(), m.data(), 200000, PIPERT_U8, peer, 60 + i);
+      EXPECT_EQ(m, message(peer, 60 + i, 200000)) << "message " << i;
+    }
+    pipert_barrier(g_ctx, world());
+  }
+  // To itself: receive posted first, then the send, then the wait.
+  pipert_comm *alone = pipert_comm_split(g_ctx, world(), rank(), 0);
+  for (pipert_comm *c : {world(), alone}) {
+    const int self = pipert_comm_rank(c);
+    std::vector<uint8_t> in(100), out = message(rank(), 95, 100);
+    pipert_request *r = pipert_irecv(g_ctx, c, in.data(), 100, PIPERT_U8, self, 95);
+    pipert_request *q = pipert_isend(g_ctx, c, out.data(), 100, PIPERT_U8, self, 95);
+    pipert_request *both[2] = {r, q};
+    pipert_wait_all(g_ctx, both, 2);
+    EXPECT_EQ(in, out);
+  }
+  pipert_comm_destroy(g_ctx, alone);
 }
 
 // pipert_send_packed / pipert_irecv_packed: pairs of ranks exchange groups

@@ -88,15 +88,18 @@ TEST(ShmLink, MessagesCrossTheRingEndIntact) {
     for (int64_t bytes : sizes) {
       ++seed;
       auto out = pattern(seed, bytes);
+      // One guard byte past the receive's buffer.
       std::vector<char> in(static_cast<size_t>(bytes) + 1, 'x');
-      in.resize(static_cast<size_t>(bytes));
       Op s = sendOp(1, 0, 3, out);
       m.ep[0]->postSend(&s);
       ASSERT_TRUE(s.done) << "an empty channel takes a message of at most maxMessage()";
       Op r = recvOp(0, 0, 3, in);
+      r.bytes = bytes;
       m.ep[1]->postRecv(&r);
       ASSERT_TRUE(r.done);
       EXPECT_EQ(r.mismatch, -1);
+      EXPECT_EQ(in.back(), 'x') << "wrote past the buffer";
+      in.pop_back();
       EXPECT_EQ(in, out) << "message " << seed << " of " << bytes << " bytes";
     }
 }
@@ -247,6 +250,37 @@ TEST(ShmLink, SizeMismatchIsReportedNotCopied) {
   ASSERT_TRUE(q.done);
   EXPECT_EQ(q.mismatch, 8);
   EXPECT_EQ(in, std::vector<char>(16, 'k'));
+}
+
+// The same from the unexpected-message queue, for a plain and a scattered
+// receive.
+TEST(ShmLink, SizeMismatchFromTheUnexpectedQueue) {
+  Machine m(2, kRing);
+  auto a = pattern(31, 8), b = pattern(32, 24);
+  Op s1 = sendOp(1, 0, 5, a), s2 = sendOp(1, 0, 6, b);
+  m.ep[0]->postSend(&s1);
+  m.ep[0]->postSend(&s2);
+  m.ep[1]->progress(); // both into the unexpected queue
+  std::vector<char> in(16, 'k');
+  Op q = recvOp(0, 0, 5, in);
+  m.ep[1]->postRecv(&q);
+  ASSERT_TRUE(q.done);
+  EXPECT_EQ(q.mismatch, 8);
+  EXPECT_EQ(in, std::vector<char>(16, 'k'));
+  std::vector<char> p0(10, 'k'), p1(10, 'k');
+  void *bufs[] = {p0.data(), p1.data()};
+  const int64_t bytes[] = {10, 10};
+  Op r;
+  r.peer = 0;
+  r.tag = 6;
+  r.bytes = 20;
+  r.sbufs = bufs;
+  r.sbytes = bytes;
+  r.sn = 2;
+  m.ep[1]->postRecv(&r);
+  ASSERT_TRUE(r.done);
+  EXPECT_EQ(r.mismatch, 24);
+  EXPECT_EQ(p0, std::vector<char>(10, 'k'));
 }
 
 TEST(ShmLink, CancelledReceiveMatchesNothing) {
