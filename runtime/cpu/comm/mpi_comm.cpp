@@ -202,6 +202,40 @@ bool testMpi(pipert_request *req) {
   return true;
 }
 
+// A point-to-point request of `bytes` with comm's rank `peer`, posted now.
+MpiRequest *newP2P(pipert_context *ctx, const MpiComm *c, Kind kind, int64_t bytes, int peer,
+                   int tag) {
+  auto *r = new MpiRequest();
+  r->kind = kind;
+  r->bytes = bytes;
+  r->peer = peer;
+  r->peerWorld = worldRankOf(c, peer);
+  r->tag = tag;
+  r->commSize = c->size;
+  r->postUs = pipert_trace_begin(ctx);
+  return r;
+}
+
+// Makes r a transfer on the rings with local rank `local` (its buffers set
+// by the caller).
+void onRings(MpiRequest *r, int local, int commId) {
+  r->onShm = true;
+  r->op.send = r->kind == Kind::Send;
+  r->op.peer = local;
+  r->op.comm = commId;
+  r->op.tag = r->tag;
+  r->op.bytes = r->bytes;
+}
+
+// The parts of a packed transfer: none null unless empty.
+template <typename Ptr>
+void checkParts(const pipert_request *r, const Ptr *bufs, const int64_t *bytes, int n) {
+  for (int i = 0; i < n; ++i)
+    if (bytes[i] > 0 && !bufs[i])
+      pipert_fail("%s: null buffer %d of %lld bytes", describe(r).c_str(), i,
+                  static_cast<long long>(bytes[i]));
+}
+
 MpiComm *wrap(MPI_Comm c, int worldRank) {
   if (c == MPI_COMM_NULL)
     pipert_fail("communicator split produced no group for rank %d", worldRank);
@@ -606,24 +640,9 @@ void MpiTransport::sendGather(pipert_context *ctx, pipert_comm *comm, const void
   if (const int local = shmPeer(c, peer, total); local >= 0) {
     // Gathered straight into the peer's ring.
     checkTag(c, tag, "send");
-    auto *r = new MpiRequest();
-    r->kind = Kind::Send;
-    r->bytes = total;
-    r->peer = peer;
-    r->peerWorld = pipert::worldRankOf(c, peer);
-    r->tag = tag;
-    r->commSize = c->size;
-    r->postUs = pipert_trace_begin(ctx);
-    for (int i = 0; i < n; ++i)
-      if (bytes[i] > 0 && !bufs[i])
-        pipert_fail("%s: null buffer %d of %lld bytes", describe(r).c_str(), i,
-                    static_cast<long long>(bytes[i]));
-    r->onShm = true;
-    r->op.send = true;
-    r->op.peer = local;
-    r->op.comm = c->id;
-    r->op.tag = tag;
-    r->op.bytes = total;
+    MpiRequest *r = newP2P(ctx, c, Kind::Send, total, peer, tag);
+    checkParts(r, bufs, bytes, n);
+    onRings(r, local, c->id);
     r->op.gbufs = bufs;
     r->op.gbytes = bytes;
     r->op.gn = n;
@@ -663,24 +682,12 @@ pipert_request *MpiTransport::post(pipert_context *ctx, pipert_comm *comm, void 
   const char *what = kind == Kind::Send ? "send" : "recv";
   MpiComm *c = mpiComm(comm);
   checkTag(c, tag, what);
-  auto *r = new MpiRequest();
-  r->kind = kind;
-  r->bytes = byteCount(count, dtype, what);
-  r->peer = peer;
-  r->peerWorld = pipert::worldRankOf(c, peer);
-  r->tag = tag;
-  r->commSize = c->size;
-  r->postUs = pipert_trace_begin(ctx);
+  MpiRequest *r = newP2P(ctx, c, kind, byteCount(count, dtype, what), peer, tag);
   if (r->bytes > 0 && !buf)
     pipert_fail("%s: null buffer for %lld bytes", describe(r).c_str(),
                 static_cast<long long>(r->bytes));
   if (const int local = shmPeer(c, peer, r->bytes); local >= 0) {
-    r->onShm = true;
-    r->op.send = kind == Kind::Send;
-    r->op.peer = local;
-    r->op.comm = c->id;
-    r->op.tag = tag;
-    r->op.bytes = r->bytes;
+    onRings(r, local, c->id);
     if (kind == Kind::Send) {
       r->op.src = buf;
       shm_->postSend(&r->op);
@@ -714,25 +721,11 @@ pipert_request *MpiTransport::postScatter(pipert_context *ctx, pipert_comm *comm
   if (local < 0)
     return nullptr;
   checkTag(c, tag, "recv");
-  auto *r = new MpiRequest();
-  r->kind = Kind::Recv;
-  r->bytes = total;
-  r->peer = peer;
-  r->peerWorld = pipert::worldRankOf(c, peer);
-  r->tag = tag;
-  r->commSize = c->size;
-  r->postUs = pipert_trace_begin(ctx);
+  MpiRequest *r = newP2P(ctx, c, Kind::Recv, total, peer, tag);
+  checkParts(r, bufs, bytes, n);
   r->scatterBufs.assign(bufs, bufs + n);
   r->scatterBytes.assign(bytes, bytes + n);
-  for (int i = 0; i < n; ++i)
-    if (bytes[i] > 0 && !bufs[i])
-      pipert_fail("%s: null buffer %d of %lld bytes", describe(r).c_str(), i,
-                  static_cast<long long>(bytes[i]));
-  r->onShm = true;
-  r->op.peer = local;
-  r->op.comm = c->id;
-  r->op.tag = tag;
-  r->op.bytes = total;
+  onRings(r, local, c->id);
   r->op.sbufs = r->scatterBufs.data();
   r->op.sbytes = r->scatterBytes.data();
   r->op.sn = n;
