@@ -546,14 +546,22 @@ extern "C" int pipert_train_main(int argc, char **argv,
           std::snprintf(mib, sizeof mib, "%.0f KiB", busy[n + d] * 1024.0f);
         memory += (d ? ", " : "") + std::to_string(d) + ": " + mib;
       }
+      // Which path the messages between ranks took (rank 0's machine).
+      std::string path;
+      if (n > 1) {
+        const int64_t ring = pipert_comm_ring_bytes();
+        path = ring > 0 ? "; messages between ranks: shared-memory rings up to " +
+                              std::to_string(ring / 4 / 1024) + " KiB, MPI above"
+                        : std::string("; messages between ranks: MPI");
+      }
       std::fprintf(stderr,
                    "pipert: %lld steps in %.2f s, %.1f samples/s; busy per device "
-                   "(not waiting for transfers): %s; peak memory per device: %s%s%s\n",
+                   "(not waiting for transfers): %s; peak memory per device: %s%s%s%s\n",
                    static_cast<long long>(ran), loopSeconds,
                    static_cast<double>(ran) * static_cast<double>(info->batch) * pipelines /
                        std::max(loopSeconds, 1e-9),
                    devices.c_str(), memory.c_str(), o.checkpoint.empty() ? "" : "; checkpoint ",
-                   o.checkpoint.c_str());
+                   o.checkpoint.c_str(), path.c_str());
     }
   }
   for (int64_t s = runSteps; s < runSteps + info->drain_steps; ++s) {
