@@ -77,6 +77,9 @@ struct MpiRequest : pipert_request {
   int64_t meanCount = 0;
   // Recv: the buffer chunks' expected byte sizes, to check the message sizes.
   std::vector<int> expectChunkBytes;
+  // Counted in MpiTransport::liveMpi_ (an MPI transfer that may need this
+  // rank's progress while it waits for something else).
+  bool counted = false;
   // A transfer on the shared-memory rings (shm_link.h) instead of MPI.
   bool onShm = false;
   shm::Op op;
@@ -490,8 +493,17 @@ bool MpiTransport::testRequest(pipert_request *req) {
     return true;
   if (!r->op.done)
     shm_->progress();
-  if (!r->op.done)
+  if (!r->op.done) {
+    // MPI's transfers move only inside MPI calls (a rendezvous needs both
+    // sides; a buffered send completes in later calls): while this rank
+    // waits on a ring, MPI must progress too, else a peer waiting on this
+    // rank's MPI send never gets it.
+    if (liveMpi_ > 0 || !staged_.empty()) {
+      int flag = 0;
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    }
     return false;
+  }
   r->done = true;
   if (r->op.mismatch >= 0)
     pipert_fail("%s: the message has %lld bytes", describe(r).c_str(),
@@ -503,6 +515,8 @@ void MpiTransport::release(pipert_request *req) {
   MpiRequest *r = mpiRequest(req);
   if (r->onShm)
     shm_->cancel(&r->op);
+  if (r->counted)
+    --liveMpi_;
   delete r;
 }
 
@@ -525,6 +539,27 @@ void MpiTransport::wait(pipert_context *ctx, pipert_request **reqs, int n) {
       ctx, reqs, n, timeoutS_, [this](pipert_request *r) { return testRequest(r); }, describe,
       [this](pipert_request *r) { release(r); }, stagedBytes_,
       [this](const pipert_request *r) { return timeoutHint(r); });
+}
+
+bool MpiTransport::sendNow(pipert_context *ctx, const MpiComm *c, int local, int peer, int tag,
+                           int64_t bytes, const void *buf, const void *const *bufs,
+                           const int64_t *parts, int n) {
+  checkTag(c, tag, "send");
+  const double postUs = pipert_trace_begin(ctx);
+  shm::Op op;
+  op.send = true;
+  op.peer = local;
+  op.comm = c->id;
+  op.tag = tag;
+  op.bytes = bytes;
+  op.src = buf;
+  op.gbufs = bufs;
+  op.gbytes = parts;
+  op.gn = n;
+  if (!shm_->trySend(&op))
+    return false;
+  transport::traceCompletion(ctx, Kind::Send, pipert::worldRankOf(c, peer), tag, postUs);
+  return true;
 }
 
 void MpiTransport::progressRings() {
@@ -601,8 +636,16 @@ void MpiTransport::drainStaged(pipert_context *ctx, int64_t bytes) {
 void MpiTransport::send(pipert_context *ctx, pipert_comm *comm, const void *buf, int64_t count,
                         pipert_dtype dtype, int peer, int tag) {
   const int64_t bytes = byteCount(count, dtype, "send");
-  if (shmPeer(mpiComm(comm), peer, bytes) >= 0) {
-    // Into the peer's ring: complete once written (at once where it fits).
+  if (const int local = shmPeer(mpiComm(comm), peer, bytes); local >= 0) {
+    // Into the peer's ring: complete once written; at once where it fits,
+    // without a request (the usual case).
+    if (bytes > 0 && !buf)
+      pipert_fail("%s: null buffer for %lld bytes",
+                  transport::describe(Kind::Send, bytes, worldRankOf(comm, peer), tag, size(comm))
+                      .c_str(),
+                  static_cast<long long>(bytes));
+    if (sendNow(ctx, mpiComm(comm), local, peer, tag, bytes, buf, nullptr, nullptr, 0))
+      return;
     pipert_request *r = post(ctx, comm, const_cast<void *>(buf), count, dtype, peer, tag, Kind::Send);
     wait(ctx, &r, 1);
     return;
@@ -638,10 +681,19 @@ void MpiTransport::sendGather(pipert_context *ctx, pipert_comm *comm, const void
                               const int64_t *bytes, int n, int64_t total, int peer, int tag) {
   MpiComm *c = mpiComm(comm);
   if (const int local = shmPeer(c, peer, total); local >= 0) {
-    // Gathered straight into the peer's ring.
+    // Gathered straight into the peer's ring: at once where it fits,
+    // without a request (the usual case).
     checkTag(c, tag, "send");
+    for (int i = 0; i < n; ++i)
+      if (bytes[i] > 0 && !bufs[i])
+        pipert_fail("%s: null buffer %d of %lld bytes",
+                    transport::describe(Kind::Send, total, pipert::worldRankOf(c, peer), tag,
+                                        c->size)
+                        .c_str(),
+                    i, static_cast<long long>(bytes[i]));
+    if (sendNow(ctx, c, local, peer, tag, total, nullptr, bufs, bytes, n))
+      return;
     MpiRequest *r = newP2P(ctx, c, Kind::Send, total, peer, tag);
-    checkParts(r, bufs, bytes, n);
     onRings(r, local, c->id);
     r->op.gbufs = bufs;
     r->op.gbytes = bytes;
@@ -710,6 +762,8 @@ pipert_request *MpiTransport::post(pipert_context *ctx, pipert_comm *comm, void 
     r->expectChunkBytes.push_back(chunk);
     off += chunk;
   } while (off < r->bytes);
+  r->counted = true;
+  ++liveMpi_;
   return r;
 }
 
@@ -755,6 +809,8 @@ pipert_request *MpiTransport::iallreduce(pipert_context *ctx, pipert_comm *comm,
     r->mpi.push_back(mr);
     off += n;
   } while (off < count);
+  r->counted = true;
+  ++liveMpi_;
   return r;
 }
 

@@ -78,6 +78,11 @@ private:
   // from it goes through the rings, else -1.
   int shmPeer(const MpiComm *c, int peer, int64_t bytes) const;
   bool testRequest(pipert_request *req);
+  // A send into local rank `local`'s ring, written now if it fits (buf, or
+  // the parts (bufs, parts)[0..n)); false, and nothing sent, where not.
+  bool sendNow(pipert_context *ctx, const MpiComm *c, int local, int peer, int tag,
+               int64_t bytes, const void *buf, const void *const *bufs, const int64_t *parts,
+               int n);
   // What a timed-out receive from this machine adds to its message.
   std::string timeoutHint(const pipert_request *r) const;
   void release(pipert_request *req);
@@ -112,6 +117,8 @@ private:
   std::unique_ptr<ShmMapping> mapping_;
   std::vector<int> localOf_;
   int nextCommId_ = 1;
+  // Point-to-point MPI requests not yet released.
+  int64_t liveMpi_ = 0;
 };
 
 } // namespace pipert

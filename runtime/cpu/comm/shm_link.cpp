@@ -128,6 +128,11 @@ bool Endpoint::tryWrite(Op *op) {
   return true;
 }
 
+bool Endpoint::trySend(Op *op) {
+  op->done = false;
+  return pending_[static_cast<size_t>(op->peer)].empty() && tryWrite(op);
+}
+
 void Endpoint::postSend(Op *op) {
   op->done = false;
   auto &q = pending_[static_cast<size_t>(op->peer)];

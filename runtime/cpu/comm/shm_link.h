@@ -102,6 +102,9 @@ public:
   // Starts a send: written now if it fits behind the channel's waiting
   // sends (op.done), else queued for progress().
   void postSend(Op *op);
+  // Writes a send now if it fits behind no waiting send; else leaves it
+  // (not queued) and returns false.
+  bool trySend(Op *op);
   // Starts a receive: matched now against the unexpected messages and the
   // ring (op.done), else left for progress() to match.
   void postRecv(Op *op);

@@ -212,6 +212,24 @@ TEST(Comm, RingsProgressInEveryWait) {
     }
     pipert_barrier(g_ctx, world());
   }
+  // The other way round: a wait on a ring advances MPI. One rank's buffered
+  // 1 MiB send (MPI) completes only while that rank is inside MPI (without
+  // single copy, as here); it then waits on a small (ring) message that its
+  // peer sends only after receiving the 1 MiB.
+  if (peer < size()) {
+    std::vector<uint8_t> big(size_t(1) << 20), small(64);
+    if (rank() % 2 == 1) {
+      std::vector<uint8_t> out = message(rank(), 96, 1 << 20);
+      pipert_send(g_ctx, world(), out.data(), 1 << 20, PIPERT_U8, peer, 96);
+      pipert_recv(g_ctx, world(), small.data(), 64, PIPERT_U8, peer, 97);
+      EXPECT_EQ(small, message(peer, 97, 64));
+    } else {
+      pipert_recv(g_ctx, world(), big.data(), 1 << 20, PIPERT_U8, peer, 96);
+      EXPECT_EQ(big, message(peer, 96, 1 << 20));
+      std::vector<uint8_t> out = message(rank(), 97, 64);
+      pipert_send(g_ctx, world(), out.data(), 64, PIPERT_U8, peer, 97);
+    }
+  }
   // To itself: receive posted first, then the send, then the wait.
   pipert_comm *alone = pipert_comm_split(g_ctx, world(), rank(), 0);
   for (pipert_comm *c : {world(), alone}) {
