@@ -86,7 +86,57 @@ struct MpiRequest : pipert_request {
   // A scattered receive's parts (op.sbufs/op.sbytes point here).
   std::vector<void *> scatterBufs;
   std::vector<int64_t> scatterBytes;
+
+  // Back to a new request's state, the vectors keeping their capacity.
+  void reset() {
+    kind = Kind::Send;
+    bytes = 0;
+    peer = peerWorld = tag = -1;
+    commSize = 1;
+    postUs = 0;
+    done = false;
+    mpi.clear();
+    meanBuf = nullptr;
+    meanCount = 0;
+    expectChunkBytes.clear();
+    counted = onShm = false;
+    op = shm::Op{};
+    scatterBufs.clear();
+    scatterBytes.clear();
+  }
 };
+
+// Requests are recycled: a 1F1B step posts and frees a few every
+// micro-batch (a receive's new and delete, its vectors' allocations).
+std::vector<MpiRequest *> &requestPool() {
+  static std::vector<MpiRequest *> pool;
+  return pool;
+}
+
+MpiRequest *acquireRequest() {
+  std::vector<MpiRequest *> &pool = requestPool();
+  if (pool.empty())
+    return new MpiRequest();
+  MpiRequest *r = pool.back();
+  pool.pop_back();
+  return r;
+}
+
+void recycleRequest(MpiRequest *r) {
+  std::vector<MpiRequest *> &pool = requestPool();
+  if (pool.size() >= 64) {
+    delete r;
+    return;
+  }
+  r->reset();
+  pool.push_back(r);
+}
+
+void freeRequestPool() {
+  for (MpiRequest *r : requestPool())
+    delete r;
+  requestPool().clear();
+}
 
 MpiComm *mpiComm(pipert_comm *c) { return static_cast<MpiComm *>(c); }
 const MpiComm *mpiComm(const pipert_comm *c) { return static_cast<const MpiComm *>(c); }
@@ -208,7 +258,7 @@ bool testMpi(pipert_request *req) {
 // A point-to-point request of `bytes` with comm's rank `peer`, posted now.
 MpiRequest *newP2P(pipert_context *ctx, const MpiComm *c, Kind kind, int64_t bytes, int peer,
                    int tag) {
-  auto *r = new MpiRequest();
+  MpiRequest *r = acquireRequest();
   r->kind = kind;
   r->bytes = bytes;
   r->peer = peer;
@@ -457,6 +507,7 @@ void MpiTransport::finalize(pipert_context *ctx) {
     return;
   drainStaged(ctx, -1);
   finalizeShm(ctx);
+  freeRequestPool();
   for (auto &[capacity, buf] : spare_)
     delete[] buf;
   spare_.clear();
@@ -517,7 +568,7 @@ void MpiTransport::release(pipert_request *req) {
     shm_->cancel(&r->op);
   if (r->counted)
     --liveMpi_;
-  delete r;
+  recycleRequest(r);
 }
 
 std::string MpiTransport::timeoutHint(const pipert_request *r) const {
@@ -790,7 +841,7 @@ pipert_request *MpiTransport::postScatter(pipert_context *ctx, pipert_comm *comm
 pipert_request *MpiTransport::iallreduce(pipert_context *ctx, pipert_comm *comm, float *buf,
                                          int64_t count, pipert_collective_op op) {
   MpiComm *c = mpiComm(comm);
-  auto *r = new MpiRequest();
+  MpiRequest *r = acquireRequest();
   r->kind = Kind::Allreduce;
   r->bytes = byteCount(count, PIPERT_F32, "allreduce");
   r->commSize = c->size;
@@ -817,7 +868,7 @@ pipert_request *MpiTransport::iallreduce(pipert_context *ctx, pipert_comm *comm,
 void MpiTransport::broadcast(pipert_context *ctx, pipert_comm *comm, void *buf, int64_t count,
                              pipert_dtype dtype, int root) {
   MpiComm *c = mpiComm(comm);
-  auto *r = new MpiRequest();
+  MpiRequest *r = acquireRequest();
   r->kind = Kind::Broadcast;
   r->bytes = byteCount(count, dtype, "broadcast");
   r->peer = root;
@@ -838,7 +889,7 @@ void MpiTransport::broadcast(pipert_context *ctx, pipert_comm *comm, void *buf, 
 }
 
 void MpiTransport::barrier(pipert_context *ctx, pipert_comm *comm) {
-  auto *r = new MpiRequest();
+  MpiRequest *r = acquireRequest();
   r->kind = Kind::Barrier;
   r->commSize = mpiComm(comm)->size;
   r->postUs = pipert_trace_begin(ctx);
