@@ -86,7 +86,7 @@ std::string singleCopyMechanism() {
   return crossMemoryAttachWorks() ? "cma" : "none";
 }
 
-int64_t runtimeBufferedSendBytes() {
+int64_t runtimeBufferedSendBytes(int ranks) {
   // As MpiTransport::init reads them (malformed values fail there).
   int64_t limit = 0;
   int64_t staging = int64_t(64) << 20; // PIPERT_SEND_BUFFER's default
@@ -100,14 +100,23 @@ int64_t runtimeBufferedSendBytes() {
   const char *shm = std::getenv("PIPERT_SHM");
   if (!shm || std::strcmp(shm, "0")) {
     int64_t ring = int64_t(1) << 20;
-    if (const char *env = std::getenv("PIPERT_SHM_RING"))
+    if (const char *env = std::getenv("PIPERT_SHM_RING")) {
       ring = std::strtoll(env, nullptr, 10);
+    } else {
+      // As MpiTransport::initShm sizes them: the n x n rings within 16
+      // MiB, none below 64 KiB each.
+      const int64_t n = std::max(ranks, 2), budget = int64_t(16) << 20;
+      while (ring > (int64_t(64) << 10) && n * n * ring > budget)
+        ring /= 2;
+      if (n * n * ring > budget)
+        ring = 0;
+    }
     limit = std::max<int64_t>(limit, ring / 4);
   }
   return limit;
 }
 
-bool runtimeBuffersSends() { return runtimeBufferedSendBytes() > 0; }
+bool runtimeBuffersSends(int ranks) { return runtimeBufferedSendBytes(ranks) > 0; }
 
 std::vector<std::string> sharedMemoryMpiFlags() {
   std::vector<std::string> flags = {"--oversubscribe", "--mca", "btl", "self,vader",

@@ -30,14 +30,15 @@ bool crossMemoryAttachWorks();
 std::string singleCopyMechanism();
 
 /// The largest message whose pipert_send returns before its receiver takes
-/// it, for ranks this machine launches (runtime/cpu/comm/mpi_comm.cpp), 0
-/// for none: through the shared-memory rings up to PIPERT_SHM_RING/4 (256
-/// KiB; none with PIPERT_SHM=0), and buffered through MPI up to
-/// PIPERT_SEND_BUFFER/16 (4 MiB) with single copy or where
+/// it, for `ranks` ranks this machine launches (runtime/cpu/comm/mpi_comm.cpp),
+/// 0 for none: through the shared-memory rings up to a quarter of a ring
+/// (PIPERT_SHM_RING, else 1 MiB, smaller for more than 4 ranks, none past
+/// 16: 256 KiB at 2-4 ranks; none with PIPERT_SHM=0), and buffered through
+/// MPI up to PIPERT_SEND_BUFFER/16 (4 MiB) with single copy or where
 /// PIPERT_SEND_BUFFER is set (> 0). What the planner and pipe-simulate model.
-int64_t runtimeBufferedSendBytes();
-/// runtimeBufferedSendBytes() > 0.
-bool runtimeBuffersSends();
+int64_t runtimeBufferedSendBytes(int ranks = 2);
+/// runtimeBufferedSendBytes(ranks) > 0.
+bool runtimeBuffersSends(int ranks = 2);
 
 /// mpirun's flags for ranks on this machine: --oversubscribe, --mca btl
 /// self,vader, the single-copy mechanism (cma where crossMemoryAttachWorks,

@@ -546,7 +546,7 @@ int main(int argc, char **argv) {
     options.maxPipelines = allowPipelines ? numDevices : 1;
     // Transfers as the runtime will make them on this machine.
     options.bufferedSends = target != "cuda" && pipectools::runtimeBuffersSends();
-    options.bufferedSendBytes = pipectools::runtimeBufferedSendBytes();
+    options.bufferedSendBytes = pipectools::runtimeBufferedSendBytes(int(numDevices));
     for (const std::string &m : autoMethods)
       options.asyncMethods.push_back(m);
     // PipeMare's T2 where given (checked below): a second weight copy and

@@ -432,8 +432,9 @@ int main(int argc, char **argv) {
       }
       return int64_t(std::llround(s * 1e9));
     };
-    if (!rendezvous && pipectools::runtimeBuffersSends()) {
-      const double limit = double(pipectools::runtimeBufferedSendBytes());
+    const int ranks = int(devices.size());
+    if (!rendezvous && pipectools::runtimeBuffersSends(ranks)) {
+      const double limit = double(pipectools::runtimeBufferedSendBytes(ranks));
       options.bufferedSend = [limit](int64_t, const sched::Instr &instr) {
         return (instr.payload.empty() ? 0 : std::stod(instr.payload)) <= limit;
       };

@@ -42,6 +42,7 @@
 #include "mpi_transport.h"
 
 #include <mpi.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <chrono>
@@ -403,10 +404,10 @@ void MpiTransport::initShm() {
     return;
   }
   // Many ranks on one machine: smaller rings by default, so that the n x n
-  // of them stay within 64 MiB (/dev/shm of a container may be no larger;
-  // a page past its end is a SIGBUS, not an error): 8 ranks 1 MiB each, 16
-  // ranks 256 KiB.
-  const int64_t kShmBudget = int64_t(64) << 20;
+  // of them stay within 16 MiB (a container's /dev/shm may be 64 MiB, which
+  // Open MPI's own segments share; a page past its end is a SIGBUS, not an
+  // error): 4 ranks 1 MiB each, 8 ranks 256 KiB, 16 ranks 64 KiB.
+  const int64_t kShmBudget = int64_t(16) << 20;
   if (!ringGiven)
     while (ring > shm::Endpoint::kMinRing && int64_t(nlocal) * nlocal * ring > kShmBudget)
       ring /= 2;
@@ -424,9 +425,18 @@ void MpiTransport::initShm() {
                   agreed[0], -agreed[1]);
     int anyGiven = ringGiven, given = 0;
     check(MPI_Allreduce(&anyGiven, &given, 1, MPI_INT, MPI_MAX, m->node), "MPI_Allreduce");
-    if (!given && int64_t(nlocal) * nlocal * ring > kShmBudget) {
+    // And room for them in /dev/shm (where Open MPI maps the window), twice
+    // over: its pages are all written at init.
+    int room = 1, allRoom = 0;
+    struct statvfs fs;
+    if (statvfs("/dev/shm", &fs) == 0 &&
+        static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize) <
+            2.0 * static_cast<double>(nlocal) * nlocal * (ring + shm::Endpoint::kControlBytes))
+      room = 0;
+    check(MPI_Allreduce(&room, &allRoom, 1, MPI_INT, MPI_MIN, m->node), "MPI_Allreduce");
+    if ((!given && int64_t(nlocal) * nlocal * ring > kShmBudget) || !allRoom) {
       MPI_Comm_free(&m->node);
-      return; // Through MPI: too many ranks on this machine for the budget.
+      return; // Through MPI: too many ranks, or too little shared memory.
     }
   }
   std::vector<int> worldOfLocal(static_cast<size_t>(nlocal));
