@@ -274,11 +274,7 @@ MpiRequest *newP2P(pipert_context *ctx, const MpiComm *c, Kind kind, int64_t byt
 // by the caller).
 void onRings(MpiRequest *r, int local, int commId) {
   r->onShm = true;
-  r->op.send = r->kind == Kind::Send;
-  r->op.peer = local;
-  r->op.comm = commId;
-  r->op.tag = r->tag;
-  r->op.bytes = r->bytes;
+  r->op = shm::Op::make(r->kind == Kind::Send, local, commId, r->tag, r->bytes);
 }
 
 // The parts of a packed transfer: none null unless empty.
@@ -607,12 +603,7 @@ bool MpiTransport::sendNow(pipert_context *ctx, const MpiComm *c, int local, int
                            const int64_t *parts, int n) {
   checkTag(c, tag, "send");
   const double postUs = pipert_trace_begin(ctx);
-  shm::Op op;
-  op.send = true;
-  op.peer = local;
-  op.comm = c->id;
-  op.tag = tag;
-  op.bytes = bytes;
+  shm::Op op = shm::Op::make(true, local, c->id, tag, bytes);
   op.src = buf;
   op.gbufs = bufs;
   op.gbytes = parts;

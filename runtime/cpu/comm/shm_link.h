@@ -70,6 +70,18 @@ struct Op {
   // Recv: the matched message's size where it differs from `bytes` (the
   // receive is then done and its buffer untouched), else -1.
   int64_t mismatch = -1;
+
+  // An op with its peer, communicator, tag and size set; its buffers are
+  // the caller's to set.
+  static Op make(bool send, int peer, int comm, int tag, int64_t bytes) {
+    Op op;
+    op.send = send;
+    op.peer = peer;
+    op.comm = comm;
+    op.tag = tag;
+    op.bytes = bytes;
+    return op;
+  }
 };
 
 class Endpoint {

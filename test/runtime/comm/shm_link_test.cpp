@@ -55,36 +55,26 @@ std::vector<char> pattern(int seed, int64_t bytes) {
 }
 
 Op sendOp(int peer, int comm, int tag, const std::vector<char> &data) {
-  Op op;
-  op.send = true;
-  op.peer = peer;
-  op.comm = comm;
-  op.tag = tag;
-  op.bytes = static_cast<int64_t>(data.size());
+  Op op = Op::make(true, peer, comm, tag, static_cast<int64_t>(data.size()));
   op.src = data.data();
   return op;
 }
 
 Op recvOp(int peer, int comm, int tag, std::vector<char> &buf) {
-  Op op;
-  op.peer = peer;
-  op.comm = comm;
-  op.tag = tag;
-  op.bytes = static_cast<int64_t>(buf.size());
+  Op op = Op::make(false, peer, comm, tag, static_cast<int64_t>(buf.size()));
   op.dst = buf.data();
   return op;
 }
 
 // A receive scattered into parts (bufs, bytes)[0..n) of communicator 0.
 Op scatterOp(int peer, int tag, void *const *bufs, const int64_t *bytes, int n) {
-  Op op;
-  op.peer = peer;
-  op.tag = tag;
+  int64_t total = 0;
+  for (int i = 0; i < n; ++i)
+    total += bytes[i];
+  Op op = Op::make(false, peer, 0, tag, total);
   op.sbufs = bufs;
   op.sbytes = bytes;
   op.sn = n;
-  for (int i = 0; i < n; ++i)
-    op.bytes += bytes[i];
   return op;
 }
 
@@ -197,11 +187,7 @@ TEST(ShmLink, GatheredSendArrivesWhole) {
   auto p0 = pattern(20, 10), p1 = pattern(21, 0), p2 = pattern(22, 3000);
   const void *bufs[] = {p0.data(), p1.data(), p2.data()};
   const int64_t bytes[] = {10, 0, 3000};
-  Op s;
-  s.send = true;
-  s.peer = 2;
-  s.tag = 4;
-  s.bytes = 3010;
+  Op s = Op::make(true, 2, 0, 4, 3010);
   s.gbufs = bufs;
   s.gbytes = bytes;
   s.gn = 3;
