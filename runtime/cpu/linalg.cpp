@@ -225,7 +225,15 @@ void pipert_matmul_t_f32(pipert_context *ctx, const float *a, int64_t ra, const 
     pipert_sgemm(ctx, 0, trans_b, m * p.nbatch, n, k, 1.f, a, p.lda, b, p.ldb, 0.f, y, n);
     return;
   }
-  // General broadcast of the batch axes: one GEMM per batch.
+  // General broadcast of the batch axes: one GEMM per batch; the small
+  // kernel's products in one call (the same kernel pipert_sgemm would pick,
+  // so the same bits).
+  if (m > 0 && n > 0 && k > 0 && k <= INT32_MAX && p.lda <= INT32_MAX && p.ldb <= INT32_MAX &&
+      (gemm_library() == GemmLibrary::Small ||
+       (gemm_library() == GemmLibrary::Auto && use_small(trans_b, m, n, k)))) {
+    small_sgemm_batch(p, trans_a, trans_b, a, b, y);
+    return;
+  }
   for_each_batch(p, [&](int64_t bi, int64_t oa, int64_t ob) {
     pipert_sgemm(ctx, trans_a, trans_b, m, n, k, 1.f, a + oa * m * k, p.lda, b + ob * k * n,
                  p.ldb, 0.f, y + bi * m * n, n);

@@ -190,6 +190,24 @@ void transpose_panel(const float *src, int64_t lds, int64_t rows, int64_t cols, 
       dst[c * ldd + r] = src[r * lds + c];
 }
 
+// C = alpha * op(A) * B + beta * C with B k x n row-major (a transposed B
+// already copied into a panel).
+void run(int trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+         const float *b, int64_t ldb, float beta, float *c, int64_t ldc, const float *row) {
+  // a(i, p): A[i * lda + p], or A[p * lda + i] when transposed.
+  const int64_t sar = trans_a ? 1 : lda, sap = trans_a ? lda : 1;
+  for (int64_t j = 0; j < n; j += 32) {
+    const int nc = int(std::min<int64_t>(32, n - j));
+    int64_t i = 0;
+    const float *rj = row ? row + j : nullptr;
+    for (; i + kMR <= m; i += kMR)
+      rows<kMR>(k, a + i * sar, sar, sap, b + j, ldb, c + i * ldc + j, ldc, nc, alpha, beta, rj);
+    if (i < m)
+      tail_rows<kMR - 1>(m - i, k, a + i * sar, sar, sap, b + j, ldb, c + i * ldc + j, ldc, nc,
+                         alpha, beta, rj);
+  }
+}
+
 } // namespace
 
 void small_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -204,18 +222,31 @@ void small_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, floa
     b = panel.data();
     ldb = n;
   }
-  // a(i, p): A[i * lda + p], or A[p * lda + i] when transposed.
-  const int64_t sar = trans_a ? 1 : lda, sap = trans_a ? lda : 1;
-  for (int64_t j = 0; j < n; j += 32) {
-    const int nc = int(std::min<int64_t>(32, n - j));
-    int64_t i = 0;
-    const float *rj = row ? row + j : nullptr;
-    for (; i + kMR <= m; i += kMR)
-      rows<kMR>(k, a + i * sar, sar, sap, b + j, ldb, c + i * ldc + j, ldc, nc, alpha, beta, rj);
-    if (i < m)
-      tail_rows<kMR - 1>(m - i, k, a + i * sar, sar, sap, b + j, ldb, c + i * ldc + j, ldc, nc,
-                         alpha, beta, rj);
+  run(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, row);
+}
+
+void small_sgemm_batch(const MatMulPlan &p, int trans_a, int trans_b, const float *a,
+                       const float *b, float *y) {
+  const int64_t m = p.m, n = p.n, k = p.k;
+  // A transposed B's panel: on the stack when it is small (attention's
+  // 8 x 8 heads), else the thread's, fetched once for the batch.
+  float local[1024];
+  float *panel = local;
+  if (trans_b && k * n > 1024) {
+    thread_local std::vector<float> heap;
+    heap.resize(size_t(k * n));
+    panel = heap.data();
   }
+  for_each_batch(p, [&](int64_t bi, int64_t oa, int64_t ob) {
+    const float *bb = b + ob * k * n;
+    int64_t ldb = p.ldb;
+    if (trans_b) {
+      transpose_panel(bb, p.ldb, n, k, panel, n);
+      bb = panel;
+      ldb = n;
+    }
+    run(trans_a, m, n, k, 1.f, a + oa * m * k, p.lda, bb, ldb, 0.f, y + bi * m * n, n, nullptr);
+  });
 }
 
 } // namespace pipert::cpu

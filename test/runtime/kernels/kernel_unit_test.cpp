@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -248,6 +249,94 @@ TEST(MatMul, BatchBroadcastAndVectors) {
   }
 }
 
+// A batched MatMul with transposed operands (attention's heads: the
+// small kernel's products in one call) against one pipert_sgemm a product
+// at the batch offsets numpy's broadcast gives: the same bits (on the CPU),
+// and within
+// float rounding of a double reference. Shapes: 8 x 8 heads in every
+// transpose, a tail of rows (m = 13), partial column blocks (n = 24), a
+// transposed panel too large for the stack (48 x 40), and broadcast batches.
+TEST(MatMul, BatchedSmallProductsBitForBitWithOneGemmEach) {
+  Ctx ctx;
+  struct Case {
+    std::vector<int64_t> a_batch, b_batch;
+    int64_t m, n, k;
+  } cases[] = {{{2, 4}, {2, 4}, 8, 8, 8},
+               {{3}, {3}, 13, 24, 7},
+               {{2}, {2}, 9, 48, 40},
+               {{2, 1}, {3}, 8, 16, 16},
+               {{1}, {4}, 5, 8, 8}};
+  for (const Case &c : cases)
+    for (int ta : {0, 1})
+      for (int tb : {0, 1}) {
+        SCOPED_TRACE("m n k " + std::to_string(c.m) + " " + std::to_string(c.n) + " " +
+                     std::to_string(c.k) + " ta " + std::to_string(ta) + " tb " +
+                     std::to_string(tb));
+        std::vector<int64_t> as = c.a_batch, bs = c.b_batch;
+        as.push_back(ta ? c.k : c.m);
+        as.push_back(ta ? c.m : c.k);
+        bs.push_back(tb ? c.n : c.k);
+        bs.push_back(tb ? c.k : c.n);
+        int64_t na = 1, nb = 1;
+        for (int64_t d : c.a_batch)
+          na *= d;
+        for (int64_t d : c.b_batch)
+          nb *= d;
+        // The output batch: the broadcast of the two (same rank here, or
+        // A's one axis against B's).
+        std::vector<int64_t> batch;
+        const size_t rank = std::max(c.a_batch.size(), c.b_batch.size());
+        for (size_t d = 0; d < rank; ++d) {
+          const int64_t x = d + c.a_batch.size() >= rank ? c.a_batch[d + c.a_batch.size() - rank] : 1;
+          const int64_t y = d + c.b_batch.size() >= rank ? c.b_batch[d + c.b_batch.size() - rank] : 1;
+          batch.push_back(std::max(x, y));
+        }
+        int64_t nbatch = 1;
+        for (int64_t d : batch)
+          nbatch *= d;
+        const int64_t sa = c.m * c.k, sb = c.k * c.n, sy = c.m * c.n;
+        Vec a = random_vec(size_t(na * sa), 31), b = random_vec(size_t(nb * sb), 32);
+        Vec y(static_cast<size_t>(nbatch * sy), -7.f), one(static_cast<size_t>(sy)), ref(static_cast<size_t>(sy));
+        pipert_matmul_t_f32(ctx.ctx, a.data(), int64_t(as.size()), as.data(), ta, b.data(),
+                            int64_t(bs.size()), bs.data(), tb, y.data());
+        for (int64_t bi = 0; bi < nbatch; ++bi) {
+          // bi's index per axis, and each operand's batch index.
+          int64_t rest = bi, ia = 0, ib = 0, stride_a = 1, stride_b = 1;
+          for (size_t d = rank; d-- > 0;) {
+            const int64_t idx = rest % batch[d];
+            rest /= batch[d];
+            const size_t da = d + c.a_batch.size(), db = d + c.b_batch.size();
+            if (da >= rank) {
+              const int64_t extent = c.a_batch[da - rank];
+              ia += (extent == 1 ? 0 : idx) * stride_a;
+              stride_a *= extent;
+            }
+            if (db >= rank) {
+              const int64_t extent = c.b_batch[db - rank];
+              ib += (extent == 1 ? 0 : idx) * stride_b;
+              stride_b *= extent;
+            }
+          }
+          const float *pa = a.data() + ia * sa, *pb = b.data() + ib * sb;
+          pipert_sgemm(ctx.ctx, ta, tb, c.m, c.n, c.k, 1.f, pa, ta ? c.m : c.k, pb,
+                       tb ? c.k : c.n, 0.f, one.data(), c.n);
+          ref_matmul(pa, pb, ref.data(), c.m, c.n, c.k, ta, tb);
+          for (int64_t i = 0; i < sy; ++i) {
+#ifndef PIPERT_TEST_CUDA_DEVICE_SHIM_H
+            ASSERT_EQ(y[size_t(bi * sy + i)], one[size_t(i)]) << "product " << bi << " at " << i;
+#else
+            // cuBLAS's strided batch may pick another kernel than one GEMM.
+            ASSERT_NEAR(y[size_t(bi * sy + i)], ref[size_t(i)],
+                        1e-5 * (1 + std::fabs(ref[size_t(i)])))
+                << "product " << bi << " at " << i;
+#endif
+            ASSERT_NEAR(one[size_t(i)], ref[size_t(i)], 1e-5 * (1 + std::fabs(ref[size_t(i)])))
+                << "product " << bi << " at " << i;
+          }
+        }
+      }
+}
+
 TEST(Conv, GroupedMatchesDirectLoop) {
   Ctx ctx(2);
   const int64_t xs[4] = {2, 6, 9, 8}, ws[4] = {4, 3, 3, 2}, pads[4] = {1, 2, 0, 1};
@@ -462,9 +551,10 @@ TEST(Elementwise, WhereEqualAndInt64Arithmetic) {
 // Where with a broadcast mask and each value full, broadcast to a scalar or
 // along an axis (the fixed-stride loops and the general one), against
 // index arithmetic: out[b][i][j] = c[i][j] ? x : y.
-TEST(Elementwise, WhereBroadcastsAgainstIndexArithmetic) {
+static void where_against_index_arithmetic(const int64_t T) {
+  SCOPED_TRACE("T = " + std::to_string(T));
   Ctx ctx;
-  const int64_t B = 3, T = 5;
+  const int64_t B = 3;
   const int64_t full[3] = {B, T, T}, mask[2] = {T, T}, scalar[1] = {1}, row[3] = {B, 1, T};
   std::vector<uint8_t> c(size_t(T * T));
   for (int64_t i = 0; i < T * T; ++i)
@@ -473,13 +563,14 @@ TEST(Elementwise, WhereBroadcastsAgainstIndexArithmetic) {
   struct Shape {
     int64_t rank;
     const int64_t *shape;
+    int64_t T;
     int64_t at(int64_t bi, int64_t i, int64_t j) const {
       if (rank == 1)
         return 0;
       return shape[1] == 1 ? bi * T + j : (bi * T + i) * T + j;
     }
   };
-  const Shape shapes[3] = {{3, full}, {1, scalar}, {3, row}};
+  const Shape shapes[3] = {{3, full, T}, {1, scalar, T}, {3, row, T}};
   for (const Shape &sx : shapes)
     for (const Shape &sy : shapes) {
       Vec out(size_t(B * T * T), -9.f);
@@ -497,6 +588,13 @@ TEST(Elementwise, WhereBroadcastsAgainstIndexArithmetic) {
                 << "," << j;
           }
     }
+}
+
+// T x T runs of 25, 64 and 144 elements: partial, whole and mixed 16-lane
+// blocks of the vector select.
+TEST(Elementwise, WhereBroadcastsAgainstIndexArithmetic) {
+  for (const int64_t T : {5, 8, 12})
+    where_against_index_arithmetic(T);
 }
 
 TEST(Cast, FloatToIntTruncatesAndBool) {
