@@ -22,6 +22,10 @@
 
 #include <cstdint>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace pipert::cpu {
 
 /// erf(x) in float.
@@ -77,6 +81,62 @@ inline float vexp(float x) {
   float y = p * s1 * s2;
   return x != x ? x : y;
 }
+
+#if defined(__AVX512F__)
+// verf and vexp on 16 lanes, the same bits as the scalar versions (a test
+// compares them, runtime.kernels.Elementwise.VectorErfExpBitForBit). GCC
+// vectorises the scalar ones, but each clamp becomes compares and blends
+// through mask registers, and those bound the loop: an exact GELU over
+// 2048 floats 0.49 -> 0.32 us with the clamps as min/max here. The operand
+// order of min/max keeps a NaN (minps/maxps return their second operand
+// when either is NaN).
+inline __m512 verf16(__m512 x) {
+  const __m512 c =
+      _mm512_min_ps(_mm512_set1_ps(4.f), _mm512_max_ps(_mm512_set1_ps(-4.f), x));
+  const __m512 x2 = _mm512_mul_ps(c, c);
+  __m512 a = _mm512_set1_ps(-2.72614225801306e-10f);
+  a = _mm512_fmadd_ps(a, x2, _mm512_set1_ps(2.77068142495902e-08f));
+  a = _mm512_fmadd_ps(a, x2, _mm512_set1_ps(-2.10102402082508e-06f));
+  a = _mm512_fmadd_ps(a, x2, _mm512_set1_ps(-5.69250639462346e-05f));
+  a = _mm512_fmadd_ps(a, x2, _mm512_set1_ps(-7.34990630326855e-04f));
+  a = _mm512_fmadd_ps(a, x2, _mm512_set1_ps(-2.95459980854025e-03f));
+  a = _mm512_fmadd_ps(a, x2, _mm512_set1_ps(-1.60960333262415e-02f));
+  __m512 b = _mm512_set1_ps(-1.45660718464996e-05f);
+  b = _mm512_fmadd_ps(b, x2, _mm512_set1_ps(-2.13374055278905e-04f));
+  b = _mm512_fmadd_ps(b, x2, _mm512_set1_ps(-1.68282697438203e-03f));
+  b = _mm512_fmadd_ps(b, x2, _mm512_set1_ps(-7.37332916720468e-03f));
+  b = _mm512_fmadd_ps(b, x2, _mm512_set1_ps(-1.42647390514189e-02f));
+  const __m512 y = _mm512_div_ps(_mm512_mul_ps(c, a), b);
+  return _mm512_min_ps(_mm512_set1_ps(1.f), _mm512_max_ps(_mm512_set1_ps(-1.f), y));
+}
+
+inline __m512 vexp16(__m512 x) {
+  // A NaN lane goes through as -104 and gets x back at the end.
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __m512 c =
+      _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.f)), _mm512_set1_ps(88.8f));
+  const __m512 shifter = _mm512_set1_ps(12582912.f);
+  const __m512 fn =
+      _mm512_sub_ps(_mm512_fmadd_ps(c, _mm512_set1_ps(1.44269504088896341f), shifter), shifter);
+  __m512 r = _mm512_fnmadd_ps(fn, _mm512_set1_ps(0.693359375f), c);
+  r = _mm512_fnmadd_ps(fn, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.f));
+  // n / 2 rounded toward zero, as the scalar int division.
+  const __m512i n = _mm512_cvttps_epi32(fn);
+  const __m512i n1 = _mm512_srai_epi32(_mm512_add_epi32(n, _mm512_srli_epi32(n, 31)), 1);
+  const __m512i n2 = _mm512_sub_epi32(n, n1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+  return _mm512_mask_mov_ps(_mm512_mul_ps(_mm512_mul_ps(p, s1), s2), nan, x);
+}
+#endif
 
 } // namespace pipert::cpu
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -424,6 +425,62 @@ TEST(Elementwise, ErfWithinAFewUlp) {
   EXPECT_EQ(y[x.size() - 3], 1.f);
   EXPECT_EQ(y[x.size() - 2], -1.f);
   EXPECT_TRUE(std::isnan(y[x.size() - 1]));
+}
+
+// The elementwise kernels that have a 16-lane body (Erf, Exp, the exact
+// GELU and its gradient, Erf's gradient: verf16/vexp16 in
+// runtime/cpu/vmath.h under AVX-512) give the bits of their scalar body:
+// each element alone (n = 1 takes the scalar loop) against the whole
+// array, over a grid, the clamps' edges, specials and random bit patterns.
+TEST(Elementwise, VectorAndScalarPathsBitForBit) {
+  Ctx ctx;
+  std::mt19937 g(11);
+  Vec x, dy;
+  for (int i = -3000; i <= 3000; ++i)
+    x.push_back(float(i) * 0.005f);
+  for (float v : {4.f, -4.f, 3.9999998f, 88.8f, 88.72f, 88.9f, -104.f, -103.9f, -104.5f, 0.f,
+                  -0.f, 1e-30f, -1e-30f, 1e-45f, INFINITY, -INFINITY, NAN, -NAN})
+    x.push_back(v);
+  for (int i = 0; i < 20000; ++i) {
+    const uint32_t u = uint32_t(g());
+    float v;
+    std::memcpy(&v, &u, sizeof v);
+    x.push_back(v);
+  }
+  std::uniform_real_distribution<float> d(-3.f, 3.f);
+  for (size_t i = 0; i < x.size(); ++i)
+    dy.push_back(d(g));
+  const int64_t n = int64_t(x.size());
+  auto same = [](float a, float b) {
+    return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof a) == 0;
+  };
+  struct Kernel {
+    const char *name;
+    std::function<void(const float *, const float *, int64_t, float *)> run;
+  } kernels[] = {
+      {"Erf", [&](const float *v, const float *, int64_t m,
+                  float *o) { pipert_unary_f32(ctx.ctx, PIPERT_UNARY_ERF, v, m, o); }},
+      {"Exp", [&](const float *v, const float *, int64_t m,
+                  float *o) { pipert_unary_f32(ctx.ctx, PIPERT_UNARY_EXP, v, m, o); }},
+      {"Gelu", [&](const float *v, const float *, int64_t m,
+                   float *o) { pipert_activation_f32(ctx.ctx, PIPERT_ACTIVATION_GELU, 0.f, 0.f, v, m, o); }},
+      {"GeluGrad", [&](const float *v, const float *gr, int64_t m, float *o) {
+         pipert_activation_grad_f32(ctx.ctx, PIPERT_ACTIVATION_GELU, 0.f, 0.f, v, gr, m, o);
+       }},
+      {"ErfGrad", [&](const float *v, const float *gr, int64_t m,
+                      float *o) { pipert_erf_grad_f32(ctx.ctx, v, gr, m, o); }},
+  };
+  for (const Kernel &k : kernels) {
+    Vec whole(x.size());
+    k.run(x.data(), dy.data(), n, whole.data());
+    for (int64_t i = 0; i < n; ++i) {
+      float one;
+      k.run(&x[size_t(i)], &dy[size_t(i)], 1, &one);
+      ASSERT_TRUE(same(whole[size_t(i)], one))
+          << k.name << " at x = " << x[size_t(i)] << ": " << whole[size_t(i)] << " in the array, "
+          << one << " alone";
+    }
+  }
 }
 
 // Exp against exp in double (vexp of runtime/cpu/vmath.h on the CPU, expf
