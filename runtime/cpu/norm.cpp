@@ -51,6 +51,28 @@ inline double row_sq_dev_d(int64_t n, const float *x, double mu) {
   return s;
 }
 
+/// LayerNorm's gradient sums of a row, in lane_sum's order: a = sum_j
+/// double(g s), b = sum_j double(g s) * double(xhat), xhat = (x - mu) inv in
+/// float. As two lane_sums of lambdas they did not vectorise: a 16 x 32
+/// LayerNormalizationGrad took 0.28 us.
+inline void ln_grad_sums(int64_t n, const float *g, const float *s, const float *x, float mu,
+                         float inv, double &a, double &b) {
+  v8d aa = {}, bb = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const v8d gs = widen(rowred::load8(g + j) * rowred::load8(s + j));
+    aa += gs;
+    bb += gs * widen((rowred::load8(x + j) - mu) * inv);
+  }
+  a = fold_lanes(aa);
+  b = fold_lanes(bb);
+  for (; j < n; ++j) {
+    const double gs = double(g[j] * s[j]);
+    a += gs;
+    b += gs * formula::normalized(x[j], mu, inv);
+  }
+}
+
 // Softmax-like kernels work on (outer, mid, inner) with the reduction over
 // mid; rows of `inner` contiguous elements keep the loops vectorisable.
 template <bool Log>
@@ -302,10 +324,8 @@ void pipert_layer_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
     float *PIPERT_RESTRICT dr = dx + r * cols;
     const float mu = mean[r], inv = inv_std_dev[r];
     // dx = inv * (g*s - mean(g*s) - xhat * mean(g*s*xhat))
-    const double a = lane_sum(cols, [&](int64_t j) { return double(gr[j] * scale[j]); });
-    const double b = lane_sum(cols, [&](int64_t j) {
-      return double(gr[j] * scale[j]) * formula::normalized(xr[j], mu, inv);
-    });
+    double a, b;
+    ln_grad_sums(cols, gr, scale, xr, mu, inv, a, b);
     const float ma = float(a / double(cols)), mb = float(b / double(cols));
     for (int64_t j = 0; j < cols; ++j) {
       const float xhat = formula::normalized(xr[j], mu, inv);
