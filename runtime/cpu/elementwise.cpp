@@ -3,6 +3,7 @@
 #include "../core/formulas.h"
 #include "vmath.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -117,6 +118,16 @@ void broadcast_binary(const char *op, const TA *a, int64_t ra, const int64_t *sa
                       int64_t rb, const int64_t *sb, TY *y, F f) {
   check_rank(op, ra);
   check_rank(op, rb);
+  // Equal shapes (a residual add, a gradient added into its accumulator:
+  // most of a small model's binary ops): one flat loop, without the
+  // broadcast plan (~15 ns a call, ~40 calls a micro-batch of the example
+  // transformer).
+  if (ra == rb && std::equal(sa, sa + ra, sb)) {
+    const int64_t n = numel(ra, sa);
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = f(a[i], b[i]);
+    return;
+  }
   int64_t out[kMaxRank];
   int64_t r = broadcast_shape(op, ra, sa, rb, sb, out);
   int64_t strides[2][kMaxRank];
