@@ -15,15 +15,18 @@ sweep) and cuts it by the measured op times (pipe-compile --profile);
 `balanced`, `layers`, `dp` are pipe-compile's own. Every rank runs one BLAS
 thread (--threads 1), so that a rank is one "device". The time per step is
 the mean over the steps after the first 5 of the step log of the rank that
-reports the loss; each run is repeated --repeats times and the fastest kept
-(noise only slows a run down).
+reports the loss, the median of its step-to-step times after the first 5;
+each configuration runs --repeats times and the fastest run is kept (noise
+only slows a run down). The repeats go round-robin over the configurations
+(one rank, M = 1, 2, ...), so that a slow spell of the machine lands on all
+of them rather than on one M.
 
 Columns:
   speed-up   t(1 rank) / t(2 ranks)
   ideal      p*M/(M+p-1): a balanced pipeline whose micro-batches cost 1/M
              of the whole batch
   stage-ideal  t(1 rank) / the step the stages' measured costs allow: a
-             traced run of the same program gives each stage's forward,
+             traced run of the same program (the faster of two) gives each stage's forward,
              backward and update time (medians), and pipe-simulate --measured
              replays the schedule with them and free transfers; so it
              includes the stage imbalance and the micro-batches' own costs
@@ -43,16 +46,19 @@ import re
 import sys
 import tempfile
 
-from benchlib import ROOT, run, step_time
+from benchlib import ROOT, run, step_median
 
 
-def best_step(cmd, log, repeats, skip):
-    best = None
+def best_steps(runs, repeats, skip):
+    """runs: {key: (command, log)}. Each command `repeats` times, the
+    commands in turn; per key the fastest run's (median step, loss)."""
+    best = {}
     for _ in range(repeats):
-        run(cmd + ["--log", log])
-        t, loss = step_time(log, skip)
-        if best is None or t < best[0]:
-            best = (t, loss)
+        for key, (cmd, log) in runs.items():
+            run(cmd + ["--log", log])
+            t, loss = step_median(log, skip)
+            if key not in best or t < best[key][0]:
+                best[key] = (t, loss)
     return best
 
 
@@ -91,9 +97,17 @@ def main():
     one = os.path.join(work, "one")
     run([os.path.join(bindir, "pipe-compile"), model, "-o", one, "--batch",
          str(a.batch), "--optimizer", "sgd", "--lr", "0.01"])
-    t1, loss1 = best_step([os.path.join(bindir, "pipe-run"), one, *common],
-                          one + ".jsonl", a.repeats, skip)
-    print(f"{a.model}, batch {a.batch}, {a.steps} steps (best of {a.repeats}), "
+    runs = {"one": ([os.path.join(bindir, "pipe-run"), one, *common], one + ".jsonl")}
+    for m in sizes:
+        out = os.path.join(work, f"p{stages}m{m}")
+        run([os.path.join(bindir, "pipe-compile"), model, "-o", out, "--batch",
+             str(a.batch), "--stages", str(stages), "--microbatches", str(m),
+             "--schedule", a.schedule, *partition, "--optimizer", "sgd", "--lr", "0.01"])
+        runs[m] = ([os.path.join(bindir, "pipe-run"), out, *common], out + ".jsonl")
+    best = best_steps(runs, a.repeats, skip)
+    t1, loss1 = best["one"]
+    print(f"{a.model}, batch {a.batch}, {a.steps} steps (median step, best of {a.repeats} "
+          f"round-robin runs), "
           f"{a.schedule}, --partition {a.partition}, 1 BLAS thread per rank, "
           f"{os.cpu_count()} cores")
     print(f"{'ranks':>5} {'M':>3} {'ms/step':>8} {'speed-up':>8} {'ideal':>6} "
@@ -102,19 +116,22 @@ def main():
           f"{'':>9} {'':>7}  {loss1:.6f}")
     for m in sizes:
         out = os.path.join(work, f"p{stages}m{m}")
-        run([os.path.join(bindir, "pipe-compile"), model, "-o", out, "--batch",
-             str(a.batch), "--stages", str(stages), "--microbatches", str(m),
-             "--schedule", a.schedule, *partition, "--optimizer", "sgd", "--lr", "0.01"])
-        tp, lossp = best_step([os.path.join(bindir, "pipe-run"), out, *common],
-                              out + ".jsonl", a.repeats, skip)
-        # The stages' own costs, from a traced run of the same program.
-        trace = out + ".trace.json"
-        costs = out + ".costs.json"
-        run([os.path.join(bindir, "pipe-run"), out, *common, "--trace", trace])
-        sim = run([os.path.join(bindir, "pipe-simulate"), out, "--measured", trace,
-                   "--latency", "0", "--bandwidth", "1e15", "--write-profile", costs])
-        ideal_step = float(re.search(r"predicted step time: ([0-9.eE+-]+) s", sim).group(1))
-        fb = [s["forward_s"] + s["backward_s"] for s in json.load(open(costs))["stages"]]
+        tp, lossp = best[m]
+        # The stages' own costs, from traced runs of the same program: two,
+        # the faster prediction kept (a slow spell during one trace slows
+        # its stages and makes the ideal look worse than it is).
+        ideal_step, fb = None, None
+        for i in range(2):
+            trace = out + f".trace{i}.json"
+            costs = out + f".costs{i}.json"
+            run([os.path.join(bindir, "pipe-run"), out, *common, "--trace", trace])
+            sim = run([os.path.join(bindir, "pipe-simulate"), out, "--measured", trace,
+                       "--latency", "0", "--bandwidth", "1e15", "--write-profile", costs])
+            step = float(re.search(r"predicted step time: ([0-9.eE+-]+) s", sim).group(1))
+            if ideal_step is None or step < ideal_step:
+                ideal_step = step
+                fb = [s["forward_s"] + s["backward_s"]
+                      for s in json.load(open(costs))["stages"]]
         imbalance = max(fb) / (sum(fb) / len(fb))
         mb_cost = sum(fb) * m / t1
         ideal = stages * m / (m + stages - 1)
