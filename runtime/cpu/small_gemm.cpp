@@ -249,6 +249,53 @@ void small_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, floa
   run(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, row);
 }
 
+namespace {
+
+// One product of at most 8 rows and 16 columns (attention's heads), C =
+// op(A) B, alpha 1 and beta 0: block16's sum, inlined into the batch's
+// loop (no call, no column loop, no scaling of the result).
+template <int MR>
+inline void tiny_product(int64_t k, const float *a, int64_t sar, int64_t sap, const float *b,
+                         int64_t ldb, float *c, int64_t ldc, int nc) {
+  v16 acc[MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+    acc[r] = v16{};
+  for (int64_t q = 0; q < k; ++q) {
+    const v16 b0 = nc == 16 ? load16(b + q * ldb) : load_part(b + q * ldb, nc);
+    const float *aq = a + q * sap;
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r)
+      acc[r] += splat(aq[r * sar]) * b0;
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    if (nc == 16)
+      store16(c + r * ldc, acc[r]);
+    else
+      store_part(c + r * ldc, acc[r], nc);
+  }
+}
+
+template <int MR>
+void tiny_batch(const MatMulPlan &p, int trans_a, int trans_b, const float *a, const float *b,
+                float *y, float *panel) {
+  const int64_t n = p.n, k = p.k;
+  const int64_t sar = trans_a ? 1 : p.lda, sap = trans_a ? p.lda : 1;
+  for_each_batch(p, [&](int64_t bi, int64_t oa, int64_t ob) {
+    const float *bb = b + ob * k * n;
+    int64_t ldb = p.ldb;
+    if (trans_b) {
+      transpose_panel(bb, p.ldb, n, k, panel, n);
+      bb = panel;
+      ldb = n;
+    }
+    tiny_product<MR>(k, a + oa * MR * k, sar, sap, bb, ldb, y + bi * MR * n, n, int(n));
+  });
+}
+
+} // namespace
+
 void small_sgemm_batch(const MatMulPlan &p, int trans_a, int trans_b, const float *a,
                        const float *b, float *y) {
   const int64_t m = p.m, n = p.n, k = p.k;
@@ -260,6 +307,11 @@ void small_sgemm_batch(const MatMulPlan &p, int trans_a, int trans_b, const floa
     thread_local std::vector<float> heap;
     heap.resize(size_t(k * n));
     panel = heap.data();
+  }
+  // Heads of 8 positions (m = 8, n <= 16): the product inlined.
+  if (m == kMR && n <= 16) {
+    tiny_batch<kMR>(p, trans_a, trans_b, a, b, y, panel);
+    return;
   }
   for_each_batch(p, [&](int64_t bi, int64_t oa, int64_t ob) {
     const float *bb = b + ob * k * n;
