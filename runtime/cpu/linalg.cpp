@@ -100,6 +100,14 @@ constexpr int64_t kOneDnnMinWork = 16384;
 
 constexpr int64_t kSmallMaxWork = 131072;
 constexpr int64_t kSmallMaxK = 512, kSmallMaxN = 512;
+// Without a transposed B (no panel to copy) the kernel keeps up further,
+// since its row blocks' accumulators stay in registers (small_gemm.cpp):
+// best of 20 rounds, one thread, against oneDNN, 64 x 128 x 32 252 against
+// 227 GFLOP/s, 128 x 32 x 128 268 / 247, Aᵀ B 128 x 32 x 128 259 / 248;
+// at 1M multiply-adds and above they tie (256 x 128 x 32 250 / 250) or
+// oneDNN leads (Aᵀ B 256 x 256 x 128 218 / 235). The example transformer's
+// products at 8 and 16 samples a micro-batch (64 and 128 rows).
+constexpr int64_t kSmallMaxWorkNN = 524288;
 
 bool use_small(int trans_b, int64_t m, int64_t n, int64_t k) {
   if (k > kSmallMaxK || n > kSmallMaxN)
@@ -111,7 +119,7 @@ bool use_small(int trans_b, int64_t m, int64_t n, int64_t k) {
   // CNN's 8x144x9: 165 vs 311 ns; attention's 8x8x8: 29 vs 60 ns). Above it,
   // only where the columns fill its 16-float vectors: a partial block costs
   // a whole one (the CNN's 16x36x72: 729 ns against oneDNN's 626).
-  return work < kOneDnnMinWork || (work <= kSmallMaxWork && n % 16 == 0);
+  return work < kOneDnnMinWork || (work <= kSmallMaxWorkNN && n % 16 == 0);
 }
 
 } // namespace
