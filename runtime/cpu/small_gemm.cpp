@@ -33,7 +33,7 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__FMA__) && defined(__AVX__))
 #include <immintrin.h>
 #endif
 
@@ -61,7 +61,23 @@ inline v16 splat(float x) { return v16{x, x, x, x, x, x, x, x, x, x, x, x, x, x,
 inline v16 mul_add(v16 a, v16 b, v16 c) {
   return (v16)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
 }
+#elif defined(__FMA__) && defined(__AVX__)
+// Two 8-lane halves (AVX2 and FMA, no AVX-512).
+inline v16 mul_add(v16 a, v16 b, v16 c) {
+  typedef float v8 __attribute__((vector_size(32)));
+  v8 a2[2], b2[2], c2[2], r[2];
+  std::memcpy(a2, &a, sizeof a);
+  std::memcpy(b2, &b, sizeof b);
+  std::memcpy(c2, &c, sizeof c);
+  for (int h = 0; h < 2; ++h)
+    r[h] = (v8)_mm256_fmadd_ps((__m256)a2[h], (__m256)b2[h], (__m256)c2[h]);
+  v16 out;
+  std::memcpy(&out, r, sizeof out);
+  return out;
+}
 #else
+// No fused multiply-add in the ISA: a product and a sum, whatever the
+// compiler hoists.
 inline v16 mul_add(v16 a, v16 b, v16 c) { return a * b + c; }
 #endif
 // The first n (< 16) floats; the rest zero.
