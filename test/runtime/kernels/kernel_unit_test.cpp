@@ -366,6 +366,70 @@ TEST(Conv, GroupedMatchesDirectLoop) {
   expect_close(y, ref, 1e-5, "conv");
 }
 
+// Stride 1 with the output as wide as the input ("same" padding: im2col
+// copies each tap's plane shifted in one piece and zeroes the wrapped
+// columns): the forward and the weight gradient against direct loops. 3 x 3
+// pad 1 on the example CNN's 12 x 12 and 6 x 6, 5 x 5 pad 2 on a 2 x 3 image
+// (taps wholly outside), a dilated 3 x 3, uneven pads that still keep the
+// width (and not the height), groups.
+TEST(Conv, SamePaddingMatchesDirectLoop) {
+  Ctx ctx;
+  struct Case {
+    int64_t n, c, h, w, m, kh, kw, group;
+    int64_t pads[4];
+    int64_t dil[2];
+  } cases[] = {{2, 1, 12, 12, 8, 3, 3, 1, {1, 1, 1, 1}, {1, 1}},
+               {2, 8, 6, 6, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}},
+               {1, 2, 2, 3, 3, 5, 5, 1, {2, 2, 2, 2}, {1, 1}},
+               {1, 3, 7, 9, 2, 3, 3, 1, {2, 2, 2, 2}, {2, 2}},
+               {2, 4, 5, 7, 4, 2, 3, 2, {0, 2, 1, 0}, {1, 1}}};
+  for (const Case &k : cases) {
+    SCOPED_TRACE("image " + std::to_string(k.h) + "x" + std::to_string(k.w) + " kernel " +
+                 std::to_string(k.kh) + "x" + std::to_string(k.kw));
+    const int64_t cg = k.c / k.group, mg = k.m / k.group;
+    const int64_t oh = k.h + k.pads[0] + k.pads[2] - (k.kh - 1) * k.dil[0];
+    const int64_t ow = k.w + k.pads[1] + k.pads[3] - (k.kw - 1) * k.dil[1];
+    ASSERT_EQ(ow, k.w);
+    const int64_t xs[4] = {k.n, k.c, k.h, k.w}, ws[4] = {k.m, cg, k.kh, k.kw};
+    const int64_t st[2] = {1, 1};
+    Vec x = random_vec(size_t(k.n * k.c * k.h * k.w), 21);
+    Vec w = random_vec(size_t(k.m * cg * k.kh * k.kw), 22);
+    Vec dy = random_vec(size_t(k.n * k.m * oh * ow), 23);
+    Vec y(size_t(k.n * k.m * oh * ow)), ref(y.size());
+    Vec dw(w.size()), dw_ref(w.size(), 0.f);
+    pipert_conv2d_f32(ctx.ctx, x.data(), xs, w.data(), ws, nullptr, k.pads, st, k.dil, k.group,
+                      y.data());
+    pipert_conv2d_grad_weight_f32(ctx.ctx, x.data(), xs, dy.data(), ws, k.pads, st, k.dil,
+                                  k.group, dw.data());
+    std::vector<double> acc(dw.size(), 0.0);
+    for (int64_t n = 0; n < k.n; ++n)
+      for (int64_t m = 0; m < k.m; ++m)
+        for (int64_t oy = 0; oy < oh; ++oy)
+          for (int64_t ox = 0; ox < ow; ++ox) {
+            double s = 0;
+            const int64_t gi = m / mg;
+            const double g = dy[size_t(((n * k.m + m) * oh + oy) * ow + ox)];
+            for (int64_t c = 0; c < cg; ++c)
+              for (int64_t i = 0; i < k.kh; ++i)
+                for (int64_t j = 0; j < k.kw; ++j) {
+                  const int64_t iy = oy - k.pads[0] + i * k.dil[0];
+                  const int64_t ix = ox - k.pads[1] + j * k.dil[1];
+                  if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w)
+                    continue;
+                  const double xv = x[size_t(((n * k.c + gi * cg + c) * k.h + iy) * k.w + ix)];
+                  const size_t wi = size_t(((m * cg + c) * k.kh + i) * k.kw + j);
+                  s += xv * w[wi];
+                  acc[wi] += xv * g;
+                }
+            ref[size_t(((n * k.m + m) * oh + oy) * ow + ox)] = float(s);
+          }
+    for (size_t i = 0; i < acc.size(); ++i)
+      dw_ref[i] = float(acc[i]);
+    expect_close(y, ref, 1e-5, "conv forward");
+    expect_close(dw, dw_ref, 1e-5, "conv weight gradient");
+  }
+}
+
 TEST(Dropout, DeterministicPerSeedAndUnbiased) {
   const int64_t n = 200000;
   Vec x(static_cast<size_t>(n), 1.f), y1(static_cast<size_t>(n)), y2(static_cast<size_t>(n));
