@@ -82,12 +82,41 @@ void im2col(const ConvGeom &g, const float *PIPERT_RESTRICT x, float *PIPERT_RES
 }
 
 // The adjoint of im2col: dx += scatter of col (dx zeroed by the caller).
-void col2im(const ConvGeom &g, const float *PIPERT_RESTRICT col, float *PIPERT_RESTRICT dx) {
+// col is the caller's scratch: with "same" padding (as im2col) its wrapped
+// columns are zeroed and each tap's plane is added in one flat loop, the
+// zeros landing on the neighbouring row's taps. That adds +0.0 to an
+// element of dx that started at +0.0 and only had sums added: it cannot be
+// -0.0, so the +0.0 changes nothing, and every element gets its other terms
+// in the same order as row by row.
+void col2im(const ConvGeom &g, float *PIPERT_RESTRICT col, float *PIPERT_RESTRICT dx) {
+  const bool same = g.sh == 1 && g.sw == 1 && g.ow == g.w;
   for (int64_t c = 0; c < g.cg; ++c)
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
-        const float *row = col + ((c * g.kh + i) * g.kw + j) * g.oh * g.ow;
+        float *row = col + ((c * g.kh + i) * g.kw + j) * g.oh * g.ow;
         float *xc = dx + c * g.h * g.w;
+        if (same) {
+          const int64_t sy = i * g.dh - g.pt, sx = j * g.dw - g.pl;
+          const int64_t oy0 = std::clamp<int64_t>(-sy, 0, g.oh);
+          const int64_t oy1 = std::clamp<int64_t>(g.h - sy, oy0, g.oh);
+          const int64_t ox0 = std::clamp<int64_t>(-sx, 0, g.ow);
+          const int64_t ox1 = std::clamp<int64_t>(g.w - sx, ox0, g.ow);
+          if (oy0 >= oy1 || ox0 >= ox1)
+            continue;
+          if (ox0 > 0 || ox1 < g.ow)
+            for (int64_t oy = oy0; oy < oy1; ++oy) {
+              float *r = row + oy * g.ow;
+              for (int64_t ox = 0; ox < ox0; ++ox)
+                r[ox] = 0.f;
+              for (int64_t ox = ox1; ox < g.ow; ++ox)
+                r[ox] = 0.f;
+            }
+          const int64_t q0 = oy0 * g.ow + ox0, q1 = (oy1 - 1) * g.ow + ox1;
+          const int64_t off = sy * g.w + sx;
+          for (int64_t q = q0; q < q1; ++q)
+            xc[q + off] += row[q];
+          continue;
+        }
         for (int64_t oy = 0; oy < g.oh; ++oy) {
           int64_t iy = oy * g.sh - g.pt + i * g.dh;
           if (iy < 0 || iy >= g.h)

@@ -368,7 +368,8 @@ TEST(Conv, GroupedMatchesDirectLoop) {
 
 // Stride 1 with the output as wide as the input ("same" padding: im2col
 // copies each tap's plane shifted in one piece and zeroes the wrapped
-// columns): the forward and the weight gradient against direct loops. 3 x 3
+// columns, col2im adds it back in one piece): the forward, the weight
+// gradient and the input gradient against direct loops. 3 x 3
 // pad 1 on the example CNN's 12 x 12 and 6 x 6, 5 x 5 pad 2 on a 2 x 3 image
 // (taps wholly outside), a dilated 3 x 3, uneven pads that still keep the
 // width (and not the height), groups.
@@ -396,12 +397,14 @@ TEST(Conv, SamePaddingMatchesDirectLoop) {
     Vec w = random_vec(size_t(k.m * cg * k.kh * k.kw), 22);
     Vec dy = random_vec(size_t(k.n * k.m * oh * ow), 23);
     Vec y(size_t(k.n * k.m * oh * ow)), ref(y.size());
-    Vec dw(w.size()), dw_ref(w.size(), 0.f);
+    Vec dw(w.size()), dw_ref(w.size(), 0.f), dx(x.size(), 5.f), dx_ref(x.size(), 0.f);
     pipert_conv2d_f32(ctx.ctx, x.data(), xs, w.data(), ws, nullptr, k.pads, st, k.dil, k.group,
                       y.data());
     pipert_conv2d_grad_weight_f32(ctx.ctx, x.data(), xs, dy.data(), ws, k.pads, st, k.dil,
                                   k.group, dw.data());
-    std::vector<double> acc(dw.size(), 0.0);
+    pipert_conv2d_grad_input_f32(ctx.ctx, dy.data(), w.data(), ws, xs, k.pads, st, k.dil,
+                                 k.group, dx.data());
+    std::vector<double> acc(dw.size(), 0.0), acc_x(dx.size(), 0.0);
     for (int64_t n = 0; n < k.n; ++n)
       for (int64_t m = 0; m < k.m; ++m)
         for (int64_t oy = 0; oy < oh; ++oy)
@@ -420,13 +423,17 @@ TEST(Conv, SamePaddingMatchesDirectLoop) {
                   const size_t wi = size_t(((m * cg + c) * k.kh + i) * k.kw + j);
                   s += xv * w[wi];
                   acc[wi] += xv * g;
+                  acc_x[size_t(((n * k.c + gi * cg + c) * k.h + iy) * k.w + ix)] += g * w[wi];
                 }
             ref[size_t(((n * k.m + m) * oh + oy) * ow + ox)] = float(s);
           }
     for (size_t i = 0; i < acc.size(); ++i)
       dw_ref[i] = float(acc[i]);
+    for (size_t i = 0; i < acc_x.size(); ++i)
+      dx_ref[i] = float(acc_x[i]);
     expect_close(y, ref, 1e-5, "conv forward");
     expect_close(dw, dw_ref, 1e-5, "conv weight gradient");
+    expect_close(dx, dx_ref, 1e-5, "conv input gradient");
   }
 }
 
