@@ -154,9 +154,12 @@ inline void tap_range(int64_t o, int64_t s, int64_t pad, int64_t d, int64_t k, i
 // with no tap inside. The comparisons are selects, not branches: a branch
 // on random data mispredicts half the time.
 inline void window_max(const PoolGeom &g, const float *xp, int64_t oy, int64_t ox, int64_t i0,
-                       int64_t i1, float &best, int64_t &arg) {
-  int64_t j0, j1;
-  tap_range(ox, g.sw, g.pl, g.dw, g.kw, g.w, j0, j1);
+                       int64_t i1, float &best, int64_t &arg, bool inside = false) {
+  // Windows all inside the plane (windows_inside) need no tap range: a 2
+  // x 2 pool over a small image spent most of its time finding them.
+  int64_t j0 = 0, j1 = g.kw;
+  if (!inside)
+    tap_range(ox, g.sw, g.pl, g.dw, g.kw, g.w, j0, j1);
   if (i0 >= i1 || j0 >= j1)
     return;
   const int64_t y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
@@ -187,6 +190,14 @@ template <typename Fn> inline void window(const PoolGeom &g, int64_t oy, int64_t
     for (int64_t j = j0; j < j1; ++j)
       fn(iy, ox * g.sw - g.pl + j * g.dw);
   }
+}
+
+// Every window inside the plane (no padding reaches a tap, no partial
+// window of ceil mode): window_max needs no tap ranges.
+inline bool windows_inside(const PoolGeom &g) {
+  return g.pt == 0 && g.pl == 0 && g.oh > 0 && g.ow > 0 &&
+         (g.oh - 1) * g.sh + (g.kh - 1) * g.dh < g.h &&
+         (g.ow - 1) * g.sw + (g.kw - 1) * g.dw < g.w;
 }
 
 } // namespace
@@ -298,15 +309,17 @@ void pipert_maxpool2d_f32(pipert_context *, const float *x, const int64_t x_shap
                           const int64_t strides[2], const int64_t dilations[2], int ceil_mode,
                           float *y, int64_t *indices) {
   PoolGeom g = pool_geom("MaxPool", x_shape, kernel, pads, strides, dilations, ceil_mode);
+  const bool inside = windows_inside(g);
   for (int64_t p = 0; p < g.n * g.c; ++p) {
     const float *xp = x + p * g.h * g.w;
     for (int64_t oy = 0; oy < g.oh; ++oy) {
-      int64_t i0, i1;
-      tap_range(oy, g.sh, g.pt, g.dh, g.kh, g.h, i0, i1);
+      int64_t i0 = 0, i1 = g.kh;
+      if (!inside)
+        tap_range(oy, g.sh, g.pt, g.dh, g.kh, g.h, i0, i1);
       for (int64_t ox = 0; ox < g.ow; ++ox) {
         int64_t arg = -1;
         float best = -std::numeric_limits<float>::infinity();
-        window_max(g, xp, oy, ox, i0, i1, best, arg);
+        window_max(g, xp, oy, ox, i0, i1, best, arg, inside);
         int64_t o = (p * g.oh + oy) * g.ow + ox;
         y[o] = best;
         if (indices)
@@ -322,16 +335,18 @@ void pipert_maxpool2d_grad_f32(pipert_context *, const float *x, const int64_t x
                                int ceil_mode, float *dx) {
   PoolGeom g = pool_geom("MaxPoolGrad", x_shape, kernel, pads, strides, dilations, ceil_mode);
   std::fill(dx, dx + g.n * g.c * g.h * g.w, 0.f);
+  const bool inside = windows_inside(g);
   for (int64_t p = 0; p < g.n * g.c; ++p) {
     const float *xp = x + p * g.h * g.w;
     float *dp = dx + p * g.h * g.w;
     for (int64_t oy = 0; oy < g.oh; ++oy) {
-      int64_t i0, i1;
-      tap_range(oy, g.sh, g.pt, g.dh, g.kh, g.h, i0, i1);
+      int64_t i0 = 0, i1 = g.kh;
+      if (!inside)
+        tap_range(oy, g.sh, g.pt, g.dh, g.kh, g.h, i0, i1);
       for (int64_t ox = 0; ox < g.ow; ++ox) {
         int64_t arg = -1;
         float best = 0.f;
-        window_max(g, xp, oy, ox, i0, i1, best, arg);
+        window_max(g, xp, oy, ox, i0, i1, best, arg, inside);
         if (arg >= 0)
           dp[arg] += dy[(p * g.oh + oy) * g.ow + ox];
       }
