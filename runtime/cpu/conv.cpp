@@ -12,41 +12,60 @@ using namespace pipert::cpu;
 namespace {
 
 // col[(c*kh + i)*kw + j][oy*ow + ox] = x[c][oy*sh - pt + i*dh][ox*sw - pl + j*dw] (0 outside).
-// im2col's row of tap (i, j) where the output keeps the input's width
-// with stride 1 ("same" padding): the tap is the plane shifted by (sy, sx),
-// so the in-bounds taps are one contiguous copy of the plane, then the
-// columns a row's shift wrapped into its neighbour are zeroed. One copy
-// and a few stores instead of a copy per output row (a small image's rows
-// are a few floats: 12 and 6 in the example CNN, whose im2col was a quarter
-// of its step). The same values as the row-by-row copy.
+// Tap (i, j) of a convolution whose output keeps the input's width with
+// stride 1 ("same" padding): its im2col row is the plane shifted by (sy,
+// sx). The output rows [oy0, oy1) and columns [ox0, ox1) read inside the
+// plane; q0..q1 are the first and one past the last of those taps in the
+// row, and every index between them reads inside the plane too (off
+// added), the columns outside [ox0, ox1) wrapped into the neighbouring row.
+struct PlaneShift {
+  int64_t oy0, oy1, ox0, ox1, q0, q1, off;
+  bool empty() const { return oy0 >= oy1 || ox0 >= ox1; }
+};
+
+inline PlaneShift plane_shift(const ConvGeom &g, int64_t i, int64_t j) {
+  PlaneShift s;
+  const int64_t sy = i * g.dh - g.pt, sx = j * g.dw - g.pl;
+  s.oy0 = std::clamp<int64_t>(-sy, 0, g.oh);
+  s.oy1 = std::clamp<int64_t>(g.h - sy, s.oy0, g.oh);
+  s.ox0 = std::clamp<int64_t>(-sx, 0, g.ow);
+  s.ox1 = std::clamp<int64_t>(g.w - sx, s.ox0, g.ow);
+  s.q0 = s.oy0 * g.ow + s.ox0;
+  s.q1 = s.empty() ? s.q0 : (s.oy1 - 1) * g.ow + s.ox1;
+  s.off = sy * g.w + sx;
+  return s;
+}
+
+// Zeroes the wrapped columns (outside [ox0, ox1)) of rows [oy0, oy1).
+inline void zero_wrapped(const ConvGeom &g, const PlaneShift &s, float *PIPERT_RESTRICT row) {
+  if (s.ox0 == 0 && s.ox1 == g.ow)
+    return;
+  for (int64_t oy = s.oy0; oy < s.oy1; ++oy) {
+    float *r = row + oy * g.ow;
+    for (int64_t ox = 0; ox < s.ox0; ++ox)
+      r[ox] = 0.f;
+    for (int64_t ox = s.ox1; ox < g.ow; ++ox)
+      r[ox] = 0.f;
+  }
+}
+
+// im2col's row of such a tap: the in-bounds taps as one contiguous copy of
+// the plane, then the wrapped columns zeroed. One copy and a few stores
+// instead of a copy per output row (a small image's rows are a few floats:
+// 12 and 6 in the example CNN, whose im2col was a quarter of its step).
+// The same values as the row-by-row copy.
 void shifted_plane(const ConvGeom &g, const float *PIPERT_RESTRICT xc, int64_t i, int64_t j,
                    float *PIPERT_RESTRICT row) {
-  const int64_t sy = i * g.dh - g.pt, sx = j * g.dw - g.pl;
-  const int64_t oy0 = std::clamp<int64_t>(-sy, 0, g.oh), oy1 = std::clamp<int64_t>(g.h - sy, oy0, g.oh);
-  const int64_t ox0 = std::clamp<int64_t>(-sx, 0, g.ow), ox1 = std::clamp<int64_t>(g.w - sx, ox0, g.ow);
+  const PlaneShift s = plane_shift(g, i, j);
   const int64_t n = g.oh * g.ow;
-  if (oy0 >= oy1 || ox0 >= ox1) {
+  if (s.empty()) {
     std::fill(row, row + n, 0.f);
     return;
   }
-  // The first and last in-bounds taps, and everything between them: every
-  // source index in range (rows oy0..oy1-1 and columns ox0..ox1-1 of the
-  // output map into the plane).
-  const int64_t q0 = oy0 * g.ow + ox0, q1 = (oy1 - 1) * g.ow + ox1;
-  const int64_t off = sy * g.w + sx;
-  std::fill(row, row + q0, 0.f);
-  std::memcpy(row + q0, xc + q0 + off, size_t(q1 - q0) * sizeof(float));
-  std::fill(row + q1, row + n, 0.f);
-  // The columns outside [ox0, ox1) of the rows copied: their taps wrapped
-  // into the neighbouring row.
-  if (ox0 > 0 || ox1 < g.ow)
-    for (int64_t oy = oy0; oy < oy1; ++oy) {
-      float *r = row + oy * g.ow;
-      for (int64_t ox = 0; ox < ox0; ++ox)
-        r[ox] = 0.f;
-      for (int64_t ox = ox1; ox < g.ow; ++ox)
-        r[ox] = 0.f;
-    }
+  std::fill(row, row + s.q0, 0.f);
+  std::memcpy(row + s.q0, xc + s.q0 + s.off, size_t(s.q1 - s.q0) * sizeof(float));
+  std::fill(row + s.q1, row + n, 0.f);
+  zero_wrapped(g, s, row);
 }
 
 void im2col(const ConvGeom &g, const float *PIPERT_RESTRICT x, float *PIPERT_RESTRICT col) {
@@ -96,25 +115,12 @@ void col2im(const ConvGeom &g, float *PIPERT_RESTRICT col, float *PIPERT_RESTRIC
         float *row = col + ((c * g.kh + i) * g.kw + j) * g.oh * g.ow;
         float *xc = dx + c * g.h * g.w;
         if (same) {
-          const int64_t sy = i * g.dh - g.pt, sx = j * g.dw - g.pl;
-          const int64_t oy0 = std::clamp<int64_t>(-sy, 0, g.oh);
-          const int64_t oy1 = std::clamp<int64_t>(g.h - sy, oy0, g.oh);
-          const int64_t ox0 = std::clamp<int64_t>(-sx, 0, g.ow);
-          const int64_t ox1 = std::clamp<int64_t>(g.w - sx, ox0, g.ow);
-          if (oy0 >= oy1 || ox0 >= ox1)
+          const PlaneShift ps = plane_shift(g, i, j);
+          if (ps.empty())
             continue;
-          if (ox0 > 0 || ox1 < g.ow)
-            for (int64_t oy = oy0; oy < oy1; ++oy) {
-              float *r = row + oy * g.ow;
-              for (int64_t ox = 0; ox < ox0; ++ox)
-                r[ox] = 0.f;
-              for (int64_t ox = ox1; ox < g.ow; ++ox)
-                r[ox] = 0.f;
-            }
-          const int64_t q0 = oy0 * g.ow + ox0, q1 = (oy1 - 1) * g.ow + ox1;
-          const int64_t off = sy * g.w + sx;
-          for (int64_t q = q0; q < q1; ++q)
-            xc[q + off] += row[q];
+          zero_wrapped(g, ps, row);
+          for (int64_t q = ps.q0; q < ps.q1; ++q)
+            xc[q + ps.off] += row[q];
           continue;
         }
         for (int64_t oy = 0; oy < g.oh; ++oy) {

@@ -166,7 +166,8 @@ inline void block(int64_t k, const float *a, int64_t sar, int64_t sap, const flo
 // A block of MR rows and nc <= 16 columns: one vector a row (the batched
 // 8 x 8 products of attention heads).
 template <int MR>
-inline void block16(int64_t k, const float *a, int64_t sar, int64_t sap, const float *b,
+__attribute__((always_inline)) inline void block16(int64_t k, const float *a, int64_t sar,
+                                                   int64_t sap, const float *b,
                     int64_t ldb, float *c, int64_t ldc, int nc, float alpha, float beta,
                     const float *row) {
   v16 acc[MR];
@@ -267,32 +268,6 @@ void small_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, floa
 
 namespace {
 
-// One product of at most 8 rows and 16 columns (attention's heads), C =
-// op(A) B, alpha 1 and beta 0: block16's sum, inlined into the batch's
-// loop (no call, no column loop, no scaling of the result).
-template <int MR>
-inline void tiny_product(int64_t k, const float *a, int64_t sar, int64_t sap, const float *b,
-                         int64_t ldb, float *c, int64_t ldc, int nc) {
-  v16 acc[MR];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-    acc[r] = v16{};
-  for (int64_t q = 0; q < k; ++q) {
-    const v16 b0 = nc == 16 ? load16(b + q * ldb) : load_part(b + q * ldb, nc);
-    const float *aq = a + q * sap;
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r)
-      acc[r] += splat(aq[r * sar]) * b0;
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    if (nc == 16)
-      store16(c + r * ldc, acc[r]);
-    else
-      store_part(c + r * ldc, acc[r], nc);
-  }
-}
-
 template <int MR>
 void tiny_batch(const MatMulPlan &p, int trans_a, int trans_b, const float *a, const float *b,
                 float *y, float *panel) {
@@ -306,7 +281,10 @@ void tiny_batch(const MatMulPlan &p, int trans_a, int trans_b, const float *a, c
       bb = panel;
       ldb = n;
     }
-    tiny_product<MR>(k, a + oa * MR * k, sar, sap, bb, ldb, y + bi * MR * n, n, int(n));
+    // block16 inlined here with alpha 1, beta 0 and no row: no call, no
+    // column loop, no scaling of the result.
+    block16<MR>(k, a + oa * MR * k, sar, sap, bb, ldb, y + bi * MR * n, n, int(n), 1.f, 0.f,
+                nullptr);
   });
 }
 
