@@ -268,19 +268,27 @@ void small_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, floa
 
 namespace {
 
+// Batch product bi's B as the kernel reads it (k x n row-major): in place,
+// or a transposed B copied into `panel`. Sets ldb.
+inline const float *batch_b(const MatMulPlan &p, int trans_b, const float *b, int64_t ob,
+                            float *panel, int64_t &ldb) {
+  const float *bb = b + ob * p.k * p.n;
+  ldb = p.ldb;
+  if (!trans_b)
+    return bb;
+  transpose_panel(bb, p.ldb, p.n, p.k, panel, p.n);
+  ldb = p.n;
+  return panel;
+}
+
 template <int MR>
 void tiny_batch(const MatMulPlan &p, int trans_a, int trans_b, const float *a, const float *b,
                 float *y, float *panel) {
   const int64_t n = p.n, k = p.k;
   const int64_t sar = trans_a ? 1 : p.lda, sap = trans_a ? p.lda : 1;
   for_each_batch(p, [&](int64_t bi, int64_t oa, int64_t ob) {
-    const float *bb = b + ob * k * n;
-    int64_t ldb = p.ldb;
-    if (trans_b) {
-      transpose_panel(bb, p.ldb, n, k, panel, n);
-      bb = panel;
-      ldb = n;
-    }
+    int64_t ldb;
+    const float *bb = batch_b(p, trans_b, b, ob, panel, ldb);
     // block16 inlined here with alpha 1, beta 0 and no row: no call, no
     // column loop, no scaling of the result.
     block16<MR>(k, a + oa * MR * k, sar, sap, bb, ldb, y + bi * MR * n, n, int(n), 1.f, 0.f,
@@ -308,13 +316,8 @@ void small_sgemm_batch(const MatMulPlan &p, int trans_a, int trans_b, const floa
     return;
   }
   for_each_batch(p, [&](int64_t bi, int64_t oa, int64_t ob) {
-    const float *bb = b + ob * k * n;
-    int64_t ldb = p.ldb;
-    if (trans_b) {
-      transpose_panel(bb, p.ldb, n, k, panel, n);
-      bb = panel;
-      ldb = n;
-    }
+    int64_t ldb;
+    const float *bb = batch_b(p, trans_b, b, ob, panel, ldb);
     run(trans_a, m, n, k, 1.f, a + oa * m * k, p.lda, bb, ldb, 0.f, y + bi * m * n, n, nullptr);
   });
 }
