@@ -437,6 +437,40 @@ TEST(Conv, SamePaddingMatchesDirectLoop) {
   }
 }
 
+// A 2 x 2 max pool with every window inside the plane and no indices
+// takes a path of its own (the max alone, as maxss): the same values as the
+// general path (asked for indices), bit for bit, with ties of -0 and +0,
+// NaNs first and later in a window, strides 2 and 1, a dilation, and an odd
+// plane whose last row and column no window reaches.
+TEST(MaxPool, TwoByTwoWithoutIndicesBitForBitWithTheGeneralPath) {
+  Ctx ctx;
+  struct Case {
+    int64_t h, w, stride, dil;
+  } cases[] = {{12, 12, 2, 1}, {7, 9, 2, 1}, {6, 6, 1, 1}, {8, 7, 1, 2}};
+  for (const Case &c : cases) {
+    const int64_t xs[4] = {2, 3, c.h, c.w}, k[2] = {2, 2}, pads[4] = {0, 0, 0, 0};
+    const int64_t st[2] = {c.stride, c.stride}, dl[2] = {c.dil, c.dil};
+    const int64_t oh = (c.h - (c.dil + 1)) / c.stride + 1, ow = (c.w - (c.dil + 1)) / c.stride + 1;
+    Vec x = random_vec(size_t(2 * 3 * c.h * c.w), 31);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (i % 5 == 0)
+        x[i] = 0.f;
+      if (i % 7 == 0)
+        x[i] = -0.f;
+      if (i % 23 == 0)
+        x[i] = NAN;
+    }
+    Vec fast(size_t(2 * 3 * oh * ow)), general(fast.size());
+    std::vector<int64_t> idx(fast.size());
+    pipert_maxpool2d_f32(ctx.ctx, x.data(), xs, k, pads, st, dl, 0, fast.data(), nullptr);
+    pipert_maxpool2d_f32(ctx.ctx, x.data(), xs, k, pads, st, dl, 0, general.data(), idx.data());
+    for (size_t i = 0; i < fast.size(); ++i)
+      ASSERT_EQ(0, std::memcmp(&fast[i], &general[i], sizeof(float)))
+          << c.h << "x" << c.w << " stride " << c.stride << " at " << i << ": " << fast[i]
+          << " against " << general[i];
+  }
+}
+
 TEST(Dropout, DeterministicPerSeedAndUnbiased) {
   const int64_t n = 200000;
   Vec x(static_cast<size_t>(n), 1.f), y1(static_cast<size_t>(n)), y2(static_cast<size_t>(n));
