@@ -97,6 +97,7 @@ void mlir::pipec::buildLowerDevicePipeline(OpPassManager &pm,
   LowerProgramsOptions lower;
   lower.device = options.device;
   lower.target = stringify(options.target).str();
+  lower.deferWeightGrads = options.deferWeightGrads;
   pm.addPass(createLowerPrograms(lower));
 }
 

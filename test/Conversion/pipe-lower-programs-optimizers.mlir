@@ -1,5 +1,5 @@
-// RUN: pipe-opt %s --pipe-lower-programs="onnx-only=true" | FileCheck %s
-// RUN: pipe-opt %s --pipe-lower-programs | FileCheck %s --check-prefix=RT
+// RUN: pipe-opt %s --pipe-lower-programs="defer-weight-grads=0 onnx-only=true" | FileCheck %s
+// RUN: pipe-opt %s --pipe-lower-programs="defer-weight-grads=0" | FileCheck %s --check-prefix=RT
 
 // One device holding both stages of a linear model, 2 micro-batches, AdamW
 // with grad_scale: the optimizer state is named as pipe-add-optimizer names

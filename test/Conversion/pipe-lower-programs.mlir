@@ -1,21 +1,80 @@
-// RUN: pipe-opt %s --pipe-lower-programs="device=0 onnx-only=true" | FileCheck %s --check-prefix=DEV0
-// RUN: pipe-opt %s --pipe-lower-programs="device=1 onnx-only=true" | FileCheck %s --check-prefix=DEV1
-// RUN: pipe-opt %s --pipe-lower-programs="device=0" | FileCheck %s --check-prefix=RT0
-// RUN: pipe-opt %s --pipe-lower-programs="device=1" | FileCheck %s --check-prefix=RT1
-// RUN: pipe-opt %s --pipe-lower-programs="device=0 nonblocking-sends=true onnx-only=true" | FileCheck %s --check-prefix=NB0
-// RUN: pipe-opt %s --pipe-lower-programs="device=0 nonblocking-sends=true" | FileCheck %s --check-prefix=NBRT0
+// RUN: pipe-opt %s --pipe-lower-programs="defer-weight-grads=0 device=0 onnx-only=true" | FileCheck %s --check-prefix=DEV0
+// RUN: pipe-opt %s --pipe-lower-programs="defer-weight-grads=0 device=1 onnx-only=true" | FileCheck %s --check-prefix=DEV1
+// RUN: pipe-opt %s --pipe-lower-programs="defer-weight-grads=0 device=0" | FileCheck %s --check-prefix=RT0
+// RUN: pipe-opt %s --pipe-lower-programs="defer-weight-grads=0 device=1" | FileCheck %s --check-prefix=RT1
+// RUN: pipe-opt %s --pipe-lower-programs="defer-weight-grads=0 device=0 nonblocking-sends=true onnx-only=true" | FileCheck %s --check-prefix=NB0
+// RUN: pipe-opt %s --pipe-lower-programs="defer-weight-grads=0 device=0 nonblocking-sends=true" | FileCheck %s --check-prefix=NBRT0
+// RUN: pipe-opt %s --pipe-lower-programs="device=0 onnx-only=true" | FileCheck %s --check-prefix=DEFER
+// RUN: pipe-opt %s --pipe-lower-programs="device=0" | FileCheck %s --check-prefix=DEFERRT
+// RUN: pipe-opt %s --pipe-lower-programs="device=0 defer-weight-grads=1 onnx-only=true" | FileCheck %s --check-prefix=NODEFER
 // RUN: not pipe-opt %s --pipe-lower-programs 2>&1 | FileCheck %s --check-prefix=NODEV
 // RUN: not pipe-opt %s --pipe-lower-programs="device=2" 2>&1 | FileCheck %s --check-prefix=NOPROG
 // A looped program (pipe-schedule's default form): scf.for, slots and tags
 // computed from the micro-batch index, one function per stage computation.
-// RUN: pipe-opt %S/../Transforms/Inputs/schedule-p4.mlir --pipe-schedule="kind=1f1b microbatches=8" --pipe-lower-programs="device=1 onnx-only=true" | FileCheck %s --check-prefix=LOOP
-// RUN: pipe-opt %S/../Transforms/Inputs/schedule-p4.mlir --pipe-schedule="kind=1f1b microbatches=8" --pipe-lower-programs="device=1" | FileCheck %s --check-prefix=LOOPRT
-// RUN: not pipe-opt %S/../Transforms/Inputs/schedule-p4.mlir --pipe-schedule="kind=1f1b microbatches=8" --pipe-lower-programs="device=1 nonblocking-sends=true" 2>&1 | FileCheck %s --check-prefix=LOOPNB
+// RUN: pipe-opt %S/../Transforms/Inputs/schedule-p4.mlir --pipe-schedule="kind=1f1b microbatches=8" --pipe-lower-programs="device=1" | FileCheck %s --check-prefix=DEFERLOOP
+// RUN: pipe-opt %S/../Transforms/Inputs/schedule-p4.mlir --pipe-schedule="kind=1f1b microbatches=8" --pipe-lower-programs="defer-weight-grads=0 device=1 onnx-only=true" | FileCheck %s --check-prefix=LOOP
+// RUN: pipe-opt %S/../Transforms/Inputs/schedule-p4.mlir --pipe-schedule="kind=1f1b microbatches=8" --pipe-lower-programs="defer-weight-grads=0 device=1" | FileCheck %s --check-prefix=LOOPRT
+// RUN: not pipe-opt %S/../Transforms/Inputs/schedule-p4.mlir --pipe-schedule="kind=1f1b microbatches=8" --pipe-lower-programs="defer-weight-grads=0 device=1 nonblocking-sends=true" 2>&1 | FileCheck %s --check-prefix=LOOPNB
 
 // The 2-device 1F1B program of test/Dialect/pipe/roundtrip-1f1b.mlir (a linear
 // model with an MSE loss, 2 micro-batches of 2 rows), lowered per device. The
 // initial value of fc1.weight comes from the function that declares the
 // parameter (the imported @forward); fc2.weight has none and starts at zero.
+
+// Deferred weight gradients (the default, defer-weight-grads=32 rows): the
+// backward of device 0 computes no Gemm; it writes its micro-batch's X (2 x
+// 4) and dY (2 x 8) into rows mb*2.. of two step buffers, and one Gemm over
+// the step's 4 rows adds Xᵀ dY to the accumulator after the last backward,
+// before the update. A micro-batch of 2 rows over defer-weight-grads=1 keeps
+// the Gemm per micro-batch.
+// DEFER-LABEL: func.func @pipe_step(
+// DEFER: call @pipert_memset_zero(
+// DEFER: call @pipert_wait(
+// DEFER: %[[OFFX:.*]] = arith.muli %c0_i64{{.*}}, %c32_i64
+// DEFER: llvm.getelementptr %[[XS:.*]][%[[OFFX]]]
+// DEFER: %[[OFFD:.*]] = arith.muli %c0_i64{{.*}}, %c64_i64
+// DEFER: llvm.getelementptr %[[DS:.*]][%[[OFFD]]]
+// DEFER: call @__pipe_s0_bwd(
+// DEFER: call @pipert_wait(
+// DEFER: %[[OFFX1:.*]] = arith.muli %c1_i64{{.*}}, %c32_i64
+// DEFER: llvm.getelementptr %[[XS]][%[[OFFX1]]]
+// DEFER: %[[OFFD1:.*]] = arith.muli %c1_i64{{.*}}, %c64_i64
+// DEFER: llvm.getelementptr %[[DS]][%[[OFFD1]]]
+// DEFER: call @__pipe_s0_bwd(
+// DEFER: call @__pipe_deferred___pipe_s0_bwd(
+// DEFER: call @__pipe_update_stage0(
+// DEFER-LABEL: func.func @__pipe_s0_bwd.onnx(
+// DEFER-SAME: %[[XI:[^:]*]]: tensor<2x4xf32> {pipe.input = "in0"}, %[[D:[^:]*]]: tensor<2x8xf32> {pipe.input = "in1"}) -> (tensor<2x4xf32> {pipe.result_buffer = 0 : i64}, tensor<2x8xf32> {pipe.result_buffer = 1 : i64})
+// DEFER-NOT: onnx.Gemm
+// DEFER: return %[[XI]], %[[D]]
+// DEFER-LABEL: func.func @__pipe_deferred___pipe_s0_bwd.onnx(
+// DEFER-SAME: %[[ACC:[^:]*]]: tensor<4x8xf32>, %[[XR:[^:]*]]: tensor<4x4xf32> {pipe.input = "rows0"}, %[[DR:[^:]*]]: tensor<4x8xf32> {pipe.input = "rows1"}) -> (tensor<4x8xf32> {pipe.update = 0 : i64})
+// DEFER: %[[G:.*]] = onnx.Gemm(%[[XR]], %[[DR]], %[[ACC]]) {transA = 1 : i64}
+// DEFER: return %[[G]]
+// The runtime form: the backward copies its inputs into the rows (they are
+// arguments, not kernel results); the deferred Gemm adds into the
+// accumulator in place (C = Y, beta 1).
+// DEFERRT-LABEL: func.func private @__pipe_s0_bwd(
+// DEFERRT-COUNT-2: call @pipert_copy_device(
+// DEFERRT-NOT: call @pipert_gemm_f32(
+// DEFERRT-LABEL: func.func private @__pipe_deferred___pipe_s0_bwd(
+// DEFERRT: call @pipert_gemm_f32(%{{.*}}, %c4_i64{{.*}}, %c8_i64{{.*}}, %c4_i64{{.*}}, %c1_i32{{.*}}, %c0_i32{{.*}}, %cst{{.*}}, %cst
+// DEFERRT-NOT: call @pipert_copy_device(
+// DEFERRT: return
+// NODEFER-NOT: __pipe_deferred
+// NODEFER-LABEL: func.func @__pipe_s0_bwd.onnx(
+// NODEFER: onnx.Gemm(
+// NODEFER-NOT: __pipe_deferred
+// In the looped 1F1B program the deferred Gemm follows the loop and the
+// drain, once a step.
+// DEFERLOOP-LABEL: func.func @pipe_step(
+// DEFERLOOP: scf.for
+// DEFERLOOP: call @__pipe_s1_bwd(
+// DEFERLOOP: call @__pipe_s1_bwd(
+// DEFERLOOP-NOT: scf.for
+// DEFERLOOP: call @__pipe_deferred___pipe_s1_bwd(
+// DEFERLOOP-NOT: call @__pipe_s1_bwd(
+// DEFERLOOP: call @__pipe_update_stage1(
 
 // NODEV: error: pipe-lower-programs: the module has 2 programs; pick the device to lower with device=<k>
 // NOPROG: error: pipe-lower-programs: no pipe.program for device 2

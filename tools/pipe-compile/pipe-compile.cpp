@@ -121,6 +121,14 @@ static cl::opt<int64_t> microbatches("microbatches", cl::cat(pipelineCat),
                                      cl::desc("Micro-batches per step; on one device (--stages 1) the "
                                               "step accumulates their gradients (default: 1)"),
                                      cl::init(1));
+static cl::opt<int64_t> deferWeightGrads(
+    "defer-weight-grads", cl::cat(pipelineCat), cl::value_desc("ROWS"),
+    cl::desc("Synchronous schedules with M > 1: a linear layer's weight and bias "
+             "gradients are computed once a step over all micro-batches where a "
+             "micro-batch has at most ROWS rows (one large GEMM instead of M small "
+             "ones; keeps the layer's input and output gradient rows of the whole "
+             "step, at most 16 MiB a stage); 0: per micro-batch (default: 32)"),
+    cl::init(32));
 static cl::opt<std::string> scheduleKind("schedule", cl::cat(pipelineCat),
                                          cl::desc("gpipe, 1f1b or afp (default: 1f1b)"),
                                          cl::init("1f1b"));
@@ -372,6 +380,7 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
       pipec::LowerDeviceOptions lower;
       lower.device = k;
       lower.target = target == "cuda" ? pipec::TargetOption::CUDA : pipec::TargetOption::CPU;
+      lower.deferWeightGrads = deferWeightGrads;
       PassManager pm(module.getContext());
       pipec::buildLowerDevicePipeline(pm, lower);
       if (failed(pm.run(*device)))
@@ -725,6 +734,9 @@ int main(int argc, char **argv) {
                 batchnorm + "'");
   if (microbatches < 1)
     return fail("--microbatches must be >= 1");
+  if (deferWeightGrads < 0)
+    return fail("--defer-weight-grads must be >= 0 rows (0: per micro-batch), not " +
+                llvm::Twine(deferWeightGrads.getValue()));
   if (scheduleKind != "gpipe" && scheduleKind != "1f1b" && scheduleKind != "afp")
     return fail("--schedule must be gpipe, 1f1b or afp, not '" + scheduleKind + "'");
   if (advance < 0)

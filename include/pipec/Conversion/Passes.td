@@ -70,6 +70,11 @@ def LowerPrograms : Pass<"pipe-lower-programs", "ModuleOp"> {
     - `pipe.forward` / `pipe.backward`: the stage body inlined on the weights;
       a backward's weight gradients are added to the accumulator
       (`pipe.zero_grad` clears it, `pipe.accumulate` adds to it);
+    - deferred weight gradients (`defer-weight-grads`, rows, default 32; 0
+      off): with M > 1 micro-batches of at most that many rows, a linear
+      layer's weight gradient (Gemm transA = 1) and its bias's are computed
+      once a step, one Gemm over all micro-batches' rows (kept in step
+      buffers) added to the accumulator before the update;
     - `pipe.send` / `pipe.recv`: `pipert_send` and `pipert_recv` on the world
       communicator (rank = device), with the tag
       (fnv1a(tag) mod 2048) * 16 + mb mod 16. Blocking sends suffice for
@@ -98,6 +103,11 @@ def LowerPrograms : Pass<"pipe-lower-programs", "ModuleOp"> {
            "pipert_isend, waited for at the end of the step">,
     Option<"onnxOnly", "onnx-only", "bool", "false",
            "stop at the onnx-level step function">,
+    Option<"deferWeightGrads", "defer-weight-grads", "int64_t", "32",
+           "synchronous programs with several micro-batches: a linear "
+           "layer's weight and bias gradients are computed once a step over "
+           "all micro-batches where a micro-batch has at most this many rows "
+           "(0: per micro-batch)">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::scf::SCFDialect",

@@ -164,6 +164,12 @@ struct LowerDeviceOptions : public PassPipelineOptions<LowerDeviceOptions> {
       llvm::cl::init(TargetOption::CPU),
       llvm::cl::values(clEnumValN(TargetOption::CPU, "cpu", "OpenBLAS + MPI"),
                        clEnumValN(TargetOption::CUDA, "cuda", "cuBLAS + CUDA + NCCL"))};
+  Option<int64_t> deferWeightGrads{
+      *this, "defer-weight-grads",
+      llvm::cl::desc("linear layers' weight and bias gradients once a step over "
+                     "all micro-batches where a micro-batch has at most this "
+                     "many rows (0: per micro-batch)"),
+      llvm::cl::init(32)};
 };
 
 /// One device's program to its @pipe_step and kernel calls
