@@ -251,8 +251,10 @@ private:
   void callFunction(StringRef callee, const CallArrays &arrays);
   /// callFunction, recorded as a "stage" trace event when tracing is on
   /// (kind 0 forward, 1 backward, 2 weight backward, 3 update).
+  /// `deferredOf`: a weight buffer whose deferred gradients are added
+  /// first, inside the event (an update's: its time is the update's).
   void callTraced(StringRef callee, const CallArrays &arrays, int32_t kind,
-                  int64_t stage, Value mb);
+                  int64_t stage, Value mb, Value deferredOf = Value());
   Value microBatch(Operation *op);
   /// The index activation-buffer slots and tags use: the global
   /// micro-batch in a no-flush program, else the step's.
@@ -1244,10 +1246,13 @@ void ProgramLowering::callFunction(StringRef callee, const CallArrays &arrays) {
 }
 
 void ProgramLowering::callTraced(StringRef callee, const CallArrays &arrays,
-                                 int32_t kind, int64_t stage, Value mb) {
+                                 int32_t kind, int64_t stage, Value mb,
+                                 Value deferredOf) {
   Value begin = callRuntime(b, loc, module, "pipert_trace_stage_begin", {ctxArg},
                             {b.getI64Type()})
                     .getResult(0);
+  if (deferredOf)
+    flushDeferred(deferredOf);
   callFunction(callee, arrays);
   call("pipert_trace_stage_end",
        {ctxArg, i32c(kind), i64c(stage), mb ? mb : i64c(0), begin});
@@ -1900,7 +1905,6 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     return success();
   }
   if (auto upd = dyn_cast<pipe::UpdateOp>(instr)) {
-    flushDeferred(upd.getWeights());
     WeightBuffer &buf = *weightBuffers[upd.getWeights()];
     if (failed(prepareUpdate(buf, upd)))
       return failure();
@@ -1928,7 +1932,9 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     for (int64_t index : stateIndex)
       arrays.persistent.push_back(loadSlot(persistentArg, index));
     arrays.persistent.push_back(loadSlot(persistentArg, stepIndex));
-    callTraced(callee, arrays, 3, buf.stage, Value());
+    // The deferred weight gradients inside the update's trace event (what
+    // pipe-simulate --measured and pipe-timeline read as its time).
+    callTraced(callee, arrays, 3, buf.stage, Value(), upd.getWeights());
     return success();
   }
   if (auto rep = dyn_cast<pipe::ReportLossOp>(instr)) {
