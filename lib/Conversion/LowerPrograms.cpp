@@ -38,19 +38,23 @@
 // to slot v+1 mod V and updates it there in place. A second entry point,
 // @pipe_finish, copies the newest version into slot 0 after the drain.
 //
-// Deferred weight gradients (synchronous programs, M > 1, micro-batches of
-// at most defer-weight-grads rows): a linear layer's weight gradient
-// dW = dYᵀ X (a Gemm with transA = 1, added to its accumulator) and its
-// bias gradient (ReduceToShape of the same dY) are not computed per
-// micro-batch. The backward writes dY and X into the micro-batch's rows of
-// two step buffers ([M*rows, out] and [M*rows, in]), and one Gemm over all
-// M*rows rows (one ReduceToShape for the bias) adds them to the
-// accumulators before the first instruction that reads the gradients (the
-// update, an all-reduce, an average). A Gemm over 16 rows and the
-// read-modify-write of its 128 x 32 accumulator cost 0.57 us where 32 rows
-// cost 1.05: per micro-batch, that overhead and the bias's reduction and
-// addition are what made 2-sample micro-batches slower than 4-sample ones.
-// The sum over the step's rows is the one-device full-batch order.
+// Deferred weight gradients (synchronous GPipe/1F1B/AFP programs, M > 1):
+// a linear layer's weight gradient dW = Aᵀ B (a Gemm with transA = 1 over
+// the micro-batch's r rows, added to its accumulator) and its bias gradient
+// (ReduceToShape of the same dY) are computed for a group of G micro-batches
+// at once, G the largest divisor of M with G*r <= defer-weight-grads rows
+// (64 by default; none where G < 2). The group's rows of an operand are read
+// where they already lie back to back: a fed input's in the mini-batch, an
+// activation buffer's in its slots (made deeper, planDeferred), a result of
+// the forward right before in a buffer of G slots the forward writes
+// (groupedKeys); other operands (dY) are written by the backward into slot
+// mb mod G of a small buffer. After the group's last backward (backwards run
+// in micro-batch order in these schedules) and the transfers that follow
+// it, one Gemm over the G*r rows (one ReduceToShape for the bias) adds them
+// to the accumulators (emitGroupFlush). A Gemm over 16 rows and the
+// read-modify-write of its 128 x 32 accumulator cost 0.57 us where 64 rows
+// cost 2.0: per micro-batch, that and the bias's reduction and addition
+// made 2-sample micro-batches slower than 4-sample ones.
 //
 // Sends block by default: the verified schedules are deadlock-free with
 // rendezvous sends, and an isend of a large message only progresses while
@@ -63,6 +67,7 @@
 #include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Conversion/Passes.h"
 #include "pipec/Conversion/RuntimeABI.h"
+#include "pipec/Transforms/WholeBatch.h"
 
 #include "dialects/onnx/OnnxDialect.h"
 #include "dialects/pipe/PipeDialect.h"
@@ -75,6 +80,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <array>
 #include <map>
 #include <set>
 #include <tuple>
@@ -143,9 +149,15 @@ struct WeightBuffer {
   pipe::UpdateOp firstUpdate;
 };
 
-/// The most bytes of dY and X rows a stage keeps for its deferred weight
-/// gradients (see the header).
-constexpr int64_t kDeferMaxBytes = int64_t(16) << 20;
+/// The micro-batches whose weight gradients one deferred Gemm computes:
+/// the largest divisor G of m with G * rows <= maxRows (see the header).
+int64_t deferGroup(int64_t m, int64_t rows, int64_t maxRows) {
+  int64_t g = 1;
+  for (int64_t d = 2; d <= m; ++d)
+    if (m % d == 0 && d * rows <= maxRows)
+      g = d;
+  return g;
+}
 
 /// A weight gradient a backward stage function leaves to the end of the
 /// step (see the header): parameter `param`'s Gemm over dY (`a`, [rows,
@@ -154,17 +166,22 @@ constexpr int64_t kDeferMaxBytes = int64_t(16) << 20;
 struct DeferredGrad {
   int64_t param = -1, bias = -1;
   bool biasOfB = false; // the bias sums b's rows, else a's
+  int64_t group = 1;    // micro-batches a deferred Gemm covers
   RankedTensorType a, b;
+  /// The activation buffer an operand is restored from, where the
+  /// deferred Gemm reads the group's rows there (its slots contiguous,
+  /// kept for the group: deferredRingDepth); else null and the backward
+  /// writes the operand into the group's buffer.
+  Value aRing, bRing;
   DictionaryAttr gemmAttrs;
 };
 
 /// A weight buffer's deferred gradients: the backward function that writes
-/// them, the step buffers of all micro-batches' dY and X rows (two per
-/// gradient) and the function that adds them to the accumulators.
+/// them, the buffers of a group's A and B rows (two per gradient) and the
+/// function that adds them to the accumulators.
 struct DeferredStore {
   std::string backward, function;
   SmallVector<Value> buffers;
-  bool pending = false;
 };
 
 /// An activation buffer: `depth` slots of `bytes` each.
@@ -198,14 +215,11 @@ private:
                                       bool countsStep,
                                       SmallVector<int64_t> &stateIndex);
   StringRef accumulateFunction(RankedTensorType type);
-  /// The function adding a backward's deferred gradients (all micro-batches'
-  /// rows) to their accumulators: persistent [the accumulators of `grads`,
-  /// in order, each once], inputs [dY, X of each gradient].
+  /// The function adding a backward's deferred gradients (a group's rows)
+  /// to their accumulators: persistent [the accumulators of `grads`, in
+  /// order], inputs [A, B rows of each gradient].
   StringRef deferredFunction(StringRef backward, ArrayRef<DeferredGrad> grads,
                              const WeightBuffer &buf);
-  /// Adds the deferred gradients of `weights` to its accumulators (once a
-  /// step, before the first instruction that reads them).
-  void flushDeferred(Value weights);
   /// y = xᵀ of a matrix: the function a step-constant weight's transpose
   /// is computed with (stepTranspose).
   StringRef transposeFunction(RankedTensorType type);
@@ -251,10 +265,8 @@ private:
   void callFunction(StringRef callee, const CallArrays &arrays);
   /// callFunction, recorded as a "stage" trace event when tracing is on
   /// (kind 0 forward, 1 backward, 2 weight backward, 3 update).
-  /// `deferredOf`: a weight buffer whose deferred gradients are added
-  /// first, inside the event (an update's: its time is the update's).
   void callTraced(StringRef callee, const CallArrays &arrays, int32_t kind,
-                  int64_t stage, Value mb, Value deferredOf = Value());
+                  int64_t stage, Value mb);
   Value microBatch(Operation *op);
   /// The index activation-buffer slots and tags use: the global
   /// micro-batch in a no-flush program, else the step's.
@@ -314,6 +326,30 @@ private:
   llvm::StringMap<SmallVector<DeferredGrad>> deferredGrads;
   /// Per weight buffer: the step buffers of its deferred gradients.
   DenseMap<Value, DeferredStore> deferredStores;
+  /// Activation buffers a deferred Gemm reads a group's rows from: the
+  /// depth they need (a multiple of the group, see planDeferred).
+  DenseMap<Value, int64_t> ringDepthFor;
+  /// Forward results a deferred Gemm reads a group's rows from: (stage,
+  /// result number) → the first such result, which names the buffer of G
+  /// slots (a Ring in `rings`) every forward of that stage writes it into.
+  std::map<std::pair<const void *, unsigned>, Value> groupedKeys;
+  /// The ring of a forward's result where it has one (groupedKeys).
+  Value groupedRing(Value result);
+  /// A backward's group flush not yet emitted: after the transfers that
+  /// follow the backward (lowerInstructions), then emitGroupFlush.
+  struct GroupFlush {
+    SmallVector<DeferredGrad> *grads; // deferredGrads' entry (stable)
+    Value weights;                    // deferredStores' key
+    WeightBuffer *buf;
+    Value slot, mb;
+    bool beforeForward; // rows in a forward's grouped result
+    int forwards = 0;   // forwards lowered since the backward
+  };
+  std::optional<GroupFlush> pendingFlush;
+  void emitGroupFlush();
+  /// Builds the backward stage functions before the program's buffers
+  /// are lowered: their deferred gradients decide some rings' depths.
+  LogicalResult planDeferred();
 
   /// Transfers sent as one message (planPackedTransfers): the first send
   /// or receive of each group → the group, in order; the others are
@@ -447,8 +483,16 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
   SmallVector<DictionaryAttr> resultAttrs;
   // Deferred weight gradients (see the header): a synchronous program's
   // backward with several micro-batches, each of at most deferRows rows.
+  pipe::ScheduleKind kind = program.getSchedule();
+  // Not a whole-batch stage (--batchnorm full-batch): its backward runs
+  // once a step.
   bool mayDefer = gradients && !noFlush && program.getMicrobatches() > 1 &&
-                  deferRows > 0 && pipe::getMicroBatchIndex(call).has_value();
+                  deferRows > 0 && pipe::getMicroBatchIndex(call).has_value() &&
+                  !call->hasAttr(wholebatch::kWholeBatch) &&
+                  !stage->hasAttr(wholebatch::kWholeBatch) &&
+                  (kind == pipe::ScheduleKind::GPipe ||
+                   kind == pipe::ScheduleKind::OneFOneB ||
+                   kind == pipe::ScheduleKind::AdvanceForward);
   SmallVector<DeferredGrad> deferred;
   SmallVector<Value> deferredValues; // dY, X of each, in order
   for (Operation &op : source) {
@@ -465,6 +509,7 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
     DenseMap<int64_t, bool> biasOfB;           // the bias sums B's rows
     if (mayDefer) {
       DenseMap<Value, int64_t> byA;
+      int64_t group = 0;
       DenseSet<int64_t> withBias;
       auto gradient = [&](size_t i) {
         return i >= outputs && !stage.getResultAttr(i, pipe::attrs::kUpdate);
@@ -485,22 +530,16 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
         auto x = dyn_cast<RankedTensorType>(gemm.getB().getType());
         if (!a || !x || !a.hasStaticShape() || !x.hasStaticShape() || a.getRank() != 2 ||
             x.getRank() != 2 || a.getDimSize(0) != x.getDimSize(0) ||
-            a.getDimSize(0) > deferRows || !a.getElementType().isF32() ||
-            !x.getElementType().isF32())
+            !a.getElementType().isF32() || !x.getElementType().isF32())
           continue;
+        // One group size a function (its Gemms' rows are the micro-batch's
+        // rows, but a layer may see other rows: those stay per micro-batch).
+        int64_t g = deferGroup(program.getMicrobatches(), a.getDimSize(0), deferRows);
+        if (g < 2 || (group && g != group))
+          continue;
+        group = g;
         deferGemm[p] = gemm;
         byA[gemm.getA()] = p;
-      }
-      // The step buffers hold every micro-batch's dY and X: at most
-      // kDeferMaxBytes a stage (else the gradients stay per micro-batch).
-      int64_t stepBytes = 0;
-      for (auto [p, gemm] : deferGemm)
-        stepBytes += (runtimeTensorBytes(cast<RankedTensorType>(gemm.getA().getType())) +
-                      runtimeTensorBytes(cast<RankedTensorType>(gemm.getB().getType()))) *
-                     program.getMicrobatches();
-      if (stepBytes > kDeferMaxBytes) {
-        deferGemm.clear();
-        byA.clear();
       }
       // A bias sums the rows of either operand (dY is A of dW = dYᵀ X, B
       // of dW = Xᵀ dY).
@@ -537,16 +576,56 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
           }
         d.a = cast<RankedTensorType>(gemm.getA().getType());
         d.b = cast<RankedTensorType>(gemm.getB().getType());
+        d.group = group;
         d.gemmAttrs = gemm->getAttrDictionary();
         deferred.push_back(d);
       }
       llvm::sort(deferred, [](const DeferredGrad &x, const DeferredGrad &y) {
         return x.param < y.param;
       });
-      for (const DeferredGrad &d : deferred) {
+      // An operand the backward restores from an activation buffer whose
+      // slots are back to back is read there by the deferred Gemm (no copy).
+      // So is a result of the same micro-batch's forward in the same block
+      // (a last stage's forward and backward, back to back): the forward
+      // writes it into slot mb mod G of a buffer of G (groupedResults).
+      auto bwdOp = dyn_cast<pipe::BackwardOp>(call);
+      auto ringOf = [&](Value v) -> Value {
+        auto arg = dyn_cast<BlockArgument>(v);
+        if (!bwdOp || !arg || arg.getOwner() != body ||
+            runtimeTensorBytes(cast<RankedTensorType>(v.getType())) % 64 != 0)
+          return Value();
+        for (size_t k = params; k < firstState; ++k) {
+          if (map.lookupOrNull(source.getArgument(k)) != v)
+            continue;
+          Value in = bwdOp.getInputs()[k - params];
+          if (auto restore = in.getDefiningOp<pipe::RestoreOp>())
+            return restore.getBuffer();
+          // A fed input: its micro-batches' rows are back to back in the
+          // mini-batch the driver filled.
+          if (in.getDefiningOp<pipe::FeedOp>())
+            return in;
+          auto fwd = in.getDefiningOp<pipe::ForwardOp>();
+          std::optional<pipe::MicroBatchIndex> fmb =
+              fwd ? pipe::getMicroBatchIndex(fwd) : std::nullopt;
+          std::optional<pipe::MicroBatchIndex> bmb = pipe::getMicroBatchIndex(call);
+          if (!fwd || fwd->getBlock() != call->getBlock() || !fmb || !bmb ||
+              fmb->base != bmb->base || fmb->offset != bmb->offset)
+            return Value();
+          auto key = std::make_pair(fwd.getCalleeAttr().getAttr().getAsOpaquePointer(),
+                                    cast<OpResult>(in).getResultNumber());
+          auto [it, added] = groupedKeys.try_emplace(key, in);
+          return it->second;
+        }
+        return Value();
+      };
+      for (DeferredGrad &d : deferred) {
         onnx::GemmOp gemm = deferGemm[d.param];
-        deferredValues.push_back(gemm.getA());
-        deferredValues.push_back(gemm.getB());
+        d.aRing = ringOf(gemm.getA());
+        d.bRing = ringOf(gemm.getB());
+        if (!d.aRing)
+          deferredValues.push_back(gemm.getA());
+        if (!d.bRing)
+          deferredValues.push_back(gemm.getB());
       }
       // The per-micro-batch Gemms and reductions are gone.
       for (auto [q, p] : deferBias)
@@ -752,7 +831,6 @@ StringRef ProgramLowering::deferredFunction(StringRef backward,
   if (auto it = functions.find(key); it != functions.end())
     return it->second;
   Location at = program.getLoc();
-  int64_t m = program.getMicrobatches();
   auto *body = new Block();
   SmallVector<DictionaryAttr> argAttrs, resultAttrs;
   // Persistent: each gradient's accumulator, then its bias's.
@@ -770,7 +848,7 @@ StringRef ProgramLowering::deferredFunction(StringRef backward,
   SmallVector<Value> rows;
   for (auto [k, d] : llvm::enumerate(grads)) {
     for (RankedTensorType t : {d.a, d.b}) {
-      auto whole = RankedTensorType::get({t.getDimSize(0) * m, t.getDimSize(1)},
+      auto whole = RankedTensorType::get({t.getDimSize(0) * d.group, t.getDimSize(1)},
                                          t.getElementType());
       rows.push_back(body->addArgument(whole, at));
       argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
@@ -816,23 +894,6 @@ StringRef ProgramLowering::deferredFunction(StringRef backward,
   fn.setAllResultAttrs(resultAttrs);
   onnxFunctions.push_back(fn);
   return functions[key] = name;
-}
-
-void ProgramLowering::flushDeferred(Value weights) {
-  auto it = deferredStores.find(weights);
-  if (it == deferredStores.end() || !it->second.pending)
-    return;
-  DeferredStore &store = it->second;
-  WeightBuffer &buf = *weightBuffers[weights];
-  CallArrays arrays;
-  for (const DeferredGrad &d : deferredGrads[store.backward]) {
-    arrays.persistent.push_back(buf.grads[d.param]);
-    if (d.bias >= 0)
-      arrays.persistent.push_back(buf.grads[d.bias]);
-  }
-  arrays.inputs = store.buffers;
-  callFunction(store.function, arrays);
-  store.pending = false;
 }
 
 StringRef ProgramLowering::transposeFunction(RankedTensorType type) {
@@ -1246,13 +1307,10 @@ void ProgramLowering::callFunction(StringRef callee, const CallArrays &arrays) {
 }
 
 void ProgramLowering::callTraced(StringRef callee, const CallArrays &arrays,
-                                 int32_t kind, int64_t stage, Value mb,
-                                 Value deferredOf) {
+                                 int32_t kind, int64_t stage, Value mb) {
   Value begin = callRuntime(b, loc, module, "pipert_trace_stage_begin", {ctxArg},
                             {b.getI64Type()})
                     .getResult(0);
-  if (deferredOf)
-    flushDeferred(deferredOf);
   callFunction(callee, arrays);
   call("pipert_trace_stage_end",
        {ctxArg, i32c(kind), i64c(stage), mb ? mb : i64c(0), begin});
@@ -1340,7 +1398,19 @@ Value ProgramLowering::ringSlot(Value buffer, Value mb) {
                    arith::MulIOp::create(b, loc, slot, i64c(ring.bytes)));
 }
 
+Value ProgramLowering::groupedRing(Value result) {
+  auto fwd = result.getDefiningOp<pipe::ForwardOp>();
+  if (!fwd)
+    return Value();
+  auto it = groupedKeys.find(
+      std::make_pair(fwd.getCalleeAttr().getAttr().getAsOpaquePointer(),
+                     cast<OpResult>(result).getResultNumber()));
+  return it == groupedKeys.end() ? Value() : it->second;
+}
+
 Value ProgramLowering::storageFor(Value v, Value mb) {
+  if (Value ring = groupedRing(v); ring && rings.count(ring))
+    return ringSlot(ring, mb);
   Operation *def = v.getDefiningOp();
   std::optional<pipe::MicroBatchIndex> defMb = pipe::getMicroBatchIndex(def);
   for (Operation *user : v.getUsers())
@@ -1521,6 +1591,20 @@ void ProgramLowering::waitReceived() {
 
 LogicalResult ProgramLowering::lowerInstructions(Block &ops) {
   for (Operation &op : ops) {
+    // A group's deferred gradients go as late as their rows allow: after
+    // the transfers (and a forward) that follow the group's last backward,
+    // so that a peer waiting for what they send is not kept waiting; before
+    // the next backward (it writes the next group's rows), before a forward
+    // that writes a grouped result's slot, and before a wait (the rank
+    // computes them instead of waiting).
+    // At most one forward in between (the rings keep one more micro-batch
+    // than the group needs, planDeferred).
+    if (pendingFlush &&
+        (isa<pipe::BackwardOp, pipe::UpdateOp, pipe::AllReduceOp, pipe::AverageOp>(op) ||
+         (isa<pipe::ForwardOp>(op) &&
+          (pendingFlush->beforeForward || pendingFlush->forwards++ > 0)) ||
+         (!pendingRecvs.empty() && needsReceived(op))))
+      emitGroupFlush();
     if (!pendingRecvs.empty() && needsReceived(op)) {
       loc = op.getLoc();
       waitReceived();
@@ -1528,8 +1612,48 @@ LogicalResult ProgramLowering::lowerInstructions(Block &ops) {
     if (failed(lowerInstruction(op)))
       return failure();
   }
+  if (pendingFlush)
+    emitGroupFlush();
   waitReceived();
   return success();
+}
+
+void ProgramLowering::emitGroupFlush() {
+  GroupFlush f = *pendingFlush;
+  pendingFlush.reset();
+  DeferredStore &store = deferredStores[f.weights];
+  // After the group's last micro-batch (slot G - 1): one call over the
+  // group's rows.
+  Value last = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, f.slot,
+                                     i64c(f.grads->front().group - 1));
+  auto ifOp = scf::IfOp::create(b, loc, last, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+  CallArrays group;
+  for (const DeferredGrad &d : *f.grads) {
+    group.persistent.push_back(f.buf->grads[d.param]);
+    if (d.bias >= 0)
+      group.persistent.push_back(f.buf->grads[d.bias]);
+  }
+  // A ring operand's rows: the group's first micro-batch's slot on (the
+  // ring's depth is a multiple of the group).
+  Value first = arith::SubIOp::create(b, loc, f.mb, i64c(f.grads->front().group - 1));
+  size_t k = 0;
+  for (const DeferredGrad &d : *f.grads)
+    for (Value ring : {d.aRing, d.bRing}) {
+      Value base = store.buffers[k++];
+      if (!base) {
+        if (auto feed = ring.getDefiningOp<pipe::FeedOp>())
+          base = offsetPtr(loadSlot(inputsArg, inputIndex.lookup(feed.getInput())),
+                           arith::MulIOp::create(b, loc, first,
+                                                 i64c(runtimeTensorBytes(cast<RankedTensorType>(
+                                                     feed.getValue().getType())))));
+        else
+          base = ringSlot(ring, first);
+      }
+      group.inputs.push_back(base);
+    }
+  callFunction(store.function, group);
 }
 
 LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
@@ -1609,6 +1733,8 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     Ring ring;
     ring.depth = ab.getDepth();
     ring.bytes = (runtimeTensorBytes(type) + 63) / 64 * 64;
+    if (auto it = ringDepthFor.find(ab.getBuffer()); it != ringDepthFor.end())
+      ring.depth = std::max(ring.depth, it->second);
     if (!noFlush) {
       ring.base = allocate(ring.bytes * ring.depth);
     } else {
@@ -1723,34 +1849,68 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
       pointers[r] = p;
       arrays.outputs.push_back(p);
     }
+    // A backward with deferred gradients writes its A and B rows into slot
+    // mb mod G of the group's buffers; after the group's last micro-batch,
+    // one call adds the group's gradients (see the header).
+    SmallVector<DeferredGrad> *deferred = nullptr;
+    DeferredStore *store = nullptr;
+    Value slot;
     if (auto it = deferredGrads.find(*callee); it != deferredGrads.end()) {
-      // The micro-batch's rows of the step buffers of its deferred
-      // gradients' dY and X (the backward writes them there).
+      deferred = &it->second;
+      int64_t group = deferred->front().group;
       auto [st, added] = deferredStores.try_emplace(weights);
-      DeferredStore &store = st->second;
+      store = &st->second;
       if (added) {
-        store.backward = callee->str();
-        for (const DeferredGrad &d : it->second)
-          for (RankedTensorType t : {d.a, d.b})
-            store.buffers.push_back(
-                allocate(runtimeTensorBytes(t) * program.getMicrobatches()));
-        store.function = deferredFunction(*callee, it->second, *buf).str();
-      } else if (store.backward != *callee) {
+        store->backward = callee->str();
+        for (const DeferredGrad &d : *deferred)
+          for (auto [t, ring] : {std::pair(d.a, d.aRing), std::pair(d.b, d.bRing)})
+            store->buffers.push_back(ring ? Value()
+                                          : allocate(runtimeTensorBytes(t) * group));
+        store->function = deferredFunction(*callee, *deferred, *buf).str();
+      } else if (store->backward != *callee) {
         return instr.emitError("pipe-lower-programs: the weights of @")
                << stage.getSymName() << " get deferred gradients from two "
                << "backward functions";
       }
+      // Every call restores the ring operands from the buffers the
+      // function was built for.
+      for (const DeferredGrad &d : *deferred)
+        for (Value ring : {d.aRing, d.bRing}) {
+          if (ring && !llvm::any_of(inputs, [&](Value in) {
+                auto r = in.getDefiningOp<pipe::RestoreOp>();
+                auto f = in.getDefiningOp<pipe::FeedOp>();
+                auto rf = ring.getDefiningOp<pipe::FeedOp>();
+                return (r && r.getBuffer() == ring) || groupedRing(in) == ring ||
+                       (f && rf && f.getInput() == rf.getInput());
+              }))
+            return instr.emitError("pipe-lower-programs: this call of @")
+                   << stage.getSymName() << " restores its deferred gradient's "
+                   << "operand from another activation buffer than the first";
+        }
+      slot = arith::RemUIOp::create(b, loc, microBatch(&instr), i64c(group));
       size_t k = 0;
-      for (const DeferredGrad &d : it->second)
-        for (RankedTensorType t : {d.a, d.b})
-          arrays.outputs.push_back(offsetPtr(
-              store.buffers[k++],
-              arith::MulIOp::create(b, loc, microBatch(&instr),
-                                    i64c(runtimeTensorBytes(t)))));
-      store.pending = true;
+      for (const DeferredGrad &d : *deferred)
+        for (RankedTensorType t : {d.a, d.b}) {
+          Value base = store->buffers[k++];
+          if (base)
+            arrays.outputs.push_back(offsetPtr(
+                base, arith::MulIOp::create(b, loc, slot, i64c(runtimeTensorBytes(t)))));
+        }
     }
     int32_t kind = fwd ? 0 : bwd.getPart() == pipe::BackwardPart::Weight ? 2 : 1;
     callTraced(*callee, arrays, kind, stage.getStage(), microBatch(&instr));
+    if (deferred) {
+      if (pendingFlush)
+        emitGroupFlush();
+      bool beforeForward = llvm::any_of(*deferred, [](const DeferredGrad &d) {
+        return llvm::any_of(std::array<Value, 2>{d.aRing, d.bRing}, [](Value r) {
+          return r && !r.getDefiningOp<pipe::ActivationBufferOp>() &&
+                 !r.getDefiningOp<pipe::FeedOp>();
+        });
+      });
+      pendingFlush =
+          GroupFlush{deferred, weights, buf, slot, ringIndex(&instr), beforeForward, 0};
+    }
     return success();
   }
   if (auto acc = dyn_cast<pipe::AccumulateOp>(instr)) {
@@ -1848,7 +2008,6 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
   }
   if (auto red = dyn_cast<pipe::AllReduceOp>(instr)) {
     // The gradients of the stage's replicas across pipelines (DP x PP).
-    flushDeferred(red.getWeights());
     if (failed(checkReplicaGroup(red, red.getGroup())))
       return failure();
     WeightBuffer &buf = *weightBuffers[red.getWeights()];
@@ -1866,7 +2025,6 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     return success();
   }
   if (auto avg = dyn_cast<pipe::AverageOp>(instr)) {
-    flushDeferred(avg.getWeights());
     // EASGD over the replicas: d = x - c; x -= a d; c += a sum_i d_i.
     if (failed(checkReplicaGroup(avg, avg.getGroup())))
       return failure();
@@ -1932,9 +2090,7 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     for (int64_t index : stateIndex)
       arrays.persistent.push_back(loadSlot(persistentArg, index));
     arrays.persistent.push_back(loadSlot(persistentArg, stepIndex));
-    // The deferred weight gradients inside the update's trace event (what
-    // pipe-simulate --measured and pipe-timeline read as its time).
-    callTraced(callee, arrays, 3, buf.stage, Value(), upd.getWeights());
+    callTraced(callee, arrays, 3, buf.stage, Value());
     return success();
   }
   if (auto rep = dyn_cast<pipe::ReportLossOp>(instr)) {
@@ -1953,6 +2109,58 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
          << "(synchronous schedules: feed, forward, backward, send, recv, "
             "loop, activation_buffer, save, restore, zero_grad, accumulate, "
             "update, report_loss)";
+}
+
+LogicalResult ProgramLowering::planDeferred() {
+  if (noFlush || deferRows <= 0 || program.getMicrobatches() <= 1)
+    return success();
+  // Each backward's function, built now (stageFunction caches it): which
+  // rings its deferred Gemms read. A ring keeps a group's slots from the
+  // group's first forward until the group's Gemm, which runs after its
+  // last backward and at most one more forward (lowerInstructions): at that
+  // backward the stage holds at most `depth` micro-batches, the group's
+  // last one the oldest, so the group's first slot is not written again
+  // for depth + G micro-batches; rounded up to a multiple of G (the
+  // group's slots back to back), at most M (every micro-batch its own).
+  WalkResult walk = program.walk([&](pipe::BackwardOp bwd) {
+    auto stage = module.lookupSymbol<pipe::StageOp>(bwd.getCalleeAttr());
+    if (!stage)
+      return WalkResult::advance();
+    FailureOr<StringRef> callee = stageFunction(bwd, stage, bwd.getPart());
+    if (failed(callee))
+      return WalkResult::interrupt();
+    auto it = deferredGrads.find(*callee);
+    if (it == deferredGrads.end())
+      return WalkResult::advance();
+    for (const DeferredGrad &d : it->second)
+      for (Value ring : {d.aRing, d.bRing}) {
+        if (!ring)
+          continue;
+        int64_t g = d.group, m = program.getMicrobatches();
+        if (ring.getDefiningOp<pipe::FeedOp>())
+          continue; // the mini-batch itself
+        auto ab = ring.getDefiningOp<pipe::ActivationBufferOp>();
+        if (!ab) {
+          // A forward's result read by the backward right after it: G
+          // slots (the group's), rewritten from the next group's first
+          // forward on, after the group's Gemm.
+          if (!rings.count(ring)) {
+            Ring r;
+            r.depth = g;
+            r.bytes = runtimeTensorBytes(cast<RankedTensorType>(ring.getType()));
+            r.base = allocate(r.bytes * g);
+            rings[ring] = r;
+          }
+          continue;
+        }
+        int64_t depth = ab.getDepth();
+        int64_t need = std::min(m, (depth + g + g - 1) / g * g);
+        int64_t &cur = ringDepthFor[ring];
+        cur = std::max({cur, need, depth});
+      }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
 }
 
 LogicalResult ProgramLowering::run() {
@@ -2015,16 +2223,10 @@ LogicalResult ProgramLowering::run() {
     totalMbs = arith::MulIOp::create(b, loc, steps, i64c(microbatches));
   }
 
-  if (failed(planPackedTransfers()) ||
+  if (failed(planPackedTransfers()) || failed(planDeferred()) ||
       failed(lowerInstructions(program.getInstructions())))
     return failure();
   guard = Value();
-  // Deferred gradients no instruction read (a program without an update):
-  // the accumulators still hold the step's gradients at its end.
-  loc = program.getLoc();
-  for (auto &[weights, store] : deferredStores)
-    if (store.pending)
-      flushDeferred(weights);
 
   loc = program.getLoc();
   if (reportsLoss) {

@@ -1,5 +1,5 @@
-// RUN: pipe-opt %s --split-input-file --pipe-lower-programs="onnx-only=true" | FileCheck %s
-// RUN: pipe-opt %s --split-input-file --pipe-lower-programs | FileCheck %s --check-prefix=RT
+// RUN: pipe-opt %s --split-input-file --pipe-lower-programs="defer-weight-grads=0 onnx-only=true" | FileCheck %s
+// RUN: pipe-opt %s --split-input-file --pipe-lower-programs="defer-weight-grads=0" | FileCheck %s --check-prefix=RT
 
 // A linear layer's forward, X Wᵀ (Gemm transB = 1 of a weight), with two
 // micro-batches: the forward takes Wᵀ as an extra input ("wt0") and

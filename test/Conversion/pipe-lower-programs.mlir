@@ -21,26 +21,31 @@
 // initial value of fc1.weight comes from the function that declares the
 // parameter (the imported @forward); fc2.weight has none and starts at zero.
 
-// Deferred weight gradients (the default, defer-weight-grads=32 rows): the
-// backward of device 0 computes no Gemm; it writes its micro-batch's X (2 x
-// 4) and dY (2 x 8) into rows mb*2.. of two step buffers, and one Gemm over
-// the step's 4 rows adds Xᵀ dY to the accumulator after the last backward,
-// before the update. A micro-batch of 2 rows over defer-weight-grads=1 keeps
-// the Gemm per micro-batch.
+// Deferred weight gradients (the default, defer-weight-grads=64 rows): the
+// 2 micro-batches of 2 rows are one group. The backward of device 0 computes
+// no Gemm; it writes its micro-batch's X (2 x 4; 32 bytes, so not read in
+// its activation buffer's slot) and dY (2 x 8) into rows (mb mod 2)*2.. of
+// two buffers, and after the group's last backward (slot 1) one Gemm over
+// its 4 rows adds Xᵀ dY to the accumulator, before the update. With
+// defer-weight-grads=1 no group fits: the Gemm stays per micro-batch.
 // DEFER-LABEL: func.func @pipe_step(
 // DEFER: call @pipert_memset_zero(
 // DEFER: call @pipert_wait(
-// DEFER: %[[OFFX:.*]] = arith.muli %c0_i64{{.*}}, %c32_i64
+// DEFER: %[[SLOT0:.*]] = arith.remui %c0_i64{{.*}}, %c2_i64
+// DEFER: %[[OFFX:.*]] = arith.muli %[[SLOT0]], %c32_i64
 // DEFER: llvm.getelementptr %[[XS:.*]][%[[OFFX]]]
-// DEFER: %[[OFFD:.*]] = arith.muli %c0_i64{{.*}}, %c64_i64
+// DEFER: %[[OFFD:.*]] = arith.muli %[[SLOT0]], %c64_i64
 // DEFER: llvm.getelementptr %[[DS:.*]][%[[OFFD]]]
 // DEFER: call @__pipe_s0_bwd(
 // DEFER: call @pipert_wait(
-// DEFER: %[[OFFX1:.*]] = arith.muli %c1_i64{{.*}}, %c32_i64
+// DEFER: %[[SLOT1:.*]] = arith.remui %c1_i64{{.*}}, %c2_i64
+// DEFER: %[[OFFX1:.*]] = arith.muli %[[SLOT1]], %c32_i64
 // DEFER: llvm.getelementptr %[[XS]][%[[OFFX1]]]
-// DEFER: %[[OFFD1:.*]] = arith.muli %c1_i64{{.*}}, %c64_i64
+// DEFER: %[[OFFD1:.*]] = arith.muli %[[SLOT1]], %c64_i64
 // DEFER: llvm.getelementptr %[[DS]][%[[OFFD1]]]
 // DEFER: call @__pipe_s0_bwd(
+// DEFER: %[[LAST:.*]] = arith.cmpi eq, %{{.*}}, %c1_i64
+// DEFER-NEXT: scf.if %[[LAST]] {
 // DEFER: call @__pipe_deferred___pipe_s0_bwd(
 // DEFER: call @__pipe_update_stage0(
 // DEFER-LABEL: func.func @__pipe_s0_bwd.onnx(

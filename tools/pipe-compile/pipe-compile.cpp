@@ -124,11 +124,11 @@ static cl::opt<int64_t> microbatches("microbatches", cl::cat(pipelineCat),
 static cl::opt<int64_t> deferWeightGrads(
     "defer-weight-grads", cl::cat(pipelineCat), cl::value_desc("ROWS"),
     cl::desc("Synchronous schedules with M > 1: a linear layer's weight and bias "
-             "gradients are computed once a step over all micro-batches where a "
-             "micro-batch has at most ROWS rows (one large GEMM instead of M small "
-             "ones; keeps the layer's input and output gradient rows of the whole "
-             "step, at most 16 MiB a stage); 0: per micro-batch (default: 32)"),
-    cl::init(32));
+             "gradients are computed for G micro-batches at once, G the largest "
+             "divisor of M whose G micro-batches have at most ROWS rows (one GEMM "
+             "over G*rows instead of G small ones; no grouping where G < 2); 0: "
+             "per micro-batch (default: 64)"),
+    cl::init(64));
 static cl::opt<std::string> scheduleKind("schedule", cl::cat(pipelineCat),
                                          cl::desc("gpipe, 1f1b or afp (default: 1f1b)"),
                                          cl::init("1f1b"));

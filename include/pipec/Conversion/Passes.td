@@ -70,11 +70,12 @@ def LowerPrograms : Pass<"pipe-lower-programs", "ModuleOp"> {
     - `pipe.forward` / `pipe.backward`: the stage body inlined on the weights;
       a backward's weight gradients are added to the accumulator
       (`pipe.zero_grad` clears it, `pipe.accumulate` adds to it);
-    - deferred weight gradients (`defer-weight-grads`, rows, default 32; 0
-      off): with M > 1 micro-batches of at most that many rows, a linear
-      layer's weight gradient (Gemm transA = 1) and its bias's are computed
-      once a step, one Gemm over all micro-batches' rows (kept in step
-      buffers) added to the accumulator before the update;
+    - deferred weight gradients (`defer-weight-grads`, rows, default 64; 0
+      off): with M > 1 micro-batches, a linear layer's weight gradient (Gemm
+      transA = 1) and its bias's are computed for a group of G micro-batches
+      at once (G the largest divisor of M with G x rows <= that many, at
+      least 2), one Gemm over the group's rows (kept in small buffers) added
+      to the accumulator after the group's last backward;
     - `pipe.send` / `pipe.recv`: `pipert_send` and `pipert_recv` on the world
       communicator (rank = device), with the tag
       (fnv1a(tag) mod 2048) * 16 + mb mod 16. Blocking sends suffice for
@@ -103,11 +104,11 @@ def LowerPrograms : Pass<"pipe-lower-programs", "ModuleOp"> {
            "pipert_isend, waited for at the end of the step">,
     Option<"onnxOnly", "onnx-only", "bool", "false",
            "stop at the onnx-level step function">,
-    Option<"deferWeightGrads", "defer-weight-grads", "int64_t", "32",
+    Option<"deferWeightGrads", "defer-weight-grads", "int64_t", "64",
            "synchronous programs with several micro-batches: a linear "
-           "layer's weight and bias gradients are computed once a step over "
-           "all micro-batches where a micro-batch has at most this many rows "
-           "(0: per micro-batch)">,
+           "layer's weight and bias gradients are computed for groups of "
+           "micro-batches of at most this many rows together (0: per "
+           "micro-batch)">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::scf::SCFDialect",

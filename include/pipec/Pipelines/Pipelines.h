@@ -166,10 +166,10 @@ struct LowerDeviceOptions : public PassPipelineOptions<LowerDeviceOptions> {
                        clEnumValN(TargetOption::CUDA, "cuda", "cuBLAS + CUDA + NCCL"))};
   Option<int64_t> deferWeightGrads{
       *this, "defer-weight-grads",
-      llvm::cl::desc("linear layers' weight and bias gradients once a step over "
-                     "all micro-batches where a micro-batch has at most this "
-                     "many rows (0: per micro-batch)"),
-      llvm::cl::init(32)};
+      llvm::cl::desc("linear layers' weight and bias gradients for groups of "
+                     "micro-batches of at most this many rows together (0: per "
+                     "micro-batch)"),
+      llvm::cl::init(64)};
 };
 
 /// One device's program to its @pipe_step and kernel calls
