@@ -1653,7 +1653,9 @@ void ProgramLowering::emitGroupFlush() {
       }
       group.inputs.push_back(base);
     }
-  callFunction(store.function, group);
+  // A "W" trace event (backward weight): pipe-simulate --measured spreads
+  // it over the stage's backwards.
+  callTraced(store.function, group, 2, f.buf->stage, f.mb);
 }
 
 LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {

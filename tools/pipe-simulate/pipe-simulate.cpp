@@ -307,7 +307,7 @@ int main(int argc, char **argv) {
           !std::regex_match(name, m, stageEvent))
         continue;
       char kind = m[1].str()[0];
-      samples[{std::stoll(m[2]), kind == 'W' ? 'B' : kind}].push_back(dur);
+      samples[{std::stoll(m[2]), kind}].push_back(dur);
     }
     if (samples.empty())
       fail(measuredPath + ": no stage events (a trace of this pipe-run, with "
@@ -322,10 +322,22 @@ int main(int argc, char **argv) {
         c.forward = median(v);
       else if (key.second == 'B')
         c.backward = median(v);
-      else {
+      else if (key.second == 'u') {
         c.update = median(v);
         measuredUpdate[key.first] = true;
       }
+    }
+    // Weight gradients computed for a group of micro-batches at once (the
+    // deferred Gemms, "W" events): their total spread over the stage's
+    // backwards.
+    for (auto &[key, v] : samples) {
+      auto b = samples.find({key.first, 'B'});
+      if (key.second != 'W' || b == samples.end())
+        continue;
+      double total = 0;
+      for (double d : v)
+        total += d;
+      costs[key.first].backward += total / double(b->second.size());
     }
     // The first steps warm up (allocation, page faults): the later half.
     if (stepTimes.size() > 1)
