@@ -232,6 +232,12 @@ private:
   /// are constant within it, else right before the call.
   Value stepTranspose(Value weights, WeightBuffer *buf, int64_t i, Value w);
   std::string uniqueName(StringRef base);
+  /// A callable function `name` (".onnx" appended in onnx-only mode) of
+  /// `body`, which returns `results`, before the program, with these
+  /// argument and result attributes; recorded in onnxFunctions.
+  void addFunction(Location at, StringRef name, Block *body, ValueRange results,
+                   ArrayRef<DictionaryAttr> argAttrs,
+                   ArrayRef<DictionaryAttr> resultAttrs);
   /// The device's buffer of stage state `name` (pipe.state arguments):
   /// persistent, initialised and saved like a parameter.
   FailureOr<Value> statePointer(Operation *at, StringRef name,
@@ -429,6 +435,20 @@ std::string ProgramLowering::uniqueName(StringRef base) {
   return candidate;
 }
 
+void ProgramLowering::addFunction(Location at, StringRef name, Block *body,
+                                  ValueRange results, ArrayRef<DictionaryAttr> argAttrs,
+                                  ArrayRef<DictionaryAttr> resultAttrs) {
+  OpBuilder::InsertionGuard insertion(b);
+  b.setInsertionPoint(program);
+  auto fn = func::FuncOp::create(
+      b, at, onnxOnly ? (name + ".onnx").str() : name.str(),
+      b.getFunctionType(body->getArgumentTypes(), results.getTypes()));
+  fn.getBody().push_back(body);
+  fn.setAllArgAttrs(argAttrs);
+  fn.setAllResultAttrs(resultAttrs);
+  onnxFunctions.push_back(fn);
+}
+
 /// The function of a stage computation: arguments [weights (persistent),
 /// accumulators (persistent, backward with weight gradients), inputs];
 /// results [outputs...], then the accumulators plus the weight gradients,
@@ -514,33 +534,40 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
       auto gradient = [&](size_t i) {
         return i >= outputs && !stage.getResultAttr(i, pipe::attrs::kUpdate);
       };
-      auto once = [&](Value v) { return llvm::count(ret.getOperands(), v) == 1; };
-      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-        if (!gradient(i))
-          continue;
-        int64_t p = int64_t(i - outputs);
-        Value m = map.lookupOrDefault(v);
+      // fn(p, g) for each weight gradient g (parameter p) returned once,
+      // of its accumulator's type, that nothing else in the body reads.
+      auto soleGradients = [&](auto fn) {
+        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+          if (!gradient(i))
+            continue;
+          int64_t p = int64_t(i - outputs);
+          Value m = map.lookupOrDefault(v);
+          if (m.use_empty() && llvm::count(ret.getOperands(), v) == 1 &&
+              m.getType() == accs[p].getType())
+            fn(p, m);
+        }
+      };
+      soleGradients([&](int64_t p, Value m) {
         auto gemm = m.getDefiningOp<onnx::GemmOp>();
-        if (!gemm || !m.use_empty() || !once(v) || !isa<NoneType>(gemm.getC().getType()) ||
-            gemm.getTransA() != 1 || gemm.getTransB() != 0 ||
-            gemm.getAlpha().convertToDouble() != 1.0 || m.getType() != accs[p].getType() ||
+        if (!gemm || !isa<NoneType>(gemm.getC().getType()) || gemm.getTransA() != 1 ||
+            gemm.getTransB() != 0 || gemm.getAlpha().convertToDouble() != 1.0 ||
             byA.count(gemm.getA()))
-          continue;
+          return;
         auto a = dyn_cast<RankedTensorType>(gemm.getA().getType());
         auto x = dyn_cast<RankedTensorType>(gemm.getB().getType());
         if (!a || !x || !a.hasStaticShape() || !x.hasStaticShape() || a.getRank() != 2 ||
             x.getRank() != 2 || a.getDimSize(0) != x.getDimSize(0) ||
             !a.getElementType().isF32() || !x.getElementType().isF32())
-          continue;
+          return;
         // One group size a function (its Gemms' rows are the micro-batch's
         // rows, but a layer may see other rows: those stay per micro-batch).
         int64_t g = deferGroup(program.getMicrobatches(), a.getDimSize(0), deferRows);
         if (g < 2 || (group && g != group))
-          continue;
+          return;
         group = g;
         deferGemm[p] = gemm;
         byA[gemm.getA()] = p;
-      }
+      });
       // A bias sums the rows of either operand (dY is A of dW = dYᵀ X, B
       // of dW = Xᵀ dY).
       DenseMap<Value, int64_t> byRows;
@@ -548,24 +575,20 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
         for (Value v : {gemm.getA(), gemm.getB()})
           if (!byRows.count(v))
             byRows[v] = p;
-      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-        if (!gradient(i))
-          continue;
-        int64_t q = int64_t(i - outputs);
-        Value m = map.lookupOrDefault(v);
+      soleGradients([&](int64_t q, Value m) {
         auto red = m.getDefiningOp<onnx::ReduceToShapeOp>();
-        if (!red || !m.use_empty() || !once(v) || m.getType() != accs[q].getType())
-          continue;
+        if (!red)
+          return;
         auto it = byRows.find(red->getOperand(0));
         auto type = cast<RankedTensorType>(m.getType());
         if (it == byRows.end() || withBias.count(it->second) || type.getRank() != 1 ||
             type.getDimSize(0) !=
                 cast<RankedTensorType>(red->getOperand(0).getType()).getDimSize(1))
-          continue;
+          return;
         deferBias[q] = it->second;
         biasOfB[q] = red->getOperand(0) != deferGemm[it->second].getA();
         withBias.insert(it->second);
-      }
+      });
       for (auto [p, gemm] : deferGemm) {
         DeferredGrad d;
         d.param = p;
@@ -755,15 +778,7 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
     transposedParams[name] = transposed;
   if (!deferred.empty())
     deferredGrads[name] = deferred;
-  OpBuilder::InsertionGuard insertion(b);
-  b.setInsertionPoint(program);
-  auto fn = func::FuncOp::create(
-      b, stage.getLoc(), onnxOnly ? name + ".onnx" : name,
-      b.getFunctionType(body->getArgumentTypes(), ValueRange(results).getTypes()));
-  fn.getBody().push_back(body);
-  fn.setAllArgAttrs(argAttrs);
-  fn.setAllResultAttrs(resultAttrs);
-  onnxFunctions.push_back(fn);
+  addFunction(stage.getLoc(), name, body, results, argAttrs, resultAttrs);
   return StringRef(functions[key] = name);
 }
 
@@ -884,15 +899,7 @@ StringRef ProgramLowering::deferredFunction(StringRef backward,
   }
   func::ReturnOp::create(fb, at, results);
   std::string name = uniqueName(("deferred_" + backward).str());
-  OpBuilder::InsertionGuard insertion(b);
-  b.setInsertionPoint(program);
-  auto fn = func::FuncOp::create(
-      b, at, onnxOnly ? name + ".onnx" : name,
-      b.getFunctionType(body->getArgumentTypes(), ValueRange(results).getTypes()));
-  fn.getBody().push_back(body);
-  fn.setAllArgAttrs(argAttrs);
-  fn.setAllResultAttrs(resultAttrs);
-  onnxFunctions.push_back(fn);
+  addFunction(at, name, body, results, argAttrs, resultAttrs);
   return functions[key] = name;
 }
 
@@ -1215,15 +1222,7 @@ ProgramLowering::updateFunction(pipe::UpdateOp op, WeightBuffer &buf,
   func::ReturnOp::create(fb, l, results);
 
   std::string name = uniqueName("update_stage" + std::to_string(buf.stage));
-  OpBuilder::InsertionGuard insertion(b);
-  b.setInsertionPoint(program);
-  auto fn = func::FuncOp::create(
-      b, l, onnxOnly ? name + ".onnx" : name,
-      b.getFunctionType(body->getArgumentTypes(), ValueRange(results).getTypes()));
-  fn.getBody().push_back(body);
-  fn.setAllArgAttrs(argAttrs);
-  fn.setAllResultAttrs(resultAttrs);
-  onnxFunctions.push_back(fn);
+  addFunction(l, name, body, results, argAttrs, resultAttrs);
   functions["update:" + name] = name;
   return StringRef(functions["update:" + name]);
 }
