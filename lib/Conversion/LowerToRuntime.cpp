@@ -37,6 +37,7 @@ namespace mlir::pipec::steplowering {
 LogicalResult StepLowering::run() {
   if (!source.getBody().hasOneBlock())
     return source.emitError("the step function must have one block");
+  fuseSplitTransposes(source);
   if (failed(classifyArguments()) || failed(classifyResults()))
     return failure();
   computeConstants();

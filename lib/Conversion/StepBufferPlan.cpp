@@ -51,8 +51,30 @@ bool isTransposeIntoMatMul(Operation *op) {
   });
 }
 
+bool isContiguousSplit(Operation *op) {
+  if (!isa<onnx::SplitOp>(op))
+    return false;
+  auto type = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+  if (!type || !type.hasStaticShape())
+    return false;
+  auto axisAttr = op->getAttrOfType<IntegerAttr>("axis");
+  int64_t axis = axisAttr ? axisAttr.getInt() : 0;
+  if (axis < 0)
+    axis += type.getRank();
+  for (int64_t d = 0; d < axis; ++d)
+    if (type.getDimSize(d) != 1)
+      return false;
+  return llvm::all_of(op->getResults(), [](Value r) {
+    auto t = dyn_cast<RankedTensorType>(r.getType());
+    return t && t.hasStaticShape();
+  });
+}
+
 /// Ops whose result is their first operand's bytes under another shape.
 bool isAliasOp(Operation *op) {
+  // A Split into contiguous parts: each an alias at its offset.
+  if (isContiguousSplit(op))
+    return true;
   // A transpose of the last two axes read only by MatMuls: they read its
   // operand with the transposed flag (pipert_matmul_t_f32) instead.
   if (isTransposeIntoMatMul(op))
@@ -257,8 +279,17 @@ LogicalResult StepLowering::planBuffers() {
         placement[r] = {Placement::None};
       else if (constants.count(r))
         placement[r] = {Placement::Constant};
-      else if (isAliasOp(&op))
-        placement[r] = {Placement::Alias, -1, 0, op.getOperand(0)};
+      else if (isAliasOp(&op)) {
+        // A contiguous Split's part r lies after the parts before it.
+        int64_t offset = 0;
+        if (isContiguousSplit(&op))
+          for (Value prev : op.getResults()) {
+            if (prev == r)
+              break;
+            offset += runtimeTensorBytes(tensorType(prev));
+          }
+        placement[r] = {Placement::Alias, -1, offset, op.getOperand(0)};
+      }
     }
   }
   for (Operation &op : body)

@@ -31,6 +31,10 @@ inline RankedTensorType tensorType(Value v) {
 /// bytes that the MatMuls read transposed).
 bool isAliasOp(Operation *op);
 
+/// A Split whose parts are contiguous in its operand (every axis before the
+/// split axis has extent 1): each result an alias of it at an offset.
+bool isContiguousSplit(Operation *op);
+
 /// A Transpose of the last two axes of an f32 tensor whose every user is a
 /// MatMul: it emits no kernel, the MatMuls read its operand transposed.
 bool isTransposeIntoMatMul(Operation *op);
@@ -47,7 +51,7 @@ struct Placement {
   enum Kind { None, Constant, Input, Persistent, Step, Block, Alias, Output };
   Kind kind = None;
   int64_t index = -1; // input/persistent/output index, or block id
-  int64_t offset = 0; // unused today: blocks hold one value at a time
+  int64_t offset = 0; // Alias: bytes after aliasOf's start (a Split's part)
   Value aliasOf;      // for Alias
 };
 

@@ -135,6 +135,13 @@ Value StepLowering::memrefFor(Value v) {
   switch (p.kind) {
   case Placement::Alias: {
     Value src = memrefFor(p.aliasOf);
+    if (p.offset) {
+      // A part of its root (a contiguous Split's): a view from there.
+      Value at = LLVM::GEPOp::create(b, ptrType(), b.getI8Type(), pointerOf(src),
+                                     ValueRange{i64c(p.offset)});
+      result = viewOf(wrapPointer(at, runtimeTensorBytes(type)), type);
+      break;
+    }
     auto memrefType = MemRefType::get(type.getShape(),
                                       bufferElementType(type.getElementType()));
     SmallVector<int64_t> strides(type.getRank(), 1);

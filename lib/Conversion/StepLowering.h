@@ -183,6 +183,11 @@ inline SmallVector<int64_t> convShape2d(ArrayRef<int64_t> s, bool oneD) {
   return r;
 }
 
+/// Attention's head split (Split, then a Reshape and a Transpose of each
+/// part) as one Transpose and a Split along its leading axis, which the
+/// buffer planner aliases (SplitTranspose.cpp).
+void fuseSplitTransposes(func::FuncOp f);
+
 } // namespace mlir::pipec::steplowering
 
 #endif // PIPEC_LIB_CONVERSION_STEPLOWERING_H

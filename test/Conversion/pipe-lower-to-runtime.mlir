@@ -175,3 +175,4 @@ func.func @forward(%a: tensor<2x4x8xf32> {pipe.input = "a"}, %v: tensor<4xf32> {
   %m = onnx.ReduceSum(%y, %none) {keepdims = 0 : i64} : (tensor<2x8xf32>, none) -> tensor<f32>
   return %m : tensor<f32>
 }
+
