@@ -44,20 +44,6 @@ namespace mlir::pipec::steplowering {
 
 namespace {
 
-/// The static i64 values of a constant operand, if it is one.
-std::optional<SmallVector<int64_t>> constantInts(Value v) {
-  auto c = v.getDefiningOp<onnx::ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto attr = dyn_cast_or_null<DenseIntElementsAttr>(c->getAttr("value"));
-  if (!attr)
-    return std::nullopt;
-  SmallVector<int64_t> out;
-  for (const APInt &x : attr.getValues<APInt>())
-    out.push_back(x.getSExtValue());
-  return out;
-}
-
 bool rewrite(onnx::SplitOp split) {
   Operation *op = split;
   auto xType = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
