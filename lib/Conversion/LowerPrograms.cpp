@@ -1881,7 +1881,15 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
                 auto r = in.getDefiningOp<pipe::RestoreOp>();
                 auto f = in.getDefiningOp<pipe::FeedOp>();
                 auto rf = ring.getDefiningOp<pipe::FeedOp>();
-                return (r && r.getBuffer() == ring) || groupedRing(in) == ring ||
+                // A grouped forward result: of this micro-batch's forward,
+                // right before in this block (its G slots assume it).
+                auto fwd = in.getDefiningOp<pipe::ForwardOp>();
+                auto fmb = fwd ? pipe::getMicroBatchIndex(fwd) : std::nullopt;
+                auto bmb = pipe::getMicroBatchIndex(&instr);
+                bool adjacent = fwd && fwd->getBlock() == instr.getBlock() && fmb && bmb &&
+                                fmb->base == bmb->base && fmb->offset == bmb->offset;
+                return (r && r.getBuffer() == ring) ||
+                       (adjacent && groupedRing(in) == ring) ||
                        (f && rf && f.getInput() == rf.getInput());
               }))
             return instr.emitError("pipe-lower-programs: this call of @")
