@@ -126,7 +126,7 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
          {ctxArg, P(x), rankOf(x), shapeOf(x),
           i64c(normAxis(attrInt(op, "axis", -1), rank)), P(operand(1)),
           P(operand(2)), P(operand(3)), P(operand(4)), out(op, 0), out(op, 1),
-          out(op, 2)});
+          out(op, 2), accumulateBits(op, {1, 2})});
     return success();
   }
   if (isa<onnx::BatchNormalizationGradOp>(op)) {
@@ -134,7 +134,7 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
     call("pipert_batch_norm_grad_f32",
          {ctxArg, P(x), rankOf(x), shapeOf(x), P(operand(1)),
           f32c(attrF(op, "epsilon", 1e-5)), P(operand(2)), out(op, 0),
-          out(op, 1), out(op, 2)});
+          out(op, 1), out(op, 2), accumulateBits(op, {1, 2})});
     return success();
   }
   if (isa<onnx::ConvGradOp, onnx::MaxPoolGradOp, onnx::AveragePoolGradOp>(op)) {
@@ -173,11 +173,12 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
       if (placement[op->getResult(1)].kind != Placement::None)
         call("pipert_conv2d_grad_weight_f32", {ctxArg, P(x), xShape, P(dy),
                                                wShape, padsV, stridesV, dil,
-                                               group, out(op, 1)});
+                                               group, out(op, 1),
+                                               accumulateBits(op, {1})});
       if (placement[op->getResult(2)].kind != Placement::None)
         call("pipert_conv2d_grad_bias_f32",
              {ctxArg, P(dy), i64Array(shape4(tensorType(dy).getShape())),
-              out(op, 2)});
+              out(op, 2), accumulateBits(op, {2})});
       return success();
     }
     Value kernel = pair("kernel_shape", 1);

@@ -97,6 +97,16 @@ bool allowsInPlace(Operation *op) {
              onnx::ErfOp, onnx::SqrtOp, onnx::ExpOp, onnx::LogOp>(op);
 }
 
+/// Results whose kernel can add them into the buffer's values (the
+/// parameter gradients of the norms and the convolution: their kernels'
+/// `accumulate` flag).
+bool kernelAccumulates(OpResult r) {
+  Operation *op = r.getOwner();
+  return r.getResultNumber() >= 1 &&
+         isa<onnx::LayerNormalizationGradOp, onnx::BatchNormalizationGradOp,
+             onnx::ConvGradOp>(op);
+}
+
 /// Results a kernel may skip (its nullable outputs): unused ones get no
 /// buffer.
 bool isNullableResult(Operation *op, unsigned i) {
@@ -301,6 +311,35 @@ LogicalResult StepLowering::planBuffers() {
   DenseMap<Value, int64_t> updateTarget;
   for (auto [value, target] : updates)
     updateTarget[value] = target;
+  // A gradient accumulated by an Add written in place (acc + g, the
+  // accumulator read by nothing else, g by nothing else), where g's kernel
+  // can add into its output itself (the norm and convolution parameter
+  // gradients' `accumulate` flag): the kernel writes into the accumulator
+  // and the Add emits nothing. The same bits; one runtime call fewer per
+  // gradient and micro-batch (a transformer block's layer norms: 4).
+  for (Operation &op : body.without_terminator()) {
+    auto add = dyn_cast<onnx::AddOp>(op);
+    if (!add)
+      continue;
+    auto t = updateTarget.find(add.getResult());
+    if (t == updateTarget.end())
+      continue;
+    Value acc = persistent[t->second];
+    for (unsigned k : {0u, 1u}) {
+      Value g = add->getOperand(1 - k);
+      auto res = dyn_cast<OpResult>(g);
+      if (add->getOperand(k) != acc || !acc.hasOneUse() || !res || !g.hasOneUse() ||
+          g.getType() != acc.getType() || add.getType() != acc.getType() ||
+          !kernelAccumulates(res))
+        continue;
+      placement[g] = {Placement::Persistent, t->second};
+      placement[add.getResult()] = {Placement::Persistent, t->second};
+      inPlace.insert(add.getResult());
+      accumulated.insert(g);
+      foldedAdds.insert(&op);
+      break;
+    }
+  }
   // Outputs defined by a kernel (not an alias, constant or argument), each
   // returned once, go straight into the caller's buffer.
   DenseMap<Value, int> outputUses;

@@ -46,6 +46,10 @@ bool allowsInPlace(Operation *op);
 /// buffer.
 bool isNullableResult(Operation *op, unsigned i);
 
+/// Results whose kernel can add them into their buffer's values (its
+/// `accumulate` flag).
+bool kernelAccumulates(OpResult r);
+
 /// Where a value's bytes live.
 struct Placement {
   enum Kind { None, Constant, Input, Persistent, Step, Block, Alias, Output };

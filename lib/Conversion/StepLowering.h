@@ -128,6 +128,20 @@ private:
   SmallVector<BlockInfo> blocks;
   int64_t peakBytes = 0;
   DenseSet<Value> inPlace; // update results written over their argument
+  // Gradients whose kernel adds them into their accumulator (its
+  // `accumulate` flag), and the Adds (acc + gradient) that this replaces,
+  // which emit nothing.
+  DenseSet<Value> accumulated;
+  DenseSet<Operation *> foldedAdds;
+  /// The kernel's `accumulate` flag for `op`'s results: bit k for
+  /// results[k] accumulated.
+  Value accumulateBits(Operation *op, ArrayRef<unsigned> results) {
+    int64_t bits = 0;
+    for (auto [k, i] : llvm::enumerate(results))
+      if (accumulated.contains(op->getResult(i)))
+        bits |= int64_t(1) << k;
+    return i32c(bits);
+  }
 
   // Emission state.
   DenseMap<Value, Value> memrefs;         // tensor value → typed memref

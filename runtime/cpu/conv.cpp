@@ -230,15 +230,15 @@ void pipert_conv2d_f32(pipert_context *ctx, const float *x, const int64_t x_shap
                        const int64_t dilations[2], int64_t group, float *y) {
   ConvGeom g = conv_geom("Conv", x_shape, w_shape, pads, strides, dilations, group);
   const int64_t K = g.col_rows(), P = g.col_cols();
-  std::vector<float> col(g.pointwise() ? 0 : size_t(K * P));
+  float *col = g.pointwise() ? nullptr : scratch(size_t(K * P));
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t gi = 0; gi < g.group; ++gi) {
       const float *xg = x + (n * g.c + gi * g.cg) * g.h * g.w;
       float *yg = y + (n * g.m + gi * g.mg) * P;
       const float *src = xg;
       if (!g.pointwise()) {
-        im2col(g, xg, col.data());
-        src = col.data();
+        im2col(g, xg, col);
+        src = col;
       }
       // Y_g (mg x P) = W_g (mg x K) * col (K x P)
       pipert_sgemm(ctx, 0, 0, g.mg, P, K, 1.f, w + gi * g.mg * K, K, src, P, 0.f, yg, P);
@@ -259,7 +259,7 @@ void pipert_conv2d_grad_input_f32(pipert_context *ctx, const float *dy, const fl
                                   const int64_t dilations[2], int64_t group, float *dx) {
   ConvGeom g = conv_geom("ConvGradInput", x_shape, w_shape, pads, strides, dilations, group);
   const int64_t K = g.col_rows(), P = g.col_cols();
-  std::vector<float> col(size_t(K * P));
+  float *col = scratch(size_t(K * P));
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t gi = 0; gi < g.group; ++gi) {
       const float *dyg = dy + (n * g.m + gi * g.mg) * P;
@@ -269,36 +269,47 @@ void pipert_conv2d_grad_input_f32(pipert_context *ctx, const float *dy, const fl
         pipert_sgemm(ctx, 1, 0, K, P, g.mg, 1.f, w + gi * g.mg * K, K, dyg, P, 0.f, dxg, P);
         continue;
       }
-      pipert_sgemm(ctx, 1, 0, K, P, g.mg, 1.f, w + gi * g.mg * K, K, dyg, P, 0.f, col.data(), P);
+      pipert_sgemm(ctx, 1, 0, K, P, g.mg, 1.f, w + gi * g.mg * K, K, dyg, P, 0.f, col, P);
       std::fill(dxg, dxg + g.cg * g.h * g.w, 0.f);
-      col2im(g, col.data(), dxg);
+      col2im(g, col, dxg);
     }
 }
 
 void pipert_conv2d_grad_weight_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4],
                                    const float *dy, const int64_t w_shape[4],
                                    const int64_t pads[4], const int64_t strides[2],
-                                   const int64_t dilations[2], int64_t group, float *dw) {
+                                   const int64_t dilations[2], int64_t group, float *dw,
+                                   int accumulate) {
   ConvGeom g = conv_geom("ConvGradWeight", x_shape, w_shape, pads, strides, dilations, group);
   const int64_t K = g.col_rows(), P = g.col_cols();
-  std::vector<float> col(g.pointwise() ? 0 : size_t(K * P));
+  float *col = g.pointwise() ? nullptr : scratch(size_t(K * P));
+  // An accumulated gradient is summed apart, then added: the bits of the
+  // gradient and an Add after it.
+  float *acc = nullptr;
+  if (accumulate) {
+    acc = dw;
+    dw = scratch(size_t(g.m * K), 1);
+  }
+  if (g.n == 0)
+    std::fill(dw, dw + g.m * K, 0.f);
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t gi = 0; gi < g.group; ++gi) {
       const float *xg = x + (n * g.c + gi * g.cg) * g.h * g.w;
       const float *dyg = dy + (n * g.m + gi * g.mg) * P;
       const float *src = xg;
       if (!g.pointwise()) {
-        im2col(g, xg, col.data());
-        src = col.data();
+        im2col(g, xg, col);
+        src = col;
       }
       // dW_g (mg x K) += dY_g (mg x P) * col^T (P x K)
       pipert_sgemm(ctx, 0, 1, g.mg, K, P, 1.f, dyg, P, src, P, n == 0 ? 0.f : 1.f,
                    dw + gi * g.mg * K, K);
     }
+  accumulate_into(acc, dw, g.m * K);
 }
 
 void pipert_conv2d_grad_bias_f32(pipert_context *, const float *dy, const int64_t dy_shape[4],
-                                 float *db) {
+                                 float *db, int accumulate) {
   const int64_t N = dy_shape[0], M = dy_shape[1], P = dy_shape[2] * dy_shape[3];
   for (int64_t m = 0; m < M; ++m) {
     double s = 0;
@@ -309,7 +320,7 @@ void pipert_conv2d_grad_bias_f32(pipert_context *, const float *dy, const int64_
         part += p[i];
       s += part;
     }
-    db[m] = float(s);
+    db[m] = accumulate ? db[m] + float(s) : float(s);
   }
 }
 

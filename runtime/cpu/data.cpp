@@ -546,14 +546,14 @@ void pipert_reduce_f32(pipert_context *, pipert_reduce_op op, const float *x, in
   broadcast_strides(rank, shape, rank, st[1]);
   const int64_t ny = numel(rank, yshape);
   const int64_t count = ny ? n / std::max<int64_t>(ny, 1) : 0;
-  std::vector<double> acc(static_cast<size_t>(ny));
+  double *acc = scratch<double>(static_cast<size_t>(ny));
   const double init = op == PIPERT_REDUCE_MAX   ? -INFINITY
                       : op == PIPERT_REDUCE_MIN ? INFINITY
                                                 : 0.0;
-  std::fill(acc.begin(), acc.end(), init);
+  std::fill(acc, acc + ny, init);
   broadcast_loop<2>(rank, shape, st, [&](const int64_t *off, int64_t, int64_t len,
                                          const int64_t *ist) {
-    double *a = acc.data() + off[0];
+    double *a = acc + off[0];
     const float *p = x + off[1];
     switch (op) {
     case PIPERT_REDUCE_SUM: case PIPERT_REDUCE_MEAN:

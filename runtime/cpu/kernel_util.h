@@ -237,6 +237,26 @@ inline float row_max(int64_t n, const float *x) {
   return m;
 }
 
+// A kernel's scratch: grown on demand and kept by the thread, so a kernel
+// called every micro-batch neither allocates nor zero-fills in the steady
+// state. `slot` tells apart the buffers one call holds at once; the
+// contents are undefined.
+template <typename T = float> inline T *scratch(size_t n, int slot = 0) {
+  thread_local std::vector<T> buf[3];
+  std::vector<T> &b = buf[slot];
+  if (b.size() < n)
+    b.resize(n);
+  return b.data();
+}
+
+// acc[i] += g[i] for an accumulated gradient (nothing where acc is null).
+inline void accumulate_into(float *PIPERT_RESTRICT acc, const float *PIPERT_RESTRICT g,
+                            int64_t n) {
+  if (acc)
+    for (int64_t i = 0; i < n; ++i)
+      acc[i] += g[i];
+}
+
 } // namespace pipert::cpu
 
 #endif // PIPERT_CPU_KERNEL_UTIL_H

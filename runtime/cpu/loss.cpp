@@ -14,8 +14,7 @@ using LossGeom = NCS;
 
 // Per-entry weight w[label] (0 for ignored entries), validating labels.
 void label_weights(const char *op, const LossGeom &g, const int64_t *labels, const float *weights,
-                   int has_ii, int64_t ii, std::vector<float> &w) {
-  w.resize(size_t(g.n * g.spatial));
+                   int has_ii, int64_t ii, float *w) {
   for (int64_t i = 0; i < g.n * g.spatial; ++i) {
     bool bad;
     w[size_t(i)] = formula::label_weight(labels[i], g.c, weights, has_ii, ii, bad);
@@ -27,7 +26,7 @@ void label_weights(const char *op, const LossGeom &g, const int64_t *labels, con
 
 // loss_i = -w_i * logp[n, label_i, s], then the reduction.
 void nll_forward(const char *op, const float *logp, const LossGeom &g, const int64_t *labels,
-                 const std::vector<float> &w, pipert_reduction reduction, float *loss) {
+                 const float *w, pipert_reduction reduction, float *loss) {
   double total = 0, wsum = 0;
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t s = 0; s < g.spatial; ++s) {
@@ -47,10 +46,8 @@ void nll_forward(const char *op, const float *logp, const LossGeom &g, const int
 // The factor by which the loss of entry i enters the reduced loss, times
 // the incoming gradient: dL/dloss_i.
 void entry_scale(const char *op, const float *dloss, const LossGeom &g,
-                 const std::vector<float> &w, pipert_reduction reduction,
-                 std::vector<float> &scale) {
+                 const float *w, pipert_reduction reduction, float *scale) {
   const int64_t m = g.n * g.spatial;
-  scale.resize(size_t(m));
   double wsum = 0;
   for (int64_t i = 0; i < m; ++i)
     wsum += w[size_t(i)];
@@ -71,14 +68,9 @@ void pipert_softmax_cross_entropy_loss_f32(pipert_context *ctx, const float *sco
                                            float *loss, float *log_prob) {
   const char *op = "SoftmaxCrossEntropyLoss";
   LossGeom g = nc_split(op, rank, shape);
-  std::vector<float> own;
-  float *lp = log_prob;
-  if (!lp) {
-    own.resize(size_t(numel(rank, shape)));
-    lp = own.data();
-  }
+  float *lp = log_prob ? log_prob : scratch(size_t(numel(rank, shape)), 2);
   pipert_log_softmax_f32(ctx, scores, rank, shape, 1, lp);
-  std::vector<float> w;
+  float *w = scratch(size_t(g.n * g.spatial), 0);
   label_weights(op, g, labels, weights, has_ignore_index, ignore_index, w);
   nll_forward(op, lp, g, labels, w, reduction, loss);
 }
@@ -89,7 +81,8 @@ void pipert_softmax_cross_entropy_loss_grad_f32(
     int64_t ignore_index, pipert_reduction reduction, float *dscores) {
   const char *op = "SoftmaxCrossEntropyLossGrad";
   LossGeom g = nc_split(op, rank, shape);
-  std::vector<float> w, scale;
+  float *w = scratch(size_t(g.n * g.spatial), 0);
+  float *scale = scratch(size_t(g.n * g.spatial), 1);
   label_weights(op, g, labels, weights, has_ignore_index, ignore_index, w);
   entry_scale(op, dloss, g, w, reduction, scale);
   // d loss_i / d scores[n, c, s] = w_i * (softmax_c - [c == label_i]).
@@ -113,8 +106,8 @@ void pipert_softmax_cross_entropy_loss_grad_f32(
     for (int64_t c = 0; c < g.c; ++c) {
       const float *PIPERT_RESTRICT lp = log_prob + (n * g.c + c) * g.spatial;
       float *PIPERT_RESTRICT d = dscores + (n * g.c + c) * g.spatial;
-      const float *ws = w.data() + n * g.spatial;
-      const float *sc = scale.data() + n * g.spatial;
+      const float *ws = w + n * g.spatial;
+      const float *sc = scale + n * g.spatial;
       const int64_t *lb = labels + n * g.spatial;
       for (int64_t s = 0; s < g.spatial; ++s)
         d[s] = formula::softmax_xent_grad(ws[s], sc[s], lp[s], lb[s] == c);
@@ -127,7 +120,7 @@ void pipert_nll_loss_f32(pipert_context *, const float *input, int64_t rank,
                          float *loss) {
   const char *op = "NegativeLogLikelihoodLoss";
   LossGeom g = nc_split(op, rank, shape);
-  std::vector<float> w;
+  float *w = scratch(size_t(g.n * g.spatial), 0);
   label_weights(op, g, labels, weights, has_ignore_index, ignore_index, w);
   nll_forward(op, input, g, labels, w, reduction, loss);
 }
@@ -138,7 +131,8 @@ void pipert_nll_loss_grad_f32(pipert_context *, const float *dloss, int64_t rank
                               pipert_reduction reduction, float *dinput) {
   const char *op = "NegativeLogLikelihoodLossGrad";
   LossGeom g = nc_split(op, rank, shape);
-  std::vector<float> w, scale;
+  float *w = scratch(size_t(g.n * g.spatial), 0);
+  float *scale = scratch(size_t(g.n * g.spatial), 1);
   label_weights(op, g, labels, weights, has_ignore_index, ignore_index, w);
   entry_scale(op, dloss, g, w, reduction, scale);
   std::fill(dinput, dinput + numel(rank, shape), 0.f);

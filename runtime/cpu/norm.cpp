@@ -309,11 +309,22 @@ void pipert_layer_norm_f32(pipert_context *ctx, const float *x, int64_t rank, co
 void pipert_layer_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
                                 const int64_t *shape, int64_t axis, const float *scale,
                                 const float *mean, const float *inv_std_dev, const float *dy,
-                                float *dx, float *dscale, float *dbias) {
+                                float *dx, float *dscale, float *dbias, int accumulate) {
   const char *op = "LayerNormalizationGrad";
   check_rank(op, rank);
   int64_t ax = norm_axis(op, axis, rank);
   int64_t rows = numel(ax, shape), cols = numel(rank - ax, shape + ax);
+  // An accumulated gradient is summed apart, then added: the bits of the
+  // gradient and an Add after it.
+  float *acc_scale = nullptr, *acc_bias = nullptr;
+  if (dscale && (accumulate & 1)) {
+    acc_scale = dscale;
+    dscale = scratch(size_t(cols), 0);
+  }
+  if (dbias && (accumulate & 2)) {
+    acc_bias = dbias;
+    dbias = scratch(size_t(cols), 1);
+  }
   if (dscale)
     std::fill(dscale, dscale + cols, 0.f);
   if (dbias)
@@ -338,6 +349,8 @@ void pipert_layer_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
       for (int64_t j = 0; j < cols; ++j)
         dbias[j] += gr[j];
   }
+  accumulate_into(acc_scale, dscale, cols);
+  accumulate_into(acc_bias, dbias, cols);
 }
 
 void pipert_batch_norm_inference_f32(pipert_context *, const float *x, int64_t rank,
@@ -381,7 +394,8 @@ void pipert_batch_norm_training_f32(pipert_context *, const float *x, int64_t ra
 
 void pipert_batch_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
                                 const int64_t *shape, const float *scale, float epsilon,
-                                const float *dy, float *dx, float *dscale, float *dbias) {
+                                const float *dy, float *dx, float *dscale, float *dbias,
+                                int accumulate) {
   NCS g = nc_split("BatchNormalizationGrad", rank, shape);
   const double count = double(g.n * g.spatial);
   for (int64_t c = 0; c < g.c; ++c) {
@@ -398,9 +412,9 @@ void pipert_batch_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
       }
     }
     if (dscale)
-      dscale[c] = float(sgx);
+      dscale[c] = (accumulate & 1) ? dscale[c] + float(sgx) : float(sgx);
     if (dbias)
-      dbias[c] = float(sg);
+      dbias[c] = (accumulate & 2) ? dbias[c] + float(sg) : float(sg);
     const float k = scale[c] * inv;
     const float mg = float(sg / count), mgx = float(sgx / count);
     for (int64_t n = 0; n < g.n; ++n) {

@@ -144,14 +144,21 @@ void pipert_conv2d_grad_input_f32(pipert_context *ctx, const float *dy, const fl
 void pipert_conv2d_grad_weight_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4],
                                    const float *dy, const int64_t w_shape[4],
                                    const int64_t pads[4], const int64_t strides[2],
-                                   const int64_t dilations[2], int64_t group, float *dw) {
+                                   const int64_t dilations[2], int64_t group, float *dw,
+                                   int accumulate) {
   const char *op = "ConvGradWeight";
   const ConvGeom g = conv_geom(op, x_shape, w_shape, pads, strides, dilations, group);
   const int64_t K = g.col_rows(), P = g.col_cols();
-  if (g.n == 0) {
-    pipert_memset_zero(ctx, dw, size_t(g.m * K) * sizeof(float));
-    return;
+  // An accumulated gradient is computed apart, then added: the bits of the
+  // gradient and an Add after it.
+  Scratch own(ctx, accumulate ? size_t(g.m * K) * sizeof(float) : 0);
+  float *acc = nullptr;
+  if (accumulate) {
+    acc = dw;
+    dw = own.as<float>();
   }
+  if (g.n == 0)
+    pipert_memset_zero(ctx, dw, size_t(g.m * K) * sizeof(float));
   Scratch col(ctx, g.pointwise() ? 0 : size_t(g.c * g.kh * g.kw * P) * sizeof(float));
   for (int64_t n = 0; n < g.n; ++n) {
     const float *xn = x + n * g.c * g.h * g.w;
@@ -166,13 +173,22 @@ void pipert_conv2d_grad_weight_f32(pipert_context *ctx, const float *x, const in
     gemm_strided(ctx, op, 0, 1, g.mg, K, P, 1.f, dy + n * g.m * P, P, g.mg * P, src, P, K * P,
                  n == 0 ? 0.f : 1.f, dw, K, g.mg * K, g.group);
   }
+  if (acc) {
+    const float *part = dw;
+    launch_map(ctx, op, g.m * K, [=] __device__(int64_t i) { acc[i] += part[i]; });
+  }
 }
 
 void pipert_conv2d_grad_bias_f32(pipert_context *ctx, const float *dy, const int64_t dy_shape[4],
-                                 float *db) {
+                                 float *db, int accumulate) {
+  const char *op = "ConvGradBias";
   const int64_t shape[3] = {dy_shape[0], dy_shape[1], dy_shape[2] * dy_shape[3]};
   const bool reduced[3] = {true, false, true};
-  reduce_axes(ctx, "ConvGradBias", PIPERT_REDUCE_SUM, dy, 3, shape, reduced, 1.f, db);
+  Scratch own(ctx, accumulate ? size_t(dy_shape[1]) * sizeof(float) : 0);
+  float *sum = accumulate ? own.as<float>() : db;
+  reduce_axes(ctx, op, PIPERT_REDUCE_SUM, dy, 3, shape, reduced, 1.f, sum);
+  if (accumulate)
+    launch_map(ctx, op, dy_shape[1], [=] __device__(int64_t i) { db[i] += sum[i]; });
 }
 
 //===------------------------------ pooling -------------------------------===//

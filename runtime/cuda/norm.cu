@@ -250,7 +250,7 @@ __global__ void layer_norm_param_grad_kernel(const float *__restrict__ x, int64_
                                              const float *__restrict__ inv_std,
                                              const float *__restrict__ dy,
                                              float *__restrict__ dscale,
-                                             float *__restrict__ dbias) {
+                                             float *__restrict__ dbias, int accumulate) {
   PIPERT_GRID_STRIDE(j, cols) {
     float ds = 0.f, db = 0.f;
     for (int64_t r = 0; r < rows; ++r) {
@@ -259,9 +259,9 @@ __global__ void layer_norm_param_grad_kernel(const float *__restrict__ x, int64_
       db += g;
     }
     if (dscale)
-      dscale[j] = ds;
+      dscale[j] = (accumulate & 1) ? dscale[j] + ds : ds;
     if (dbias)
-      dbias[j] = db;
+      dbias[j] = (accumulate & 2) ? dbias[j] + db : db;
   }
 }
 
@@ -309,7 +309,7 @@ __global__ void batch_norm_grad_stats_kernel(const float *__restrict__ x, NCS g,
                                              const float *__restrict__ saved_mean,
                                              const float *__restrict__ saved_inv_std,
                                              const float *__restrict__ dy, float *dscale,
-                                             float *dbias, float *mg) {
+                                             float *dbias, int accumulate, float *mg) {
   __shared__ double dsh[32];
   const int64_t count = g.n * g.spatial;
   for (int64_t c = blockIdx.x; c < g.c; c += gridDim.x) {
@@ -325,9 +325,9 @@ __global__ void batch_norm_grad_stats_kernel(const float *__restrict__ x, NCS g,
     sgx = block_sum(sgx, dsh);
     if (threadIdx.x == 0) {
       if (dscale)
-        dscale[c] = float(sgx);
+        dscale[c] = (accumulate & 1) ? dscale[c] + float(sgx) : float(sgx);
       if (dbias)
-        dbias[c] = float(sg);
+        dbias[c] = (accumulate & 2) ? dbias[c] + float(sg) : float(sg);
       mg[2 * c] = float(sg / double(count));
       mg[2 * c + 1] = float(sgx / double(count));
     }
@@ -387,7 +387,7 @@ void pipert_layer_norm_f32(pipert_context *ctx, const float *x, int64_t rank, co
 void pipert_layer_norm_grad_f32(pipert_context *ctx, const float *x, int64_t rank,
                                 const int64_t *shape, int64_t axis, const float *scale,
                                 const float *mean, const float *inv_std_dev, const float *dy,
-                                float *dx, float *dscale, float *dbias) {
+                                float *dx, float *dscale, float *dbias, int accumulate) {
   const char *op = "LayerNormalizationGrad";
   check_rank(op, rank);
   const int64_t ax = norm_axis(op, axis, rank);
@@ -410,7 +410,7 @@ void pipert_layer_norm_grad_f32(pipert_context *ctx, const float *x, int64_t ran
   }
   if (dscale || dbias) {
     layer_norm_param_grad_kernel<<<grid_for(ctx, cols), kBlock, 0, st>>>(
-        x, rows, cols, mean, inv_std_dev, dy, dscale, dbias);
+        x, rows, cols, mean, inv_std_dev, dy, dscale, dbias, accumulate);
     PIPERT_LAUNCH_CHECK(op);
   }
 }
@@ -452,7 +452,8 @@ void pipert_batch_norm_training_f32(pipert_context *ctx, const float *x, int64_t
 
 void pipert_batch_norm_grad_f32(pipert_context *ctx, const float *x, int64_t rank,
                                 const int64_t *shape, const float *scale, float epsilon,
-                                const float *dy, float *dx, float *dscale, float *dbias) {
+                                const float *dy, float *dx, float *dscale, float *dbias,
+                                int accumulate) {
   const char *op = "BatchNormalizationGrad";
   const NCS g = nc_split(op, rank, shape);
   if (g.c == 0)
@@ -469,7 +470,7 @@ void pipert_batch_norm_grad_f32(pipert_context *ctx, const float *x, int64_t ran
   float *mg = means.as<float>();
   batch_norm_grad_stats_kernel<<<unsigned(std::min<int64_t>(g.c, 65535)), kBlock, 0,
                                  stream_of(ctx)>>>(x, g, saved_mean, saved_inv_std, dy, dscale,
-                                                   dbias, mg);
+                                                   dbias, accumulate, mg);
   PIPERT_LAUNCH_CHECK(op);
   launch_map(ctx, op, g.n * g.c * g.spatial, [=] __device__(int64_t i) {
     const int64_t c = (i / g.spatial) % g.c;

@@ -224,11 +224,13 @@ void pipert_layer_norm_f32(pipert_context *ctx, const float *x, int64_t rank, co
                            int64_t axis, float epsilon, const float *scale, const float *bias,
                            float *y, float *mean, float *inv_std_dev);
 /* From the forward's saved mean and inv_std_dev: dx, and (nullable) dscale
- * and dbias. */
+ * and dbias. accumulate (bits: 1 dscale, 2 dbias) adds the gradient to what
+ * the buffer holds (a gradient accumulator), with the bits of a separate
+ * Add. */
 void pipert_layer_norm_grad_f32(pipert_context *ctx, const float *x, int64_t rank,
                                 const int64_t *shape, int64_t axis, const float *scale,
                                 const float *mean, const float *inv_std_dev, const float *dy,
-                                float *dx, float *dscale, float *dbias);
+                                float *dx, float *dscale, float *dbias, int accumulate);
 
 /* ONNX BatchNormalization on (N, C, d...) with per-channel scale, bias.
  * Inference: uses mean and var. */
@@ -250,7 +252,8 @@ void pipert_batch_norm_training_f32(pipert_context *ctx, const float *x, int64_t
  * variance over N and d...) are recomputed from x. */
 void pipert_batch_norm_grad_f32(pipert_context *ctx, const float *x, int64_t rank,
                                 const int64_t *shape, const float *scale, float epsilon,
-                                const float *dy, float *dx, float *dscale, float *dbias);
+                                const float *dy, float *dx, float *dscale, float *dbias,
+                                int accumulate);
 
 /*===------------------------------ convolution and pooling ---------------===*/
 
@@ -267,14 +270,16 @@ void pipert_conv2d_grad_input_f32(pipert_context *ctx, const float *dy, const fl
                                   const int64_t w_shape[4], const int64_t x_shape[4],
                                   const int64_t pads[4], const int64_t strides[2],
                                   const int64_t dilations[2], int64_t group, float *dx);
-/* dw (shape w_shape) from x and dy. */
+/* dw (shape w_shape) from x and dy; accumulate != 0 adds it to dw's values. */
 void pipert_conv2d_grad_weight_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4],
                                    const float *dy, const int64_t w_shape[4],
                                    const int64_t pads[4], const int64_t strides[2],
-                                   const int64_t dilations[2], int64_t group, float *dw);
-/* db (M) = dy summed over N, oH, oW. dy_shape is (N, M, oH, oW). */
+                                   const int64_t dilations[2], int64_t group, float *dw,
+                                   int accumulate);
+/* db (M) = dy summed over N, oH, oW. dy_shape is (N, M, oH, oW). accumulate
+ * != 0 adds it to db's values. */
 void pipert_conv2d_grad_bias_f32(pipert_context *ctx, const float *dy, const int64_t dy_shape[4],
-                                 float *db);
+                                 float *db, int accumulate);
 
 /* Output extent of a pooled axis (ONNX, with PyTorch's rule that with
  * ceil_mode the last window must start inside the input or left padding). */

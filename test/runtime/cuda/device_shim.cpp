@@ -320,14 +320,14 @@ void layer_norm_f32(pipert_context *ctx, const float *x, int64_t rank, const int
 void layer_norm_grad_f32(pipert_context *ctx, const float *x, int64_t rank, const int64_t *shape,
                          int64_t axis, const float *scale, const float *mean,
                          const float *inv_std_dev, const float *dy, float *dx, float *dscale,
-                         float *dbias) {
+                         float *dbias, int accumulate) {
   Mirror m(ctx);
   int64_t rows, cols;
   ln_split(rank, shape, axis, rows, cols);
   const int64_t n = numel(rank, shape);
   pipert_layer_norm_grad_f32(ctx, m.in(x, n), rank, shape, axis, m.in(scale, cols),
                              m.in(mean, rows), m.in(inv_std_dev, rows), m.in(dy, n),
-                             m.out(dx, n), m.out(dscale, cols), m.out(dbias, cols));
+                             m.out(dx, n), m.out(dscale, cols), m.out(dbias, cols), accumulate);
 }
 
 int64_t channels(int64_t rank, const int64_t *shape) { return rank >= 2 ? shape[1] : 0; }
@@ -356,11 +356,11 @@ void batch_norm_training_f32(pipert_context *ctx, const float *x, int64_t rank,
 
 void batch_norm_grad_f32(pipert_context *ctx, const float *x, int64_t rank, const int64_t *shape,
                          const float *scale, float epsilon, const float *dy, float *dx,
-                         float *dscale, float *dbias) {
+                         float *dscale, float *dbias, int accumulate) {
   Mirror m(ctx);
   const int64_t n = numel(rank, shape), c = channels(rank, shape);
   pipert_batch_norm_grad_f32(ctx, m.in(x, n), rank, shape, m.in(scale, c), epsilon, m.in(dy, n),
-                             m.out(dx, n), m.out(dscale, c), m.out(dbias, c));
+                             m.out(dx, n), m.out(dscale, c), m.out(dbias, c), accumulate);
 }
 
 //===------------------------------ convolution and pooling ---------------===//
@@ -417,19 +417,19 @@ void resize_grad_f32(pipert_context *ctx, const float *dy, const int64_t x_shape
 void conv2d_grad_weight_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4],
                             const float *dy, const int64_t w_shape[4], const int64_t pads[4],
                             const int64_t strides[2], const int64_t dilations[2], int64_t group,
-                            float *dw) {
+                            float *dw, int accumulate) {
   Mirror m(ctx);
   pipert_conv2d_grad_weight_f32(
       ctx, m.in(x, numel(4, x_shape)), x_shape,
       m.in(dy, conv_out(x_shape, w_shape, pads, strides, dilations)), w_shape, pads, strides,
-      dilations, group, m.out(dw, numel(4, w_shape)));
+      dilations, group, m.out(dw, numel(4, w_shape)), accumulate);
 }
 
 void conv2d_grad_bias_f32(pipert_context *ctx, const float *dy, const int64_t dy_shape[4],
-                          float *db) {
+                          float *db, int accumulate) {
   Mirror m(ctx);
   pipert_conv2d_grad_bias_f32(ctx, m.in(dy, numel(4, dy_shape)), dy_shape,
-                              m.out(db, dy_shape[1]));
+                              m.out(db, dy_shape[1]), accumulate);
 }
 
 int64_t pool_out(const int64_t x[4], const int64_t k[2], const int64_t pads[4],

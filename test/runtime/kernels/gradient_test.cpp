@@ -57,6 +57,22 @@ double dot(const Vec &r, const Vec &y) {
   return s;
 }
 
+// A gradient the kernel added into an accumulator (its `accumulate` flag):
+// `after` must be acc + grad elementwise, the bits of a separate Add; with
+// `on` false the accumulator must be overwritten by the gradient.
+void expect_accumulated(const std::string &what, const Vec &acc, const Vec &grad,
+                        const Vec &after, bool on = true) {
+  ASSERT_EQ(acc.size(), after.size()) << what;
+  ASSERT_EQ(grad.size(), after.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < after.size(); ++i) {
+    const float want = on ? acc[i] + grad[i] : grad[i];
+    if (after[i] != want && ++bad <= 5)
+      ADD_FAILURE() << what << "[" << i << "] accumulated " << after[i] << ", want " << want;
+  }
+  EXPECT_EQ(bad, 0) << what << (on ? ": accumulated" : ": overwritten");
+}
+
 // Compares `analytic` with central differences of x -> sum(r * f(x)) at up to
 // `max_checks` coordinates of x.
 void check_grad(const std::string &what, const std::function<void(const Vec &, Vec &)> &f, Vec x,
@@ -124,11 +140,19 @@ TEST_P(ConvGrad, InputWeightBias) {
   pipert_conv2d_grad_input_f32(ctx.ctx, r.data(), w.data(), ws, xs, c.pads, c.strides, c.dil,
                                c.group, dx.data());
   pipert_conv2d_grad_weight_f32(ctx.ctx, x.data(), xs, r.data(), ws, c.pads, c.strides, c.dil,
-                                c.group, dw.data());
-  pipert_conv2d_grad_bias_f32(ctx.ctx, r.data(), ys, db.data());
+                                c.group, dw.data(), 0);
+  pipert_conv2d_grad_bias_f32(ctx.ctx, r.data(), ys, db.data(), 0);
   check_grad("conv dx", [&](const Vec &v, Vec &y) { conv(v, w, b, y); }, x, r, dx);
   check_grad("conv dw", [&](const Vec &v, Vec &y) { conv(x, v, b, y); }, w, r, dw);
   check_grad("conv db", [&](const Vec &v, Vec &y) { conv(x, w, v, y); }, b, r, db);
+  // Accumulated into a gradient accumulator: the bits of acc + the gradient.
+  Vec accw = rng.uniform(w.size()), accb = rng.uniform(b.size());
+  Vec sumw = accw, sumb = accb;
+  pipert_conv2d_grad_weight_f32(ctx.ctx, x.data(), xs, r.data(), ws, c.pads, c.strides, c.dil,
+                                c.group, sumw.data(), 1);
+  pipert_conv2d_grad_bias_f32(ctx.ctx, r.data(), ys, sumb.data(), 1);
+  expect_accumulated("conv dw", accw, dw, sumw);
+  expect_accumulated("conv db", accb, db, sumb);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -290,7 +314,17 @@ TEST(LayerNormGrad, XScaleBias) {
                           y.data(), mean.data(), inv.data());
     Vec dx(x.size()), ds(static_cast<size_t>(cols)), db(static_cast<size_t>(cols));
     pipert_layer_norm_grad_f32(ctx.ctx, x.data(), rank, s.data(), axis, sc.data(), mean.data(),
-                               inv.data(), r.data(), dx.data(), ds.data(), db.data());
+                               inv.data(), r.data(), dx.data(), ds.data(), db.data(), 0);
+    // Accumulated (each alone, then both): the bits of acc + the gradient.
+    for (int bits : {1, 2, 3}) {
+      Vec accs = rng.uniform(cols), accb = rng.uniform(cols), sums = accs, sumb = accb;
+      Vec dx2(x.size());
+      pipert_layer_norm_grad_f32(ctx.ctx, x.data(), rank, s.data(), axis, sc.data(), mean.data(),
+                                 inv.data(), r.data(), dx2.data(), sums.data(), sumb.data(), bits);
+      EXPECT_EQ(dx2, dx);
+      expect_accumulated("layernorm dscale", accs, ds, sums, bits & 1);
+      expect_accumulated("layernorm dbias", accb, db, sumb, bits & 2);
+    }
     auto f = [&](const Vec &xx, const Vec &ss, const Vec &bb, Vec &out) {
       out.assign(xx.size(), 0.f);
       pipert_layer_norm_f32(ctx.ctx, xx.data(), rank, s.data(), axis, eps, ss.data(), bb.data(),
@@ -316,7 +350,16 @@ TEST(BatchNormGrad, TrainingXScaleBias) {
                                    sm.data(), sinv.data());
     Vec dx(x.size()), ds(static_cast<size_t>(C)), db(static_cast<size_t>(C));
     pipert_batch_norm_grad_f32(ctx.ctx, x.data(), rank, s.data(), sc.data(), eps, r.data(),
-                               dx.data(), ds.data(), db.data());
+                               dx.data(), ds.data(), db.data(), 0);
+    for (int bits : {1, 2, 3}) {
+      Vec accs = rng.uniform(C), accb = rng.uniform(C), sums = accs, sumb = accb;
+      Vec dx2(x.size());
+      pipert_batch_norm_grad_f32(ctx.ctx, x.data(), rank, s.data(), sc.data(), eps, r.data(),
+                                 dx2.data(), sums.data(), sumb.data(), bits);
+      EXPECT_EQ(dx2, dx);
+      expect_accumulated("batchnorm dscale", accs, ds, sums, bits & 1);
+      expect_accumulated("batchnorm dbias", accb, db, sumb, bits & 2);
+    }
     auto f = [&](const Vec &xx, const Vec &ss, const Vec &bb, Vec &out) {
       out.assign(xx.size(), 0.f);
       pipert_batch_norm_training_f32(ctx.ctx, xx.data(), rank, s.data(), ss.data(), bb.data(),

@@ -401,7 +401,7 @@ TEST(Conv, SamePaddingMatchesDirectLoop) {
     pipert_conv2d_f32(ctx.ctx, x.data(), xs, w.data(), ws, nullptr, k.pads, st, k.dil, k.group,
                       y.data());
     pipert_conv2d_grad_weight_f32(ctx.ctx, x.data(), xs, dy.data(), ws, k.pads, st, k.dil,
-                                  k.group, dw.data());
+                                  k.group, dw.data(), 0);
     pipert_conv2d_grad_input_f32(ctx.ctx, dy.data(), w.data(), ws, xs, k.pads, st, k.dil,
                                  k.group, dx.data());
     std::vector<double> acc(dw.size(), 0.0), acc_x(dx.size(), 0.0);
