@@ -374,6 +374,7 @@ private:
   DenseMap<Value, Value> pointers;     // program tensor value → buffer pointer
   DenseMap<Value, Value> loopIndex;    // pipe.loop index → i64
   DenseSet<Operation *> elidedSaves;   // saves computed in place
+  DenseSet<Operation *> elidedReports; // losses computed in their slot
   llvm::StringMap<std::string> functions; // key → callable function name
   SmallVector<func::FuncOp> onnxFunctions;
   pipe::UpdateOp lastUpdate;
@@ -1423,6 +1424,19 @@ Value ProgramLowering::storageFor(Value v, Value mb) {
         return ringSlot(save.getBuffer(), mb);
       }
     }
+  // A micro-batch's loss that only its report reads: computed in its float
+  // of the step's losses (no copy a micro-batch).
+  if (v.hasOneUse() && lossBuffer && defMb)
+    if (auto rep = dyn_cast<pipe::ReportLossOp>(*v.getUsers().begin())) {
+      std::optional<pipe::MicroBatchIndex> repMb = pipe::getMicroBatchIndex(rep);
+      auto type = cast<RankedTensorType>(v.getType());
+      if (repMb && repMb->base == defMb->base && repMb->offset == defMb->offset &&
+          type.getElementType().isF32() && type.getNumElements() == 1) {
+        elidedReports.insert(rep);
+        return offsetPtr(lossBuffer,
+                         arith::MulIOp::create(b, loc, microBatch(def), i64c(4)));
+      }
+    }
   return allocate(runtimeTensorBytes(cast<RankedTensorType>(v.getType())));
 }
 
@@ -2107,6 +2121,8 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     if (!type.getElementType().isF32())
       return rep.emitError("pipe-lower-programs: the loss must be f32, not ")
              << type.getElementType();
+    if (elidedReports.count(rep))
+      return success();
     Value slot = offsetPtr(
         lossBuffer, arith::MulIOp::create(b, loc, microBatch(rep), i64c(4)));
     call("pipert_copy_device",
