@@ -19,6 +19,8 @@ config.substitutions.append(("%onnx_testdata", config.onnx_testdata))
 config.substitutions.append(
     ("%pipec_plugin", os.path.join(config.pipec_obj_root, "lib", "libPipecPlugin.so")))
 config.substitutions.append(
+    ("%malloc_count", os.path.join(config.pipec_obj_root, "test", "libpipec_malloc_count.so")))
+config.substitutions.append(
     ("%stock_mlir_opt", os.path.join(config.llvm_tools_dir, "mlir-opt")))
 
 if getattr(config, "pipec_cuda_backend", False):

@@ -69,6 +69,8 @@ struct pipert_log {
   Clock::time_point lastPrint;
   int64_t stepsAtLastPrint = 0;
   bool lineOpen = false; // a tty progress line without its newline yet
+  std::string line;      // the step's JSON line, its capacity kept (no
+                         // allocation a step once it has grown)
 };
 
 extern "C" {
@@ -116,7 +118,8 @@ void pipert_log_step(pipert_log *log, int64_t step, double loss, int n_extra,
       stepTime > 0 ? static_cast<double>(log->samplesPerStep) / stepTime : 0.0;
 
   if (log->file) {
-    std::string line = "{\"step\":";
+    std::string &line = log->line;
+    line.assign("{\"step\":");
     line += std::to_string(step);
     line += ",\"loss\":";
     appendNumber(line, loss);

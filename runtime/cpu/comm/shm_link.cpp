@@ -178,6 +178,7 @@ void Endpoint::postRecv(Op *op) {
       std::memcpy(op->dst, it->data.data(), static_cast<size_t>(bytes));
     }
     op->done = true;
+    spare_.push_back(std::move(it->data));
     un.erase(it);
     return;
   }
@@ -205,7 +206,12 @@ void Endpoint::drain(int peer) {
       deliver(*it, ring, payload, h.bytes);
       posted.erase(it);
     } else {
-      Unexpected u{h.comm, h.tag, std::vector<char>(static_cast<size_t>(h.bytes))};
+      Unexpected u{h.comm, h.tag, {}};
+      if (!spare_.empty()) {
+        u.data = std::move(spare_.back());
+        spare_.pop_back();
+      }
+      u.data.resize(static_cast<size_t>(h.bytes));
       copyOut(ring, ring_, payload, u.data.data(), h.bytes);
       unexpected_[static_cast<size_t>(peer)].push_back(std::move(u));
     }
@@ -218,8 +224,10 @@ void Endpoint::progress() {
   const int n = ranks();
   for (int p = 0; p < n; ++p) {
     auto &q = pending_[static_cast<size_t>(p)];
-    while (!q.empty() && tryWrite(q.front()))
-      q.pop_front();
+    size_t written = 0;
+    while (written < q.size() && tryWrite(q[written]))
+      ++written;
+    q.erase(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(written));
   }
   for (int p = 0; p < n; ++p)
     if (p != self_)

@@ -42,7 +42,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <vector>
 
 namespace pipert::shm {
@@ -145,9 +144,12 @@ private:
   int64_t ring_;
   // Per peer: sends waiting for room, receives waiting for a message,
   // messages that came before their receive, and the head this side last
-  // read (the sender's free-space estimate, refreshed when short).
-  std::vector<std::deque<Op *>> pending_, posted_;
-  std::vector<std::deque<Unexpected>> unexpected_;
+  // read (the sender's free-space estimate, refreshed when short). Vectors
+  // (a few entries each) and recycled message buffers (spare_): once they
+  // have grown, the steady state allocates nothing.
+  std::vector<std::vector<Op *>> pending_, posted_;
+  std::vector<std::vector<Unexpected>> unexpected_;
+  std::vector<std::vector<char>> spare_;
   std::vector<uint64_t> knownHead_;
 };
 
