@@ -268,10 +268,11 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
                            << " (a step is onnx ops; pipe-lower-programs "
                               "lowers transfers itself)";
 
-  // Results that are constants or aliases need no kernel; an Add of a
-  // gradient into its accumulator that the gradient's kernel does itself
-  // emits nothing.
-  if (isa<onnx::ConstantOp, onnx::NoValueOp>(op) || isAliasOp(op) || foldedAdds.contains(op))
+  // Results that are constants or aliases need no kernel; nor does an Add
+  // of a gradient into its accumulator that the gradient's kernel does
+  // itself, or a Concat whose parts were computed in its buffer.
+  if (isa<onnx::ConstantOp, onnx::NoValueOp>(op) || isAliasOp(op) || foldedAdds.contains(op) ||
+      inPlaceConcats.contains(op))
     return success();
   if (op->getNumResults() && llvm::all_of(op->getResults(), [&](Value r) {
         return placement[r].kind == Placement::Constant;

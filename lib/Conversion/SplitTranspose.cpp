@@ -1,4 +1,4 @@
-//===- SplitTranspose.cpp - attention's head split as one transpose --------===//
+//===- SplitTranspose.cpp - attention's head split and merge as one transpose ===//
 //
 // Part of the step lowering (StepLowering::run, before the buffers are
 // planned). Attention splits its fused projection into q, k and v and moves
@@ -30,6 +30,10 @@
 // one transposed tensor could not (it would be copied). So it is the
 // one-device step (and a stage that recomputes) that gains. The same bits:
 // only copies change.
+//
+// The backward's mirror (rewriteConcat, below) merges the heads of dq, dk
+// and dv with one Transpose instead of three and a Concat, in every
+// backward (a pipeline stage's too: its parts are not results).
 //
 //===----------------------------------------------------------------------===//
 #include "StepLowering.h"
@@ -191,6 +195,174 @@ bool rewrite(onnx::SplitOp split) {
   return !ob.failed();
 }
 
+// The backward's mirror: the head merge of each gradient and their Concat,
+//
+//   %t_i = onnx.Transpose(%x_i) {perm = P_i}       x_i: [..., f0, f1, ...]
+//   %r_i = onnx.Reshape(%t_i) -> [..., c, ...]       (merges t_i's axes a..)
+//   %c   = onnx.Concat(%r_0, ..., %r_n-1) {axis = a}
+//
+// becomes one Concat along a new leading axis and one Transpose:
+//
+//   %s_i = onnx.Reshape(%x_i) -> [1, x_i's shape]
+//   %c5  = onnx.Concat(%s_0, ...) {axis = 0}       [n, x's shape]
+//   %t   = onnx.Transpose(%c5) {perm = Q}          t's axes with n at a
+//   %c'  = onnx.Reshape(%t) -> %c's type
+//
+// The buffer planner places each %x_i in its slice of %c5's buffer (a
+// contiguous Concat whose parts are their kernels' results: the kernels
+// write there and the Concat is no call), so the attention backward's three
+// Transposes and Concat of dq, dk and dv become one Transpose. A part whose
+// Transpose swaps its last two axes first (dk, from kᵀ's gradient) keeps
+// that swap as a Transpose of its own. The same bits: only copies change.
+bool rewriteConcat(onnx::ConcatOp concat) {
+  Operation *op = concat;
+  auto cType = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  int64_t n = op->getNumOperands();
+  if (!cType || !cType.hasStaticShape() || n < 2)
+    return false;
+  int64_t rank = cType.getRank();
+  auto axisAttr = op->getAttrOfType<IntegerAttr>("axis");
+  int64_t a = axisAttr ? axisAttr.getInt() : 0;
+  if (a < 0)
+    a += rank;
+  if (a < 0 || a >= rank)
+    return false;
+  auto permOf = [](Operation *t) {
+    auto p = t->getAttrOfType<DenseI64ArrayAttr>("perm");
+    return p ? SmallVector<int64_t>(p.asArrayRef()) : SmallVector<int64_t>();
+  };
+  // Every part: a Transpose (one use), then a Reshape (one use).
+  SmallVector<Operation *> reshapes, transposes;
+  RankedTensorType partType;
+  int64_t k = -1;
+  for (Value o : op->getOperands()) {
+    Operation *reshape = o.getDefiningOp();
+    if (!reshape || !isa<onnx::ReshapeOp>(reshape) || !o.hasOneUse())
+      return false;
+    Value tv = reshape->getOperand(0);
+    Operation *t = tv.getDefiningOp();
+    if (!t || !isa<onnx::TransposeOp>(t) || !tv.hasOneUse())
+      return false;
+    auto xt = dyn_cast<RankedTensorType>(t->getOperand(0).getType());
+    auto pt = dyn_cast<RankedTensorType>(o.getType());
+    if (!xt || !xt.hasStaticShape() || (k >= 0 && xt.getRank() != k) || !pt ||
+        (partType && pt != partType) || int64_t(permOf(t).size()) != xt.getRank())
+      return false;
+    k = xt.getRank();
+    partType = pt;
+    reshapes.push_back(reshape);
+    transposes.push_back(t);
+  }
+  int64_t m = k - (rank - 1); // t's axes merged into the part's axis a
+  if (k < 2 || m < 1)
+    return false;
+  // σ∘P: the part transposed by P after a swap of its last two axes.
+  auto swapped = [&](ArrayRef<int64_t> p) {
+    SmallVector<int64_t> q(p);
+    for (int64_t &v : q)
+      v = v == k - 2 ? k - 1 : v == k - 1 ? k - 2 : v;
+    return q;
+  };
+  // The base permutation P: the one most parts have; every other part must
+  // have σ∘P (attention's dk, from the gradient of kᵀ).
+  SmallVector<int64_t> perm;
+  int64_t best = 0;
+  for (Operation *t : transposes) {
+    SmallVector<int64_t> p = permOf(t);
+    int64_t count = llvm::count_if(transposes, [&](Operation *u) { return permOf(u) == p; });
+    if (count > best) {
+      best = count;
+      perm = p;
+    }
+  }
+  SmallVector<bool> swapPart;
+  RankedTensorType xType; // the parts' x, the swapped ones' swapped back
+  auto elem = cType.getElementType();
+  for (Operation *t : transposes) {
+    SmallVector<int64_t> p = permOf(t);
+    bool sw = p != perm;
+    if (sw && p != swapped(perm))
+      return false;
+    swapPart.push_back(sw);
+    auto xt = cast<RankedTensorType>(t->getOperand(0).getType());
+    SmallVector<int64_t> shape(xt.getShape());
+    if (sw)
+      std::swap(shape[k - 2], shape[k - 1]);
+    auto eff = RankedTensorType::get(shape, elem);
+    if (xType && eff != xType)
+      return false;
+    xType = eff;
+  }
+  // t's shape, and the part as t with axes a .. a+m-1 merged.
+  SmallVector<int64_t> tShape;
+  for (int64_t p : perm)
+    tShape.push_back(xType.getDimSize(p));
+  ArrayRef<int64_t> ps = partType.getShape();
+  int64_t prod = 1;
+  for (int64_t j = 0; j < m; ++j)
+    prod *= tShape[a + j];
+  for (int64_t j = 0; j < rank; ++j) {
+    int64_t want = j < a ? tShape[j] : j == a ? prod : tShape[j + m - 1];
+    if (ps[j] != want)
+      return false;
+  }
+  if (cType.getDimSize(a) != n * prod)
+    return false;
+  // [n, x...] transposed to t's axes with the parts' axis at a.
+  SmallVector<int64_t> x5 = {n};
+  x5.append(xType.getShape().begin(), xType.getShape().end());
+  SmallVector<int64_t> q;
+  for (int64_t j = 0; j < a; ++j)
+    q.push_back(perm[j] + 1);
+  q.push_back(0);
+  for (int64_t j = a; j < k; ++j)
+    q.push_back(perm[j] + 1);
+  SmallVector<int64_t> outShape;
+  for (int64_t p : q)
+    outShape.push_back(x5[p]);
+
+  OpBuilder b(op);
+  Location loc = op->getLoc();
+  autodiff::OnnxBuilder ob(b, loc);
+  SmallVector<int64_t> oneX = {1};
+  oneX.append(xType.getShape().begin(), xType.getShape().end());
+  auto oneType = RankedTensorType::get(oneX, elem);
+  SmallVector<Value> parts;
+  for (int64_t i = 0; i < n; ++i) {
+    Value x = transposes[i]->getOperand(0);
+    if (swapPart[i]) {
+      SmallVector<int64_t> sw;
+      for (int64_t j = 0; j < k; ++j)
+        sw.push_back(j);
+      std::swap(sw[k - 2], sw[k - 1]);
+      OperationState ws(loc, onnx::TransposeOp::getOperationName());
+      ws.addOperands(x);
+      ws.addTypes(xType);
+      ws.addAttribute("perm", b.getDenseI64ArrayAttr(sw));
+      x = b.create(ws)->getResult(0);
+    }
+    parts.push_back(ob.reshape(x, oneType));
+  }
+  OperationState cs(loc, onnx::ConcatOp::getOperationName());
+  cs.addOperands(parts);
+  cs.addTypes(RankedTensorType::get(x5, elem));
+  cs.addAttribute("axis", b.getI64IntegerAttr(0));
+  Value c5 = b.create(cs)->getResult(0);
+  OperationState ts(loc, onnx::TransposeOp::getOperationName());
+  ts.addOperands(c5);
+  ts.addTypes(RankedTensorType::get(outShape, elem));
+  ts.addAttribute("perm", b.getDenseI64ArrayAttr(q));
+  Value t = b.create(ts)->getResult(0);
+  Value merged = ob.reshape(t, cType);
+  op->getResult(0).replaceAllUsesWith(merged);
+  op->erase();
+  for (int64_t i = 0; i < n; ++i) {
+    reshapes[i]->erase();
+    transposes[i]->erase();
+  }
+  return !ob.failed();
+}
+
 } // namespace
 
 void fuseSplitTransposes(func::FuncOp f) {
@@ -198,6 +370,10 @@ void fuseSplitTransposes(func::FuncOp f) {
   f.walk([&](onnx::SplitOp s) { splits.push_back(s); });
   for (onnx::SplitOp s : splits)
     rewrite(s);
+  SmallVector<onnx::ConcatOp> concats;
+  f.walk([&](onnx::ConcatOp c) { concats.push_back(c); });
+  for (onnx::ConcatOp c : concats)
+    rewriteConcat(c);
 }
 
 } // namespace mlir::pipec::steplowering

@@ -70,6 +70,27 @@ bool isContiguousSplit(Operation *op) {
   });
 }
 
+/// A Concat along an axis that every axis before it has extent 1: its parts
+/// lie back to back in its result.
+bool isContiguousConcat(Operation *op) {
+  if (!isa<onnx::ConcatOp>(op))
+    return false;
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!type || !type.hasStaticShape())
+    return false;
+  auto axisAttr = op->getAttrOfType<IntegerAttr>("axis");
+  int64_t axis = axisAttr ? axisAttr.getInt() : 0;
+  if (axis < 0)
+    axis += type.getRank();
+  for (int64_t d = 0; d < axis; ++d)
+    if (type.getDimSize(d) != 1)
+      return false;
+  return llvm::all_of(op->getOperands(), [](Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t && t.hasStaticShape();
+  });
+}
+
 /// Ops whose result is their first operand's bytes under another shape.
 bool isAliasOp(Operation *op) {
   // A Split into contiguous parts: each an alias at its offset.
@@ -302,6 +323,42 @@ LogicalResult StepLowering::planBuffers() {
       }
     }
   }
+  // A Concat whose parts are contiguous (every axis before its own of
+  // extent 1) and each the result of a kernel read by nothing else (or a
+  // reshape of one): each part is computed in its slice of the Concat's
+  // buffer, an alias of the Concat's result at its offset, and the Concat
+  // is no call (attention's dq, dk and dv, SplitTranspose.cpp). The
+  // Concat's buffer is placed with its first part's kernel.
+  DenseMap<Value, Value> concatOfPart; // a part's kernel result → the Concat's
+  for (Operation &op : body.without_terminator()) {
+    if (!isContiguousConcat(&op) || placement.count(op.getResult(0)) ||
+        llvm::any_of(updates, [&](auto u) { return u.first == op.getResult(0); }))
+      continue;
+    SmallVector<Value> roots;
+    for (Value o : op.getOperands()) {
+      Value r = o;
+      if (Operation *def = o.getDefiningOp(); def && isa<onnx::ReshapeOp>(def) &&
+                                              placement.count(o) && o.hasOneUse())
+        r = def->getOperand(0);
+      auto res = dyn_cast<OpResult>(r);
+      if (!res || !r.hasOneUse() || placement.count(r) || llvm::is_contained(roots, r) ||
+          res.getOwner()->getBlock() != &body ||
+          runtimeTensorBytes(tensorType(r)) != runtimeTensorBytes(tensorType(o))) {
+        roots.clear();
+        break;
+      }
+      roots.push_back(r);
+    }
+    if (roots.empty())
+      continue;
+    int64_t offset = 0;
+    for (Value r : roots) {
+      placement[r] = {Placement::Alias, -1, offset, op.getResult(0)};
+      concatOfPart[r] = op.getResult(0);
+      offset += runtimeTensorBytes(tensorType(r));
+    }
+    inPlaceConcats.insert(&op);
+  }
   for (Operation &op : body)
     for (Value v : op.getOperands()) {
       Value root = rootOf(v);
@@ -378,7 +435,14 @@ LogicalResult StepLowering::planBuffers() {
   DenseMap<Value, int64_t> blockOfRoot;
   for (Operation &op : body.without_terminator()) {
     int64_t i = order[&op];
-    for (Value r : op.getResults()) {
+    SmallVector<Value> toPlace;
+    for (Value r : op.getResults())
+      if (auto c = concatOfPart.find(r);
+          c != concatOfPart.end() && !placement.count(c->second) &&
+          !llvm::is_contained(toPlace, c->second))
+        toPlace.push_back(c->second);
+    toPlace.append(op.result_begin(), op.result_end());
+    for (Value r : toPlace) {
       if (placement.count(r))
         continue;
       auto type = tensorType(r);

@@ -133,6 +133,8 @@ private:
   // which emit nothing.
   DenseSet<Value> accumulated;
   DenseSet<Operation *> foldedAdds;
+  // Concats whose parts their kernels compute in its buffer (no call).
+  DenseSet<Operation *> inPlaceConcats;
   /// The kernel's `accumulate` flag for `op`'s results: bit k for
   /// results[k] accumulated.
   Value accumulateBits(Operation *op, ArrayRef<unsigned> results) {

@@ -1,6 +1,6 @@
 // RUN: pipe-opt %s --split-input-file --pipe-lower-to-runtime | FileCheck %s
 // RUN: pipe-opt %s --split-input-file --pipe-lower-to-llvm | FileCheck %s --check-prefix=LLVM
-// LLVM-COUNT-2: llvm.func @pipe_step(
+// LLVM-COUNT-3: llvm.func @pipe_step(
 
 // Attention's head split: Split of the fused q/k/v projection, each part
 // reshaped into heads and transposed (k with its last two axes swapped as
@@ -58,4 +58,44 @@ func.func @forward(%x: tensor<2x8x48xf32> {pipe.input = "x"}) -> (tensor<f32> {p
   %o = onnx.MatMul(%a, %v) : (tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>) -> tensor<2x2x8x8xf32>
   %m = onnx.ReduceSum(%o, %none) {keepdims = 0 : i64} : (tensor<2x2x8x8xf32>, none) -> tensor<f32>
   return %m, %q : tensor<f32>, tensor<2x2x8x8xf32>
+}
+
+// -----
+
+// The backward's mirror: each head's gradient transposed back (dk's after
+// a swap of its last two axes: it comes as kᵀ's gradient), reshaped and
+// concatenated. Lowered as one Concat along a new leading axis, whose
+// parts are computed in its buffer (dq at 0 and dv at 1024 by their
+// MatMuls, dk at 512 by its swap, the one Transpose kept), and one 5-D
+// Transpose: no pipert_concat.
+
+// CHECK-LABEL: func.func @pipe_step(
+// CHECK-NOT: call @pipert_concat(
+// CHECK: call @pipert_matmul_f32(
+// CHECK: call @pipert_matmul_f32(
+// CHECK: llvm.getelementptr %{{.*}}[%c1024_i64{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK: call @pipert_matmul_f32(
+// CHECK: llvm.getelementptr %{{.*}}[%c512_i64{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK: call @pipert_transpose(%{{.*}}, %{{.*}}, %{{.*}}, %c4_i64
+// CHECK: call @pipert_transpose(%{{.*}}, %{{.*}}, %{{.*}}, %c5_i64
+// CHECK-NOT: call @pipert_transpose(
+// CHECK-NOT: call @pipert_concat(
+// CHECK: return
+func.func @forward(%a: tensor<2x2x8x8xf32> {pipe.input = "a"},
+                   %b: tensor<2x2x8x4xf32> {pipe.input = "b"},
+                   %bt: tensor<2x2x4x8xf32> {pipe.input = "bt"}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %dq = onnx.MatMul(%a, %b) : (tensor<2x2x8x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x8x4xf32>
+  %dkt = onnx.MatMul(%bt, %a) : (tensor<2x2x4x8xf32>, tensor<2x2x8x8xf32>) -> tensor<2x2x4x8xf32>
+  %dv = onnx.MatMul(%a, %b) : (tensor<2x2x8x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x8x4xf32>
+  %tq = onnx.Transpose(%dq) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x8x4xf32>) -> tensor<2x8x2x4xf32>
+  %tk = onnx.Transpose(%dkt) {perm = array<i64: 0, 3, 1, 2>} : (tensor<2x2x4x8xf32>) -> tensor<2x8x2x4xf32>
+  %tv = onnx.Transpose(%dv) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x8x4xf32>) -> tensor<2x8x2x4xf32>
+  %shape = onnx.Constant {value = dense<[2, 8, 8]> : tensor<3xi64>} : tensor<3xi64>
+  %rq = onnx.Reshape(%tq, %shape) : (tensor<2x8x2x4xf32>, tensor<3xi64>) -> tensor<2x8x8xf32>
+  %rk = onnx.Reshape(%tk, %shape) : (tensor<2x8x2x4xf32>, tensor<3xi64>) -> tensor<2x8x8xf32>
+  %rv = onnx.Reshape(%tv, %shape) : (tensor<2x8x2x4xf32>, tensor<3xi64>) -> tensor<2x8x8xf32>
+  %c = onnx.Concat(%rq, %rk, %rv) {axis = 2 : i64} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %l = onnx.ReduceMean(%c, %none) {keepdims = 0 : i64} : (tensor<2x8x24xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
 }
