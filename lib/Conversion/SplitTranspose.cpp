@@ -48,17 +48,44 @@ namespace mlir::pipec::steplowering {
 
 namespace {
 
+/// `op`'s axis attribute (default 0) as an index of a rank-`rank` tensor;
+/// -1 when out of range.
+int64_t axisOf(Operation *op, int64_t rank) {
+  auto axisAttr = op->getAttrOfType<IntegerAttr>("axis");
+  int64_t a = axisAttr ? axisAttr.getInt() : 0;
+  if (a < 0)
+    a += rank;
+  return a >= 0 && a < rank ? a : -1;
+}
+
+/// A Transpose's permutation (empty without one).
+SmallVector<int64_t> permOf(Operation *t) {
+  auto p = t->getAttrOfType<DenseI64ArrayAttr>("perm");
+  return p ? SmallVector<int64_t>(p.asArrayRef()) : SmallVector<int64_t>();
+}
+
+/// A Transpose of v's last two axes, of type `type`.
+Value swapLastTwo(OpBuilder &b, Location loc, Value v, Type type) {
+  int64_t k = cast<RankedTensorType>(v.getType()).getRank();
+  SmallVector<int64_t> sw;
+  for (int64_t j = 0; j < k; ++j)
+    sw.push_back(j);
+  std::swap(sw[k - 2], sw[k - 1]);
+  OperationState ws(loc, onnx::TransposeOp::getOperationName());
+  ws.addOperands(v);
+  ws.addTypes(type);
+  ws.addAttribute("perm", b.getDenseI64ArrayAttr(sw));
+  return b.create(ws)->getResult(0);
+}
+
 bool rewrite(onnx::SplitOp split) {
   Operation *op = split;
   auto xType = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
   if (!xType || !xType.hasStaticShape() || op->getNumResults() < 2)
     return false;
   int64_t rank = xType.getRank();
-  auto axisAttr = op->getAttrOfType<IntegerAttr>("axis");
-  int64_t a = axisAttr ? axisAttr.getInt() : 0;
+  int64_t a = axisOf(op, rank);
   if (a < 0)
-    a += rank;
-  if (a < 0 || a >= rank)
     return false;
   int64_t n = op->getNumResults();
   if (xType.getDimSize(a) % n != 0)
@@ -111,10 +138,6 @@ bool rewrite(onnx::SplitOp split) {
   if (prod != c)
     return false;
   // One permutation, or it and then its last two axes swapped.
-  auto permOf = [](Operation *t) {
-    auto p = t->getAttrOfType<DenseI64ArrayAttr>("perm");
-    return p ? SmallVector<int64_t>(p.asArrayRef()) : SmallVector<int64_t>();
-  };
   SmallVector<int64_t> perm = permOf(transposes[0]);
   if (int64_t(perm.size()) != k || k < 2)
     return false;
@@ -174,17 +197,8 @@ bool rewrite(onnx::SplitOp split) {
   Operation *parts = b.create(ss);
   for (int64_t i = 0; i < n; ++i) {
     Value v = ob.reshape(parts->getResult(i), plainType);
-    if (swapPart[i]) {
-      SmallVector<int64_t> sw;
-      for (int64_t j = 0; j < k; ++j)
-        sw.push_back(j);
-      std::swap(sw[k - 2], sw[k - 1]);
-      OperationState ws(loc, onnx::TransposeOp::getOperationName());
-      ws.addOperands(v);
-      ws.addTypes(transposes[i]->getResult(0).getType());
-      ws.addAttribute("perm", b.getDenseI64ArrayAttr(sw));
-      v = b.create(ws)->getResult(0);
-    }
+    if (swapPart[i])
+      v = swapLastTwo(b, loc, v, transposes[i]->getResult(0).getType());
     transposes[i]->getResult(0).replaceAllUsesWith(v);
   }
   for (int64_t i = 0; i < n; ++i) {
@@ -221,16 +235,9 @@ bool rewriteConcat(onnx::ConcatOp concat) {
   if (!cType || !cType.hasStaticShape() || n < 2)
     return false;
   int64_t rank = cType.getRank();
-  auto axisAttr = op->getAttrOfType<IntegerAttr>("axis");
-  int64_t a = axisAttr ? axisAttr.getInt() : 0;
+  int64_t a = axisOf(op, rank);
   if (a < 0)
-    a += rank;
-  if (a < 0 || a >= rank)
     return false;
-  auto permOf = [](Operation *t) {
-    auto p = t->getAttrOfType<DenseI64ArrayAttr>("perm");
-    return p ? SmallVector<int64_t>(p.asArrayRef()) : SmallVector<int64_t>();
-  };
   // Every part: a Transpose (one use), then a Reshape (one use).
   SmallVector<Operation *> reshapes, transposes;
   RankedTensorType partType;
@@ -330,17 +337,8 @@ bool rewriteConcat(onnx::ConcatOp concat) {
   SmallVector<Value> parts;
   for (int64_t i = 0; i < n; ++i) {
     Value x = transposes[i]->getOperand(0);
-    if (swapPart[i]) {
-      SmallVector<int64_t> sw;
-      for (int64_t j = 0; j < k; ++j)
-        sw.push_back(j);
-      std::swap(sw[k - 2], sw[k - 1]);
-      OperationState ws(loc, onnx::TransposeOp::getOperationName());
-      ws.addOperands(x);
-      ws.addTypes(xType);
-      ws.addAttribute("perm", b.getDenseI64ArrayAttr(sw));
-      x = b.create(ws)->getResult(0);
-    }
+    if (swapPart[i])
+      x = swapLastTwo(b, loc, x, xType);
     parts.push_back(ob.reshape(x, oneType));
   }
   OperationState cs(loc, onnx::ConcatOp::getOperationName());

@@ -51,10 +51,12 @@ bool isTransposeIntoMatMul(Operation *op) {
   });
 }
 
-bool isContiguousSplit(Operation *op) {
-  if (!isa<onnx::SplitOp>(op))
-    return false;
-  auto type = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+namespace {
+/// Whether `whole` (the Split's operand, the Concat's result) and every one
+/// of `parts` are statically shaped and every axis of `whole` before `op`'s
+/// axis has extent 1: the parts then lie back to back in it.
+bool contiguousAlongAxis(Operation *op, Value whole, ValueRange parts) {
+  auto type = dyn_cast<RankedTensorType>(whole.getType());
   if (!type || !type.hasStaticShape())
     return false;
   auto axisAttr = op->getAttrOfType<IntegerAttr>("axis");
@@ -64,31 +66,23 @@ bool isContiguousSplit(Operation *op) {
   for (int64_t d = 0; d < axis; ++d)
     if (type.getDimSize(d) != 1)
       return false;
-  return llvm::all_of(op->getResults(), [](Value r) {
-    auto t = dyn_cast<RankedTensorType>(r.getType());
+  return llvm::all_of(parts, [](Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
     return t && t.hasStaticShape();
   });
+}
+} // namespace
+
+bool isContiguousSplit(Operation *op) {
+  return isa<onnx::SplitOp>(op) &&
+         contiguousAlongAxis(op, op->getOperand(0), op->getResults());
 }
 
 /// A Concat along an axis that every axis before it has extent 1: its parts
 /// lie back to back in its result.
 bool isContiguousConcat(Operation *op) {
-  if (!isa<onnx::ConcatOp>(op))
-    return false;
-  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-  if (!type || !type.hasStaticShape())
-    return false;
-  auto axisAttr = op->getAttrOfType<IntegerAttr>("axis");
-  int64_t axis = axisAttr ? axisAttr.getInt() : 0;
-  if (axis < 0)
-    axis += type.getRank();
-  for (int64_t d = 0; d < axis; ++d)
-    if (type.getDimSize(d) != 1)
-      return false;
-  return llvm::all_of(op->getOperands(), [](Value v) {
-    auto t = dyn_cast<RankedTensorType>(v.getType());
-    return t && t.hasStaticShape();
-  });
+  return isa<onnx::ConcatOp>(op) &&
+         contiguousAlongAxis(op, op->getResult(0), op->getOperands());
 }
 
 /// Ops whose result is their first operand's bytes under another shape.
