@@ -1,9 +1,10 @@
 """Compares the allocation counts of two runs of the same programs that
 differ only in their number of steps (malloc_count.c's report files): a
 device that allocates in its steady state allocates more in the longer run.
-MPI's start-up allocates a varying number of times (+-20 seen), so a device
-fails from one allocation every other step on average: an allocation per
-step or per micro-batch shows as at least the step difference.
+MPI's start-up allocates a varying number of times (+-20 seen), so a
+device fails from one allocation every other step on average (60 over the
+test's 120 more steps): an allocation per step or per micro-batch shows as
+at least the step difference.
 Prints one line per device (with oneDNN's own allocations a step, which
 are reported, not failed), then 'steady: no allocations' or fails."""
 import argparse
