@@ -20,6 +20,8 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <functional>
+
 namespace mlir::pipec {
 #define GEN_PASS_DEF_PIPESPLITSTAGES
 #include "pipec/Transforms/Passes.h.inc"
@@ -84,7 +86,12 @@ private:
     return b.getNamedAttr(key, b.getStringAttr(value));
   }
   LogicalResult needForward(Part &user, Value v, Operation *at);
+  SmallVector<Value> candidatesOf(Value grad, int64_t from, int64_t to);
   FailureOr<Value> primalOf(Value grad, int64_t from, int64_t to);
+  LogicalResult
+  splitSharedGradients(const llvm::DenseMap<BlockArgument, Value> &weightGrads);
+  /// (crossing gradient, receiving stage) -> its primal.
+  std::map<std::pair<const void *, int64_t>, Value> primalFor;
   LogicalResult build(Part &p,
                       const llvm::DenseMap<BlockArgument, Value> &weightGrads,
                       const llvm::DenseSet<Value> &zeroed);
@@ -234,8 +241,8 @@ static void addPassedOn(llvm::SetVector<Value> &values, ArrayRef<Operation *> op
 /// stage `from`, used by stage `to`) is: a value of forward `to` that forward
 /// `from` reads, of grad's type. Several candidates are told apart by the
 /// forward op whose VJP rule built `grad` (those ops share its location).
-FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
-                                               int64_t to) {
+SmallVector<Value> PipeSplitStagesPass::candidatesOf(Value grad, int64_t from,
+                                                   int64_t to) {
   Part &reader = part(from, Forward);
   // The value the VJP rule built: under whole-batch stages (--batchnorm
   // full-batch) `grad` is part 0 of a pipe.microbatch_split of it.
@@ -350,6 +357,12 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
       }
     }
   }
+  return candidates;
+}
+
+FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
+                                               int64_t to) {
+  SmallVector<Value> candidates = candidatesOf(grad, from, to);
   if (candidates.size() != 1)
     return grad.getDefiningOp()->emitOpError()
            << "computes a gradient that stage " << to
@@ -359,6 +372,128 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
            << " (a gradient crosses a cut only as the gradient of an "
               "activation)";
   return candidates.front();
+}
+
+/// One gradient value can be the contribution to two values a later stage
+/// reads: an Add passes its sum's gradient on to both operands, so a cut
+/// right before a block's residual Add (the stream and the branch cross it)
+/// sends one gradient that is the stream's and the branch's. The receiving
+/// backward reads it as the one's or as the other's at each use: a use at
+/// the location of a forward op that computes or reads a value with the
+/// candidate's gradient (the candidate, and the values it passes its
+/// gradient on to through the stage's Adds) is that candidate's. The first
+/// candidate keeps the value; each other one read gets its own copy (an
+/// onnx.Identity in the sending backward: a view, sent as a message of its
+/// own), so that every crossing gradient is the contribution to one primal
+/// (the primals' other contributions are added to theirs on the way). Where
+/// a use cannot be told, nothing changes and primalOf refuses the cut.
+LogicalResult PipeSplitStagesPass::splitSharedGradients(
+    const llvm::DenseMap<BlockArgument, Value> &weightGrads) {
+  const int64_t numStages = static_cast<int64_t>(parts.size() / 2);
+  for (int64_t to = 0; to < numStages; ++to) {
+    Part &bwd = part(to, Backward);
+    Part &fwd = part(to, Forward);
+    llvm::SetVector<Value> crossing;
+    for (Operation *op : bwd.ops)
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (!isCloneable(v) && def && phaseOf.count(def) &&
+            phaseOf.lookup(def) == Backward && stageOf.lookup(def) != to)
+          crossing.insert(v);
+      }
+    llvm::DenseSet<Operation *> inBackward(bwd.ops.begin(), bwd.ops.end());
+    for (Value v : crossing) {
+      const int64_t from = stageOf.lookup(v.getDefiningOp());
+      SmallVector<Value> candidates = candidatesOf(v, from, to);
+      if (candidates.size() < 2)
+        continue;
+      if (llvm::any_of(bwd.weights,
+                       [&](BlockArgument w) { return weightGrads.lookup(w) == v; }))
+        continue;
+      SmallVector<llvm::SetVector<Value>> reach;
+      for (Value c : candidates) {
+        reach.emplace_back();
+        reach.back().insert(c);
+        addPassedOn(reach.back(), fwd.ops, v.getType());
+      }
+      // The candidate whose gradient a use reads (std::nullopt: not clear):
+      // told by the forward ops at its location; a sum (the autodiff's
+      // accumulation of contributions, located at the op that read the
+      // primal, which may be in the later stage) by the uses of its result.
+      std::function<std::optional<unsigned>(Operation *, int)> whose =
+          [&](Operation *user, int depth) -> std::optional<unsigned> {
+        std::optional<unsigned> which;
+        bool clash = false;
+        for (Operation *f : fwd.ops) {
+          if (f->getLoc() != user->getLoc())
+            continue;
+          for (unsigned i = 0; i < candidates.size(); ++i) {
+            bool computes = llvm::any_of(
+                f->getResults(), [&](Value r) { return reach[i].contains(r); });
+            bool reads = llvm::any_of(f->getOperands(), [&](Value o) {
+              return reach[i].contains(throughConcat(o));
+            });
+            if (!computes && !reads)
+              continue;
+            clash |= which && *which != i;
+            which = i;
+          }
+        }
+        if (clash)
+          return std::nullopt;
+        if (which || !llvm::isa<onnx::AddOp>(user) || depth > 64 ||
+            user->getResult(0).use_empty())
+          return which;
+        for (Operation *next : user->getResult(0).getUsers()) {
+          std::optional<unsigned> w =
+              inBackward.contains(next) ? whose(next, depth + 1) : std::nullopt;
+          if (!w || (which && *which != *w))
+            return std::nullopt;
+          which = w;
+        }
+        return which;
+      };
+      SmallVector<std::pair<OpOperand *, unsigned>> uses;
+      bool clear = true;
+      for (OpOperand &use : v.getUses()) {
+        if (!inBackward.contains(use.getOwner()))
+          continue;
+        std::optional<unsigned> which = whose(use.getOwner(), 0);
+        if (!which) {
+          clear = false;
+          break;
+        }
+        uses.push_back({&use, *which});
+      }
+      if (!clear || uses.empty())
+        continue;
+      SmallVector<unsigned> used;
+      for (auto &[use, i] : uses)
+        if (!llvm::is_contained(used, i))
+          used.push_back(i);
+      primalFor[{v.getAsOpaquePointer(), to}] = candidates[used.front()];
+      Operation *def = v.getDefiningOp();
+      Part &sender = part(from, Backward);
+      for (unsigned i : ArrayRef<unsigned>(used).drop_front()) {
+        OpBuilder b(def->getContext());
+        b.setInsertionPointAfter(def);
+        autodiff::OnnxBuilder ob(b, def->getLoc());
+        Value copy = ob.create<onnx::IdentityOp>({v});
+        if (ob.failed())
+          return failure();
+        Operation *id = copy.getDefiningOp();
+        id->setAttr(pipe::attrs::kStage, def->getAttr(pipe::attrs::kStage));
+        phaseOf[id] = Backward;
+        stageOf[id] = from;
+        sender.ops.insert(std::next(llvm::find(sender.ops, def)), id);
+        for (auto &[use, j] : uses)
+          if (j == i)
+            use->set(copy);
+        primalFor[{copy.getAsOpaquePointer(), to}] = candidates[i];
+      }
+    }
+  }
+  return success();
 }
 
 void PipeSplitStagesPass::runOnOperation() {
@@ -561,9 +696,12 @@ void PipeSplitStagesPass::runOnOperation() {
   // contributing stage, into which the later stages' contributions are
   // added on their way back (pipe-insert-transfers relays them).
   llvm::DenseMap<Value, Value> firstContribution;
-  // The crossing gradients and their primals, first: the contribution a
-  // primal's stage receives is the one from the nearest stage.
-  std::map<std::pair<const void *, int64_t>, Value> primalFor;
+  // The crossing gradients and their primals (primalFor), first: the
+  // contribution a primal's stage receives is the one from the nearest
+  // stage. A gradient that is the contribution to several of them is
+  // received once for each.
+  if (failed(splitSharedGradients(weightGrads)))
+    return signalPassFailure();
   auto crossing = [&](Part &user, Value v) -> FailureOr<Value> {
     if (isCloneable(v))
       return Value();

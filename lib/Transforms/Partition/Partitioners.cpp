@@ -280,8 +280,8 @@ static SmallVector<int64_t> chooseCandidates(const Problem &problem,
                                              double tolerance,
                                              double *restrictedBest) {
   int64_t n = problem.size();
-  // The cut points pipe-split-stages can split at (every one where that
-  // leaves too few).
+  // The cut points that do not send one gradient twice (every one where
+  // that leaves too few).
   SmallVector<int64_t> all;
   for (int64_t k = 1; k < n; ++k)
     if (!problem.sharedGradient[k])

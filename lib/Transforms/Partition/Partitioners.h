@@ -42,9 +42,11 @@ struct Problem {
   /// sharedGradient[k]: two values crossing cut k get one and the same
   /// gradient from an Add at or after it (its operands, or values an
   /// operand adds a bias to: a residual connection's Add, cut right before
-  /// it or its branch's bias), which pipe-split-stages cannot send as the
-  /// gradient of either. The balanced and dp partitions cut elsewhere where
-  /// they can.
+  /// it or its branch's bias). pipe-split-stages sends that gradient once
+  /// for each (splitSharedGradients), so such a cut moves two activations
+  /// and two gradients where the cut after the Add moves one of each, for
+  /// the cost of one Add: the balanced and dp partitions cut elsewhere
+  /// where they can.
   SmallVector<bool> sharedGradient;
 
   int64_t size() const { return seq.size(); }

@@ -2,13 +2,17 @@
 a = x * w1 and b = x * w2 cross the cut; after it, t = a + b feeds
 y = t @ aᵀ, and b also feeds z = b * w3. The gradient of t (built by the
 MatMul's VJP, which reads aᵀ) is passed by the Add to both a and b, so it
-is the gradient of neither alone: pipe-split-stages must refuse the cut
-rather than pick b because its builder reads a.
+is the gradient of neither alone: a contribution to each, which
+pipe-split-stages sends once for each (and must not treat as b's because
+its builder reads a).
 
-    make_shared_gradient.py OUT.onnx
+    make_shared_gradient.py OUT.onnx [DATA.npz]
+
+DATA.npz: 16 samples of x for pipe-run.
 """
 import sys
 
+import numpy as np
 import torch
 
 
@@ -32,3 +36,6 @@ torch.manual_seed(0)
 torch.onnx.export(Shared(), (torch.randn(2, 4, 4),), sys.argv[1], input_names=["x"],
                   output_names=["loss"], opset_version=17,
                   dynamic_axes={"x": {0: "batch"}})
+if len(sys.argv) > 2:
+    np.random.seed(0)
+    np.savez(sys.argv[2], x=np.random.randn(16, 4, 4).astype(np.float32))
