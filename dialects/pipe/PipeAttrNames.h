@@ -17,6 +17,8 @@ inline constexpr ::llvm::StringLiteral kCost =
     PipeDialect::CostAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kRecompute =
     PipeDialect::RecomputeAttrHelper::getNameStr();
+inline constexpr ::llvm::StringLiteral kGradSum =
+    PipeDialect::GradSumAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kMicrobatches =
     PipeDialect::MicrobatchesAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kBatchSize =

@@ -39,6 +39,10 @@ def Pipe_Dialect : Dialect {
     "::mlir::DictionaryAttr":$cost,
     // On a backward stage function that recomputes its forward.
     "::mlir::UnitAttr":$recompute,
+    // On the onnx.Add pipe-autodiff builds to sum two gradient
+    // contributions to one value (located at the forward op that read the
+    // value); pipe-split-stages tells it from the VJP ops by it.
+    "::mlir::UnitAttr":$grad_sum,
     // On the module / the training step.
     "::mlir::IntegerAttr":$microbatches,
     "::mlir::IntegerAttr":$batch_size,

@@ -214,6 +214,8 @@ mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
       acc = sum.add(acc, g);
       if (sum.failed())
         return failure();
+      if (auto add = acc.getDefiningOp<onnx::AddOp>())
+        add->setAttr(pipe::attrs::kGradSum, builder.getUnitAttr());
       inserted.assign(producerStage(operand));
     }
   }

@@ -378,11 +378,9 @@ FailureOr<Value> PipeSplitStagesPass::primalOf(Value grad, int64_t from,
 /// reads: an Add passes its sum's gradient on to both operands, so a cut
 /// right before a block's residual Add (the stream and the branch cross it)
 /// sends one gradient that is the stream's and the branch's. The receiving
-/// backward reads it as the one's or as the other's at each use: a use at
-/// the location of a forward op that computes or reads a value with the
-/// candidate's gradient (the candidate, and the values it passes its
-/// gradient on to through the stage's Adds) is that candidate's. The first
-/// candidate keeps the value; each other one read gets its own copy (an
+/// backward reads it as the one's or as the other's at each use, told by
+/// the forward ops at the use's location (`whose` below). The candidate of
+/// the first use keeps the value; each other one read gets its own copy (an
 /// onnx.Identity in the sending backward: a view, sent as a message of its
 /// own), so that every crossing gradient is the contribution to one primal
 /// (the primals' other contributions are added to theirs on the way). Where
@@ -416,59 +414,95 @@ LogicalResult PipeSplitStagesPass::splitSharedGradients(
         reach.back().insert(c);
         addPassedOn(reach.back(), fwd.ops, v.getType());
       }
-      // The candidate whose gradient a use reads (std::nullopt: not clear):
-      // told by the forward ops at its location; a sum (the autodiff's
-      // accumulation of contributions, located at the op that read the
-      // primal, which may be in the later stage) by the uses of its result.
-      std::function<std::optional<unsigned>(Operation *, int)> whose =
-          [&](Operation *user, int depth) -> std::optional<unsigned> {
+      // The candidate whose gradient a use reads (std::nullopt: not clear),
+      // told by the forward ops at its location. A VJP op of forward op F
+      // reads the gradient of F's result: the candidate whose values F
+      // computes. A sum of two contributions to a value (pipe.grad_sum,
+      // located at the op whose VJP gave the newer one, which read the
+      // value) is of the candidate whose values that op reads; where none
+      // or several are (the op is in the later stage, or reads values of
+      // both), by the uses of the sum, which must agree. So is a whole-batch
+      // concat marker (--batchnorm full-batch: one per value and stage, at
+      // its first user's location).
+      llvm::DenseMap<Operation *, std::optional<unsigned>> memo;
+      std::function<std::optional<unsigned>(Operation *)> whose =
+          [&](Operation *user) -> std::optional<unsigned> {
+        if (auto it = memo.find(user); it != memo.end())
+          return it->second;
+        const bool marker = user->hasAttr(wholebatch::kConcat);
+        const bool sum = llvm::isa<onnx::AddOp>(user) && user->hasAttr(pipe::attrs::kGradSum);
         std::optional<unsigned> which;
         bool clash = false;
-        for (Operation *f : fwd.ops) {
+        for (Operation *f : marker ? ArrayRef<Operation *>() : ArrayRef(fwd.ops)) {
           if (f->getLoc() != user->getLoc())
             continue;
           for (unsigned i = 0; i < candidates.size(); ++i) {
-            bool computes = llvm::any_of(
-                f->getResults(), [&](Value r) { return reach[i].contains(r); });
-            bool reads = llvm::any_of(f->getOperands(), [&](Value o) {
-              return reach[i].contains(throughConcat(o));
-            });
-            if (!computes && !reads)
+            bool hit = sum ? llvm::any_of(f->getOperands(),
+                                          [&](Value o) {
+                                            return reach[i].contains(throughConcat(o));
+                                          })
+                           : llvm::any_of(f->getResults(),
+                                          [&](Value r) { return reach[i].contains(r); });
+            if (!hit)
               continue;
             clash |= which && *which != i;
             which = i;
           }
         }
-        if (clash)
-          return std::nullopt;
-        if (which || !llvm::isa<onnx::AddOp>(user) || depth > 64 ||
-            user->getResult(0).use_empty())
-          return which;
+        if (!clash && (which || !(marker || sum)))
+          return memo[user] = which;
+        if (!(marker || sum) || user->getResult(0).use_empty())
+          return memo[user] = std::nullopt;
+        which.reset();
         for (Operation *next : user->getResult(0).getUsers()) {
           std::optional<unsigned> w =
-              inBackward.contains(next) ? whose(next, depth + 1) : std::nullopt;
+              inBackward.contains(next) ? whose(next) : std::nullopt;
           if (!w || (which && *which != *w))
-            return std::nullopt;
+            return memo[user] = std::nullopt;
           which = w;
         }
-        return which;
+        return memo[user] = which;
       };
+      // Per use of `v`, its candidate; a whole-batch marker whose users
+      // read different candidates' gradients is split like `v`: per use of
+      // its result (markerUses), a clone reading the candidate's copy.
       SmallVector<std::pair<OpOperand *, unsigned>> uses;
+      SmallVector<std::tuple<Operation *, OpOperand *, unsigned>> markerUses;
       bool clear = true;
       for (OpOperand &use : v.getUses()) {
-        if (!inBackward.contains(use.getOwner()))
+        Operation *owner = use.getOwner();
+        if (!inBackward.contains(owner))
           continue;
-        std::optional<unsigned> which = whose(use.getOwner(), 0);
-        if (!which) {
-          clear = false;
-          break;
+        if (std::optional<unsigned> which = whose(owner)) {
+          uses.push_back({&use, *which});
+          continue;
         }
-        uses.push_back({&use, *which});
+        if (!owner->hasAttr(wholebatch::kConcat) ||
+            llvm::any_of(markerUses, [&](auto &m) { return std::get<0>(m) == owner; })) {
+          clear = owner->hasAttr(wholebatch::kConcat); // a marker reads v once per micro-batch
+          if (!clear)
+            break;
+          continue;
+        }
+        for (OpOperand &next : owner->getResult(0).getUses()) {
+          std::optional<unsigned> w =
+              inBackward.contains(next.getOwner()) ? whose(next.getOwner()) : std::nullopt;
+          if (!w) {
+            clear = false;
+            break;
+          }
+          markerUses.push_back({owner, &next, *w});
+        }
+        if (!clear)
+          break;
       }
-      if (!clear || uses.empty())
+      if (!clear || (uses.empty() && markerUses.empty()))
         continue;
       SmallVector<unsigned> used;
       for (auto &[use, i] : uses)
+        if (!llvm::is_contained(used, i))
+          used.push_back(i);
+      for (auto &[marker, use, i] : markerUses)
         if (!llvm::is_contained(used, i))
           used.push_back(i);
       primalFor[{v.getAsOpaquePointer(), to}] = candidates[used.front()];
@@ -489,6 +523,23 @@ LogicalResult PipeSplitStagesPass::splitSharedGradients(
         for (auto &[use, j] : uses)
           if (j == i)
             use->set(copy);
+        llvm::DenseMap<Operation *, Operation *> clones;
+        for (auto &[marker, use, j] : markerUses) {
+          if (j != i)
+            continue;
+          Operation *&clone = clones[marker];
+          if (!clone) {
+            IRMapping map;
+            map.map(v, copy);
+            OpBuilder mb(marker);
+            mb.setInsertionPointAfter(marker);
+            clone = mb.clone(*marker, map);
+            phaseOf[clone] = Backward;
+            stageOf[clone] = to;
+            bwd.ops.insert(std::next(llvm::find(bwd.ops, marker)), clone);
+          }
+          use->set(clone->getResult(0));
+        }
         primalFor[{copy.getAsOpaquePointer(), to}] = candidates[i];
       }
     }
@@ -498,6 +549,18 @@ LogicalResult PipeSplitStagesPass::splitSharedGradients(
 
 void PipeSplitStagesPass::runOnOperation() {
   ModuleOp module = getOperation();
+  phaseOf.clear();
+  stageOf.clear();
+  owner.clear();
+  paramName.clear();
+  inputName.clear();
+  stateName.clear();
+  stateUsers.clear();
+  tags.clear();
+  extraContributions.clear();
+  usedTags.clear();
+  parts.clear();
+  primalFor.clear();
   step = module.lookupSymbol<func::FuncOp>(funcName);
   if (!step || step.isExternal()) {
     module.emitError() << "pipe-split-stages: no function @" << funcName;
