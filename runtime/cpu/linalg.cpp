@@ -109,9 +109,23 @@ constexpr int64_t kSmallMaxK = 512, kSmallMaxN = 512;
 // products at 8 and 16 samples a micro-batch (64 and 128 rows).
 constexpr int64_t kSmallMaxWorkNN = 524288;
 
+// Up to this many columns (a multiple of 16) the kernel takes a product of
+// any size: two or four vectors a row, no partial block, and a B panel of
+// at most kSmallMaxK x 64 floats (128 KiB) that each row block streams
+// through L1/L2. oneDNN's kernels for so few columns fall behind, most of
+// all with a transposed B. Measured on the Zen 4 host (bench/gemm_bench,
+// best over 0.2 s, one thread), kernel against oneDNN in GFLOP/s: A Bᵀ
+// 64x64x64 (attention's q kᵀ and dP = dY Vᵀ of a 64-token GPT head) 104 /
+// 77, 128x64x64 108 / 89, 64x64x512 107 / 50, 1024x64x32 108 / 95,
+// 256x32x64 112 / 104; A B and Aᵀ B 512x64x64 113 / 103, 64x64x512 117 /
+// 106, 1024x64x64 (Aᵀ B) 113 / 89.
+constexpr int64_t kSmallAnyWorkMaxN = 64;
+
 bool use_small(int trans_b, int64_t m, int64_t n, int64_t k) {
   if (k > kSmallMaxK || n > kSmallMaxN)
     return false;
+  if (n <= kSmallAnyWorkMaxN && n % 16 == 0)
+    return true;
   const int64_t work = m * n * k;
   if (trans_b)
     return (n % 16 == 0 && work <= kSmallMaxWork) || (k <= 32 && work < kOneDnnMinWork);
