@@ -286,6 +286,7 @@ llvm::json::Array mlir::pipec::describeData(ModuleOp module) {
     return data;
   // Labels: the second operand of a classification loss, a graph input.
   llvm::DenseMap<Value, std::pair<int64_t, std::optional<int64_t>>> labels;
+  llvm::DenseMap<Value, std::string> reductions; // absent: mean
   forward.walk([&](Operation *op) {
     if (!isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(op))
       return;
@@ -296,6 +297,8 @@ llvm::json::Array mlir::pipec::describeData(ModuleOp module) {
     if (auto i = op->getAttrOfType<IntegerAttr>("ignore_index"))
       ignore = i.getInt();
     labels[op->getOperand(1)] = {scores.getDimSize(1), ignore};
+    if (auto r = op->getAttrOfType<StringAttr>("reduction"))
+      reductions[op->getOperand(1)] = r.getValue().str();
   });
   for (BlockArgument arg : forward.getArguments()) {
     auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
@@ -309,11 +312,14 @@ llvm::json::Array mlir::pipec::describeData(ModuleOp module) {
         {"dtype", dtype ? llvm::json::Value(*dtype) : llvm::json::Value(nullptr)},
         {"sample_shape", llvm::json::Array(type.getShape().drop_front())},
         {"classes", nullptr},
-        {"ignore_index", nullptr}};
+        {"ignore_index", nullptr},
+        {"loss_reduction", nullptr}};
     if (auto it = labels.find(arg); it != labels.end()) {
       entry["classes"] = it->second.first;
       if (it->second.second)
         entry["ignore_index"] = *it->second.second;
+      auto r = reductions.find(arg);
+      entry["loss_reduction"] = r != reductions.end() ? r->second : "mean";
     }
     data.push_back(std::move(entry));
   }

@@ -180,6 +180,15 @@ LogicalResult PipeSplitStagesPass::needForward(Part &user, Value v,
       Operation *op = stack.pop_back_val();
       if (!user.recomputed.insert(op))
         continue;
+      if (auto dropout = llvm::dyn_cast<onnx::DropoutOp>(op);
+          dropout && dropout.getMask()) {
+        // Run again, a training-mode Dropout would draw another mask: the
+        // backward keeps the forward's (a byte an element) and re-applies
+        // it to the recomputed input (see the clones below).
+        Value mask = dropout.getMask();
+        fwd.addOutput(mask, named(pipe::attrs::kName, tagOf(mask)));
+        user.inputs.insert({mask, named(pipe::attrs::kName, tagOf(mask))});
+      }
       for (Value operand : op->getOperands()) {
         if (isCloneable(operand))
           continue;
@@ -1003,6 +1012,18 @@ LogicalResult PipeSplitStagesPass::build(
         return op->emitOpError() << "pipe-split-stages: operand "
                                  << v.getType() << " is not available in @"
                                  << name;
+    auto dropout = llvm::dyn_cast<onnx::DropoutOp>(op);
+    if (dropout && dropout.getMask() && p.recomputed.contains(op)) {
+      // The recomputed Dropout: the forward's mask (an input) applied to
+      // the recomputed input. DropoutGrad's x * mask / (1 - ratio) is the
+      // forward's formula, so the output is the forward's to the bit.
+      Value out = onnx::DropoutGradOp::create(
+          b, op->getLoc(), dropout.getOutput().getType(),
+          map.lookup(dropout.getData()), map.lookup(dropout.getMask()),
+          map.lookup(dropout.getRatio()), map.lookup(dropout.getTrainingMode()));
+      map.map(dropout.getOutput(), out);
+      continue;
+    }
     b.clone(*op, map);
   }
   SmallVector<Value> mapped;

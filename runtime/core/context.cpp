@@ -129,8 +129,13 @@ extern "C" {
 
 pipert_context *pipert_context_create(int threads, uint64_t seed) {
   auto *ctx = new pipert_context();
-  if (const char *env = std::getenv("PIPERT_THREADS"))
-    threads = std::atoi(env);
+  if (const char *env = std::getenv("PIPERT_THREADS")) {
+    char *end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (end == env || *end != '\0' || v < 1 || v > 4096)
+      pipert_fail("PIPERT_THREADS='%s' is not a thread count >= 1", env);
+    threads = int(v);
+  }
   ctx->threads = threads > 0 ? threads : 1;
   ctx->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
   return ctx;

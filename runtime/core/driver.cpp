@@ -342,6 +342,16 @@ extern "C" int pipert_train_main(int argc, char **argv,
                   "device1 ...)",
                   rank, info->device);
     pipert_set_error_rank(rank);
+    // Each rank its own random stream (Dropout masks): seeded alike, the
+    // stages' first draws were the same, so same-sized Dropouts of two
+    // stages kept the same elements. Rank 0 keeps the one-device stream.
+    if (rank > 0) {
+      uint64_t z = pipert_context_random_state(ctx) ^
+                   (0xD1B54A32D192ED03ull * static_cast<uint64_t>(rank));
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      pipert_context_set_random_state(ctx, z ^ (z >> 31));
+    }
   }
   // Groups, made once by every rank in the same order (collective): the
   // replicas of this stage, and the ranks that compute a loss.
@@ -395,10 +405,18 @@ extern "C" int pipert_train_main(int argc, char **argv,
     char from[4096];
     pipert_checkpoint_resolve(o.resume.c_str(), from, sizeof from);
     if (pipert_checkpoint_load(ctx, from, rank, &saved, &rng,
-                               named.data(), info->n_persistent) == 0) {
-      first = saved;
-      pipert_context_set_random_state(ctx, rng);
+                               named.data(), info->n_persistent) != 0) {
+      // Every rank fails alike (a rank that started from step 0 while the
+      // others resume would wait on them for ever).
+      char path[4096];
+      pipert_checkpoint_path(from, rank, path, sizeof path);
+      pipert_fail("--resume %s: no checkpoint for device %d (%s is missing); "
+                  "resume from a directory written by --checkpoint with this "
+                  "compiled OUT, or leave --resume out to start at step 0",
+                  o.resume.c_str(), info->device, path);
     }
+    first = saved;
+    pipert_context_set_random_state(ctx, rng);
   }
 
   // Under several ranks only the one that computes the loss logs (with

@@ -103,8 +103,13 @@ pipert_context *pipert_context_create(int threads, uint64_t seed) {
                                   : cudaGetErrorString(st));
   PIPERT_CUDA_CHECK(st);
   auto *c = new Context();
-  if (const char *env = std::getenv("PIPERT_THREADS"))
-    threads = std::atoi(env);
+  if (const char *env = std::getenv("PIPERT_THREADS")) {
+    char *end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (end == env || *end != '\0' || v < 1 || v > 4096)
+      pipert_fail("PIPERT_THREADS='%s' is not a thread count >= 1", env);
+    threads = int(v);
+  }
   c->threads = threads > 0 ? threads : 1;
   c->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
   c->device = choose_device(count);

@@ -69,6 +69,8 @@
 #include "pipec/Analysis/Profile.h"
 #include "pipec/Transforms/Planner.h"
 
+#include <cmath>
+#include <cstdio>
 #include <map>
 
 using namespace mlir;
@@ -749,6 +751,24 @@ int main(int argc, char **argv) {
                 "or avgpipe, not '" + method + "'");
   bool noFlushMethod = method == "pipedream" || method == "2bw" ||
                        method == "spectrain" || method == "pipemare";
+  {
+    // A NaN or infinite rate would compile (plan.json then holds a null)
+    // and train to NaN; a negative one ascends.
+    auto number = [](double v) {
+      char text[64];
+      std::snprintf(text, sizeof text, "%g", v);
+      return std::string(text);
+    };
+    if (!(std::isfinite(lr.getValue()) && lr > 0))
+      return fail("--lr must be a finite number > 0, not " + number(lr));
+    if (momentum.getNumOccurrences() &&
+        !(std::isfinite(momentum.getValue()) && momentum >= 0 && momentum < 1))
+      return fail("--momentum must be in [0, 1), not " + number(momentum));
+    if (weightDecay.getNumOccurrences() &&
+        !(std::isfinite(weightDecay.getValue()) && weightDecay >= 0))
+      return fail("--weight-decay must be a finite number >= 0, not " +
+                  number(weightDecay));
+  }
   if (lrWarmup < 0)
     return fail("--lr-warmup must be >= 0 updates (got " +
                 llvm::Twine(lrWarmup.getValue()) + ")");

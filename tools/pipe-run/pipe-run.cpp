@@ -43,6 +43,50 @@
 
 namespace {
 
+/// What is wrong with the runtime's environment variables (empty: nothing).
+/// The same rules as the runtime applies where it reads them (context.cpp,
+/// linalg.cpp, mpi_comm.cpp; PIPEC_SINGLE_COPY in tools/common).
+std::string checkEnvironment() {
+  auto integer = [](const char *text, long long &v) {
+    char *end = nullptr;
+    errno = 0;
+    v = std::strtoll(text, &end, 10);
+    return end != text && *end == '\0' && errno == 0;
+  };
+  long long v = 0;
+  if (const char *e = std::getenv("PIPERT_THREADS"); e && (!integer(e, v) || v < 1))
+    return std::string("PIPERT_THREADS='") + e +
+           "' is not a thread count >= 1 (kernel threads per rank; unset it for the "
+           "default, the cores shared among the ranks)";
+  if (const char *e = std::getenv("PIPERT_SHM"); e && std::strcmp(e, "0") && std::strcmp(e, "1"))
+    return std::string("PIPERT_SHM='") + e +
+           "' is not 0 or 1 (1, the default: small messages through shared-memory "
+           "rings; 0: all through MPI)";
+  if (const char *e = std::getenv("PIPERT_SHM_RING");
+      e && (!integer(e, v) || v < (64LL << 10) || v > (1LL << 30) || (v & (v - 1))))
+    return std::string("PIPERT_SHM_RING='") + e +
+           "' is not a power of two of bytes in [65536, 1073741824] (the size of each "
+           "shared-memory ring between two ranks)";
+  if (const char *e = std::getenv("PIPERT_SEND_BUFFER"); e && (!integer(e, v) || v < 0))
+    return std::string("PIPERT_SEND_BUFFER='") + e +
+           "' is not a byte count >= 0 (0: sends wait for the receiver)";
+  if (const char *e = std::getenv("PIPERT_TIMEOUT_S")) {
+    char *end = nullptr;
+    double t = std::strtod(e, &end);
+    if (end == e || *end != '\0' || !(t > 0))
+      return std::string("PIPERT_TIMEOUT_S='") + e + "' is not a positive number of seconds";
+  }
+  if (const char *e = std::getenv("PIPEC_SINGLE_COPY");
+      e && std::strcmp(e, "cma") && std::strcmp(e, "none"))
+    return std::string("PIPEC_SINGLE_COPY='") + e +
+           "' is not cma or none (unset: cma where this machine allows it)";
+  if (const char *e = std::getenv("PIPERT_GEMM");
+      e && *e && std::strcmp(e, "auto") && std::strcmp(e, "onednn") &&
+      std::strcmp(e, "openblas") && std::strcmp(e, "small"))
+    return std::string("PIPERT_GEMM='") + e + "' is not onednn, openblas, small or auto";
+  return "";
+}
+
 int fail(const std::string &message) {
   std::fprintf(stderr, "pipe-run: error: %s\n", message.c_str());
   return 2;
@@ -95,9 +139,10 @@ template <typename T> int64_t firstNonFinite(const void *data, int64_t count) {
 
 /// Checks the data file against plan.json's "data" (what the model's inputs
 /// need) before anything starts: "" when it is fine, else the one line to
-/// print. `rowsPerStep` is the batch times the pipelines.
+/// print. `rowsPerStep` is the batch times the pipelines; `parts` the
+/// losses a step averages (micro-batches times pipelines).
 std::string checkData(const std::string &path, const llvm::json::Array &spec,
-                      int64_t rowsPerStep) {
+                      int64_t rowsPerStep, int64_t parts) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     return "--data " + path + ": no such file";
@@ -168,9 +213,24 @@ std::string checkData(const std::string &path, const llvm::json::Array &spec,
     std::optional<int64_t> classes = entry.getInteger("classes");
     if (classes && (dtype == 7 || dtype == 6)) {
       std::optional<int64_t> ignore = entry.getInteger("ignore_index");
+      std::optional<llvm::StringRef> reduction = entry.getString("loss_reduction");
+      const bool splitMean = parts > 1 && reduction && *reduction == "mean";
       for (int64_t i = 0; i < count; ++i) {
         int64_t label = dtype == 7 ? static_cast<const int64_t *>(data)[i]
                                    : static_cast<const int32_t *>(data)[i];
+        if (splitMean && ignore && label == *ignore) {
+          // The step's loss is the mean over its counted labels, but a
+          // pipeline averages the M micro-batches' means: equal only where
+          // each micro-batch counts as many labels.
+          problem = path + ": array '" + name + "' has the ignored label " +
+                    std::to_string(label) + " at row " +
+                    std::to_string(perRow ? i / perRow : 0) + ", but this plan averages " +
+                    std::to_string(parts) +
+                    " micro-batch losses, which with ignored labels is not the mean over "
+                    "the counted ones: compile with --microbatches 1 (one pipeline), or "
+                    "leave such rows out";
+          break;
+        }
         if ((label < 0 || label >= *classes) && label != ignore) {
           problem = path + ": array '" + name + "' has label " +
                     std::to_string(label) + " at row " +
@@ -369,6 +429,11 @@ int main(int argc, char **argv) {
   if (stat(out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return fail("'" + out + "' is not a directory written by pipe-compile");
 
+  // The runtime's environment variables, checked as the ranks read them
+  // (under mpirun each rank would fail alike, and Open MPI add its texts).
+  if (std::string bad = checkEnvironment(); !bad.empty())
+    return fail(bad);
+
   // Check the command line here so that a typo fails before MPI starts.
   bool haveData = false, haveSteps = false;
   std::string dataPath;
@@ -465,7 +530,9 @@ int main(int argc, char **argv) {
     if (const llvm::json::Array *spec = root->getArray("data")) {
       int64_t rowsPerStep = root->getInteger("batch").value_or(0) *
                             root->getInteger("pipelines").value_or(1);
-      std::string problem = checkData(dataPath, *spec, rowsPerStep);
+      int64_t parts = root->getInteger("microbatches").value_or(1) *
+                      root->getInteger("pipelines").value_or(1);
+      std::string problem = checkData(dataPath, *spec, rowsPerStep, parts);
       if (!problem.empty())
         return fail(problem);
     }

@@ -352,10 +352,16 @@ struct PipeVerifySchedulePass
       return signalPassFailure();
     }
 
+    // The stages of one pipeline (with --pipelines P, each of the P
+    // pipelines' devices holds the same stage indices).
+    int64_t pipelineStages = 0;
+    for (pipe::ProgramOp program : set->programs)
+      for (int64_t s : program.getStages())
+        pipelineStages = std::max(pipelineStages, s + 1);
     for (auto [d, program] : llvm::enumerate(set->programs)) {
       // Advance forward propagation keeps min(p-s+K, M) micro-batches.
       if (std::optional<int64_t> advance = program.getAdvance()) {
-        int64_t p = int64_t(set->programs.size()), m = program.getMicrobatches();
+        int64_t p = pipelineStages, m = program.getMicrobatches();
         int64_t s = program.getStages().front();
         int64_t expected = sched::theoreticalPeakInFlight(
             sched::ScheduleKind::AdvanceForward, p, m, s, *advance);
