@@ -523,6 +523,26 @@ int main(int argc, char **argv) {
 
   if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
     return fail("cannot create " + outDir + ": " + ec.message());
+  // What an earlier compile left in OUT goes first: a compile that fails
+  // from here on, or makes fewer devices, leaves no plan or executable of
+  // the old one for pipe-run to find.
+  {
+    std::error_code ec;
+    std::vector<std::string> stale;
+    for (llvm::sys::fs::directory_iterator it(outDir, ec), end; it != end && !ec;
+         it.increment(ec)) {
+      StringRef name = llvm::sys::path::filename(it->path());
+      StringRef rest = name;
+      bool device = rest.consume_front("device") && !rest.empty() &&
+                    llvm::isDigit(rest.front());
+      if (name == "plan.json" || device)
+        stale.push_back(it->path());
+    }
+    for (const std::string &path : stale)
+      if (std::error_code rm = llvm::sys::fs::remove(path))
+        return fail("cannot remove " + path + " (left by an earlier compile): " +
+                    rm.message());
+  }
   auto dumpStage = [&](StringRef name) {
     if (emitMlir)
       writeFile(stagePath(name), [&](llvm::raw_ostream &os) {

@@ -22,6 +22,7 @@
 #include "pipec/Support/Version.h"
 #include "pipec/Target/PlanVersion.h"
 
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 
 #include "pipert/pipert_data.h"
@@ -436,6 +437,7 @@ int main(int argc, char **argv) {
 
   // Check the command line here so that a typo fails before MPI starts.
   bool haveData = false, haveSteps = false;
+  std::vector<std::pair<std::string, std::string>> outputs; // flag, file
   std::string dataPath;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
@@ -484,6 +486,28 @@ int main(int argc, char **argv) {
               a != "--checkpoint")
             return fail(a + " " + target + ": cannot write into '" + parent +
                         "'");
+          // A file's place must not be a directory (the run would end
+          // there, after training); a checkpoint directory's must be one
+          // (or nothing yet) that this user can write into.
+          struct stat ts;
+          const bool exists = stat(target.c_str(), &ts) == 0;
+          if (a != "--checkpoint" && exists && S_ISDIR(ts.st_mode))
+            return fail(a + " " + target + ": is a directory (name the file to write)");
+          if (a == "--checkpoint" && exists &&
+              (!S_ISDIR(ts.st_mode) || access(target.c_str(), W_OK) != 0))
+            return fail(a + " " + target + ": " +
+                        (S_ISDIR(ts.st_mode) ? "cannot write into it"
+                                             : "is not a directory"));
+          if (a == "--checkpoint" && !exists)
+            if (std::error_code ec = llvm::sys::fs::create_directories(target))
+              return fail(a + " " + target + ": cannot create it (" + ec.message() + ")");
+          if (a != "--checkpoint") {
+            // Two outputs into one file: the later would overwrite the first.
+            for (const auto &[flag, path] : outputs)
+              if (path == target)
+                return fail(a + " " + target + ": the same file as " + flag);
+            outputs.push_back({a, target});
+          }
         }
         ++i;
         known = true;

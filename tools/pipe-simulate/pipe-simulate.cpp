@@ -157,6 +157,22 @@ int main(int argc, char **argv) {
       "pipe-simulate: predicts the step time of a compiled pipeline\n");
   if (steps < 1)
     fail("--steps must be at least 1");
+  {
+    auto check = [](const cl::opt<double> &o, bool zeroOk) {
+      const double v = o.getValue();
+      if (!std::isfinite(v) || v < 0 || (v == 0 && !zeroOk)) {
+        char text[64];
+        std::snprintf(text, sizeof text, "%g", v);
+        fail("--" + o.ArgStr.str() + " must be a finite number " + (zeroOk ? ">= 0" : "> 0") +
+             ", not " + text);
+      }
+    };
+    check(flopsPerSecond, false);
+    check(bandwidth, false);
+    check(memoryBandwidth, false);
+    check(backwardFactor, true);
+    check(latency, true);
+  }
   std::string path = outDir + "/plan.json";
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)

@@ -21,8 +21,10 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <string>
@@ -74,7 +76,7 @@ struct Panel {
   double begin = 0, end = 0;
 };
 
-Panel readTrace(const std::string &path, int fromStep, int steps) {
+Panel readTrace(const std::string &path, int fromStep, bool fromStepGiven, int steps) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     fail("cannot read " + path + ": " + buffer.getError().message());
@@ -105,6 +107,9 @@ Panel readTrace(const std::string &path, int fromStep, int steps) {
     llvm::StringRef cat = e->getString("cat").value_or("");
     int64_t pid = e->getInteger("pid").value_or(0);
     double ts = e->getNumber("ts").value_or(0), dur = e->getNumber("dur").value_or(0);
+    if (!std::isfinite(ts) || !std::isfinite(dur) || dur < 0)
+      fail(path + ": event '" + name.str() + "' has ts " + std::to_string(ts) + " and dur " +
+           std::to_string(dur) + " (a Chrome trace's durations are >= 0 microseconds)");
     Kind kind = classify(name, cat);
     if (kind == Kind::Step) {
       stepsOf[pid].push_back({ts, ts + dur});
@@ -122,6 +127,9 @@ Panel readTrace(const std::string &path, int fromStep, int steps) {
   if (!stepsOf.empty()) {
     auto &s = stepsOf.begin()->second;
     std::sort(s.begin(), s.end());
+    // The default skips the first (warm-up) step where there are others.
+    if (!fromStepGiven && fromStep >= int(s.size()))
+      fromStep = 0;
     if (fromStep >= int(s.size()))
       fail(path + " has " + std::to_string(s.size()) + " steps; --from-step " +
            std::to_string(fromStep) + " is past them");
@@ -164,6 +172,7 @@ int main(int argc, char **argv) {
   std::vector<std::string> traces;
   std::string out;
   int fromStep = 1, steps = 2, width = 1200;
+  bool fromStepGiven = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -171,14 +180,23 @@ int main(int argc, char **argv) {
         fail(a + " needs a value");
       return argv[++i];
     };
+    auto integer = [&]() {
+      std::string text = value();
+      char *end = nullptr;
+      long v = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || v < INT_MIN || v > INT_MAX)
+        fail(a + " must be an integer, not '" + text + "'");
+      return int(v);
+    };
     if (a == "-o")
       out = value();
-    else if (a == "--from-step")
-      fromStep = std::atoi(value().c_str());
-    else if (a == "--steps")
-      steps = std::atoi(value().c_str());
+    else if (a == "--from-step") {
+      fromStep = integer();
+      fromStepGiven = true;
+    } else if (a == "--steps")
+      steps = integer();
     else if (a == "--width")
-      width = std::atoi(value().c_str());
+      width = integer();
     else if (a == "--help" || a == "-h") {
       std::printf("usage: pipe-timeline TRACE.json [TRACE2.json ...] -o "
                   "timeline.png [--from-step K (default 1)] [--steps N "
@@ -196,7 +214,7 @@ int main(int argc, char **argv) {
 
   std::vector<Panel> panels;
   for (const std::string &t : traces)
-    panels.push_back(readTrace(t, fromStep, steps));
+    panels.push_back(readTrace(t, fromStep, fromStepGiven, steps));
 
   const int left = 90, right = 20, rowH = 26, gap = 6, titleH = 22, axisH = 26;
   int height = 10;

@@ -500,7 +500,7 @@ void AssignStagesPass::runOnOperation() {
     return signalPassFailure();
   }
   if (stages < 0) {
-    func.emitError() << "stages = " << stages << ": needs at least 1";
+    func.emitError() << "stages = " << static_cast<int64_t>(stages) << ": needs at least 1";
     return signalPassFailure();
   }
   if (peakGflops <= 0 || memoryGBps <= 0 || linkGBps <= 0) {
