@@ -162,6 +162,34 @@ FailureOr<func::FuncOp> Importer::importMainGraph(const pb::ModelProto &model) {
       return error() << "--input-shape names '" << entry.getKey().str()
                      << "', which is not a graph input (and a symbolic "
                         "dimension takes a single size)";
+    // A single size binds a symbolic dimension: one some graph input has.
+    // ('batch' is also --batch's, which a model with a fixed batch checks
+    // against its own.)
+    bool isSymbol = llvm::any_of(graph.input(), [&](const auto &in) {
+      if (initializers.count(in.name()) || !in.type().has_tensor_type() ||
+          !in.type().tensor_type().has_shape())
+        return false;
+      return llvm::any_of(in.type().tensor_type().shape().dim(), [&](const auto &d) {
+        return d.has_dim_param() && d.dim_param() == entry.getKey();
+      });
+    });
+    if (!isInput && !isSymbol && entry.getKey() != "batch") {
+      std::string known;
+      for (const auto &in : graph.input()) {
+        if (initializers.count(in.name()))
+          continue;
+        known += (known.empty() ? "" : ", ") + in.name();
+        if (in.type().has_tensor_type() && in.type().tensor_type().has_shape())
+          for (const auto &d : in.type().tensor_type().shape().dim())
+            if (d.has_dim_param())
+              known += " '" + d.dim_param() + "'";
+      }
+      return error() << "--input-shape names '" << entry.getKey().str()
+                     << "', which is neither a graph input nor a symbolic "
+                        "dimension of one (inputs and their symbolic "
+                        "dimensions: "
+                     << (known.empty() ? "none" : known) << ")";
+    }
   }
   for (const auto &in : graph.input()) {
     if (initializers.count(in.name()))

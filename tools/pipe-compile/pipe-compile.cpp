@@ -464,7 +464,7 @@ int main(int argc, char **argv) {
                 "' (sgd, momentum, nesterov, adam, adamw, adagrad)");
   if (target != "cpu" && target != "cuda")
     return fail("unknown target '" + target + "' (cpu, cuda)");
-  if (batch < 0)
+  if (batch < 0 || (batch == 0 && batch.getNumOccurrences()))
     return fail("--batch must be positive");
 
   DialectRegistry registry;
@@ -486,6 +486,8 @@ int main(int argc, char **argv) {
     if (!pipec::parseInputShapeBinding(entry, name, shape))
       return fail("--input-shape '" + entry +
                   "' is malformed; write name=32x784 or name=32");
+    if (llvm::is_contained(shape, 0))
+      return fail("--input-shape '" + entry + "': sizes must be at least 1");
     importOptions.inputShapes[name] = shape;
   }
   OwningOpRef<ModuleOp> module = pipec::importOnnxModel(
