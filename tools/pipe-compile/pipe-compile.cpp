@@ -109,6 +109,15 @@ static cl::list<std::string>
                 cl::desc("Bind a graph input's shape (x=32x784) or a symbolic "
                          "dimension (batch=32)"),
                 cl::value_desc("name=DxD..."));
+static cl::opt<std::string> lossOutput(
+    "loss", cl::cat(trainingCat),
+    cl::desc("The graph output that is the training loss (default: detected)"),
+    cl::value_desc("NAME"));
+static cl::list<std::string> frozenParams(
+    "frozen", cl::cat(trainingCat), cl::CommaSeparated,
+    cl::desc("Initializers to keep frozen (not trained; in a pipeline, state of the stage "
+             "reading them)"),
+    cl::value_desc("a,b,..."));
 static cl::opt<bool> emitMlir("emit-mlir", cl::cat(outputCat),
                               cl::desc("Keep the IR after each stage in OUT/"));
 static cl::opt<bool>
@@ -478,6 +487,8 @@ int main(int argc, char **argv) {
   if (!buffer)
     return fail("cannot read " + modelPath + ": " + buffer.getError().message());
   pipec::ImportOptions importOptions;
+  importOptions.lossName = lossOutput;
+  importOptions.frozen.assign(frozenParams.begin(), frozenParams.end());
   if (batch > 0)
     importOptions.inputShapes["batch"] = {batch};
   for (const std::string &entry : inputShapes) {
