@@ -430,6 +430,12 @@ extern "C" int pipert_train_main(int argc, char **argv,
       pipert_log_set_progress(log, PIPERT_PROGRESS_OFF, 0);
   }
   runSteps = std::max<int64_t>(o.steps, first);
+  if (first >= o.steps && rank == 0)
+    std::fprintf(stderr,
+                 "pipert: the checkpoint in %s is at step %lld, so --steps %lld runs no "
+                 "step (--steps counts from step 0: give more to train on)\n",
+                 o.resume.c_str(), static_cast<long long>(first),
+                 static_cast<long long>(o.steps));
   // --on-nonfinite skip: every rank keeps its state from before the step and
   // puts it back when any rank's loss is not finite (a synchronous step is
   // then as if it never ran, optimizer counters included).

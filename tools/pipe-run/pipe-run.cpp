@@ -287,6 +287,7 @@ private:
     return s.size() > 20 && s.compare(0, 20, std::string(20, '-')) == 0;
   }
   void emit(const std::string &s) {
+    sawError |= s.find("error:") != std::string::npos;
     std::fwrite(s.data(), 1, s.size(), stderr);
     std::fflush(stderr);
   }
@@ -306,6 +307,13 @@ private:
       return;
     }
     if (s.find("ORTE_ERROR_LOG") != std::string::npos)
+      return;
+    // With several ranks failing, Open MPI counts the help texts it did not
+    // repeat ("[host:123] 1 more process has sent help message
+    // help-mpi-api.txt / mpi-abort", "Set MCA parameter ... to 0 to see all
+    // help / error messages"): the ranks' own lines said it.
+    if (s.find("sent help message") != std::string::npos ||
+        s.find("orte_base_help_aggregate") != std::string::npos)
       return;
     emit(s);
   }
@@ -333,12 +341,30 @@ private:
         box.find("Primary job") != std::string::npos ||
         box.find("exited with status") != std::string::npos)
       return; // the rank's own error line said it
+    // "mpirun detected that one or more processes exited with non-zero
+    // status ... Process name: [[5,1],1] Exit code: 1": after a rank's own
+    // error line, nothing to add; else one line naming the rank.
+    if (box.find("exited with non-zero status") != std::string::npos) {
+      if (sawError)
+        return;
+      size_t name = box.find("Process name: [[");
+      size_t close = name == std::string::npos ? name : box.find("],", name);
+      size_t code = box.find("Exit code:");
+      if (close != std::string::npos && code != std::string::npos) {
+        int rank = std::atoi(box.c_str() + close + 2);
+        int status = std::atoi(box.c_str() + code + 10);
+        emit("pipe-run: error: rank " + std::to_string(rank) + " exited with status " +
+             std::to_string(status) + "; the other ranks were stopped\n");
+        return;
+      }
+    }
     emit(box + std::string(60, '-') + "\n");
   }
 
   std::vector<std::string> devices;
   std::string pending, box;
   bool inBox = false;
+  bool sawError = false; // a line with "error:" went out
 };
 
 /// Runs mpirun with its stderr through StderrFilter; its exit status.
