@@ -1510,6 +1510,10 @@ void PipeSchedulePass::runOnOperation() {
       if (auto i = llvm::dyn_cast<IntegerAttr>(a))
         wholeStages.push_back(i.getInt());
   if (!wholeStages.empty() && microbatches > 1) {
+    // One stage has one order: its forward on all M, then its backward
+    // (1F1B and AFP of one stage are GPipe's there).
+    if (!noFlush && stages.size() == 1)
+      schedKind = sched::ScheduleKind::GPipe;
     if (noFlush || schedKind != sched::ScheduleKind::GPipe) {
       module.emitError()
           << "pipe-schedule: --batchnorm full-batch runs stage "
