@@ -1007,6 +1007,17 @@ PipeMicrobatchPass::insertWholeBatchBoundaries(func::FuncOp step) {
         continue;
       if (s.isFree())
         continue;
+      if (!s.isBatched() && op.hasAttr(pipe::attrs::kGradSum))
+        return op.emitOpError()
+               << "sums the gradient contributions of stage " << fromStage
+               << (fromWhole ? " (whole-batch)" : " (micro-batched)")
+               << " and stage " << stage
+               << (whole ? " (whole-batch)" : " (micro-batched)")
+               << " to one weight, such as a weight two stages share (tied "
+                  "embeddings): --batchnorm full-batch cannot add a "
+                  "whole-batch stage's step gradient to micro-batched ones; "
+                  "cut so that its readers share a stage (--partition manual "
+                  "--cut), or use --batchnorm micro-batch";
       if (!s.isBatched())
         return op.emitOpError()
                << "reads a value that is not per sample (a reduction over "
