@@ -9,6 +9,7 @@
 #include "pipec/Support/Diagnostics.h"
 #include "pipec/Support/Version.h"
 
+#include "llvm/Support/FileSystem.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
@@ -126,5 +127,22 @@ int main(int argc, char **argv) {
         pipec::registerAllDialects(registry);
       });
   pipec::hideOtherOptions({&importCat});
+  // The input file, named as every other error is (mlir-translate's own
+  // message has no tool name).
+  for (int i = 1; i < argc; ++i) {
+    StringRef a(argv[i]);
+    if (a == "-o" || a == "--input-shape" || a == "-input-shape" || a == "--loss" ||
+        a == "-loss" || a == "--frozen" || a == "-frozen") {
+      ++i; // its value
+      continue;
+    }
+    if (a.starts_with("-") || a.empty())
+      continue;
+    if (!llvm::sys::fs::exists(a) || llvm::sys::fs::is_directory(a)) {
+      llvm::errs() << "pipe-translate: error: " << a << ": "
+                   << (llvm::sys::fs::exists(a) ? "is a directory" : "no such file") << "\n";
+      return 1;
+    }
+  }
   return failed(mlirTranslateMain(argc, argv, "pipec translation driver"));
 }
