@@ -19,6 +19,8 @@ inline constexpr ::llvm::StringLiteral kRecompute =
     PipeDialect::RecomputeAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kGradSum =
     PipeDialect::GradSumAttrHelper::getNameStr();
+inline constexpr ::llvm::StringLiteral kGradOperand =
+    PipeDialect::GradOperandAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kMicrobatches =
     PipeDialect::MicrobatchesAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kBatchSize =

@@ -43,6 +43,12 @@ def Pipe_Dialect : Dialect {
     // contributions to one value (located at the forward op that read the
     // value); pipe-split-stages tells it from the VJP ops by it.
     "::mlir::UnitAttr":$grad_sum,
+    // On the onnx.Identity pipe-autodiff builds where a VJP rule passes a
+    // gradient on unchanged (Add, Sub's first operand, Identity) to an
+    // operand an earlier stage computes: the operand's index in the
+    // forward op at its location. pipe-split-stages sends it as that
+    // operand's gradient from the op's stage.
+    "::mlir::IntegerAttr":$grad_operand,
     // On the module / the training step.
     "::mlir::IntegerAttr":$microbatches,
     "::mlir::IntegerAttr":$batch_size,

@@ -194,9 +194,10 @@ mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
     if (failed(vjp.buildVjp(ctx)) || ctx.failed())
       return failure();
     inserted.assign(op->getAttr(kStage));
-    for (auto [i, g] : llvm::enumerate(ctx.getOperandGrads())) {
+    for (auto [i, built] : llvm::enumerate(ctx.getOperandGrads())) {
       if (!wanted[i])
         continue;
+      Value g = built;
       if (!g)
         return op->emitOpError()
                << "VJP rule built no gradient for operand #" << i;
@@ -205,18 +206,44 @@ mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
         return op->emitOpError()
                << "VJP rule gave a gradient of type " << g.getType()
                << " for operand #" << i << " of type " << operand.getType();
+      // A gradient passed on unchanged (the result's own: Add, Sub's first
+      // operand, Identity) to a value an earlier stage computes gets a copy
+      // in this op's stage, marked with the operand (pipe.grad_operand): so
+      // the stage split sends it from here as that operand's gradient,
+      // rather than finding one value that is the gradient of the result
+      // (a later stage's) and of the operand (an earlier stage's) at once.
+      Attribute here = op->getAttr(kStage);
+      Attribute there = operand.getDefiningOp() ? producerStage(operand) : Attribute();
+      if (here && there && here != there && llvm::is_contained(resultGrads, g)) {
+        OnnxBuilder pass(builder, op->getLoc());
+        g = pass.create<onnx::IdentityOp>({g});
+        if (pass.failed())
+          return failure();
+        g.getDefiningOp()->setAttr(pipe::attrs::kGradOperand,
+                                   builder.getI64IntegerAttr(i));
+        inserted.assign(here);
+      }
       Value &acc = grads[operand];
       if (!acc) {
         acc = g;
         continue;
       }
+      // Two contributions to an activation from one later stage are summed
+      // there, so that the stage sends it one gradient (the backward visits
+      // ops in reverse, so a stage's contributions come one after another);
+      // any other sum in the producer's stage.
+      Attribute sumStage = producerStage(operand);
+      if (operand.getDefiningOp() && acc.getDefiningOp() && g.getDefiningOp())
+        if (Attribute a = acc.getDefiningOp()->getAttr(kStage);
+            a && a == g.getDefiningOp()->getAttr(kStage))
+          sumStage = a;
       OnnxBuilder sum(builder, op->getLoc());
       acc = sum.add(acc, g);
       if (sum.failed())
         return failure();
       if (auto add = acc.getDefiningOp<onnx::AddOp>())
         add->setAttr(pipe::attrs::kGradSum, builder.getUnitAttr());
-      inserted.assign(producerStage(operand));
+      inserted.assign(sumStage);
     }
   }
 

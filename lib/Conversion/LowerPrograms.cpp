@@ -622,18 +622,54 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
           if (map.lookupOrNull(source.getArgument(k)) != v)
             continue;
           Value in = bwdOp.getInputs()[k - params];
+          // Every call of this function must find the operand there (the
+          // function reads it in place): a schedule whose calls restore it
+          // from different buffers (1F1B's warm-up and steady state, say)
+          // has the backward copy it into the group's buffer instead.
+          auto everyCall = [&](Value ring) {
+            bool same = true;
+            call->getParentOfType<ModuleOp>()->walk([&](pipe::BackwardOp other) {
+              if (other == bwdOp || other.getCalleeAttr() != bwdOp.getCalleeAttr())
+                return;
+              Value o = other.getInputs()[k - params];
+              auto r = o.getDefiningOp<pipe::RestoreOp>();
+              auto f = o.getDefiningOp<pipe::FeedOp>();
+              auto rf = ring.getDefiningOp<pipe::FeedOp>();
+              same &= (r && r.getBuffer() == ring) || (f && rf && f.getInput() == rf.getInput());
+            });
+            return same ? ring : Value();
+          };
           if (auto restore = in.getDefiningOp<pipe::RestoreOp>())
-            return restore.getBuffer();
+            return everyCall(restore.getBuffer());
           // A fed input: its micro-batches' rows are back to back in the
           // mini-batch the driver filled.
           if (in.getDefiningOp<pipe::FeedOp>())
-            return in;
+            return everyCall(in);
           auto fwd = in.getDefiningOp<pipe::ForwardOp>();
           std::optional<pipe::MicroBatchIndex> fmb =
               fwd ? pipe::getMicroBatchIndex(fwd) : std::nullopt;
           std::optional<pipe::MicroBatchIndex> bmb = pipe::getMicroBatchIndex(call);
           if (!fwd || fwd->getBlock() != call->getBlock() || !fmb || !bmb ||
               fmb->base != bmb->base || fmb->offset != bmb->offset)
+            return Value();
+          // So must every other call: its micro-batch's forward result,
+          // right before it (1F1B's first backward of a warm-up can read
+          // its forward's result where the steady state restores it).
+          bool adjacentEverywhere = true;
+          call->getParentOfType<ModuleOp>()->walk([&](pipe::BackwardOp other) {
+            if (other == bwdOp || other.getCalleeAttr() != bwdOp.getCalleeAttr())
+              return;
+            Value o = other.getInputs()[k - params];
+            auto ofwd = o.getDefiningOp<pipe::ForwardOp>();
+            auto omb = ofwd ? pipe::getMicroBatchIndex(ofwd) : std::nullopt;
+            auto obmb = pipe::getMicroBatchIndex(other);
+            adjacentEverywhere &=
+                ofwd && ofwd.getCalleeAttr() == fwd.getCalleeAttr() &&
+                cast<OpResult>(o).getResultNumber() == cast<OpResult>(in).getResultNumber() &&
+                ofwd->getBlock() == other->getBlock() && omb && obmb &&
+                omb->base == obmb->base && omb->offset == obmb->offset;
+          });
+          if (!adjacentEverywhere)
             return Value();
           auto key = std::make_pair(fwd.getCalleeAttr().getAttr().getAsOpaquePointer(),
                                     cast<OpResult>(in).getResultNumber());

@@ -266,6 +266,18 @@ SmallVector<Value> PipeSplitStagesPass::candidatesOf(Value grad, int64_t from,
     if (definedInTo && v.getType() == grad.getType())
       candidates.push_back(v);
   }
+  // A gradient the autodiff passed on to operand i of the forward op at its
+  // location (pipe.grad_operand): that operand's.
+  if (Operation *def = built.getDefiningOp(); def && candidates.size() > 1)
+    if (auto index = def->getAttrOfType<IntegerAttr>(pipe::attrs::kGradOperand)) {
+      for (Operation *op : reader.ops)
+        if (op->getLoc() == def->getLoc() && !op->hasAttr(wholebatch::kConcat) &&
+            index.getInt() < int64_t(op->getNumOperands())) {
+          Value operand = throughConcat(op->getOperand(index.getInt()));
+          if (llvm::is_contained(candidates, operand))
+            return {operand};
+        }
+    }
   if (candidates.size() > 1) {
     // The values whose gradient `grad` is: the operands of the forward op
     // whose VJP rule built it (they share its location), and through the

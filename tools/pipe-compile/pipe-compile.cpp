@@ -939,6 +939,13 @@ int main(int argc, char **argv) {
     trainOptions.avgAlpha = avgAlpha.getValue();
     trainOptions.avgPeriod = avgPeriod.getValue();
     trainOptions.verticalSync = verticalSync.getValue();
+    // --cut names the cuts: --partition manual (which it implies).
+    if (!cuts.empty() && partition != "manual") {
+      if (partition.getNumOccurrences())
+        return fail("--cut names the cuts of --partition manual, but --partition is '" +
+                    partition + "' (which chooses its own): drop one of them");
+      partition = std::string("manual");
+    }
     pipec::PartitionOption strategy = pipec::PartitionOption::Balanced;
     if (partition == "dp")
       strategy = pipec::PartitionOption::DP;
