@@ -232,17 +232,25 @@ mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
       // there, so that the stage sends it one gradient (the backward visits
       // ops in reverse, so a stage's contributions come one after another);
       // any other sum in the producer's stage.
+      // Such a sum crosses to the producer as the gradient of operand i of
+      // the op at its location (pipe.grad_operand, as a passed-on one's).
       Attribute sumStage = producerStage(operand);
+      bool moved = false;
       if (operand.getDefiningOp() && acc.getDefiningOp() && g.getDefiningOp())
         if (Attribute a = acc.getDefiningOp()->getAttr(kStage);
-            a && a == g.getDefiningOp()->getAttr(kStage))
+            a && a == g.getDefiningOp()->getAttr(kStage) && a != sumStage) {
           sumStage = a;
+          moved = true;
+        }
       OnnxBuilder sum(builder, op->getLoc());
       acc = sum.add(acc, g);
       if (sum.failed())
         return failure();
-      if (auto add = acc.getDefiningOp<onnx::AddOp>())
+      if (auto add = acc.getDefiningOp<onnx::AddOp>()) {
         add->setAttr(pipe::attrs::kGradSum, builder.getUnitAttr());
+        if (moved)
+          add->setAttr(pipe::attrs::kGradOperand, builder.getI64IntegerAttr(i));
+      }
       inserted.assign(sumStage);
     }
   }

@@ -267,17 +267,28 @@ SmallVector<Value> PipeSplitStagesPass::candidatesOf(Value grad, int64_t from,
       candidates.push_back(v);
   }
   // A gradient the autodiff passed on to operand i of the forward op at its
-  // location (pipe.grad_operand): that operand's.
+  // location, or summed for it in a later stage than the operand's
+  // (pipe.grad_operand): that operand's. The op is in the reading stage
+  // (a passed-on gradient) or in the receiving one (a sum).
   if (Operation *def = built.getDefiningOp(); def && candidates.size() > 1)
-    if (auto index = def->getAttrOfType<IntegerAttr>(pipe::attrs::kGradOperand)) {
-      for (Operation *op : reader.ops)
-        if (op->getLoc() == def->getLoc() && !op->hasAttr(wholebatch::kConcat) &&
-            index.getInt() < int64_t(op->getNumOperands())) {
-          Value operand = throughConcat(op->getOperand(index.getInt()));
-          if (llvm::is_contained(candidates, operand))
-            return {operand};
-        }
-    }
+    if (auto index = def->getAttrOfType<IntegerAttr>(pipe::attrs::kGradOperand))
+      for (Part &p : parts) {
+        if (p.phase != Forward || (p.stage != from && p.stage != to))
+          continue;
+        for (Operation *op : p.ops)
+          if (op->getLoc() == def->getLoc() && !op->hasAttr(wholebatch::kConcat) &&
+              index.getInt() < int64_t(op->getNumOperands())) {
+            // A candidate is the operand, or (read from a whole-batch
+            // stage) a micro-batch part of it.
+            Value operand = throughConcat(op->getOperand(index.getInt()));
+            for (Value c : candidates) {
+              Operation *split = c.getDefiningOp();
+              if (c == operand || (split && split->hasAttr(wholebatch::kSplit) &&
+                                   split->getOperand(0) == operand))
+                return {c};
+            }
+          }
+      }
   if (candidates.size() > 1) {
     // The values whose gradient `grad` is: the operands of the forward op
     // whose VJP rule built it (they share its location), and through the

@@ -1,4 +1,5 @@
 //===- context.cpp - the runtime context, memory and errors (CPU) ----------===//
+#include "env_threads.h"
 #include "pipert/pipert.h"
 #include "pipert/pipert_comm.h"
 
@@ -129,14 +130,7 @@ extern "C" {
 
 pipert_context *pipert_context_create(int threads, uint64_t seed) {
   auto *ctx = new pipert_context();
-  if (const char *env = std::getenv("PIPERT_THREADS")) {
-    char *end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (end == env || *end != '\0' || v < 1 || v > 4096)
-      pipert_fail("PIPERT_THREADS='%s' is not a thread count >= 1", env);
-    threads = int(v);
-  }
-  ctx->threads = threads > 0 ? threads : 1;
+  ctx->threads = pipert::threadsFromEnvironment(threads);
   ctx->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
   return ctx;
 }

@@ -9,6 +9,7 @@
 // The dtype helpers, pipert_fail and the abort hook are runtime/core/context.cpp,
 // compiled into this library with PIPERT_CUDA_BACKEND.
 //===----------------------------------------------------------------------===//
+#include "../core/env_threads.h"
 #include "cuda_util.h"
 
 #include <cstdio>
@@ -103,14 +104,7 @@ pipert_context *pipert_context_create(int threads, uint64_t seed) {
                                   : cudaGetErrorString(st));
   PIPERT_CUDA_CHECK(st);
   auto *c = new Context();
-  if (const char *env = std::getenv("PIPERT_THREADS")) {
-    char *end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (end == env || *end != '\0' || v < 1 || v > 4096)
-      pipert_fail("PIPERT_THREADS='%s' is not a thread count >= 1", env);
-    threads = int(v);
-  }
-  c->threads = threads > 0 ? threads : 1;
+  c->threads = pipert::threadsFromEnvironment(threads);
   c->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
   c->device = choose_device(count);
   PIPERT_CUDA_CHECK(cudaSetDevice(c->device));
