@@ -154,6 +154,14 @@ mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
   SmallVector<Operation *> ops = forwardOps(block, end);
   Activity activity = analyze(ops, loss, wrt);
   llvm::DenseMap<Value, Value> grads;
+  // A pipeline activation's gradient contributions, one per contributing
+  // stage (see below), added up by `gradOf` when first read.
+  struct Partial {
+    Attribute stage;
+    Value value;
+    Location loc;
+  };
+  llvm::DenseMap<Value, SmallVector<Partial>> partials;
   OpBuilder::Listener *previousListener = builder.getListener();
   InsertedOps inserted;
   builder.setListener(&inserted);
@@ -166,12 +174,40 @@ mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
            << "the loss must be a ranked float tensor, got " << loss.getType();
   grads[loss] = seed.splat(lossType, 1.0);
   inserted.assign(producerStage(loss));
+  // The gradient of `v`: its sum, or its partials added up in the
+  // producer's stage, each sum at the location of the op its newer
+  // contribution came from (as the sums of one device are).
+  auto gradOf = [&](Value v) -> FailureOr<Value> {
+    auto it = partials.find(v);
+    if (it == partials.end())
+      return grads.lookup(v);
+    SmallVector<Partial> list = std::move(it->second);
+    partials.erase(it);
+    Value total = list.front().value;
+    for (const Partial &p : ArrayRef<Partial>(list).drop_front()) {
+      OnnxBuilder sum(builder, p.loc);
+      total = sum.add(total, p.value);
+      if (sum.failed())
+        return failure();
+      if (auto add = total.getDefiningOp<onnx::AddOp>())
+        add->setAttr(pipe::attrs::kGradSum, builder.getUnitAttr());
+      inserted.assign(producerStage(v));
+    }
+    grads[v] = total;
+    return total;
+  };
 
   for (Operation *op : llvm::reverse(ops)) {
     SmallVector<Value> resultGrads;
     bool any = false;
     for (Value r : op->getResults()) {
-      Value g = activity.isActive(r) ? grads.lookup(r) : Value();
+      Value g;
+      if (activity.isActive(r)) {
+        FailureOr<Value> total = gradOf(r);
+        if (failed(total))
+          return failure();
+        g = *total;
+      }
       resultGrads.push_back(g);
       any |= static_cast<bool>(g);
     }
@@ -223,40 +259,65 @@ mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
                                    builder.getI64IntegerAttr(i));
         inserted.assign(here);
       }
+      // An activation of a pipeline (its producer has a stage): its
+      // contributions are kept per contributing stage and added up when
+      // its gradient is first read. Two contributions from one later stage
+      // are summed there (pipe.grad_sum, and pipe.grad_operand = i: the
+      // sum crosses to the producer as the gradient of operand i of the op
+      // at its location), so that the stage sends it one gradient, even
+      // where another stage's came in between. The others are summed in
+      // the producer's stage, in the order they came (the order of one
+      // device's sums).
+      Attribute producer = producerStage(operand);
+      if (operand.getDefiningOp() && producer) {
+        Attribute from = g.getDefiningOp() ? g.getDefiningOp()->getAttr(kStage) : Attribute();
+        SmallVector<Partial> &list = partials[operand];
+        Partial *same = nullptr;
+        if (from && from != producer)
+          for (Partial &p : list)
+            if (p.stage == from)
+              same = &p;
+        if (!same) {
+          list.push_back({from, g, op->getLoc()});
+          continue;
+        }
+        OnnxBuilder sum(builder, op->getLoc());
+        same->value = sum.add(same->value, g);
+        if (sum.failed())
+          return failure();
+        if (auto add = same->value.getDefiningOp<onnx::AddOp>()) {
+          add->setAttr(pipe::attrs::kGradSum, builder.getUnitAttr());
+          add->setAttr(pipe::attrs::kGradOperand, builder.getI64IntegerAttr(i));
+        }
+        inserted.assign(from);
+        continue;
+      }
       Value &acc = grads[operand];
       if (!acc) {
         acc = g;
         continue;
       }
-      // Two contributions to an activation from one later stage are summed
-      // there, so that the stage sends it one gradient (the backward visits
-      // ops in reverse, so a stage's contributions come one after another);
-      // any other sum in the producer's stage.
-      // Such a sum crosses to the producer as the gradient of operand i of
-      // the op at its location (pipe.grad_operand, as a passed-on one's).
-      Attribute sumStage = producerStage(operand);
-      bool moved = false;
-      if (operand.getDefiningOp() && acc.getDefiningOp() && g.getDefiningOp())
-        if (Attribute a = acc.getDefiningOp()->getAttr(kStage);
-            a && a == g.getDefiningOp()->getAttr(kStage) && a != sumStage) {
-          sumStage = a;
-          moved = true;
-        }
       OnnxBuilder sum(builder, op->getLoc());
       acc = sum.add(acc, g);
       if (sum.failed())
         return failure();
-      if (auto add = acc.getDefiningOp<onnx::AddOp>()) {
+      if (auto add = acc.getDefiningOp<onnx::AddOp>())
         add->setAttr(pipe::attrs::kGradSum, builder.getUnitAttr());
-        if (moved)
-          add->setAttr(pipe::attrs::kGradOperand, builder.getI64IntegerAttr(i));
-      }
-      inserted.assign(sumStage);
+      inserted.assign(producer);
     }
   }
 
   SmallVector<Value> result;
   for (Value v : wrt)
-    result.push_back(activity.isActive(v) ? grads.lookup(v) : Value());
+  {
+    Value g;
+    if (activity.isActive(v)) {
+      FailureOr<Value> total = gradOf(v);
+      if (failed(total))
+        return failure();
+      g = *total;
+    }
+    result.push_back(g);
+  }
   return result;
 }

@@ -113,7 +113,8 @@ FailureOr<std::string> PipeInsertTransfersPass::nameAt(const std::string &name,
   if (arg) {
     in = fwd.getArgument(*arg);
   } else {
-    unsigned index = fwd.getNumArguments();
+    // Before the trailing state arguments (pipe.stage's order).
+    unsigned index = fwd.getNumArguments() - unsigned(fwd.getNumStateArgs());
     Type type = stages[it->second].fwd.getResultTypes()[*resultNamed(
         stages[it->second].fwd, pipe::attrs::kName, name)];
     (void)fwd.insertArgument(index, type, nameDict(ctx, pipe::attrs::kName, *prev),
@@ -198,7 +199,7 @@ void PipeInsertTransfersPass::runOnOperation() {
     for (unsigned i = 0; i < stages[r].fwd.getNumResults(); ++i)
       if (stringAttrOf(stages[r].fwd.getResultAttrDict(i), pipe::attrs::kName) == out)
         type = stages[r].fwd.getResultTypes()[i];
-    unsigned index = bwd.getNumArguments();
+    unsigned index = bwd.getNumArguments() - unsigned(bwd.getNumStateArgs());
     (void)bwd.insertArgument(index, type, nameDict(ctx, pipe::attrs::kGrad, out),
                              bwd.getLoc());
     Value incoming = bwd.getArgument(index);

@@ -7,6 +7,9 @@ into three stages and more (pipeline-cuts3.test):
 - skip3: h = tanh(fc1(x)) read by three later layers (u + h, v * h,
   w + h), so a value crosses several cuts and several of one stage's ops
   give it gradients.
+- bnskip: h = fc1(x); loss(head(relu(bn(fc2(h))) + h)). Cut after fc2 and
+  after the BatchNormalization, h passes through the middle stage, which
+  holds the BatchNormalization's running statistics as state.
 
 usage: make_skip_models.py OUT_DIR
 """
@@ -49,10 +52,24 @@ class Skip3(nn.Module):
         return nn.functional.cross_entropy(self.head(w + h), y)
 
 
+class BnSkip(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 8)
+        self.fc2 = nn.Linear(8, 8)
+        self.bn = nn.BatchNorm1d(8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x, y):
+        h = self.fc1(x)
+        u = self.bn(self.fc2(h))
+        return nn.functional.cross_entropy(self.head(torch.relu(u) + h), y)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    for name, cls in [("resnobn", ResNoBN), ("skip3", Skip3)]:
+    for name, cls in [("resnobn", ResNoBN), ("skip3", Skip3), ("bnskip", BnSkip)]:
         torch.manual_seed(0)
         net = cls().train()
         torch.onnx.export(net, (torch.randn(8, 6), torch.zeros(8, dtype=torch.long)),
