@@ -178,6 +178,8 @@ mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
   // producer's stage, each sum at the location of the op its newer
   // contribution came from (as the sums of one device are).
   auto gradOf = [&](Value v) -> FailureOr<Value> {
+    if (!activity.isActive(v))
+      return Value();
     auto it = partials.find(v);
     if (it == partials.end())
       return grads.lookup(v);
@@ -201,15 +203,11 @@ mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
     SmallVector<Value> resultGrads;
     bool any = false;
     for (Value r : op->getResults()) {
-      Value g;
-      if (activity.isActive(r)) {
-        FailureOr<Value> total = gradOf(r);
-        if (failed(total))
-          return failure();
-        g = *total;
-      }
-      resultGrads.push_back(g);
-      any |= static_cast<bool>(g);
+      FailureOr<Value> g = gradOf(r);
+      if (failed(g))
+        return failure();
+      resultGrads.push_back(*g);
+      any |= static_cast<bool>(*g);
     }
     if (!any)
       continue;
@@ -308,16 +306,11 @@ mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
   }
 
   SmallVector<Value> result;
-  for (Value v : wrt)
-  {
-    Value g;
-    if (activity.isActive(v)) {
-      FailureOr<Value> total = gradOf(v);
-      if (failed(total))
-        return failure();
-      g = *total;
-    }
-    result.push_back(g);
+  for (Value v : wrt) {
+    FailureOr<Value> g = gradOf(v);
+    if (failed(g))
+      return failure();
+    result.push_back(*g);
   }
   return result;
 }

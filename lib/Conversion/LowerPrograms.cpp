@@ -623,19 +623,24 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
             continue;
           Value in = bwdOp.getInputs()[k - params];
           // Every call of this function must find the operand there (the
-          // function reads it in place): a schedule whose calls restore it
-          // from different buffers (1F1B's warm-up and steady state, say)
+          // function reads it in place): a schedule whose calls take it
+          // from different places (1F1B's warm-up and steady state, say)
           // has the backward copy it into the group's buffer instead.
-          auto everyCall = [&](Value ring) {
-            bool same = true;
+          // `holds(other, operand)`: the other call's operand is there too.
+          auto otherCalls = [&](llvm::function_ref<bool(pipe::BackwardOp, Value)> holds) {
+            bool all = true;
             call->getParentOfType<ModuleOp>()->walk([&](pipe::BackwardOp other) {
-              if (other == bwdOp || other.getCalleeAttr() != bwdOp.getCalleeAttr())
-                return;
-              Value o = other.getInputs()[k - params];
+              if (other != bwdOp && other.getCalleeAttr() == bwdOp.getCalleeAttr())
+                all &= holds(other, other.getInputs()[k - params]);
+            });
+            return all;
+          };
+          auto everyCall = [&](Value ring) {
+            auto rf = ring.getDefiningOp<pipe::FeedOp>();
+            bool same = otherCalls([&](pipe::BackwardOp, Value o) {
               auto r = o.getDefiningOp<pipe::RestoreOp>();
               auto f = o.getDefiningOp<pipe::FeedOp>();
-              auto rf = ring.getDefiningOp<pipe::FeedOp>();
-              same &= (r && r.getBuffer() == ring) || (f && rf && f.getInput() == rf.getInput());
+              return (r && r.getBuffer() == ring) || (f && rf && f.getInput() == rf.getInput());
             });
             return same ? ring : Value();
           };
@@ -655,19 +660,14 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
           // So must every other call: its micro-batch's forward result,
           // right before it (1F1B's first backward of a warm-up can read
           // its forward's result where the steady state restores it).
-          bool adjacentEverywhere = true;
-          call->getParentOfType<ModuleOp>()->walk([&](pipe::BackwardOp other) {
-            if (other == bwdOp || other.getCalleeAttr() != bwdOp.getCalleeAttr())
-              return;
-            Value o = other.getInputs()[k - params];
+          bool adjacentEverywhere = otherCalls([&](pipe::BackwardOp other, Value o) {
             auto ofwd = o.getDefiningOp<pipe::ForwardOp>();
             auto omb = ofwd ? pipe::getMicroBatchIndex(ofwd) : std::nullopt;
             auto obmb = pipe::getMicroBatchIndex(other);
-            adjacentEverywhere &=
-                ofwd && ofwd.getCalleeAttr() == fwd.getCalleeAttr() &&
-                cast<OpResult>(o).getResultNumber() == cast<OpResult>(in).getResultNumber() &&
-                ofwd->getBlock() == other->getBlock() && omb && obmb &&
-                omb->base == obmb->base && omb->offset == obmb->offset;
+            return ofwd && ofwd.getCalleeAttr() == fwd.getCalleeAttr() &&
+                   cast<OpResult>(o).getResultNumber() == cast<OpResult>(in).getResultNumber() &&
+                   ofwd->getBlock() == other->getBlock() && omb && obmb &&
+                   omb->base == obmb->base && omb->offset == obmb->offset;
           });
           if (!adjacentEverywhere)
             return Value();
