@@ -57,6 +57,12 @@ inline constexpr ::llvm::StringLiteral kParam =
     PipeDialect::ParamAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kInput =
     PipeDialect::InputAttrHelper::getNameStr();
+inline constexpr ::llvm::StringLiteral kLossMean =
+    PipeDialect::LossMeanAttrHelper::getNameStr();
+inline constexpr ::llvm::StringLiteral kStepInput =
+    PipeDialect::StepInputAttrHelper::getNameStr();
+inline constexpr ::llvm::StringLiteral kWholeStep =
+    PipeDialect::WholeStepAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kGrad =
     PipeDialect::GradAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kState =

@@ -49,11 +49,18 @@ def Pipe_Dialect : Dialect {
     // forward op at its location. pipe-split-stages sends it as that
     // operand's gradient from the op's stage.
     "::mlir::IntegerAttr":$grad_operand,
+    // On a pipe.feed: it reads the whole step's batch of its input (every
+    // micro-batch's rows), not micro-batch mb's.
+    "::mlir::UnitAttr":$whole_step,
     // On the module / the training step.
     "::mlir::IntegerAttr":$microbatches,
     "::mlir::IntegerAttr":$batch_size,
     "::mlir::FloatAttr":$loss_scale,
     "::mlir::StringAttr":$loss_combine,
+    // A mean loss with ignore_index over micro-batches: "step" (the mean
+    // over the step's counted labels) or "micro-batch" (the micro-batches'
+    // means averaged).
+    "::mlir::StringAttr":$loss_mean,
     "::mlir::DictionaryAttr":$optimizer,
     "::mlir::ArrayAttr":$transfers,
     "::mlir::IntegerAttr":$num_stages,
@@ -72,6 +79,10 @@ def Pipe_Dialect : Dialect {
     "::mlir::StringAttr":$name,
     "::mlir::StringAttr":$param,
     "::mlir::StringAttr":$input,
+    // A graph input whose whole step's batch the function reads, not one
+    // micro-batch's (pipe-microbatch: a loss's count of labels it does not
+    // ignore, over the step).
+    "::mlir::StringAttr":$step_input,
     "::mlir::StringAttr":$grad,
     "::mlir::StringAttr":$state,
     "::mlir::UnitAttr":$loss,

@@ -129,6 +129,13 @@ LogicalResult verifyPipeAttr(Operation *op, NamedAttribute attr,
                          ? success()
                          : fail("a positive float");
             })
+      .Case(attrs::kLossMean,
+            [&]() -> LogicalResult {
+              auto s = dyn_cast<StringAttr>(value);
+              return s && (s.getValue() == "step" || s.getValue() == "micro-batch")
+                         ? success()
+                         : fail("\"step\" or \"micro-batch\"");
+            })
       .Case(attrs::kLossCombine,
             [&]() -> LogicalResult {
               auto s = dyn_cast<StringAttr>(value);
@@ -146,10 +153,10 @@ LogicalResult verifyPipeAttr(Operation *op, NamedAttribute attr,
               return isa<ArrayAttr>(value) ? success() : fail("an array");
             })
       .Cases({attrs::kName, attrs::kParam, attrs::kInput, attrs::kGrad,
-              attrs::kState, attrs::kProducer, attrs::kOutput},
+              attrs::kState, attrs::kProducer, attrs::kOutput, attrs::kStepInput},
              string)
       .Cases({attrs::kLoss, attrs::kTrainable, attrs::kStep, attrs::kRecompute,
-              attrs::kPackNext},
+              attrs::kPackNext, attrs::kWholeStep},
              unit)
       .Case(attrs::kUpdate,
             [&]() -> LogicalResult {

@@ -648,8 +648,9 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
             return everyCall(restore.getBuffer());
           // A fed input: its micro-batches' rows are back to back in the
           // mini-batch the driver filled.
-          if (in.getDefiningOp<pipe::FeedOp>())
-            return everyCall(in);
+          // (Not a whole-step feed: its rows are the step's, not a group's.)
+          if (auto f = in.getDefiningOp<pipe::FeedOp>())
+            return f->hasAttr(pipe::attrs::kWholeStep) ? Value() : everyCall(in);
           auto fwd = in.getDefiningOp<pipe::ForwardOp>();
           std::optional<pipe::MicroBatchIndex> fmb =
               fwd ? pipe::getMicroBatchIndex(fwd) : std::nullopt;
@@ -1833,8 +1834,11 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     auto type = cast<RankedTensorType>(feed.getValue().getType());
     if (type.getRank() == 0)
       return feed.emitError("pipe-lower-programs: a fed input needs a batch axis");
+    // A whole-step feed (pipe.whole_step) has the step's batch already.
+    const bool wholeStep = feed->hasAttr(pipe::attrs::kWholeStep);
     SmallVector<int64_t> shape(type.getShape());
-    shape[0] *= program.getMicrobatches();
+    if (!wholeStep)
+      shape[0] *= program.getMicrobatches();
     auto wholeType = RankedTensorType::get(shape, type.getElementType());
     auto [it, added] =
         inputIndex.try_emplace(feed.getInput(), int64_t(deviceInputs.size()));
@@ -1844,6 +1848,10 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
       return feed.emitError("pipe-lower-programs: input '")
              << feed.getInput() << "' is fed with different micro-batch types";
     Value whole = loadSlot(inputsArg, it->second);
+    if (wholeStep) {
+      pointers[feed.getValue()] = whole;
+      return success();
+    }
     Value offset =
         arith::MulIOp::create(b, loc, microBatch(feed), i64c(bytesOf(feed)));
     pointers[feed.getValue()] = offsetPtr(whole, offset);

@@ -63,6 +63,13 @@ void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
   PipeMicrobatchOptions microbatch;
   microbatch.microbatches = options.microbatches;
   microbatch.batchnorm = options.batchnorm;
+  // Methods that update per micro-batch train on each micro-batch's own
+  // mean (METHODS.md); the others on the step's.
+  microbatch.ignoredLabels = options.method == MethodOption::PipeDream ||
+                                     options.method == MethodOption::SpecTrain ||
+                                     options.method == MethodOption::PipeMare
+                                 ? "micro-batch"
+                                 : "step";
   pm.addPass(createPipeMicrobatch(microbatch));
   PipeSplitStagesOptions split;
   split.recompute = options.recompute ||

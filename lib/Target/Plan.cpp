@@ -153,7 +153,9 @@ llvm::json::Object mlir::pipec::describeDevice(pipe::ProgramOp program,
     } else if (auto r = dyn_cast<pipe::RecvOp>(op)) {
       text = llvm::formatv("recv {0} mb {1} from {2}", r.getTag(), mb, r.getPeer());
     } else if (auto fd = dyn_cast<pipe::FeedOp>(op)) {
-      text = llvm::formatv("feed {0} mb {1}", fd.getInput(), mb);
+      text = fd->hasAttr(pipe::attrs::kWholeStep)
+                 ? llvm::formatv("feed {0} (whole step) mb {1}", fd.getInput(), mb).str()
+                 : llvm::formatv("feed {0} mb {1}", fd.getInput(), mb).str();
     } else if (isa<pipe::UpdateOp>(op)) {
       text = "update";
     } else if (isa<pipe::ZeroGradOp>(op)) {
@@ -296,9 +298,18 @@ llvm::json::Array mlir::pipec::describeData(ModuleOp module) {
     std::optional<int64_t> ignore;
     if (auto i = op->getAttrOfType<IntegerAttr>("ignore_index"))
       ignore = i.getInt();
-    labels[op->getOperand(1)] = {scores.getDimSize(1), ignore};
+    // The labels' graph input, through ops that only reshape it (a
+    // sequence model's (B, T) targets flattened to B*T).
+    Value label = op->getOperand(1);
+    while (Operation *def = label.getDefiningOp()) {
+      if (!isa<onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp, onnx::UnsqueezeOp,
+               onnx::IdentityOp>(def))
+        break;
+      label = def->getOperand(0);
+    }
+    labels[label] = {scores.getDimSize(1), ignore};
     if (auto r = op->getAttrOfType<StringAttr>("reduction"))
-      reductions[op->getOperand(1)] = r.getValue().str();
+      reductions[label] = r.getValue().str();
   });
   for (BlockArgument arg : forward.getArguments()) {
     auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(),

@@ -1243,9 +1243,48 @@ void PipeMicrobatchPass::runOnOperation() {
         return signalPassFailure();
       }
   }
+  // A mean loss with ignore_index: the mean over the step's counted labels
+  // where the loss op computes the returned loss and reads a graph input's
+  // labels (Passes.td); else the micro-batches' means averaged.
+  Operation *exactLoss = nullptr, *exactGrad = nullptr;
+  BlockArgument exactLabels;
+  bool ignoring = false;
+  if (Operation *def = ret.getOperand(*lossIndex).getDefiningOp();
+      def && llvm::isa<onnx::SoftmaxCrossEntropyLossOp,
+                       onnx::NegativeLogLikelihoodLossOp>(def) &&
+      def->hasAttr("ignore_index")) {
+    ignoring = strAttr(def, "reduction", "mean") == "mean";
+    Value labels = def->getOperand(1);
+    while (Operation *l = labels.getDefiningOp()) {
+      if (!llvm::isa<onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
+                     onnx::UnsqueezeOp, onnx::IdentityOp>(l))
+        break;
+      labels = l->getOperand(0);
+    }
+    auto arg = llvm::dyn_cast<BlockArgument>(labels);
+    SmallVector<Operation *> grads;
+    for (Operation *g : meanLossGrads)
+      if (!isWhole(g))
+        grads.push_back(g);
+    if (ignoring && microbatches > 1 && ignoredLabels == "step" && !isWhole(def) &&
+        arg && arg.getOwner() == &body && step.getArgAttr(arg.getArgNumber(), pipe::attrs::kInput) &&
+        def->getResult(0).hasOneUse() && grads.size() == 1 &&
+        grads[0]->getOperand(2) == def->getOperand(1) &&
+        grads[0]->getAttr("ignore_index") == def->getAttr("ignore_index")) {
+      exactLoss = def;
+      exactGrad = grads[0];
+      exactLabels = arg;
+    }
+  }
+  if (ignoredLabels != "step" && ignoredLabels != "micro-batch") {
+    step.emitError() << "pipe-microbatch: ignored-labels must be step or "
+                        "micro-batch, not '"
+                     << ignoredLabels << "'";
+    return signalPassFailure();
+  }
   for (Operation *op : meanLossGrads) {
     // A whole-batch stage's loss gradient is the step's already.
-    if (isWhole(op))
+    if (isWhole(op) || op == exactGrad)
       continue;
     Value dloss = op->getOperand(0);
     auto t = llvm::cast<RankedTensorType>(dloss.getType());
@@ -1268,6 +1307,66 @@ void PipeMicrobatchPass::runOnOperation() {
   }
   step.setType(FunctionType::get(&getContext(), argTypes,
                                  step.getResultTypes()));
+  if (exactLoss) {
+    // The step's count C of labels other than ignore_index, from a new
+    // argument holding the step's whole batch of the labels' input; the
+    // loss and its gradient summed over the micro-batch and scaled by 1/C.
+    unsigned at = exactLabels.getArgNumber();
+    auto microType = llvm::cast<RankedTensorType>(exactLabels.getType());
+    SmallVector<int64_t> wholeShape(microType.getShape());
+    wholeShape[0] *= microbatches;
+    auto wholeType = microType.clone(wholeShape);
+    auto inputName = step.getArgAttrOfType<StringAttr>(at, pipe::attrs::kInput);
+    if (failed(step.insertArgument(
+            at + 1, wholeType,
+            b.getDictionaryAttr({b.getNamedAttr(pipe::attrs::kStepInput, inputName)}),
+            exactLabels.getLoc())))
+      return signalPassFailure();
+    BlockArgument whole = body.getArgument(at + 1);
+    Attribute stage = exactLoss->getAttr(pipe::attrs::kStage);
+    b.setInsertionPoint(exactLoss);
+    autodiff::OnnxBuilder ob(b, exactLoss->getLoc());
+    auto ignore = exactLoss->getAttrOfType<IntegerAttr>("ignore_index");
+    auto scalarType = RankedTensorType::get({}, microType.getElementType());
+    Value ignoreValue = onnx::ConstantOp::create(
+        b, exactLoss->getLoc(), scalarType,
+        DenseElementsAttr::get(scalarType,
+                               b.getIntegerAttr(microType.getElementType(),
+                                                ignore.getValue().getSExtValue())));
+    Value ignored = ob.create<onnx::EqualOp>({whole, ignoreValue});
+    Value counted = ob.create<onnx::NotOp>({ignored});
+    Type f32 = b.getF32Type();
+    Value ones = ob.create<onnx::CastOp>(
+        {counted}, {ob.i64Attr("to", 1)}); // TensorProto FLOAT
+    Value count = ob.create<onnx::ReduceSumOp>(
+        {ones, ob.none()}, {ob.i64Attr("keepdims", 0)});
+    Value inverse = ob.create<onnx::ReciprocalOp>({count});
+    b.setInsertionPointAfter(exactLoss);
+    Value scaledLoss = ob.mul(exactLoss->getResult(0), inverse);
+    b.setInsertionPoint(exactGrad);
+    ob.setLoc(exactGrad->getLoc());
+    Value scaledGrad = ob.mul(exactGrad->getOperand(0), inverse);
+    if (ob.failed() || scaledLoss.getType() != exactLoss->getResult(0).getType() ||
+        scaledGrad.getType() != exactGrad->getOperand(0).getType() ||
+        llvm::cast<RankedTensorType>(count.getType()).getElementType() != f32) {
+      exactLoss->emitError("pipe-microbatch: cannot count the step's labels");
+      return signalPassFailure();
+    }
+    for (Value v : {ignoreValue, ignored, counted, ones, count, count.getDefiningOp()->getOperand(1),
+                    inverse, scaledLoss})
+      if (stage)
+        v.getDefiningOp()->setAttr(pipe::attrs::kStage, stage);
+    if (Attribute gs = exactGrad->getAttr(pipe::attrs::kStage))
+      scaledGrad.getDefiningOp()->setAttr(pipe::attrs::kStage, gs);
+    ret->setOperand(*lossIndex, scaledLoss);
+    exactGrad->setOperand(0, scaledGrad);
+    exactLoss->setAttr("reduction", b.getStringAttr("sum"));
+    exactGrad->setAttr("reduction", b.getStringAttr("sum"));
+    lossIsMean = false;
+  }
+  if (ignoring && microbatches > 1)
+    step->setAttr(pipe::attrs::kLossMean,
+                  b.getStringAttr(exactLoss ? "step" : "micro-batch"));
   step->setAttr(pipe::attrs::kMicrobatches, b.getI64IntegerAttr(microbatches));
   step->setAttr(pipe::attrs::kBatchSize, b.getI64IntegerAttr(batch));
   step->setAttr(pipe::attrs::kLossCombine,

@@ -67,6 +67,8 @@ private:
   /// Owner stage of each trainable parameter argument.
   llvm::DenseMap<Value, int64_t> owner;
   llvm::DenseMap<Value, StringAttr> paramName, inputName;
+  /// Arguments holding a graph input's whole step (pipe.step_input).
+  llvm::DenseMap<Value, StringAttr> stepInputName;
   /// Parameters that are not trained (running statistics, frozen weights):
   /// state the stages that read them hold, by name; the stages reading each.
   llvm::DenseMap<Value, StringAttr> stateName;
@@ -156,6 +158,12 @@ LogicalResult PipeSplitStagesPass::needForward(Part &user, Value v,
       fwd.inputs.insert({v, named(pipe::attrs::kInput, name.getValue())});
       if (user.phase == Backward)
         user.inputs.insert({v, named(pipe::attrs::kInput, name.getValue())});
+      return success();
+    }
+    if (StringAttr name = stepInputName.lookup(v)) {
+      fwd.inputs.insert({v, named(pipe::attrs::kStepInput, name.getValue())});
+      if (user.phase == Backward)
+        user.inputs.insert({v, named(pipe::attrs::kStepInput, name.getValue())});
       return success();
     }
     if (StringAttr name = stateName.lookup(v)) {
@@ -586,6 +594,7 @@ void PipeSplitStagesPass::runOnOperation() {
   owner.clear();
   paramName.clear();
   inputName.clear();
+  stepInputName.clear();
   stateName.clear();
   stateUsers.clear();
   tags.clear();
@@ -612,6 +621,8 @@ void PipeSplitStagesPass::runOnOperation() {
     unsigned i = arg.getArgNumber();
     if (auto name = step.getArgAttrOfType<StringAttr>(i, pipe::attrs::kInput))
       inputName[arg] = name;
+    if (auto name = step.getArgAttrOfType<StringAttr>(i, pipe::attrs::kStepInput))
+      stepInputName[arg] = name;
     auto name = step.getArgAttrOfType<StringAttr>(i, pipe::attrs::kParam);
     if (name && !step.getArgAttr(i, pipe::attrs::kTrainable))
       stateName[arg] = name;
@@ -885,7 +896,7 @@ void PipeSplitStagesPass::runOnOperation() {
   // The step's facts the programs need, on the module.
   for (StringRef key : {pipe::attrs::kMicrobatches, pipe::attrs::kBatchSize,
                         pipe::attrs::kLossCombine, pipe::attrs::kLossScale,
-                        wholebatch::kStages})
+                        pipe::attrs::kLossMean, wholebatch::kStages})
     if (Attribute a = step->getAttr(key))
       module->setAttr(key, a);
   if (optimizer) {

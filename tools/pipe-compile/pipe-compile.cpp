@@ -376,6 +376,8 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
   int64_t miniBatch = modelBatch;
   for (pipe::ProgramOp p : programs)
     p.walk([&](pipe::FeedOp feed) {
+      if (feed->hasAttr(pipe::attrs::kWholeStep))
+        return; // the step's rows already
       miniBatch = cast<RankedTensorType>(feed.getValue().getType()).getDimSize(0) *
                   p.getMicrobatches();
     });
@@ -1041,6 +1043,13 @@ int main(int argc, char **argv) {
       if (!runPipeline(*pipeModule, "pipe-print-schedule"))
         return 1;
     }
+    // How a mean loss with ignore_index is taken over the micro-batches
+    // (pipe-microbatch): the step's mean, or the micro-batches' averaged.
+    if (auto mean = (*pipeModule)->getAttrOfType<StringAttr>(pipe::attrs::kLossMean))
+      for (llvm::json::Value &v : dataSpec)
+        if (llvm::json::Object *entry = v.getAsObject();
+            entry && entry->getInteger("ignore_index"))
+          (*entry)["loss_mean"] = mean.getValue().str();
     llvm::json::Object planBase{
         {"model", llvm::sys::path::filename(modelPath).str()},
         {"data", std::move(dataSpec)},

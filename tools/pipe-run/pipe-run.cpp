@@ -140,10 +140,11 @@ template <typename T> int64_t firstNonFinite(const void *data, int64_t count) {
 
 /// Checks the data file against plan.json's "data" (what the model's inputs
 /// need) before anything starts: "" when it is fine, else the one line to
-/// print. `rowsPerStep` is the batch times the pipelines; `parts` the
-/// losses a step averages (micro-batches times pipelines).
+/// print. `rowsPerStep` is the batch times the pipelines; `microbatches`
+/// and `pipelines` the plan's (a mean loss with ignored labels averages
+/// their losses unless the plan says its mean is the step's).
 std::string checkData(const std::string &path, const llvm::json::Array &spec,
-                      int64_t rowsPerStep, int64_t parts) {
+                      int64_t rowsPerStep, int64_t microbatches, int64_t pipelines) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     return "--data " + path + ": no such file";
@@ -215,7 +216,12 @@ std::string checkData(const std::string &path, const llvm::json::Array &spec,
     if (classes && (dtype == 7 || dtype == 6)) {
       std::optional<int64_t> ignore = entry.getInteger("ignore_index");
       std::optional<llvm::StringRef> reduction = entry.getString("loss_reduction");
-      const bool splitMean = parts > 1 && reduction && *reduction == "mean";
+      // The losses a step averages: the micro-batches' (unless the plan
+      // takes the mean over the step's counted labels) and the pipelines'.
+      std::optional<llvm::StringRef> lossMean = entry.getString("loss_mean");
+      const int64_t averaged =
+          lossMean && *lossMean == "step" ? pipelines : microbatches * pipelines;
+      const bool splitMean = averaged > 1 && reduction && *reduction == "mean";
       for (int64_t i = 0; i < count; ++i) {
         int64_t label = dtype == 7 ? static_cast<const int64_t *>(data)[i]
                                    : static_cast<const int32_t *>(data)[i];
@@ -226,10 +232,12 @@ std::string checkData(const std::string &path, const llvm::json::Array &spec,
           problem = path + ": array '" + name + "' has the ignored label " +
                     std::to_string(label) + " at row " +
                     std::to_string(perRow ? i / perRow : 0) + ", but this plan averages " +
-                    std::to_string(parts) +
-                    " micro-batch losses, which with ignored labels is not the mean over "
-                    "the counted ones: compile with --microbatches 1 (one pipeline), or "
-                    "leave such rows out";
+                    std::to_string(averaged) +
+                    (averaged == pipelines ? " pipelines' losses" : " micro-batch losses") +
+                    ", which with ignored labels is not the mean over the counted ones: " +
+                    (averaged == pipelines ? "compile with --pipelines 1"
+                                           : "compile with --microbatches 1 (one pipeline)") +
+                    ", or leave such rows out";
           break;
         }
         if ((label < 0 || label >= *classes) && label != ignore) {
@@ -580,9 +588,9 @@ int main(int argc, char **argv) {
     if (const llvm::json::Array *spec = root->getArray("data")) {
       int64_t rowsPerStep = root->getInteger("batch").value_or(0) *
                             root->getInteger("pipelines").value_or(1);
-      int64_t parts = root->getInteger("microbatches").value_or(1) *
-                      root->getInteger("pipelines").value_or(1);
-      std::string problem = checkData(dataPath, *spec, rowsPerStep, parts);
+      std::string problem =
+          checkData(dataPath, *spec, rowsPerStep, root->getInteger("microbatches").value_or(1),
+                    root->getInteger("pipelines").value_or(1));
       if (!problem.empty())
         return fail(problem);
     }

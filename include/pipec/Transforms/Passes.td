@@ -144,9 +144,19 @@ def PipeMicrobatch : Pass<"pipe-microbatch", "::mlir::ModuleOp"> {
     `pipe.loss_combine`, `pipe.loss_scale` (f64).
 
     A mean-reduced loss op with `ignore_index` (PyTorch always exports
-    one) averages over the labels not ignored: the result is exact when
-    every micro-batch has equally many of them, in particular when no label
-    equals ignore_index; class weights are an error.
+    one) averages over the labels not ignored. With `ignored-labels=step`
+    (the default) and M > 1, where that op computes the returned loss itself
+    and its labels are a graph input (through Reshape, Flatten, Squeeze,
+    Unsqueeze or Identity), the mean is the step's: the op and its gradient
+    op become sum-reduced and both are scaled by 1/C, C the count of labels
+    other than ignore_index in the step's whole batch of that input (a new
+    argument `pipe.step_input = "<input>"` of the whole batch's type, read by
+    the loss's stage); the loss combines as a sum. Otherwise (or with
+    `ignored-labels=micro-batch`, for methods that update per micro-batch,
+    whose gradient is the micro-batch's own mean) the step averages the
+    micro-batches' means, which is exact when every micro-batch counts
+    equally many labels; `pipe.loss_mean = "micro-batch"` on the step says
+    so. Class weights are an error.
 
     Errors (on the op): an op that mixes samples other than a loss reduction
     or a gradient sum (batch normalization, a softmax/slice/concat over the
@@ -169,6 +179,10 @@ def PipeMicrobatch : Pass<"pipe-microbatch", "::mlir::ModuleOp"> {
            "the training step to micro-batch">,
     Option<"microbatches", "microbatches", "int64_t", "1",
            "M, the number of micro-batches per step (divides B)">,
+    Option<"ignoredLabels", "ignored-labels", "std::string", "\"step\"",
+           "a mean loss with ignore_index: step (the mean over the step's "
+           "counted labels) or micro-batch (the mean of the micro-batches' "
+           "means)">,
     Option<"batchnorm", "batchnorm", "std::string", "\"micro-batch\"",
            "training-mode BatchNormalization statistics: micro-batch (each "
            "micro-batch its own) or full-batch (whole-batch stages)">,

@@ -47,7 +47,26 @@ struct ArgSource {
   Kind kind;
   std::string name;
   Type type;
+  /// Feed: the graph input it reads (`name` is the key of the tables: the
+  /// input, or for `pipe.step_input` a key of its own), and whether it
+  /// reads the whole step's batch.
+  std::string input;
+  bool wholeStep = false;
 };
+
+/// The table key of a `pipe.step_input` feed of `input`.
+static std::string stepInputKey(StringRef input) {
+  return "<whole step>" + input.str();
+}
+
+/// The pipe.feed of `arg` for micro-batch `mb` (`base` + mb in a loop).
+static Value createFeed(OpBuilder &b, Location loc, const ArgSource &arg, int64_t mb,
+                        Value base) {
+  auto feed = pipe::FeedOp::create(b, loc, arg.type, arg.input, mb, base);
+  if (arg.wholeStep)
+    feed->setAttr(pipe::attrs::kWholeStep, b.getUnitAttr());
+  return feed;
+}
 
 struct Optimizer {
   pipe::OptimizerKind kind = pipe::OptimizerKind::SGD;
@@ -409,12 +428,16 @@ LogicalResult PipeSchedulePass::analyzeStage(Stage &stage) {
     }
     ArgSource source;
     source.type = argTypes[i];
-    if (std::string input = stringAttr(attrs, pipe::attrs::kInput); !input.empty()) {
+    std::string input = stringAttr(attrs, pipe::attrs::kInput);
+    std::string stepInput = stringAttr(attrs, pipe::attrs::kStepInput);
+    if (!input.empty() || !stepInput.empty()) {
       source.kind = ArgSource::Feed;
-      source.name = input;
-      if (!stage.fedTypes.try_emplace(input, source.type).second)
+      source.input = input.empty() ? stepInput : input;
+      source.wholeStep = input.empty();
+      source.name = source.wholeStep ? stepInputKey(stepInput) : input;
+      if (!stage.fedTypes.try_emplace(source.name, source.type).second)
         return fwd.emitError() << "@" << fwd.getSymName()
-                               << " reads graph input '" << input << "' twice";
+                               << " reads graph input '" << source.input << "' twice";
     } else if (std::string name = stringAttr(attrs, pipe::attrs::kName);
                !name.empty()) {
       source.kind = ArgSource::Named;
@@ -460,15 +483,18 @@ LogicalResult PipeSchedulePass::analyzeStage(Stage &stage) {
                                << grad << "', which forward @"
                                << fwd.getSymName() << " does not return";
       expected = resultTypes[result - stage.resultNames.begin()];
-    } else if (std::string input = stringAttr(attrs, pipe::attrs::kInput);
-               !input.empty()) {
+    } else if (std::string input = stringAttr(attrs, pipe::attrs::kInput),
+               stepInput = stringAttr(attrs, pipe::attrs::kStepInput);
+               !input.empty() || !stepInput.empty()) {
       source.kind = ArgSource::Feed;
-      source.name = input;
-      expected = stage.fedTypes.lookup(input);
+      source.input = input.empty() ? stepInput : input;
+      source.wholeStep = input.empty();
+      source.name = source.wholeStep ? stepInputKey(stepInput) : input;
+      expected = stage.fedTypes.lookup(source.name);
       if (!expected)
         return bwd.emitError() << "argument " << i << " of @"
                                << bwd.getSymName() << " is graph input '"
-                               << input << "', which forward @"
+                               << source.input << "', which forward @"
                                << fwd.getSymName() << " does not read";
     } else if (std::string name = stringAttr(attrs, pipe::attrs::kName);
                !name.empty()) {
@@ -967,7 +993,7 @@ static Value feedAt(OpBuilder &b, FeedTable &fed, const ArgSource &arg,
                     int64_t mb, Location loc) {
   Value &v = fed[{arg.name, mb}];
   if (!v)
-    v = pipe::FeedOp::create(b, loc, arg.type, arg.name, mb, Value());
+    v = createFeed(b, loc, arg, mb, Value());
   return v;
 }
 
@@ -1224,7 +1250,7 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
       auto feed = [&](const ArgSource &arg, Location loc) {
         Value &v = fed[{arg.name, mb}];
         if (!v)
-          v = pipe::FeedOp::create(b, loc, arg.type, arg.name, mb, base);
+          v = createFeed(b, loc, arg, mb, base);
         return v;
       };
       // No-flush: the forward feeds and keeps what the backward reads back

@@ -3,6 +3,7 @@
 
     pipe-split-stages-eval.py FULL.mlir SPLIT.mlir --microbatches M
                               [--combine mean|sum] [--int-high N] [--seed S]
+                              [--ignore NAME=LABEL]
 
 FULL.mlir: `pipe-opt --pipe-autodiff --mlir-print-op-generic` output, the
 whole-batch @train_step (loss {pipe.loss}, gradients {pipe.grad = name}).
@@ -14,8 +15,12 @@ k*B/M .. of every input), the forwards of stages 0 .. p-1, then their
 backwards in reverse, values connected by their pipe.input / pipe.name /
 pipe.grad attributes exactly as pipe-schedule connects them (a name read by
 stage s must be returned by stage s-1); weight gradients summed over the
-micro-batches. The step's loss is the micro-batches' losses combined by
---combine. Prints `split-eval: PASSED` or the mismatches (exit 1).
+micro-batches; a pipe.step_input argument gets the whole batch of its
+input. The step's loss is the micro-batches' losses combined by --combine
+(default: the split module's pipe.loss_combine, else mean). --ignore
+y=-100 sets every third element of integer input y, and all of its first
+micro-batch, to -100 (a loss's ignore_index). Prints `split-eval: PASSED`
+or the mismatches (exit 1).
 """
 import argparse
 import os
@@ -41,7 +46,8 @@ def main():
     ap.add_argument("full")
     ap.add_argument("split")
     ap.add_argument("--microbatches", type=int, required=True)
-    ap.add_argument("--combine", default="mean")
+    ap.add_argument("--combine")
+    ap.add_argument("--ignore", action="append", default=[])
     ap.add_argument("--int-high", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rtol", type=float, default=1e-9)
@@ -57,6 +63,12 @@ def main():
             v = rng.standard_normal(t.shape)
         else:
             v = rng.integers(0, opts.int_high, t.shape)
+            for spec in opts.ignore:
+                name, label = spec.split("=")
+                if a.get("pipe.input") == name:
+                    flat = v.reshape(-1)
+                    flat[::3] = int(label)
+                    v[: t.shape[0] // opts.microbatches] = int(label)
         args.append(v)
         if "pipe.input" in a:
             inputs[a["pipe.input"]] = v
@@ -90,6 +102,8 @@ def main():
                     x = inputs[a["pipe.input"]]
                     n = x.shape[0] // m
                     vals.append(x[k * n:(k + 1) * n])
+                elif "pipe.step_input" in a:
+                    vals.append(inputs[a["pipe.step_input"]])
                 elif "pipe.name" in a:
                     vals.append(named[a["pipe.name"]])
                 elif "pipe.grad" in a:
@@ -121,7 +135,11 @@ def main():
                 grad_of[a["pipe.grad"]] = v
             for name, v in zip(weights, outs[n:]):
                 grads[name] = grads.get(name, 0) + v
-    loss = sum(losses) / m if opts.combine == "mean" else sum(losses)
+    combine = opts.combine
+    if combine is None:
+        found = re.search(r'"?pipe\.loss_combine"? = "(\w+)"', open(opts.split).read())
+        combine = found.group(1) if found else "mean"
+    loss = sum(losses) / m if combine == "mean" else sum(losses)
     status = 0
 
     def check(what, got, want):
