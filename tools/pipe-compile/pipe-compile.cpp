@@ -23,7 +23,8 @@
 // builds the programs with --schedule/--microbatches) or complete
 // `pipe.program`s; MODEL.onnx then only provides the parameters' initial
 // values (the @forward function's pipe.init, matched by pipe.param name) and
-// the model that --save writes.
+// the model that --save writes; every parameter and input the stages take
+// must be its, with the same types (else a one-line error).
 //
 // Chains the passes (import → pipe-autodiff → pipe-add-optimizer →
 // pipe-lower-to-runtime → LLVM), then emits OUT/device0 (an executable that
@@ -292,6 +293,14 @@ bool writeFile(StringRef path, llvm::function_ref<void(llvm::raw_ostream &)> fn)
     return false;
   fn(os);
   return true;
+}
+
+/// `tensor<8x32xf32>` as MLIR prints it.
+std::string typeText(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  type.print(os);
+  return text;
 }
 
 std::string stagePath(StringRef name) {
@@ -985,6 +994,57 @@ int main(int argc, char **argv) {
       pipeModule = parseSourceFile<ModuleOp>(fromMlir, config);
       if (!pipeModule)
         return fail("cannot parse " + fromMlir);
+      // The IR must be MODEL.onnx's: every parameter a stage takes is one
+      // of its initializers with the same type, every input it feeds one
+      // of its inputs with the same samples (else the run fails later, or
+      // trains another model's weights).
+      llvm::StringMap<Type> modelParams, modelInputs;
+      for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+        if (auto p = forward.getArgAttrOfType<StringAttr>(i, pipe::attrs::kParam))
+          modelParams[p.getValue()] = forward.getArgument(i).getType();
+        if (auto in = forward.getArgAttrOfType<StringAttr>(i, pipe::attrs::kInput))
+          modelInputs[in.getValue()] = forward.getArgument(i).getType();
+      }
+      std::string mismatch;
+      pipeModule->walk([&](pipe::StageOp stage) {
+        for (unsigned i = 0; i < stage.getNumArguments() && mismatch.empty(); ++i) {
+          Type type = stage.getArgument(i).getType();
+          std::string where = "stage @" + stage.getSymName().str();
+          if (auto p = stage.getArgAttrOfType<StringAttr>(i, pipe::attrs::kParam)) {
+            auto it = modelParams.find(p.getValue());
+            if (it == modelParams.end())
+              mismatch = where + " takes parameter '" + p.getValue().str() + "', which " +
+                         modelPath + " does not have";
+            else if (it->second != type)
+              mismatch = where + " takes parameter '" + p.getValue().str() + "' as " +
+                         typeText(type) + ", but in " + modelPath + " it is " +
+                         typeText(it->second);
+            continue;
+          }
+          auto in = stage.getArgAttrOfType<StringAttr>(i, pipe::attrs::kInput);
+          if (!in)
+            in = stage.getArgAttrOfType<StringAttr>(i, pipe::attrs::kStepInput);
+          if (!in)
+            continue;
+          auto it = modelInputs.find(in.getValue());
+          auto got = dyn_cast<RankedTensorType>(type);
+          auto want = it == modelInputs.end() ? RankedTensorType()
+                                              : dyn_cast<RankedTensorType>(it->second);
+          if (!want)
+            mismatch = where + " feeds input '" + in.getValue().str() + "', which " +
+                       modelPath + " does not have";
+          else if (!got || got.getRank() != want.getRank() ||
+                   got.getElementType() != want.getElementType() ||
+                   got.getShape().drop_front() != want.getShape().drop_front())
+            mismatch = where + " feeds input '" + in.getValue().str() + "' as " +
+                       typeText(type) + ", but in " + modelPath + " it is " +
+                       typeText(want) + " (other samples)";
+        }
+        return mismatch.empty() ? WalkResult::advance() : WalkResult::interrupt();
+      });
+      if (!mismatch.empty())
+        return fail("--from-mlir " + fromMlir + ": " + mismatch +
+                    ": give the model this IR was made from");
       // The initial values: the imported @forward's pipe.init, by name.
       if (!pipeModule->lookupSymbol("forward")) {
         OpBuilder b(pipeModule->getBodyRegion());
