@@ -1834,16 +1834,23 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     auto type = cast<RankedTensorType>(feed.getValue().getType());
     if (type.getRank() == 0)
       return feed.emitError("pipe-lower-programs: a fed input needs a batch axis");
-    // A whole-step feed (pipe.whole_step) has the step's batch already.
+    // A whole-step feed (pipe.whole_step) has the step's batch already, or
+    // the batches of the step of every data-parallel pipeline (more rows
+    // than the step's batch: the driver's "input_pipelines").
     const bool wholeStep = feed->hasAttr(pipe::attrs::kWholeStep);
     SmallVector<int64_t> shape(type.getShape());
     if (!wholeStep)
       shape[0] *= program.getMicrobatches();
+    auto batchAttr = module->getAttrOfType<IntegerAttr>(pipe::attrs::kBatchSize);
+    const bool allPipelines = wholeStep && batchAttr && shape[0] > batchAttr.getInt();
     auto wholeType = RankedTensorType::get(shape, type.getElementType());
-    auto [it, added] =
-        inputIndex.try_emplace(feed.getInput(), int64_t(deviceInputs.size()));
+    std::string key = feed.getInput().str();
+    if (allPipelines)
+      key += std::string("\0pipelines", 10);
+    auto [it, added] = inputIndex.try_emplace(key, int64_t(deviceInputs.size()));
     if (added)
-      deviceInputs.push_back({feed.getInput().str(), "input", wholeType, {}});
+      deviceInputs.push_back(
+          {feed.getInput().str(), allPipelines ? "input_pipelines" : "input", wholeType, {}});
     else if (deviceInputs[it->second].type != wholeType)
       return feed.emitError("pipe-lower-programs: input '")
              << feed.getInput() << "' is fed with different micro-batch types";

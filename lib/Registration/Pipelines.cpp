@@ -70,6 +70,10 @@ void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
                                      options.method == MethodOption::PipeMare
                                  ? "micro-batch"
                                  : "step";
+  // Data-parallel pipelines average their gradients: the mean is over all
+  // their batches' counted labels.
+  microbatch.replicas =
+      options.pipelines > 1 && options.replication == "dp" ? options.pipelines : 1;
   pm.addPass(createPipeMicrobatch(microbatch));
   PipeSplitStagesOptions split;
   split.recompute = options.recompute ||

@@ -38,6 +38,8 @@ namespace {
 int64_t kindCode(StringRef kind) {
   if (kind == "input")
     return PIPERT_TENSOR_INPUT;
+  if (kind == "input_pipelines")
+    return PIPERT_TENSOR_INPUT_PIPELINES;
   if (kind == "param")
     return PIPERT_TENSOR_PARAM;
   if (kind == "frozen")

@@ -1266,7 +1266,8 @@ void PipeMicrobatchPass::runOnOperation() {
     for (Operation *g : meanLossGrads)
       if (!isWhole(g))
         grads.push_back(g);
-    if (ignoring && microbatches > 1 && ignoredLabels == "step" && !isWhole(def) &&
+    if (ignoring && (microbatches > 1 || replicas > 1) && ignoredLabels == "step" &&
+        !isWhole(def) &&
         arg && arg.getOwner() == &body && step.getArgAttr(arg.getArgNumber(), pipe::attrs::kInput) &&
         def->getResult(0).hasOneUse() && grads.size() == 1 &&
         grads[0]->getOperand(2) == def->getOperand(1) &&
@@ -1275,6 +1276,10 @@ void PipeMicrobatchPass::runOnOperation() {
       exactGrad = grads[0];
       exactLabels = arg;
     }
+  }
+  if (replicas < 1) {
+    step.emitError() << "pipe-microbatch: replicas must be >= 1, not " << int64_t(replicas);
+    return signalPassFailure();
   }
   if (ignoredLabels != "step" && ignoredLabels != "micro-batch") {
     step.emitError() << "pipe-microbatch: ignored-labels must be step or "
@@ -1314,7 +1319,7 @@ void PipeMicrobatchPass::runOnOperation() {
     unsigned at = exactLabels.getArgNumber();
     auto microType = llvm::cast<RankedTensorType>(exactLabels.getType());
     SmallVector<int64_t> wholeShape(microType.getShape());
-    wholeShape[0] *= microbatches;
+    wholeShape[0] *= microbatches * replicas;
     auto wholeType = microType.clone(wholeShape);
     auto inputName = step.getArgAttrOfType<StringAttr>(at, pipe::attrs::kInput);
     if (failed(step.insertArgument(
@@ -1340,7 +1345,15 @@ void PipeMicrobatchPass::runOnOperation() {
         {counted}, {ob.i64Attr("to", 1)}); // TensorProto FLOAT
     Value count = ob.create<onnx::ReduceSumOp>(
         {ones, ob.none()}, {ob.i64Attr("keepdims", 0)});
-    Value inverse = ob.create<onnx::ReciprocalOp>({count});
+    // 1/C, or P/C across P data-parallel pipelines (their average).
+    Value numerator;
+    Value inverse;
+    if (replicas > 1) {
+      numerator = ob.scalar(f32, double(replicas));
+      inverse = ob.div(numerator, count);
+    } else {
+      inverse = ob.create<onnx::ReciprocalOp>({count});
+    }
     b.setInsertionPointAfter(exactLoss);
     Value scaledLoss = ob.mul(exactLoss->getResult(0), inverse);
     b.setInsertionPoint(exactGrad);
@@ -1353,8 +1366,8 @@ void PipeMicrobatchPass::runOnOperation() {
       return signalPassFailure();
     }
     for (Value v : {ignoreValue, ignored, counted, ones, count, count.getDefiningOp()->getOperand(1),
-                    inverse, scaledLoss})
-      if (stage)
+                    inverse, scaledLoss, numerator})
+      if (stage && v)
         v.getDefiningOp()->setAttr(pipe::attrs::kStage, stage);
     if (Attribute gs = exactGrad->getAttr(pipe::attrs::kStage))
       scaledGrad.getDefiningOp()->setAttr(pipe::attrs::kStage, gs);
@@ -1364,9 +1377,9 @@ void PipeMicrobatchPass::runOnOperation() {
     exactGrad->setAttr("reduction", b.getStringAttr("sum"));
     lossIsMean = false;
   }
-  if (ignoring && microbatches > 1)
+  if (ignoring && (microbatches > 1 || replicas > 1))
     step->setAttr(pipe::attrs::kLossMean,
-                  b.getStringAttr(exactLoss ? "step" : "micro-batch"));
+                  b.getStringAttr(exactLoss || (wholeLoss && replicas == 1) ? "step" : "micro-batch"));
   step->setAttr(pipe::attrs::kMicrobatches, b.getI64IntegerAttr(microbatches));
   step->setAttr(pipe::attrs::kBatchSize, b.getI64IntegerAttr(batch));
   step->setAttr(pipe::attrs::kLossCombine,

@@ -376,8 +376,18 @@ extern "C" int pipert_train_main(int argc, char **argv,
   std::vector<void *> inputs(info->n_inputs);
   for (int i = 0; i < info->n_inputs; ++i) {
     const pipert_tensor_info &t = info->inputs[i];
+    // An input of every pipeline's batch: fed as P mini-batches of B rows.
+    std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
+    if (t.kind == PIPERT_TENSOR_INPUT_PIPELINES) {
+      if (t.ndim < 1 || shape[0] != info->batch * pipelines)
+        pipert_fail("input '%s' of every pipeline has %lld rows, not %lld pipelines x %lld "
+                    "(recompile: the program and the run disagree on the pipelines)",
+                    t.name, static_cast<long long>(t.ndim < 1 ? 0 : shape[0]),
+                    static_cast<long long>(pipelines), static_cast<long long>(info->batch));
+      shape[0] = info->batch;
+    }
     pipert_feeder_add_input(feeder, t.name, static_cast<pipert_dtype>(t.dtype),
-                            t.ndim, t.shape);
+                            t.ndim, shape.data());
     inputs[i] = pipert_alloc(ctx, static_cast<size_t>(tensorBytes(t)));
   }
 
@@ -456,8 +466,17 @@ extern "C" int pipert_train_main(int argc, char **argv,
       pipert_copy_device(ctx, backup[i], persistent[i],
                          static_cast<size_t>(tensorBytes(info->persistent[i])));
     // Pipeline i reads the global mini-batch s*P + i.
-    for (int i = 0; i < info->n_inputs; ++i)
+    for (int i = 0; i < info->n_inputs; ++i) {
+      if (info->inputs[i].kind == PIPERT_TENSOR_INPUT_PIPELINES) {
+        // Every pipeline's mini-batch of step s, pipeline 0's first.
+        const size_t bytes = static_cast<size_t>(tensorBytes(info->inputs[i]) / pipelines);
+        for (int j = 0; j < pipelines; ++j)
+          pipert_feeder_fill(feeder, s * pipelines + j, i,
+                             static_cast<char *>(inputs[i]) + j * bytes);
+        continue;
+      }
       pipert_feeder_fill(feeder, s * pipelines + pipeline, i, inputs[i]);
+    }
     float loss = 0.0f;
     double begin = pipert_trace_begin(ctx);
     info->step(ctx, inputs.data(), persistent.data(), &loss, s);

@@ -1,7 +1,11 @@
 // RUN: pipe-opt %s --split-input-file --pipe-microbatch="microbatches=2" | FileCheck %s
 // RUN: pipe-opt %s --split-input-file --pipe-microbatch="microbatches=2 ignored-labels=micro-batch" | FileCheck %s --check-prefix=MB
 // RUN: pipe-opt %s --split-input-file --pipe-microbatch="microbatches=1" | FileCheck %s --check-prefix=ONE
+// RUN: pipe-opt %s --split-input-file --pipe-microbatch="microbatches=1 replicas=2" | FileCheck %s --check-prefix=REP
 // RUN: not pipe-opt %s --split-input-file --pipe-microbatch="microbatches=2 ignored-labels=sometimes" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not pipe-opt %s --split-input-file --pipe-microbatch="microbatches=2 replicas=0" 2>&1 | FileCheck %s --check-prefix=BADREP
+// RUN: not pipe-opt %s --split-input-file --pipe-microbatch="microbatches=2" --pipe-split-stages --pipe-insert-transfers --pipe-schedule="kind=pipedream microbatches=2" 2>&1 | FileCheck %s --check-prefix=PERMB
+// RUN: pipe-opt %s --split-input-file --pipe-microbatch="microbatches=2 ignored-labels=micro-batch" --pipe-split-stages --pipe-insert-transfers --pipe-schedule="kind=pipedream microbatches=2" | FileCheck %s --check-prefix=PD
 
 // A mean-reduced loss with ignore_index (the step of pipe-microbatch.mlir,
 // B = 4, its loss ops with ignore_index = -100). By default the mean is the
@@ -41,7 +45,25 @@
 // ONE-NOT: step_input
 // ONE: onnx.SoftmaxCrossEntropyLoss({{.*}}) {ignore_index = -100 : i64, pipe.stage = 1 : i64}
 
+// Two data-parallel pipelines (replicas=2) average their gradients and
+// losses: the argument holds both pipelines' batches (8 rows) and the scale
+// is 2/C, so the average is the mean over all their counted labels; also
+// with one micro-batch.
+// REP-LABEL: func.func @train_step
+// REP-SAME: %arg1: tensor<4xi64> {pipe.input = "y"}, %arg2: tensor<8xi64> {pipe.step_input = "y"}
+// REP-SAME: pipe.loss_combine = "sum", pipe.loss_mean = "step"
+// REP: %[[C:.*]] = onnx.ReduceSum({{.*}}) {keepdims = 0 : i64, pipe.stage = 1 : i64} : (tensor<8xf32>, none) -> tensor<f32>
+// REP: %[[TWO:.*]] = onnx.Constant {pipe.stage = 1 : i64, value = dense<2.000000e+00> : tensor<f32>}
+// REP: onnx.Div(%[[TWO]], %[[C]]) {pipe.stage = 1 : i64}
+
 // BAD: error: pipe-microbatch: ignored-labels must be step or micro-batch, not 'sometimes'
+// BADREP: error: pipe-microbatch: replicas must be >= 1, not 0
+
+// PipeDream updates per micro-batch on its own mean: stages made for the
+// step's mean are refused by pipe-schedule (they would update on Sₘ/C, no
+// 1/M to undo); micro-batched for the micro-batches' means they schedule.
+// PERMB: error: pipe-schedule: pipedream updates per micro-batch on the micro-batch's own mean, but the stages take the step's mean over the labels they do not ignore (pipe.loss_mean = "step"): micro-batch them with --pipe-microbatch="ignored-labels=micro-batch"
+// PD: pipe.program @device0
 
 func.func @train_step(%arg0: tensor<4x3xf32> {pipe.input = "x"}, %arg1: tensor<4xi64> {pipe.input = "y"}, %arg2: tensor<5x3xf32> {pipe.param = "w1", pipe.stage = 0 : i64, pipe.trainable}, %arg3: tensor<5xf32> {pipe.param = "b1", pipe.stage = 0 : i64, pipe.trainable}, %arg4: tensor<2x5xf32> {pipe.param = "w2", pipe.stage = 1 : i64, pipe.trainable}, %arg5: tensor<i64> {pipe.init = dense<0> : tensor<i64>, pipe.state = "step"}) -> (tensor<f32> {pipe.loss}, tensor<5x3xf32> {pipe.update = "w1"}, tensor<5xf32> {pipe.update = "b1"}, tensor<2x5xf32> {pipe.update = "w2"}, tensor<i64> {pipe.update = "step"}) attributes {pipe.optimizer = {kind = "sgd", lr = 1.000000e-01 : f64, weight_decay = 0.000000e+00 : f64}} {
   %0 = onnx.Gemm(%arg0, %arg2, %arg3) {pipe.stage = 0 : i64, transB = 1 : i64} : (tensor<4x3xf32>, tensor<5x3xf32>, tensor<5xf32>) -> tensor<4x5xf32>

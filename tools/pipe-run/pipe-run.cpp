@@ -216,11 +216,13 @@ std::string checkData(const std::string &path, const llvm::json::Array &spec,
     if (classes && (dtype == 7 || dtype == 6)) {
       std::optional<int64_t> ignore = entry.getInteger("ignore_index");
       std::optional<llvm::StringRef> reduction = entry.getString("loss_reduction");
-      // The losses a step averages: the micro-batches' (unless the plan
-      // takes the mean over the step's counted labels) and the pipelines'.
+      // The means a step averages: none where the plan takes the mean over
+      // the step's counted labels (of every data-parallel pipeline; an
+      // AvgPipe pipeline's over its own), else the micro-batches' and the
+      // pipelines'.
       std::optional<llvm::StringRef> lossMean = entry.getString("loss_mean");
       const int64_t averaged =
-          lossMean && *lossMean == "step" ? pipelines : microbatches * pipelines;
+          lossMean && *lossMean == "step" ? 1 : microbatches * pipelines;
       const bool splitMean = averaged > 1 && reduction && *reduction == "mean";
       for (int64_t i = 0; i < count; ++i) {
         int64_t label = dtype == 7 ? static_cast<const int64_t *>(data)[i]
@@ -233,10 +235,10 @@ std::string checkData(const std::string &path, const llvm::json::Array &spec,
                     std::to_string(label) + " at row " +
                     std::to_string(perRow ? i / perRow : 0) + ", but this plan averages " +
                     std::to_string(averaged) +
-                    (averaged == pipelines ? " pipelines' losses" : " micro-batch losses") +
+                    (pipelines > 1 ? " pipeline and micro-batch losses" : " micro-batch losses") +
                     ", which with ignored labels is not the mean over the counted ones: " +
-                    (averaged == pipelines ? "compile with --pipelines 1"
-                                           : "compile with --microbatches 1 (one pipeline)") +
+                    (pipelines > 1 ? "compile with --microbatches 1 --pipelines 1"
+                                   : "compile with --microbatches 1 (one pipeline)") +
                     ", or leave such rows out";
           break;
         }

@@ -151,7 +151,11 @@ def PipeMicrobatch : Pass<"pipe-microbatch", "::mlir::ModuleOp"> {
     op become sum-reduced and both are scaled by 1/C, C the count of labels
     other than ignore_index in the step's whole batch of that input (a new
     argument `pipe.step_input = "<input>"` of the whole batch's type, read by
-    the loss's stage); the loss combines as a sum. Otherwise (or with
+    the loss's stage); the loss combines as a sum. With `replicas=P > 1`
+    (data-parallel pipelines whose gradients and losses are averaged) the
+    argument holds the P pipelines' batches of the step (P*B rows, the
+    driver's `input_pipelines`) and the scale is P/C, so that the average
+    is the mean over all of them. Otherwise (or with
     `ignored-labels=micro-batch`, for methods that update per micro-batch,
     whose gradient is the micro-batch's own mean) the step averages the
     micro-batches' means, which is exact when every micro-batch counts
@@ -179,6 +183,10 @@ def PipeMicrobatch : Pass<"pipe-microbatch", "::mlir::ModuleOp"> {
            "the training step to micro-batch">,
     Option<"microbatches", "microbatches", "int64_t", "1",
            "M, the number of micro-batches per step (divides B)">,
+    Option<"replicas", "replicas", "int64_t", "1",
+           "P, the data-parallel pipelines whose gradients are averaged: "
+           "with ignored-labels=step the mean is over the counted labels of "
+           "all their batches">,
     Option<"ignoredLabels", "ignored-labels", "std::string", "\"step\"",
            "a mean loss with ignore_index: step (the mean over the step's "
            "counted labels) or micro-batch (the mean of the micro-batches' "

@@ -56,7 +56,7 @@ struct ArgSource {
 
 /// The table key of a `pipe.step_input` feed of `input`.
 static std::string stepInputKey(StringRef input) {
-  return "<whole step>" + input.str();
+  return input.str() + ".whole_step";
 }
 
 /// The pipe.feed of `arg` for micro-batch `mb` (`base` + mb in a loop).
@@ -1646,6 +1646,18 @@ void PipeSchedulePass::runOnOperation() {
     noFlush->stages = p;
     if (auto scale = module->getAttrOfType<FloatAttr>(pipe::attrs::kLossScale))
       noFlush->lossScale = scale.getValueAsDouble();
+    // A per-micro-batch update trains on the micro-batch's own mean: stages
+    // micro-batched for the step's mean over ignored labels (1/C, no 1/M to
+    // undo) would update on a fraction of it.
+    if (auto mean = module->getAttrOfType<StringAttr>(pipe::attrs::kLossMean);
+        mean && mean.getValue() == "step" && noFlush->rule == sched::UpdateRule::PerMicroBatch) {
+      module.emitError() << "pipe-schedule: " << kind
+                         << " updates per micro-batch on the micro-batch's own mean, but "
+                            "the stages take the step's mean over the labels they do not "
+                            "ignore (pipe.loss_mean = \"step\"): micro-batch them with "
+                            "--pipe-microbatch=\"ignored-labels=micro-batch\"";
+      return signalPassFailure();
+    }
     schedule = sched::generateNoFlushStep(p, microbatches, noFlush->rule);
     // A run long enough to reach the steady state (as pipe-verify-schedule
     // checks it, runSteps).

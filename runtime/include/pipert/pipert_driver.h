@@ -42,13 +42,16 @@
 extern "C" {
 #endif
 
-#define PIPERT_PROGRAM_ABI_VERSION 4
+#define PIPERT_PROGRAM_ABI_VERSION 5
 
 typedef enum pipert_tensor_kind {
   PIPERT_TENSOR_INPUT = 0,  /* fed from the data, one mini-batch per step */
   PIPERT_TENSOR_PARAM = 1,  /* trainable parameter: checkpointed, exported */
   PIPERT_TENSOR_FROZEN = 2, /* parameter that is not trained */
   PIPERT_TENSOR_STATE = 3,  /* optimizer state, counters: checkpointed */
+  /* fed from the data: the mini-batches of the step of every data-parallel
+   * pipeline, one after the other (shape[0] = pipelines * B) */
+  PIPERT_TENSOR_INPUT_PIPELINES = 4,
 } pipert_tensor_kind;
 
 typedef struct pipert_tensor_info {
