@@ -1,5 +1,6 @@
 //===- ShapeHelpers.cpp ----------------------------------------------------===//
 #include "dialects/onnx/ShapeHelpers.h"
+#include "dialects/onnx/OnnxDialect.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Matchers.h"
@@ -13,6 +14,15 @@ RankedTensorType getRanked(Value v) {
 }
 
 bool isNone(Value v) { return llvm::isa<NoneType>(v.getType()); }
+
+Value stripReshapes(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!llvm::isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(def))
+      break;
+    v = def->getOperand(0);
+  }
+  return v;
+}
 
 Type getElementType(Value v) {
   if (auto t = llvm::dyn_cast<TensorType>(v.getType()))

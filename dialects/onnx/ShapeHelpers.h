@@ -30,6 +30,11 @@ std::optional<SmallVector<int64_t>> getConstantInts(Value v);
 /// The elements attribute of a constant operand, or null.
 ElementsAttr getConstantAttr(Value v);
 
+/// `v` before any ops that only reshape it (Reshape, Flatten, Squeeze,
+/// Unsqueeze, Identity): a loss's labels as the graph input that holds them
+/// (a sequence model's (B, T) targets flattened to B*T).
+Value stripReshapes(Value v);
+
 /// The sizes of an ONNX LSTM (gates = 4) or GRU (gates = 3) from X, W, R
 /// (kDynamic where unknown), with the shapes checked against each other and
 /// against B and initial_h/initial_c (`states`, may be none); emits an error

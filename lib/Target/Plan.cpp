@@ -12,6 +12,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include "dialects/onnx/OnnxDialect.h"
+#include "dialects/onnx/ShapeHelpers.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <map>
@@ -300,13 +301,7 @@ llvm::json::Array mlir::pipec::describeData(ModuleOp module) {
       ignore = i.getInt();
     // The labels' graph input, through ops that only reshape it (a
     // sequence model's (B, T) targets flattened to B*T).
-    Value label = op->getOperand(1);
-    while (Operation *def = label.getDefiningOp()) {
-      if (!isa<onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp, onnx::UnsqueezeOp,
-               onnx::IdentityOp>(def))
-        break;
-      label = def->getOperand(0);
-    }
+    Value label = onnx::stripReshapes(op->getOperand(1));
     labels[label] = {scores.getDimSize(1), ignore};
     if (auto r = op->getAttrOfType<StringAttr>("reduction"))
       reductions[label] = r.getValue().str();

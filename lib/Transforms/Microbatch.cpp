@@ -1254,13 +1254,7 @@ void PipeMicrobatchPass::runOnOperation() {
                        onnx::NegativeLogLikelihoodLossOp>(def) &&
       def->hasAttr("ignore_index")) {
     ignoring = strAttr(def, "reduction", "mean") == "mean";
-    Value labels = def->getOperand(1);
-    while (Operation *l = labels.getDefiningOp()) {
-      if (!llvm::isa<onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
-                     onnx::UnsqueezeOp, onnx::IdentityOp>(l))
-        break;
-      labels = l->getOperand(0);
-    }
+    Value labels = onnx::stripReshapes(def->getOperand(1));
     auto arg = llvm::dyn_cast<BlockArgument>(labels);
     SmallVector<Operation *> grads;
     for (Operation *g : meanLossGrads)
