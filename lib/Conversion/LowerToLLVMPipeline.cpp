@@ -34,4 +34,11 @@ void mlir::pipec::registerConversionPassesAndPipelines() {
         pm.addPass(createLowerToRuntime(lower));
         buildLowerToLLVMPipeline(pm);
       });
+  // The output of pipe-lower-device (a device's @pipe_step and its kernel
+  // calls, pipe-compile --emit-mlir's device<k>-runtime.mlir) to LLVM.
+  PassPipelineRegistration<>(
+      "pipe-runtime-to-llvm",
+      "func/arith/memref/scf/cf to the LLVM dialect (after pipe-lower-device or "
+      "pipe-lower-to-runtime)",
+      buildLowerToLLVMPipeline);
 }

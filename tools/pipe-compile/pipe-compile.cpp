@@ -362,6 +362,29 @@ OwningOpRef<ModuleOp> deviceModule(ModuleOp module, pipe::ProgramOp program) {
 /// The pipeline-parallel back end: `module` holds pipe.program ops (one per
 /// device) and the pipe.stage functions they call; writes OUT/device<k> and
 /// OUT/plan.json.
+/// Removes what an earlier compile left in OUT (plan.json, device*), right
+/// before this one writes its own: a compile that makes fewer devices, or
+/// fails while writing them, leaves no plan or executable of the old one for
+/// pipe-run to find, while a bad flag, a model the passes refuse or
+/// --auto-dry-run leaves OUT as it was. "" or the error.
+std::string removeStaleOutputs() {
+  std::error_code ec;
+  std::vector<std::string> stale;
+  for (llvm::sys::fs::directory_iterator it(outDir, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    StringRef name = llvm::sys::path::filename(it->path());
+    StringRef rest = name;
+    bool device = rest.consume_front("device") && !rest.empty() &&
+                  llvm::isDigit(rest.front());
+    if (name == "plan.json" || device)
+      stale.push_back(it->path());
+  }
+  for (const std::string &path : stale)
+    if (std::error_code rm = llvm::sys::fs::remove(path))
+      return "cannot remove " + path + " (left by an earlier compile): " + rm.message();
+  return "";
+}
+
 int compilePrograms(ModuleOp module, int64_t modelBatch,
                     const llvm::json::Object &planBase) {
   SmallVector<pipe::ProgramOp> programs(module.getOps<pipe::ProgramOp>());
@@ -390,6 +413,9 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
       miniBatch = cast<RankedTensorType>(feed.getValue().getType()).getDimSize(0) *
                   p.getMicrobatches();
     });
+
+  if (std::string error = removeStaleOutputs(); !error.empty())
+    return fail(error);
 
   // plan.json (docs/plan-json.md): what each device runs, transfers,
   // memory; stage costs.
@@ -547,26 +573,6 @@ int main(int argc, char **argv) {
 
   if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
     return fail("cannot create " + outDir + ": " + ec.message());
-  // What an earlier compile left in OUT goes first: a compile that fails
-  // from here on, or makes fewer devices, leaves no plan or executable of
-  // the old one for pipe-run to find.
-  {
-    std::error_code ec;
-    std::vector<std::string> stale;
-    for (llvm::sys::fs::directory_iterator it(outDir, ec), end; it != end && !ec;
-         it.increment(ec)) {
-      StringRef name = llvm::sys::path::filename(it->path());
-      StringRef rest = name;
-      bool device = rest.consume_front("device") && !rest.empty() &&
-                    llvm::isDigit(rest.front());
-      if (name == "plan.json" || device)
-        stale.push_back(it->path());
-    }
-    for (const std::string &path : stale)
-      if (std::error_code rm = llvm::sys::fs::remove(path))
-        return fail("cannot remove " + path + " (left by an earlier compile): " +
-                    rm.message());
-  }
   auto dumpStage = [&](StringRef name) {
     if (emitMlir)
       writeFile(stagePath(name), [&](llvm::raw_ostream &os) {
@@ -926,6 +932,9 @@ int main(int argc, char **argv) {
     return fail("--profile-ops times the one-device training step: drop "
                 "--stages, --microbatches, --pipelines, --method, --recompute and "
                 "--forward-only");
+  // --cut without --stages: the cuts say how many (k cuts, k + 1 stages).
+  if (!cuts.empty() && !numStages.getNumOccurrences())
+    numStages = int(cuts.size()) + 1;
   if (numStages > 1 || microbatches > 1 || !fromMlir.empty() || showSchedule ||
       method != "sync" || numPipelines > 1 || recompute) {
     // The options of pipe-train-pipeline, from the command line.
@@ -1192,7 +1201,9 @@ int main(int argc, char **argv) {
   programOptions.optimizer = forwardOnly ? std::string("none") : optimizer.getValue();
   std::string objectPath = stagePath("device0.o");
   std::string exePath = stagePath("device0");
-  std::string error;
+  std::string error = removeStaleOutputs();
+  if (!error.empty())
+    return fail(error);
   if (failed(pipec::emitProgramObject(*module, programOptions, objectPath,
                                       error)))
     return fail(error);
