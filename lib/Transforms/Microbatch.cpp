@@ -40,6 +40,7 @@
 #include "dialects/onnx/ShapeHelpers.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -1172,8 +1173,203 @@ void PipeMicrobatchPass::runOnOperation() {
   if (Operation *def = ret.getOperand(*lossIndex).getDefiningOp())
     wholeLoss = isWhole(def);
 
-  // Rewrite, retype, re-infer.
+  if (replicas < 1) {
+    step.emitError() << "pipe-microbatch: replicas must be >= 1, not " << int64_t(replicas);
+    return signalPassFailure();
+  }
+  if (ignoredLabels != "step" && ignoredLabels != "micro-batch") {
+    step.emitError() << "pipe-microbatch: ignored-labels must be step or "
+                        "micro-batch, not '"
+                     << ignoredLabels << "'";
+    return signalPassFailure();
+  }
+  // A mean loss with ignore_index averages over the labels it counts. Where
+  // it can, the step's loss is the mean over the step's counted labels:
+  // the loss op feeds the returned loss through ops linear in it (Mul or
+  // Div by a batch-independent value, Neg, Identity), and its labels are a
+  // function of graph inputs alone. Those ops are cloned onto new
+  // arguments holding the inputs' whole step (pipe.step_input; with
+  // replicas = P, all P pipelines' batches), C is counted from the cloned
+  // labels, and the loss op and its gradient op become sums scaled by 1/C
+  // (P/C). Else the micro-batches' means are averaged (pipe.loss_mean).
+  Operation *exactLoss = nullptr, *exactGrad = nullptr;
+  bool ignoring = false;
+  for (Operation &op : body.without_terminator())
+    if (llvm::isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(op) &&
+        op.hasAttr("ignore_index") && strAttr(&op, "reduction", "mean") == "mean" &&
+        !isWhole(&op))
+      ignoring = true;
   OpBuilder b(step.getContext());
+  if (ignoring && (microbatches > 1 || replicas > 1) && ignoredLabels == "step") {
+    // The loss op, through the linear ops to the returned loss.
+    Operation *ce = nullptr;
+    Value v = ret.getOperand(*lossIndex);
+    bool linear = true;
+    while (Operation *d = v.getDefiningOp()) {
+      if (!v.hasOneUse() && v != ret.getOperand(*lossIndex)) {
+        linear = false;
+        break;
+      }
+      if (llvm::isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(d)) {
+        if (v == d->getResult(0))
+          ce = d;
+        break;
+      }
+      if (llvm::isa<onnx::IdentityOp, onnx::NegOp>(d)) {
+        v = d->getOperand(0);
+        continue;
+      }
+      if (llvm::isa<onnx::MulOp, onnx::DivOp>(d)) {
+        // Times (or over) a batch-independent value: one operand free, the
+        // loss the other (a Div's numerator).
+        bool free0 = stateOf(d->getOperand(0)).isFree();
+        bool free1 = stateOf(d->getOperand(1)).isFree();
+        if (free0 == free1 || (llvm::isa<onnx::DivOp>(d) && !free1)) {
+          linear = false;
+          break;
+        }
+        v = free1 ? d->getOperand(0) : d->getOperand(1);
+        continue;
+      }
+      break;
+    }
+    SmallVector<Operation *> grads;
+    for (Operation *g : meanLossGrads)
+      if (!isWhole(g))
+        grads.push_back(g);
+    bool fits = linear && ce && !isWhole(ce) && ce->hasAttr("ignore_index") &&
+                strAttr(ce, "reduction", "mean") == "mean" &&
+                (ce == ret.getOperand(*lossIndex).getDefiningOp() ||
+                 ce->getResult(0).hasOneUse()) &&
+                grads.size() == 1 && grads[0]->getOperand(2) == ce->getOperand(1) &&
+                grads[0]->getAttr("ignore_index") == ce->getAttr("ignore_index");
+    // The labels' computation from the graph inputs (constants shared).
+    llvm::SetVector<Operation *> slice;
+    llvm::SetVector<BlockArgument> fed;
+    if (fits) {
+      SmallVector<Value> stack{ce->getOperand(1)};
+      while (fits && !stack.empty()) {
+        Value l = stack.pop_back_val();
+        if (auto arg = llvm::dyn_cast<BlockArgument>(l)) {
+          fits = arg.getOwner() == &body &&
+                 step.getArgAttr(arg.getArgNumber(), pipe::attrs::kInput);
+          fed.insert(arg);
+          continue;
+        }
+        Operation *d = l.getDefiningOp();
+        if (isConstantOp(l) || llvm::isa<onnx::NoValueOp>(d))
+          continue;
+        if (d->getNumRegions() || isWhole(d) ||
+            llvm::isa<onnx::DropoutOp>(d) ||
+            !llvm::isa<onnx::ShapeInferenceOpInterface>(d)) {
+          fits = false;
+          break;
+        }
+        if (slice.insert(d))
+          llvm::append_range(stack, d->getOperands());
+      }
+    }
+    if (fits) {
+      exactLoss = ce;
+      exactGrad = grads[0];
+      Attribute stage = ce->getAttr(pipe::attrs::kStage);
+      // The whole step's arguments, each after its input's.
+      IRMapping whole;
+      for (BlockArgument arg : fed) {
+        unsigned at = arg.getArgNumber();
+        auto type = llvm::cast<RankedTensorType>(arg.getType());
+        SmallVector<int64_t> shape(type.getShape());
+        shape[0] *= replicas;
+        auto name = step.getArgAttrOfType<StringAttr>(at, pipe::attrs::kInput);
+        if (failed(step.insertArgument(
+                at + 1, type.clone(shape),
+                b.getDictionaryAttr({b.getNamedAttr(pipe::attrs::kStepInput, name)}),
+                arg.getLoc())))
+          return signalPassFailure();
+        whole.map(Value(arg), Value(body.getArgument(at + 1)));
+      }
+      // The labels' ops, cloned in order before the loss op (a batch size
+      // in a shape operand times P for the pipelines' batches).
+      llvm::DenseMap<Operation *, SmallVector<const ShapeRewrite *>> shapeRewrites;
+      for (const ShapeRewrite &rw : rewrites)
+        shapeRewrites[rw.op].push_back(&rw);
+      b.setInsertionPoint(ce);
+      for (Operation &op : body.without_terminator()) {
+        if (!slice.contains(&op))
+          continue;
+        Operation *copy = b.clone(op, whole);
+        if (stage)
+          copy->setAttr(pipe::attrs::kStage, stage);
+        if (replicas > 1) {
+          for (const ShapeRewrite *rw : shapeRewrites.lookup(&op)) {
+            Value shape = copy->getOperand(rw->operand);
+            auto entries = onnx::getConstantInts(shape);
+            if (!entries) {
+              op.emitOpError() << "needs a constant shape operand #" << rw->operand
+                               << " to count the labels of every pipeline";
+              return signalPassFailure();
+            }
+            (*entries)[rw->index] *= replicas;
+            auto type = RankedTensorType::get({int64_t(entries->size())}, b.getI64Type());
+            Operation *def = b.clone(*shape.getDefiningOp());
+            def->setAttr("value", DenseElementsAttr::get(type, ArrayRef(*entries)));
+            copy->setOperand(rw->operand, def->getResult(0));
+          }
+          if (failed(llvm::cast<onnx::ShapeInferenceOpInterface>(copy).inferShapes()))
+            return signalPassFailure();
+        }
+      }
+      Value labels = whole.lookupOrDefault(ce->getOperand(1));
+      auto labelType = llvm::cast<RankedTensorType>(labels.getType());
+      autodiff::OnnxBuilder ob(b, ce->getLoc());
+      auto ignore = ce->getAttrOfType<IntegerAttr>("ignore_index");
+      auto scalarType = RankedTensorType::get({}, labelType.getElementType());
+      Value ignoreValue = onnx::ConstantOp::create(
+          b, ce->getLoc(), scalarType,
+          DenseElementsAttr::get(scalarType,
+                                 b.getIntegerAttr(labelType.getElementType(),
+                                                  ignore.getValue().getSExtValue())));
+      Value ignored = ob.create<onnx::EqualOp>({labels, ignoreValue});
+      Value counted = ob.create<onnx::NotOp>({ignored});
+      Type f32 = b.getF32Type();
+      Value ones = ob.create<onnx::CastOp>({counted}, {ob.i64Attr("to", 1)}); // FLOAT
+      Value count =
+          ob.create<onnx::ReduceSumOp>({ones, ob.none()}, {ob.i64Attr("keepdims", 0)});
+      // 1/C, or P/C across P data-parallel pipelines (their average).
+      Value numerator, inverse;
+      if (replicas > 1) {
+        numerator = ob.scalar(f32, double(replicas));
+        inverse = ob.div(numerator, count);
+      } else {
+        inverse = ob.create<onnx::ReciprocalOp>({count});
+      }
+      b.setInsertionPointAfter(ce);
+      Value lossValue = ce->getResult(0);
+      Value scaledLoss = ob.mul(lossValue, inverse);
+      b.setInsertionPoint(exactGrad);
+      ob.setLoc(exactGrad->getLoc());
+      Value scaledGrad = ob.mul(exactGrad->getOperand(0), inverse);
+      if (ob.failed() || scaledLoss.getType() != lossValue.getType() ||
+          scaledGrad.getType() != exactGrad->getOperand(0).getType() ||
+          llvm::cast<RankedTensorType>(count.getType()).getElementType() != f32) {
+        ce->emitError("pipe-microbatch: cannot count the step's labels");
+        return signalPassFailure();
+      }
+      for (Value c : {ignoreValue, ignored, counted, ones, count,
+                      count.getDefiningOp()->getOperand(1), inverse, scaledLoss, numerator})
+        if (stage && c)
+          c.getDefiningOp()->setAttr(pipe::attrs::kStage, stage);
+      if (Attribute gs = exactGrad->getAttr(pipe::attrs::kStage))
+        scaledGrad.getDefiningOp()->setAttr(pipe::attrs::kStage, gs);
+      lossValue.replaceAllUsesExcept(scaledLoss, scaledLoss.getDefiningOp());
+      exactGrad->setOperand(0, scaledGrad);
+      ce->setAttr("reduction", b.getStringAttr("sum"));
+      exactGrad->setAttr("reduction", b.getStringAttr("sum"));
+      lossIsMean = false;
+    }
+  }
+
+  // Rewrite, retype, re-infer.
   for (ShapeRewrite &rw : rewrites) {
     if (isWhole(rw.op))
       continue;
@@ -1243,44 +1439,6 @@ void PipeMicrobatchPass::runOnOperation() {
         return signalPassFailure();
       }
   }
-  // A mean loss with ignore_index: the mean over the step's counted labels
-  // where the loss op computes the returned loss and reads a graph input's
-  // labels (Passes.td); else the micro-batches' means averaged.
-  Operation *exactLoss = nullptr, *exactGrad = nullptr;
-  BlockArgument exactLabels;
-  bool ignoring = false;
-  if (Operation *def = ret.getOperand(*lossIndex).getDefiningOp();
-      def && llvm::isa<onnx::SoftmaxCrossEntropyLossOp,
-                       onnx::NegativeLogLikelihoodLossOp>(def) &&
-      def->hasAttr("ignore_index")) {
-    ignoring = strAttr(def, "reduction", "mean") == "mean";
-    Value labels = onnx::stripReshapes(def->getOperand(1));
-    auto arg = llvm::dyn_cast<BlockArgument>(labels);
-    SmallVector<Operation *> grads;
-    for (Operation *g : meanLossGrads)
-      if (!isWhole(g))
-        grads.push_back(g);
-    if (ignoring && (microbatches > 1 || replicas > 1) && ignoredLabels == "step" &&
-        !isWhole(def) &&
-        arg && arg.getOwner() == &body && step.getArgAttr(arg.getArgNumber(), pipe::attrs::kInput) &&
-        def->getResult(0).hasOneUse() && grads.size() == 1 &&
-        grads[0]->getOperand(2) == def->getOperand(1) &&
-        grads[0]->getAttr("ignore_index") == def->getAttr("ignore_index")) {
-      exactLoss = def;
-      exactGrad = grads[0];
-      exactLabels = arg;
-    }
-  }
-  if (replicas < 1) {
-    step.emitError() << "pipe-microbatch: replicas must be >= 1, not " << int64_t(replicas);
-    return signalPassFailure();
-  }
-  if (ignoredLabels != "step" && ignoredLabels != "micro-batch") {
-    step.emitError() << "pipe-microbatch: ignored-labels must be step or "
-                        "micro-batch, not '"
-                     << ignoredLabels << "'";
-    return signalPassFailure();
-  }
   for (Operation *op : meanLossGrads) {
     // A whole-batch stage's loss gradient is the step's already.
     if (isWhole(op) || op == exactGrad)
@@ -1306,71 +1464,6 @@ void PipeMicrobatchPass::runOnOperation() {
   }
   step.setType(FunctionType::get(&getContext(), argTypes,
                                  step.getResultTypes()));
-  if (exactLoss) {
-    // The step's count C of labels other than ignore_index, from a new
-    // argument holding the step's whole batch of the labels' input; the
-    // loss and its gradient summed over the micro-batch and scaled by 1/C.
-    unsigned at = exactLabels.getArgNumber();
-    auto microType = llvm::cast<RankedTensorType>(exactLabels.getType());
-    SmallVector<int64_t> wholeShape(microType.getShape());
-    wholeShape[0] *= microbatches * replicas;
-    auto wholeType = microType.clone(wholeShape);
-    auto inputName = step.getArgAttrOfType<StringAttr>(at, pipe::attrs::kInput);
-    if (failed(step.insertArgument(
-            at + 1, wholeType,
-            b.getDictionaryAttr({b.getNamedAttr(pipe::attrs::kStepInput, inputName)}),
-            exactLabels.getLoc())))
-      return signalPassFailure();
-    BlockArgument whole = body.getArgument(at + 1);
-    Attribute stage = exactLoss->getAttr(pipe::attrs::kStage);
-    b.setInsertionPoint(exactLoss);
-    autodiff::OnnxBuilder ob(b, exactLoss->getLoc());
-    auto ignore = exactLoss->getAttrOfType<IntegerAttr>("ignore_index");
-    auto scalarType = RankedTensorType::get({}, microType.getElementType());
-    Value ignoreValue = onnx::ConstantOp::create(
-        b, exactLoss->getLoc(), scalarType,
-        DenseElementsAttr::get(scalarType,
-                               b.getIntegerAttr(microType.getElementType(),
-                                                ignore.getValue().getSExtValue())));
-    Value ignored = ob.create<onnx::EqualOp>({whole, ignoreValue});
-    Value counted = ob.create<onnx::NotOp>({ignored});
-    Type f32 = b.getF32Type();
-    Value ones = ob.create<onnx::CastOp>(
-        {counted}, {ob.i64Attr("to", 1)}); // TensorProto FLOAT
-    Value count = ob.create<onnx::ReduceSumOp>(
-        {ones, ob.none()}, {ob.i64Attr("keepdims", 0)});
-    // 1/C, or P/C across P data-parallel pipelines (their average).
-    Value numerator;
-    Value inverse;
-    if (replicas > 1) {
-      numerator = ob.scalar(f32, double(replicas));
-      inverse = ob.div(numerator, count);
-    } else {
-      inverse = ob.create<onnx::ReciprocalOp>({count});
-    }
-    b.setInsertionPointAfter(exactLoss);
-    Value scaledLoss = ob.mul(exactLoss->getResult(0), inverse);
-    b.setInsertionPoint(exactGrad);
-    ob.setLoc(exactGrad->getLoc());
-    Value scaledGrad = ob.mul(exactGrad->getOperand(0), inverse);
-    if (ob.failed() || scaledLoss.getType() != exactLoss->getResult(0).getType() ||
-        scaledGrad.getType() != exactGrad->getOperand(0).getType() ||
-        llvm::cast<RankedTensorType>(count.getType()).getElementType() != f32) {
-      exactLoss->emitError("pipe-microbatch: cannot count the step's labels");
-      return signalPassFailure();
-    }
-    for (Value v : {ignoreValue, ignored, counted, ones, count, count.getDefiningOp()->getOperand(1),
-                    inverse, scaledLoss, numerator})
-      if (stage && v)
-        v.getDefiningOp()->setAttr(pipe::attrs::kStage, stage);
-    if (Attribute gs = exactGrad->getAttr(pipe::attrs::kStage))
-      scaledGrad.getDefiningOp()->setAttr(pipe::attrs::kStage, gs);
-    ret->setOperand(*lossIndex, scaledLoss);
-    exactGrad->setOperand(0, scaledGrad);
-    exactLoss->setAttr("reduction", b.getStringAttr("sum"));
-    exactGrad->setAttr("reduction", b.getStringAttr("sum"));
-    lossIsMean = false;
-  }
   if (ignoring && (microbatches > 1 || replicas > 1))
     step->setAttr(pipe::attrs::kLossMean,
                   b.getStringAttr(exactLoss || (wholeLoss && replicas == 1) ? "step" : "micro-batch"));

@@ -1114,13 +1114,35 @@ int main(int argc, char **argv) {
     }
     // How a mean loss with ignore_index is taken over the micro-batches
     // (pipe-microbatch): the step's mean, or the micro-batches' averaged.
-    if (auto mean = (*pipeModule)->getAttrOfType<StringAttr>(pipe::attrs::kLossMean))
+    auto lossMean = (*pipeModule)->getAttrOfType<StringAttr>(pipe::attrs::kLossMean);
+    bool checked = false;
+    if (lossMean)
       for (llvm::json::Value &v : dataSpec)
         if (llvm::json::Object *entry = v.getAsObject();
-            entry && entry->getInteger("ignore_index"))
-          (*entry)["loss_mean"] = mean.getValue().str();
+            entry && entry->getInteger("ignore_index")) {
+          (*entry)["loss_mean"] = lossMean.getValue().str();
+          checked = true;
+        }
+    // Labels computed inside the model: pipe-run cannot look for the
+    // ignored ones in the data, so say it here.
+    if (lossMean && lossMean.getValue() == "micro-batch" && !checked) {
+      const bool perMicroBatch =
+          method == "pipedream" || method == "spectrain" || method == "pipemare";
+      llvm::errs() << "pipe-compile: warning: " << modelPath << ": "
+                   << (perMicroBatch
+                           ? "each update takes its micro-batch's mean over the labels the "
+                             "loss does not ignore (ignore_index; NaN for a micro-batch "
+                             "with none)"
+                           : "the loss averages the micro-batches' means over the labels it "
+                             "does not ignore (ignore_index), which is not the step's mean "
+                             "where they count different numbers")
+                   << "; its labels are computed from the inputs, so pipe-run cannot check "
+                      "the data for ignored ones\n";
+    }
     llvm::json::Object planBase{
         {"model", llvm::sys::path::filename(modelPath).str()},
+        {"loss_mean", lossMean ? llvm::json::Value(lossMean.getValue().str())
+                               : llvm::json::Value(nullptr)},
         {"data", std::move(dataSpec)},
         {"target", target},
         {"optimizer",
@@ -1217,6 +1239,7 @@ int main(int argc, char **argv) {
 
   llvm::json::Object plan{
       {"model", llvm::sys::path::filename(modelPath).str()},
+      {"loss_mean", nullptr}, // one micro-batch: the step's mean as it is
       {"data", std::move(dataSpec)},
       {"batch", modelBatch},
       {"target", target},

@@ -145,13 +145,14 @@ def PipeMicrobatch : Pass<"pipe-microbatch", "::mlir::ModuleOp"> {
 
     A mean-reduced loss op with `ignore_index` (PyTorch always exports
     one) averages over the labels not ignored. With `ignored-labels=step`
-    (the default) and M > 1, where that op computes the returned loss itself
-    and its labels are a graph input (through Reshape, Flatten, Squeeze,
-    Unsqueeze or Identity), the mean is the step's: the op and its gradient
-    op become sum-reduced and both are scaled by 1/C, C the count of labels
-    other than ignore_index in the step's whole batch of that input (a new
-    argument `pipe.step_input = "<input>"` of the whole batch's type, read by
-    the loss's stage); the loss combines as a sum. With `replicas=P > 1`
+    (the default) and M > 1, where that op feeds the returned loss through
+    ops linear in it (Mul or Div by a batch-independent value, Neg,
+    Identity) and its labels are a function of graph inputs alone, the mean
+    is the step's: the op and its gradient op become sum-reduced and both
+    are scaled by 1/C, C the count of labels other than ignore_index over
+    the step's whole batch (new arguments `pipe.step_input = "<input>"` of
+    the whole batch's type, read by the loss's stage, on which the labels'
+    ops are cloned); the loss combines as a sum. With `replicas=P > 1`
     (data-parallel pipelines whose gradients and losses are averaged) the
     argument holds the P pipelines' batches of the step (P*B rows, the
     driver's `input_pipelines`) and the scale is P/C, so that the average
