@@ -652,6 +652,9 @@ int main(int argc, char **argv) {
   // --auto chose another method than the pipemare the PipeMare flags ask
   // for (it says so).
   bool autoDroppedPipeMareFlags = false;
+  if (autoPlan && autoRows < 1)
+    return fail("--auto-candidates must be >= 1 (the candidates printed), not " +
+                llvm::Twine(autoRows.getValue()));
   if (autoPlan) {
     for (cl::Option *given : {static_cast<cl::Option *>(&numStages),
                               static_cast<cl::Option *>(&microbatches),
@@ -777,6 +780,8 @@ int main(int argc, char **argv) {
                 "--auto only");
   } else if (autoMethods.getNumOccurrences()) {
     return fail("--auto-methods applies to --auto only");
+  } else if (autoRows.getNumOccurrences()) {
+    return fail("--auto-candidates applies to --auto only");
   }
 
   if (numStages < 1)
@@ -814,6 +819,9 @@ int main(int argc, char **argv) {
     if (momentum.getNumOccurrences() &&
         !(std::isfinite(momentum.getValue()) && momentum >= 0 && momentum < 1))
       return fail("--momentum must be in [0, 1), not " + number(momentum));
+    if (momentum.getNumOccurrences() && optimizer != "momentum" && optimizer != "nesterov")
+      return fail("--momentum applies to --optimizer momentum or nesterov, not " +
+                  optimizer + " (which would ignore it)");
     if (weightDecay.getNumOccurrences() &&
         !(std::isfinite(weightDecay.getValue()) && weightDecay >= 0))
       return fail("--weight-decay must be a finite number >= 0, not " +

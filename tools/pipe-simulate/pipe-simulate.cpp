@@ -157,6 +157,10 @@ int main(int argc, char **argv) {
       "pipe-simulate: predicts the step time of a compiled pipeline\n");
   if (steps < 1)
     fail("--steps must be at least 1");
+  // Every step's events are kept (about 1 KB a device a step).
+  if (steps > 100000)
+    fail("--steps " + std::to_string(steps) +
+         ": at most 100000 (the steady state shows after a few steps)");
   {
     auto check = [](const cl::opt<double> &o, bool zeroOk) {
       const double v = o.getValue();
@@ -182,6 +186,10 @@ int main(int argc, char **argv) {
     fail(path + ": not valid JSON (" + llvm::toString(parsed.takeError()) + ")");
   const llvm::json::Object *root = parsed->getAsObject();
   const llvm::json::Array *plans = root ? root->getArray("device_plans") : nullptr;
+  if (root && !plans && root->getInteger("devices").value_or(0) == 1 &&
+      !root->get("microbatches"))
+    fail(path + " is a one-device plan without micro-batches: there is no schedule to "
+                "simulate (compile with --stages or --microbatches, or time it with pipe-run)");
   if (!plans || plans->empty())
     fail(path + ": no \"device_plans\"; compile again with this pipe-compile");
   int64_t microbatches = root->getInteger("microbatches").value_or(1);
@@ -219,6 +227,16 @@ int main(int argc, char **argv) {
       std::optional<OpProfile> prof = readProfile(profilePath, error);
       if (!prof)
         fail(error);
+      // The model the plan was compiled from (pipe-compile copies it to
+      // OUT): a profile of another model may share node names.
+      if (auto model = llvm::MemoryBuffer::getFile(outDir + "/model.onnx");
+          model && !prof->modelHash.empty()) {
+        std::string hash = hashModel((*model)->getBuffer());
+        if (hash != prof->modelHash)
+          fail(profilePath + " was measured for another model (hash " + prof->modelHash +
+               ", " + outDir + "/model.onnx's is " + hash + "): run pipe-profile on " +
+               root->getString("model").value_or("the model").str());
+      }
       std::string target = root->getString("target").value_or("cpu").str();
       if (!prof->target.empty() && prof->target != target)
         fail(profilePath + " was measured for --target " + prof->target + ", the plan is for " +
