@@ -16,6 +16,9 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <cmath>
+#include <cstring>
+
 using namespace mlir;
 
 namespace mlir::pipec::onnx_import {
@@ -54,6 +57,41 @@ bool isNonDifferentiableInput(StringRef opType, unsigned index) {
 //===----------------------------------------------------------------------===//
 // Parameters
 //===----------------------------------------------------------------------===//
+
+/// Whether a float32/float64 initializer stored in the model holds an
+/// infinity or NaN (an additive mask's -inf, say): such a tensor is a
+/// buffer, not a weight (a gradient step on it gives NaN).
+static bool holdsNonFinite(const pb::TensorProto &t) {
+  if (t.data_location() == pb::TensorProto::EXTERNAL)
+    return false;
+  if (t.data_type() == pb::TensorProto::FLOAT) {
+    if (t.has_raw_data()) {
+      const std::string &raw = t.raw_data();
+      for (size_t i = 0; i + 4 <= raw.size(); i += 4) {
+        float v;
+        std::memcpy(&v, raw.data() + i, 4);
+        if (!std::isfinite(v))
+          return true;
+      }
+      return false;
+    }
+    return llvm::any_of(t.float_data(), [](float v) { return !std::isfinite(v); });
+  }
+  if (t.data_type() == pb::TensorProto::DOUBLE) {
+    if (t.has_raw_data()) {
+      const std::string &raw = t.raw_data();
+      for (size_t i = 0; i + 8 <= raw.size(); i += 8) {
+        double v;
+        std::memcpy(&v, raw.data() + i, 8);
+        if (!std::isfinite(v))
+          return true;
+      }
+      return false;
+    }
+    return llvm::any_of(t.double_data(), [](double v) { return !std::isfinite(v); });
+  }
+  return false;
+}
 
 LogicalResult Importer::decideParameters(const pb::ModelProto &model) {
   const pb::GraphProto &graph = model.graph();
@@ -105,10 +143,25 @@ LogicalResult Importer::decideParameters(const pb::ModelProto &model) {
       haveGradient = true;
       for (const auto &a : node.attribute())
         if (a.name() == "xs")
-          for (const auto &x : a.strings())
+          for (const auto &x : a.strings()) {
+            // An initializer (what it trains) or a graph input of the
+            // main graph: a typo would silently leave a weight untrained.
+            bool isInput = llvm::any_of(model.graph().input(),
+                                        [&](const auto &in) { return in.name() == x; });
+            if (!initializers.count(x) && !isInput)
+              return error() << "TrainingInfoProto: Gradient node '" << node.name()
+                             << "' takes the gradient with respect to '" << x
+                             << "', which is neither an initializer nor an input of the "
+                                "model";
             gradientXs.insert(x);
+          }
     }
   }
+  // An initializer holding an infinity or NaN (an attention mask's -inf) is
+  // a constant, as PyTorch's buffer was: trained, it turns NaN at once.
+  for (const auto &t : graph.initializer())
+    if (trainable.count(t.name()) && holdsNonFinite(t))
+      trainable.erase(t.name());
   if (haveGradient) {
     trainable.clear();
     for (const auto &x : gradientXs)

@@ -545,6 +545,16 @@ int main(int argc, char **argv) {
 
   // The batch is the first axis of every graph input.
   auto forward = module->lookupSymbol<func::FuncOp>("forward");
+  // A TrainingInfoProto's algorithm graph is not run (its Gradient xs say
+  // what is trained): say what is done instead.
+  if (module->lookupSymbol("training_algorithm") && !forwardOnly)
+    llvm::errs() << "pipe-compile: warning: " << modelPath
+                 << ": its TrainingInfoProto algorithm is not run; pipe-compile "
+                    "differentiates the loss itself and updates what the algorithm's "
+                    "Gradient nodes train with --optimizer "
+                 << optimizer << " (lr " << llvm::formatv("{0}", lr.getValue())
+                 << "), and binds only the algorithm's outputs that are such updates "
+                    "or running statistics\n";
   if (!forward)
     return fail("the imported module has no @forward");
   llvm::json::Array dataSpec = pipec::describeData(*module);

@@ -556,6 +556,46 @@ int main(int argc, char **argv) {
   if (!haveSteps)
     return fail("--steps K is required");
 
+  // The order the data is read in (--seed, --no-shuffle) is part of a run:
+  // a checkpoint directory records it, and a resume must give the same (it
+  // would go on on other rows, not where the run left off).
+  {
+    std::string seed = "0", checkpointDir, resumeDir;
+    bool shuffle = true;
+    for (int i = 2; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a == "--no-shuffle")
+        shuffle = false;
+      else if (i + 1 < argc && a == "--seed")
+        seed = std::to_string(*integerValue(argv[i + 1]));
+      else if (i + 1 < argc && a == "--checkpoint")
+        checkpointDir = argv[i + 1];
+      else if (i + 1 < argc && a == "--resume")
+        resumeDir = argv[i + 1];
+    }
+    const std::string order =
+        "--seed " + seed + (shuffle ? " (shuffled)" : " --no-shuffle");
+    if (!resumeDir.empty()) {
+      for (const std::string &dir : {resumeDir, resumeDir + "/.."}) {
+        std::ifstream recorded(dir + "/data-order");
+        std::string was;
+        if (!recorded || !std::getline(recorded, was))
+          continue;
+        if (was != order)
+          return fail("--resume " + resumeDir + ": the checkpointed run read the data with " +
+                      was + ", this one with " + order +
+                      ": give the same to go on where it left off");
+        break;
+      }
+    }
+    if (!checkpointDir.empty()) {
+      std::ofstream record(checkpointDir + "/data-order");
+      record << order << "\n";
+      if (!record)
+        return fail("--checkpoint " + checkpointDir + ": cannot write into it");
+    }
+  }
+
   // How many devices the plan has (docs/plan-json.md).
   int planned = 1;
   {

@@ -528,13 +528,16 @@ PlanSearch planner::searchPlans(func::FuncOp forward,
   for (int64_t m = 1; m <= std::min(options.batch, options.maxMicrobatches); ++m)
     if (options.batch % m == 0)
       divisors.push_back(m);
-  // Stage counts and pipeline counts: the divisors of the devices and the
-  // powers of two below them (a cluster's shapes), not every integer, so
-  // that plans for thousands of devices are searched in seconds.
+  // Stage counts and pipeline counts: every one up to kEveryCountUpTo
+  // (so that more devices never plan slower: 11 stages are searched for 12
+  // devices too); above, the divisors of the devices and the powers of two
+  // below them (a cluster's shapes), not every integer, so that plans for
+  // thousands of devices are searched in seconds.
+  constexpr int64_t kEveryCountUpTo = 64;
   auto shapes = [](int64_t limit) {
     std::vector<int64_t> values;
     for (int64_t v = 1; v <= limit; ++v)
-      if (limit % v == 0 || (v & (v - 1)) == 0)
+      if (v <= kEveryCountUpTo || limit % v == 0 || (v & (v - 1)) == 0)
         values.push_back(v);
     return values;
   };

@@ -43,3 +43,19 @@ m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
 m.training_info.append(info)
 m.ir_version = 8
 onnx.save(m, os.path.join(out, "training.onnx"))
+
+# The same with a Gradient whose xs names no tensor of the model (a typo):
+# an import error, not a weight silently left untrained.
+algo_nodes[0].ClearField("attribute")
+algo_nodes[0].attribute.extend([helper.make_attribute("xs", ["X", "Wt"]),
+                                helper.make_attribute("zs", []),
+                                helper.make_attribute("y", "loss")])
+bad = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                          helper.make_opsetid(T, 1)])
+bad.training_info.append(helper.make_training_info(
+    helper.make_graph(algo_nodes, "algorithm", [R, Tstep],
+                      [helper.make_tensor_value_info("W_new", F, [3, 2]),
+                       helper.make_tensor_value_info("H_new", F, [3, 2])]),
+    [("W", "W_new"), ("H", "H_new")], None, None))
+bad.ir_version = 8
+onnx.save(bad, os.path.join(out, "training_bad_xs.onnx"))
