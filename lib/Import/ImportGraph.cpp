@@ -58,38 +58,31 @@ bool isNonDifferentiableInput(StringRef opType, unsigned index) {
 // Parameters
 //===----------------------------------------------------------------------===//
 
+/// Whether little-endian raw bytes of T hold an infinity or NaN.
+template <typename T>
+static bool rawNonFinite(const std::string &raw) {
+  for (size_t i = 0; i + sizeof(T) <= raw.size(); i += sizeof(T)) {
+    T v;
+    std::memcpy(&v, raw.data() + i, sizeof(T));
+    if (!std::isfinite(v))
+      return true;
+  }
+  return false;
+}
+
 /// Whether a float32/float64 initializer stored in the model holds an
 /// infinity or NaN (an additive mask's -inf, say): such a tensor is a
 /// buffer, not a weight (a gradient step on it gives NaN).
 static bool holdsNonFinite(const pb::TensorProto &t) {
   if (t.data_location() == pb::TensorProto::EXTERNAL)
     return false;
-  if (t.data_type() == pb::TensorProto::FLOAT) {
-    if (t.has_raw_data()) {
-      const std::string &raw = t.raw_data();
-      for (size_t i = 0; i + 4 <= raw.size(); i += 4) {
-        float v;
-        std::memcpy(&v, raw.data() + i, 4);
-        if (!std::isfinite(v))
-          return true;
-      }
-      return false;
-    }
-    return llvm::any_of(t.float_data(), [](float v) { return !std::isfinite(v); });
-  }
-  if (t.data_type() == pb::TensorProto::DOUBLE) {
-    if (t.has_raw_data()) {
-      const std::string &raw = t.raw_data();
-      for (size_t i = 0; i + 8 <= raw.size(); i += 8) {
-        double v;
-        std::memcpy(&v, raw.data() + i, 8);
-        if (!std::isfinite(v))
-          return true;
-      }
-      return false;
-    }
-    return llvm::any_of(t.double_data(), [](double v) { return !std::isfinite(v); });
-  }
+  auto nonFinite = [](auto v) { return !std::isfinite(v); };
+  if (t.data_type() == pb::TensorProto::FLOAT)
+    return t.has_raw_data() ? rawNonFinite<float>(t.raw_data())
+                            : llvm::any_of(t.float_data(), nonFinite);
+  if (t.data_type() == pb::TensorProto::DOUBLE)
+    return t.has_raw_data() ? rawNonFinite<double>(t.raw_data())
+                            : llvm::any_of(t.double_data(), nonFinite);
   return false;
 }
 
