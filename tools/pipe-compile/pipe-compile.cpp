@@ -873,6 +873,14 @@ int main(int argc, char **argv) {
   if ((avgAlpha.getNumOccurrences() || avgPeriod.getNumOccurrences()) &&
       method != "avgpipe")
     return fail("--avg-alpha and --avg-period apply to --method avgpipe only");
+  // METHODS.md: with P = 1 there is nothing to average (the base schedule).
+  if (method == "avgpipe" && numPipelines <= 1 && !autoPlan)
+    llvm::errs() << "pipe-compile: note: --method avgpipe with one pipeline is the base "
+                    "schedule, exactly (nothing to average"
+                 << (avgAlpha.getNumOccurrences() || avgPeriod.getNumOccurrences()
+                         ? ": --avg-alpha and --avg-period have no effect"
+                         : "")
+                 << "); --pipelines P >= 2 runs P pipelines averaged\n";
   if (verticalSync && method != "pipedream")
     return fail("--vertical-sync applies to --method pipedream only");
   if (noFlushMethod && scheduleKind.getNumOccurrences() &&
