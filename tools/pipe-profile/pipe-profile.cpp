@@ -306,6 +306,19 @@ int main(int argc, char **argv) {
     fail("cannot read " + modelPath + ": " + model.getError().message());
   if (!llvm::sys::fs::exists(dataPath))
     fail("cannot read --data " + dataPath);
+  // Where the profile goes, before minutes of measuring: an existing,
+  // writable directory, and not a directory itself.
+  {
+    llvm::StringRef parent = llvm::sys::path::parent_path(outPath);
+    if (parent.empty())
+      parent = ".";
+    if (!llvm::sys::fs::is_directory(parent))
+      fail("-o " + outPath + ": no directory '" + parent + "'");
+    if (llvm::sys::fs::access(parent, llvm::sys::fs::AccessMode::Write))
+      fail("-o " + outPath + ": cannot write into '" + parent + "'");
+    if (llvm::sys::fs::is_directory(outPath))
+      fail("-o " + outPath + ": is a directory (name the profile file)");
+  }
 
   // A profile is a cache: one already at -o for this model, machine, target
   // and sizes (and link) is kept.
