@@ -109,6 +109,13 @@ LogicalResult verifyPipeAttr(Operation *op, NamedAttribute attr,
   auto unit = [&]() -> LogicalResult {
     return isa<UnitAttr>(value) ? success() : fail("a unit attribute");
   };
+  // A string that is one of two words.
+  auto oneOf = [&](StringRef a, StringRef b) -> LogicalResult {
+    auto s = dyn_cast<StringAttr>(value);
+    return s && (s.getValue() == a || s.getValue() == b)
+               ? success()
+               : fail(("\"" + a + "\" or \"" + b + "\"").str());
+  };
   return llvm::StringSwitch<std::function<LogicalResult()>>(name)
       .Case(attrs::kStage, [&] { return integer(0, "a stage index >= 0"); })
       .Case(attrs::kMicrobatches,
@@ -129,20 +136,8 @@ LogicalResult verifyPipeAttr(Operation *op, NamedAttribute attr,
                          ? success()
                          : fail("a positive float");
             })
-      .Case(attrs::kLossMean,
-            [&]() -> LogicalResult {
-              auto s = dyn_cast<StringAttr>(value);
-              return s && (s.getValue() == "step" || s.getValue() == "micro-batch")
-                         ? success()
-                         : fail("\"step\" or \"micro-batch\"");
-            })
-      .Case(attrs::kLossCombine,
-            [&]() -> LogicalResult {
-              auto s = dyn_cast<StringAttr>(value);
-              return s && (s.getValue() == "mean" || s.getValue() == "sum")
-                         ? success()
-                         : fail("\"mean\" or \"sum\"");
-            })
+      .Case(attrs::kLossMean, [&] { return oneOf("step", "micro-batch"); })
+      .Case(attrs::kLossCombine, [&] { return oneOf("mean", "sum"); })
       .Cases({attrs::kOptimizer, attrs::kProgram, attrs::kCost},
              [&]() -> LogicalResult {
                return isa<DictionaryAttr>(value) ? success()

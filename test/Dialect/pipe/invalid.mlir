@@ -967,3 +967,9 @@ func.func @f(%x: tensor<f32>) -> (tensor<f32> {pipe.loss = 1}) {
 // expected-error@+1 {{'builtin.module' has pipe.loss_combine = "max", but it must be "mean" or "sum"}}
 module attributes {pipe.loss_combine = "max"} {
 }
+
+// -----
+
+// expected-error@+1 {{'builtin.module' has pipe.loss_mean = "batch", but it must be "step" or "micro-batch"}}
+module attributes {pipe.loss_mean = "batch"} {
+}
