@@ -70,9 +70,12 @@
 #include "pipec/Analysis/Profile.h"
 #include "pipec/Transforms/Planner.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
+#include <tuple>
 
 using namespace mlir;
 namespace pipe = mlir::pipec::pipe;
@@ -282,6 +285,7 @@ const char *const kOptimizers[] = {"sgd",  "momentum", "nesterov",
                                    "adam", "adamw",    "adagrad"};
 
 int fail(const llvm::Twine &message) {
+  llvm::outs().flush(); // what was printed before it, first
   llvm::errs() << "pipe-compile: error: " << message << "\n";
   return 1;
 }
@@ -357,6 +361,128 @@ OwningOpRef<ModuleOp> deviceModule(ModuleOp module, pipe::ProgramOp program) {
     b.clone(*stage);
   b.clone(*program);
   return device;
+}
+
+/// The options of pipe-train-pipeline from the command line (after --auto
+/// has set its choices), the partition given; `gamma`: PipeMare's T2 decay
+/// (< 0: off).
+void trainOptionsFromFlags(pipec::TrainPipelineOptions &o,
+                           pipec::PartitionOption strategy, double gamma) {
+  o.stages = numStages.getValue();
+  o.microbatches = microbatches.getValue();
+  o.schedule = scheduleKind == "gpipe" ? pipec::ScheduleOption::GPipe
+               : scheduleKind == "afp" ? pipec::ScheduleOption::AdvanceForward
+                                       : pipec::ScheduleOption::OneFOneB;
+  o.advance = advance.getValue();
+  o.method = method == "pipedream"   ? pipec::MethodOption::PipeDream
+             : method == "2bw"       ? pipec::MethodOption::TwoBW
+             : method == "spectrain" ? pipec::MethodOption::SpecTrain
+             : method == "pipemare"  ? pipec::MethodOption::PipeMare
+                                     : pipec::MethodOption::Sync;
+  o.lrWarmup = lrWarmup.getValue();
+  o.discrepancyCorrection = gamma;
+  o.recompute = recompute.getValue();
+  o.batchnorm = batchnorm.getValue();
+  o.pipelines = numPipelines.getValue();
+  o.replication = method == "avgpipe" ? "avgpipe" : "dp";
+  o.avgAlpha = avgAlpha.getValue();
+  o.avgPeriod = avgPeriod.getValue();
+  o.verticalSync = verticalSync.getValue();
+  o.partition = strategy;
+  o.cuts = llvm::to_vector(cuts);
+  o.profile = profilePath.getValue();
+  o.optimizer = llvm::StringSwitch<pipec::OptimizerOption>(optimizer)
+                    .Case("momentum", pipec::OptimizerOption::Momentum)
+                    .Case("nesterov", pipec::OptimizerOption::Nesterov)
+                    .Case("adam", pipec::OptimizerOption::Adam)
+                    .Case("adamw", pipec::OptimizerOption::AdamW)
+                    .Case("adagrad", pipec::OptimizerOption::Adagrad)
+                    .Default(pipec::OptimizerOption::SGD);
+  o.lr = lr.getValue();
+  o.momentum = momentum.getValue();
+  o.weightDecay = weightDecay.getNumOccurrences() ? weightDecay.getValue() : -1.0;
+}
+
+/// The one-device training step's passes: gradients and the optimizer
+/// update (pipe-opt's syntax).
+std::string oneDeviceTrainPipeline() {
+  std::string pipeline;
+  llvm::raw_string_ostream ps(pipeline);
+  ps << "pipe-fuse-gelu,pipe-autodiff,pipe-add-optimizer{kind=" << optimizer
+     << " lr=" << llvm::formatv("{0:e9}", lr.getValue());
+  if (optimizer == "momentum" || optimizer == "nesterov")
+    ps << " momentum=" << llvm::formatv("{0:e9}", momentum.getValue());
+  if (weightDecay.getNumOccurrences())
+    ps << " weight-decay=" << llvm::formatv("{0:e9}", weightDecay.getValue());
+  ps << "}";
+  return pipeline;
+}
+
+/// The memory total of plan.json for a compiled @pipe_step's description.
+int64_t programBytes(DictionaryAttr info) {
+  llvm::json::Object described = pipec::describeBuffers(info);
+  return described.getObject("memory")->getInteger("total_bytes").value_or(0);
+}
+
+/// Per device: the bytes a plan's compiled program holds (plan.json's
+/// memory total: parameters, optimizer state, inputs, the step's buffers,
+/// weight versions and what stays in flight between steps), found by
+/// compiling `imported` (left as it is) with `options` down to the runtime
+/// calls; std::nullopt where the plan does not compile (its diagnostics
+/// are not printed: the plan is then not taken).
+std::optional<std::vector<int64_t>>
+compiledMemory(ModuleOp imported, const pipec::TrainPipelineOptions &options) {
+  MLIRContext *context = imported.getContext();
+  ScopedDiagnosticHandler quiet(context, [](Diagnostic &) { return success(); });
+  OwningOpRef<ModuleOp> module(imported.clone());
+  // One device, one micro-batch: the one-device step (no pipe.program).
+  if (options.stages == 1 && options.pipelines == 1 && options.microbatches == 1 &&
+      options.method == pipec::MethodOption::Sync && !options.recompute) {
+    PassManager pm(context);
+    if (failed(parsePassPipeline(oneDeviceTrainPipeline(), pm)))
+      return std::nullopt;
+    pipec::LowerToRuntimeOptions lower;
+    lower.target = target;
+    pm.addPass(pipec::createLowerToRuntime(lower));
+    if (failed(pm.run(*module)))
+      return std::nullopt;
+    auto step = module->lookupSymbol<func::FuncOp>(pipec::kStepFunctionName);
+    DictionaryAttr info =
+        step ? step->getAttrOfType<DictionaryAttr>(pipec::kProgramAttrName)
+             : DictionaryAttr();
+    if (!info)
+      return std::nullopt;
+    return std::vector<int64_t>{programBytes(info)};
+  }
+  {
+    PassManager pm(context);
+    pipec::buildStagesPipeline(pm, options);
+    pipec::buildSchedulePipeline(pm, options);
+    if (failed(pm.run(*module)))
+      return std::nullopt;
+  }
+  std::vector<int64_t> bytes;
+  for (pipe::ProgramOp program : module->getOps<pipe::ProgramOp>()) {
+    OwningOpRef<ModuleOp> device = deviceModule(*module, program);
+    pipec::LowerDeviceOptions lower;
+    lower.device = program.getDevice();
+    lower.target = target == "cuda" ? pipec::TargetOption::CUDA : pipec::TargetOption::CPU;
+    lower.deferWeightGrads = deferWeightGrads;
+    PassManager pm(context);
+    pipec::buildLowerDevicePipeline(pm, lower);
+    if (failed(pm.run(*device)))
+      return std::nullopt;
+    auto step = device->lookupSymbol<func::FuncOp>(pipec::kStepFunctionName);
+    DictionaryAttr info =
+        step ? step->getAttrOfType<DictionaryAttr>(pipec::kProgramAttrName)
+             : DictionaryAttr();
+    if (!info)
+      return std::nullopt;
+    bytes.push_back(programBytes(info));
+  }
+  if (bytes.empty())
+    return std::nullopt;
+  return bytes;
 }
 
 /// The pipeline-parallel back end: `module` holds pipe.program ops (one per
@@ -657,6 +783,109 @@ int main(int argc, char **argv) {
     return options;
   };
 
+  // A planner's candidate as pipe-train-pipeline options, partitioned at
+  // `cutNodes` (empty: the balanced partition).
+  auto compiledCandidate = [&](const pipec::planner::Candidate &c,
+                               const std::vector<std::string> &cutNodes,
+                               const pipec::planner::PlannerOptions &planner) {
+    pipec::TrainPipelineOptions o;
+    trainOptionsFromFlags(o,
+                          cutNodes.empty() ? pipec::PartitionOption::Balanced
+                                           : pipec::PartitionOption::Manual,
+                          -1.0);
+    o.stages = c.stages;
+    o.microbatches = c.microbatches;
+    o.pipelines = c.pipelines;
+    o.schedule = c.schedule == pipec::schedule::ScheduleKind::GPipe ? pipec::ScheduleOption::GPipe
+                 : c.schedule == pipec::schedule::ScheduleKind::AdvanceForward
+                     ? pipec::ScheduleOption::AdvanceForward
+                     : pipec::ScheduleOption::OneFOneB;
+    o.advance = c.advance;
+    o.method = c.method == "pipedream"   ? pipec::MethodOption::PipeDream
+               : c.method == "2bw"       ? pipec::MethodOption::TwoBW
+               : c.method == "spectrain" ? pipec::MethodOption::SpecTrain
+               : c.method == "pipemare"  ? pipec::MethodOption::PipeMare
+                                         : pipec::MethodOption::Sync;
+    o.replication = "dp";
+    o.lrWarmup = c.method == "pipemare" ? lrWarmup.getValue() : 0;
+    o.discrepancyCorrection = c.method == "pipemare" ? planner.discrepancyCorrection : -1.0;
+    o.cuts = cutNodes;
+    return compiledMemory(*module, o);
+  };
+
+  // Under --memory-per-device: the partition of plan `c` whose compiled
+  // programs fit, the balanced one first. The planner's estimate (an upper
+  // bound of what a stage keeps, off by a factor of up to 2.5 either way)
+  // chooses the cuts: where the balanced partition does not fit once
+  // compiled, the estimate's fastest cuts under the limit scaled by how far
+  // the estimate was off (compiled / estimated), up to 3 rounds. Each try
+  // is compiled down to the runtime calls (plan.json's memory totals);
+  // `smallest` keeps the least peak seen, `tries` counts the compiles and
+  // `shown` the lines printed about those that do not fit.
+  struct Fitted {
+    std::vector<std::string> cuts;
+    int64_t peak = 0;
+  };
+  int tries = 0, tooBig = 0;
+  constexpr int kLinesShown = 5;
+  auto fitCompiled = [&](const pipec::planner::Candidate &c,
+                         const pipec::planner::PlannerOptions &options,
+                         int64_t &smallest) -> std::optional<Fitted> {
+    const int64_t limit = options.memoryPerDevice;
+    auto check = [&](const std::vector<std::string> &cutNodes,
+                     int64_t estimated) -> std::optional<int64_t> {
+      ++tries;
+      std::optional<std::vector<int64_t>> bytes = compiledCandidate(c, cutNodes, options);
+      if (!bytes)
+        return std::nullopt;
+      int64_t peak = *std::max_element(bytes->begin(), bytes->end());
+      if (smallest < 0 || peak < smallest)
+        smallest = peak;
+      if (peak > limit && ++tooBig <= kLinesShown)
+        llvm::outs() << "pipe-compile: " << c.describe()
+                     << (cutNodes.empty() ? "" : " cut after " + llvm::join(cutNodes, ","))
+                     << " needs " << pipec::planner::formatBytes(peak)
+                     << " on its fullest device once compiled (estimated "
+                     << pipec::planner::formatBytes(estimated)
+                     << "): more than --memory-per-device " << memoryPerDevice << "\n";
+      return peak;
+    };
+    pipec::planner::PlannerOptions unlimited = options;
+    unlimited.memoryPerDevice = 0;
+    std::optional<pipec::planner::Candidate> balanced = pipec::planner::evaluatePlan(
+        forward, unlimited, c.stages, c.microbatches, c.schedule, c.advance, c.pipelines);
+    const int64_t balancedEstimate =
+        c.cutNodes.empty() || !balanced ? c.peakMemory : balanced->peakMemory;
+    std::optional<int64_t> peak = check({}, balancedEstimate);
+    if (!peak)
+      return std::nullopt;
+    if (*peak <= limit)
+      return Fitted{{}, *peak};
+    if (c.method != "sync" || c.stages == 1)
+      return std::nullopt;
+    double estimated = double(balancedEstimate), compiled = double(*peak);
+    std::vector<std::vector<std::string>> tried;
+    for (int round = 0; round < 3; ++round) {
+      pipec::planner::PlannerOptions scaled = options;
+      scaled.memoryPerDevice =
+          std::max<int64_t>(1, int64_t(double(limit) * estimated / compiled));
+      std::optional<pipec::planner::Candidate> cut = pipec::planner::evaluatePlan(
+          forward, scaled, c.stages, c.microbatches, c.schedule, c.advance, c.pipelines);
+      if (!cut || !cut->fits || cut->cutNodes.empty() ||
+          llvm::is_contained(tried, cut->cutNodes))
+        break;
+      tried.push_back(cut->cutNodes);
+      peak = check(cut->cutNodes, cut->peakMemory);
+      if (!peak)
+        break;
+      if (*peak <= limit)
+        return Fitted{cut->cutNodes, *peak};
+      estimated = double(cut->peakMemory);
+      compiled = double(*peak);
+    }
+    return std::nullopt;
+  };
+
   // --auto: choose stages, micro-batches and the schedule.
   llvm::json::Object autoRecord;
   // --auto chose another method than the pipemare the PipeMare flags ask
@@ -717,12 +946,74 @@ int main(int argc, char **argv) {
                              : std::string("the cost model (no --profile)"))
                  << ":\n"
                  << pipec::planner::formatCandidates(search, autoRows);
-    if (!search.best)
+    // Under a memory limit the estimate only ranks the plans (it is an
+    // upper bound of what a stage keeps, off by a factor of up to 2.5
+    // either way): the plan taken is the preferred one whose compiled
+    // programs fit, each looked at compiled down to its runtime calls
+    // (plan.json's memory): in order until one fits, for at most
+    // kCheckSeconds once kLeastChecked are compiled.
+    std::optional<pipec::planner::Candidate> chosen = search.best;
+    std::vector<int64_t> compiledPeak(search.candidates.size(), -1);
+    if (options.memoryPerDevice > 0) {
+      // Under a memory limit the estimate only ranks the plans: the plan
+      // taken is the preferred one whose compiled programs fit
+      // (fitCompiled), in order, for at most kCheckSeconds once
+      // kLeastChecked are compiled. Plans estimated at more than
+      // kOverestimate x the limit are not tried.
+      constexpr int kLeastChecked = 4;
+      constexpr double kCheckSeconds = 20.0;
+      constexpr int64_t kOverestimate = 3;
+      const auto started = std::chrono::steady_clock::now();
+      std::vector<size_t> order;
+      for (size_t i = 0; i < search.candidates.size(); ++i)
+        if (search.candidates[i].fits ||
+            search.candidates[i].peakMemory <= kOverestimate * options.memoryPerDevice)
+          order.push_back(i);
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return pipec::planner::preferred(search.candidates[a], search.candidates[b]);
+      });
+      // Plans that differ only in their cuts are tried once.
+      std::set<std::tuple<int64_t, int64_t, int64_t, int, int64_t, std::string>> seen;
+      chosen.reset();
+      int64_t smallest = -1;
+      for (size_t i : order) {
+        if (tries >= kLeastChecked &&
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+                    .count() > kCheckSeconds)
+          break;
+        pipec::planner::Candidate c = search.candidates[i];
+        if (!seen.insert({c.stages, c.pipelines, c.microbatches, int(c.schedule), c.advance,
+                          c.method})
+                 .second)
+          continue;
+        int64_t least = -1;
+        std::optional<Fitted> fitted = fitCompiled(c, options, least);
+        compiledPeak[i] = fitted ? fitted->peak : least;
+        if (least >= 0 && (smallest < 0 || least < smallest))
+          smallest = least;
+        if (fitted) {
+          c.cutNodes = fitted->cuts;
+          chosen = c;
+          break;
+        }
+      }
+      if (tooBig > kLinesShown)
+        llvm::outs() << "pipe-compile: --auto: " << tooBig - kLinesShown
+                     << " more compiled plans need more than --memory-per-device "
+                     << memoryPerDevice << "\n";
+      if (!chosen && smallest >= 0)
+        return fail("no plan fits --memory-per-device " + memoryPerDevice +
+                    ": of the " + llvm::Twine(tries) +
+                    " preferred plans and cuts compiled, the smallest needs " +
+                    llvm::Twine(smallest) +
+                    " bytes per device; allow at least that, or add devices");
+    }
+    if (!chosen)
       return fail("no plan fits --memory-per-device " + memoryPerDevice +
-                  ": the smallest needs " +
+                  ": the smallest is estimated to need " +
                   llvm::Twine(search.smallestMemory) +
                   " bytes per device; allow at least that, or add devices");
-    const pipec::planner::Candidate &best = *search.best;
+    const pipec::planner::Candidate &best = *chosen;
     llvm::outs() << "pipe-compile: --auto chose " << best.describe() << "\n";
     llvm::outs().flush();
     if (autoDryRun)
@@ -766,6 +1057,9 @@ int main(int argc, char **argv) {
           {"samples_per_s", c.throughput},
           {"bubble", c.bubble},
           {"peak_memory_bytes", c.peakMemory},
+          {"compiled_peak_memory_bytes",
+           compiledPeak[i] >= 0 ? llvm::json::Value(compiledPeak[i])
+                                : llvm::json::Value(nullptr)},
           {"fits", c.fits},
           {"cuts", llvm::json::Array(c.cutNodes)}});
     }
@@ -781,7 +1075,10 @@ int main(int argc, char **argv) {
                 "shortest step) of the " +
                     std::to_string(search.candidates.size()) +
                     " plans simulated that fit the memory (ties within 0.5% "
-                    "go to fewer devices, then less memory)"},
+                    "go to fewer devices, then less memory)" +
+                    (options.memoryPerDevice > 0
+                         ? std::string("; the fit checked on the compiled programs")
+                         : std::string())},
         {"candidates", std::move(rows)}};
   } else if (numDevices.getNumOccurrences() ||
              allowPipelines.getNumOccurrences() ||
@@ -896,7 +1193,7 @@ int main(int argc, char **argv) {
   if (recompute && forwardOnly)
     return fail("--recompute applies to training: drop --forward-only");
   // An explicit plan under a memory limit: the balanced partition if its
-  // stages fit (the planner's estimate), else the fastest cuts that fit.
+  // compiled programs fit, else cuts that do (fitCompiled).
   if (!autoPlan && !memoryPerDevice.empty()) {
     if (method != "sync" || numPipelines > 1 || forwardOnly || !fromMlir.empty() ||
         (partition.getNumOccurrences() && partition != "balanced"))
@@ -914,12 +1211,20 @@ int main(int argc, char **argv) {
       return fail("--memory-per-device: cannot evaluate " +
                   llvm::Twine(numStages.getValue()) + " stages x M = " +
                   llvm::Twine(microbatches.getValue()) + " for " + modelPath);
-    if (!c->fits)
+    // The programs compiled decide (fitCompiled): the balanced partition,
+    // else cuts the estimate finds.
+    int64_t smallest = -1;
+    std::optional<Fitted> fitted = fitCompiled(*c, options, smallest);
+    if (!fitted)
       return fail("no partition into " + llvm::Twine(numStages.getValue()) +
-                  " stages fits --memory-per-device " + memoryPerDevice +
-                  " (the balanced one needs " + llvm::Twine(c->peakMemory) +
-                  " bytes on its fullest device): allow more, or add stages "
-                  "or micro-batches (--auto searches them)");
+                  " stages found that fits --memory-per-device " + memoryPerDevice +
+                  " (the " + (tries > 1 ? "smallest of " + std::to_string(tries) +
+                                              " partitions compiled"
+                                        : std::string("balanced one")) +
+                  " needs " + llvm::Twine(smallest >= 0 ? smallest : c->peakMemory) +
+                  " bytes on its fullest device): allow more, or add stages or "
+                  "micro-batches (--auto searches them)");
+    c->cutNodes = fitted->cuts;
     if (!c->cutNodes.empty()) {
       partition = std::string("manual");
       cuts.clear();
@@ -963,28 +1268,6 @@ int main(int argc, char **argv) {
     numStages = int(cuts.size()) + 1;
   if (numStages > 1 || microbatches > 1 || !fromMlir.empty() || showSchedule ||
       method != "sync" || numPipelines > 1 || recompute) {
-    // The options of pipe-train-pipeline, from the command line.
-    pipec::TrainPipelineOptions trainOptions;
-    trainOptions.stages = numStages.getValue();
-    trainOptions.microbatches = microbatches.getValue();
-    trainOptions.schedule = scheduleKind == "gpipe" ? pipec::ScheduleOption::GPipe
-                            : scheduleKind == "afp" ? pipec::ScheduleOption::AdvanceForward
-                                                    : pipec::ScheduleOption::OneFOneB;
-    trainOptions.advance = advance.getValue();
-    trainOptions.method = method == "pipedream"   ? pipec::MethodOption::PipeDream
-                          : method == "2bw"       ? pipec::MethodOption::TwoBW
-                          : method == "spectrain" ? pipec::MethodOption::SpecTrain
-                          : method == "pipemare"  ? pipec::MethodOption::PipeMare
-                                                  : pipec::MethodOption::Sync;
-    trainOptions.lrWarmup = lrWarmup.getValue();
-    trainOptions.discrepancyCorrection = gamma;
-    trainOptions.recompute = recompute.getValue();
-    trainOptions.batchnorm = batchnorm.getValue();
-    trainOptions.pipelines = numPipelines.getValue();
-    trainOptions.replication = method == "avgpipe" ? "avgpipe" : "dp";
-    trainOptions.avgAlpha = avgAlpha.getValue();
-    trainOptions.avgPeriod = avgPeriod.getValue();
-    trainOptions.verticalSync = verticalSync.getValue();
     // --cut names the cuts: --partition manual (which it implies).
     if (!cuts.empty() && partition != "manual") {
       if (partition.getNumOccurrences())
@@ -1002,21 +1285,9 @@ int main(int argc, char **argv) {
     else if (partition != "balanced")
       return fail("--partition must be balanced, dp, manual or layers, not '" +
                   partition + "'");
-    trainOptions.partition = strategy;
-    trainOptions.cuts = llvm::to_vector(cuts);
-    trainOptions.profile = profilePath.getValue();
-    trainOptions.optimizer =
-        llvm::StringSwitch<pipec::OptimizerOption>(optimizer)
-            .Case("momentum", pipec::OptimizerOption::Momentum)
-            .Case("nesterov", pipec::OptimizerOption::Nesterov)
-            .Case("adam", pipec::OptimizerOption::Adam)
-            .Case("adamw", pipec::OptimizerOption::AdamW)
-            .Case("adagrad", pipec::OptimizerOption::Adagrad)
-            .Default(pipec::OptimizerOption::SGD);
-    trainOptions.lr = lr.getValue();
-    trainOptions.momentum = momentum.getValue();
-    trainOptions.weightDecay =
-        weightDecay.getNumOccurrences() ? weightDecay.getValue() : -1.0;
+    // The options of pipe-train-pipeline, from the command line.
+    pipec::TrainPipelineOptions trainOptions;
+    trainOptionsFromFlags(trainOptions, strategy, gamma);
     if (forwardOnly)
       return fail("--forward-only has no pipeline form");
     std::string modelCopy = stagePath("model.onnx");
@@ -1192,15 +1463,7 @@ int main(int argc, char **argv) {
         return fail("pass '" + pass +
                     "' is not available in this build; compile with "
                     "--forward-only to build the forward pass alone");
-    std::string pipeline;
-    llvm::raw_string_ostream ps(pipeline);
-    ps << "pipe-fuse-gelu,pipe-autodiff,pipe-add-optimizer{kind=" << optimizer
-       << " lr=" << llvm::formatv("{0:e9}", lr.getValue());
-    if (optimizer == "momentum" || optimizer == "nesterov")
-      ps << " momentum=" << llvm::formatv("{0:e9}", momentum.getValue());
-    if (weightDecay.getNumOccurrences())
-      ps << " weight-decay=" << llvm::formatv("{0:e9}", weightDecay.getValue());
-    ps << "}";
+    std::string pipeline = oneDeviceTrainPipeline();
     PassManager pm(&context);
     if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
       return fail("cannot build the training pipeline '" + pipeline + "'");

@@ -114,6 +114,14 @@ struct PlanSearch {
   int64_t smallestMemory = 0;
 };
 
+/// The planner's order of preference, the memory aside: the most samples
+/// per second (with one pipeline: the shortest step); within 0.5%, fewer
+/// devices, then less memory.
+bool preferred(const Candidate &a, const Candidate &b);
+
+/// A byte count as the candidate table prints it ("1.20 MiB").
+std::string formatBytes(int64_t bytes);
+
 /// Searches the plans for `forward` (the imported model: forward and loss,
 /// before autodiff). Stage counts the function cannot be split into are
 /// left out.
@@ -127,7 +135,7 @@ std::optional<Candidate> evaluatePlan(func::FuncOp forward,
                                       const PlannerOptions &options,
                                       int64_t stages, int64_t microbatches,
                                       schedule::ScheduleKind kind,
-                                      int64_t advance = 0);
+                                      int64_t advance = 0, int64_t pipelines = 1);
 
 /// The table the tuner prints: the `rows` best candidates, one per line
 /// (stages, M, schedule, predicted step time, samples/s, bubble, peak

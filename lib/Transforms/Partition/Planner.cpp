@@ -514,6 +514,15 @@ std::optional<Candidate> evaluateFitting(const partition::Problem &problem,
 
 } // namespace
 
+bool planner::preferred(const Candidate &a, const Candidate &b) {
+  if (std::abs(a.throughput - b.throughput) >
+      0.005 * std::max(a.throughput, b.throughput))
+    return a.throughput > b.throughput;
+  if (a.stages * a.pipelines != b.stages * b.pipelines)
+    return a.stages * a.pipelines < b.stages * b.pipelines;
+  return a.peakMemory < b.peakMemory;
+}
+
 PlanSearch planner::searchPlans(func::FuncOp forward,
                                 const PlannerOptions &options) {
   PlanSearch search;
@@ -590,15 +599,7 @@ PlanSearch planner::searchPlans(func::FuncOp forward,
                    [](const Candidate &a, const Candidate &b) {
                      if (a.fits != b.fits)
                        return a.fits;
-                     // The most samples per second (with one pipeline:
-                     // the shortest step); within 0.5%, fewer devices,
-                     // then less memory.
-                     if (std::abs(a.throughput - b.throughput) >
-                         0.005 * std::max(a.throughput, b.throughput))
-                       return a.throughput > b.throughput;
-                     if (a.stages * a.pipelines != b.stages * b.pipelines)
-                       return a.stages * a.pipelines < b.stages * b.pipelines;
-                     return a.peakMemory < b.peakMemory;
+                     return planner::preferred(a, b);
                    });
   search.smallestMemory = 0;
   for (const Candidate &c : search.candidates)
@@ -612,7 +613,8 @@ PlanSearch planner::searchPlans(func::FuncOp forward,
 std::optional<Candidate>
 planner::evaluatePlan(func::FuncOp forward, const PlannerOptions &options,
                       int64_t stages, int64_t microbatches,
-                      sched::ScheduleKind kind, int64_t advance) {
+                      sched::ScheduleKind kind, int64_t advance,
+                      int64_t pipelines) {
   CostModelOptions partitionCosts = options.cost;
   partitionCosts.profileSamples = double(options.batch);
   CostModel model(partitionCosts);
@@ -623,10 +625,10 @@ planner::evaluatePlan(func::FuncOp forward, const PlannerOptions &options,
   Split split = balancedSplit(problem, stages, options);
   std::optional<OpBytes> bytes;
   return evaluateFitting(problem, split, bytes, stages == 1 ? 1 : microbatches,
-                         kind, advance, options, 1);
+                         kind, advance, options, pipelines);
 }
 
-static std::string formatBytes(int64_t bytes) {
+std::string planner::formatBytes(int64_t bytes) {
   char text[32];
   if (bytes >= (int64_t(1) << 30))
     std::snprintf(text, sizeof text, "%.2f GiB", double(bytes) / double(1 << 30));
