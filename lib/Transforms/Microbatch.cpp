@@ -119,6 +119,10 @@ private:
   void noteOrigin(InFlightDiagnostic &d, Value v);
   FailureOr<SmallVector<BatchState>> transfer(Operation *op);
   FailureOr<BatchState> elementwise(Operation *op, unsigned numOperands);
+  bool spreadUniformly(Value v, int64_t axis,
+                       SmallVectorImpl<std::pair<Value, int64_t>> &spread,
+                       SmallVectorImpl<std::pair<Operation *, int64_t>> &expands,
+                       int depth);
   FailureOr<BatchState> reshapeLike(Operation *op, Value data, Value result,
                                     unsigned shapeOperand);
 };
@@ -259,16 +263,17 @@ FailureOr<BatchState> PipeMicrobatchPass::elementwise(Operation *op,
     if (a < 0 || t.getDimSize(a) == 1)
       continue;
     // A batch-independent value spread over the batch (the gradient of a
-    // mean: Expand of a scalar) is uniform along it: it is batched too.
-    if (auto expand = v.getDefiningOp<onnx::ExpandOp>()) {
-      auto in = rankedType(expand.getInput());
-      int64_t inAxis = a - (t.getRank() - in.getRank());
-      if (stateOf(expand.getInput()).isFree() &&
-          (inAxis < 0 || in.getDimSize(inAxis) == 1)) {
-        states[v] = factors.on(a);
-        rewrites.push_back({expand, 1, a});
-        continue;
-      }
+    // mean: Expand of a scalar, and elementwise ops of it, such as its
+    // negation) is uniform along it: it is batched too, its Expands taking
+    // the micro-batch's extent.
+    SmallVector<std::pair<Value, int64_t>> spread;
+    SmallVector<std::pair<Operation *, int64_t>> expands;
+    if (spreadUniformly(v, a, spread, expands, 0)) {
+      for (auto [value, at] : spread)
+        states[value] = factors.on(at);
+      for (auto [expand, at] : expands)
+        rewrites.push_back({expand, 1, at});
+      continue;
     }
     return batchError(op) << "operand #" << i << " (" << v.getType()
                           << ") does not depend on the batch but spans "
@@ -276,6 +281,90 @@ FailureOr<BatchState> PipeMicrobatchPass::elementwise(Operation *op,
                           << *axis;
   }
   return factors.on(*axis);
+}
+
+/// Whether the batch-independent value `v` is uniform along its `axis`, so
+/// that a micro-batch's rows of it are its first rows: an Expand of a value
+/// that does not span the axis, or an elementwise op of values that are
+/// uniform along it or broadcast there (extent 1, or not reaching it), or a
+/// reshape of one that only adds or drops extents of 1. Adds the values
+/// that span the axis to `spread` (each with its axis) and the Expands and
+/// Reshapes whose shape operand takes the micro-batch to `expands`; a value
+/// already spread (batched on the axis) is taken as it is.
+bool PipeMicrobatchPass::spreadUniformly(
+    Value v, int64_t axis, SmallVectorImpl<std::pair<Value, int64_t>> &spread,
+    SmallVectorImpl<std::pair<Operation *, int64_t>> &expands, int depth) {
+  auto t = rankedType(v);
+  if (!t || depth > 32)
+    return false;
+  if (axis < 0 || t.getDimSize(axis) == 1)
+    return true;
+  BatchState s = stateOf(v);
+  if (s.isBatched())
+    return s.axis == axis;
+  if (!s.isFree())
+    return false;
+  if (llvm::any_of(spread, [&](auto &entry) { return entry.first == v; }))
+    return true;
+  Operation *def = v.getDefiningOp();
+  if (!def || def->getNumResults() != 1)
+    return false;
+  if (auto expand = dyn_cast<onnx::ExpandOp>(def)) {
+    auto in = rankedType(expand.getInput());
+    if (!in || !spreadUniformly(expand.getInput(), axis - (t.getRank() - in.getRank()),
+                                spread, expands, depth + 1))
+      return false;
+    expands.push_back({expand, axis});
+    spread.push_back({v, axis});
+    return true;
+  }
+  // A reshape that only adds or drops extents of 1 (the gradient of a
+  // keepdims=0 reduction): the axis is the same non-1 extent.
+  if (llvm::isa<onnx::ReshapeOp, onnx::UnsqueezeOp, onnx::SqueezeOp>(def)) {
+    Value data = def->getOperand(0);
+    auto in = rankedType(data);
+    if (!in || !in.hasStaticShape() || !t.hasStaticShape())
+      return false;
+    auto nonUnit = [](ArrayRef<int64_t> shape) {
+      SmallVector<int64_t> dims;
+      for (int64_t d : shape)
+        if (d != 1)
+          dims.push_back(d);
+      return dims;
+    };
+    if (nonUnit(in.getShape()) != nonUnit(t.getShape()))
+      return false;
+    // The axis's place among the extents other than 1.
+    int64_t place = 0;
+    for (int64_t d = 0; d < axis; ++d)
+      place += t.getDimSize(d) != 1;
+    int64_t inAxis = -1;
+    for (int64_t d = 0, seen = 0; d < in.getRank() && inAxis < 0; ++d)
+      if (in.getDimSize(d) != 1 && seen++ == place)
+        inAxis = d;
+    if (inAxis < 0 || !spreadUniformly(data, inAxis, spread, expands, depth + 1))
+      return false;
+    if (isa<onnx::ReshapeOp>(def)) {
+      auto entries = onnx::getConstantInts(def->getOperand(1));
+      if (!entries || (*entries)[axis] <= 0)
+        return false;
+      expands.push_back({def, axis});
+    }
+    spread.push_back({v, axis});
+    return true;
+  }
+  if (!isElementwise(def))
+    return false;
+  for (Value operand : def->getOperands()) {
+    if (onnx::isNone(operand))
+      continue;
+    auto ot = rankedType(operand);
+    if (!ot || !spreadUniformly(operand, axis - (t.getRank() - ot.getRank()), spread,
+                                expands, depth + 1))
+      return false;
+  }
+  spread.push_back({v, axis});
+  return true;
 }
 
 /// Reshape-like: the batch factor keeps its place in the row-major order of
@@ -587,10 +676,30 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
   if (llvm::isa<onnx::SoftmaxCrossEntropyLossGradOp,
                 onnx::NegativeLogLikelihoodLossGradOp>(op)) {
     bool sce = llvm::isa<onnx::SoftmaxCrossEntropyLossGradOp>(op);
-    if (!stateOf(op->getOperand(0)).isFree() || batchedAt(2) != 0 ||
-        (sce && batchedAt(1) != 0))
-      return batchError(op) << "its labels must have the batch on axis 0 "
-                               "and its loss gradient none";
+    if (batchedAt(2) != 0 || (sce && batchedAt(1) != 0))
+      return batchError(op) << "its labels must have the batch on axis 0";
+    // (dLoss, ...): a mean or sum loss's gradient is one value for the
+    // step; reduction none's one per sample, batched like the labels (or
+    // uniform along the batch: the gradient of their mean).
+    Value dloss = op->getOperand(0);
+    if (strAttr(op, "reduction", "mean") == "none") {
+      if (stateOf(dloss).isFree()) {
+        SmallVector<std::pair<Value, int64_t>> spread;
+        SmallVector<std::pair<Operation *, int64_t>> expands;
+        if (spreadUniformly(dloss, 0, spread, expands, 0)) {
+          for (auto [value, at] : spread)
+            states[value] = stateOf(op->getOperand(2)).on(at);
+          for (auto [expand, at] : expands)
+            rewrites.push_back({expand, 1, at});
+        }
+      }
+      if (batchedAt(0) != 0 || !stateOf(dloss).sameFactors(stateOf(op->getOperand(2))))
+        return batchError(op) << "its per-sample loss gradient must have the batch on "
+                                 "axis 0 like its labels";
+    } else if (!stateOf(dloss).isFree()) {
+      return batchError(op) << "its loss gradient depends on the samples (a "
+                               "mean or sum loss's is one value for the step)";
+    }
     if (!sce)
       rewrites.push_back({op, 1, 0});
     if (strAttr(op, "reduction", "mean") == "mean")
@@ -1103,9 +1212,37 @@ void PipeMicrobatchPass::runOnOperation() {
     return signalPassFailure();
   }
 
-  for (Operation &op : body.without_terminator())
-    if (failed(analyze(&op)))
-      return signalPassFailure();
+  // One micro-batch of one pipeline splits nothing: a step that could not
+  // be micro-batched (a class-weighted mean loss, per-sample losses
+  // combined non-linearly, ...) runs as it is, its loss the step's.
+  const bool unsplit = microbatches == 1 && replicas == 1;
+  auto asItIs = [&] {
+    OpBuilder b(step.getContext());
+    step->setAttr(pipe::attrs::kMicrobatches, b.getI64IntegerAttr(1));
+    step->setAttr(pipe::attrs::kBatchSize, b.getI64IntegerAttr(batch));
+    step->setAttr(pipe::attrs::kLossCombine, b.getStringAttr("mean"));
+    step->setAttr(pipe::attrs::kLossScale, b.getF64FloatAttr(1.0));
+  };
+  bool refused = false;
+  {
+    std::optional<ScopedDiagnosticHandler> quiet;
+    if (unsplit)
+      quiet.emplace(&getContext(), [&](Diagnostic &d) {
+        if (d.getSeverity() != DiagnosticSeverity::Error)
+          return failure();
+        refused = true;
+        return success();
+      });
+    for (Operation &op : body.without_terminator())
+      if (failed(analyze(&op))) {
+        if (!unsplit)
+          return signalPassFailure();
+        refused = true;
+        break;
+      }
+  }
+  if (refused)
+    return asItIs();
 
   // The results: the loss a mean or sum over the batch, gradients sums.
   std::optional<unsigned> lossIndex;
@@ -1115,6 +1252,8 @@ void PipeMicrobatchPass::runOnOperation() {
     if (step.getResultAttr(r, pipe::attrs::kLoss)) {
       lossIndex = r;
       if (!s.isReduced()) {
+        if (unsplit)
+          return asItIs();
         InFlightDiagnostic d = step.emitError()
                                << "pipe-microbatch: the loss (result #" << r
                                << ") is not a mean or sum over the batch";
@@ -1134,6 +1273,8 @@ void PipeMicrobatchPass::runOnOperation() {
       continue;
     }
     if (s.kind != BatchState::Sum && !(s.isFree() && isConstantOp(v))) {
+      if (unsplit)
+        return asItIs();
       InFlightDiagnostic d = step.emitError()
                              << "pipe-microbatch: result #" << r
                              << " is not a sum over the batch: summed over "

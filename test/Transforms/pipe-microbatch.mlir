@@ -95,6 +95,51 @@ func.func @train_step(%arg0: tensor<4x2x3xf32> {pipe.input = "x"}, %arg1: tensor
 
 // -----
 
+// -(z*z).mean(-1).mean(): the mean's gradient, an Expand of 1/N, is negated
+// and reshaped (4 -> 4x1) and expanded again (4x1 -> 4x3) before it meets
+// the samples. Uniform along the batch, it is batched: both Expands and the
+// Reshape take the micro-batch's rows, the constant 1/N stays the step's.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %arg0: tensor<2x3xf32> {pipe.input = "x"}
+// CHECK: onnx.Constant {value = dense<0.0833333358> : tensor<f32>}
+// CHECK: %[[E1:.*]] = onnx.Constant {value = dense<2> : tensor<1xi64>}
+// CHECK: onnx.Expand(%{{.*}}, %[[E1]]) : (tensor<1xf32>, tensor<1xi64>) -> tensor<2xf32>
+// CHECK: onnx.Neg(%{{.*}}) : (tensor<2xf32>) -> tensor<2xf32>
+// CHECK: %[[R:.*]] = onnx.Constant {value = dense<[2, 1]> : tensor<2xi64>}
+// CHECK: onnx.Reshape(%{{.*}}, %[[R]]) : (tensor<2xf32>, tensor<2xi64>) -> tensor<2x1xf32>
+// CHECK: %[[E2:.*]] = onnx.Constant {value = dense<[2, 3]> : tensor<2xi64>}
+// CHECK: onnx.Expand(%{{.*}}, %[[E2]]) : (tensor<2x1xf32>, tensor<2xi64>) -> tensor<2x3xf32>
+// CHECK: onnx.Mul(%{{.*}}, %{{.*}}) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+// M4-LABEL: func.func @train_step
+// M4: onnx.Expand(%{{.*}}, %{{.*}}) : (tensor<1x1xf32>, tensor<2xi64>) -> tensor<1x3xf32>
+func.func @train_step(%x: tensor<4x3xf32> {pipe.input = "x"}, %w: tensor<3xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}, tensor<3xf32> {pipe.grad = "w"}) {
+  %z = onnx.Mul(%x, %w) : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %sq = onnx.Mul(%z, %z) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %neg = onnx.Neg(%sq) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %axes = onnx.Constant {value = dense<-1> : tensor<1xi64>} : tensor<1xi64>
+  %rows = onnx.ReduceMean(%neg, %axes) {keepdims = 0 : i64} : (tensor<4x3xf32>, tensor<1xi64>) -> tensor<4xf32>
+  %none = onnx.NoValue : none
+  %l = onnx.ReduceMean(%rows, %none) {keepdims = 0 : i64} : (tensor<4xf32>, none) -> tensor<f32>
+  %one = onnx.Constant {value = dense<1.000000e+00> : tensor<1xf32>} : tensor<1xf32>
+  %inv = onnx.Constant {value = dense<0.0833333358> : tensor<f32>} : tensor<f32>
+  %s = onnx.Mul(%one, %inv) : (tensor<1xf32>, tensor<f32>) -> tensor<1xf32>
+  %e1s = onnx.Constant {value = dense<4> : tensor<1xi64>} : tensor<1xi64>
+  %e1 = onnx.Expand(%s, %e1s) : (tensor<1xf32>, tensor<1xi64>) -> tensor<4xf32>
+  %n1 = onnx.Neg(%e1) : (tensor<4xf32>) -> tensor<4xf32>
+  %rs = onnx.Constant {value = dense<[4, 1]> : tensor<2xi64>} : tensor<2xi64>
+  %r = onnx.Reshape(%n1, %rs) : (tensor<4xf32>, tensor<2xi64>) -> tensor<4x1xf32>
+  %e2s = onnx.Constant {value = dense<[4, 3]> : tensor<2xi64>} : tensor<2xi64>
+  %e2 = onnx.Expand(%r, %e2s) : (tensor<4x1xf32>, tensor<2xi64>) -> tensor<4x3xf32>
+  %g1 = onnx.Mul(%e2, %z) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %g2 = onnx.Add(%g1, %g1) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %gx = onnx.Mul(%g2, %x) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %ax0 = onnx.Constant {value = dense<0> : tensor<1xi64>} : tensor<1xi64>
+  %gw = onnx.ReduceSum(%gx, %ax0) {keepdims = 0 : i64} : (tensor<4x3xf32>, tensor<1xi64>) -> tensor<3xf32>
+  return %l, %gw : tensor<f32>, tensor<3xf32>
+}
+
+// -----
+
 // A loss summed over the batch: the step's loss is the micro-batches' sum.
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %arg0: tensor<4x2xf32>

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Writes models whose loss gradient starts as a batch-sized constant, their
+data and PyTorch's losses:
+
+Each is a 2-layer MLP z = l2(tanh(l1(x))) (8 rows of 10 features, 3
+outputs) under a loss whose gradient, before it meets the samples, is a
+constant spread over the batch (an Expand of 1/N) and then negated,
+reshaped or scaled: pipe-microbatch must see it as uniform along the batch
+and give each micro-batch its rows.
+
+- bce: F.binary_cross_entropy_with_logits(z, t) (t in {0, 1})
+- negmean: -(z*z) averaged (ReduceMean(Neg(...)): Neg of the Expand)
+- meanlast: (z*z).mean(-1).mean() (the Expand reshaped to 8x1, expanded)
+- smooth: label smoothing written out, 0.9 CE + 0.1 mean(-log_softmax)
+- wce: cross-entropy with class weights (not the mean of its micro-batches'
+  losses: only M = 1 pipelines take it)
+- perrow: per-sample cross-entropies (reduction none) squared and averaged,
+  plus their mean (the loss gradient op gets one gradient per sample)
+- OUT/<model>.npz: 32 rows; OUT/<model>.torch.jsonl: PyTorch's loss at
+  each of 6 SGD steps (lr 0.1, step s reads rows 8s .. 8s+7 mod 32).
+
+    make_constant_grad_models.py OUT
+"""
+import json
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+out = sys.argv[1]
+
+
+class Mlp(nn.Module):
+    def __init__(self, loss):
+        super().__init__()
+        self.l1 = nn.Linear(10, 16)
+        self.l2 = nn.Linear(16, 3)
+        self.loss = loss
+
+    def forward(self, x, t):
+        z = self.l2(torch.tanh(self.l1(x)))
+        if self.loss == "bce":
+            return F.binary_cross_entropy_with_logits(z, t)
+        if self.loss == "negmean":
+            return (-(z * z)).mean()
+        if self.loss == "meanlast":
+            return (z * z).mean(-1).mean()
+        y = t.argmax(1)
+        if self.loss == "wce":
+            return F.cross_entropy(z, y, weight=torch.tensor([0.5, 1.0, 2.0]))
+        if self.loss == "perrow":
+            per = F.cross_entropy(z, y, reduction="none")
+            return (per * per).mean() + per.mean()
+        ce = F.cross_entropy(z, y)
+        return 0.9 * ce + 0.1 * (-F.log_softmax(z, -1).mean(-1)).mean()
+
+
+x = np.random.RandomState(1).randn(32, 10).astype(np.float32)
+t = np.random.RandomState(2).randint(0, 2, (32, 3)).astype(np.float32)
+for name in ["bce", "negmean", "meanlast", "smooth", "wce", "perrow"]:
+    torch.manual_seed(0)
+    m = Mlp(name)
+    torch.onnx.export(m, (torch.randn(8, 10), torch.rand(8, 3)), f"{out}/{name}.onnx",
+                      input_names=["x", "t"], output_names=["loss"], opset_version=17,
+                      do_constant_folding=False)
+    np.savez(f"{out}/{name}.npz", x=x, t=t)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    with open(f"{out}/{name}.torch.jsonl", "w") as f:
+        for s in range(6):
+            i = np.arange(s * 8, s * 8 + 8) % 32
+            loss = m(torch.from_numpy(x[i]), torch.from_numpy(t[i]))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            f.write(json.dumps({"step": s, "loss": float(loss)}) + "\n")
