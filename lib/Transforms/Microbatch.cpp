@@ -109,6 +109,9 @@ private:
   /// Gradient ops of mean-reduced losses: they divide by the micro-batch's
   /// size, the step by B, so their incoming gradient is scaled by 1/M.
   SmallVector<Operation *> meanLossGrads;
+  /// Mean-reduced losses with class weights: their mean is over the
+  /// labels' weights, not a fixed share per micro-batch.
+  SmallVector<Operation *> weightedMeans;
   /// --batchnorm full-batch: the whole-batch stages (ops keep B).
   llvm::SmallSetVector<int64_t, 4> wholeStages;
 
@@ -119,6 +122,18 @@ private:
   void noteOrigin(InFlightDiagnostic &d, Value v);
   FailureOr<SmallVector<BatchState>> transfer(Operation *op);
   FailureOr<BatchState> elementwise(Operation *op, unsigned numOperands);
+  /// Splat constants that span the batch: rebuilt with the micro-batch's
+  /// extent on the axis.
+  llvm::SetVector<std::pair<Operation *, int64_t>> splatRewrites;
+  /// Takes spreadUniformly's shape operands and splats to rewrite.
+  void respread(ArrayRef<std::pair<Operation *, int64_t>> expands) {
+    for (auto [op, at] : expands) {
+      if (isa<onnx::ConstantOp>(op))
+        splatRewrites.insert({op, at});
+      else
+        rewrites.push_back({op, 1, at});
+    }
+  }
   bool spreadUniformly(Value v, int64_t axis,
                        SmallVectorImpl<std::pair<Value, int64_t>> &spread,
                        SmallVectorImpl<std::pair<Operation *, int64_t>> &expands,
@@ -271,8 +286,7 @@ FailureOr<BatchState> PipeMicrobatchPass::elementwise(Operation *op,
     if (spreadUniformly(v, a, spread, expands, 0)) {
       for (auto [value, at] : spread)
         states[value] = factors.on(at);
-      for (auto [expand, at] : expands)
-        rewrites.push_back({expand, 1, at});
+      respread(expands);
       continue;
     }
     return batchError(op) << "operand #" << i << " (" << v.getType()
@@ -309,6 +323,16 @@ bool PipeMicrobatchPass::spreadUniformly(
   Operation *def = v.getDefiningOp();
   if (!def || def->getNumResults() != 1)
     return false;
+  // A splat constant (a fill value such as -100 for ignored labels):
+  // rebuilt at the micro-batch's shape.
+  if (isa<onnx::ConstantOp>(def)) {
+    auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(def->getAttr("value"));
+    if (!dense || !dense.isSplat())
+      return false;
+    expands.push_back({def, axis});
+    spread.push_back({v, axis});
+    return true;
+  }
   if (auto expand = dyn_cast<onnx::ExpandOp>(def)) {
     auto in = rankedType(expand.getInput());
     if (!in || !spreadUniformly(expand.getInput(), axis - (t.getRank() - in.getRank()),
@@ -664,9 +688,10 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
       // a fixed share per micro-batch. (ignore_index, which PyTorch always
       // exports, is accepted: exact as long as every micro-batch has as
       // many non-ignored labels, e.g. none ignored; see Passes.td.)
+      // With class weights the mean is over the labels' weights: exact
+      // where the step's weights are summed (below), else refused there.
       if (op->getNumOperands() > 2 && !onnx::isNone(op->getOperand(2)))
-        return batchError(op) << "a mean-reduced loss with class weights is "
-                                 "not the mean of its micro-batches' losses";
+        weightedMeans.push_back(op);
       results[0] = BatchState::mean();
     } else if (reduction == "sum") {
       results[0] = BatchState::sum();
@@ -689,8 +714,7 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
         if (spreadUniformly(dloss, 0, spread, expands, 0)) {
           for (auto [value, at] : spread)
             states[value] = stateOf(op->getOperand(2)).on(at);
-          for (auto [expand, at] : expands)
-            rewrites.push_back({expand, 1, at});
+          respread(expands);
         }
       }
       if (batchedAt(0) != 0 || !stateOf(dloss).sameFactors(stateOf(op->getOperand(2))))
@@ -1335,10 +1359,13 @@ void PipeMicrobatchPass::runOnOperation() {
   // (P/C). Else the micro-batches' means are averaged (pipe.loss_mean).
   Operation *exactLoss = nullptr, *exactGrad = nullptr;
   bool ignoring = false;
+  auto weighted = [](Operation *op) {
+    return op->getNumOperands() > 2 && !onnx::isNone(op->getOperand(2));
+  };
   for (Operation &op : body.without_terminator())
     if (llvm::isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(op) &&
-        op.hasAttr("ignore_index") && strAttr(&op, "reduction", "mean") == "mean" &&
-        !isWhole(&op))
+        (op.hasAttr("ignore_index") || weighted(&op)) &&
+        strAttr(&op, "reduction", "mean") == "mean" && !isWhole(&op))
       ignoring = true;
   OpBuilder b(step.getContext());
   if (ignoring && (microbatches > 1 || replicas > 1) && ignoredLabels == "step") {
@@ -1378,12 +1405,14 @@ void PipeMicrobatchPass::runOnOperation() {
     for (Operation *g : meanLossGrads)
       if (!isWhole(g))
         grads.push_back(g);
-    bool fits = linear && ce && !isWhole(ce) && ce->hasAttr("ignore_index") &&
+    bool fits = linear && ce && !isWhole(ce) &&
+                (ce->hasAttr("ignore_index") || weighted(ce)) &&
                 strAttr(ce, "reduction", "mean") == "mean" &&
                 (ce == ret.getOperand(*lossIndex).getDefiningOp() ||
                  ce->getResult(0).hasOneUse()) &&
                 grads.size() == 1 && grads[0]->getOperand(2) == ce->getOperand(1) &&
-                grads[0]->getAttr("ignore_index") == ce->getAttr("ignore_index");
+                grads[0]->getAttr("ignore_index") == ce->getAttr("ignore_index") &&
+                (!weighted(ce) || grads[0]->getOperand(3) == ce->getOperand(2));
     // The labels' computation from the graph inputs (constants shared).
     llvm::SetVector<Operation *> slice;
     llvm::SetVector<BlockArgument> fed;
@@ -1429,6 +1458,21 @@ void PipeMicrobatchPass::runOnOperation() {
           return signalPassFailure();
         whole.map(Value(arg), Value(body.getArgument(at + 1)));
       }
+      // Splat constants spread over the batch (a fill value): the whole
+      // step's own, at B (x P) rows.
+      SmallVector<Operation *> wholeSplats;
+      for (auto [op, at] : splatRewrites) {
+        auto dense = llvm::cast<DenseElementsAttr>(op->getAttr("value"));
+        auto t = llvm::cast<RankedTensorType>(dense.getType());
+        SmallVector<int64_t> shape(t.getShape());
+        shape[at] *= replicas;
+        b.setInsertionPointAfter(op);
+        Operation *copy = b.clone(*op);
+        copy->setAttr("value", dense.resizeSplat(t.clone(shape)));
+        copy->getResult(0).setType(t.clone(shape));
+        whole.map(op->getResult(0), copy->getResult(0));
+        wholeSplats.push_back(copy);
+      }
       // The labels' ops, cloned in order before the loss op (a batch size
       // in a shape operand times P for the pipelines' batches).
       llvm::DenseMap<Operation *, SmallVector<const ShapeRewrite *>> shapeRewrites;
@@ -1460,22 +1504,47 @@ void PipeMicrobatchPass::runOnOperation() {
             return signalPassFailure();
         }
       }
+      for (Operation *copy : wholeSplats)
+        if (copy->use_empty())
+          copy->erase();
       Value labels = whole.lookupOrDefault(ce->getOperand(1));
       auto labelType = llvm::cast<RankedTensorType>(labels.getType());
       autodiff::OnnxBuilder ob(b, ce->getLoc());
       auto ignore = ce->getAttrOfType<IntegerAttr>("ignore_index");
       auto scalarType = RankedTensorType::get({}, labelType.getElementType());
-      Value ignoreValue = onnx::ConstantOp::create(
-          b, ce->getLoc(), scalarType,
-          DenseElementsAttr::get(scalarType,
-                                 b.getIntegerAttr(labelType.getElementType(),
-                                                  ignore.getValue().getSExtValue())));
-      Value ignored = ob.create<onnx::EqualOp>({labels, ignoreValue});
-      Value counted = ob.create<onnx::NotOp>({ignored});
+      // C: the labels not ignored (each its class's weight, with class
+      // weights).
+      Value ignoreValue, ignored, counted, ones, safe, zero, gathered, shares;
+      if (ignore) {
+        ignoreValue = onnx::ConstantOp::create(
+            b, ce->getLoc(), scalarType,
+            DenseElementsAttr::get(scalarType,
+                                   b.getIntegerAttr(labelType.getElementType(),
+                                                    ignore.getValue().getSExtValue())));
+        ignored = ob.create<onnx::EqualOp>({labels, ignoreValue});
+        counted = ob.create<onnx::NotOp>({ignored});
+        ones = ob.create<onnx::CastOp>({counted}, {ob.i64Attr("to", 1)}); // FLOAT
+      }
+      if (weighted(ce)) {
+        // An ignored label's class index (ignore_index, e.g. -100) is not
+        // one: 0 gathered there, and masked out.
+        safe = labels;
+        if (ignore) {
+          zero = onnx::ConstantOp::create(
+              b, ce->getLoc(), scalarType,
+              DenseElementsAttr::get(scalarType,
+                                     b.getIntegerAttr(labelType.getElementType(), 0)));
+          safe = ob.create<onnx::WhereOp>({ignored, zero, labels});
+        }
+        gathered = ob.create<onnx::GatherOp>({ce->getOperand(2), safe},
+                                             {ob.i64Attr("axis", 0)});
+        shares = ignore ? ob.mul(gathered, ones) : gathered;
+      } else {
+        shares = ones;
+      }
       Type f32 = b.getF32Type();
-      Value ones = ob.create<onnx::CastOp>({counted}, {ob.i64Attr("to", 1)}); // FLOAT
       Value count =
-          ob.create<onnx::ReduceSumOp>({ones, ob.none()}, {ob.i64Attr("keepdims", 0)});
+          ob.create<onnx::ReduceSumOp>({shares, ob.none()}, {ob.i64Attr("keepdims", 0)});
       // 1/C, or P/C across P data-parallel pipelines (their average).
       Value numerator, inverse;
       if (replicas > 1) {
@@ -1496,9 +1565,9 @@ void PipeMicrobatchPass::runOnOperation() {
         ce->emitError("pipe-microbatch: cannot count the step's labels");
         return signalPassFailure();
       }
-      for (Value c : {ignoreValue, ignored, counted, ones, count,
+      for (Value c : {ignoreValue, ignored, counted, ones, zero, safe, gathered, shares, count,
                       count.getDefiningOp()->getOperand(1), inverse, scaledLoss, numerator})
-        if (stage && c)
+        if (stage && c && c.getDefiningOp() && c != labels)
           c.getDefiningOp()->setAttr(pipe::attrs::kStage, stage);
       if (Attribute gs = exactGrad->getAttr(pipe::attrs::kStage))
         scaledGrad.getDefiningOp()->setAttr(pipe::attrs::kStage, gs);
@@ -1509,6 +1578,21 @@ void PipeMicrobatchPass::runOnOperation() {
       lossIsMean = false;
     }
   }
+
+  // A class-weighted mean not made the step's: the micro-batches' weighted
+  // means averaged are not the step's (per-micro-batch methods, which
+  // update on each micro-batch's own mean, take it).
+  if ((microbatches > 1 || replicas > 1) && ignoredLabels == "step")
+    for (Operation *op : weightedMeans)
+      if (op != exactLoss && !isWhole(op)) {
+        batchError(op) << "a mean-reduced loss with class weights is not the mean of "
+                          "its micro-batches' losses, and the step's weights cannot be "
+                          "summed here (the loss must reach the returned loss through "
+                          "Mul/Div by a constant, Neg or Identity, and its labels be "
+                          "computed from graph inputs): use --microbatches 1, or "
+                          "reduction sum";
+        return signalPassFailure();
+      }
 
   // Rewrite, retype, re-infer.
   for (ShapeRewrite &rw : rewrites) {
@@ -1539,6 +1623,25 @@ void PipeMicrobatchPass::runOnOperation() {
     rw.op->setOperand(rw.operand, copy->getResult(0));
     if (def->use_empty())
       def->erase();
+  }
+  for (auto [op, at] : splatRewrites) {
+    if (isWhole(op))
+      continue;
+    auto dense = llvm::cast<DenseElementsAttr>(op->getAttr("value"));
+    auto t = llvm::cast<RankedTensorType>(dense.getType());
+    SmallVector<int64_t> shape(t.getShape());
+    if (shape[at] % microbatches != 0) {
+      op->emitOpError() << "has a batch dimension of " << shape[at]
+                        << " not divisible by microbatches M = " << int64_t(microbatches);
+      return signalPassFailure();
+    }
+    shape[at] /= microbatches;
+    b.setInsertionPoint(op);
+    Operation *copy = b.clone(*op);
+    copy->setAttr("value", dense.resizeSplat(t.clone(shape)));
+    copy->getResult(0).setType(t.clone(shape));
+    op->getResult(0).replaceAllUsesWith(copy->getResult(0));
+    op->erase();
   }
   SmallVector<Type> argTypes(step.getArgumentTypes());
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {

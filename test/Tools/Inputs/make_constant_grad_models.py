@@ -12,8 +12,12 @@ and give each micro-batch its rows.
 - negmean: -(z*z) averaged (ReduceMean(Neg(...)): Neg of the Expand)
 - meanlast: (z*z).mean(-1).mean() (the Expand reshaped to 8x1, expanded)
 - smooth: label smoothing written out, 0.9 CE + 0.1 mean(-log_softmax)
-- wce: cross-entropy with class weights (not the mean of its micro-batches'
-  losses: only M = 1 pipelines take it)
+- wce: cross-entropy with class weights (its mean is over the labels'
+  weights: pipe-microbatch sums the step's)
+- wign: the same with the labels of rows whose targets are all 0 ignored
+  (-100), and the weights a buffer (an initializer)
+- wsum: a class-weighted cross-entropy plus 0.1 x a plain one (the step's
+  weights cannot be summed through the Add: only M = 1 pipelines take it)
 - perrow: per-sample cross-entropies (reduction none) squared and averaged,
   plus their mean (the loss gradient op gets one gradient per sample)
 - OUT/<model>.npz: 32 rows; OUT/<model>.torch.jsonl: PyTorch's loss at
@@ -38,6 +42,7 @@ class Mlp(nn.Module):
         self.l1 = nn.Linear(10, 16)
         self.l2 = nn.Linear(16, 3)
         self.loss = loss
+        self.register_buffer("cw", torch.tensor([2.0, 0.5, 1.0]))
 
     def forward(self, x, t):
         z = self.l2(torch.tanh(self.l1(x)))
@@ -50,6 +55,12 @@ class Mlp(nn.Module):
         y = t.argmax(1)
         if self.loss == "wce":
             return F.cross_entropy(z, y, weight=torch.tensor([0.5, 1.0, 2.0]))
+        if self.loss == "wign":
+            y = torch.where(t.sum(1) > 0, y, torch.full_like(y, -100))
+            return F.cross_entropy(z, y, weight=self.cw)
+        if self.loss == "wsum":
+            return (F.cross_entropy(z, y, weight=torch.tensor([0.5, 1.0, 2.0])) +
+                    0.1 * F.cross_entropy(z, y))
         if self.loss == "perrow":
             per = F.cross_entropy(z, y, reduction="none")
             return (per * per).mean() + per.mean()
@@ -59,7 +70,7 @@ class Mlp(nn.Module):
 
 x = np.random.RandomState(1).randn(32, 10).astype(np.float32)
 t = np.random.RandomState(2).randint(0, 2, (32, 3)).astype(np.float32)
-for name in ["bce", "negmean", "meanlast", "smooth", "wce", "perrow"]:
+for name in ["bce", "negmean", "meanlast", "smooth", "wce", "perrow", "wign", "wsum"]:
     torch.manual_seed(0)
     m = Mlp(name)
     torch.onnx.export(m, (torch.randn(8, 10), torch.rand(8, 3)), f"{out}/{name}.onnx",
