@@ -434,6 +434,8 @@ extern "C" int pipert_train_main(int argc, char **argv,
   pipert_log *log = nullptr;
   void *lossBuffer = lossComm && info->has_loss ? pipert_alloc(ctx, 4) : nullptr;
   if (!multi || (info->has_loss && pipeline == 0)) {
+    if (first > 0)
+      pipert_log_drop_from(o.log.c_str(), first);
     log = pipert_log_open(o.log.c_str(), o.steps, info->batch,
                           first > 0 ? PIPERT_LOG_APPEND : PIPERT_LOG_TRUNCATE);
     if (o.quiet)

@@ -100,6 +100,37 @@ pipert_log *pipert_log_open(const char *path, int64_t total_steps, int64_t sampl
   return log;
 }
 
+void pipert_log_drop_from(const char *path, int64_t step) {
+  if (!path || !*path)
+    return;
+  std::FILE *in = std::fopen(path, "r");
+  if (!in)
+    return;
+  std::string kept, line;
+  bool dropped = false;
+  for (int c; (c = std::fgetc(in)) != EOF;) {
+    line.push_back(static_cast<char>(c));
+    if (c != '\n')
+      continue;
+    const char *at = std::strstr(line.c_str(), "\"step\":");
+    long long s = at ? std::strtoll(at + 7, nullptr, 10) : -1;
+    if (at && s >= step)
+      dropped = true;
+    else
+      kept += line;
+    line.clear();
+  }
+  kept += line; // a last line without its newline
+  std::fclose(in);
+  if (!dropped)
+    return;
+  std::FILE *out = std::fopen(path, "w");
+  if (!out)
+    pipert_fail("cannot rewrite log file '%s': %s", path, std::strerror(errno));
+  std::fwrite(kept.data(), 1, kept.size(), out);
+  std::fclose(out);
+}
+
 void pipert_log_set_progress(pipert_log *log, pipert_progress_mode mode, double interval_s) {
   if (mode == PIPERT_PROGRESS_AUTO)
     mode = isatty(STDERR_FILENO) ? PIPERT_PROGRESS_TTY : PIPERT_PROGRESS_PLAIN;

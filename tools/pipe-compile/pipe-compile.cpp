@@ -403,6 +403,14 @@ void trainOptionsFromFlags(pipec::TrainPipelineOptions &o,
   o.weightDecay = weightDecay.getNumOccurrences() ? weightDecay.getValue() : -1.0;
 }
 
+/// plan.json's optimizer momentum: the value momentum and nesterov use
+/// (default 0.9), null for the optimizers without one.
+llvm::json::Value momentumUsed() {
+  if (optimizer == "momentum" || optimizer == "nesterov")
+    return momentum.getValue();
+  return nullptr;
+}
+
 /// The one-device training step's passes: gradients and the optimizer
 /// update (pipe-opt's syntax).
 std::string oneDeviceTrainPipeline() {
@@ -1445,7 +1453,7 @@ int main(int argc, char **argv) {
         {"optimizer",
          llvm::json::Object{{"name", optimizer.getValue()},
                             {"lr", lr.getValue()},
-                            {"momentum", momentum.getValue()},
+                            {"momentum", momentumUsed()},
                             {"weight_decay", weightDecay.getValue()}}}};
     if (autoPlan)
       planBase["auto"] = llvm::json::Value(std::move(autoRecord));
@@ -1537,7 +1545,7 @@ int main(int argc, char **argv) {
        llvm::json::Object{{"name", forwardOnly ? std::string("none")
                                                : optimizer.getValue()},
                           {"lr", lr.getValue()},
-                          {"momentum", momentum.getValue()},
+                          {"momentum", momentumUsed()},
                           {"weight_decay", weightDecay.getValue()}}},
       {"executables", llvm::json::Array{"device0"}}};
   for (auto &[key, value] : pipec::describeBuffers(program))

@@ -27,7 +27,9 @@
 
 #include "pipert/pipert_data.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cmath>
 #include <optional>
 #include <fstream>
@@ -377,6 +379,28 @@ private:
   bool sawError = false; // a line with "error:" went out
 };
 
+/// The child a signal to pipe-run is passed on to (mpirun, which passes it
+/// to the ranks): a `kill` of pipe-run alone (not its process group) would
+/// else leave mpirun and the ranks training.
+volatile sig_atomic_t signalledChild = 0, signalReceived = 0;
+
+extern "C" void passSignalOn(int sig) {
+  signalReceived = sig;
+  if (signalledChild > 0)
+    kill(pid_t(signalledChild), sig);
+}
+
+/// From now on SIGINT, SIGTERM and SIGHUP to pipe-run go to `child`.
+void passSignalsTo(pid_t child) {
+  signalledChild = child;
+  struct sigaction action {};
+  action.sa_handler = passSignalOn;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    sigaction(sig, &action, nullptr);
+}
+
 /// Runs mpirun with its stderr through StderrFilter; its exit status.
 int runFiltered(std::vector<char *> &cargs, std::vector<std::string> devices) {
   int fds[2];
@@ -395,6 +419,7 @@ int runFiltered(std::vector<char *> &cargs, std::vector<std::string> devices) {
     _exit(127);
   }
   close(fds[1]);
+  passSignalsTo(pid);
   StderrFilter filter(std::move(devices));
   char buffer[4096];
   for (;;) {
@@ -410,6 +435,9 @@ int runFiltered(std::vector<char *> &cargs, std::vector<std::string> devices) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  // Stopped by a signal to pipe-run: exit as killed by it.
+  if (signalReceived)
+    return 128 + signalReceived;
   if (WIFEXITED(status))
     return WEXITSTATUS(status);
   if (WIFSIGNALED(status))
@@ -556,48 +584,9 @@ int main(int argc, char **argv) {
   if (!haveSteps)
     return fail("--steps K is required");
 
-  // The order the data is read in (--seed, --no-shuffle) is part of a run:
-  // a checkpoint directory records it, and a resume must give the same (it
-  // would go on on other rows, not where the run left off).
-  {
-    std::string seed = "0", checkpointDir, resumeDir;
-    bool shuffle = true;
-    for (int i = 2; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a == "--no-shuffle")
-        shuffle = false;
-      else if (i + 1 < argc && a == "--seed")
-        seed = std::to_string(*integerValue(argv[i + 1]));
-      else if (i + 1 < argc && a == "--checkpoint")
-        checkpointDir = argv[i + 1];
-      else if (i + 1 < argc && a == "--resume")
-        resumeDir = argv[i + 1];
-    }
-    const std::string order =
-        "--seed " + seed + (shuffle ? " (shuffled)" : " --no-shuffle");
-    if (!resumeDir.empty()) {
-      for (const std::string &dir : {resumeDir, resumeDir + "/.."}) {
-        std::ifstream recorded(dir + "/data-order");
-        std::string was;
-        if (!recorded || !std::getline(recorded, was))
-          continue;
-        if (was != order)
-          return fail("--resume " + resumeDir + ": the checkpointed run read the data with " +
-                      was + ", this one with " + order +
-                      ": give the same to go on where it left off");
-        break;
-      }
-    }
-    if (!checkpointDir.empty()) {
-      std::ofstream record(checkpointDir + "/data-order");
-      record << order << "\n";
-      if (!record)
-        return fail("--checkpoint " + checkpointDir + ": cannot write into it");
-    }
-  }
-
   // How many devices the plan has (docs/plan-json.md).
   int planned = 1;
+  std::string runIdentity;
   {
     std::string path = out + "/plan.json";
     std::ifstream plan(path);
@@ -625,6 +614,43 @@ int main(int argc, char **argv) {
     if (!devices || *devices < 1)
       return fail(path + ": \"devices\" must be a positive integer");
     planned = static_cast<int>(*devices);
+    // --on-nonfinite skip undoes a step; a no-flush method's micro-batches
+    // span steps (the ranks would refuse it, each in a line).
+    for (int i = 2; i + 1 < argc; ++i)
+      if (!std::strcmp(argv[i], "--on-nonfinite") && !std::strcmp(argv[i + 1], "skip"))
+        if (const llvm::json::Array *plans = root->getArray("device_plans"))
+          for (const llvm::json::Value &p : *plans)
+            if (const llvm::json::Object *dp = p.getAsObject())
+              if (const llvm::json::Object *m = dp->getObject("method");
+                  m && m->getBoolean("no_flush").value_or(false))
+                return fail("--on-nonfinite skip undoes a step, which " + out + "'s " +
+                            m->getString("name").value_or("no-flush").str() +
+                            " (its micro-batches span steps) does not have: use stop or warn");
+    // What a checkpoint of this plan holds (its state and data position).
+    {
+      const llvm::json::Object *opt = root->getObject("optimizer");
+      std::string optimizerName =
+          opt && opt->getString("name") ? opt->getString("name")->str() : "?";
+      std::string schedule =
+          root->getString("schedule") ? root->getString("schedule")->str() : "one device";
+      std::vector<std::pair<std::string, int64_t>> stages;
+      if (const llvm::json::Object *nodes = root->getObject("node_stages"))
+        for (const auto &[node, stage] : *nodes)
+          stages.push_back({node.str(), stage.getAsInteger().value_or(-1)});
+      std::sort(stages.begin(), stages.end());
+      uint64_t digest = 1469598103934665603ull; // FNV-1a of the partition
+      for (const auto &[node, stage] : stages)
+        for (char c : node + "=" + std::to_string(stage) + ";")
+          digest = (digest ^ uint8_t(c)) * 1099511628211ull;
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)digest);
+      runIdentity = schedule + " on " + std::to_string(*devices) + " device(s), " +
+                    std::to_string(root->getInteger("pipelines").value_or(1)) +
+                    " pipeline(s), M=" +
+                    std::to_string(root->getInteger("microbatches").value_or(1)) +
+                    ", batch " + std::to_string(root->getInteger("batch").value_or(0)) +
+                    ", " + optimizerName + ", partition " + hex;
+    }
     // The data, before anything starts (plans without "data" are checked
     // by the ranks as they load it).
     if (const llvm::json::Array *spec = root->getArray("data")) {
@@ -635,6 +661,69 @@ int main(int argc, char **argv) {
                     root->getInteger("pipelines").value_or(1));
       if (!problem.empty())
         return fail(problem);
+    }
+  }
+  // A checkpoint belongs to its run: the order the data is read in
+  // (--seed, --no-shuffle), the data file and the plan it trained (method,
+  // devices, stages, micro-batches, batch, optimizer). The checkpoint
+  // directory records them (DIR/data-order, DIR/run), and a resume must
+  // give the same: else it would go on on other rows, or load state into a
+  // program that keeps other state (a synchronous plan drops PipeDream's
+  // stashed versions) or reads the data otherwise.
+  {
+    std::string seed = "0", checkpointDir, resumeDir;
+    bool shuffle = true;
+    for (int i = 2; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a == "--no-shuffle")
+        shuffle = false;
+      else if (i + 1 < argc && a == "--seed")
+        seed = std::to_string(*integerValue(argv[i + 1]));
+      else if (i + 1 < argc && a == "--checkpoint")
+        checkpointDir = argv[i + 1];
+      else if (i + 1 < argc && a == "--resume")
+        resumeDir = argv[i + 1];
+    }
+    const std::string order =
+        "--seed " + seed + (shuffle ? " (shuffled)" : " --no-shuffle");
+    struct stat dataStat {};
+    const std::string data =
+        "a data file of " +
+        std::to_string(stat(dataPath.c_str(), &dataStat) == 0 ? (long long)dataStat.st_size
+                                                               : -1LL) +
+        " bytes";
+    const std::string run = runIdentity;
+    if (!resumeDir.empty()) {
+      for (const std::string &dir : {resumeDir, resumeDir + "/.."}) {
+        std::ifstream recorded(dir + "/data-order");
+        std::string was, wasData;
+        if (!recorded || !std::getline(recorded, was))
+          continue;
+        if (was != order)
+          return fail("--resume " + resumeDir + ": the checkpointed run read the data with " +
+                      was + ", this one with " + order +
+                      ": give the same to go on where it left off");
+        if (std::getline(recorded, wasData) && wasData != data)
+          return fail("--resume " + resumeDir + ": the checkpointed run read " + wasData +
+                      ", --data " + dataPath + " is " + data +
+                      ": give the same data to go on where it left off");
+        std::ifstream recordedRun(dir + "/run");
+        std::string wasRun;
+        if (recordedRun && std::getline(recordedRun, wasRun) && wasRun != run)
+          return fail("--resume " + resumeDir + ": the checkpointed run trained " + wasRun +
+                      ", " + out + " is " + run +
+                      ": resume with the plan it was compiled to (pipe-compile with the "
+                      "same flags; --lr may differ)");
+        break;
+      }
+    }
+    if (!checkpointDir.empty()) {
+      std::ofstream record(checkpointDir + "/data-order");
+      record << order << "\n" << data << "\n";
+      std::ofstream recordRun(checkpointDir + "/run");
+      recordRun << run << "\n";
+      if (!record || !recordRun)
+        return fail("--checkpoint " + checkpointDir + ": cannot write into it");
     }
   }
   std::vector<std::string> devices;
@@ -783,6 +872,7 @@ int main(int argc, char **argv) {
                    std::strerror(errno));
       _exit(127);
     }
+    passSignalsTo(pid);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }

@@ -19,8 +19,10 @@
 #include "pipec/Analysis/Profile.h"
 #include "pipec/Analysis/Schedule.h"
 #include "pipec/Support/Version.h"
+#include "pipec/Target/PlanVersion.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -192,6 +194,12 @@ int main(int argc, char **argv) {
                 "simulate (compile with --stages or --microbatches, or time it with pipe-run)");
   if (!plans || plans->empty())
     fail(path + ": no \"device_plans\"; compile again with this pipe-compile");
+  if (std::optional<int64_t> version = root->getInteger("version");
+      !version || *version != mlir::pipec::kPlanVersion)
+    fail(path + ": plan version " +
+         (version ? std::to_string(*version) : std::string("none")) +
+         ", this pipe-simulate reads version " + std::to_string(mlir::pipec::kPlanVersion) +
+         "; compile again with this pipe-compile");
   int64_t microbatches = root->getInteger("microbatches").value_or(1);
 
   // Costs: the plan's FLOPs at the rate, then the profile's measurements.
@@ -312,6 +320,10 @@ int main(int argc, char **argv) {
 
   // A measured run: medians of its stage events, and of its steps.
   std::optional<double> measuredStep;
+  // The trace's steps and per stage its updates (checked against the plan's).
+  int64_t tracedSteps = 0;
+  std::map<int64_t, int64_t> tracedUpdates;
+  std::set<int64_t> tracedStages;
   if (!measuredPath.empty()) {
     auto tb = llvm::MemoryBuffer::getFile(measuredPath);
     if (!tb)
@@ -342,6 +354,9 @@ int main(int argc, char **argv) {
         continue;
       char kind = m[1].str()[0];
       samples[{std::stoll(m[2]), kind}].push_back(dur);
+      tracedStages.insert(std::stoll(m[2]));
+      if (kind == 'u')
+        ++tracedUpdates[std::stoll(m[2])];
     }
     if (samples.empty())
       fail(measuredPath + ": no stage events (a trace of this pipe-run, with "
@@ -373,6 +388,7 @@ int main(int argc, char **argv) {
         total += d;
       costs[key.first].backward += total / double(b->second.size());
     }
+    tracedSteps = int64_t(stepTimes.size());
     // The first steps warm up (allocation, page faults): the later half.
     if (stepTimes.size() > 1)
       stepTimes.erase(stepTimes.begin(), stepTimes.begin() + stepTimes.size() / 2);
@@ -435,6 +451,33 @@ int main(int argc, char **argv) {
         dev.updateSeconds += opFit.fixed / double(std::max<int64_t>(1, updates));
       }
     devices.push_back(std::move(dev));
+  }
+
+  // A trace of another plan (other stages, or updates per step: GPipe's
+  // one against PipeDream's M) would calibrate this one with wrong costs.
+  if (tracedSteps > 0) {
+    std::map<int64_t, int64_t> devicesOfStage, updatesOfStage;
+    for (const Device &dev : devices) {
+      ++devicesOfStage[dev.stage];
+      updatesOfStage[dev.stage] = llvm::count_if(
+          dev.step, [](const sched::Instr &i) { return i.kind == sched::InstrKind::Update; });
+    }
+    std::set<int64_t> planStages;
+    for (const auto &[stage, n] : devicesOfStage)
+      planStages.insert(stage);
+    if (tracedStages != planStages)
+      fail(measuredPath + " traced " + std::to_string(tracedStages.size()) +
+           " stage(s), the plan in " + outDir + " has " + std::to_string(planStages.size()) +
+           ": give a trace of this plan (pipe-run " + outDir + " --trace T.json)");
+    for (const auto &[stage, n] : tracedUpdates) {
+      double perStep = double(n) / double(tracedSteps * devicesOfStage[stage]);
+      if (std::llround(perStep) != updatesOfStage[stage])
+        fail(measuredPath + " updates stage " + std::to_string(stage) + " " +
+             llvm::formatv("{0:f1}", perStep).str() + " times a step, the plan in " + outDir +
+             " " + std::to_string(updatesOfStage[stage]) + " times" +
+             ": a trace of another plan; give one of this plan (pipe-run " + outDir +
+             " --trace T.json)");
+    }
   }
 
   // K steps: each device's step repeated, micro-batches numbered on (a

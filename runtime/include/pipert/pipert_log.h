@@ -44,6 +44,10 @@ enum {
  * cannot be opened is fatal. */
 pipert_log *pipert_log_open(const char *path, int64_t total_steps, int64_t samples_per_step,
                             int flags);
+/* Resuming at `step`: drops the lines of the log at `path` for that step
+ * and later (an earlier run's, past its last checkpoint), so that the log
+ * appended to holds each step once. A missing file is left missing. */
+void pipert_log_drop_from(const char *path, int64_t step);
 /* Progress mode and minimum interval between progress lines (seconds; <= 0
  * keeps the mode's default). */
 void pipert_log_set_progress(pipert_log *log, pipert_progress_mode mode, double interval_s);
