@@ -370,6 +370,9 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
     return importGroupNorm(node, opType, loc);
   if (!training && opType == "Einsum")
     return importEinsum(node, loc);
+  if (!training && (opType == "PRelu" || opType == "ReduceL1" || opType == "ReduceL2" ||
+                    opType == "ReduceSumSquare"))
+    return importComposite(node, opType, loc);
   std::string opName = ("onnx." + opType).str();
   std::optional<RegisteredOperationName> registered =
       RegisteredOperationName::lookup(opName, ctx);
@@ -532,6 +535,98 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
 } // namespace mlir::pipec::onnx_import
 
 namespace mlir::pipec::onnx_import {
+
+LogicalResult Importer::importComposite(const pb::NodeProto &node, StringRef opType,
+                                        Location loc) {
+  if (node.output_size() != 1)
+    return error(loc) << opType << " has one output";
+  FailureOr<SmallVector<Value>> inputs = nodeInputs(node, loc, false);
+  if (failed(inputs))
+    return failure();
+  SmallVector<Value> in = std::move(*inputs);
+  auto x = in.empty() ? RankedTensorType() : llvm::dyn_cast<RankedTensorType>(in[0].getType());
+  if (!x || !llvm::isa<FloatType>(x.getElementType()))
+    return error(loc) << opType << " needs a ranked float input";
+  auto make = [&](StringRef type, ArrayRef<Value> operands,
+                  ArrayRef<NamedAttribute> attrs = {}) {
+    return createOne(type, operands, attrs, loc);
+  };
+  auto scalarType = RankedTensorType::get({}, x.getElementType());
+  Value zero = ox::ConstantOp::create(
+      builder, loc, scalarType,
+      DenseElementsAttr::get(scalarType, builder.getFloatAttr(x.getElementType(), 0.0)));
+
+  // PRelu(X, slope) = X where X > 0, else slope * X (torch's gradient at 0:
+  // the slope's).
+  if (opType == "PRelu") {
+    if (in.size() != 2 || node.attribute_size() != 0)
+      return error(loc) << "PRelu takes X and slope, without attributes";
+    // The slope broadcasts to X (unidirectionally; before opset 7 a slope
+    // of C values is per channel, X's axis 1).
+    auto slope = llvm::dyn_cast<RankedTensorType>(in[1].getType());
+    if (opset < 7 && slope && slope.getRank() == 1 && x.getRank() >= 2 &&
+        slope.getDimSize(0) == x.getDimSize(1) && slope.getDimSize(0) != 1) {
+      SmallVector<int64_t> perChannel(x.getRank() - 1, 1);
+      perChannel[0] = slope.getDimSize(0);
+      auto reshaped = make("Reshape", {in[1], constantI64(perChannel, loc)});
+      if (failed(reshaped))
+        return failure();
+      in[1] = *reshaped;
+      slope = llvm::cast<RankedTensorType>(in[1].getType());
+    }
+    bool broadcasts = slope && slope.getRank() <= x.getRank();
+    for (int64_t i = 1; broadcasts && i <= slope.getRank(); ++i) {
+      int64_t s = slope.getDimSize(slope.getRank() - i), d = x.getDimSize(x.getRank() - i);
+      broadcasts = s == 1 || s == d;
+    }
+    if (!broadcasts)
+      return error(loc) << "PRelu's slope " << in[1].getType() << " does not broadcast to X "
+                        << in[0].getType();
+    auto positive = make("Greater", {in[0], zero});
+    auto scaled = make("Mul", {in[1], in[0]});
+    if (failed(positive) || failed(scaled))
+      return failure();
+    auto y = make("Where", {*positive, in[0], *scaled});
+    if (failed(y))
+      return failure();
+    values[node.output(0)] = *y;
+    return success();
+  }
+
+  // ReduceL1 = ReduceSum(|X|), ReduceSumSquare = ReduceSum(X·X), ReduceL2 =
+  // Sqrt(ReduceSumSquare) over `axes` (an attribute before opset 18, an
+  // input since).
+  Value axes = in.size() > 1 ? in[1] : noneValue();
+  NamedAttrList attrs;
+  for (const auto &a : node.attribute()) {
+    if (a.name() == "keepdims") {
+      attrs.set("keepdims", builder.getI64IntegerAttr(a.i()));
+    } else if (a.name() == "axes") {
+      SmallVector<int64_t> list(a.ints().begin(), a.ints().end());
+      axes = constantI64(list, loc);
+    } else if (a.name() == "noop_with_empty_axes" && a.i() == 0) {
+      continue;
+    } else {
+      return error(loc) << "attribute '" << a.name() << "' of " << opType
+                        << " is not supported";
+    }
+  }
+  auto terms = opType == "ReduceL1" ? make("Abs", {in[0]}) : make("Mul", {in[0], in[0]});
+  if (failed(terms))
+    return failure();
+  auto sum = make("ReduceSum", {*terms, axes}, attrs.getAttrs());
+  if (failed(sum))
+    return failure();
+  Value y = *sum;
+  if (opType == "ReduceL2") {
+    auto root = make("Sqrt", {y});
+    if (failed(root))
+      return failure();
+    y = *root;
+  }
+  values[node.output(0)] = y;
+  return success();
+}
 
 LogicalResult Importer::importGroupNorm(const pb::NodeProto &node,
                                         StringRef opType, Location loc) {

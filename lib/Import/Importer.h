@@ -108,6 +108,10 @@ private:
   /// for a repeated subscript), ReduceSum, Transpose, Reshape and one
   /// (batched) MatMul.
   LogicalResult importEinsum(const pb::NodeProto &node, Location loc);
+  /// PRelu, ReduceL1, ReduceL2 and ReduceSumSquare in ops the dialect has
+  /// (and differentiates).
+  LogicalResult importComposite(const pb::NodeProto &node, StringRef opType,
+                                Location loc);
 
   MLIRContext *ctx;
   OpBuilder builder;

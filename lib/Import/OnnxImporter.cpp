@@ -151,8 +151,8 @@ std::vector<std::string> supportedOnnxOperators(MLIRContext *context) {
       names.push_back(op.str());
   }
   // Decomposed by the importer into the ops above (ImportNodes.cpp).
-  for (const char *decomposed : {"Einsum", "GroupNormalization",
-                                "InstanceNormalization"})
+  for (const char *decomposed : {"Einsum", "GroupNormalization", "InstanceNormalization",
+                                 "PRelu", "ReduceL1", "ReduceL2", "ReduceSumSquare"})
     names.push_back(decomposed);
   llvm::sort(names);
   return names;

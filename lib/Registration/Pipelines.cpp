@@ -47,6 +47,11 @@ void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
   assign.strategy = stringify(options.partition).str();
   assign.cuts = llvm::to_vector(options.cuts);
   assign.profile = options.profile;
+  if (options.partition == PartitionOption::DP) {
+    assign.peakGflops = options.peakGflops;
+    assign.memoryGBps = options.memoryGBps;
+    assign.linkGBps = options.linkGBps;
+  }
   PipeFuseGeluOptions fuse;
   fuse.keep = llvm::to_vector(options.cuts);
   pm.addPass(createPipeFuseGelu(fuse));

@@ -125,7 +125,8 @@ private:
   /// Splat constants that span the batch: rebuilt with the micro-batch's
   /// extent on the axis.
   llvm::SetVector<std::pair<Operation *, int64_t>> splatRewrites;
-  /// Takes spreadUniformly's shape operands and splats to rewrite.
+  /// Takes spreadUniformly's shape operands (their entry) and splats (their
+  /// axis) to rewrite.
   void respread(ArrayRef<std::pair<Operation *, int64_t>> expands) {
     for (auto [op, at] : expands) {
       if (isa<onnx::ConstantOp>(op))
@@ -134,6 +135,18 @@ private:
         rewrites.push_back({op, 1, at});
     }
   }
+  /// The ops that computed a spread value for several users: each user that
+  /// takes it per micro-batch got its own copy, so the ones left unused are
+  /// erased after the analysis.
+  llvm::SetVector<Operation *> spreadOrigins;
+  /// Makes `v` (uniform along the batch: spreadUniformly's `spread` and
+  /// `expands`) batched for `user`. Where a value of the chain has other
+  /// users (a count over the batch of the same Expand, say), `user` gets its
+  /// own copy of the chain, placed before it, so that the others keep the
+  /// whole batch's value; else the chain itself is batched.
+  void spreadFor(Operation *user, Value v, BatchState factors,
+                 ArrayRef<std::pair<Value, int64_t>> spread,
+                 ArrayRef<std::pair<Operation *, int64_t>> expands);
   bool spreadUniformly(Value v, int64_t axis,
                        SmallVectorImpl<std::pair<Value, int64_t>> &spread,
                        SmallVectorImpl<std::pair<Operation *, int64_t>> &expands,
@@ -284,9 +297,7 @@ FailureOr<BatchState> PipeMicrobatchPass::elementwise(Operation *op,
     SmallVector<std::pair<Value, int64_t>> spread;
     SmallVector<std::pair<Operation *, int64_t>> expands;
     if (spreadUniformly(v, a, spread, expands, 0)) {
-      for (auto [value, at] : spread)
-        states[value] = factors.on(at);
-      respread(expands);
+      spreadFor(op, v, factors, spread, expands);
       continue;
     }
     return batchError(op) << "operand #" << i << " (" << v.getType()
@@ -295,6 +306,46 @@ FailureOr<BatchState> PipeMicrobatchPass::elementwise(Operation *op,
                           << *axis;
   }
   return factors.on(*axis);
+}
+
+void PipeMicrobatchPass::spreadFor(Operation *user, Value v, BatchState factors,
+                                   ArrayRef<std::pair<Value, int64_t>> spread,
+                                   ArrayRef<std::pair<Operation *, int64_t>> expands) {
+  llvm::SmallPtrSet<Operation *, 8> chain;
+  for (auto [value, at] : spread)
+    if (Operation *d = value.getDefiningOp())
+      chain.insert(d);
+  bool shared = false;
+  for (auto [value, at] : spread)
+    for (Operation *u : value.getUsers())
+      shared |= u != user && !chain.contains(u);
+  if (!shared) {
+    for (auto [value, at] : spread)
+      states[value] = factors.on(at);
+    respread(expands);
+    return;
+  }
+  // The chain's ops in block order, cloned before `user` (with its stage).
+  SmallVector<Operation *> ordered(chain.begin(), chain.end());
+  llvm::sort(ordered, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  IRMapping map;
+  OpBuilder b(user);
+  Attribute stage = user->getAttr(pipe::attrs::kStage);
+  for (Operation *d : ordered) {
+    Operation *copy = b.clone(*d, map);
+    if (stage && d->hasAttr(pipe::attrs::kStage))
+      copy->setAttr(pipe::attrs::kStage, stage);
+    spreadOrigins.insert(d);
+  }
+  for (auto [value, at] : spread)
+    states[map.lookup(value)] = factors.on(at);
+  SmallVector<std::pair<Operation *, int64_t>> copies;
+  for (auto [op, at] : expands)
+    copies.push_back({map.lookup(op->getResult(0)).getDefiningOp(), at});
+  respread(copies);
+  for (OpOperand &operand : user->getOpOperands())
+    if (operand.get() == v)
+      operand.set(map.lookup(v));
 }
 
 /// Whether the batch-independent value `v` is uniform along its `axis`, so
@@ -335,10 +386,17 @@ bool PipeMicrobatchPass::spreadUniformly(
   }
   if (auto expand = dyn_cast<onnx::ExpandOp>(def)) {
     auto in = rankedType(expand.getInput());
-    if (!in || !spreadUniformly(expand.getInput(), axis - (t.getRank() - in.getRank()),
-                                spread, expands, depth + 1))
+    // The shape may be shorter than the result (numpy broadcasting): its
+    // entry for the axis, if it has one and it is not 1 (the input's extent
+    // then), takes the micro-batch.
+    auto entries = onnx::getConstantInts(expand.getShape());
+    if (!in || !entries ||
+        !spreadUniformly(expand.getInput(), axis - (t.getRank() - in.getRank()), spread,
+                         expands, depth + 1))
       return false;
-    expands.push_back({expand, axis});
+    int64_t entry = axis - (t.getRank() - int64_t(entries->size()));
+    if (entry >= 0 && (*entries)[entry] != 1)
+      expands.push_back({expand, entry});
     spread.push_back({v, axis});
     return true;
   }
@@ -650,17 +708,13 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
         if ((r < 0 ? r + xt.getRank() : r) < *x)
           --dyAxis;
     }
-    BatchState ds = stateOf(dy);
-    auto expand = dy.getDefiningOp<onnx::ExpandOp>();
-    if (ds.isFree() && expand && stateOf(expand.getInput()).isFree()) {
-      auto in = rankedType(expand.getInput());
-      int64_t inAxis = dyAxis - (dt.getRank() - in.getRank());
-      if (inAxis < 0 || in.getDimSize(inAxis) == 1) {
-        states[dy] = BatchState::batched(dyAxis);
-        rewrites.push_back({expand, 1, dyAxis});
-        ds = states[dy];
-      }
+    if (stateOf(dy).isFree()) {
+      SmallVector<std::pair<Value, int64_t>> spread;
+      SmallVector<std::pair<Operation *, int64_t>> expands;
+      if (spreadUniformly(dy, dyAxis, spread, expands, 0))
+        spreadFor(op, dy, BatchState::batched(dyAxis), spread, expands);
     }
+    BatchState ds = stateOf(op->getOperand(1));
     if (!ds.isBatched() || ds.axis != dyAxis)
       return batchError(op) << "its gradient is not batched like its input";
     return same(BatchState::batched(*x));
@@ -712,9 +766,8 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
         SmallVector<std::pair<Value, int64_t>> spread;
         SmallVector<std::pair<Operation *, int64_t>> expands;
         if (spreadUniformly(dloss, 0, spread, expands, 0)) {
-          for (auto [value, at] : spread)
-            states[value] = stateOf(op->getOperand(2)).on(at);
-          respread(expands);
+          spreadFor(op, dloss, stateOf(op->getOperand(2)), spread, expands);
+          dloss = op->getOperand(0);
         }
       }
       if (batchedAt(0) != 0 || !stateOf(dloss).sameFactors(stateOf(op->getOperand(2))))
@@ -1267,6 +1320,17 @@ void PipeMicrobatchPass::runOnOperation() {
   }
   if (refused)
     return asItIs();
+  // Chains copied for their per-micro-batch users and used no more.
+  SmallVector<Operation *> origins(spreadOrigins.begin(), spreadOrigins.end());
+  for (bool erased = true; erased;) {
+    erased = false;
+    for (Operation *&origin : origins)
+      if (origin && origin->use_empty()) {
+        origin->erase();
+        origin = nullptr;
+        erased = true;
+      }
+  }
 
   // The results: the loss a mean or sum over the batch, gradients sums.
   std::optional<unsigned> lossIndex;

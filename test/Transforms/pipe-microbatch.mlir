@@ -140,6 +140,30 @@ func.func @train_step(%x: tensor<4x3xf32> {pipe.input = "x"}, %w: tensor<3xf32> 
 
 // -----
 
+// An Expand whose shape is shorter than its result (numpy broadcasting: [3]
+// expands a 4x1 splat to 4x3): the batch comes from its input, a splat
+// constant rebuilt with the micro-batch's rows; the shape keeps its 3.
+// CHECK-LABEL: func.func @train_step
+// CHECK: onnx.Constant {value = dense<1.000000e+00> : tensor<2x1xf32>}
+// CHECK: %[[S:.*]] = onnx.Constant {value = dense<3> : tensor<1xi64>}
+// CHECK: onnx.Expand(%{{.*}}, %[[S]]) : (tensor<2x1xf32>, tensor<1xi64>) -> tensor<2x3xf32>
+// M4-LABEL: func.func @train_step
+// M4: onnx.Expand(%{{.*}}, %{{.*}}) : (tensor<1x1xf32>, tensor<1xi64>) -> tensor<1x3xf32>
+func.func @train_step(%x: tensor<4x3xf32> {pipe.input = "x"}, %w: tensor<3xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}, tensor<3xf32> {pipe.grad = "w"}) {
+  %z = onnx.Mul(%x, %w) : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %none = onnx.NoValue : none
+  %l = onnx.ReduceSum(%z, %none) {keepdims = 0 : i64} : (tensor<4x3xf32>, none) -> tensor<f32>
+  %c = onnx.Constant {value = dense<1.000000e+00> : tensor<4x1xf32>} : tensor<4x1xf32>
+  %s = onnx.Constant {value = dense<3> : tensor<1xi64>} : tensor<1xi64>
+  %e = onnx.Expand(%c, %s) : (tensor<4x1xf32>, tensor<1xi64>) -> tensor<4x3xf32>
+  %g = onnx.Mul(%e, %x) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %ax0 = onnx.Constant {value = dense<0> : tensor<1xi64>} : tensor<1xi64>
+  %gw = onnx.ReduceSum(%g, %ax0) {keepdims = 0 : i64} : (tensor<4x3xf32>, tensor<1xi64>) -> tensor<3xf32>
+  return %l, %gw : tensor<f32>, tensor<3xf32>
+}
+
+// -----
+
 // A loss summed over the batch: the step's loss is the micro-batches' sum.
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %arg0: tensor<4x2xf32>

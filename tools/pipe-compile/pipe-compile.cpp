@@ -391,6 +391,26 @@ void trainOptionsFromFlags(pipec::TrainPipelineOptions &o,
   o.partition = strategy;
   o.cuts = llvm::to_vector(cuts);
   o.profile = profilePath.getValue();
+  // --partition dp weighs compute against transfers at the target's rates
+  // (the planner's round numbers; a profile's measured link where it has
+  // one): the accelerator defaults made transfers so dear on the CPU that
+  // it cut where the fewest bytes cross (the CNN: all but the loss on
+  // stage 0).
+  if (target == "cuda") {
+    o.peakGflops = 50e3;
+    o.memoryGBps = 2e3;
+    o.linkGBps = 20.0;
+  } else {
+    o.peakGflops = 30.0;
+    o.memoryGBps = 10.0;
+    o.linkGBps = 5.0;
+  }
+  if (!profilePath.empty()) {
+    std::string error;
+    if (std::optional<pipec::OpProfile> p = pipec::readProfile(profilePath, error);
+        p && p->linkBandwidth > 0)
+      o.linkGBps = p->linkBandwidth / 1e9;
+  }
   o.optimizer = llvm::StringSwitch<pipec::OptimizerOption>(optimizer)
                     .Case("momentum", pipec::OptimizerOption::Momentum)
                     .Case("nesterov", pipec::OptimizerOption::Nesterov)
@@ -914,6 +934,9 @@ int main(int argc, char **argv) {
                     "itself: drop --" + given->ArgStr);
     if (partition.getNumOccurrences() && partition != "balanced")
       return fail("--auto plans with the balanced partition: drop --partition");
+    if (!cuts.empty())
+      return fail("--auto plans with the balanced partition (and cuts of its own where "
+                  "memory needs them): drop --cut");
     if (forwardOnly)
       return fail("--auto plans training: drop --forward-only");
     // Its time model has every stage micro-batched: whole-batch stages
@@ -962,6 +985,9 @@ int main(int argc, char **argv) {
     // kCheckSeconds once kLeastChecked are compiled.
     std::optional<pipec::planner::Candidate> chosen = search.best;
     std::vector<int64_t> compiledPeak(search.candidates.size(), -1);
+    // The partition compiled for the plan taken (the balanced one where it
+    // fits, though the estimate cut it).
+    std::optional<size_t> chosenIndex;
     if (options.memoryPerDevice > 0) {
       // Under a memory limit the estimate only ranks the plans: the plan
       // taken is the preferred one whose compiled programs fit
@@ -1002,6 +1028,7 @@ int main(int argc, char **argv) {
         if (fitted) {
           c.cutNodes = fitted->cuts;
           chosen = c;
+          chosenIndex = i;
           break;
         }
       }
@@ -1069,7 +1096,8 @@ int main(int argc, char **argv) {
            compiledPeak[i] >= 0 ? llvm::json::Value(compiledPeak[i])
                                 : llvm::json::Value(nullptr)},
           {"fits", c.fits},
-          {"cuts", llvm::json::Array(c.cutNodes)}});
+          {"cuts", llvm::json::Array(chosenIndex && *chosenIndex == i ? best.cutNodes
+                                                                     : c.cutNodes)}});
     }
     autoRecord = llvm::json::Object{
         {"devices", numDevices.getValue()},
@@ -1204,10 +1232,10 @@ int main(int argc, char **argv) {
   // compiled programs fit, else cuts that do (fitCompiled).
   if (!autoPlan && !memoryPerDevice.empty()) {
     if (method != "sync" || numPipelines > 1 || forwardOnly || !fromMlir.empty() ||
-        (partition.getNumOccurrences() && partition != "balanced"))
+        !cuts.empty() || (partition.getNumOccurrences() && partition != "balanced"))
       return fail("--memory-per-device plans the balanced partition of a "
                   "synchronous pipeline: drop --method, --pipelines, "
-                  "--partition, --from-mlir and --forward-only");
+                  "--partition, --cut, --from-mlir and --forward-only");
     pipec::planner::PlannerOptions options = plannerOptions();
     if (options.memoryPerDevice <= 0)
       return fail("--memory-per-device '" + memoryPerDevice +

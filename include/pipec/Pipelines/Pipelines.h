@@ -116,6 +116,18 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   ListOption<std::string> cuts{
       *this, "cuts",
       llvm::cl::desc("ONNX node names ending stages 0..p-2 (partition=manual)")};
+  // partition=dp weighs compute against transfers: the rates of the
+  // machine (pipe-compile sets its target's; the defaults are an
+  // accelerator's).
+  Option<double> peakGflops{*this, "peak-gflops",
+                            llvm::cl::desc("dp cost model: peak arithmetic rate, GFLOP/s"),
+                            llvm::cl::init(100000.0)};
+  Option<double> memoryGBps{*this, "memory-gbps",
+                            llvm::cl::desc("dp cost model: memory bandwidth, GB/s"),
+                            llvm::cl::init(2000.0)};
+  Option<double> linkGBps{*this, "link-gbps",
+                          llvm::cl::desc("dp cost model: bandwidth between stages, GB/s"),
+                          llvm::cl::init(25.0)};
   Option<OptimizerOption> optimizer{
       *this, "optimizer", llvm::cl::desc("the optimizer"),
       llvm::cl::init(OptimizerOption::SGD),

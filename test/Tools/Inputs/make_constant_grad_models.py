@@ -16,6 +16,9 @@ and give each micro-batch its rows.
   weights: pipe-microbatch sums the step's)
 - wign: the same with the labels of rows whose targets are all 0 ignored
   (-100), and the weights a buffer (an initializer)
+- shared: -ones(1, 3) expanded over the batch, both summed over the batch
+  (a count: the whole batch's) and subtracted from the outputs (per
+  micro-batch): the per-micro-batch use gets its own copy of the Expand
 - wsum: a class-weighted cross-entropy plus 0.1 x a plain one (the step's
   weights cannot be summed through the Add: only M = 1 pipelines take it)
 - perrow: per-sample cross-entropies (reduction none) squared and averaged,
@@ -58,6 +61,9 @@ class Mlp(nn.Module):
         if self.loss == "wign":
             y = torch.where(t.sum(1) > 0, y, torch.full_like(y, -100))
             return F.cross_entropy(z, y, weight=self.cw)
+        if self.loss == "shared":
+            e = -torch.ones(1, 3).expand(8, 3)
+            return (((z + e) ** 2) * e.sum(0)).mean()
         if self.loss == "wsum":
             return (F.cross_entropy(z, y, weight=torch.tensor([0.5, 1.0, 2.0])) +
                     0.1 * F.cross_entropy(z, y))
@@ -70,7 +76,7 @@ class Mlp(nn.Module):
 
 x = np.random.RandomState(1).randn(32, 10).astype(np.float32)
 t = np.random.RandomState(2).randint(0, 2, (32, 3)).astype(np.float32)
-for name in ["bce", "negmean", "meanlast", "smooth", "wce", "perrow", "wign", "wsum"]:
+for name in ["bce", "negmean", "meanlast", "smooth", "wce", "perrow", "wign", "shared", "wsum"]:
     torch.manual_seed(0)
     m = Mlp(name)
     torch.onnx.export(m, (torch.randn(8, 10), torch.rand(8, 3)), f"{out}/{name}.onnx",

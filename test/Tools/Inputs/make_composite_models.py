@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Writes models with operators the importer decomposes, their data and
+PyTorch's losses:
+
+- prelu: a conv net with nn.PReLU per channel (slope (C, 1, 1)) and a
+  single-slope nn.PReLU after a Linear (ONNX PRelu)
+- normalize: F.normalize of the features (ReduceL2, a Clip at eps, Div) and
+  an L1 norm penalty (torch.norm(p=1): ReduceL1)
+- OUT/<model>.npz: 32 rows; OUT/<model>.torch.jsonl: PyTorch's loss at each
+  of 6 SGD steps (lr 0.1, step s reads rows 8s .. 8s+7 mod 32).
+
+    make_composite_models.py OUT
+"""
+import json
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+out = sys.argv[1]
+
+
+class PRelu(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.act = nn.PReLU(4, init=0.2)
+        self.fc = nn.Linear(4 * 6 * 6, 8)
+        self.act2 = nn.PReLU(init=0.1)
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x, y):
+        h = self.act(self.conv(x)).flatten(1)
+        return F.cross_entropy(self.out(self.act2(self.fc(h))), y)
+
+
+class Normalize(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(36, 16)
+        self.out = nn.Linear(16, 3)
+
+    def forward(self, x, y):
+        h = torch.tanh(self.fc(x.flatten(1)))
+        z = F.normalize(h, dim=1) * 4.0
+        return F.cross_entropy(self.out(z), y) + 0.01 * torch.norm(h, p=1, dim=1).mean()
+
+
+x = np.random.RandomState(1).randn(32, 1, 6, 6).astype(np.float32)
+y = np.random.RandomState(2).randint(0, 3, 32).astype(np.int64)
+for name, cls in [("prelu", PRelu), ("normalize", Normalize)]:
+    torch.manual_seed(0)
+    m = cls()
+    torch.onnx.export(m, (torch.randn(8, 1, 6, 6), torch.randint(0, 3, (8,))),
+                      f"{out}/{name}.onnx", input_names=["x", "y"], output_names=["loss"],
+                      opset_version=17, do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.TRAINING)
+    np.savez(f"{out}/{name}.npz", x=x, y=y)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    with open(f"{out}/{name}.torch.jsonl", "w") as f:
+        for s in range(6):
+            i = np.arange(s * 8, s * 8 + 8) % 32
+            loss = m(torch.from_numpy(x[i]), torch.from_numpy(y[i]))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            f.write(json.dumps({"step": s, "loss": float(loss)}) + "\n")
