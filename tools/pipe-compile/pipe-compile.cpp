@@ -446,6 +446,14 @@ std::string oneDeviceTrainPipeline() {
   return pipeline;
 }
 
+/// What the lowering wrote on @pipe_step (pipec::kProgramAttrName: inputs,
+/// persistent buffers, peak bytes); null where it left none.
+DictionaryAttr stepInfo(ModuleOp module) {
+  auto step = module.lookupSymbol<func::FuncOp>(pipec::kStepFunctionName);
+  return step ? step->getAttrOfType<DictionaryAttr>(pipec::kProgramAttrName)
+              : DictionaryAttr();
+}
+
 /// The memory total of plan.json for a compiled @pipe_step's description.
 int64_t programBytes(DictionaryAttr info) {
   llvm::json::Object described = pipec::describeBuffers(info);
@@ -474,10 +482,7 @@ compiledMemory(ModuleOp imported, const pipec::TrainPipelineOptions &options) {
     pm.addPass(pipec::createLowerToRuntime(lower));
     if (failed(pm.run(*module)))
       return std::nullopt;
-    auto step = module->lookupSymbol<func::FuncOp>(pipec::kStepFunctionName);
-    DictionaryAttr info =
-        step ? step->getAttrOfType<DictionaryAttr>(pipec::kProgramAttrName)
-             : DictionaryAttr();
+    DictionaryAttr info = stepInfo(*module);
     if (!info)
       return std::nullopt;
     return std::vector<int64_t>{programBytes(info)};
@@ -500,10 +505,7 @@ compiledMemory(ModuleOp imported, const pipec::TrainPipelineOptions &options) {
     pipec::buildLowerDevicePipeline(pm, lower);
     if (failed(pm.run(*device)))
       return std::nullopt;
-    auto step = device->lookupSymbol<func::FuncOp>(pipec::kStepFunctionName);
-    DictionaryAttr info =
-        step ? step->getAttrOfType<DictionaryAttr>(pipec::kProgramAttrName)
-             : DictionaryAttr();
+    DictionaryAttr info = stepInfo(*device);
     if (!info)
       return std::nullopt;
     bytes.push_back(programBytes(info));
@@ -588,10 +590,7 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
       if (failed(pm.run(*device)))
         return 1;
     }
-    auto step = device->lookupSymbol<func::FuncOp>(pipec::kStepFunctionName);
-    DictionaryAttr info =
-        step ? step->getAttrOfType<DictionaryAttr>(pipec::kProgramAttrName)
-             : DictionaryAttr();
+    DictionaryAttr info = stepInfo(*device);
     if (!info)
       return fail("pipe-lower-programs left no @pipe_step for device " +
                   llvm::Twine(k));

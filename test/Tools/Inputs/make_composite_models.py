@@ -11,13 +11,16 @@ PyTorch's losses:
 
     make_composite_models.py OUT
 """
-import json
+import os
 import sys
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_common import export_and_train  # noqa: E402
 
 out = sys.argv[1]
 
@@ -53,17 +56,5 @@ y = np.random.RandomState(2).randint(0, 3, 32).astype(np.int64)
 for name, cls in [("prelu", PRelu), ("normalize", Normalize)]:
     torch.manual_seed(0)
     m = cls()
-    torch.onnx.export(m, (torch.randn(8, 1, 6, 6), torch.randint(0, 3, (8,))),
-                      f"{out}/{name}.onnx", input_names=["x", "y"], output_names=["loss"],
-                      opset_version=17, do_constant_folding=False,
-                      training=torch.onnx.TrainingMode.TRAINING)
-    np.savez(f"{out}/{name}.npz", x=x, y=y)
-    opt = torch.optim.SGD(m.parameters(), lr=0.1)
-    with open(f"{out}/{name}.torch.jsonl", "w") as f:
-        for s in range(6):
-            i = np.arange(s * 8, s * 8 + 8) % 32
-            loss = m(torch.from_numpy(x[i]), torch.from_numpy(y[i]))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            f.write(json.dumps({"step": s, "loss": float(loss)}) + "\n")
+    export_and_train(m, (torch.randn(8, 1, 6, 6), torch.randint(0, 3, (8,))),
+                     {"x": x, "y": y}, f"{out}/{name}", training=True)

@@ -28,13 +28,16 @@ and give each micro-batch its rows.
 
     make_constant_grad_models.py OUT
 """
-import json
+import os
 import sys
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_common import export_and_train  # noqa: E402
 
 out = sys.argv[1]
 
@@ -79,16 +82,5 @@ t = np.random.RandomState(2).randint(0, 2, (32, 3)).astype(np.float32)
 for name in ["bce", "negmean", "meanlast", "smooth", "wce", "perrow", "wign", "shared", "wsum"]:
     torch.manual_seed(0)
     m = Mlp(name)
-    torch.onnx.export(m, (torch.randn(8, 10), torch.rand(8, 3)), f"{out}/{name}.onnx",
-                      input_names=["x", "t"], output_names=["loss"], opset_version=17,
-                      do_constant_folding=False)
-    np.savez(f"{out}/{name}.npz", x=x, t=t)
-    opt = torch.optim.SGD(m.parameters(), lr=0.1)
-    with open(f"{out}/{name}.torch.jsonl", "w") as f:
-        for s in range(6):
-            i = np.arange(s * 8, s * 8 + 8) % 32
-            loss = m(torch.from_numpy(x[i]), torch.from_numpy(t[i]))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            f.write(json.dumps({"step": s, "loss": float(loss)}) + "\n")
+    export_and_train(m, (torch.randn(8, 10), torch.rand(8, 3)), {"x": x, "t": t},
+                     f"{out}/{name}")

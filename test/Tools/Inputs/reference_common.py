@@ -137,3 +137,27 @@ def run_checks(check, self_test):
             groups[-1].append(arg)
     for group in groups:
         check(group)
+
+
+def export_and_train(model, example, arrays, stem, steps=6, batch=8, lr=0.1, training=False):
+    """Exports `model` (forward returns the loss) to STEM.onnx with the
+    graph inputs named like `arrays` (a dict of same-length numpy arrays,
+    written to STEM.npz), then trains it with SGD as pipe-run --no-shuffle
+    does (step s reads rows s*batch .. s*batch+batch-1, wrapping) and writes
+    each step's loss, before its update, to STEM.torch.jsonl."""
+    names = list(arrays)
+    kwargs = {"training": torch.onnx.TrainingMode.TRAINING} if training else {}
+    torch.onnx.export(model, example, f"{stem}.onnx", input_names=names,
+                      output_names=["loss"], opset_version=17,
+                      do_constant_folding=False, **kwargs)
+    np.savez(f"{stem}.npz", **arrays)
+    rows = len(arrays[names[0]])
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    with open(f"{stem}.torch.jsonl", "w") as f:
+        for s in range(steps):
+            i = np.arange(s * batch, s * batch + batch) % rows
+            loss = model(*[torch.from_numpy(arrays[n][i]) for n in names])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            f.write(json.dumps({"step": s, "loss": float(loss)}) + "\n")
