@@ -226,8 +226,10 @@ static cl::opt<int64_t> numDevices("devices", cl::cat(plannerCat),
                                    cl::init(1));
 static cl::opt<bool> autoDryRun(
     "auto-dry-run", cl::cat(plannerCat),
-    cl::desc("--auto: print the candidates and the choice, compile nothing "
-             "(plans for more devices than this machine has)"));
+    cl::desc("--auto: print the candidates and the choice, write nothing "
+             "(plans for more devices than this machine has; under "
+             "--memory-per-device candidates are still compiled in memory to "
+             "check their fit)"));
 static cl::list<std::string> autoMethods(
     "auto-methods", cl::CommaSeparated, cl::cat(plannerCat),
     cl::value_desc("pipedream,2bw,spectrain,pipemare"),
@@ -243,7 +245,8 @@ static cl::opt<std::string> memoryPerDevice(
     "memory-per-device", cl::cat(plannerCat), cl::value_desc("BYTES"),
     cl::desc("The most a device may hold (e.g. 8G, 512M; default: no limit): "
              "--auto plans within it; an explicit --stages plan is re-cut to "
-             "fit (the planner's estimate) or refused"),
+             "fit or refused (plans are compiled to check: plan.json's "
+             "per-device totals)"),
     cl::init(""));
 static cl::opt<std::string> profilePath(
     "profile", cl::cat(plannerCat), cl::value_desc("P.json"),
@@ -855,6 +858,9 @@ int main(int argc, char **argv) {
   };
   int tries = 0, tooBig = 0;
   constexpr int kLinesShown = 5;
+  // The plan of least memory compiled (named in a refusal).
+  int64_t leastPeak = -1;
+  std::string leastPlan;
   auto fitCompiled = [&](const pipec::planner::Candidate &c,
                          const pipec::planner::PlannerOptions &options,
                          int64_t &smallest) -> std::optional<Fitted> {
@@ -868,13 +874,19 @@ int main(int argc, char **argv) {
       int64_t peak = *std::max_element(bytes->begin(), bytes->end());
       if (smallest < 0 || peak < smallest)
         smallest = peak;
+      if (leastPeak < 0 || peak < leastPeak) {
+        leastPeak = peak;
+        leastPlan = c.describe() +
+                    (cutNodes.empty() ? std::string() : " cut after " + llvm::join(cutNodes, ","));
+      }
       if (peak > limit && ++tooBig <= kLinesShown)
         llvm::outs() << "pipe-compile: " << c.describe()
                      << (cutNodes.empty() ? "" : " cut after " + llvm::join(cutNodes, ","))
                      << " needs " << pipec::planner::formatBytes(peak)
                      << " on its fullest device once compiled (estimated "
                      << pipec::planner::formatBytes(estimated)
-                     << "): more than --memory-per-device " << memoryPerDevice << "\n";
+                     << "): more than --memory-per-device " << memoryPerDevice << " ("
+                     << pipec::planner::formatBytes(limit) << ")\n";
       return peak;
     };
     pipec::planner::PlannerOptions unlimited = options;
@@ -890,25 +902,70 @@ int main(int argc, char **argv) {
       return Fitted{{}, *peak};
     if (c.method != "sync" || c.stages == 1)
       return std::nullopt;
-    double estimated = double(balancedEstimate), compiled = double(*peak);
+    // The estimate's cuts under the limit scaled by how far the estimate
+    // was off (for the balanced partition, then for each cut tried: up to
+    // 3 rounds), then under ever tighter limits (10% a round, while the
+    // estimate still finds cuts) and looser ones (up to the balanced
+    // partition's estimate), so that the cuts found do not hinge on one
+    // scaled limit; at most kCutCompiles compiled.
+    constexpr int kCutCompiles = 12;
     std::vector<std::vector<std::string>> tried;
-    for (int round = 0; round < 3; ++round) {
+    int compiles = 0;
+    // Compiles the estimate's cuts under `scaledLimit`: nullopt where it
+    // finds none (tighter limits find none either), else whether they fit
+    // and the figures of those compiled.
+    auto tryCuts = [&](double scaledLimit, double &estimated,
+                       double &compiled) -> std::optional<std::optional<Fitted>> {
       pipec::planner::PlannerOptions scaled = options;
-      scaled.memoryPerDevice =
-          std::max<int64_t>(1, int64_t(double(limit) * estimated / compiled));
+      scaled.memoryPerDevice = std::max<int64_t>(1, int64_t(scaledLimit));
       std::optional<pipec::planner::Candidate> cut = pipec::planner::evaluatePlan(
           forward, scaled, c.stages, c.microbatches, c.schedule, c.advance, c.pipelines);
-      if (!cut || !cut->fits || cut->cutNodes.empty() ||
-          llvm::is_contained(tried, cut->cutNodes))
-        break;
+      if (!cut || !cut->fits)
+        return std::nullopt;
+      if (cut->cutNodes.empty() || llvm::is_contained(tried, cut->cutNodes))
+        return std::optional<Fitted>();
       tried.push_back(cut->cutNodes);
-      peak = check(cut->cutNodes, cut->peakMemory);
-      if (!peak)
-        break;
-      if (*peak <= limit)
-        return Fitted{cut->cutNodes, *peak};
+      ++compiles;
+      std::optional<int64_t> got = check(cut->cutNodes, cut->peakMemory);
+      if (!got)
+        return std::optional<Fitted>();
+      if (*got <= limit)
+        return std::optional<Fitted>(Fitted{cut->cutNodes, *got});
       estimated = double(cut->peakMemory);
-      compiled = double(*peak);
+      compiled = double(*got);
+      return std::optional<Fitted>();
+    };
+    double estimated = double(balancedEstimate), compiled = double(*peak);
+    const double start = double(limit) * estimated / compiled;
+    for (int round = 0; round < 3 && compiles < kCutCompiles; ++round) {
+      std::optional<std::optional<Fitted>> r =
+          tryCuts(double(limit) * estimated / compiled, estimated, compiled);
+      if (!r)
+        break;
+      if (*r)
+        return *r;
+    }
+    double rung = start;
+    for (int round = 0; round < 24 && compiles < kCutCompiles; ++round) {
+      rung *= 0.9;
+      double e = 0, k = 1;
+      std::optional<std::optional<Fitted>> r = tryCuts(rung, e, k);
+      if (!r)
+        break;
+      if (*r)
+        return *r;
+    }
+    // And looser ones, up to the balanced partition's estimate: the
+    // estimate may be further off for some cuts than for the balanced.
+    rung = start;
+    for (int round = 0; round < 24 && compiles < kCutCompiles &&
+                        rung * 1.1 < double(balancedEstimate);
+         ++round) {
+      rung *= 1.1;
+      double e = 0, k = 1;
+      std::optional<std::optional<Fitted>> r = tryCuts(rung, e, k);
+      if (r && *r)
+        return *r;
     }
     return std::nullopt;
   };
@@ -987,6 +1044,7 @@ int main(int argc, char **argv) {
     // The partition compiled for the plan taken (the balanced one where it
     // fits, though the estimate cut it).
     std::optional<size_t> chosenIndex;
+    std::vector<size_t> checkedOrder;
     if (options.memoryPerDevice > 0) {
       // Under a memory limit the estimate only ranks the plans: the plan
       // taken is the preferred one whose compiled programs fit
@@ -1021,6 +1079,7 @@ int main(int argc, char **argv) {
           continue;
         int64_t least = -1;
         std::optional<Fitted> fitted = fitCompiled(c, options, least);
+        checkedOrder.push_back(i);
         compiledPeak[i] = fitted ? fitted->peak : least;
         if (least >= 0 && (smallest < 0 || least < smallest))
           smallest = least;
@@ -1038,15 +1097,17 @@ int main(int argc, char **argv) {
       if (!chosen && smallest >= 0)
         return fail("no plan fits --memory-per-device " + memoryPerDevice +
                     ": of the " + llvm::Twine(tries) +
-                    " preferred plans and cuts compiled, the smallest needs " +
-                    llvm::Twine(smallest) +
-                    " bytes per device; allow at least that, or add devices");
+                    " preferred plans and cuts compiled, the smallest (" + leastPlan +
+                    ") needs " + llvm::Twine(leastPeak) +
+                    " bytes on its fullest device; allow that, or add devices");
     }
     if (!chosen)
       return fail("no plan fits --memory-per-device " + memoryPerDevice +
-                  ": the smallest is estimated to need " +
+                  ": the smallest plan is estimated at " +
                   llvm::Twine(search.smallestMemory) +
-                  " bytes per device; allow at least that, or add devices");
+                  " bytes per device (more than 3x the limit, so none was compiled to "
+                  "check; the estimate can be 2x off either way): allow more, or add "
+                  "devices");
     const pipec::planner::Candidate &best = *chosen;
     llvm::outs() << "pipe-compile: --auto chose " << best.describe() << "\n";
     llvm::outs().flush();
@@ -1077,9 +1138,21 @@ int main(int argc, char **argv) {
       lrWarmup = 0;
       discrepancyCorrection = std::string();
     }
+    // The rows: under a memory limit the plan taken, then those compiled
+    // (in the order tried), then the others; at most 10.
+    std::vector<size_t> rowOrder;
+    if (chosenIndex)
+      rowOrder.push_back(*chosenIndex);
+    for (size_t i : checkedOrder)
+      if (!llvm::is_contained(rowOrder, i))
+        rowOrder.push_back(i);
+    for (size_t i = 0; i < search.candidates.size(); ++i)
+      if (!llvm::is_contained(rowOrder, i))
+        rowOrder.push_back(i);
     llvm::json::Array rows;
-    for (size_t i = 0; i < search.candidates.size() && i < 10; ++i) {
+    for (size_t i : llvm::ArrayRef(rowOrder).take_front(10)) {
       const pipec::planner::Candidate &c = search.candidates[i];
+      const bool compiled = compiledPeak[i] >= 0;
       rows.push_back(llvm::json::Object{
           {"stages", c.stages},
           {"pipelines", c.pipelines},
@@ -1094,7 +1167,8 @@ int main(int argc, char **argv) {
           {"compiled_peak_memory_bytes",
            compiledPeak[i] >= 0 ? llvm::json::Value(compiledPeak[i])
                                 : llvm::json::Value(nullptr)},
-          {"fits", c.fits},
+          {"fits", compiled ? compiledPeak[i] <= options.memoryPerDevice : c.fits},
+          {"fits_by", compiled ? "compiled" : "estimate"},
           {"cuts", llvm::json::Array(chosenIndex && *chosenIndex == i ? best.cutNodes
                                                                      : c.cutNodes)}});
     }
@@ -1109,10 +1183,13 @@ int main(int argc, char **argv) {
         {"why", "the most samples per second predicted (one pipeline: the "
                 "shortest step) of the " +
                     std::to_string(search.candidates.size()) +
-                    " plans simulated that fit the memory (ties within 0.5% "
-                    "go to fewer devices, then less memory)" +
+                    " plans simulated (ties within 0.5% go to fewer devices, then "
+                    "less memory)" +
                     (options.memoryPerDevice > 0
-                         ? std::string("; the fit checked on the compiled programs")
+                         ? std::string("; under the memory limit the first in that order "
+                                       "whose compiled programs fit on every device (" +
+                                       std::to_string(checkedOrder.size()) +
+                                       " compiled)")
                          : std::string())},
         {"candidates", std::move(rows)}};
   } else if (numDevices.getNumOccurrences() ||
@@ -1247,8 +1324,10 @@ int main(int argc, char **argv) {
                   llvm::Twine(numStages.getValue()) + " stages x M = " +
                   llvm::Twine(microbatches.getValue()) + " for " + modelPath);
     // The programs compiled decide (fitCompiled): the balanced partition,
-    // else cuts the estimate finds.
+    // else cuts the estimate finds. (One stage with M micro-batches is
+    // evaluated as M = 1; what is compiled has M.)
     int64_t smallest = -1;
+    c->microbatches = microbatches;
     std::optional<Fitted> fitted = fitCompiled(*c, options, smallest);
     if (!fitted)
       return fail("no partition into " + llvm::Twine(numStages.getValue()) +

@@ -534,7 +534,12 @@ PlanSearch planner::searchPlans(func::FuncOp forward,
   partition::Problem problem = partition::buildProblem(forward, model, nullptr);
   std::optional<OpBytes> bytes;
   std::vector<int64_t> divisors;
-  for (int64_t m = 1; m <= std::min(options.batch, options.maxMicrobatches); ++m)
+  // Under a memory limit every divisor (one sample per micro-batch keeps
+  // the least in flight); else up to maxMicrobatches.
+  const int64_t mostMicrobatches =
+      options.memoryPerDevice > 0 ? options.batch
+                                  : std::min(options.batch, options.maxMicrobatches);
+  for (int64_t m = 1; m <= mostMicrobatches; ++m)
     if (options.batch % m == 0)
       divisors.push_back(m);
   // Stage counts and pipeline counts: every one up to kEveryCountUpTo
