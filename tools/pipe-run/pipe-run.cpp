@@ -614,6 +614,12 @@ int main(int argc, char **argv) {
     if (!devices || *devices < 1)
       return fail(path + ": \"devices\" must be a positive integer");
     planned = static_cast<int>(*devices);
+    // An edited plan.json whose device count disagrees with its own device
+    // plans would start the wrong number of ranks (each then aborts in MPI).
+    if (const llvm::json::Array *plans = root->getArray("device_plans");
+        plans && static_cast<int64_t>(plans->size()) != *devices)
+      return fail(path + ": \"devices\" is " + std::to_string(*devices) + " but \"device_plans\" lists " +
+                  std::to_string(plans->size()) + "; compile again with pipe-compile");
     // --on-nonfinite skip undoes a step; a no-flush method's micro-batches
     // span steps (the ranks would refuse it, each in a line).
     for (int i = 2; i + 1 < argc; ++i)
