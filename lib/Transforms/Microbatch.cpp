@@ -1326,6 +1326,9 @@ void PipeMicrobatchPass::runOnOperation() {
     erased = false;
     for (Operation *&origin : origins)
       if (origin && origin->use_empty()) {
+        // (No state may outlive its value: a later op could take its place.)
+        for (Value r : origin->getResults())
+          states.erase(r);
         origin->erase();
         origin = nullptr;
         erased = true;
