@@ -366,6 +366,21 @@ OwningOpRef<ModuleOp> deviceModule(ModuleOp module, pipe::ProgramOp program) {
   return device;
 }
 
+/// The flags of the methods and of several pipelines, into the options of
+/// pipe-train-pipeline or of pipe-schedule (the same field names): one
+/// place, so that a new flag reaches both the import and the --from-mlir
+/// path. `gamma`: PipeMare's T2 decay (< 0: off).
+template <typename Options>
+void methodFlagsInto(Options &o, double gamma) {
+  o.verticalSync = verticalSync.getValue();
+  o.lrWarmup = lrWarmup.getValue();
+  o.discrepancyCorrection = gamma;
+  o.pipelines = numPipelines.getValue();
+  o.replication = method == "avgpipe" ? "avgpipe" : "dp";
+  o.avgAlpha = avgAlpha.getValue();
+  o.avgPeriod = avgPeriod.getValue();
+}
+
 /// The options of pipe-train-pipeline from the command line (after --auto
 /// has set its choices), the partition given; `gamma`: PipeMare's T2 decay
 /// (< 0: off).
@@ -382,15 +397,9 @@ void trainOptionsFromFlags(pipec::TrainPipelineOptions &o,
              : method == "spectrain" ? pipec::MethodOption::SpecTrain
              : method == "pipemare"  ? pipec::MethodOption::PipeMare
                                      : pipec::MethodOption::Sync;
-  o.lrWarmup = lrWarmup.getValue();
-  o.discrepancyCorrection = gamma;
+  methodFlagsInto(o, gamma);
   o.recompute = recompute.getValue();
   o.batchnorm = batchnorm.getValue();
-  o.pipelines = numPipelines.getValue();
-  o.replication = method == "avgpipe" ? "avgpipe" : "dp";
-  o.avgAlpha = avgAlpha.getValue();
-  o.avgPeriod = avgPeriod.getValue();
-  o.verticalSync = verticalSync.getValue();
   o.partition = strategy;
   o.cuts = llvm::to_vector(cuts);
   o.profile = profilePath.getValue();
@@ -1490,14 +1499,8 @@ int main(int argc, char **argv) {
           schedule.kind = method == "sync" || method == "avgpipe"
                               ? scheduleKind.getValue()
                               : method.getValue();
-          schedule.verticalSync = verticalSync.getValue();
-          schedule.lrWarmup = lrWarmup.getValue();
-          schedule.discrepancyCorrection = gamma;
+          methodFlagsInto(schedule, gamma);
           schedule.advance = advance.getValue();
-          schedule.pipelines = numPipelines.getValue();
-          schedule.replication = method == "avgpipe" ? "avgpipe" : "dp";
-          schedule.avgAlpha = avgAlpha.getValue();
-          schedule.avgPeriod = avgPeriod.getValue();
           schedule.microbatches = microbatches.getValue();
           schedule.optimizer = optimizer.getValue();
           schedule.lr = lr.getValue();
