@@ -204,11 +204,14 @@ void pipert_checkpoint_save(pipert_context *ctx, const char *dir, int rank, int6
       pipert_copy_to_host(ctx, host.data(), t.data, bytes);
     file.write(host.data(), bytes);
     // Fault injection for the tests: this rank dies in the middle of the
-    // write (the previous checkpoint must survive it).
+    // write (the previous checkpoint must survive it). "R" kills rank R in
+    // its first checkpoint, "R@N" in the one of step N.
     if (i == 0)
-      if (const char *r = std::getenv("PIPERT_TEST_KILL_IN_CHECKPOINT"))
-        if (std::atoi(r) == rank)
+      if (const char *r = std::getenv("PIPERT_TEST_KILL_IN_CHECKPOINT")) {
+        const char *at = std::strchr(r, '@');
+        if (std::atoi(r) == rank && (!at || std::atoll(at + 1) == step))
           std::raise(SIGKILL);
+      }
   }
   std::vector<unsigned char> trailer;
   put<uint32_t>(trailer, static_cast<uint32_t>(file.crc()));

@@ -30,6 +30,8 @@ namespace {
 struct Options {
   std::string data, log, save, checkpoint, resume, trace;
   int64_t steps = -1;
+  /* --checkpoint-every K: a checkpoint after every K-th step as well. */
+  int64_t checkpointEvery = 0;
   uint64_t seed = 0;
   bool shuffle = true;
   bool quiet = false;
@@ -86,20 +88,23 @@ int parseOptions(int argc, char **argv, Options &o) {
       o.onNonfinite = text == "stop"   ? Options::Stop
                       : text == "skip" ? Options::Skip
                                        : Options::Warn;
-    } else if (a == "--steps" || a == "--seed" || a == "--threads") {
+    } else if (a == "--steps" || a == "--seed" || a == "--threads" ||
+               a == "--checkpoint-every") {
       int64_t v;
       if (!value(text) || !parseInt(text.c_str(), v) || v < 0)
         return usageError("option %s needs a non-negative integer", a.c_str());
       if (a == "--steps")
         o.steps = v;
+      else if (a == "--checkpoint-every")
+        o.checkpointEvery = v;
       else if (a == "--seed")
         o.seed = static_cast<uint64_t>(v);
       else
         o.threads = static_cast<int>(v);
     } else {
       return usageError("unknown option '%s' (--data --steps --no-shuffle "
-                        "--seed --log --save --checkpoint --resume --trace "
-                        "--threads --on-nonfinite --quiet)",
+                        "--seed --log --save --checkpoint --checkpoint-every "
+                        "--resume --trace --threads --on-nonfinite --quiet)",
                         a.c_str());
     }
   }
@@ -107,6 +112,8 @@ int parseOptions(int argc, char **argv, Options &o) {
     return usageError("%s", "--data D.npz is required");
   if (o.steps < 0)
     return usageError("%s", "--steps K is required");
+  if (o.checkpointEvery > 0 && o.checkpoint.empty())
+    return usageError("%s", "--checkpoint-every K needs --checkpoint DIR");
   return 0;
 }
 
@@ -454,6 +461,27 @@ extern "C" int pipert_train_main(int argc, char **argv,
   if (o.onNonfinite == Options::Skip && info->drain_steps > 0)
     pipert_fail("--on-nonfinite skip undoes a step, which a no-flush method "
                 "(its micro-batches span steps) does not have: use stop or warn");
+  // A checkpoint of the state before step `step` (every rank's state at the
+  // same step boundary): each rank saves into the step's directory, and
+  // only when all have does LATEST name it (a rank that dies on the way
+  // leaves the previous one). --checkpoint-every K writes one after every
+  // K-th step too, the same as the final one: a no-flush program's
+  // in-flight micro-batches are part of its persistent state, so a run
+  // resumed from any of them continues the same trajectory.
+  auto saveCheckpoint = [&](int64_t step) {
+    pipert_synchronize(ctx);
+    char stage[4096];
+    pipert_checkpoint_stage_dir(o.checkpoint.c_str(), step, stage, sizeof stage);
+    pipert_checkpoint_save(ctx, stage, rank, step, pipert_context_random_state(ctx),
+                           named.data(), info->n_persistent);
+    if (multi)
+      pipert_barrier(ctx, pipert_comm_world(ctx));
+    if (rank == 0)
+      pipert_checkpoint_commit(o.checkpoint.c_str(), step);
+    if (multi)
+      pipert_barrier(ctx, pipert_comm_world(ctx));
+    pipert_checkpoint_prune(o.checkpoint.c_str(), rank);
+  };
   std::vector<void *> backup;
   if (o.onNonfinite == Options::Skip)
     for (int i = 0; i < info->n_persistent; ++i)
@@ -525,6 +553,8 @@ extern "C" int pipert_train_main(int argc, char **argv,
                    o.quiet ? "" : "\n", static_cast<long long>(s),
                    std::isnan(loss) ? "nan" : "infinite", where.c_str());
     }
+    if (o.checkpointEvery > 0 && (s + 1) % o.checkpointEvery == 0 && s + 1 < o.steps)
+      saveCheckpoint(s + 1);
   }
   if (log && (skipped || warned))
     std::fprintf(stderr, "pipert: %lld of %lld steps had a non-finite loss%s\n",
@@ -547,19 +577,8 @@ extern "C" int pipert_train_main(int argc, char **argv,
   // trajectory; only then does the drain finish the micro-batches.
   // Every rank saves into the step's directory; only when all have does
   // LATEST name it (a rank that dies on the way leaves the previous one).
-  if (!o.checkpoint.empty()) {
-    char stage[4096];
-    pipert_checkpoint_stage_dir(o.checkpoint.c_str(), runSteps, stage, sizeof stage);
-    pipert_checkpoint_save(ctx, stage, rank, runSteps, pipert_context_random_state(ctx),
-                           named.data(), info->n_persistent);
-    if (multi)
-      pipert_barrier(ctx, pipert_comm_world(ctx));
-    if (rank == 0)
-      pipert_checkpoint_commit(o.checkpoint.c_str(), runSteps);
-    if (multi)
-      pipert_barrier(ctx, pipert_comm_world(ctx));
-    pipert_checkpoint_prune(o.checkpoint.c_str(), rank);
-  }
+  if (!o.checkpoint.empty())
+    saveCheckpoint(runSteps);
   // The final report: throughput, each device's busy fraction (the part of
   // the run it did not spend waiting for transfers), the checkpoint.
   {

@@ -2,7 +2,7 @@
 //
 //   pipe-run OUT --data D.npz --steps K [--no-shuffle] [--seed S]
 //            [--log steps.jsonl] [--save trained.onnx] [--trace t.json]
-//            [--checkpoint DIR] [--resume DIR] [--threads N]
+//            [--checkpoint DIR [--checkpoint-every K]] [--resume DIR] [--threads N]
 //
 // One device: runs OUT/device0 in place of this process. Several devices
 // (OUT/plan.json says "devices": N > 1): one MPI rank per executable, MPMD
@@ -103,8 +103,8 @@ bool isExecutable(const std::string &path) {
 
 const char *const kValueOptions[] = {"--data", "--steps", "--seed", "--log",
                                      "--save", "--trace", "--checkpoint",
-                                     "--resume", "--threads", "--on-nonfinite",
-                                     "--plot"};
+                                     "--checkpoint-every", "--resume", "--threads",
+                                     "--on-nonfinite", "--plot"};
 const char *const kFlagOptions[] = {"--no-shuffle", "--quiet"};
 
 const char *dtypeName(int64_t code) {
@@ -478,6 +478,7 @@ int main(int argc, char **argv) {
                  "  --trace F.json      a Chrome trace of every rank's kernels and transfers\n"
                  "  --plot F.png        the loss curve as a PNG, when training ends\n"
                  "  --checkpoint DIR    write a checkpoint after the last step (atomically, per rank)\n"
+                 "  --checkpoint-every K  also after every K-th step (DIR keeps the latest)\n"
                  "  --resume DIR        start from a checkpoint (same OUT and flags)\n"
                  "  --threads N         kernel threads per rank (default: $PIPERT_THREADS, else\n"
                  "                      the usable cores / ranks, at least 1)\n"
@@ -518,7 +519,8 @@ int main(int argc, char **argv) {
         }
         if (a == "--steps")
           haveSteps = true;
-        if (a == "--steps" || a == "--seed" || a == "--threads") {
+        if (a == "--steps" || a == "--seed" || a == "--threads" ||
+            a == "--checkpoint-every") {
           std::optional<long long> v = integerValue(argv[i + 1]);
           long long least = a == "--seed" ? 0 : 1;
           if (!v || *v < least)
@@ -583,6 +585,15 @@ int main(int argc, char **argv) {
     return fail("--data D.npz is required");
   if (!haveSteps)
     return fail("--steps K is required");
+  for (int i = 2; i + 1 < argc; ++i)
+    if (!std::strcmp(argv[i], "--checkpoint-every")) {
+      bool haveCheckpoint = false;
+      for (int j = 2; j + 1 < argc; ++j)
+        haveCheckpoint |= !std::strcmp(argv[j], "--checkpoint");
+      if (!haveCheckpoint)
+        return fail("--checkpoint-every " + std::string(argv[i + 1]) +
+                    " needs --checkpoint DIR (the directory to write them to)");
+    }
 
   // How many devices the plan has (docs/plan-json.md).
   int planned = 1;
