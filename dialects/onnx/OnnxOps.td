@@ -142,6 +142,8 @@ def ONNX_SqrtOp : ONNX_UnaryOp<"Sqrt"> {
 }
 def ONNX_ExpOp : ONNX_FloatUnaryOp<"Exp">;
 def ONNX_LogOp : ONNX_FloatUnaryOp<"Log">;
+def ONNX_SinOp : ONNX_FloatUnaryOp<"Sin">;
+def ONNX_CosOp : ONNX_FloatUnaryOp<"Cos">;
 
 def ONNX_IdentityOp : ONNX_ShapedOp<"Identity"> {
   let arguments = (ins AnyTensor:$input);

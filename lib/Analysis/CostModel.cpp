@@ -142,7 +142,7 @@ static Kind classify(StringRef name) {
       .Cases({"Gemm", "MatMul", "Conv", "ConvTranspose"}, Kind::Contraction)
       .Cases({"LSTM", "GRU"}, Kind::Recurrent)
       .Cases({"Add", "Sub", "Mul", "Div", "Pow", "Relu", "Neg", "Tanh",
-              "Sigmoid", "Erf", "Sqrt", "Exp", "Log", "Where", "Equal",
+              "Sigmoid", "Erf", "Sqrt", "Exp", "Log", "Sin", "Cos", "Where", "Equal",
               "Cast", "Dropout", "Abs", "Reciprocal", "Sign", "Floor", "Ceil",
               "Softplus", "HardSwish", "Not", "LeakyRelu", "Elu", "Selu",
               "HardSigmoid", "Gelu", "Clip", "Max", "Min", "Mod", "Less",

@@ -117,6 +117,19 @@ LogicalResult vjp(ExpOp op, VjpContext &ctx) {
   return success();
 }
 
+LogicalResult vjp(SinOp op, VjpContext &ctx) {
+  // dY cos(X).
+  ctx.setGrad(0, ctx.mul(ctx.resultGrad(0), ctx.create<CosOp>({op.getInput()})));
+  return success();
+}
+
+LogicalResult vjp(CosOp op, VjpContext &ctx) {
+  // -dY sin(X).
+  ctx.setGrad(0, ctx.create<NegOp>(
+                     {ctx.mul(ctx.resultGrad(0), ctx.create<SinOp>({op.getInput()}))}));
+  return success();
+}
+
 LogicalResult vjp(LogOp op, VjpContext &ctx) {
   ctx.setGrad(0, ctx.div(ctx.resultGrad(0), op.getInput()));
   return success();

@@ -15,7 +15,7 @@
 
 #define PIPEC_VJP_OPS(X)                                                       \
   X(AddOp) X(SubOp) X(MulOp) X(DivOp) X(PowOp) X(NegOp) X(ReluOp) X(TanhOp)    \
-  X(SigmoidOp) X(ErfOp) X(SqrtOp) X(ExpOp) X(LogOp) X(IdentityOp) X(CastOp)    \
+  X(SigmoidOp) X(ErfOp) X(SqrtOp) X(ExpOp) X(LogOp) X(SinOp) X(CosOp) X(IdentityOp) X(CastOp)    \
   X(WhereOp) X(GemmOp) X(MatMulOp) X(SoftmaxOp) X(LogSoftmaxOp)                \
   X(LayerNormalizationOp) X(BatchNormalizationOp) X(ConvOp) X(MaxPoolOp)       \
   X(AveragePoolOp) X(GlobalAveragePoolOp) X(DropoutOp) X(ReduceMeanOp)        \

@@ -37,6 +37,8 @@ int64_t unaryCode(Operation *op) {
       .Case<onnx::LogOp>([](auto) { return 8; })
       .Case<onnx::AbsOp>([](auto) { return 9; })
       .Case<onnx::ReciprocalOp>([](auto) { return 10; })
+      .Case<onnx::SinOp>([](auto) { return 11; })
+      .Case<onnx::CosOp>([](auto) { return 12; })
       .Default([](Operation *) { return -1; });
 }
 

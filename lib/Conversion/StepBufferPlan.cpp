@@ -109,7 +109,8 @@ bool allowsInPlace(Operation *op) {
              onnx::AdamWOp>(op) ||
          isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp>(op) ||
          isa<onnx::ReluOp, onnx::NegOp, onnx::TanhOp, onnx::SigmoidOp,
-             onnx::ErfOp, onnx::SqrtOp, onnx::ExpOp, onnx::LogOp>(op);
+             onnx::ErfOp, onnx::SqrtOp, onnx::ExpOp, onnx::LogOp, onnx::SinOp,
+             onnx::CosOp>(op);
 }
 
 /// Results whose kernel can add them into the buffer's values (the

@@ -371,7 +371,8 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
   if (!training && opType == "Einsum")
     return importEinsum(node, loc);
   if (!training && (opType == "PRelu" || opType == "ReduceL1" || opType == "ReduceL2" ||
-                    opType == "ReduceSumSquare"))
+                    opType == "ReduceSumSquare" || opType == "ReduceLogSum" ||
+                    opType == "ReduceLogSumExp"))
     return importComposite(node, opType, loc);
   std::string opName = ("onnx." + opType).str();
   std::optional<RegisteredOperationName> registered =
@@ -594,8 +595,8 @@ LogicalResult Importer::importComposite(const pb::NodeProto &node, StringRef opT
   }
 
   // ReduceL1 = ReduceSum(|X|), ReduceSumSquare = ReduceSum(X·X), ReduceL2 =
-  // Sqrt(ReduceSumSquare) over `axes` (an attribute before opset 18, an
-  // input since).
+  // Sqrt(ReduceSumSquare), ReduceLogSum = Log(ReduceSum(X)), ReduceLogSumExp
+  // (below) over `axes` (an attribute before opset 18, an input since).
   Value axes = in.size() > 1 ? in[1] : noneValue();
   NamedAttrList attrs;
   for (const auto &a : node.attribute()) {
@@ -610,6 +611,46 @@ LogicalResult Importer::importComposite(const pb::NodeProto &node, StringRef opT
       return error(loc) << "attribute '" << a.name() << "' of " << opType
                         << " is not supported";
     }
+  }
+  if (opType == "ReduceLogSumExp") {
+    // m + Log(ReduceSum(Exp(X - m))), m = ReduceMax(X) kept: the sum's
+    // terms are at most 1. The last ReduceSum, over axes of extent 1, only
+    // drops them where keepdims = 0.
+    NamedAttrList kept;
+    kept.set("keepdims", builder.getI64IntegerAttr(1));
+    auto m = make("ReduceMax", {in[0], axes}, kept.getAttrs());
+    if (failed(m))
+      return failure();
+    auto shifted = make("Sub", {in[0], *m});
+    if (failed(shifted))
+      return failure();
+    auto e = make("Exp", {*shifted});
+    if (failed(e))
+      return failure();
+    auto s = make("ReduceSum", {*e, axes}, kept.getAttrs());
+    if (failed(s))
+      return failure();
+    auto l = make("Log", {*s});
+    if (failed(l))
+      return failure();
+    auto lse = make("Add", {*l, *m});
+    if (failed(lse))
+      return failure();
+    auto y = make("ReduceSum", {*lse, axes}, attrs.getAttrs());
+    if (failed(y))
+      return failure();
+    values[node.output(0)] = *y;
+    return success();
+  }
+  if (opType == "ReduceLogSum") {
+    auto s = make("ReduceSum", {in[0], axes}, attrs.getAttrs());
+    if (failed(s))
+      return failure();
+    auto y = make("Log", {*s});
+    if (failed(y))
+      return failure();
+    values[node.output(0)] = *y;
+    return success();
   }
   auto terms = opType == "ReduceL1" ? make("Abs", {in[0]}) : make("Mul", {in[0], in[0]});
   if (failed(terms))

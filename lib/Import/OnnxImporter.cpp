@@ -152,7 +152,8 @@ std::vector<std::string> supportedOnnxOperators(MLIRContext *context) {
   }
   // Decomposed by the importer into the ops above (ImportNodes.cpp).
   for (const char *decomposed : {"Einsum", "GroupNormalization", "InstanceNormalization",
-                                 "PRelu", "ReduceL1", "ReduceL2", "ReduceSumSquare"})
+                                 "PRelu", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+                                 "ReduceLogSum", "ReduceLogSumExp"})
     names.push_back(decomposed);
   llvm::sort(names);
   return names;

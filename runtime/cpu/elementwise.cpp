@@ -256,6 +256,8 @@ void pipert_unary_f32(pipert_context *ctx, pipert_unary_op op, const float *x, i
   case PIPERT_UNARY_LOG: return map1(ctx, x, n, y, [](float v) { return std::log(v); });
   case PIPERT_UNARY_ABS: return map1(ctx, x, n, y, [](float v) { return std::fabs(v); });
   case PIPERT_UNARY_RECIPROCAL: return map1(ctx, x, n, y, [](float v) { return 1.f / v; });
+  case PIPERT_UNARY_SIN: return map1(ctx, x, n, y, [](float v) { return std::sin(v); });
+  case PIPERT_UNARY_COS: return map1(ctx, x, n, y, [](float v) { return std::cos(v); });
   }
   pipert_fail("pipert_unary_f32: unknown op %d", int(op));
 }

@@ -26,6 +26,8 @@ __device__ __forceinline__ float apply_unary(int op, float v) {
   case PIPERT_UNARY_LOG: return logf(v);
   case PIPERT_UNARY_ABS: return fabsf(v);
   case PIPERT_UNARY_RECIPROCAL: return 1.f / v;
+  case PIPERT_UNARY_SIN: return sinf(v);
+  case PIPERT_UNARY_COS: return cosf(v);
   default: return v;
   }
 }

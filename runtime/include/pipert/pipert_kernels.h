@@ -61,6 +61,8 @@ typedef enum pipert_unary_op {
   PIPERT_UNARY_LOG = 8,
   PIPERT_UNARY_ABS = 9,
   PIPERT_UNARY_RECIPROCAL = 10,
+  PIPERT_UNARY_SIN = 11,
+  PIPERT_UNARY_COS = 12,
 } pipert_unary_op;
 
 /* y[i] = op(x[i]) for n elements. In place allowed. */

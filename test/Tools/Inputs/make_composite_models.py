@@ -6,6 +6,10 @@ PyTorch's losses:
   single-slope nn.PReLU after a Linear (ONNX PRelu)
 - normalize: F.normalize of the features (ReduceL2, a Clip at eps, Div) and
   an L1 norm penalty (torch.norm(p=1): ReduceL1)
+- trig: sin and cos of a learned projection (Fourier features: Sin, Cos and
+  their gradients), rotary position angles computed in the forward from
+  constant frequencies (HF-style RoPE), and a z-loss with torch.logsumexp
+  (ReduceLogSumExp)
 - OUT/<model>.npz: 32 rows; OUT/<model>.torch.jsonl: PyTorch's loss at each
   of 6 SGD steps (lr 0.1, step s reads rows 8s .. 8s+7 mod 32).
 
@@ -51,9 +55,28 @@ class Normalize(nn.Module):
         return F.cross_entropy(self.out(z), y) + 0.01 * torch.norm(h, p=1, dim=1).mean()
 
 
+class Trig(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(36, 8)
+        self.out = nn.Linear(16, 3)
+
+    def forward(self, x, y):
+        h = x.flatten(1)
+        z = self.proj(h)
+        f = torch.cat((torch.sin(z), torch.cos(z)), 1)
+        # Rotary angles of 4 positions from constant frequencies.
+        freq = 1.0 / (10.0 ** (torch.arange(0, 4, dtype=torch.float32) / 4))
+        ang = torch.arange(4, dtype=torch.float32)[:, None] * freq[None, :]
+        rot = f.view(-1, 4, 4) * torch.cos(ang) + f.view(-1, 4, 4).flip(2) * torch.sin(ang)
+        logits = self.out(rot.flatten(1))
+        zloss = torch.logsumexp(logits, dim=1).pow(2).mean()
+        return F.cross_entropy(logits, y) + 0.01 * zloss
+
+
 x = np.random.RandomState(1).randn(32, 1, 6, 6).astype(np.float32)
 y = np.random.RandomState(2).randint(0, 3, 32).astype(np.int64)
-for name, cls in [("prelu", PRelu), ("normalize", Normalize)]:
+for name, cls in [("prelu", PRelu), ("normalize", Normalize), ("trig", Trig)]:
     torch.manual_seed(0)
     m = cls()
     export_and_train(m, (torch.randn(8, 1, 6, 6), torch.randint(0, 3, (8,))),

@@ -22,7 +22,11 @@ func.func @forward(%x: tensor<4x3xf32> {pipe.input = "x"}, %b: tensor<3xf32> {pi
   %14 = onnx.Tanh(%13) : (tensor<4x3xf64>) -> tensor<4x3xf64>
   %15 = onnx.Cast(%14) {to = 1 : i64} : (tensor<4x3xf64>) -> tensor<4x3xf32>
   %16 = onnx.Mul(%15, %12) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
-  %17 = onnx.ReduceSum(%16, %none) {keepdims = 0 : i64} : (tensor<4x3xf32>, none) -> tensor<f32>
+  %s1 = onnx.Sin(%16) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %c1 = onnx.Cos(%16) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %sc = onnx.Mul(%s1, %c1) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %sc2 = onnx.Add(%sc, %c1) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %17 = onnx.ReduceSum(%sc2, %none) {keepdims = 0 : i64} : (tensor<4x3xf32>, none) -> tensor<f32>
   return %17 : tensor<f32>
 }
 

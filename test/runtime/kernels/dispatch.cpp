@@ -1025,7 +1025,7 @@ Outcome run_node(pipert_context *ctx, const onnx::NodeProto &proto, int64_t opse
   static const std::map<std::string, pipert_unary_op> unary_ops = {
       {"Neg", PIPERT_UNARY_NEG},   {"Relu", PIPERT_UNARY_RELU}, {"Tanh", PIPERT_UNARY_TANH},
       {"Sigmoid", PIPERT_UNARY_SIGMOID}, {"Erf", PIPERT_UNARY_ERF}, {"Sqrt", PIPERT_UNARY_SQRT},
-      {"Exp", PIPERT_UNARY_EXP},   {"Log", PIPERT_UNARY_LOG},   {"Identity", PIPERT_UNARY_IDENTITY}};
+      {"Exp", PIPERT_UNARY_EXP},   {"Sin", PIPERT_UNARY_SIN},   {"Cos", PIPERT_UNARY_COS},   {"Log", PIPERT_UNARY_LOG},   {"Identity", PIPERT_UNARY_IDENTITY}};
   static const std::map<std::string, pipert_binary_op> binary_ops = {
       {"Add", PIPERT_BINARY_ADD}, {"Sub", PIPERT_BINARY_SUB}, {"Mul", PIPERT_BINARY_MUL},
       {"Div", PIPERT_BINARY_DIV}, {"Pow", PIPERT_BINARY_POW}};
