@@ -340,7 +340,11 @@ def Pipe_UpdateOp : Pipe_InstrOp<"update"> {
     `momentum` (required by momentum and nesterov, `dampening` optional for
     momentum); `beta1`, `beta2`, `epsilon` (required by adam and adamw);
     `epsilon` (required by adagrad); `weight_decay` (any, default 0; decoupled
-    for adamw). `lr_scale` multiplies the learning rate (PipeMare's per-stage
+    for adamw). `lr_schedule {kind, warmup_steps, decay_steps, min_lr,
+    updates_per_step}` makes the rate lr · f(k / updates_per_step), k the
+    buffer's update count before this one (include/pipec/Autodiff/
+    LrSchedule.h: linear warm-up, then constant, linear or cosine decay to
+    min_lr). `lr_scale` multiplies the learning rate (PipeMare's per-stage
     1/τ_s); with `anneal_steps` K it anneals geometrically to 1 over K
     updates: lr_k = lr · lr_scale^(1 − min(k/K, 1)), k the buffer's update
     count before this one. `discrepancy(γ)` keeps the running weight
@@ -369,6 +373,7 @@ def Pipe_UpdateOp : Pipe_InstrOp<"update"> {
                        OptionalAttr<F64Attr>:$beta2,
                        OptionalAttr<F64Attr>:$epsilon,
                        OptionalAttr<F64Attr>:$weight_decay,
+                       OptionalAttr<DictionaryAttr>:$lr_schedule,
                        OptionalAttr<F64Attr>:$lr_scale,
                        OptionalAttr<Pipe_IntAttr>:$anneal_steps,
                        OptionalAttr<F64Attr>:$discrepancy,
@@ -385,6 +390,7 @@ def Pipe_UpdateOp : Pipe_InstrOp<"update"> {
     (`beta2` `(` $beta2^ `)`)?
     (`epsilon` `(` $epsilon^ `)`)?
     (`weight_decay` `(` $weight_decay^ `)`)?
+    (`lr_schedule` $lr_schedule^)?
     (`lr_scale` `(` $lr_scale^ `)`)?
     (`anneal_steps` `(` $anneal_steps^ `)`)?
     (`discrepancy` `(` $discrepancy^ `)`)?

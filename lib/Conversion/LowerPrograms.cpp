@@ -63,6 +63,7 @@
 // waited for at the end of the step.
 //
 //===----------------------------------------------------------------------===//
+#include "pipec/Autodiff/LrSchedule.h"
 #include "pipec/Autodiff/OnnxBuilder.h"
 #include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Conversion/Passes.h"
@@ -1161,7 +1162,18 @@ ProgramLowering::updateFunction(pipe::UpdateOp op, WeightBuffer &buf,
   fb.setInsertionPointToEnd(body);
   OnnxBuilder ob(fb, l);
   Type f32 = b.getF32Type();
-  Value rate = ob.scalar(f32, op.getLr().convertToDouble());
+  LrSchedule schedule;
+  if (DictionaryAttr dict = op.getLrScheduleAttr()) {
+    std::string error;
+    schedule = LrSchedule::fromAttr(dict, error);
+    if (error.empty())
+      error = schedule.check(op.getLr().convertToDouble());
+    if (!error.empty()) {
+      delete body;
+      return op.emitError("pipe-lower-programs: ") << error;
+    }
+  }
+  Value rate = scheduledRate(ob, count, op.getLr().convertToDouble(), schedule);
   if (auto scale = op.getLrScale()) {
     // lr * scale^(1 - min(k/K, 1)), k the updates before this one (PipeMare
     // T1); min(x, 1) = x - relu(x - 1). Without anneal_steps, lr * scale.

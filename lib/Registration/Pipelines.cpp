@@ -64,6 +64,10 @@ void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
       options.optimizer == OptimizerOption::Nesterov)
     optimizer.momentum = options.momentum;
   optimizer.weightDecay = options.weightDecay;
+  optimizer.lrSchedule = options.lrSchedule;
+  optimizer.warmupSteps = options.warmupSteps;
+  optimizer.decaySteps = options.decaySteps;
+  optimizer.minLr = options.minLr;
   pm.addPass(createPipeAddOptimizer(optimizer));
   PipeMicrobatchOptions microbatch;
   microbatch.microbatches = options.microbatches;

@@ -15,6 +15,7 @@
 // hence onnx.AdamW for both Adams.
 //
 //===----------------------------------------------------------------------===//
+#include "pipec/Autodiff/LrSchedule.h"
 #include "pipec/Autodiff/OnnxBuilder.h"
 #include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Transforms/Passes.h"
@@ -39,6 +40,8 @@ struct Optimizer {
   double beta1 = 0.9, beta2 = 0.999, eps = 0, lrDecay = 0;
   /// onnx-adam: the imported onnx.Adam's attributes, used as they are.
   DictionaryAttr onnxAttrs;
+  /// The rate of each update: lr * f(updates done), one update a step.
+  LrSchedule schedule;
 
   SmallVector<StringRef> slots() const {
     if (kind == "momentum" || kind == "nesterov")
@@ -104,6 +107,12 @@ struct PipeAddOptimizerPass
     if (opt.lr < 0)
       return module.emitError() << "pipe-add-optimizer: optimizer '" << opt.kind
                                 << "' needs a learning rate (lr=...)";
+    opt.schedule.kind = lrSchedule;
+    opt.schedule.warmupSteps = warmupSteps;
+    opt.schedule.decaySteps = decaySteps;
+    opt.schedule.minLr = minLr;
+    if (std::string bad = opt.schedule.check(opt.lr); !bad.empty())
+      return module.emitError() << "pipe-add-optimizer: " << bad;
     if ((opt.kind == "momentum" || opt.kind == "nesterov") &&
         opt.momentum <= 0)
       return module.emitError()
@@ -234,7 +243,7 @@ struct PipeAddOptimizerPass
 
     OnnxBuilder ob(b, step.getLoc());
     Type f32 = b.getF32Type();
-    Value sharedRate = ob.scalar(f32, opt.lr);
+    Value sharedRate = scheduledRate(ob, count, opt.lr, opt.schedule);
     Value nextCount = ob.add(count, ob.scalarI64(1));
     stageNewOps(counterStage);
 
@@ -255,7 +264,7 @@ struct PipeAddOptimizerPass
       ob.setLoc(x.getLoc());
       Value rate = sharedRate;
       if (counterStage && ownerStage(param) != counterStage)
-        rate = ob.scalar(f32, opt.lr);
+        rate = scheduledRate(ob, count, opt.lr, opt.schedule);
       SmallVector<Value> outs;
       if (opt.kind == "sgd") {
         outs.push_back(ob.create<onnx::SGDOp>(
@@ -357,6 +366,8 @@ struct PipeAddOptimizerPass
       num("lr_decay", opt.lrDecay);
     }
     num("weight_decay", opt.weightDecay);
+    if (!opt.schedule.isConstant())
+      entries.push_back(b.getNamedAttr("lr_schedule", opt.schedule.toAttr(b, false)));
     step->setAttr(pipe::attrs::kOptimizer, b.getDictionaryAttr(entries));
   }
 };

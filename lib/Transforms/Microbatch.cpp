@@ -194,7 +194,7 @@ static bool isElementwise(Operation *op) {
   return llvm::isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp,
                    onnx::PowOp, onnx::EqualOp, onnx::WhereOp, onnx::ReluOp,
                    onnx::NegOp, onnx::TanhOp, onnx::SigmoidOp, onnx::ErfOp,
-                   onnx::SqrtOp, onnx::ExpOp, onnx::LogOp, onnx::IdentityOp,
+                   onnx::SqrtOp, onnx::ExpOp, onnx::LogOp, onnx::SinOp, onnx::CosOp, onnx::IdentityOp,
                    onnx::CastOp, onnx::ReluGradOp, onnx::TanhGradOp,
                    onnx::SigmoidGradOp, onnx::ErfGradOp, onnx::AbsOp,
                    onnx::ReciprocalOp, onnx::SignOp, onnx::FloorOp,

@@ -2,7 +2,9 @@
 //
 //   pipe-compile MODEL.onnx -o OUT [--batch B] [--optimizer sgd|momentum|
 //       nesterov|adam|adamw|adagrad] [--lr F] [--momentum F]
-//       [--weight-decay F] [--target cpu|cuda] [--input-shape x=8x32]
+//       [--weight-decay F] [--lr-schedule constant|linear|cosine
+//       [--warmup-steps W] [--decay-steps N] [--min-lr F]]
+//       [--target cpu|cuda] [--input-shape x=8x32]
 //       [--emit-mlir] [--forward-only]
 //       [--stages N --microbatches M --schedule gpipe|1f1b|afp [--advance K]
 //        [--method sync|pipedream|2bw|spectrain|pipemare|avgpipe
@@ -38,6 +40,8 @@
 #include "dialects/pipe/PipeAttrNames.h"
 #include "llvm/ADT/SetVector.h"
 #include "pipec/Conversion/RuntimeABI.h"
+#include "pipec/Autodiff/LrSchedule.h"
+#include "pipec/Autodiff/LrSchedule.h"
 #include "pipec/Import/OnnxImporter.h"
 #include "pipec/Pipelines/Pipelines.h"
 #include "pipec/Target/Plan.h"
@@ -106,6 +110,24 @@ static cl::opt<double> momentum("momentum", cl::cat(trainingCat),
                                 cl::init(0.9));
 static cl::opt<double> weightDecay("weight-decay", cl::cat(trainingCat), cl::desc("Weight decay"),
                                    cl::init(0.0));
+static cl::opt<std::string>
+    lrScheduleKind("lr-schedule", cl::cat(trainingCat),
+                   cl::desc("constant, linear or cosine: the learning rate of each step "
+                            "(after --warmup-steps from 0), decaying to --min-lr at step "
+                            "--decay-steps (Hugging Face's schedules; default: constant)"),
+                   cl::init("constant"));
+static cl::opt<int64_t> warmupSteps("warmup-steps", cl::cat(trainingCat),
+                                    cl::desc("Steps of linear learning-rate warm-up from 0 "
+                                             "(default: 0)"),
+                                    cl::init(0));
+static cl::opt<int64_t> decaySteps("decay-steps", cl::cat(trainingCat),
+                                   cl::desc("--lr-schedule linear or cosine: the step where "
+                                            "the decay reaches --min-lr (e.g. pipe-run's --steps)"),
+                                   cl::init(0));
+static cl::opt<double> minLr("min-lr", cl::cat(trainingCat),
+                             cl::desc("--lr-schedule linear or cosine: the learning rate at "
+                                      "the end of the decay (default: 0)"),
+                             cl::init(0.0));
 static cl::opt<std::string> target("target", cl::cat(outputCat), cl::desc("cpu or cuda (default: cpu)"),
                                    cl::init("cpu"));
 static cl::list<std::string>
@@ -433,6 +455,31 @@ void trainOptionsFromFlags(pipec::TrainPipelineOptions &o,
   o.lr = lr.getValue();
   o.momentum = momentum.getValue();
   o.weightDecay = weightDecay.getNumOccurrences() ? weightDecay.getValue() : -1.0;
+  o.lrSchedule = lrScheduleKind.getValue();
+  o.warmupSteps = warmupSteps.getValue();
+  o.decaySteps = decaySteps.getValue();
+  o.minLr = minLr.getValue();
+}
+
+/// The learning-rate schedule of the flags.
+pipec::LrSchedule lrScheduleFlags() {
+  pipec::LrSchedule s;
+  s.kind = lrScheduleKind.getValue();
+  s.warmupSteps = warmupSteps.getValue();
+  s.decaySteps = decaySteps.getValue();
+  s.minLr = minLr.getValue();
+  return s;
+}
+
+/// plan.json's optimizer lr_schedule: null without one.
+llvm::json::Value lrScheduleJson() {
+  pipec::LrSchedule s = lrScheduleFlags();
+  if (s.isConstant())
+    return nullptr;
+  return llvm::json::Object{{"kind", s.kind},
+                            {"warmup_steps", s.warmupSteps},
+                            {"decay_steps", s.decaySteps},
+                            {"min_lr", s.minLr}};
 }
 
 /// plan.json's optimizer momentum: the value momentum and nesterov use
@@ -454,6 +501,11 @@ std::string oneDeviceTrainPipeline() {
     ps << " momentum=" << llvm::formatv("{0:e9}", momentum.getValue());
   if (weightDecay.getNumOccurrences())
     ps << " weight-decay=" << llvm::formatv("{0:e9}", weightDecay.getValue());
+  if (!lrScheduleFlags().isConstant())
+    ps << " lr-schedule=" << lrScheduleKind.getValue()
+       << " warmup-steps=" << warmupSteps.getValue()
+       << " decay-steps=" << decaySteps.getValue()
+       << " min-lr=" << llvm::formatv("{0:e9}", minLr.getValue());
   ps << "}";
   return pipeline;
 }
@@ -1254,6 +1306,8 @@ int main(int argc, char **argv) {
         !(std::isfinite(weightDecay.getValue()) && weightDecay >= 0))
       return fail("--weight-decay must be a finite number >= 0, not " +
                   number(weightDecay));
+    if (std::string bad = lrScheduleFlags().check(lr.getValue()); !bad.empty())
+      return fail(bad);
   }
   if (lrWarmup < 0)
     return fail("--lr-warmup must be >= 0 updates (got " +
@@ -1508,6 +1562,10 @@ int main(int argc, char **argv) {
             schedule.momentum = momentum.getValue();
           if (weightDecay.getNumOccurrences())
             schedule.weightDecay = weightDecay.getValue();
+          schedule.lrSchedule = lrScheduleKind.getValue();
+          schedule.warmupSteps = warmupSteps.getValue();
+          schedule.decaySteps = decaySteps.getValue();
+          schedule.minLr = minLr.getValue();
           pm.addPass(pipec::createPipeSchedule(schedule));
         }
         pm.addPass(pipec::createPipeVerifySchedule());
@@ -1563,7 +1621,8 @@ int main(int argc, char **argv) {
          llvm::json::Object{{"name", optimizer.getValue()},
                             {"lr", lr.getValue()},
                             {"momentum", momentumUsed()},
-                            {"weight_decay", weightDecay.getValue()}}}};
+                            {"weight_decay", weightDecay.getValue()},
+                            {"lr_schedule", lrScheduleJson()}}}};
     if (autoPlan)
       planBase["auto"] = llvm::json::Value(std::move(autoRecord));
     if (prediction)
@@ -1655,7 +1714,8 @@ int main(int argc, char **argv) {
                                                : optimizer.getValue()},
                           {"lr", lr.getValue()},
                           {"momentum", momentumUsed()},
-                          {"weight_decay", weightDecay.getValue()}}},
+                          {"weight_decay", weightDecay.getValue()},
+                          {"lr_schedule", lrScheduleJson()}}},
       {"executables", llvm::json::Array{"device0"}}};
   for (auto &[key, value] : pipec::describeBuffers(program))
     plan[key] = std::move(value);

@@ -145,6 +145,20 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<double> weightDecay{*this, "weight-decay",
                              llvm::cl::desc("weight decay (default: none)"),
                              llvm::cl::init(-1.0)};
+  Option<std::string> lrSchedule{
+      *this, "lr-schedule",
+      llvm::cl::desc("learning-rate schedule: constant, linear or cosine"),
+      llvm::cl::init("constant")};
+  Option<int64_t> warmupSteps{*this, "warmup-steps",
+                              llvm::cl::desc("linear warm-up steps of the schedule"),
+                              llvm::cl::init(0)};
+  Option<int64_t> decaySteps{
+      *this, "decay-steps",
+      llvm::cl::desc("linear, cosine: the step where the decay ends"),
+      llvm::cl::init(0)};
+  Option<double> minLr{*this, "min-lr",
+                       llvm::cl::desc("linear, cosine: the rate at the end of the decay"),
+                       llvm::cl::init(0.0)};
   Option<std::string> batchnorm{
       *this, "batchnorm",
       llvm::cl::desc("training-mode BatchNormalization statistics: "

@@ -109,6 +109,15 @@ def PipeAddOptimizer : Pass<"pipe-add-optimizer", "::mlir::ModuleOp"> {
     Option<"eps", "eps", "double", "-1.0",
            "epsilon (Adam(W) 1e-8, Adagrad 1e-10)">,
     Option<"lrDecay", "lr-decay", "double", "0.0", "Adagrad lr_decay">,
+    Option<"lrSchedule", "lr-schedule", "std::string", "\"constant\"",
+           "constant, linear or cosine: the rate lr * f(steps done), "
+           "include/pipec/Autodiff/LrSchedule.h">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", "0",
+           "the schedule's linear warm-up from 0 to lr">,
+    Option<"decaySteps", "decay-steps", "int64_t", "0",
+           "linear, cosine: the step where the decay to min-lr ends">,
+    Option<"minLr", "min-lr", "double", "0.0",
+           "linear, cosine: the rate at the end of the decay">,
   ];
   let dependentDialects = ["::mlir::pipec::onnx::ONNXDialect",
                            "::mlir::func::FuncDialect"];
@@ -542,6 +551,15 @@ def PipeSchedule : Pass<"pipe-schedule", "::mlir::ModuleOp"> {
     Option<"weightDecay", "weight-decay", "double", "-1.0", "weight decay">,
     Option<"gradScale", "grad-scale", "double", "-1.0",
            "factor on the accumulated gradient">,
+    Option<"lrSchedule", "lr-schedule", "std::string", "\"constant\"",
+           "with optimizer: constant, linear or cosine (pipe.update's "
+           "lr_schedule)">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", "0",
+           "with optimizer: the schedule's linear warm-up, in steps">,
+    Option<"decaySteps", "decay-steps", "int64_t", "0",
+           "with optimizer: linear, cosine: the step where the decay ends">,
+    Option<"minLr", "min-lr", "double", "0.0",
+           "with optimizer: linear, cosine: the rate at the end of the decay">,
   ];
   let dependentDialects = ["::mlir::pipec::pipe::PipeDialect"];
 }

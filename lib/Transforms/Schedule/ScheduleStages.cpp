@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pipec/Analysis/Schedule.h"
+#include "pipec/Autodiff/LrSchedule.h"
 #include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Transforms/SchedulePasses.h"
 #include "pipec/Transforms/WholeBatch.h"
@@ -73,6 +74,8 @@ struct Optimizer {
   double lr = 0;
   std::optional<double> momentum, dampening, beta1, beta2, epsilon,
       weightDecay, gradScale;
+  /// The pipe.optimizer's lr_schedule (constant when it has none).
+  LrSchedule schedule;
   /// Where the optimizer was given (the module for pass options): its
   /// errors are reported there.
   Operation *holder = nullptr;
@@ -651,6 +654,12 @@ FailureOr<Optimizer> PipeSchedulePass::optimizerFromOptions(ModuleOp module) {
   opt.epsilon = given(epsilon);
   opt.weightDecay = given(weightDecay);
   opt.gradScale = given(gradScale);
+  opt.schedule.kind = lrSchedule;
+  opt.schedule.warmupSteps = warmupSteps;
+  opt.schedule.decaySteps = decaySteps;
+  opt.schedule.minLr = minLr;
+  if (std::string bad = opt.schedule.check(opt.lr); !bad.empty())
+    return module.emitError() << "pipe-schedule: " << bad;
   setAdamDefaults(opt);
   return opt;
 }
@@ -662,6 +671,15 @@ FailureOr<Optimizer> PipeSchedulePass::optimizerFromAttr(Operation *holder,
   bool hasKind = false, hasLr = false;
   for (NamedAttribute entry : dict) {
     StringRef key = entry.getName().getValue();
+    if (key == "lr_schedule") {
+      auto scheduleDict = dyn_cast<DictionaryAttr>(entry.getValue());
+      std::string error = scheduleDict ? "" : "'lr_schedule' must be a dictionary";
+      if (scheduleDict)
+        opt.schedule = LrSchedule::fromAttr(scheduleDict, error);
+      if (!error.empty())
+        return holder->emitError() << "pipe.optimizer: " << error;
+      continue;
+    }
     if (key == "kind") {
       auto name = dyn_cast<StringAttr>(entry.getValue());
       std::optional<pipe::OptimizerKind> parsed =
@@ -704,11 +722,13 @@ FailureOr<Optimizer> PipeSchedulePass::optimizerFromAttr(Operation *holder,
       return holder->emitError()
              << "pipe.optimizer: unknown key '" << key
              << "' (kind, lr, momentum, dampening, beta1, beta2, epsilon, "
-                "weight_decay, grad_scale)";
+                "weight_decay, grad_scale, lr_schedule)";
     }
   }
   if (!hasKind || !hasLr)
     return holder->emitError() << "pipe.optimizer needs 'kind' and 'lr'";
+  if (std::string bad = opt.schedule.check(opt.lr); !bad.empty())
+    return holder->emitError() << "pipe.optimizer: lr_schedule: " << bad;
   setAdamDefaults(opt);
   return opt;
 }
@@ -1383,6 +1403,14 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
           if (correctBackward)
             discrepancy = b.getF64FloatAttr(noFlush->discrepancy);
         }
+        // The schedule counts steps: an update per micro-batch is 1/M of one.
+        DictionaryAttr schedule;
+        if (!opt.schedule.isConstant()) {
+          LrSchedule s = opt.schedule;
+          s.updatesPerStep =
+              noFlush && noFlush->rule == sched::UpdateRule::PerMicroBatch ? microbatches : 1;
+          schedule = s.toAttr(b, true);
+        }
         if (noFlush) {
           // The update after micro-batch u's backward turns W(u) into
           // W(u+1) (PipeDream), the one after a step's last backward W(t)
@@ -1403,7 +1431,7 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
             pipe::OptimizerKindAttr::get(ctx, opt.kind),
             b.getF64FloatAttr(opt.lr), f(opt.momentum), f(opt.dampening),
             f(opt.beta1), f(opt.beta2), f(opt.epsilon), f(opt.weightDecay),
-            lrScale, annealSteps, discrepancy, f(gradScale), updateVersion,
+            schedule, lrScale, annealSteps, discrepancy, f(gradScale), updateVersion,
             updateClock ? updateClock
                         : pipe::VersionClockAttr::get(ctx, pipe::VersionClock::Slot),
             updateMb, updateMb ? base : Value());
@@ -1613,6 +1641,14 @@ void PipeSchedulePass::runOnOperation() {
     for (Stage &stage : stages) {
       if (stage.params == 0 || stage.index == p - 1)
         continue;
+      if (noFlush->method == Method::SpecTrain && !stage.optimizer->schedule.isConstant()) {
+        stage.forward.emitError()
+            << "pipe-schedule: spectrain predicts the weights s updates ahead at one "
+               "learning rate (METHODS.md), which a learning-rate schedule changes "
+               "between them: not supported; use a constant rate (no --lr-schedule "
+               "or --warmup-steps) or another method";
+        return signalPassFailure();
+      }
       if (noFlush->method == Method::SpecTrain &&
           stage.optimizer->kind == pipe::OptimizerKind::Adagrad) {
         stage.forward.emitError()

@@ -6,6 +6,8 @@
         --method pipedream|2bw|sync [--vertical-sync] [--plan plan.json]
         --optimizer sgd|momentum|nesterov|adam|adamw|adagrad --lr F
         [--momentum 0.9] [--weight-decay F] [--rtol 1e-5]
+        [--lr-schedule constant|linear|cosine --warmup-steps W
+         --decay-steps N --min-lr F]
         [--saved trained.onnx] [--next ARGS...]
     async_reference.py --self-test
 
@@ -33,7 +35,9 @@ update unit of one micro-batch (pipedream) or one step (2bw, sync), and the
 gradient averaged over the unit's micro-batches. opt is torch.optim's
 optimizer on the module's parameters, which always hold the current
 weights W(n); its state (momentum, Adam moments, step count) advances once
-per update. Older versions are evaluated with torch's functional_call on a
+per update. With a learning-rate schedule (reference_common.schedule_factor)
+update n runs at lr * factor(n / U), U the updates a step makes (M for
+pipedream, else 1). Older versions are evaluated with torch's functional_call on a
 per-stage history that keeps only versions n-d_s .. n (d_s + 1 of them:
 METHODS.md's p-s, p, 2 and 1). A logged step's loss is the mean of its M
 micro-batch losses, each from that micro-batch's own forward. Module buffers
@@ -59,7 +63,7 @@ from torch.nn.utils.stateless import functional_call
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_common import (add_check_arguments, check_losses,  # noqa: E402
                               check_saved, fail, load_initial, make_optimizer,
-                              models, read_log, run_checks)
+                              models, read_log, run_checks, schedule_factor)
 
 
 def delays(method, vertical_sync, p):
@@ -79,7 +83,7 @@ def step_microbatches(arrays, t, batch, m):
 
 
 def simulate(model, opt, stage_of, p, method, vertical_sync, arrays, steps,
-             batch, m):
+             batch, m, rate=None):
     """Trains `model` in place (its parameters end as the newest weights);
     returns the loss of every step (mean of its micro-batch losses)."""
     params = dict(model.named_parameters())
@@ -108,6 +112,9 @@ def simulate(model, opt, stage_of, p, method, vertical_sync, arrays, steps,
                 losses.append(float(loss))
             for name, w in params.items():
                 w.grad = acc[name] if len(unit) == 1 else acc[name] / len(unit)
+            if rate is not None:
+                for group in opt.param_groups:
+                    group["lr"] = rate(n / len(units))
             opt.step()
             n += 1
             for s in range(p):
@@ -173,8 +180,10 @@ def check(argv):
     arrays = [data[n] for n in input_names]
     logged = read_log(a.log, a.steps)
 
+    factor = schedule_factor(a)
     ref = simulate(model, opt, stage_of, p, a.method, a.vertical_sync, arrays,
-                   a.steps, a.batch, a.microbatches)
+                   a.steps, a.batch, a.microbatches,
+                   rate=lambda x: a.lr * factor(x))
     what = a.method + (" (vertical sync)" if a.vertical_sync else "")
     check_losses(logged, ref, a.rtol, what)
     if a.saved:

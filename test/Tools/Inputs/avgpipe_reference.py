@@ -129,6 +129,9 @@ def check(argv):
     ap.add_argument("--alpha", type=float, default=0.5)
     ap.add_argument("--period", type=int, default=1)
     a = ap.parse_args(argv)
+    if a.lr_schedule != "constant" or a.warmup_steps:
+        fail("a learning-rate schedule is not simulated here (async_reference.py "
+             "and torch_trajectory.py simulate one)")
     if a.microbatches < 1 or a.batch % a.microbatches:
         fail(f"--batch {a.batch} is not a multiple of --microbatches {a.microbatches}")
     if a.pipelines < 1 or a.period < 1:

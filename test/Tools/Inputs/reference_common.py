@@ -35,6 +35,38 @@ def make_optimizer(name, params, lr, momentum=0.9, wd=0.0):
     fail(f"unknown optimizer '{name}'")
 
 
+def add_schedule_arguments(ap):
+    """pipe-compile's learning-rate schedule flags."""
+    ap.add_argument("--lr-schedule", default="constant",
+                    choices=["constant", "linear", "cosine"])
+    ap.add_argument("--warmup-steps", type=int, default=0)
+    ap.add_argument("--decay-steps", type=int, default=0)
+    ap.add_argument("--min-lr", type=float, default=0.0)
+
+
+def schedule_factor(a):
+    """The learning-rate factor after x steps (x fractional where a step makes
+    several updates): Hugging Face transformers' get_constant_/linear_/
+    cosine_schedule_with_warmup lambdas, the decay floored at --min-lr (as
+    get_cosine_with_min_lr_schedule_with_warmup) and held there past
+    --decay-steps."""
+    import math
+    w, n, floor = a.warmup_steps, a.decay_steps, a.min_lr / a.lr
+
+    def factor(x):
+        if x < w:
+            return float(x) / float(max(1, w))
+        if a.lr_schedule == "constant":
+            return 1.0
+        progress = min(1.0, float(x - w) / float(max(1, n - w)))
+        if a.lr_schedule == "linear":
+            decay = 1.0 - progress
+        else:
+            decay = 0.5 * (1.0 + math.cos(math.pi * progress))
+        return floor + (1.0 - floor) * decay
+    return factor
+
+
 def add_check_arguments(ap):
     """The arguments every check takes: model, data, log, run, optimizer,
     tolerance and the saved model."""
@@ -51,6 +83,7 @@ def add_check_arguments(ap):
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--saved", help="compare the trained weights with this model")
+    add_schedule_arguments(ap)
 
 
 def onnx_initializers(path):

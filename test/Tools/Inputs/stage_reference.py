@@ -609,6 +609,9 @@ def check(argv):
     ap.add_argument("--lr-warmup", type=int, default=0)
     ap.add_argument("--discrepancy-correction", type=float, default=None)
     a = ap.parse_args(argv)
+    if a.lr_schedule != "constant" or a.warmup_steps:
+        fail("a learning-rate schedule is not simulated here (async_reference.py "
+             "and torch_trajectory.py simulate one)")
     if a.batch % a.microbatches:
         fail(f"--batch {a.batch} is not a multiple of --microbatches {a.microbatches}")
     if a.method != "pipemare" and (a.lr_warmup or a.discrepancy_correction is not None):

@@ -4,11 +4,17 @@
     torch_trajectory.py --model mlp --data D.npz --log steps.jsonl --steps K
         --batch B --optimizer sgd|momentum|nesterov|adam|adamw|adagrad --lr F
         [--momentum F] [--weight-decay F] [--rtol 1e-4]
+        [--lr-schedule constant|linear|cosine --warmup-steps W
+         --decay-steps N --min-lr F]
         [--onnx initial.onnx] [--saved trained.onnx] [--next ARGS...]
 
 Rebuilds the model with examples/models.py, trains it on the data without
 shuffling (step s reads rows s*B .. s*B+B-1, wrapping) and compares every
-step's loss (computed before that step's update) with the log.
+step's loss (computed before that step's update) with the log. A schedule
+is torch.optim.lr_scheduler.LambdaLR stepped after every update, with
+Hugging Face's transformers lambdas (get_constant/linear/cosine_schedule_
+with_warmup; the decay floored at --min-lr, as get_cosine_with_min_lr_
+schedule_with_warmup, and held there past N).
 
 With --onnx, the initial weights are the ONNX model's initializers (every
 parameter and buffer of the module must be one, with the same shape), so
@@ -31,7 +37,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                 "examples"))
 import models  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_common import make_optimizer, onnx_initializers  # noqa: E402
+from reference_common import (add_schedule_arguments, make_optimizer,  # noqa: E402
+                              onnx_initializers, schedule_factor)
 
 
 def main():
@@ -57,6 +64,7 @@ def check(argv):
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--rtol", type=float, default=1e-4)
+    add_schedule_arguments(ap)
     ap.add_argument("--onnx", help="take the initial weights from this model")
     ap.add_argument("--saved", help="compare the trained weights with this model")
     a = ap.parse_args(argv)
@@ -77,6 +85,7 @@ def check(argv):
     model.train()
     opt = make_optimizer(a.optimizer, model.parameters(), a.lr, a.momentum,
                          a.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(opt, schedule_factor(a))
 
     data = np.load(a.data)
     arrays = [data[n] for n in names]
@@ -93,6 +102,7 @@ def check(argv):
         loss = model(*inputs)
         loss.backward()
         opt.step()
+        scheduler.step()
         ref = float(loss)
         got = logged[s]["loss"]
         if logged[s]["step"] != s:
