@@ -297,6 +297,35 @@ SmallVector<Value> PipeSplitStagesPass::candidatesOf(Value grad, int64_t from,
             }
           }
       }
+  // A VJP op with a result per operand of its forward op (the norms', Conv's
+  // and the recurrent ops' gradients): result i is operand i's gradient. A
+  // norm's scale and bias have one type, so that which one a gradient is
+  // cannot be told from the types (a LayerNorm shared by two stages: the
+  // later stage's scale and bias contributions were summed as one).
+  if (Operation *def = built.getDefiningOp();
+      def && candidates.size() > 1 &&
+      llvm::isa<onnx::LayerNormalizationGradOp, onnx::BatchNormalizationGradOp,
+                onnx::ConvGradOp, onnx::LSTMGradOp, onnx::GRUGradOp>(def)) {
+    unsigned r = llvm::cast<OpResult>(built).getResultNumber();
+    for (Part &p : parts) {
+      if (p.phase != Forward)
+        continue;
+      for (Operation *op : p.ops) {
+        if (op->getLoc() != def->getLoc() || op->hasAttr(wholebatch::kConcat) ||
+            r >= op->getNumOperands())
+          continue;
+        llvm::SetVector<Value> reach;
+        reach.insert(throughConcat(op->getOperand(r)));
+        addPassedOn(reach, reader.ops, grad.getType());
+        SmallVector<Value> hit;
+        for (Value c : candidates)
+          if (reach.contains(c))
+            hit.push_back(c);
+        if (hit.size() == 1)
+          return hit;
+      }
+    }
+  }
   if (candidates.size() > 1) {
     // The values whose gradient `grad` is: the operands of the forward op
     // whose VJP rule built it (they share its location), and through the
@@ -802,6 +831,9 @@ void PipeSplitStagesPass::runOnOperation() {
   // contributing stage, into which the later stages' contributions are
   // added on their way back (pipe-insert-transfers relays them).
   llvm::DenseMap<Value, Value> firstContribution;
+  // Per (primal, stage), the contribution a stage other than the nearest
+  // sends on its own, into which that stage's others are added.
+  llvm::DenseMap<std::pair<void *, int64_t>, Value> sentOnItsOwn;
   // The crossing gradients and their primals (primalFor), first: the
   // contribution a primal's stage receives is the one from the nearest
   // stage. A gradient that is the contribution to several of them is
@@ -873,9 +905,22 @@ void PipeSplitStagesPass::runOnOperation() {
         if (!llvm::is_contained(extras, v))
           extras.push_back(v);
       } else {
-        // Sent on its own; the stages in between add it to theirs.
-        part(from, Backward)
-            .addOutput(v, named(pipe::attrs::kGrad, tagOf(*primal)));
+        // Sent on its own; the stages in between add it to theirs. A
+        // stage's several contributions go as one sum (two results tagged
+        // with one gradient name would be two messages for one value: a
+        // LayerNorm applied twice in the last of 3 stages, its weights
+        // owned by the first).
+        Value &lead = sentOnItsOwn[{primal->getAsOpaquePointer(), from}];
+        if (!lead) {
+          lead = v;
+          part(from, Backward)
+              .addOutput(v, named(pipe::attrs::kGrad, tagOf(*primal)));
+        } else if (lead != v) {
+          auto &extras = extraContributions[{lead.getAsOpaquePointer(),
+                                             tagOf(*primal).str()}];
+          if (!llvm::is_contained(extras, v))
+            extras.push_back(v);
+        }
       }
       return success();
     }
