@@ -108,14 +108,25 @@ LogicalResult RangeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   int64_t n = kDynamic;
   if (start && limit && delta) {
     if (llvm::isa<IntegerType>(elt)) {
-      // Exact integer arithmetic: doubles lose precision past 2^53.
-      int64_t s = getConstantInts(getStart())->front();
-      int64_t l = getConstantInts(getLimit())->front();
-      int64_t d = getConstantInts(getDelta())->front();
-      int64_t span = l - s;
-      n = d > 0 ? (span > 0 ? (span + d - 1) / d : 0)
-                : (span < 0 ? (-span + (-d) - 1) / (-d) : 0);
+      // Exact integer arithmetic (doubles lose precision past 2^53), in 128
+      // bits: limit - start and the rounding up overflow 64.
+      __int128 s = getConstantInts(getStart())->front();
+      __int128 l = getConstantInts(getLimit())->front();
+      __int128 d = getConstantInts(getDelta())->front();
+      __int128 span = l - s;
+      __int128 count = d > 0 ? (span > 0 ? (span + d - 1) / d : 0)
+                             : (span < 0 ? (-span + (-d) - 1) / (-d) : 0);
+      if (count > (__int128(1) << 40))
+        return emitOpError() << "has " << static_cast<int64_t>(count >> 40)
+                             << " Ti elements or more: too many for a tensor";
+      n = static_cast<int64_t>(count);
     } else {
+      double length = std::ceil((*limit - *start) / *delta);
+      if (!std::isfinite(*start) || !std::isfinite(*limit) || !std::isfinite(*delta) ||
+          !(length < double(int64_t(1) << 40)))
+        return emitOpError() << "start, limit and delta must be finite and give at most "
+                                "2^40 elements, got ("
+                             << *start << ", " << *limit << ", " << *delta << ")";
       n = rangeLength(*start, *limit, *delta);
     }
   }

@@ -152,6 +152,14 @@ mlir::pipec::autodiff::buildGradients(OpBuilder &builder, Value &loss,
   }
 
   SmallVector<Operation *> ops = forwardOps(block, end);
+  // The activity analysis follows operands: an op with regions may read
+  // parameters inside them (captured from above) while it has no operand,
+  // and would be taken for a constant (zero gradients).
+  for (Operation *op : ops)
+    if (op->getNumRegions() > 0)
+      return op->emitOpError()
+             << "has regions: the autodiff differentiates straight-line ops "
+                "(control flow such as ONNX If, Loop or Scan is not supported)";
   Activity activity = analyze(ops, loss, wrt);
   llvm::DenseMap<Value, Value> grads;
   // A pipeline activation's gradient contributions, one per contributing

@@ -22,6 +22,8 @@
 
 #include "mlir/IR/SymbolTable.h"
 
+#include <cmath>
+
 namespace mlir::pipec {
 #define GEN_PASS_DEF_PIPEADDOPTIMIZER
 #include "pipec/Transforms/Passes.h.inc"
@@ -73,6 +75,28 @@ struct PipeAddOptimizerPass
 
   /// The optimizer from the options, or else from @training_algorithm.
   FailureOr<Optimizer> resolve(ModuleOp module) {
+    // The numbers given (-1: the kind's default) in their ranges.
+    auto bad = [&](StringRef name, double v, bool ok) -> LogicalResult {
+      if (ok)
+        return success();
+      return module.emitError() << "pipe-add-optimizer: " << name << "=" << v << " must be "
+                                << (name == "lr"                            ? "a finite number > 0"
+                                    : name == "momentum" || name == "beta1" ||
+                                            name == "beta2"                 ? "in [0, 1)"
+                                    : name == "dampening"                   ? "in [0, 1]"
+                                                                            : "a finite number >= 0");
+    };
+    auto given = [](double v) { return v != -1.0; };
+    if (failed(bad("lr", lr, !given(lr) || (std::isfinite(lr) && lr > 0))) ||
+        failed(bad("momentum", momentum, !given(momentum) || (momentum >= 0 && momentum < 1))) ||
+        failed(bad("dampening", dampening, dampening >= 0 && dampening <= 1)) ||
+        failed(bad("weight-decay", weightDecay,
+                   !given(weightDecay) || (std::isfinite(weightDecay) && weightDecay >= 0))) ||
+        failed(bad("beta1", beta1, beta1 >= 0 && beta1 < 1)) ||
+        failed(bad("beta2", beta2, beta2 >= 0 && beta2 < 1)) ||
+        failed(bad("eps", eps, !given(eps) || (std::isfinite(eps) && eps >= 0))) ||
+        failed(bad("lr-decay", lrDecay, std::isfinite(lrDecay) && lrDecay >= 0)))
+      return failure();
     Optimizer opt;
     opt.kind = kind;
     opt.lr = lr;

@@ -643,6 +643,14 @@ void PipeSplitStagesPass::runOnOperation() {
   }
   Block &body = step.getBody().front();
   auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+  // Stages are cut between straight-line ops: an op with regions would
+  // carry values across the cut that no operand names.
+  for (Operation &op : body)
+    if (op.getNumRegions() > 0) {
+      op.emitOpError() << "has regions: pipe-split-stages cuts straight-line ops "
+                          "(control flow is not supported)";
+      return signalPassFailure();
+    }
 
   // Arguments: inputs, trainable parameters with their owners.
   SmallVector<BlockArgument> params;

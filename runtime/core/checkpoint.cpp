@@ -226,6 +226,16 @@ const char *pipert_checkpoint_stage_dir(const char *dir, int64_t step, char *buf
 }
 
 void pipert_checkpoint_commit(const char *dir, int64_t step) {
+  // What the run that wrote the step was (pipe-run's record: the data's
+  // order and file, the plan), with the step: a run that starts into DIR
+  // and fails leaves the committed step's record as it was.
+  if (const char *record = std::getenv("PIPERT_CHECKPOINT_RECORD"); record && *record) {
+    char stage[4096];
+    pipert_checkpoint_stage_dir(dir, step, stage, sizeof stage);
+    pipert_detail::AtomicFile file(std::string(stage) + "/run-info", "checkpoint commit");
+    file.write(record, std::strlen(record));
+    file.commit();
+  }
   const std::string text = "step-" + std::to_string(step) + "\n";
   pipert_detail::AtomicFile file(std::string(dir) + "/LATEST", "checkpoint commit");
   file.write(text.data(), text.size());
@@ -273,6 +283,8 @@ void pipert_checkpoint_prune(const char *dir, int rank) {
     char path[4096];
     pipert_checkpoint_path(s.c_str(), rank, path, sizeof path);
     std::remove(path);
+    if (rank == 0)
+      std::remove((s + "/run-info").c_str());
     ::rmdir(s.c_str()); // succeeds once every rank's file is gone
   }
 }

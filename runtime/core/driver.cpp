@@ -64,6 +64,14 @@ int parseOptions(int argc, char **argv, Options &o) {
     auto value = [&](std::string &dst) -> bool {
       if (i + 1 >= argc)
         return false;
+      // An option is not a value (`--log --quiet`).
+      static const char *const known[] = {
+          "--data", "--log", "--save", "--checkpoint", "--resume", "--trace", "--steps",
+          "--seed", "--threads", "--checkpoint-every", "--on-nonfinite", "--no-shuffle",
+          "--quiet"};
+      for (const char *k : known)
+        if (!std::strcmp(argv[i + 1], k))
+          return false;
       dst = argv[++i];
       return true;
     };

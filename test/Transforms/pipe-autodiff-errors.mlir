@@ -58,3 +58,17 @@ func.func @training_algorithm(%w: tensor<3xf32> {pipe.param = "W", pipe.trainabl
   %0 = onnx.Gradient(%w) {xs = ["W"], y = "loss"} : (tensor<3xf32>) -> tensor<3xf32>
   return %0 : tensor<3xf32>
 }
+
+// -----
+// An op with regions may read a parameter inside them with no operand: not
+// a constant (it was taken for one, with zero gradients).
+func.func @forward(%x: tensor<8x4xf32> {pipe.input = "x"}, %y: tensor<8xi64> {pipe.input = "y"}, %w: tensor<3x4xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{has regions: the autodiff differentiates straight-line ops (control flow such as ONNX If, Loop or Scan is not supported)}}
+  %1 = scf.execute_region -> tensor<8x3xf32> {
+    %0 = onnx.Gemm(%x, %w, %none) {transB = 1 : i64} : (tensor<8x4xf32>, tensor<3x4xf32>, none) -> tensor<8x3xf32>
+    scf.yield %0 : tensor<8x3xf32>
+  }
+  %3 = onnx.SoftmaxCrossEntropyLoss(%1, %y, %none) : (tensor<8x3xf32>, tensor<8xi64>, none) -> tensor<f32>
+  return %3 : tensor<f32>
+}

@@ -76,6 +76,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -1296,6 +1297,11 @@ int main(int argc, char **argv) {
     };
     if (!(std::isfinite(lr.getValue()) && lr > 0))
       return fail("--lr must be a finite number > 0, not " + number(lr));
+    // The updates compute in float32: a rate below its normal range is 0
+    // there (the weights never move), one above it infinite.
+    if (lr < std::numeric_limits<float>::min() || lr > std::numeric_limits<float>::max())
+      return fail("--lr " + number(lr) + " is outside float32's range (1.2e-38 to 3.4e+38), "
+                  "which the updates compute in");
     if (momentum.getNumOccurrences() &&
         !(std::isfinite(momentum.getValue()) && momentum >= 0 && momentum < 1))
       return fail("--momentum must be in [0, 1), not " + number(momentum));

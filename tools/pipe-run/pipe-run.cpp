@@ -24,6 +24,8 @@
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/xxhash.h"
 
 #include "pipert/pipert_data.h"
 
@@ -513,6 +515,13 @@ int main(int argc, char **argv) {
       if (a == o) {
         if (i + 1 >= argc)
           return fail("option " + a + " needs a value");
+        // `--log --quiet` would write a log named --quiet and run loud.
+        for (const char *known : kValueOptions)
+          if (!std::strcmp(argv[i + 1], known))
+            return fail("option " + a + " needs a value, not the option " + known);
+        for (const char *known : kFlagOptions)
+          if (!std::strcmp(argv[i + 1], known))
+            return fail("option " + a + " needs a value, not the option " + known);
         if (a == "--data") {
           haveData = true;
           dataPath = argv[i + 1];
@@ -585,6 +594,31 @@ int main(int argc, char **argv) {
     return fail("--data D.npz is required");
   if (!haveSteps)
     return fail("--steps K is required");
+  // An output must not overwrite the data or what pipe-compile wrote.
+  {
+    auto sameFile = [](const std::string &a, const std::string &b) {
+      struct stat sa, sb;
+      return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 &&
+             sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    };
+    std::vector<std::string> compiled = {out + "/plan.json", out + "/model.onnx"};
+    for (int d = 0; d < 4096; ++d) {
+      std::string exe = out + "/device" + std::to_string(d);
+      if (!isExecutable(exe))
+        break;
+      compiled.push_back(exe);
+    }
+    for (const auto &[flag, path] : outputs) {
+      if (sameFile(path, dataPath))
+        return fail(flag + " " + path + ": is the --data file (it would be overwritten); "
+                                        "name another file");
+      for (const std::string &c : compiled)
+        if (sameFile(path, c))
+          return fail(flag + " " + path + ": is " + c +
+                      ", which pipe-compile wrote (it would be overwritten); name another "
+                      "file");
+    }
+  }
   for (int i = 2; i + 1 < argc; ++i)
     if (!std::strcmp(argv[i], "--checkpoint-every")) {
       bool haveCheckpoint = false;
@@ -661,12 +695,48 @@ int main(int argc, char **argv) {
           digest = (digest ^ uint8_t(c)) * 1099511628211ull;
       char hex[17];
       std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)digest);
-      runIdentity = schedule + " on " + std::to_string(*devices) + " device(s), " +
+      // What each device keeps (trained parameters: --frozen; weight
+      // versions; optimizer state) and the method variants that keep other
+      // state or read other versions (vertical sync, PipeMare's δ).
+      std::string variants;
+      uint64_t state = 1469598103934665603ull;
+      auto mix = [&](const std::string &text) {
+        for (char c : text + ";")
+          state = (state ^ uint8_t(c)) * 1099511628211ull;
+      };
+      if (const llvm::json::Array *plans = root->getArray("device_plans"))
+        for (const llvm::json::Value &p : *plans) {
+          const llvm::json::Object *dp = p.getAsObject();
+          if (!dp)
+            continue;
+          if (const llvm::json::Array *params = dp->getArray("parameters"))
+            for (const llvm::json::Value &name : *params)
+              mix(name.getAsString().value_or("").str());
+          if (const llvm::json::Object *m = dp->getObject("method")) {
+            mix("versions " + std::to_string(m->getInteger("weight_versions").value_or(0)));
+            if (m->getBoolean("vertical_sync").value_or(false) &&
+                variants.find("vertical sync") == std::string::npos)
+              variants += " (vertical sync)";
+            if (const llvm::json::Value *d = m->get("discrepancy_correction");
+                d && d->kind() != llvm::json::Value::Null &&
+                variants.find("discrepancy") == std::string::npos)
+              variants += " (discrepancy correction)";
+          }
+          if (const llvm::json::Object *mem = dp->getObject("memory"))
+            mix("state " + std::to_string(mem->getInteger("optimizer_state_bytes").value_or(0)));
+        }
+      else if (const llvm::json::Array *params = root->getArray("parameters"))
+        for (const llvm::json::Value &p : *params)
+          if (const llvm::json::Object *b = p.getAsObject())
+            mix(b->getString("name").value_or("").str());
+      char stateHex[17];
+      std::snprintf(stateHex, sizeof stateHex, "%016llx", (unsigned long long)state);
+      runIdentity = schedule + variants + " on " + std::to_string(*devices) + " device(s), " +
                     std::to_string(root->getInteger("pipelines").value_or(1)) +
                     " pipeline(s), M=" +
                     std::to_string(root->getInteger("microbatches").value_or(1)) +
                     ", batch " + std::to_string(root->getInteger("batch").value_or(0)) +
-                    ", " + optimizerName + ", partition " + hex;
+                    ", " + optimizerName + ", partition " + hex + ", state " + stateHex;
     }
     // The data, before anything starts (plans without "data" are checked
     // by the ranks as they load it).
@@ -681,12 +751,15 @@ int main(int argc, char **argv) {
     }
   }
   // A checkpoint belongs to its run: the order the data is read in
-  // (--seed, --no-shuffle), the data file and the plan it trained (method,
-  // devices, stages, micro-batches, batch, optimizer). The checkpoint
-  // directory records them (DIR/data-order, DIR/run), and a resume must
-  // give the same: else it would go on on other rows, or load state into a
-  // program that keeps other state (a synchronous plan drops PipeDream's
-  // stashed versions) or reads the data otherwise.
+  // (--seed, --no-shuffle), the data file (its size and content hash) and
+  // the plan it trained (method, devices, stages, micro-batches, batch,
+  // optimizer, what each device keeps). The ranks write the record into
+  // each checkpoint they commit (DIR/step-N/run-info, from
+  // $PIPERT_CHECKPOINT_RECORD), so that it is the record of the run that
+  // wrote the step (a run that starts into DIR and fails leaves it), and a
+  // resume must give the same: else it would go on on other rows, or load
+  // state into a program that keeps other state (a synchronous plan drops
+  // PipeDream's stashed versions) or reads the data otherwise.
   {
     std::string seed = "0", checkpointDir, resumeDir;
     bool shuffle = true;
@@ -695,53 +768,95 @@ int main(int argc, char **argv) {
       if (a == "--no-shuffle")
         shuffle = false;
       else if (i + 1 < argc && a == "--seed")
-        seed = std::to_string(*integerValue(argv[i + 1]));
+        seed = std::to_string(integerValue(argv[i + 1]).value_or(0));
       else if (i + 1 < argc && a == "--checkpoint")
         checkpointDir = argv[i + 1];
       else if (i + 1 < argc && a == "--resume")
         resumeDir = argv[i + 1];
+      // A value option's value is not an option of its own.
+      bool takesValue = false;
+      for (const char *o : kValueOptions)
+        takesValue |= a == o;
+      i += takesValue;
     }
     const std::string order =
         "--seed " + seed + (shuffle ? " (shuffled)" : " --no-shuffle");
     struct stat dataStat {};
-    const std::string data =
+    std::string data =
         "a data file of " +
         std::to_string(stat(dataPath.c_str(), &dataStat) == 0 ? (long long)dataStat.st_size
                                                                : -1LL) +
         " bytes";
-    const std::string run = runIdentity;
-    if (!resumeDir.empty()) {
-      for (const std::string &dir : {resumeDir, resumeDir + "/.."}) {
-        std::ifstream recorded(dir + "/data-order");
-        std::string was, wasData;
-        if (!recorded || !std::getline(recorded, was))
-          continue;
-        if (was != order)
-          return fail("--resume " + resumeDir + ": the checkpointed run read the data with " +
-                      was + ", this one with " + order +
-                      ": give the same to go on where it left off");
-        if (std::getline(recorded, wasData) && wasData != data)
-          return fail("--resume " + resumeDir + ": the checkpointed run read " + wasData +
-                      ", --data " + dataPath + " is " + data +
-                      ": give the same data to go on where it left off");
-        std::ifstream recordedRun(dir + "/run");
-        std::string wasRun;
-        if (recordedRun && std::getline(recordedRun, wasRun) && wasRun != run)
-          return fail("--resume " + resumeDir + ": the checkpointed run trained " + wasRun +
-                      ", " + out + " is " + run +
-                      ": resume with the plan it was compiled to (pipe-compile with the "
-                      "same flags; --lr may differ)");
-        break;
+    if (!checkpointDir.empty() || !resumeDir.empty()) {
+      auto buffer = llvm::MemoryBuffer::getFile(dataPath, /*IsText=*/false,
+                                                /*RequiresNullTerminator=*/false);
+      if (buffer) {
+        char hex[17];
+        std::snprintf(hex, sizeof hex, "%016llx",
+                      (unsigned long long)llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
+                          reinterpret_cast<const uint8_t *>((*buffer)->getBufferStart()),
+                          (*buffer)->getBufferSize())));
+        data += " (xxh3 " + std::string(hex) + ")";
       }
     }
-    if (!checkpointDir.empty()) {
-      std::ofstream record(checkpointDir + "/data-order");
-      record << order << "\n" << data << "\n";
-      std::ofstream recordRun(checkpointDir + "/run");
-      recordRun << run << "\n";
-      if (!record || !recordRun)
-        return fail("--checkpoint " + checkpointDir + ": cannot write into it");
+    const std::string run = runIdentity;
+    if (!resumeDir.empty()) {
+      // The record of the step LATEST names; a step directory's own; or
+      // an older pipe-run's, beside the steps (DIR/data-order, DIR/run).
+      std::string was, wasData, wasRun;
+      bool found = false;
+      std::vector<std::string> places;
+      if (std::ifstream latest(resumeDir + "/LATEST"); latest) {
+        std::string step;
+        if (std::getline(latest, step) && step.rfind("step-", 0) == 0 &&
+            step.find('/') == std::string::npos)
+          places.push_back(resumeDir + "/" + step + "/run-info");
+      }
+      places.push_back(resumeDir + "/run-info");
+      for (const std::string &place : places) {
+        std::ifstream record(place);
+        if (record && std::getline(record, was)) {
+          std::getline(record, wasData);
+          std::getline(record, wasRun);
+          found = true;
+          break;
+        }
+      }
+      for (const std::string &dir : {resumeDir, resumeDir + "/.."}) {
+        if (found)
+          break;
+        std::ifstream recorded(dir + "/data-order");
+        if (!recorded || !std::getline(recorded, was))
+          continue;
+        std::getline(recorded, wasData);
+        std::ifstream recordedRun(dir + "/run");
+        if (recordedRun)
+          std::getline(recordedRun, wasRun);
+        found = true;
+      }
+      // Records of older runs have no content hash: compare the size.
+      auto sameData = [&](const std::string &recorded) {
+        if (recorded == data)
+          return true;
+        return recorded.find(" (xxh3 ") == std::string::npos &&
+               data.rfind(recorded, 0) == 0;
+      };
+      if (found && was != order)
+        return fail("--resume " + resumeDir + ": the checkpointed run read the data with " +
+                    was + ", this one with " + order +
+                    ": give the same to go on where it left off");
+      if (found && !wasData.empty() && !sameData(wasData))
+        return fail("--resume " + resumeDir + ": the checkpointed run read " + wasData +
+                    ", --data " + dataPath + " is " + data +
+                    ": give the same data to go on where it left off");
+      if (found && !wasRun.empty() && wasRun != run)
+        return fail("--resume " + resumeDir + ": the checkpointed run trained " + wasRun +
+                    ", " + out + " is " + run +
+                    ": resume with the plan it was compiled to (pipe-compile with the "
+                    "same flags; --lr and the schedule may differ)");
     }
+    if (!checkpointDir.empty())
+      setenv("PIPERT_CHECKPOINT_RECORD", (order + "\n" + data + "\n" + run + "\n").c_str(), 1);
   }
   std::vector<std::string> devices;
   for (int d = 0; d < planned; ++d) {

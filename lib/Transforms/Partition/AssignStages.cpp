@@ -469,8 +469,8 @@ AssignStagesPass::cutsForMemory(func::FuncOp func, const CostModelOptions &cost,
   std::optional<planner::Candidate> c =
       planner::evaluatePlan(func, options, options.devices, microbatches, *kind);
   if (!c) {
-    func.emitError() << "pipe-assign-stages: cannot evaluate " << options.devices
-                     << " stages x M = " << microbatches << " (M must divide the batch "
+    func.emitError() << "pipe-assign-stages: cannot evaluate " << int64_t(options.devices)
+                     << " stages x M = " << int64_t(microbatches) << " (M must divide the batch "
                      << options.batch << ")";
     return failure();
   }

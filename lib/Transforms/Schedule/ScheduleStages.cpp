@@ -642,6 +642,30 @@ FailureOr<Optimizer> PipeSchedulePass::optimizerFromOptions(ModuleOp module) {
     return module.emitError()
            << "pipe-schedule: optimizer=" << optimizer << " needs lr > 0";
   opt.lr = lr;
+  // -1 (the options' default) is "not given"; any other value must be in
+  // the hyper-parameter's range.
+  struct Range {
+    const char *name;
+    double v;
+    bool ok;
+    const char *what;
+  };
+  for (const Range &r : {
+           Range{"momentum", momentum, momentum >= 0 && momentum < 1, "in [0, 1)"},
+           Range{"dampening", dampening, dampening >= 0 && dampening <= 1, "in [0, 1]"},
+           Range{"beta1", beta1, beta1 >= 0 && beta1 < 1, "in [0, 1)"},
+           Range{"beta2", beta2, beta2 >= 0 && beta2 < 1, "in [0, 1)"},
+           Range{"epsilon", epsilon, std::isfinite(epsilon) && epsilon >= 0, "a finite number >= 0"},
+           Range{"weight-decay", weightDecay, std::isfinite(weightDecay) && weightDecay >= 0,
+                 "a finite number >= 0"},
+           Range{"grad-scale", gradScale, std::isfinite(gradScale) && gradScale >= 0,
+                 "a finite number >= 0"}})
+    if (r.v != -1.0 && !r.ok)
+      return module.emitError() << "pipe-schedule: " << r.name << "=" << r.v << " must be "
+                                << r.what;
+  if (!std::isfinite(lr.getValue()))
+    return module.emitError() << "pipe-schedule: lr=" << lr.getValue()
+                              << " must be a finite number > 0";
   auto given = [](double v) -> std::optional<double> {
     if (v < 0)
       return std::nullopt;

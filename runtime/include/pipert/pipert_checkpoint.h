@@ -55,7 +55,10 @@ int pipert_checkpoint_load(pipert_context *ctx, const char *dir, int rank, int64
  * <dir>/step-<N>/ (pipert_checkpoint_stage_dir), then, once all have, one
  * rank commits it by writing <dir>/LATEST ("step-<N>", atomically), and
  * the previous step directories are removed. A failure at any point leaves
- * LATEST naming a complete checkpoint. pipert_checkpoint_resolve gives the
+ * LATEST naming a complete checkpoint. With $PIPERT_CHECKPOINT_RECORD set
+ * (pipe-run: the data order and file, the plan), the commit first writes it
+ * to <dir>/step-<N>/run-info, so a step's record is the run that wrote it.
+ * pipert_checkpoint_resolve gives the
  * directory to load from: <dir>/<LATEST>, or <dir> itself when it has no
  * LATEST (a checkpoint of one pipert_checkpoint_save). */
 const char *pipert_checkpoint_stage_dir(const char *dir, int64_t step, char *buf,

@@ -201,3 +201,17 @@ func.func @transpose() -> (tensor<3x2xi64>, tensor<2x2x2xi64>) {
   %1 = onnx.Transpose(%d) {perm = array<i64: 2, 0, 1>} : (tensor<2x2x2xi64>) -> tensor<2x2x2xi64>
   return %0, %1 : tensor<3x2xi64>, tensor<2x2x2xi64>
 }
+
+// -----
+
+// A range whose delta points away from its limit is empty, even where
+// limit - start overflows 64 bits.
+// CHECK-LABEL: func @range_empty_extremes
+// CHECK: onnx.Constant {value = dense<> : tensor<0xi64>}
+func.func @range_empty_extremes() -> tensor<?xi64> {
+  %s = onnx.Constant {value = dense<-9223372036854775808> : tensor<i64>} : tensor<i64>
+  %l = onnx.Constant {value = dense<9223372036854775807> : tensor<i64>} : tensor<i64>
+  %d = onnx.Constant {value = dense<-9223372036854775808> : tensor<i64>} : tensor<i64>
+  %r = onnx.Range(%s, %l, %d) : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  return %r : tensor<?xi64>
+}

@@ -511,6 +511,29 @@ func.func @range_delta() {
 
 // -----
 
+// limit - start overflows 64 bits (it was taken for an empty range).
+func.func @range_huge() {
+  %s = onnx.Constant {value = dense<-9223372036854775808> : tensor<i64>} : tensor<i64>
+  %l = onnx.Constant {value = dense<9223372036854775807> : tensor<i64>} : tensor<i64>
+  %d = onnx.Constant {value = dense<1> : tensor<i64>} : tensor<i64>
+  // expected-error @+1 {{has 16777215 Ti elements or more: too many for a tensor}}
+  %0 = onnx.Range(%s, %l, %d) : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  return
+}
+
+// -----
+
+func.func @range_infinite() {
+  %s = onnx.Constant {value = dense<0.0> : tensor<f32>} : tensor<f32>
+  %l = onnx.Constant {value = dense<0x7F800000> : tensor<f32>} : tensor<f32>
+  %d = onnx.Constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
+  // expected-error @+1 {{start, limit and delta must be finite and give at most 2^40 elements}}
+  %0 = onnx.Range(%s, %l, %d) : (tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<?xf32>
+  return
+}
+
+// -----
+
 func.func @range_scalar(%a: tensor<2xf32>, %b: tensor<f32>) {
   // expected-error @+1 {{start must be a scalar, got 'tensor<2xf32>'}}
   %0 = onnx.Range(%a, %b, %b) : (tensor<2xf32>, tensor<f32>, tensor<f32>) -> tensor<?xf32>
