@@ -397,7 +397,7 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
     auto f32 = Float32Type::get(ctx);
     auto i64 = IntegerType::get(ctx, 64);
     if (a.name() == "value") {
-      auto t = tensorAttr(a.t(), loc, /*allowResource=*/true);
+      auto t = tensorAttr(a.t(), loc, /*allowResource=*/true, /*splatUniform=*/true);
       if (failed(t))
         return failure();
       value = *t;

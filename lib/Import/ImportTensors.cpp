@@ -11,6 +11,9 @@
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
+#include <algorithm>
+#include <cstring>
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -117,7 +120,7 @@ FailureOr<std::string> Importer::externalData(const pb::TensorProto &t,
 
 FailureOr<ElementsAttr> Importer::tensorAttr(const pb::TensorProto &t,
                                              Location loc,
-                                             bool allowResource) {
+                                             bool allowResource, bool splatUniform) {
   auto elt = elementType(t.data_type(), loc);
   if (failed(elt))
     return failure();
@@ -189,6 +192,16 @@ FailureOr<ElementsAttr> Importer::tensorAttr(const pb::TensorProto &t,
     return error(loc) << "tensor '" << t.name() << "' holds " << raw.size()
                       << " bytes but its shape and type need " << bytes;
 
+  // A fill (every element's bytes equal) as a splat.
+  if (splatUniform && bytes > 0 && !elt->isInteger(1)) {
+    const size_t es = bytes / size_t(std::max<int64_t>(type.getNumElements(), 1));
+    bool uniform = es > 0 && bytes % es == 0;
+    for (size_t at = es; uniform && at < bytes; at += es)
+      uniform = std::memcmp(raw.data(), raw.data() + at, es) == 0;
+    if (uniform && type.getNumElements() > 1)
+      return ElementsAttr(
+          DenseElementsAttr::getFromRawBuffer(type, ArrayRef<char>(raw.data(), es)));
+  }
   if (allowResource && (int64_t)bytes >= opts.resourceThresholdBytes &&
       !elt->isInteger(1)) {
     std::string blob = t.name().empty() ? "tensor" : t.name();

@@ -59,8 +59,11 @@ private:
   FailureOr<Type> elementType(int32_t onnxType, Location loc);
   FailureOr<RankedTensorType> valueType(const pb::ValueInfoProto &info,
                                         Location loc);
+  /// `splatUniform`: a tensor whose elements are all equal becomes a splat
+  /// (a Constant node's full-size fill: the micro-batcher rebuilds splats
+  /// at the micro-batch's shape).
   FailureOr<ElementsAttr> tensorAttr(const pb::TensorProto &t, Location loc,
-                                     bool allowResource);
+                                     bool allowResource, bool splatUniform = false);
   FailureOr<std::string> externalData(const pb::TensorProto &t, Location loc);
 
   // Graphs ------------------------------------------------------------------

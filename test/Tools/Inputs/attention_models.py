@@ -9,6 +9,8 @@
   into (T*B, D): the batch merged with other dimensions, as the major and as
   the minor factor. encoder.npz holds tokens and targets.
 - encoder_bf.onnx: the same with batch_first=True.
+- padded.onnx: nn.MultiheadAttention (batch first) with a key_padding_mask
+  from the data (padded.npz: tok, keep (1 for tokens, 0 for padding), tgt).
 - vit.onnx: a small vision transformer: a patch convolution, nn.
   MultiheadAttention over the patches (sequence first), LayerNorm, mean
   pooling, a linear classifier. vit.npz holds images and labels.
@@ -58,6 +60,25 @@ class ViT(nn.Module):
         return nn.functional.cross_entropy(self.fc(self.ln(p + a).mean(0)), y)
 
 
+class PaddedMha(nn.Module):
+    """nn.MultiheadAttention (batch first) with a key_padding_mask from the
+    data, exported with static shapes: torch writes the mask's fill as a
+    full-size (B*H, 1, T) constant, which the importer makes a splat."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(V, D)
+        self.att = nn.MultiheadAttention(D, 4, batch_first=True)
+        self.ln = nn.LayerNorm(D)
+        self.out = nn.Linear(D, V)
+
+    def forward(self, tok, keep, tgt):
+        h = self.emb(tok)
+        a, _ = self.att(h, h, h, need_weights=False, key_padding_mask=keep == 0)
+        return nn.functional.cross_entropy(self.out(self.ln(h + a)).reshape(-1, V),
+                                           tgt.reshape(-1))
+
+
 def export(model, inputs, names, path):
     torch.onnx.export(model, inputs, path, input_names=names, output_names=["loss"],
                       training=torch.onnx.TrainingMode.TRAINING,
@@ -80,7 +101,15 @@ def main():
     np.savez(os.path.join(out, "vit.npz"),
              x=rng.standard_normal((64, 3, 8, 8)).astype(np.float32),
              y=rng.integers(0, V, 64).astype(np.int64))
-    print("wrote encoder.onnx, encoder_bf.onnx, vit.onnx")
+    keep = torch.ones(B, T, dtype=torch.int64)
+    export(PaddedMha(), (tok[0], keep, tok[1]), ["tok", "keep", "tgt"],
+           os.path.join(out, "padded.onnx"))
+    lengths = rng.integers(2, T + 1, 64)
+    np.savez(os.path.join(out, "padded.npz"),
+             tok=rng.integers(0, V, (64, T)).astype(np.int64),
+             keep=(np.arange(T)[None, :] < lengths[:, None]).astype(np.int64),
+             tgt=rng.integers(0, V, (64, T)).astype(np.int64))
+    print("wrote encoder.onnx, encoder_bf.onnx, vit.onnx, padded.onnx")
 
 
 if __name__ == "__main__":
