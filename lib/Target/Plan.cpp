@@ -306,6 +306,28 @@ llvm::json::Array mlir::pipec::describeData(ModuleOp module) {
     if (auto r = op->getAttrOfType<StringAttr>("reduction"))
       reductions[label] = r.getValue().str();
   });
+  // Indices: a graph input a Gather reads as its indices (token ids into an
+  // embedding table), through reshapes and casts: the extent of the axis
+  // gathered from (the smallest, if it indexes several).
+  llvm::DenseMap<Value, int64_t> indexExtents;
+  forward.walk([&](onnx::GatherOp op) {
+    auto data = dyn_cast<RankedTensorType>(op.getData().getType());
+    if (!data || data.getRank() == 0)
+      return;
+    int64_t axis = op.getAxis();
+    if (axis < 0)
+      axis += data.getRank();
+    if (axis < 0 || axis >= data.getRank() || data.isDynamicDim(axis))
+      return;
+    Value indices = onnx::stripReshapes(op.getIndices());
+    while (auto cast = indices.getDefiningOp<onnx::CastOp>())
+      indices = onnx::stripReshapes(cast.getInput());
+    if (!isa<BlockArgument>(indices))
+      return;
+    auto [it, inserted] = indexExtents.try_emplace(indices, data.getDimSize(axis));
+    if (!inserted)
+      it->second = std::min(it->second, data.getDimSize(axis));
+  });
   for (BlockArgument arg : forward.getArguments()) {
     auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                      pipe::attrs::kInput);
@@ -319,7 +341,10 @@ llvm::json::Array mlir::pipec::describeData(ModuleOp module) {
         {"sample_shape", llvm::json::Array(type.getShape().drop_front())},
         {"classes", nullptr},
         {"ignore_index", nullptr},
-        {"loss_reduction", nullptr}};
+        {"loss_reduction", nullptr},
+        {"index_extent", nullptr}};
+    if (auto it = indexExtents.find(arg); it != indexExtents.end())
+      entry["index_extent"] = it->second;
     if (auto it = labels.find(arg); it != labels.end()) {
       entry["classes"] = it->second.first;
       if (it->second.second)

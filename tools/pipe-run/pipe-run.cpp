@@ -216,6 +216,25 @@ std::string checkData(const std::string &path, const llvm::json::Array &spec,
                 " (training on it gives non-finite losses; clean the data)";
       break;
     }
+    // Token ids and other indices a Gather reads: within its table. (ONNX
+    // would take -n .. -1 from the end; torch's nn.Embedding refuses them,
+    // and in data they are an error.)
+    if (std::optional<int64_t> extent = entry.getInteger("index_extent");
+        extent && (dtype == 7 || dtype == 6)) {
+      for (int64_t i = 0; i < count; ++i) {
+        int64_t index = dtype == 7 ? static_cast<const int64_t *>(data)[i]
+                                   : static_cast<const int32_t *>(data)[i];
+        if (index < 0 || index >= *extent) {
+          problem = path + ": array '" + name + "' has index " + std::to_string(index) +
+                    " at row " + std::to_string(perRow ? i / perRow : 0) + ", outside [0, " +
+                    std::to_string(*extent) + ") (the table it indexes, an embedding say, has " +
+                    std::to_string(*extent) + " rows)";
+          break;
+        }
+      }
+      if (!problem.empty())
+        break;
+    }
     std::optional<int64_t> classes = entry.getInteger("classes");
     if (classes && (dtype == 7 || dtype == 6)) {
       std::optional<int64_t> ignore = entry.getInteger("ignore_index");
