@@ -1114,10 +1114,19 @@ LogicalResult PipeMicrobatchPass::analyze(Operation *op) {
 }
 
 void PipeMicrobatchPass::noteOrigin(InFlightDiagnostic &d, Value v) {
-  if (Operation *origin = stepOrigin.lookup(v))
+  if (Operation *origin = stepOrigin.lookup(v)) {
+    // A term of the weights added to a mean loss (an L2 penalty): its
+    // gradient would be taken per micro-batch at 1/M.
+    bool penalty = llvm::isa<onnx::AddOp, onnx::SubOp>(origin) &&
+                   llvm::any_of(origin->getOperands(), [&](Value o) {
+                     return stateOf(o).isFree() && !isConstantOp(o);
+                   });
     d.attachNote(origin->getLoc())
-        << "'" << origin->getName()
-        << "' here is not linear in a reduction over the batch";
+        << "'" << origin->getName() << "' here is not linear in a reduction over the batch"
+        << (penalty ? " (it adds a term computed from the weights alone: for an L2 penalty "
+                      "use --weight-decay, or compile with --microbatches 1)"
+                    : "");
+  }
   else if (Operation *def = v.getDefiningOp())
     d.attachNote(def->getLoc()) << "computed here";
 }

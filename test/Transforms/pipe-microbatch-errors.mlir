@@ -79,6 +79,21 @@ func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}, %w: tensor<2xf32> 
 
 // -----
 
+// A penalty of the weights added to a mean loss (an L2 term) says what to
+// use instead.
+// expected-error @+1 {{pipe-microbatch: the loss (result #0) is not a mean or sum over the batch}}
+func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}, %w: tensor<2xf32> {pipe.param = "w", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %m = onnx.ReduceMean(%x, %none) {keepdims = 0 : i64} : (tensor<4x2xf32>, none) -> tensor<f32>
+  %sq = onnx.Mul(%w, %w) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %n = onnx.ReduceSum(%sq, %none) {keepdims = 0 : i64} : (tensor<2xf32>, none) -> tensor<f32>
+  // expected-note @+1 {{'onnx.Add' here is not linear in a reduction over the batch (it adds a term computed from the weights alone: for an L2 penalty use --weight-decay, or compile with --microbatches 1)}}
+  %l = onnx.Add(%m, %n) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // A result with one value per sample cannot be summed over micro-batches.
 // expected-error @+1 {{pipe-microbatch: result #1 is not a sum over the batch}}
 func.func @train_step(%x: tensor<4x2xf32> {pipe.input = "x"}) -> (tensor<f32> {pipe.loss}, tensor<4x2xf32> {pipe.grad = "x"}) {
