@@ -383,7 +383,11 @@ extern "C" int pipert_train_main(int argc, char **argv,
   pipert_npz *npz = nullptr;
   pipert_feeder *feeder = nullptr;
   if (info->n_inputs > 0) {
-    npz = pipert_npz_load(o.data.c_str());
+    // Only this program's inputs are copied out of the (mapped) file.
+    std::vector<const char *> names;
+    for (int i = 0; i < info->n_inputs; ++i)
+      names.push_back(info->inputs[i].name);
+    npz = pipert_npz_load_arrays(o.data.c_str(), names.data(), int(names.size()));
     checkData(npz, o, info);
     feeder = pipert_feeder_create(ctx, npz, info->batch, o.shuffle ? 1 : 0,
                                   o.seed);

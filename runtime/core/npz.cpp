@@ -6,6 +6,10 @@
 //===----------------------------------------------------------------------===//
 #include "pipert/pipert_data.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -19,6 +23,8 @@ namespace {
 
 struct Array {
   std::string name;
+  /// Listed, not loaded (pipert_npz_load_arrays did not ask for it).
+  bool skipped = false;
   pipert_dtype dtype = PIPERT_F32;
   std::vector<int64_t> shape;
   std::vector<unsigned char> data; // element bytes, C order
@@ -171,6 +177,46 @@ void parseNpy(const std::string &file, const std::string &name, const unsigned c
   out.data.assign(p + dataStart, p + n);
 }
 
+/// A data file's bytes: mapped (read-only; pages shared with the other
+/// ranks reading it, and only those touched are read), or read where it
+/// cannot be mapped (empty, a pipe).
+struct FileBytes {
+  const unsigned char *data = nullptr;
+  size_t size = 0;
+  void *map = nullptr;
+  std::vector<unsigned char> copy;
+  FileBytes() = default;
+  FileBytes(const FileBytes &) = delete;
+  FileBytes &operator=(const FileBytes &) = delete;
+  ~FileBytes() {
+    if (map)
+      munmap(map, size);
+  }
+};
+
+std::vector<unsigned char> readFile(const char *path);
+
+void mapFile(const char *path, FileBytes &out) {
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    pipert_fail("cannot open data file '%s': %s", path, std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    void *m = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m != MAP_FAILED) {
+      ::close(fd);
+      out.map = m;
+      out.data = static_cast<const unsigned char *>(m);
+      out.size = size_t(st.st_size);
+      return;
+    }
+  }
+  ::close(fd);
+  out.copy = readFile(path);
+  out.data = out.copy.data();
+  out.size = out.copy.size();
+}
+
 std::vector<unsigned char> readFile(const char *path) {
   std::FILE *f = std::fopen(path, "rb");
   if (!f)
@@ -200,8 +246,12 @@ struct pipert_npz {
     return nullptr;
   }
   const Array &get(const char *name) const {
-    if (const Array *a = find(name))
+    if (const Array *a = find(name)) {
+      if (a->skipped)
+        pipert_fail("%s: array '%s' was not loaded (this program does not read it)",
+                    path.c_str(), name);
       return *a;
+    }
     std::string have;
     for (const Array &a : arrays)
       have += (have.empty() ? "" : ", ") + a.name;
@@ -213,9 +263,22 @@ struct pipert_npz {
 extern "C" {
 
 pipert_npz *pipert_npz_load(const char *path) {
-  const std::vector<unsigned char> buf = readFile(path);
-  const unsigned char *base = buf.data();
-  const size_t size = buf.size();
+  return pipert_npz_load_arrays(path, nullptr, -1);
+}
+
+pipert_npz *pipert_npz_load_arrays(const char *path, const char *const *names, int n) {
+  FileBytes file;
+  mapFile(path, file);
+  const unsigned char *base = file.data;
+  const size_t size = file.size;
+  auto wanted = [&](const std::string &name) {
+    if (n < 0)
+      return true;
+    for (int i = 0; i < n; ++i)
+      if (name == names[i])
+        return true;
+    return false;
+  };
   auto bad = [&](const char *why) { pipert_fail("%s: not a valid .npz archive: %s", path, why); };
   // [offset, offset + len) within the file, without the sum wrapping: the
   // offsets and sizes of a ZIP64 record are any 64-bit values (a locator
@@ -290,6 +353,19 @@ pipert_npz *pipert_npz_load(const char *path) {
     // unreachable (found by the npz fuzzer).
     if (name.find('\0') != std::string::npos)
       bad("an array name contains a NUL byte");
+    // numpy's np.load takes the last of two same-named members, this loader
+    // took the first: which data trains would depend on the reader.
+    if (npz->find(name.c_str()))
+      pipert_fail("%s: holds two arrays named '%s' (a zip with a member added twice); "
+                  "write it again with np.savez",
+                  path, name.c_str());
+    if (!wanted(name)) {
+      Array a;
+      a.name = name;
+      a.skipped = true;
+      npz->arrays.push_back(std::move(a));
+      continue;
+    }
     if (flags & 1)
       pipert_fail("%s: array '%s' is encrypted", path, name.c_str());
     if (!within(localOffset, 30) || rd32(base + localOffset) != 0x04034b50)

@@ -150,9 +150,22 @@ template <typename T> int64_t firstNonFinite(const void *data, int64_t count) {
 std::string checkData(const std::string &path, const llvm::json::Array &spec,
                       int64_t rowsPerStep, int64_t microbatches, int64_t pipelines) {
   struct stat st;
-  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+  if (stat(path.c_str(), &st) != 0)
     return "--data " + path + ": no such file";
-  pipert_npz *npz = pipert_npz_load(path.c_str());
+  if (!S_ISREG(st.st_mode))
+    return "--data " + path + ": " +
+           (S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file") +
+           " (give the .npz file np.savez wrote)";
+  // Only the arrays the plan reads are copied out of the (mapped) file.
+  std::vector<std::string> wanted;
+  for (const llvm::json::Value &v : spec)
+    if (auto name = v.getAsObject()->getString("name"))
+      wanted.push_back(name->str());
+  std::vector<const char *> wantedNames;
+  for (const std::string &w : wanted)
+    wantedNames.push_back(w.c_str());
+  pipert_npz *npz =
+      pipert_npz_load_arrays(path.c_str(), wantedNames.data(), int(wantedNames.size()));
   std::string inputs;
   for (const llvm::json::Value &v : spec)
     if (auto name = v.getAsObject()->getString("name"))

@@ -30,6 +30,12 @@ extern "C" {
 typedef struct pipert_npz pipert_npz;
 
 pipert_npz *pipert_npz_load(const char *path);
+/* The same for the `n` arrays named (a rank reads only its graph inputs):
+ * the file is mapped, not read into memory, and only these are checked
+ * (CRC, .npy header) and copied out; the others are listed by name
+ * (pipert_npz_count/name/find) but reading one is fatal. Names the archive
+ * lacks are not an error here (reading them is). */
+pipert_npz *pipert_npz_load_arrays(const char *path, const char *const *names, int n);
 void pipert_npz_free(pipert_npz *npz);
 
 /* Arrays in the archive, in archive order; names without the ".npy" suffix. */

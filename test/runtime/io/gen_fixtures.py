@@ -4,7 +4,9 @@ np.savez_compressed, every supported dtype, and broken ones) and ONNX models.
 usage: gen_fixtures.py OUTDIR
 The values are formulas that npz_test.cpp recomputes.
 """
+import io
 import os
+import warnings
 import sys
 import zipfile
 
@@ -46,6 +48,16 @@ def main(out):
              m=np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)))
     np.savez(os.path.join(out, "bigendian.npz"), m=np.arange(4, dtype=">f4"))
     np.savez(os.path.join(out, "complex.npz"), m=np.zeros(2, dtype=np.complex64))
+    # A usable array beside one this loader refuses, and a member added twice.
+    np.savez(os.path.join(out, "mixed.npz"), x=np.arange(6, dtype=np.float32),
+             m=np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)))
+    with zipfile.ZipFile(os.path.join(out, "twice.npz"), "w") as z:
+        for value in (1.0, 2.0):
+            buf = io.BytesIO()
+            np.save(buf, np.full(3, value, dtype=np.float32))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # zipfile warns of the duplicate
+                z.writestr("x.npy", buf.getvalue())
     with open(os.path.join(out, "notzip.npz"), "wb") as f:
         f.write(b"this is not a zip archive at all, just text" * 3)
     with open(os.path.join(out, "plain.npz"), "rb") as f:

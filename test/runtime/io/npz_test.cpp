@@ -134,6 +134,31 @@ TEST(NpzDeathTest, FortranOrder) {
               "fortran.npz: array 'm': Fortran-order arrays are not supported");
 }
 
+// Only the arrays asked for are read: one beside them that the loader would
+// refuse (Fortran order) is listed, and reading it is an error.
+TEST(NpzDeathTest, LoadsOnlyTheArraysAskedFor) {
+  const char *names[] = {"x", "absent"};
+  NpzPtr npz(pipert_npz_load_arrays(fixture("mixed.npz").c_str(), names, 2));
+  ASSERT_EQ(pipert_npz_count(npz.get()), 2);
+  EXPECT_GE(pipert_npz_find(npz.get(), "m"), 0);
+  const int64_t s6[] = {6};
+  auto *x = static_cast<const float *>(pipert_npz_data(npz.get(), "x", PIPERT_F32, 1, s6));
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(x[i], float(i));
+  EXPECT_EXIT(pipert_npz_data(npz.get(), "m", PIPERT_F32, -1, nullptr),
+              ::testing::ExitedWithCode(1),
+              "mixed.npz: array 'm' was not loaded \\(this program does not read it\\)");
+  EXPECT_EXIT(pipert_npz_load(fixture("mixed.npz").c_str()), ::testing::ExitedWithCode(1),
+              "Fortran-order arrays are not supported");
+}
+
+// numpy reads the last of two same-named members, a reader of the first
+// would train on other data: refused.
+TEST(NpzDeathTest, TwoArraysOfOneName) {
+  EXPECT_EXIT(pipert_npz_load(fixture("twice.npz").c_str()), ::testing::ExitedWithCode(1),
+              "twice.npz: holds two arrays named 'x'");
+}
+
 TEST(NpzDeathTest, BigEndianAndUnsupportedDtypes) {
   EXPECT_EXIT(pipert_npz_load(fixture("bigendian.npz").c_str()), ::testing::ExitedWithCode(1),
               "array 'm': big-endian dtype '>f4' is not supported");
