@@ -57,7 +57,7 @@ pipe.stage @s1_bwd backward stage 1 params 1 (%w: tensor<8x3xf32>, %h: tensor<2x
 // CHECK-NEXT:    pipe.backward @s0_bwd(%[[X0]], %[[DH0]]) weights %[[W]][0] mb 0 : (tensor<2x4xf32>, tensor<2x8xf32>) -> ()
 // CHECK-NEXT:    %[[DH1:.*]] = pipe.recv from 1 mb 1 tag "h.grad" : tensor<2x8xf32>
 // CHECK-NEXT:    pipe.backward @s0_bwd(%[[X1]], %[[DH1]]) weights %[[W]][0] mb 1 : (tensor<2x4xf32>, tensor<2x8xf32>) -> ()
-// CHECK-NEXT:    pipe.update %[[W]] sgd lr(1.000000e-01)
+// CHECK-NEXT:    pipe.update %[[W]] sgd lr(1.000000e-01) lr_schedule {decay_steps = 10 : i64, kind = "cosine", min_lr = 1.000000e-03 : f64, updates_per_step = 1 : i64, warmup_steps = 2 : i64}
 // CHECK-NEXT:  }
 pipe.program @device0 device 0 stages [0] schedule "1f1b" microbatches 2 {
   %w = pipe.weight_buffer stage 0 versions 1 ("fc1.weight": tensor<4x8xf32>)
@@ -72,7 +72,7 @@ pipe.program @device0 device 0 stages [0] schedule "1f1b" microbatches 2 {
   pipe.backward @s0_bwd(%x0, %dh0) weights %w[0] mb 0 : (tensor<2x4xf32>, tensor<2x8xf32>) -> ()
   %dh1 = pipe.recv from 1 mb 1 tag "h.grad" : tensor<2x8xf32>
   pipe.backward @s0_bwd(%x1, %dh1) weights %w[0] mb 1 : (tensor<2x4xf32>, tensor<2x8xf32>) -> ()
-  pipe.update %w sgd lr(0.1)
+  pipe.update %w sgd lr(0.1) lr_schedule {kind = "cosine", warmup_steps = 2 : i64, decay_steps = 10 : i64, min_lr = 0.001 : f64, updates_per_step = 1 : i64}
 }
 
 // Stage 1 (the last): no warm-up, forward and backward alternate.
