@@ -133,7 +133,9 @@ bool parseInputShapeBinding(StringRef text, std::string &name,
   rhs.split(parts, rhs.contains(',') ? ',' : 'x');
   for (StringRef p : parts) {
     int64_t v;
-    if (p.trim().getAsInteger(10, v) || v < 0)
+    // At most 2^31 an extent: byte counts of such tensors stay far from
+    // 64 bits' overflow (a batch of 2^63 wrapped plan.json's sizes).
+    if (p.trim().getAsInteger(10, v) || v < 0 || v > (int64_t(1) << 31))
       return false;
     shape.push_back(v);
   }

@@ -82,7 +82,8 @@ void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
   // Data-parallel pipelines average their gradients: the mean is over all
   // their batches' counted labels.
   microbatch.replicas =
-      options.pipelines > 1 && options.replication == "dp" ? options.pipelines : 1;
+      options.pipelines > 1 && options.replication == "dp" ? int64_t(options.pipelines)
+                                                           : int64_t(1);
   pm.addPass(createPipeMicrobatch(microbatch));
   PipeSplitStagesOptions split;
   split.recompute = options.recompute ||

@@ -4,6 +4,7 @@
 #include "pipec/Autodiff/OnnxBuilder.h"
 #include "pipec/Transforms/Passes.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -194,6 +195,9 @@ struct PipeAutodiffPass
       return forward.emitError() << "no argument of @" << forward.getSymName()
                                  << " is marked pipe.trainable: nothing to "
                                     "differentiate";
+    if (trainStepName.empty() || !(llvm::isAlpha(trainStepName[0]) || trainStepName[0] == '_'))
+      return module.emitError() << "pipe-autodiff: train-step='" << trainStepName
+                                << "' is not a symbol name (a letter or _ first)";
     if (module.lookupSymbol(trainStepName))
       return module.emitError() << "pipe-autodiff: @" << trainStepName
                                 << " exists already";

@@ -1256,6 +1256,12 @@ void PipeMicrobatchPass::runOnOperation() {
                      << int64_t(microbatches);
     return signalPassFailure();
   }
+  // The batch dims grow by the replicas: keep them far from overflowing.
+  if (replicas > (int64_t(1) << 20)) {
+    step.emitError() << "pipe-microbatch: replicas must be at most " << (int64_t(1) << 20)
+                     << ", got " << int64_t(replicas);
+    return signalPassFailure();
+  }
   if (step->hasAttr(pipe::attrs::kMicrobatches)) {
     step.emitError() << "@" << funcName << " is micro-batched already";
     return signalPassFailure();

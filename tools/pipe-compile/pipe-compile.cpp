@@ -730,6 +730,8 @@ int main(int argc, char **argv) {
     return fail("unknown target '" + target + "' (cpu, cuda)");
   if (batch < 0 || (batch == 0 && batch.getNumOccurrences()))
     return fail("--batch must be positive");
+  if (batch > (int64_t(1) << 31))
+    return fail("--batch " + std::to_string(batch.getValue()) + " is more than 2^31 samples");
 
   DialectRegistry registry;
   pipec::registerAllDialects(registry);
@@ -751,7 +753,7 @@ int main(int argc, char **argv) {
     std::vector<int64_t> shape;
     if (!pipec::parseInputShapeBinding(entry, name, shape))
       return fail("--input-shape '" + entry +
-                  "' is malformed; write name=32x784 or name=32");
+                  "' is malformed; write name=32x784 or name=32 (sizes up to 2^31)");
     if (llvm::is_contained(shape, 0))
       return fail("--input-shape '" + entry + "': sizes must be at least 1");
     importOptions.inputShapes[name] = shape;

@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
               emitError(UnknownLoc::get(context))
                   << "--input-shape '" << part
                   << "' is malformed; write name=32x784 (a graph input) or "
-                     "name=32 (a symbolic dimension)";
+                     "name=32 (a symbolic dimension), sizes up to 2^31";
               return nullptr;
             }
             options.inputShapes[name] = shape;

@@ -31,8 +31,12 @@ struct PipePrintSchedulePass
   void runOnOperation() override {
     markAllAnalysesPreserved();
     ModuleOp module = getOperation();
-    if (forwardCost < 1 || backwardCost < 1 || weightCost < 1) {
-      module.emitError() << "pipe-print-schedule: costs must be >= 1";
+    // The table has a column per time slot: costs are small integers.
+    constexpr int64_t kMaxCost = 1000;
+    if (forwardCost < 1 || backwardCost < 1 || weightCost < 1 || forwardCost > kMaxCost ||
+        backwardCost > kMaxCost || weightCost > kMaxCost) {
+      module.emitError() << "pipe-print-schedule: costs must be in [1, " << kMaxCost
+                         << "] (time slots of the table)";
       return signalPassFailure();
     }
     FailureOr<ProgramSet> set = collectPrograms(module);

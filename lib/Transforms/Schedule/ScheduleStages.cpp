@@ -31,6 +31,11 @@ using namespace mlir;
 using namespace mlir::pipec;
 namespace sched = mlir::pipec::schedule;
 
+/// Bounds on what pipe-schedule builds (a program per device, a simulation
+/// per micro-batch).
+constexpr int64_t kMaxMicrobatches = 1 << 16;
+constexpr int64_t kMaxDevices = 1 << 16;
+
 namespace {
 
 /// Where a non-weight argument of a stage function comes from.
@@ -1556,6 +1561,13 @@ void PipeSchedulePass::runOnOperation() {
                        << "); pass microbatches=<M> or run pipe-microbatch first";
     return signalPassFailure();
   }
+  // The schedule is simulated micro-batch by micro-batch (its time grows
+  // with M^2 past tens of thousands).
+  if (microbatches > kMaxMicrobatches) {
+    module.emitError() << "pipe-schedule: microbatches must be at most " << kMaxMicrobatches
+                       << " (got " << int64_t(microbatches) << ")";
+    return signalPassFailure();
+  }
   if (auto programs = module.getOps<pipe::ProgramOp>(); !programs.empty()) {
     (*programs.begin()).emitError()
         << "pipe-schedule: the module is already scheduled";
@@ -1757,6 +1769,13 @@ void PipeSchedulePass::runOnOperation() {
   if (pipelines < 1) {
     module.emitError() << "pipe-schedule: pipelines must be >= 1 (got "
                        << int64_t(pipelines) << ")";
+    return signalPassFailure();
+  }
+  // One program per device: P x p of them.
+  if (int64_t(pipelines) > kMaxDevices / std::max<int64_t>(1, int64_t(stages.size()))) {
+    module.emitError() << "pipe-schedule: " << int64_t(pipelines) << " pipelines of "
+                       << stages.size() << " stages are more than " << kMaxDevices
+                       << " devices";
     return signalPassFailure();
   }
   if (replication != "dp" && replication != "avgpipe") {
