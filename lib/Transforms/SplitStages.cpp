@@ -654,10 +654,19 @@ void PipeSplitStagesPass::runOnOperation() {
 
   // Arguments: inputs, trainable parameters with their owners.
   SmallVector<BlockArgument> params;
+  llvm::StringMap<unsigned> inputArg;
   for (BlockArgument arg : step.getArguments()) {
     unsigned i = arg.getArgNumber();
-    if (auto name = step.getArgAttrOfType<StringAttr>(i, pipe::attrs::kInput))
+    if (auto name = step.getArgAttrOfType<StringAttr>(i, pipe::attrs::kInput)) {
+      // The data feeds inputs by name: two arguments of one name would read
+      // one array (each stage that takes one feeds it as its own type).
+      if (auto [it, fresh] = inputArg.try_emplace(name.getValue(), i); !fresh) {
+        step.emitError() << "arguments #" << it->second << " and #" << i
+                         << " are both graph input '" << name.getValue() << "'";
+        return signalPassFailure();
+      }
       inputName[arg] = name;
+    }
     if (auto name = step.getArgAttrOfType<StringAttr>(i, pipe::attrs::kStepInput))
       stepInputName[arg] = name;
     auto name = step.getArgAttrOfType<StringAttr>(i, pipe::attrs::kParam);

@@ -46,3 +46,14 @@ func.func @train_step(%x: tensor<2x3xf32> {pipe.input = "x"}, %w: tensor<3xf32> 
   %g = onnx.ReduceToShape(%x, %t) {pipe.stage = 0 : i64} : (tensor<2x3xf32>, tensor<1xi64>) -> tensor<3xf32>
   return %l, %g : tensor<f32>, tensor<3xf32>
 }
+
+// -----
+
+// Two graph inputs of one name (each stage would feed its own array type).
+// expected-error @+1 {{arguments #0 and #1 are both graph input 'x'}}
+func.func @train_step(%x: tensor<8x4xf32> {pipe.input = "x"}, %y: tensor<8xi64> {pipe.input = "x"}, %w: tensor<3x4xf32> {pipe.param = "w", pipe.trainable, pipe.stage = 0 : i64}) -> (tensor<f32> {pipe.loss}, tensor<3x4xf32> {pipe.grad = "w"}) {
+  %none = onnx.NoValue : none
+  %0 = onnx.Gemm(%x, %w, %none) {transB = 1 : i64} : (tensor<8x4xf32>, tensor<3x4xf32>, none) -> tensor<8x3xf32>
+  %1 = onnx.SoftmaxCrossEntropyLoss(%0, %y, %none) : (tensor<8x3xf32>, tensor<8xi64>, none) -> tensor<f32>
+  return %1, %w : tensor<f32>, tensor<3x4xf32>
+}
