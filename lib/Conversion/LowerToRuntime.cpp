@@ -38,6 +38,7 @@ LogicalResult StepLowering::run() {
   if (!source.getBody().hasOneBlock())
     return source.emitError("the step function must have one block");
   fuseSplitTransposes(source);
+  legalizeIntegerOps(source);
   if (failed(classifyArguments()) || failed(classifyResults()))
     return failure();
   computeConstants();

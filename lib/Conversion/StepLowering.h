@@ -204,6 +204,11 @@ inline SmallVector<int64_t> convShape2d(ArrayRef<int64_t> s, bool oneD) {
 /// buffer planner aliases (SplitTranspose.cpp).
 void fuseSplitTransposes(func::FuncOp f);
 
+/// Integer ops in the forms the kernels compute: narrow integers in i64,
+/// Abs, Neg and ReduceSum of integers in Where, Sub, CumSum and Slice
+/// (IntegerOps.cpp).
+void legalizeIntegerOps(func::FuncOp f);
+
 } // namespace mlir::pipec::steplowering
 
 #endif // PIPEC_LIB_CONVERSION_STEPLOWERING_H
