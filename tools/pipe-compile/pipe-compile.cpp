@@ -777,6 +777,32 @@ int main(int argc, char **argv) {
                     "or running statistics\n";
   if (!forward)
     return fail("the imported module has no @forward");
+  // ONNX does not tell a PyTorch buffer from a parameter: every float
+  // initializer a gradient reaches is trained unless --frozen names it.
+  // The buffers of Hugging Face's rotary embeddings (inv_freq, cos/sin
+  // caches) are known by name: say so, with the flag to keep them.
+  if (!forwardOnly) {
+    std::vector<std::string> buffers;
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+      auto name = forward.getArgAttrOfType<StringAttr>(i, pipe::attrs::kParam);
+      if (!name || !forward.getArgAttr(i, pipe::attrs::kTrainable))
+        continue;
+      StringRef n = name.getValue();
+      StringRef leaf = n.rsplit('.').second.empty() ? n : n.rsplit('.').second;
+      if (leaf == "inv_freq" || leaf == "cos_cached" || leaf == "sin_cached" ||
+          leaf == "_cos_cached" || leaf == "_sin_cached")
+        buffers.push_back(n.str());
+    }
+    if (!buffers.empty())
+      llvm::errs() << "pipe-compile: warning: " << modelPath << ": "
+                   << llvm::join(buffers, ", ")
+                   << (buffers.size() == 1 ? " looks like a rotary embedding's buffer"
+                                           : " look like rotary embeddings' buffers")
+                   << " (PyTorch does not train buffers; ONNX does not tell them from "
+                      "weights, so pipec would): pass --frozen "
+                   << llvm::join(buffers, ",") << " to keep "
+                   << (buffers.size() == 1 ? "it" : "them") << " as PyTorch does\n";
+  }
   llvm::json::Array dataSpec = pipec::describeData(*module);
   int64_t modelBatch = 0;
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {

@@ -10,6 +10,8 @@ PyTorch's losses:
   their gradients), rotary position angles computed in the forward from
   constant frequencies (HF-style RoPE), and a z-loss with torch.logsumexp
   (ReduceLogSumExp)
+- rope: Hugging Face's rotary embedding: cos and sin of the positions times
+  an `inv_freq` buffer, computed in the forward (rotate_half)
 - OUT/<model>.npz: 32 rows; OUT/<model>.torch.jsonl: PyTorch's loss at each
   of 6 SGD steps (lr 0.1, step s reads rows 8s .. 8s+7 mod 32).
 
@@ -74,9 +76,29 @@ class Trig(nn.Module):
         return F.cross_entropy(logits, y) + 0.01 * zloss
 
 
+class Rope(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 8)
+        self.out = nn.Linear(48, 3)
+        # A persistent buffer (older transformers releases; a
+        # persistent=False one is exported as a Constant node).
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8)))
+
+    def forward(self, x, y):
+        q = self.proj(x.view(-1, 6, 6))                       # (B, T=6, 8)
+        t = torch.arange(q.shape[1], dtype=torch.float32)
+        freqs = torch.outer(t, self.inv_freq)
+        emb = torch.cat((freqs, freqs), -1)
+        q1, q2 = q[..., :4], q[..., 4:]
+        rotated = q * emb.cos() + torch.cat((-q2, q1), -1) * emb.sin()
+        return F.cross_entropy(self.out(rotated[..., :8].flatten(1)), y)
+
+
 x = np.random.RandomState(1).randn(32, 1, 6, 6).astype(np.float32)
 y = np.random.RandomState(2).randint(0, 3, 32).astype(np.int64)
-for name, cls in [("prelu", PRelu), ("normalize", Normalize), ("trig", Trig)]:
+for name, cls in [("prelu", PRelu), ("normalize", Normalize), ("trig", Trig),
+                  ("rope", Rope)]:
     torch.manual_seed(0)
     m = cls()
     export_and_train(m, (torch.randn(8, 1, 6, 6), torch.randint(0, 3, (8,))),
