@@ -12,13 +12,15 @@
 //   - a sequence's length is a ReduceSum of an i64 mask.
 //
 // Rewritten here:
-//   - a binary op or comparison of i8/i16/i32 (signed or not): operands Cast
+//   - a binary op or comparison of i8/i16/i32 (signed or not; the runtime
+//     has Casts to i8, u8 and i32 of these): operands Cast
 //     to i64, the op in i64, the result Cast back (Add, Sub and Mul modulo
 //     2^32 are what i32 arithmetic gives, overflow included; Div and Mod of
 //     i32 values are exact in i64);
 //   - Abs and Neg of an integer: Where(Less(x, 0), 0 - x, x) and 0 - x;
 //   - ReduceSum of an integer over constant axes: per axis the last element
-//     of a CumSum along it (Slice), then a Reshape to the result's shape.
+//     of a CumSum along it (Slice), then a Reshape to the result's shape
+//     (no axes with noop_with_empty_axes: the input).
 // Anything else is left for the lowering to refuse in its own words.
 //
 //===----------------------------------------------------------------------===//
@@ -127,8 +129,14 @@ bool rewrite(Operation *op) {
       axes = *given;
     }
     auto noop = op->getAttrOfType<IntegerAttr>("noop_with_empty_axes");
-    if (axes.empty() && noop && noop.getInt() != 0)
-      return false;
+    if (axes.empty() && noop && noop.getInt() != 0) {
+      // No axes and noop_with_empty_axes: the input as it is.
+      if (op->getOperand(0).getType() != out)
+        return false;
+      op->getResult(0).replaceAllUsesWith(op->getOperand(0));
+      op->erase();
+      return true;
+    }
     if (axes.empty())
       for (int64_t a = 0; a < rank; ++a)
         axes.push_back(a);
