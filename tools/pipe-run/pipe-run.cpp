@@ -577,6 +577,15 @@ int main(int argc, char **argv) {
           if (stat(argv[i + 1], &rs) != 0 || !S_ISDIR(rs.st_mode))
             return fail(std::string("--resume ") + argv[i + 1] +
                         ": no such checkpoint directory");
+          // A directory --checkpoint wrote has LATEST (or, a step's own,
+          // the ranks' files): else each rank would say its file is missing.
+          struct stat cs;
+          const std::string dir = argv[i + 1];
+          if (stat((dir + "/LATEST").c_str(), &cs) != 0 &&
+              stat((dir + "/rank-0.ckpt").c_str(), &cs) != 0)
+            return fail("--resume " + dir +
+                        ": not a checkpoint directory (no LATEST and no rank-0.ckpt; "
+                        "give the directory --checkpoint wrote)");
         }
         if (a == "--log" || a == "--save" || a == "--trace" ||
             a == "--checkpoint" || a == "--plot") {
