@@ -55,20 +55,6 @@ Value castTo(autodiff::OnnxBuilder &ob, Value v, Type elt) {
       {v}, {ob.i64Attr("to", onnx::typeToOnnxDataType(elt))});
 }
 
-/// The constant i64 values of `v`, if it is an onnx.Constant.
-std::optional<SmallVector<int64_t>> constantInts(Value v) {
-  auto c = v.getDefiningOp<onnx::ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto dense = dyn_cast<DenseIntElementsAttr>(c.getValue());
-  if (!dense)
-    return std::nullopt;
-  SmallVector<int64_t> out;
-  for (const APInt &x : dense.getValues<APInt>())
-    out.push_back(x.getSExtValue());
-  return out;
-}
-
 /// Rewrites `op`; true where it was replaced.
 bool rewrite(Operation *op) {
   OpBuilder b(op);
@@ -123,7 +109,7 @@ bool rewrite(Operation *op) {
     SmallVector<int64_t> axes;
     Value axesValue = op->getNumOperands() > 1 ? op->getOperand(1) : Value();
     if (axesValue && !isa<NoneType>(axesValue.getType())) {
-      auto given = constantInts(axesValue);
+      auto given = onnx::getConstantInts(axesValue);
       if (!given)
         return false;
       axes = *given;

@@ -258,6 +258,20 @@ static void addPassedOn(llvm::SetVector<Value> &values, ArrayRef<Operation *> op
 /// stage `from`, used by stage `to`) is: a value of forward `to` that forward
 /// `from` reads, of grad's type. Several candidates are told apart by the
 /// forward op whose VJP rule built `grad` (those ops share its location).
+/// The candidates among `candidates` that `start` is, or passes its gradient
+/// on to through `reader`'s forward ops (Adds, Identities) of `type`.
+static SmallVector<Value> reachedFrom(Value start, ArrayRef<Value> candidates, Part &reader,
+                                      Type type) {
+  llvm::SetVector<Value> reach;
+  reach.insert(start);
+  addPassedOn(reach, reader.ops, type);
+  SmallVector<Value> hit;
+  for (Value c : candidates)
+    if (reach.contains(c))
+      hit.push_back(c);
+  return hit;
+}
+
 SmallVector<Value> PipeSplitStagesPass::candidatesOf(Value grad, int64_t from,
                                                    int64_t to) {
   Part &reader = part(from, Forward);
@@ -314,13 +328,8 @@ SmallVector<Value> PipeSplitStagesPass::candidatesOf(Value grad, int64_t from,
         if (op->getLoc() != def->getLoc() || op->hasAttr(wholebatch::kConcat) ||
             r >= op->getNumOperands())
           continue;
-        llvm::SetVector<Value> reach;
-        reach.insert(throughConcat(op->getOperand(r)));
-        addPassedOn(reach, reader.ops, grad.getType());
-        SmallVector<Value> hit;
-        for (Value c : candidates)
-          if (reach.contains(c))
-            hit.push_back(c);
+        SmallVector<Value> hit =
+            reachedFrom(throughConcat(op->getOperand(r)), candidates, reader, grad.getType());
         if (hit.size() == 1)
           return hit;
       }
@@ -414,13 +423,7 @@ SmallVector<Value> PipeSplitStagesPass::candidatesOf(Value grad, int64_t from,
           unread.insert(v);
       }
       if (unread.size() == 1) {
-        llvm::SetVector<Value> reach;
-        reach.insert(unread.front());
-        addPassedOn(reach, reader.ops, grad.getType());
-        SmallVector<Value> hit;
-        for (Value c : candidates)
-          if (reach.contains(c))
-            hit.push_back(c);
+        SmallVector<Value> hit = reachedFrom(unread.front(), candidates, reader, grad.getType());
         if (hit.size() == 1)
           candidates = hit;
       }
