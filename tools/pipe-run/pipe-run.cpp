@@ -40,6 +40,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sched.h>
@@ -896,8 +898,21 @@ int main(int argc, char **argv) {
                     ": resume with the plan it was compiled to (pipe-compile with the "
                     "same flags; --lr and the schedule may differ)");
     }
-    if (!checkpointDir.empty())
+    if (!checkpointDir.empty()) {
       setenv("PIPERT_CHECKPOINT_RECORD", (order + "\n" + data + "\n" + run + "\n").c_str(), 1);
+      // One run writes into a checkpoint directory at a time: two would mix
+      // their ranks' files in one step's directory. The lock is held until
+      // this process ends (and across the exec of a one-device run: the
+      // descriptor is inherited, not closed on exec).
+      int lock = ::open((checkpointDir + "/.lock").c_str(), O_RDWR | O_CREAT, 0644);
+      if (lock < 0)
+        return fail("--checkpoint " + checkpointDir + ": cannot write into it (" +
+                    std::strerror(errno) + ")");
+      if (flock(lock, LOCK_EX | LOCK_NB) != 0)
+        return fail("--checkpoint " + checkpointDir +
+                    ": another pipe-run is writing checkpoints into it (it holds " +
+                    checkpointDir + "/.lock); wait for it to end or give another directory");
+    }
   }
   std::vector<std::string> devices;
   for (int d = 0; d < planned; ++d) {
