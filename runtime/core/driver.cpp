@@ -343,6 +343,16 @@ extern "C" int pipert_train_main(int argc, char **argv,
   const int stagesPerPipeline = info->n_devices / pipelines;
   const int pipeline = info->device / stagesPerPipeline;
   int rank = 0;
+  // A one-device program started as one of several MPI ranks (an OUT whose
+  // device0 came from another compile): it would train alone while the
+  // other ranks wait on it for ever.
+  if (!multi)
+    for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+      if (const char *size = std::getenv(var); size && std::atoi(size) > 1)
+        pipert_fail("this program is compiled for one device, but the MPI job has %s "
+                    "ranks: every device<k> of OUT must come from one pipe-compile "
+                    "(compile again)",
+                    size);
   if (multi) {
     pipert_comm_init(ctx, &argc, &argv);
     pipert_comm *world = pipert_comm_world(ctx);
