@@ -60,6 +60,14 @@ bool rewrite(Operation *op) {
   OpBuilder b(op);
   autodiff::OnnxBuilder ob(b, op->getLoc());
   Type i64 = b.getIntegerType(64);
+  // `op`'s result replaced by `result`, where every op built for it typed.
+  auto replaceWith = [&](Value result) {
+    if (ob.failed())
+      return false;
+    op->getResult(0).replaceAllUsesWith(result);
+    op->erase();
+    return true;
+  };
   const bool binary = isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::ModOp,
                           onnx::MaxOp, onnx::MinOp>(op);
   const bool compare = isa<onnx::EqualOp, onnx::LessOp, onnx::LessOrEqualOp, onnx::GreaterOp,
@@ -77,11 +85,7 @@ bool rewrite(Operation *op) {
     Value result = wide->getResult(0);
     if (!compare)
       result = castTo(ob, result, narrow);
-    if (ob.failed())
-      return false;
-    op->getResult(0).replaceAllUsesWith(result);
-    op->erase();
-    return true;
+    return replaceWith(result);
   }
   if (isa<onnx::AbsOp, onnx::NegOp>(op) && isInteger(elementOf(op->getOperand(0)))) {
     Type elt = elementOf(op->getOperand(0));
@@ -94,11 +98,7 @@ bool rewrite(Operation *op) {
     if (isa<onnx::AbsOp>(op))
       result = ob.create<onnx::WhereOp>({ob.create<onnx::LessOp>({x, zero}), negated, x});
     result = castTo(ob, result, elt);
-    if (ob.failed())
-      return false;
-    op->getResult(0).replaceAllUsesWith(result);
-    op->erase();
-    return true;
+    return replaceWith(result);
   }
   if (auto sum = dyn_cast<onnx::ReduceSumOp>(op); sum && isInteger(elementOf(op->getOperand(0)))) {
     auto in = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
@@ -119,9 +119,7 @@ bool rewrite(Operation *op) {
       // No axes and noop_with_empty_axes: the input as it is.
       if (op->getOperand(0).getType() != out)
         return false;
-      op->getResult(0).replaceAllUsesWith(op->getOperand(0));
-      op->erase();
-      return true;
+      return replaceWith(op->getOperand(0));
     }
     if (axes.empty())
       for (int64_t a = 0; a < rank; ++a)
@@ -142,11 +140,7 @@ bool rewrite(Operation *op) {
     }
     x = castTo(ob, x, elt);
     Value result = ob.reshape(x, out);
-    if (ob.failed())
-      return false;
-    op->getResult(0).replaceAllUsesWith(result);
-    op->erase();
-    return true;
+    return replaceWith(result);
   }
   return false;
 }

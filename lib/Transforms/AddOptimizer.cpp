@@ -131,10 +131,7 @@ struct PipeAddOptimizerPass
     if (opt.lr < 0)
       return module.emitError() << "pipe-add-optimizer: optimizer '" << opt.kind
                                 << "' needs a learning rate (lr=...)";
-    opt.schedule.kind = lrSchedule;
-    opt.schedule.warmupSteps = warmupSteps;
-    opt.schedule.decaySteps = decaySteps;
-    opt.schedule.minLr = minLr;
+    opt.schedule = LrSchedule::of(lrSchedule, warmupSteps, decaySteps, minLr);
     if (std::string bad = opt.schedule.check(opt.lr); !bad.empty())
       return module.emitError() << "pipe-add-optimizer: " << bad;
     if ((opt.kind == "momentum" || opt.kind == "nesterov") &&

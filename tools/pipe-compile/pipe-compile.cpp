@@ -464,12 +464,8 @@ void trainOptionsFromFlags(pipec::TrainPipelineOptions &o,
 
 /// The learning-rate schedule of the flags.
 pipec::LrSchedule lrScheduleFlags() {
-  pipec::LrSchedule s;
-  s.kind = lrScheduleKind.getValue();
-  s.warmupSteps = warmupSteps.getValue();
-  s.decaySteps = decaySteps.getValue();
-  s.minLr = minLr.getValue();
-  return s;
+  return pipec::LrSchedule::of(lrScheduleKind.getValue(), warmupSteps.getValue(),
+                               decaySteps.getValue(), minLr.getValue());
 }
 
 /// plan.json's optimizer lr_schedule: null without one.

@@ -38,6 +38,17 @@ struct LrSchedule {
   double minLr = 0;
   int64_t updatesPerStep = 1;
 
+  /// The schedule of the options (pipe-add-optimizer's, pipe-schedule's,
+  /// pipe-compile's flags: lr-schedule, warmup-steps, decay-steps, min-lr).
+  static LrSchedule of(StringRef kind, int64_t warmupSteps, int64_t decaySteps, double minLr) {
+    LrSchedule s;
+    s.kind = kind.str();
+    s.warmupSteps = warmupSteps;
+    s.decaySteps = decaySteps;
+    s.minLr = minLr;
+    return s;
+  }
+
   /// No schedule: every update at lr.
   bool isConstant() const { return kind == "constant" && warmupSteps == 0; }
 

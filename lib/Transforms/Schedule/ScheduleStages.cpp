@@ -683,10 +683,7 @@ FailureOr<Optimizer> PipeSchedulePass::optimizerFromOptions(ModuleOp module) {
   opt.epsilon = given(epsilon);
   opt.weightDecay = given(weightDecay);
   opt.gradScale = given(gradScale);
-  opt.schedule.kind = lrSchedule;
-  opt.schedule.warmupSteps = warmupSteps;
-  opt.schedule.decaySteps = decaySteps;
-  opt.schedule.minLr = minLr;
+  opt.schedule = LrSchedule::of(lrSchedule, warmupSteps, decaySteps, minLr);
   if (std::string bad = opt.schedule.check(opt.lr); !bad.empty())
     return module.emitError() << "pipe-schedule: " << bad;
   setAdamDefaults(opt);
