@@ -372,7 +372,8 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
     return importEinsum(node, loc);
   if (!training && (opType == "PRelu" || opType == "ReduceL1" || opType == "ReduceL2" ||
                     opType == "ReduceSumSquare" || opType == "ReduceLogSum" ||
-                    opType == "ReduceLogSumExp"))
+                    opType == "ReduceLogSumExp" || opType == "DepthToSpace" ||
+                    opType == "SpaceToDepth"))
     return importComposite(node, opType, loc);
   std::string opName = ("onnx." + opType).str();
   std::optional<RegisteredOperationName> registered =
@@ -381,9 +382,10 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
     auto diag = error(loc) << "operator '" << opType << "' (domain '"
                            << (domain.empty() ? "ai.onnx" : domain)
                            << "', opset " << (training ? trainingOpset : opset)
-                           << ") is not supported; supported operators: ";
-    auto names = pipec::supportedOnnxOperators(ctx);
-    diag << llvm::join(names, ", ");
+                           << ") is not supported (the operators pipec imports: "
+                              "docs/onnx-operators.md, or pipe-translate "
+                              "--list-onnx-operators)";
+    (void)diag;
     return failure();
   }
 
@@ -556,6 +558,59 @@ LogicalResult Importer::importComposite(const pb::NodeProto &node, StringRef opT
   Value zero = ox::ConstantOp::create(
       builder, loc, scalarType,
       DenseElementsAttr::get(scalarType, builder.getFloatAttr(x.getElementType(), 0.0)));
+
+  // DepthToSpace (nn.PixelShuffle, mode CRD; DCR, ONNX's default) and
+  // SpaceToDepth (nn.PixelUnshuffle's layout): Reshape, Transpose, Reshape
+  // of an (N, C, H, W) input, N copied (0) so that it may stay symbolic.
+  if (opType == "DepthToSpace" || opType == "SpaceToDepth") {
+    bool toSpace = opType == "DepthToSpace";
+    int64_t b = 0;
+    std::string mode = "DCR";
+    for (const auto &a : node.attribute()) {
+      if (a.name() == "blocksize")
+        b = a.i();
+      else if (a.name() == "mode" && toSpace)
+        mode = a.s();
+      else
+        return error(loc) << "attribute '" << a.name() << "' of " << opType
+                          << " is not supported";
+    }
+    if (mode != "DCR" && mode != "CRD")
+      return error(loc) << "DepthToSpace mode '" << mode << "' must be DCR or CRD";
+    if (x.getRank() != 4 || ShapedType::isDynamic(x.getDimSize(1)) ||
+        ShapedType::isDynamic(x.getDimSize(2)) || ShapedType::isDynamic(x.getDimSize(3)))
+      return error(loc) << opType << " needs an (N, C, H, W) input with static C, H and W, got "
+                        << x << " (bind the model's shapes with --input-shape)";
+    int64_t c = x.getDimSize(1), h = x.getDimSize(2), w = x.getDimSize(3);
+    if (b < 1 || (toSpace ? c % (b * b) != 0 : (h % b != 0 || w % b != 0)))
+      return error(loc) << opType << " blocksize " << b << " does not divide "
+                        << (toSpace ? "the channels" : "the height and width") << " of " << x;
+    SmallVector<int64_t> split, perm, merged;
+    if (toSpace && mode == "DCR") {
+      split = {0, b, b, c / (b * b), h, w};
+      perm = {0, 3, 4, 1, 5, 2};
+    } else if (toSpace) {
+      split = {0, c / (b * b), b, b, h, w};
+      perm = {0, 1, 4, 2, 5, 3};
+    } else {
+      split = {0, c, h / b, b, w / b, b};
+      perm = {0, 3, 5, 1, 2, 4};
+    }
+    merged = toSpace ? SmallVector<int64_t>{0, c / (b * b), h * b, w * b}
+                     : SmallVector<int64_t>{0, c * b * b, h / b, w / b};
+    auto first = make("Reshape", {in[0], constantI64(split, loc)});
+    if (failed(first))
+      return failure();
+    auto moved = make("Transpose", {*first},
+                      {builder.getNamedAttr("perm", builder.getDenseI64ArrayAttr(perm))});
+    if (failed(moved))
+      return failure();
+    auto y = make("Reshape", {*moved, constantI64(merged, loc)});
+    if (failed(y))
+      return failure();
+    values[node.output(0)] = *y;
+    return success();
+  }
 
   // PRelu(X, slope) = X where X > 0, else slope * X (torch's gradient at 0:
   // the slope's).

@@ -79,7 +79,8 @@ Importer::valueType(const pb::ValueInfoProto &info, Location loc) {
     if (!symbol.empty())
       diag << " ('" << symbol << "')";
     diag << "; bind it with --input-shape " << name << "=DxDx..."
-         << (symbol.empty() ? "" : " or --input-shape " + symbol + "=<size>");
+         << (symbol.empty() ? "" : " or --input-shape " + symbol + "=<size>")
+         << (symbol == "batch" ? " (pipe-compile: --batch <size>)" : "");
     return failure();
   }
   return RankedTensorType::get(shape, *elt);

@@ -155,7 +155,8 @@ std::vector<std::string> supportedOnnxOperators(MLIRContext *context) {
   // Decomposed by the importer into the ops above (ImportNodes.cpp).
   for (const char *decomposed : {"Einsum", "GroupNormalization", "InstanceNormalization",
                                  "PRelu", "ReduceL1", "ReduceL2", "ReduceSumSquare",
-                                 "ReduceLogSum", "ReduceLogSumExp"})
+                                 "ReduceLogSum", "ReduceLogSumExp", "DepthToSpace",
+                                 "SpaceToDepth"})
     names.push_back(decomposed);
   llvm::sort(names);
   return names;

@@ -12,6 +12,8 @@ PyTorch's losses:
   (ReduceLogSumExp)
 - rope: Hugging Face's rotary embedding: cos and sin of the positions times
   an `inv_freq` buffer, computed in the forward (rotate_half)
+- shuffle: nn.PixelShuffle (DepthToSpace, mode CRD) between convolutions,
+  and nn.PixelUnshuffle (Reshape and Transpose in torch's export)
 - OUT/<model>.npz: 32 rows; OUT/<model>.torch.jsonl: PyTorch's loss at each
   of 6 SGD steps (lr 0.1, step s reads rows 8s .. 8s+7 mod 32).
 
@@ -95,10 +97,25 @@ class Rope(nn.Module):
         return F.cross_entropy(self.out(rotated[..., :8].flatten(1)), y)
 
 
+class Shuffle(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Conv2d(1, 8, 3, padding=1)
+        self.shuffle = nn.PixelShuffle(2)
+        self.mid = nn.Conv2d(2, 4, 3, padding=1)
+        self.unshuffle = nn.PixelUnshuffle(2)
+        self.out = nn.Linear(16 * 36, 3)
+
+    def forward(self, x, y):
+        h = self.shuffle(torch.tanh(self.up(x)))             # (B, 2, 12, 12)
+        h = self.unshuffle(torch.tanh(self.mid(h)))          # (B, 16, 6, 6)
+        return F.cross_entropy(self.out(h.flatten(1)), y)
+
+
 x = np.random.RandomState(1).randn(32, 1, 6, 6).astype(np.float32)
 y = np.random.RandomState(2).randint(0, 3, 32).astype(np.int64)
 for name, cls in [("prelu", PRelu), ("normalize", Normalize), ("trig", Trig),
-                  ("rope", Rope)]:
+                  ("rope", Rope), ("shuffle", Shuffle)]:
     torch.manual_seed(0)
     m = cls()
     export_and_train(m, (torch.randn(8, 1, 6, 6), torch.randint(0, 3, (8,))),
