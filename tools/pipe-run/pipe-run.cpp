@@ -994,6 +994,18 @@ int main(int argc, char **argv) {
     rankArgs.push_back("--log");
     rankArgs.push_back(logPath);
   }
+  // One run writes a step log at a time: two would interleave their steps
+  // in one file. An advisory lock on the log itself, held until this
+  // process ends (and across the exec of a one-device run).
+  if (!logPath.empty() && tempLog.empty()) {
+    int lock = ::open(logPath.c_str(), O_WRONLY | O_CREAT, 0644);
+    if (lock < 0)
+      return fail("--log " + logPath + ": cannot write it (" + std::strerror(errno) + ")");
+    if (flock(lock, LOCK_EX | LOCK_NB) != 0)
+      return fail("--log " + logPath +
+                  ": another pipe-run is writing its steps there; wait for it to end or give "
+                  "another file");
+  }
   auto drawPlot = [&](int rc) {
     if (plotPath.empty())
       return rc;
