@@ -21,6 +21,8 @@ inline constexpr ::llvm::StringLiteral kGradSum =
     PipeDialect::GradSumAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kGradOperand =
     PipeDialect::GradOperandAttrHelper::getNameStr();
+inline constexpr ::llvm::StringLiteral kClip =
+    PipeDialect::ClipAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kMicrobatches =
     PipeDialect::MicrobatchesAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kBatchSize =

@@ -66,7 +66,9 @@ void PipeDialect::initialize() {
 //
 // What the pipe.* attributes mean, where passes put them:
 //   ops          pipe.stage (the stage an op runs on, pipe-assign-stages),
-//                pipe.cost (the cost model's numbers, annotate-costs)
+//                pipe.cost (the cost model's numbers, annotate-costs),
+//                pipe.clip (a gradient's clipping multiplication,
+//                pipe-add-optimizer)
 //   module/step  pipe.microbatches, pipe.batch_size, pipe.loss_scale and
 //                pipe.loss_combine (pipe-microbatch), pipe.optimizer
 //                (pipe-add-optimizer), pipe.transfers (pipe-insert-transfers),
@@ -151,7 +153,7 @@ LogicalResult verifyPipeAttr(Operation *op, NamedAttribute attr,
               attrs::kState, attrs::kProducer, attrs::kOutput, attrs::kStepInput},
              string)
       .Cases({attrs::kLoss, attrs::kTrainable, attrs::kStep, attrs::kRecompute,
-              attrs::kPackNext, attrs::kWholeStep},
+              attrs::kPackNext, attrs::kWholeStep, attrs::kClip},
              unit)
       .Case(attrs::kUpdate,
             [&]() -> LogicalResult {

@@ -14,9 +14,12 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/FunctionImplementation.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::pipec::pipe;
@@ -749,6 +752,41 @@ LogicalResult AllReduceOp::verify() {
       if (!seen.insert(param).second)
         return emitOpError() << "lists parameter " << param << " twice";
     }
+  }
+  return success();
+}
+
+LogicalResult ClipGradNormOp::verify() {
+  double maxNorm = getMaxNorm().convertToDouble();
+  if (!(std::isfinite(maxNorm) && maxNorm > 0))
+    return emitOpError() << "max " << maxNorm << " must be a finite number > 0";
+  ArrayRef<int64_t> group = getGroup();
+  if (group.empty())
+    return emitOpError() << "has an empty group";
+  llvm::SmallSet<int64_t, 8> seen;
+  for (int64_t device : group) {
+    if (device < 0)
+      return emitOpError() << "group has negative device " << device;
+    if (!seen.insert(device).second)
+      return emitOpError() << "group lists device " << device << " twice";
+  }
+  if (isa<LoopOp>((*this)->getParentOp()))
+    return emitOpError() << "runs once a step: it must not be inside a pipe.loop";
+  if (auto program = (*this)->getParentOfType<ProgramOp>()) {
+    if (!seen.contains(program.getDevice()))
+      return emitOpError() << "group " << intList(group)
+                           << " does not contain the program's device "
+                           << program.getDevice();
+    if (program.isNoFlush())
+      return emitOpError() << "needs a synchronous program: a no-flush "
+                              "program updates its stages at different times";
+  }
+  llvm::SmallPtrSet<Value, 4> buffers;
+  for (Value w : getWeights()) {
+    if (failed(getBuffer(*this, w)))
+      return failure();
+    if (!buffers.insert(w).second)
+      return emitOpError() << "lists a weight buffer twice";
   }
   return success();
 }

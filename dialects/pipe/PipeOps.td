@@ -332,6 +332,31 @@ def Pipe_AllReduceOp : Pipe_InstrOp<"allreduce"> {
   let hasVerifier = 1;
 }
 
+def Pipe_ClipGradNormOp : Pipe_InstrOp<"clip_grad_norm"> {
+  let summary = "scales the step's gradients to a global L2 norm of at most max";
+  let description = [{
+    Gradient clipping by the global norm (torch.nn.utils.clip_grad_norm_):
+    with g the gradients the updates of the listed buffers will apply (each
+    accumulator times its update's `grad_scale`) on every device of `group`,
+    ‖g‖ = sqrt(Σ g²) over them all, and every accumulator is multiplied by
+    min(1, max / (‖g‖ + 1e-6)). Every device of `group` runs it once per
+    step, a device without weights included (it lists no buffer): the sum
+    of squares is reduced over the group, so it is a collective. It comes
+    after the step's last backward and the replicas' `pipe.allreduce`, and
+    before the updates; synchronous programs only.
+
+    ```mlir
+    pipe.clip_grad_norm %w max(1.000000e+00) among [0, 1]
+    ```
+  }];
+  let arguments = (ins Variadic<Pipe_WeightsType>:$weights, F64Attr:$max_norm,
+                       DenseI64ArrayAttr:$group);
+  let assemblyFormat = [{
+    ($weights^)? `max` `(` $max_norm `)` `among` $group attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 def Pipe_UpdateOp : Pipe_InstrOp<"update"> {
   let summary = "an optimizer step on the live weights of a buffer";
   let description = [{

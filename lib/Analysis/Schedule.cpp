@@ -77,9 +77,17 @@ Instr Instr::update(int64_t stage, int64_t mb) {
   return i;
 }
 
+Instr Instr::collective(std::vector<int64_t> group, std::string tag) {
+  Instr i;
+  i.kind = InstrKind::Collective;
+  i.group = std::move(group);
+  i.tag = std::move(tag);
+  return i;
+}
+
 bool Instr::operator==(const Instr &o) const {
-  return std::tie(kind, stage, mb, peer, tag, payload) ==
-         std::tie(o.kind, o.stage, o.mb, o.peer, o.tag, o.payload);
+  return std::tie(kind, stage, mb, peer, tag, payload, group) ==
+         std::tie(o.kind, o.stage, o.mb, o.peer, o.tag, o.payload, o.group);
 }
 
 /// The label of a compute instruction in a time table.
@@ -122,6 +130,13 @@ std::string mlir::pipec::schedule::describe(const Instr &instr) {
   case InstrKind::Update:
     os << "update";
     break;
+  case InstrKind::Collective: {
+    os << instr.tag << " among [";
+    for (size_t i = 0; i < instr.group.size(); ++i)
+      os << (i ? ", " : "") << instr.group[i];
+    os << "]";
+    break;
+  }
   case InstrKind::Other:
     os << "instruction";
     break;
@@ -442,6 +457,7 @@ private:
     result.failure = SimulationFailure{kind, first, second, std::move(message)};
   }
   std::string where(InstrRef r) const;
+  bool tryCollective(int64_t d);
   void reportDeadlock();
 
   const std::vector<Program> &devices;
@@ -476,7 +492,7 @@ int64_t Simulator::cost(int64_t d, const Instr &instr) const {
 bool Simulator::runLocal(int64_t d) {
   bool ran = false;
   while (const Instr *instr = current(d)) {
-    if (instr->isTransfer())
+    if (instr->isTransfer() || instr->kind == InstrKind::Collective)
       break;
     if (!instr->isCompute() && options.duration) {
       int64_t start = clock[d];
@@ -603,7 +619,56 @@ bool Simulator::rendezvous(int64_t d, const Instr &instr, int64_t q, const Instr
   return true;
 }
 
+bool Simulator::tryCollective(int64_t d) {
+  const Instr &instr = *current(d);
+  if (std::find(instr.group.begin(), instr.group.end(), d) == instr.group.end()) {
+    fail(SimulationFailure::BadPeer, ref(d), std::nullopt,
+         where(ref(d)) + " does not include its own device");
+    return false;
+  }
+  int64_t time = clock[d];
+  for (int64_t q : instr.group) {
+    if (q < 0 || q >= n) {
+      fail(SimulationFailure::BadPeer, ref(d), std::nullopt,
+           where(ref(d)) + " names no other device of the " + std::to_string(n) +
+               " simulated");
+      return false;
+    }
+    // A member elsewhere (another collective included) is not there yet.
+    const Instr *other = current(q);
+    if (!other || other->kind != InstrKind::Collective || other->tag != instr.tag ||
+        other->group != instr.group)
+      return false;
+    time = std::max(time, clock[q]);
+  }
+  for (int64_t q : instr.group) {
+    if (time > clock[q])
+      result.otherTimeline[q].push_back({clock[q], time, int64_t(pc[q])});
+    clock[q] = time;
+    ++pc[q];
+  }
+  return true;
+}
+
 void Simulator::reportDeadlock() {
+  // A device in a collective waits for the first member that is elsewhere.
+  for (int64_t d = 0; d < n; ++d) {
+    const Instr *instr = current(d);
+    if (!instr || instr->kind != InstrKind::Collective)
+      continue;
+    for (int64_t q : instr->group) {
+      const Instr *other = current(q);
+      if (other && other->kind == InstrKind::Collective && other->tag == instr->tag &&
+          other->group == instr->group)
+        continue;
+      std::string message = "deadlock: " + where(ref(d)) + " waits for device " +
+                            std::to_string(q) + ", " +
+                            (other ? "which waits in its " + describe(*other)
+                                   : std::string("which has finished its program"));
+      fail(SimulationFailure::Deadlock, ref(d), ref(q), message);
+      return;
+    }
+  }
   // Prefer two devices that wait on each other, and put the recv first:
   // its position is what a reader of a broken program checks first.
   std::optional<std::pair<int64_t, int64_t>> pair;
@@ -647,7 +712,8 @@ SimulationResult Simulator::run() {
       if (!current(d))
         continue;
       done = false;
-      progress |= tryTransfer(d);
+      progress |= current(d)->kind == InstrKind::Collective ? tryCollective(d)
+                                                             : tryTransfer(d);
     }
     if (result.failure)
       break;

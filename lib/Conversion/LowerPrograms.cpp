@@ -395,8 +395,11 @@ private:
   DenseSet<Value> velocityPredicted;
   DenseMap<Value, pipe::UpdateOp> firstUpdates;
   Value replicaComm;
+  Value pipelineComm;
   Value getReplicaComm();
   LogicalResult checkReplicaGroup(Operation *op, ArrayRef<int64_t> group);
+  Value getPipelineComm();
+  LogicalResult lowerClipGradNorm(pipe::ClipGradNormOp clip);
 
   // No-flush programs.
   bool noFlush = false;
@@ -1662,7 +1665,8 @@ LogicalResult ProgramLowering::lowerInstructions(Block &ops) {
     // At most one forward in between (the rings keep one more micro-batch
     // than the group needs, planDeferred).
     if (pendingFlush &&
-        (isa<pipe::BackwardOp, pipe::UpdateOp, pipe::AllReduceOp, pipe::AverageOp>(op) ||
+        (isa<pipe::BackwardOp, pipe::UpdateOp, pipe::AllReduceOp, pipe::AverageOp,
+             pipe::ClipGradNormOp>(op) ||
          (isa<pipe::ForwardOp>(op) &&
           (pendingFlush->beforeForward || pendingFlush->forwards++ > 0)) ||
          (!pendingRecvs.empty() && needsReceived(op))))
@@ -2110,6 +2114,8 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     }
     return success();
   }
+  if (auto clip = dyn_cast<pipe::ClipGradNormOp>(instr))
+    return lowerClipGradNorm(clip);
   if (auto avg = dyn_cast<pipe::AverageOp>(instr)) {
     // EASGD over the replicas: d = x - c; x -= a d; c += a sum_i d_i.
     if (failed(checkReplicaGroup(avg, avg.getGroup())))
@@ -2429,6 +2435,70 @@ Value ProgramLowering::getReplicaComm() {
     replicaComm = callPtr("pipert_replica_comm", {ctxArg});
   }
   return replicaComm;
+}
+
+/// The ranks of this device's pipeline (pipert_pipeline_comm): asked for
+/// at the start of every step, so that every rank makes it (a collective)
+/// at the same point of its first step.
+Value ProgramLowering::getPipelineComm() {
+  if (!pipelineComm) {
+    OpBuilder::InsertionGuard insertion(b);
+    b.setInsertionPointToStart(entry);
+    pipelineComm = callPtr("pipert_pipeline_comm", {ctxArg});
+  }
+  return pipelineComm;
+}
+
+/// pipe.clip_grad_norm: the accumulators of the listed buffers, scaled as
+/// their updates scale them, clipped together with the rest of the
+/// pipeline's (runtime: pipert_clip_grad_norm_f32).
+LogicalResult ProgramLowering::lowerClipGradNorm(pipe::ClipGradNormOp clip) {
+  // The runtime's pipeline group: devices k*S .. k*S + S - 1 of pipeline k.
+  SmallVector<int64_t> sorted(clip.getGroup());
+  llvm::sort(sorted);
+  int64_t size = int64_t(sorted.size());
+  int64_t pipeline = program.getPipeline().value_or(0);
+  bool ok = sorted.front() == pipeline * size;
+  for (int64_t i = 1; ok && i < size; ++i)
+    ok = sorted[size_t(i)] == sorted.front() + i;
+  if (!ok)
+    return clip.emitError("pipe-lower-programs: pipe.clip_grad_norm must run among the "
+                          "devices of this device's pipeline (k*S .. k*S + S - 1 for "
+                          "pipeline k of S stages)");
+  SmallVector<Value> grads;
+  SmallVector<int64_t> counts;
+  std::optional<double> scale;
+  for (Value w : clip.getWeights()) {
+    WeightBuffer &buf = *weightBuffers[w];
+    if (!buf.firstUpdate)
+      return clip.emitError("pipe-lower-programs: pipe.clip_grad_norm of a buffer that "
+                            "no pipe.update of the program updates");
+    double s = buf.firstUpdate.getGradScale()
+                   ? buf.firstUpdate.getGradScale()->convertToDouble()
+                   : 1.0;
+    if (scale && *scale != s)
+      return clip.emitError("pipe-lower-programs: pipe.clip_grad_norm needs one "
+                            "grad_scale on the updates of its buffers");
+    scale = s;
+    for (auto [i, type] : llvm::enumerate(buf.types)) {
+      if (!type.getElementType().isF32())
+        return clip.emitError("pipe-lower-programs: pipe.clip_grad_norm of ")
+               << type << ": the runtime clips f32 only";
+      grads.push_back(buf.grads[i]);
+      counts.push_back(type.getNumElements());
+    }
+  }
+  Value comm = size > 1 ? getPipelineComm() : Value(LLVM::ZeroOp::create(b, loc, ptrType()));
+  Value countArray = counts.empty() ? Value(LLVM::ZeroOp::create(b, loc, ptrType()))
+                                    : i64Array(counts);
+  auto f32c = [&](double v) -> Value {
+    return arith::ConstantFloatOp::create(b, loc, b.getF32Type(),
+                                          APFloat(static_cast<float>(v)));
+  };
+  call("pipert_clip_grad_norm_f32",
+       {ctxArg, comm, filledPointerArray(grads), countArray, i32c(int64_t(grads.size())),
+        f32c(scale.value_or(1.0)), f32c(clip.getMaxNorm().convertToDouble())});
+  return success();
 }
 
 /// The runtime averages over its stage group: the devices running this

@@ -68,6 +68,7 @@ void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
   optimizer.warmupSteps = options.warmupSteps;
   optimizer.decaySteps = options.decaySteps;
   optimizer.minLr = options.minLr;
+  optimizer.clipGradNorm = options.clipGradNorm;
   pm.addPass(createPipeAddOptimizer(optimizer));
   PipeMicrobatchOptions microbatch;
   microbatch.microbatches = options.microbatches;

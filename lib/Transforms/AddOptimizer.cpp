@@ -44,6 +44,8 @@ struct Optimizer {
   DictionaryAttr onnxAttrs;
   /// The rate of each update: lr * f(updates done), one update a step.
   LrSchedule schedule;
+  /// Global-norm gradient clipping's bound (0: off).
+  double clipGradNorm = 0;
 
   SmallVector<StringRef> slots() const {
     if (kind == "momentum" || kind == "nesterov")
@@ -131,6 +133,10 @@ struct PipeAddOptimizerPass
     if (opt.lr < 0)
       return module.emitError() << "pipe-add-optimizer: optimizer '" << opt.kind
                                 << "' needs a learning rate (lr=...)";
+    if (!(std::isfinite(clipGradNorm) && clipGradNorm >= 0))
+      return module.emitError() << "pipe-add-optimizer: clip-grad-norm=" << clipGradNorm
+                                << " must be a finite number > 0 (0: off)";
+    opt.clipGradNorm = clipGradNorm;
     opt.schedule = LrSchedule::of(lrSchedule, warmupSteps, decaySteps, minLr);
     if (std::string bad = opt.schedule.check(opt.lr); !bad.empty())
       return module.emitError() << "pipe-add-optimizer: " << bad;
@@ -268,6 +274,27 @@ struct PipeAddOptimizerPass
     Value nextCount = ob.add(count, ob.scalarI64(1));
     stageNewOps(counterStage);
 
+    // Global-norm clipping (torch.nn.utils.clip_grad_norm_): every gradient
+    // times min(1, c / (||g|| + 1e-6)), ||g|| over all of them.
+    Value clipCoef;
+    if (clipGradNorm > 0) {
+      Value total;
+      for (auto [result, param] : grads) {
+        Value g = ret.getOperand(result);
+        if (!cast<RankedTensorType>(g.getType()).getElementType().isF32())
+          return step.emitError() << "pipe-add-optimizer: clip-grad-norm needs f32 "
+                                     "gradients; result #"
+                                  << result << " is " << g.getType();
+        Value sq = ob.create<onnx::ReduceSumOp>({ob.mul(g, g), ob.none()},
+                                                {ob.i64Attr("keepdims", 0)});
+        total = total ? ob.add(total, sq) : sq;
+      }
+      Value norm = ob.add(ob.create<onnx::SqrtOp>({total}), ob.scalar(f32, 1e-6));
+      clipCoef = ob.create<onnx::MinOp>(
+          {ob.scalar(f32, 1.0), ob.div(ob.scalar(f32, clipGradNorm), norm)});
+      stageNewOps(counterStage);
+    }
+
     SmallVector<Value> results{ret.getOperand(*lossIndex)};
     SmallVector<Attribute> resultAttrs{step.getResultAttrDict(*lossIndex)};
     SmallVector<Value> newState;
@@ -283,6 +310,10 @@ struct PipeAddOptimizerPass
       StringRef name =
           step.getArgAttrOfType<StringAttr>(param, pipe::attrs::kParam).getValue();
       ob.setLoc(x.getLoc());
+      if (clipCoef) {
+        g = ob.mul(g, clipCoef);
+        g.getDefiningOp()->setAttr(pipe::attrs::kClip, b.getUnitAttr());
+      }
       Value rate = sharedRate;
       if (counterStage && ownerStage(param) != counterStage)
         rate = scheduledRate(ob, count, opt.lr, opt.schedule);
@@ -389,6 +420,8 @@ struct PipeAddOptimizerPass
     num("weight_decay", opt.weightDecay);
     if (!opt.schedule.isConstant())
       entries.push_back(b.getNamedAttr("lr_schedule", opt.schedule.toAttr(b, false)));
+    if (opt.clipGradNorm > 0)
+      num("clip_grad_norm", opt.clipGradNorm);
     step->setAttr(pipe::attrs::kOptimizer, b.getDictionaryAttr(entries));
   }
 };

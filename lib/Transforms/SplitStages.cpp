@@ -740,6 +740,10 @@ void PipeSplitStagesPass::runOnOperation() {
         if (auto wd = optimizer.getAs<FloatAttr>("weight_decay");
             wd && wd.getValueAsDouble() != 0)
           g = add.getOperand(0);
+    // Global-norm clipping (pipe-add-optimizer clip-grad-norm) needs every
+    // stage's gradients: the programs' pipe.clip_grad_norm does it.
+    if (auto mul = g.getDefiningOp<onnx::MulOp>(); mul && mul->hasAttr(pipe::attrs::kClip))
+      g = mul.getOperand(0);
     weightGrads[param] = g;
   }
   if (!loss) {

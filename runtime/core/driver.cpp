@@ -308,6 +308,11 @@ void gatherParameters(pipert_context *ctx, int rank, int size,
 int64_t runSteps = 0;
 /// Several pipelines: the replicas of this rank's stage (pipert_replica_comm).
 pipert_comm *replicaComm = nullptr;
+/// The ranks of this rank's pipeline (pipert_pipeline_comm), made at the
+/// first call; the layout it is made from.
+pipert_comm *pipelineComm = nullptr;
+int layoutPipelines = 1, layoutStages = 1;
+bool layoutMulti = false;
 
 } // namespace
 
@@ -318,6 +323,18 @@ extern "C" pipert_comm *pipert_replica_comm(pipert_context *) {
     pipert_fail("this program averages over pipelines, but it runs as one "
                 "pipeline (compile it with --pipelines P)");
   return replicaComm;
+}
+
+extern "C" pipert_comm *pipert_pipeline_comm(pipert_context *ctx) {
+  if (!layoutMulti)
+    pipert_fail("this program reduces over its pipeline's ranks, but it runs as one "
+                "device (recompile it)");
+  // Collective over the world: every rank's program reaches its first
+  // pipeline-wide collective (gradient clipping) in the same step, after
+  // the same world-wide operations.
+  if (!pipelineComm)
+    pipelineComm = pipert_comm_pipeline_group(ctx, layoutPipelines, layoutStages);
+  return pipelineComm;
 }
 
 extern "C" int pipert_train_main(int argc, char **argv,
@@ -342,6 +359,9 @@ extern "C" int pipert_train_main(int argc, char **argv,
   const int pipelines = info->pipelines > 1 ? info->pipelines : 1;
   const int stagesPerPipeline = info->n_devices / pipelines;
   const int pipeline = info->device / stagesPerPipeline;
+  layoutPipelines = pipelines;
+  layoutStages = stagesPerPipeline;
+  layoutMulti = multi;
   int rank = 0;
   // A one-device program started as one of several MPI ranks (an OUT whose
   // device0 came from another compile): it would train alone while the
@@ -724,6 +744,9 @@ extern "C" int pipert_train_main(int argc, char **argv,
   if (replicaComm)
     pipert_comm_destroy(ctx, replicaComm);
   replicaComm = nullptr;
+  if (pipelineComm)
+    pipert_comm_destroy(ctx, pipelineComm);
+  pipelineComm = nullptr;
   if (multi)
     pipert_comm_finalize(ctx);
   pipert_context_destroy(ctx);

@@ -915,6 +915,14 @@ PIPERT_HD void resize_scatter(const ResizeGeom &g, float dy, int64_t i, Add add)
         add(p.base + (p.id[a] * inH + p.ih[b]) * inW + p.iw[c], dy * p.wd[a] * p.wh[b] * p.ww[c]);
 }
 
+/// Global-norm clipping (torch.nn.utils.clip_grad_norm_): the factor on
+/// every gradient, min(1, max_norm / (sqrt(sum of squares) + 1e-6)), in
+/// float32 as PyTorch computes it.
+PIPERT_HD float clip_coefficient(float sum_squares, float max_norm) {
+  const float coef = max_norm / (sqrtf(sum_squares) + 1e-6f);
+  return coef < 1.f ? coef : 1.f;
+}
+
 } // namespace pipert::formula
 
 #endif // PIPERT_CORE_FORMULAS_H

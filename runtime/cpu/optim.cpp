@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "kernel_util.h"
 #include "../core/formulas.h"
+#include "pipert/pipert_comm.h"
 
 using namespace pipert::cpu;
 
@@ -109,6 +110,50 @@ void pipert_easgd_local_f32(pipert_context *ctx, float alpha, const float *cente
       x[i] -= alpha * d;
     }
   });
+}
+
+} // extern "C"
+
+namespace {
+/// Sum of x[i]^2: sixteen float lanes over blocks of 4096 elements (so
+/// that it vectorises), the blocks' sums added in double.
+double sumSquares(const float *x, int64_t n) {
+  double total = 0;
+  for (int64_t b = 0; b < n; b += 4096) {
+    const int64_t e = std::min<int64_t>(n, b + 4096);
+    float lanes[16] = {};
+    int64_t i = b;
+    for (; i + 16 <= e; i += 16)
+      for (int j = 0; j < 16; ++j)
+        lanes[j] += x[i + j] * x[i + j];
+    double part = 0;
+    for (; i < e; ++i)
+      part += double(x[i]) * double(x[i]);
+    for (float l : lanes)
+      part += double(l);
+    total += part;
+  }
+  return total;
+}
+} // namespace
+
+extern "C" {
+
+void pipert_clip_grad_norm_f32(pipert_context *ctx, pipert_comm *comm, float *const *grads,
+                               const int64_t *counts, int32_t n, float grad_scale,
+                               float max_norm) {
+  if (n < 0 || (n > 0 && (!grads || !counts)))
+    pipert_fail("clip_grad_norm: %d gradients without their pointers", int(n));
+  double local = 0;
+  for (int32_t i = 0; i < n; ++i)
+    local += sumSquares(grads[i], counts[i]);
+  float total = float(local * double(grad_scale) * double(grad_scale));
+  if (comm)
+    pipert_allreduce_f32(ctx, comm, &total, 1, PIPERT_COLLECTIVE_SUM);
+  const float coef = formula::clip_coefficient(total, max_norm);
+  if (coef < 1.f)
+    for (int32_t i = 0; i < n; ++i)
+      pipert_scale_f32(ctx, coef, grads[i], counts[i]);
 }
 
 void pipert_easgd_center_f32(pipert_context *ctx, float alpha, const float *diff_sum,

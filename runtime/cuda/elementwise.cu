@@ -9,10 +9,25 @@
 //===----------------------------------------------------------------------===//
 #include "kernels.cuh"
 #include "../core/formulas.h"
+#include "pipert/pipert_comm.h"
 
 using namespace pipert::cuda;
 
 namespace {
+
+// clip_grad_norm: adds scale2 * sum of x[i]^2 to *acc (one atomic a block).
+__global__ void sum_squares_kernel(const float *__restrict__ x, int64_t n, double scale2,
+                                   double *acc) {
+  __shared__ double shared[32];
+  double v = 0;
+  PIPERT_GRID_STRIDE(i, n) {
+    const double g = x[i];
+    v += g * g;
+  }
+  v = block_sum(v, shared);
+  if (threadIdx.x == 0)
+    atomicAdd(acc, v * scale2);
+}
 
 __device__ __forceinline__ float apply_unary(int op, float v) {
   switch (op) {
@@ -406,6 +421,39 @@ void pipert_easgd_local_f32(pipert_context *ctx, float alpha, const float *cente
       diff[i] = d;
     x[i] -= alpha * d;
   });
+}
+
+void pipert_clip_grad_norm_f32(pipert_context *ctx, pipert_comm *comm, float *const *grads,
+                               const int64_t *counts, int32_t n, float grad_scale,
+                               float max_norm) {
+  if (n < 0 || (n > 0 && (!grads || !counts)))
+    pipert_fail("clip_grad_norm: %d gradients without their pointers", int(n));
+  // On the device, without a host round trip: the squares' sum in a double,
+  // then the float total the pipeline's ranks sum, then the scaling.
+  char *scratch = static_cast<char *>(pipert_alloc(ctx, 16));
+  double *acc = reinterpret_cast<double *>(scratch);
+  float *total = reinterpret_cast<float *>(scratch + 8);
+  PIPERT_CUDA_CHECK(cudaMemsetAsync(acc, 0, sizeof(double), stream_of(ctx)));
+  const double scale2 = double(grad_scale) * double(grad_scale);
+  for (int32_t i = 0; i < n; ++i) {
+    if (counts[i] <= 0)
+      continue;
+    sum_squares_kernel<<<grid_for(ctx, counts[i]), kBlock, 0, stream_of(ctx)>>>(
+        grads[i], counts[i], scale2, acc);
+    PIPERT_LAUNCH_CHECK("clip_grad_norm");
+  }
+  launch_map(ctx, "clip_grad_norm", 1, [=] __device__(int64_t) { *total = float(*acc); });
+  if (comm)
+    pipert_allreduce_f32(ctx, comm, total, 1, PIPERT_COLLECTIVE_SUM);
+  for (int32_t i = 0; i < n; ++i) {
+    float *g = grads[i];
+    launch_map(ctx, "clip_grad_norm", counts[i], [=] __device__(int64_t j) {
+      const float coef = formula::clip_coefficient(*total, max_norm);
+      if (coef < 1.f)
+        g[j] *= coef;
+    });
+  }
+  pipert_free(ctx, scratch);
 }
 
 void pipert_easgd_center_f32(pipert_context *ctx, float alpha, const float *diff_sum,

@@ -7,6 +7,8 @@
 // RUN: not pipe-opt %s --pipe-add-optimizer="kind=adam lr=0.1 beta1=2" 2>&1 | FileCheck %s --check-prefix=BETA
 // RUN: not pipe-opt %s --pipe-add-optimizer="kind=momentum lr=0.1 momentum=-0.5" 2>&1 | FileCheck %s --check-prefix=MOM
 // RUN: not pipe-opt %s --pipe-add-optimizer="kind=adam lr=0.1 eps=-1e-8" 2>&1 | FileCheck %s --check-prefix=EPS
+// RUN: not pipe-opt %s --pipe-add-optimizer="kind=sgd lr=0.1 clip-grad-norm=-1" 2>&1 | FileCheck %s --check-prefix=CLIP
+// CLIP: error: pipe-add-optimizer: clip-grad-norm=-1.000000e+00 must be a finite number > 0 (0: off)
 
 // NOLR: error: pipe-add-optimizer: optimizer 'sgd' needs a learning rate (lr=...)
 // NANLR: error: pipe-add-optimizer: lr=nan must be a finite number > 0

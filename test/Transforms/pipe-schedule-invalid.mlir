@@ -62,7 +62,7 @@ module attributes {pipe.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.
 
 // -----
 
-// expected-error@+1 {{pipe.optimizer: unknown key 'rate' (kind, lr, momentum, dampening, beta1, beta2, epsilon, weight_decay, grad_scale, lr_schedule)}}
+// expected-error@+1 {{pipe.optimizer: unknown key 'rate' (kind, lr, momentum, dampening, beta1, beta2, epsilon, weight_decay, grad_scale, lr_schedule, clip_grad_norm)}}
 module attributes {pipe.optimizer = {kind = "sgd", rate = 0.1 : f64}} {
   pipe.stage @f0 forward stage 0 params 1 (%w: tensor<2xf32> {pipe.param = "w"}, %x: tensor<2xf32> {pipe.input = "x"}) -> (tensor<f32> {pipe.loss}) {
     %none = "onnx.NoValue"() : () -> none

@@ -129,6 +129,12 @@ static cl::opt<double> minLr("min-lr", cl::cat(trainingCat),
                              cl::desc("--lr-schedule linear or cosine: the learning rate at "
                                       "the end of the decay (default: 0)"),
                              cl::init(0.0));
+static cl::opt<double> clipGradNorm(
+    "clip-grad-norm", cl::cat(trainingCat), cl::value_desc("MAX"),
+    cl::desc("Scale each step's gradients to a global L2 norm of at most MAX before the "
+             "update (torch.nn.utils.clip_grad_norm_; in a pipeline the norm is over every "
+             "stage's gradients; synchronous schedules only; default: no clipping)"),
+    cl::init(0.0));
 static cl::opt<std::string> target("target", cl::cat(outputCat), cl::desc("cpu or cuda (default: cpu)"),
                                    cl::init("cpu"));
 static cl::list<std::string>
@@ -460,12 +466,20 @@ void trainOptionsFromFlags(pipec::TrainPipelineOptions &o,
   o.warmupSteps = warmupSteps.getValue();
   o.decaySteps = decaySteps.getValue();
   o.minLr = minLr.getValue();
+  o.clipGradNorm = clipGradNorm.getValue();
 }
 
 /// The learning-rate schedule of the flags.
 pipec::LrSchedule lrScheduleFlags() {
   return pipec::LrSchedule::of(lrScheduleKind.getValue(), warmupSteps.getValue(),
                                decaySteps.getValue(), minLr.getValue());
+}
+
+/// plan.json's optimizer clip_grad_norm: null without clipping.
+llvm::json::Value clipGradNormJson() {
+  if (!(clipGradNorm > 0))
+    return nullptr;
+  return clipGradNorm.getValue();
 }
 
 /// plan.json's optimizer lr_schedule: null without one.
@@ -503,6 +517,8 @@ std::string oneDeviceTrainPipeline() {
        << " warmup-steps=" << warmupSteps.getValue()
        << " decay-steps=" << decaySteps.getValue()
        << " min-lr=" << llvm::formatv("{0:e9}", minLr.getValue());
+  if (clipGradNorm > 0)
+    ps << " clip-grad-norm=" << llvm::formatv("{0:e9}", clipGradNorm.getValue());
   ps << "}";
   return pipeline;
 }
@@ -1065,6 +1081,9 @@ int main(int argc, char **argv) {
     return fail("--auto-candidates must be >= 1 (the candidates printed), not " +
                 llvm::Twine(autoRows.getValue()));
   if (autoPlan) {
+    if (clipGradNorm > 0 && autoMethods.getNumOccurrences())
+      return fail("--clip-grad-norm needs a synchronous schedule, which --auto-methods "
+                  "would let --auto replace by a no-flush method: drop one of the two");
     for (cl::Option *given : {static_cast<cl::Option *>(&numStages),
                               static_cast<cl::Option *>(&microbatches),
                               static_cast<cl::Option *>(&scheduleKind),
@@ -1338,6 +1357,20 @@ int main(int argc, char **argv) {
                   number(weightDecay));
     if (std::string bad = lrScheduleFlags().check(lr.getValue()); !bad.empty())
       return fail(bad);
+    if (clipGradNorm.getNumOccurrences() &&
+        !(std::isfinite(clipGradNorm.getValue()) && clipGradNorm > 0 &&
+          clipGradNorm <= std::numeric_limits<float>::max()))
+      return fail("--clip-grad-norm must be a finite number > 0 (the largest gradient norm "
+                  "kept), not " +
+                  number(clipGradNorm));
+    if (clipGradNorm > 0 && method == "avgpipe")
+      return fail("--clip-grad-norm with --method avgpipe is not supported (METHODS.md's "
+                  "AvgPipe does not clip): use --pipelines P with the default --method sync, "
+                  "or drop --clip-grad-norm");
+    if (clipGradNorm > 0 && method != "sync")
+      return fail("--clip-grad-norm needs a synchronous schedule: --method " + method +
+                  " updates the stages at different times, so a step has no one gradient "
+                  "to clip by its global norm (drop --method or --clip-grad-norm)");
   }
   if (lrWarmup < 0)
     return fail("--lr-warmup must be >= 0 updates (got " +
@@ -1596,6 +1629,7 @@ int main(int argc, char **argv) {
           schedule.warmupSteps = warmupSteps.getValue();
           schedule.decaySteps = decaySteps.getValue();
           schedule.minLr = minLr.getValue();
+          schedule.clipGradNorm = clipGradNorm.getValue();
           pm.addPass(pipec::createPipeSchedule(schedule));
         }
         pm.addPass(pipec::createPipeVerifySchedule());
@@ -1652,7 +1686,8 @@ int main(int argc, char **argv) {
                             {"lr", lr.getValue()},
                             {"momentum", momentumUsed()},
                             {"weight_decay", weightDecay.getValue()},
-                            {"lr_schedule", lrScheduleJson()}}}};
+                            {"lr_schedule", lrScheduleJson()},
+                            {"clip_grad_norm", clipGradNormJson()}}}};
     if (autoPlan)
       planBase["auto"] = llvm::json::Value(std::move(autoRecord));
     if (prediction)
@@ -1745,7 +1780,8 @@ int main(int argc, char **argv) {
                           {"lr", lr.getValue()},
                           {"momentum", momentumUsed()},
                           {"weight_decay", weightDecay.getValue()},
-                          {"lr_schedule", lrScheduleJson()}}},
+                          {"lr_schedule", lrScheduleJson()},
+                          {"clip_grad_norm", clipGradNormJson()}}},
       {"executables", llvm::json::Array{"device0"}}};
   for (auto &[key, value] : pipec::describeBuffers(program))
     plan[key] = std::move(value);

@@ -42,6 +42,11 @@ enum class InstrKind {
   Send,
   Recv,
   Update,
+  /// A collective among `group` (pipe.allreduce, pipe.average,
+  /// pipe.clip_grad_norm): every device of the group waits until all of
+  /// them have reached their collective of the same tag, the n-th of each
+  /// matched with the n-th of the others.
+  Collective,
   /// Anything else a program does (feed, zero_grad, report_loss, ...):
   /// takes no time and never blocks.
   Other,
@@ -70,6 +75,8 @@ struct Instr {
   /// Send / recv: what is transferred (e.g. a tensor type); a matched pair
   /// whose payloads differ is an error. Empty matches empty.
   std::string payload;
+  /// Collective: the devices taking part (this one included).
+  std::vector<int64_t> group;
 
   static Instr forward(int64_t stage, int64_t mb);
   static Instr backward(int64_t stage, int64_t mb);
@@ -78,6 +85,7 @@ struct Instr {
   static Instr recv(int64_t peer, int64_t mb, std::string tag,
                     std::string payload = {});
   static Instr update(int64_t stage, int64_t mb = kNoMicroBatch);
+  static Instr collective(std::vector<int64_t> group, std::string tag);
 
   bool hasMb() const { return mb != kNoMicroBatch; }
 

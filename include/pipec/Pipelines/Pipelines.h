@@ -159,6 +159,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<double> minLr{*this, "min-lr",
                        llvm::cl::desc("linear, cosine: the rate at the end of the decay"),
                        llvm::cl::init(0.0)};
+  Option<double> clipGradNorm{
+      *this, "clip-grad-norm",
+      llvm::cl::desc("scale each step's gradients to a global L2 norm of at most this "
+                     "(synchronous schedules; 0: off)"),
+      llvm::cl::init(0.0)};
   Option<std::string> batchnorm{
       *this, "batchnorm",
       llvm::cl::desc("training-mode BatchNormalization statistics: "

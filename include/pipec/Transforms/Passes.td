@@ -91,7 +91,12 @@ def PipeAddOptimizer : Pass<"pipe-add-optimizer", "::mlir::ModuleOp"> {
     update ops. Without `kind`, the optimizer of an imported
     `@training_algorithm` (onnx.Momentum / Adam / Adagrad, with its
     attributes) is used. Negative numeric options mean PyTorch's default
-    for the kind.
+    for the kind. `clip-grad-norm=c` multiplies every gradient by
+    min(1, c / (‖g‖ + 1e-6)), ‖g‖ the L2 norm over all of them, before the
+    updates (torch.nn.utils.clip_grad_norm_); the multiplications carry
+    `pipe.clip`, so that pipe-split-stages can take the unclipped gradients
+    and hand the clipping to pipe.clip_grad_norm (the pipe.optimizer entry
+    `clip_grad_norm`).
   }];
   let options = [
     Option<"funcName", "func-name", "std::string", "\"train_step\"",
@@ -118,6 +123,9 @@ def PipeAddOptimizer : Pass<"pipe-add-optimizer", "::mlir::ModuleOp"> {
            "linear, cosine: the step where the decay to min-lr ends">,
     Option<"minLr", "min-lr", "double", "0.0",
            "linear, cosine: the rate at the end of the decay">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", "0.0",
+           "scale the gradients to a global L2 norm of at most this "
+           "(torch.nn.utils.clip_grad_norm_) before the update; 0: off">,
   ];
   let dependentDialects = ["::mlir::pipec::onnx::ONNXDialect",
                            "::mlir::func::FuncDialect"];
@@ -464,8 +472,12 @@ def PipeSchedule : Pass<"pipe-schedule", "::mlir::ModuleOp"> {
     The optimizer: the pass options when `optimizer` is given; else a
     `pipe.optimizer` dictionary on the stage's forward, else on the module:
     `{kind = "adam", lr = 1.0e-3, beta1 = ..., beta2 = ..., epsilon = ...,
-    momentum = ..., dampening = ..., weight_decay = ..., grad_scale = ...}`.
-    Adam(W) and Adagrad get PyTorch's defaults for betas and epsilon.
+    momentum = ..., dampening = ..., weight_decay = ..., grad_scale = ...,
+    clip_grad_norm = ...}`. Adam(W) and Adagrad get PyTorch's defaults for
+    betas and epsilon. With clip_grad_norm (synchronous schedules only),
+    every device of a pipeline runs `pipe.clip_grad_norm %w max(c) among
+    [devices of its pipeline]` before its update (after the replicas'
+    allreduce): the global norm over all the pipeline's gradients.
 
     No-flush methods (`kind=pipedream`, `kind=2bw`, ../shared/METHODS.md):
     each program is one step of 1F1B's steady state without a flush
@@ -560,6 +572,9 @@ def PipeSchedule : Pass<"pipe-schedule", "::mlir::ModuleOp"> {
            "with optimizer: linear, cosine: the step where the decay ends">,
     Option<"minLr", "min-lr", "double", "0.0",
            "with optimizer: linear, cosine: the rate at the end of the decay">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", "0.0",
+           "with optimizer: clip the step's gradients to this global L2 norm "
+           "over the pipeline's devices (pipe.clip_grad_norm); 0: off">,
   ];
   let dependentDialects = ["::mlir::pipec::pipe::PipeDialect"];
 }

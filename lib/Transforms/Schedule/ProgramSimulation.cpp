@@ -4,6 +4,7 @@
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -101,6 +102,19 @@ FailureOr<ProgramSet> mlir::pipec::collectPrograms(ModuleOp module) {
                                    typeString(recv.getValue().getType()));
       } else if (isa<pipe::UpdateOp>(op)) {
         instr = sched::Instr::update(-1);
+      } else if (isa<pipe::AllReduceOp, pipe::AverageOp, pipe::ClipGradNormOp>(op)) {
+        // Collectives: matched in order among their group.
+        ArrayRef<int64_t> group =
+            TypeSwitch<Operation *, ArrayRef<int64_t>>(&op)
+                .Case([](pipe::AllReduceOp r) { return r.getGroup(); })
+                .Case([](pipe::AverageOp a) { return a.getGroup(); })
+                .Case([](pipe::ClipGradNormOp c) { return c.getGroup(); });
+        std::vector<int64_t> members;
+        for (int64_t device : group)
+          members.push_back(peerIndex(&op, device));
+        llvm::sort(members);
+        instr = sched::Instr::collective(std::move(members),
+                                         op.getName().stripDialect().str());
       }
 
       // A whole-batch stage's forward or backward (--batchnorm full-batch)
@@ -145,7 +159,16 @@ std::string mlir::pipec::describeInstruction(Operation *op, int64_t mb) {
     os << "restore of mb " << mb;
   else if (auto program = dyn_cast<pipe::ProgramOp>(op))
     os << "end of the program of device " << program.getDevice();
-  else
+  else if (isa<pipe::AllReduceOp, pipe::AverageOp, pipe::ClipGradNormOp>(op)) {
+    ArrayRef<int64_t> group =
+        TypeSwitch<Operation *, ArrayRef<int64_t>>(op)
+            .Case([](pipe::AllReduceOp r) { return r.getGroup(); })
+            .Case([](pipe::AverageOp a) { return a.getGroup(); })
+            .Case([](pipe::ClipGradNormOp c) { return c.getGroup(); });
+    os << op->getName() << " among [";
+    llvm::interleaveComma(group, os);
+    os << "]";
+  } else
     os << op->getName();
   return s;
 }

@@ -79,6 +79,8 @@ struct Optimizer {
   double lr = 0;
   std::optional<double> momentum, dampening, beta1, beta2, epsilon,
       weightDecay, gradScale;
+  /// Global-norm clipping of the step's gradients (pipe.clip_grad_norm).
+  std::optional<double> clipGradNorm;
   /// The pipe.optimizer's lr_schedule (constant when it has none).
   LrSchedule schedule;
   /// Where the optimizer was given (the module for pass options): its
@@ -363,6 +365,10 @@ private:
     double discrepancy = -1.0;
   };
   std::optional<NoFlush> noFlush;
+  /// pipe.clip_grad_norm's bound (every stage's optimizer agrees) and the
+  /// pipeline's stage count: every device of the pipeline clips together.
+  std::optional<double> clipNorm;
+  int64_t pipelineStages = 1;
 };
 } // namespace
 
@@ -683,6 +689,11 @@ FailureOr<Optimizer> PipeSchedulePass::optimizerFromOptions(ModuleOp module) {
   opt.epsilon = given(epsilon);
   opt.weightDecay = given(weightDecay);
   opt.gradScale = given(gradScale);
+  if (!(std::isfinite(clipGradNorm) && clipGradNorm >= 0))
+    return module.emitError() << "pipe-schedule: clip-grad-norm=" << clipGradNorm
+                              << " must be a finite number > 0 (0: off)";
+  if (clipGradNorm > 0)
+    opt.clipGradNorm = clipGradNorm;
   opt.schedule = LrSchedule::of(lrSchedule, warmupSteps, decaySteps, minLr);
   if (std::string bad = opt.schedule.check(opt.lr); !bad.empty())
     return module.emitError() << "pipe-schedule: " << bad;
@@ -744,11 +755,17 @@ FailureOr<Optimizer> PipeSchedulePass::optimizerFromAttr(Operation *holder,
       opt.weightDecay = value;
     } else if (key == "grad_scale") {
       opt.gradScale = value;
+    } else if (key == "clip_grad_norm") {
+      if (!(std::isfinite(*value) && *value > 0))
+        return holder->emitError() << "pipe.optimizer: 'clip_grad_norm' must be a "
+                                      "finite number > 0, not "
+                                   << *value;
+      opt.clipGradNorm = value;
     } else {
       return holder->emitError()
              << "pipe.optimizer: unknown key '" << key
              << "' (kind, lr, momentum, dampening, beta1, beta2, epsilon, "
-                "weight_decay, grad_scale, lr_schedule)";
+                "weight_decay, grad_scale, lr_schedule, clip_grad_norm)";
     }
   }
   if (!hasKind || !hasLr)
@@ -1408,6 +1425,16 @@ LogicalResult PipeSchedulePass::buildProgram(OpBuilder &b, Stage &stage,
         break;
       }
       case sched::InstrKind::Update: {
+        // Clipping by the global norm: a collective of the pipeline's
+        // devices, those without weights included.
+        if (clipNorm) {
+          SmallVector<Value> clipped;
+          if (weights)
+            clipped.push_back(weights);
+          pipe::ClipGradNormOp::create(
+              b, stage.forward.getLoc(), clipped, b.getF64FloatAttr(*clipNorm),
+              b.getDenseI64ArrayAttr(llvm::to_vector(llvm::seq<int64_t>(0, pipelineStages))));
+        }
         if (!weights)
           break;
         const Optimizer &opt = *stage.optimizer;
@@ -1669,6 +1696,38 @@ void PipeSchedulePass::runOnOperation() {
   }
 
   int64_t p = int64_t(stages.size());
+  pipelineStages = p;
+  // Gradient clipping: one bound for the whole pipeline.
+  std::optional<std::optional<double>> firstClip;
+  for (Stage &stage : stages) {
+    if (stage.params == 0)
+      continue;
+    std::optional<double> c = stage.optimizer->clipGradNorm;
+    if (!firstClip) {
+      firstClip = c;
+    } else if (*firstClip != c) {
+      stage.forward.emitError() << "pipe-schedule: the stages' optimizers disagree on "
+                                   "clip_grad_norm: the global norm needs one bound for "
+                                   "every stage";
+      return signalPassFailure();
+    }
+  }
+  clipNorm = firstClip ? *firstClip : std::nullopt;
+  if (clipNorm && noFlush) {
+    module.emitError() << "pipe-schedule: " << kind
+                       << " updates its stages at different times, so there is no "
+                          "step-wide gradient to clip by its global norm "
+                          "(clip_grad_norm): use a synchronous schedule (gpipe, 1f1b, "
+                          "afp) or drop the clipping";
+    return signalPassFailure();
+  }
+  if (clipNorm && pipelines > 1 && replication == "avgpipe") {
+    module.emitError() << "pipe-schedule: clip_grad_norm with replication=avgpipe is "
+                          "not supported (each pipeline would clip its own gradient, "
+                          "which METHODS.md's AvgPipe does not define): use "
+                          "replication=dp or drop the clipping";
+    return signalPassFailure();
+  }
   if (noFlush && (noFlush->method == Method::SpecTrain ||
                   noFlush->method == Method::PipeMare)) {
     for (Stage &stage : stages) {
@@ -1829,6 +1888,12 @@ void PipeSchedulePass::replicatePipelines(ModuleOp module, int64_t p) {
           send.setPeer(send.getPeer() + i * p);
         if (auto recv = dyn_cast<pipe::RecvOp>(op))
           recv.setPeer(recv.getPeer() + i * p);
+        if (auto clip = dyn_cast<pipe::ClipGradNormOp>(op)) {
+          SmallVector<int64_t> group;
+          for (int64_t d : clip.getGroup())
+            group.push_back(d + i * p);
+          clip.setGroup(group);
+        }
       });
     }
   for (pipe::ProgramOp program : base)
@@ -1844,7 +1909,14 @@ void PipeSchedulePass::replicatePipelines(ModuleOp module, int64_t p) {
       Value weights = update.getWeights();
       Location loc = update.getLoc();
       if (replication == "dp") {
-        b.setInsertionPoint(update);
+        // Averaged before the pipeline clips the step's gradients.
+        Operation *before = update;
+        for (Operation *op = update->getPrevNode(); op; op = op->getPrevNode())
+          if (isa<pipe::ClipGradNormOp>(op)) {
+            before = op;
+            break;
+          }
+        b.setInsertionPoint(before);
         pipe::AllReduceOp::create(
             b, loc, pipe::ReduceKindAttr::get(ctx, pipe::ReduceKind::Mean),
             weights, b.getDenseI64ArrayAttr(group), DenseI64ArrayAttr());

@@ -106,6 +106,11 @@ int64_t pipert_run_steps(const pipert_context *ctx);
  * made once by the driver when the program has several pipelines. */
 pipert_comm *pipert_replica_comm(pipert_context *ctx);
 
+/* The ranks of this rank's pipeline (pipert's pipeline group), made at the
+ * first call (collective over the world: every rank's program calls it at
+ * the same point of its first step). */
+pipert_comm *pipert_pipeline_comm(pipert_context *ctx);
+
 /* Runs the training loop described by the command line; returns the exit
  * status (errors print one "pipert: error: ..." line). */
 int pipert_train_main(int argc, char **argv, const pipert_program_info *info);

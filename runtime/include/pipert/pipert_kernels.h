@@ -610,6 +610,16 @@ void pipert_easgd_local_f32(pipert_context *ctx, float alpha, const float *cente
 void pipert_easgd_center_f32(pipert_context *ctx, float alpha, const float *diff_sum,
                              float *center, int64_t n);
 
+/* Gradient clipping by the global L2 norm (torch.nn.utils.clip_grad_norm_):
+ * the gradients are grad_scale * grads[i] (counts[i] float32 values each) on
+ * every rank of `comm` (NULL: this rank alone; comm's type is the
+ * transport's pipert_comm); with N = sqrt(sum of their squares over all of
+ * them), every grads[i] is multiplied by min(1, max_norm / (N + 1e-6)).
+ * Collective over comm; n may be 0 (a rank without weights). */
+void pipert_clip_grad_norm_f32(pipert_context *ctx, struct pipert_comm *comm,
+                               float *const *grads, const int64_t *counts, int32_t n,
+                               float grad_scale, float max_norm);
+
 /* BLAS-1 helpers: y += alpha * x; x *= alpha; x = value; y += x. */
 void pipert_axpy_f32(pipert_context *ctx, float alpha, const float *x, float *y, int64_t n);
 void pipert_scale_f32(pipert_context *ctx, float alpha, float *x, int64_t n);

@@ -3,7 +3,7 @@
 
     torch_trajectory.py --model mlp --data D.npz --log steps.jsonl --steps K
         --batch B --optimizer sgd|momentum|nesterov|adam|adamw|adagrad --lr F
-        [--momentum F] [--weight-decay F] [--rtol 1e-4]
+        [--momentum F] [--weight-decay F] [--clip-grad-norm F] [--rtol 1e-4]
         [--lr-schedule constant|linear|cosine --warmup-steps W
          --decay-steps N --min-lr F]
         [--onnx initial.onnx] [--saved trained.onnx] [--next ARGS...]
@@ -14,7 +14,9 @@ step's loss (computed before that step's update) with the log. A schedule
 is torch.optim.lr_scheduler.LambdaLR stepped after every update, with
 Hugging Face's transformers lambdas (get_constant/linear/cosine_schedule_
 with_warmup; the decay floored at --min-lr, as get_cosine_with_min_lr_
-schedule_with_warmup, and held there past N).
+schedule_with_warmup, and held there past N). --clip-grad-norm F clips every
+step's gradients with torch.nn.utils.clip_grad_norm_ before the update and
+prints how many steps it scaled (a test can require that it did).
 
 With --onnx, the initial weights are the ONNX model's initializers (every
 parameter and buffer of the module must be one, with the same shape), so
@@ -63,6 +65,7 @@ def check(argv):
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--clip-grad-norm", type=float, default=0.0)
     ap.add_argument("--rtol", type=float, default=1e-4)
     add_schedule_arguments(ap)
     ap.add_argument("--onnx", help="take the initial weights from this model")
@@ -95,12 +98,16 @@ def check(argv):
     if len(logged) != a.steps:
         sys.exit(f"FAIL: the log has {len(logged)} steps, expected {a.steps}")
     worst = 0.0
+    clipped = 0
     for s in range(a.steps):
         idx = [(s * a.batch + i) % rows for i in range(a.batch)]
         inputs = [torch.from_numpy(x[idx]) for x in arrays]
         opt.zero_grad()
         loss = model(*inputs)
         loss.backward()
+        if a.clip_grad_norm > 0:
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip_grad_norm)
+            clipped += int(float(norm) > a.clip_grad_norm)
         opt.step()
         scheduler.step()
         ref = float(loss)
@@ -114,6 +121,8 @@ def check(argv):
                      f"(relative error {rel:.2e} > {a.rtol})")
     print(f"OK: {a.steps} steps within {a.rtol} of PyTorch "
           f"(worst relative error {worst:.1e})")
+    if a.clip_grad_norm > 0:
+        print(f"clipped {clipped} of {a.steps} steps")
     if a.saved:
         saved = onnx_initializers(a.saved)
         worst = 0.0

@@ -936,6 +936,16 @@ void easgd_center_f32(pipert_context *ctx, float alpha, const float *diff_sum, f
   pipert_easgd_center_f32(ctx, alpha, m.in(diff_sum, n), m.out(center, n), n);
 }
 
+void clip_grad_norm_f32(pipert_context *ctx, struct pipert_comm *comm, float *const *grads,
+                        const int64_t *counts, int32_t n, float grad_scale, float max_norm) {
+  Mirror m(ctx);
+  std::vector<float *> dev;
+  for (int32_t i = 0; i < n; ++i)
+    dev.push_back(m.out(grads[i], counts[i]));
+  pipert_clip_grad_norm_f32(ctx, comm, n ? dev.data() : nullptr, counts, n, grad_scale,
+                            max_norm);
+}
+
 void axpy_f32(pipert_context *ctx, float alpha, const float *x, float *y, int64_t n) {
   Mirror m(ctx);
   pipert_axpy_f32(ctx, alpha, m.in(x, n), m.out(y, n), n);

@@ -98,6 +98,7 @@ void predict_weights_f32(pipert_context *ctx, const float *w, const float *v, fl
 void predict_adam_f32(pipert_context *ctx, const float *w, const float *m, const float *v, int64_t t, float beta1, float beta2, float epsilon, float s, float lr, int64_t n, float *w_hat);
 void easgd_local_f32(pipert_context *ctx, float alpha, const float *center, float *x, float *diff, int64_t n);
 void easgd_center_f32(pipert_context *ctx, float alpha, const float *diff_sum, float *center, int64_t n);
+void clip_grad_norm_f32(pipert_context *ctx, struct pipert_comm *comm, float *const *grads, const int64_t *counts, int32_t n, float grad_scale, float max_norm);
 void axpy_f32(pipert_context *ctx, float alpha, const float *x, float *y, int64_t n);
 void scale_f32(pipert_context *ctx, float alpha, float *x, int64_t n);
 void fill_f32(pipert_context *ctx, float value, float *x, int64_t n);
@@ -184,6 +185,7 @@ void accumulate_f32(pipert_context *ctx, const float *x, float *y, int64_t n);
 #define pipert_predict_adam_f32 ::pipert_cuda_test::predict_adam_f32
 #define pipert_easgd_local_f32 ::pipert_cuda_test::easgd_local_f32
 #define pipert_easgd_center_f32 ::pipert_cuda_test::easgd_center_f32
+#define pipert_clip_grad_norm_f32 ::pipert_cuda_test::clip_grad_norm_f32
 #define pipert_axpy_f32 ::pipert_cuda_test::axpy_f32
 #define pipert_scale_f32 ::pipert_cuda_test::scale_f32
 #define pipert_fill_f32 ::pipert_cuda_test::fill_f32

@@ -860,6 +860,38 @@ TEST(WeightVersions, SlotsPredictionAndEasgd) {
     EXPECT_EQ(e, 3.f);
 }
 
+// Gradient clipping by the global norm, one rank (no communicator): the
+// norm of grad_scale * g over both tensors; scaled only when above max.
+TEST(Optimizer, ClipGradNorm) {
+  Ctx ctx;
+  Vec a = random_vec(1000, 41), b = random_vec(7, 42);
+  const Vec a0 = a, b0 = b;
+  double ss = 0;
+  for (float v : a0)
+    ss += double(v) * v;
+  for (float v : b0)
+    ss += double(v) * v;
+  const float scale = 0.5f;
+  const double norm = std::sqrt(ss) * scale;
+  float *grads[2] = {a.data(), b.data()};
+  const int64_t counts[2] = {int64_t(a.size()), int64_t(b.size())};
+  // Above the bound: every element times max / (norm + 1e-6).
+  const float max = float(norm / 4);
+  pipert_clip_grad_norm_f32(ctx.ctx, nullptr, grads, counts, 2, scale, max);
+  const double coef = double(max) / (norm + 1e-6);
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(a[i], a0[i] * coef, 1e-5);
+  for (size_t i = 0; i < b.size(); ++i)
+    EXPECT_NEAR(b[i], b0[i] * coef, 1e-5);
+  // Now the gradients' norm is max: a larger bound leaves them as they are.
+  const Vec a1 = a, b1 = b;
+  pipert_clip_grad_norm_f32(ctx.ctx, nullptr, grads, counts, 2, scale, max * 2);
+  EXPECT_EQ(a, a1);
+  EXPECT_EQ(b, b1);
+  // A rank without gradients takes part with none.
+  pipert_clip_grad_norm_f32(ctx.ctx, nullptr, nullptr, nullptr, 0, 1.f, 1.f);
+}
+
 TEST(Reduce, MaxMinSumSquareAndNoop) {
   Ctx ctx;
   const int64_t s[3] = {2, 3, 4};
