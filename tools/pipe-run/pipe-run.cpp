@@ -970,6 +970,45 @@ int main(int argc, char **argv) {
                    "--threads N to choose)\n", devices.size(),
                    devices.size() == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
                    cores, cores == 1 ? "" : "s");
+    // Other processes on these cores: the GEMM library's threads wait by
+    // spinning (OpenMP), and a spinning thread whose partner lost its core
+    // burns the time slice. Measured on 2 cores with one busy loop beside
+    // the transformer example at 2 threads: 0.63-0.77 s for 400 steps,
+    // against 0.29-0.38 with OMP_WAIT_POLICY=passive and 0.25 at 1 thread.
+    // What the others use now: the machine's busy time over 0.1 s, before
+    // any rank starts (the load average would count the compile just run).
+    if (!quiet && threads > 1 && !std::getenv("OMP_WAIT_POLICY") &&
+        !std::getenv("GOMP_SPINCOUNT")) {
+      auto sample = [](double &busy, double &total) {
+        busy = total = 0;
+        FILE *f = std::fopen("/proc/stat", "r");
+        if (!f)
+          return false;
+        double v[8] = {};
+        int n = std::fscanf(f, "cpu %lf %lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2],
+                            &v[3], &v[4], &v[5], &v[6], &v[7]);
+        std::fclose(f);
+        if (n < 5)
+          return false;
+        for (double x : v)
+          total += x;
+        busy = total - v[3] - v[4]; // idle, iowait
+        return true;
+      };
+      double b0, t0, b1, t1;
+      if (sample(b0, t0)) {
+        usleep(100000);
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        if (sample(b1, t1) && t1 > t0 && online > 0) {
+          double others = (b1 - b0) / (t1 - t0) * double(online);
+          if (others >= 0.5)
+            std::fprintf(stderr, "pipe-run: note: other processes keep %.1f of the %ld cores "
+                         "busy; kernel threads that wait spinning lose their time there: "
+                         "--threads 1 or OMP_WAIT_POLICY=passive can be faster\n",
+                         others, online);
+        }
+      }
+    }
   }
   // OpenBLAS starts its worker threads (one per core) when the rank loads
   // it; the rank's openblas_set_num_threads later only stops handing them
