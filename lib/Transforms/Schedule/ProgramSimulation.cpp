@@ -9,6 +9,16 @@
 
 using namespace mlir;
 using namespace mlir::pipec;
+
+/// The devices of a collective instruction (pipe.allreduce, pipe.average,
+/// pipe.clip_grad_norm).
+static ArrayRef<int64_t> collectiveGroup(Operation *op) {
+  return TypeSwitch<Operation *, ArrayRef<int64_t>>(op)
+      .Case([](pipe::AllReduceOp r) { return r.getGroup(); })
+      .Case([](pipe::AverageOp a) { return a.getGroup(); })
+      .Case([](pipe::ClipGradNormOp c) { return c.getGroup(); });
+}
+
 namespace sched = mlir::pipec::schedule;
 
 Operation *ProgramSet::opAt(sched::InstrRef ref) const {
@@ -104,13 +114,8 @@ FailureOr<ProgramSet> mlir::pipec::collectPrograms(ModuleOp module) {
         instr = sched::Instr::update(-1);
       } else if (isa<pipe::AllReduceOp, pipe::AverageOp, pipe::ClipGradNormOp>(op)) {
         // Collectives: matched in order among their group.
-        ArrayRef<int64_t> group =
-            TypeSwitch<Operation *, ArrayRef<int64_t>>(&op)
-                .Case([](pipe::AllReduceOp r) { return r.getGroup(); })
-                .Case([](pipe::AverageOp a) { return a.getGroup(); })
-                .Case([](pipe::ClipGradNormOp c) { return c.getGroup(); });
         std::vector<int64_t> members;
-        for (int64_t device : group)
+        for (int64_t device : collectiveGroup(&op))
           members.push_back(peerIndex(&op, device));
         llvm::sort(members);
         instr = sched::Instr::collective(std::move(members),
@@ -160,13 +165,8 @@ std::string mlir::pipec::describeInstruction(Operation *op, int64_t mb) {
   else if (auto program = dyn_cast<pipe::ProgramOp>(op))
     os << "end of the program of device " << program.getDevice();
   else if (isa<pipe::AllReduceOp, pipe::AverageOp, pipe::ClipGradNormOp>(op)) {
-    ArrayRef<int64_t> group =
-        TypeSwitch<Operation *, ArrayRef<int64_t>>(op)
-            .Case([](pipe::AllReduceOp r) { return r.getGroup(); })
-            .Case([](pipe::AverageOp a) { return a.getGroup(); })
-            .Case([](pipe::ClipGradNormOp c) { return c.getGroup(); });
     os << op->getName() << " among [";
-    llvm::interleaveComma(group, os);
+    llvm::interleaveComma(collectiveGroup(op), os);
     os << "]";
   } else
     os << op->getName();
