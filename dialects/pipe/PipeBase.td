@@ -49,10 +49,11 @@ def Pipe_Dialect : Dialect {
     // forward op at its location. pipe-split-stages sends it as that
     // operand's gradient from the op's stage.
     "::mlir::IntegerAttr":$grad_operand,
-    // On the onnx.Mul pipe-add-optimizer builds to scale a gradient by the
-    // global-norm clipping coefficient; pipe-split-stages takes its first
-    // operand (the unclipped gradient) and leaves the clipping to
-    // pipe.clip_grad_norm.
+    // On the ops pipe-add-optimizer builds for global-norm clipping (they
+    // read every stage's gradients, so pipe-microbatch's stage checks pass
+    // over them); pipe-split-stages takes the first operand of the onnx.Mul
+    // that scales a gradient (the unclipped gradient) and leaves the
+    // clipping to pipe.clip_grad_norm.
     "::mlir::UnitAttr":$clip,
     // On a pipe.feed: it reads the whole step's batch of its input (every
     // micro-batch's rows), not micro-batch mb's.

@@ -67,7 +67,7 @@ void PipeDialect::initialize() {
 // What the pipe.* attributes mean, where passes put them:
 //   ops          pipe.stage (the stage an op runs on, pipe-assign-stages),
 //                pipe.cost (the cost model's numbers, annotate-costs),
-//                pipe.clip (a gradient's clipping multiplication,
+//                pipe.clip (the global-norm clipping ops,
 //                pipe-add-optimizer)
 //   module/step  pipe.microbatches, pipe.batch_size, pipe.loss_scale and
 //                pipe.loss_combine (pipe-microbatch), pipe.optimizer

@@ -639,6 +639,12 @@ bool Simulator::tryCollective(int64_t d) {
     if (!other || other->kind != InstrKind::Collective || other->tag != instr.tag ||
         other->group != instr.group)
       return false;
+    if (other->payload != instr.payload) {
+      fail(SimulationFailure::PayloadMismatch, ref(d), ref(q),
+           where(ref(d)) + " (" + instr.payload + ") does not match " + where(ref(q)) +
+               " (" + other->payload + ")");
+      return false;
+    }
     time = std::max(time, clock[q]);
   }
   for (int64_t q : instr.group) {

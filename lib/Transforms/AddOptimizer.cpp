@@ -275,9 +275,13 @@ struct PipeAddOptimizerPass
     stageNewOps(counterStage);
 
     // Global-norm clipping (torch.nn.utils.clip_grad_norm_): every gradient
-    // times min(1, c / (||g|| + 1e-6)), ||g|| over all of them.
+    // times min(1, c / (||g|| + 1e-6)), ||g|| over all of them; a NaN norm
+    // gives NaN, as torch.clamp does. The ops carry pipe.clip: the
+    // micro-batched stages' checks pass over them, and pipe-split-stages
+    // drops them (pipe.clip_grad_norm clips in the programs).
     Value clipCoef;
     if (clipGradNorm > 0) {
+      Operation *beforeClip = ret->getPrevNode();
       Value total;
       for (auto [result, param] : grads) {
         Value g = ret.getOperand(result);
@@ -290,8 +294,13 @@ struct PipeAddOptimizerPass
         total = total ? ob.add(total, sq) : sq;
       }
       Value norm = ob.add(ob.create<onnx::SqrtOp>({total}), ob.scalar(f32, 1e-6));
-      clipCoef = ob.create<onnx::MinOp>(
-          {ob.scalar(f32, 1.0), ob.div(ob.scalar(f32, clipGradNorm), norm)});
+      Value ratio = ob.div(ob.scalar(f32, clipGradNorm), norm);
+      Value one = ob.scalar(f32, 1.0);
+      clipCoef = ob.create<onnx::WhereOp>(
+          {ob.create<onnx::GreaterOp>({ratio, one}), one, ratio});
+      for (Operation *op = beforeClip ? beforeClip->getNextNode() : &body.front(); op != ret;
+           op = op->getNextNode())
+        op->setAttr(pipe::attrs::kClip, b.getUnitAttr());
       stageNewOps(counterStage);
     }
 

@@ -1188,8 +1188,10 @@ PipeMicrobatchPass::insertWholeBatchBoundaries(func::FuncOp step) {
     return part = split.getResult(0);
   };
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    // The clipping ops (pipe-add-optimizer) read every stage's gradient;
+    // pipe-split-stages drops them for pipe.clip_grad_norm.
     if (op.hasAttr(wholebatch::kSplit) || op.hasAttr(wholebatch::kConcat) ||
-        llvm::isa<onnx::NoValueOp>(op))
+        op.hasAttr(pipe::attrs::kClip) || llvm::isa<onnx::NoValueOp>(op))
       continue;
     bool whole = isWhole(&op);
     int64_t stage = stageOfOp(&op);

@@ -917,10 +917,11 @@ PIPERT_HD void resize_scatter(const ResizeGeom &g, float dy, int64_t i, Add add)
 
 /// Global-norm clipping (torch.nn.utils.clip_grad_norm_): the factor on
 /// every gradient, min(1, max_norm / (sqrt(sum of squares) + 1e-6)), in
-/// float32 as PyTorch computes it.
+/// float32 as PyTorch computes it; NaN for a NaN norm (torch.clamp keeps
+/// it, and every gradient becomes NaN).
 PIPERT_HD float clip_coefficient(float sum_squares, float max_norm) {
   const float coef = max_norm / (sqrtf(sum_squares) + 1e-6f);
-  return coef < 1.f ? coef : 1.f;
+  return coef > 1.f ? 1.f : coef;
 }
 
 } // namespace pipert::formula

@@ -151,7 +151,7 @@ void pipert_clip_grad_norm_f32(pipert_context *ctx, pipert_comm *comm, float *co
   if (comm)
     pipert_allreduce_f32(ctx, comm, &total, 1, PIPERT_COLLECTIVE_SUM);
   const float coef = formula::clip_coefficient(total, max_norm);
-  if (coef < 1.f)
+  if (!(coef >= 1.f)) // NaN scales too
     for (int32_t i = 0; i < n; ++i)
       pipert_scale_f32(ctx, coef, grads[i], counts[i]);
 }

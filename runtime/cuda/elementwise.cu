@@ -428,8 +428,9 @@ void pipert_clip_grad_norm_f32(pipert_context *ctx, pipert_comm *comm, float *co
                                float max_norm) {
   if (n < 0 || (n > 0 && (!grads || !counts)))
     pipert_fail("clip_grad_norm: %d gradients without their pointers", int(n));
-  // On the device, without a host round trip: the squares' sum in a double,
-  // then the float total the pipeline's ranks sum, then the scaling.
+  // On the device: the squares' sum in a double, then the float total the
+  // pipeline's ranks sum (the NCCL allreduce), then the scaling, reading
+  // the total where the kernels run.
   char *scratch = static_cast<char *>(pipert_alloc(ctx, 16));
   double *acc = reinterpret_cast<double *>(scratch);
   float *total = reinterpret_cast<float *>(scratch + 8);
@@ -449,7 +450,7 @@ void pipert_clip_grad_norm_f32(pipert_context *ctx, pipert_comm *comm, float *co
     float *g = grads[i];
     launch_map(ctx, "clip_grad_norm", counts[i], [=] __device__(int64_t j) {
       const float coef = formula::clip_coefficient(*total, max_norm);
-      if (coef < 1.f)
+      if (!(coef >= 1.f)) // NaN scales too
         g[j] *= coef;
     });
   }

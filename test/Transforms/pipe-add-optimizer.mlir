@@ -6,20 +6,22 @@
 // RUN: pipe-opt %s --split-input-file --pipe-add-optimizer="kind=adagrad lr=0.1 lr-decay=0.01" | FileCheck %s --check-prefix=ADAGRAD
 // RUN: pipe-opt %s --split-input-file --pipe-add-optimizer="kind=adam lr=0.01 weight-decay=0.5 clip-grad-norm=2" | FileCheck %s --check-prefix=CLIP
 
-// Global-norm clipping: every gradient times min(1, c / (||g|| + 1e-6)),
-// before Adam's L2 term; the multiplications carry pipe.clip.
+// Global-norm clipping: every gradient times min(1, c / (||g|| + 1e-6))
+// (NaN for a NaN norm, as torch.clamp), before Adam's L2 term; the
+// clipping ops carry pipe.clip.
 // CLIP-LABEL: func.func @train_step(
 // CLIP-SAME: clip_grad_norm = 2.000000e+00 : f64
-// CLIP: %[[SW:.*]] = onnx.ReduceSum(%{{.*}}, %{{.*}}) {keepdims = 0 : i64}
-// CLIP: %[[SB:.*]] = onnx.ReduceSum(%{{.*}}, %{{.*}}) {keepdims = 0 : i64}
-// CLIP: %[[SS:.*]] = onnx.Add(%[[SW]], %[[SB]])
-// CLIP: %[[EPS:.*]] = onnx.Constant {value = dense<9.99999997E-7> : tensor<f32>}
-// CLIP: %[[N:.*]] = onnx.Sqrt(%[[SS]])
-// CLIP: %[[NE:.*]] = onnx.Add(%[[N]], %[[EPS]])
-// CLIP: %[[ONE:.*]] = onnx.Constant {value = dense<1.000000e+00> : tensor<f32>}
-// CLIP: %[[C:.*]] = onnx.Constant {value = dense<2.000000e+00> : tensor<f32>}
-// CLIP: %[[R:.*]] = onnx.Div(%[[C]], %[[NE]])
-// CLIP: %[[COEF:.*]] = onnx.Min(%[[ONE]], %[[R]])
+// CLIP: %[[SW:.*]] = onnx.ReduceSum(%{{.*}}, %{{.*}}) {keepdims = 0 : i64, pipe.clip}
+// CLIP: %[[SB:.*]] = onnx.ReduceSum(%{{.*}}, %{{.*}}) {keepdims = 0 : i64, pipe.clip}
+// CLIP: %[[SS:.*]] = onnx.Add(%[[SW]], %[[SB]]) {pipe.clip}
+// CLIP: %[[EPS:.*]] = onnx.Constant {pipe.clip, value = dense<9.99999997E-7> : tensor<f32>}
+// CLIP: %[[N:.*]] = onnx.Sqrt(%[[SS]]) {pipe.clip}
+// CLIP: %[[NE:.*]] = onnx.Add(%[[N]], %[[EPS]]) {pipe.clip}
+// CLIP: %[[C:.*]] = onnx.Constant {pipe.clip, value = dense<2.000000e+00> : tensor<f32>}
+// CLIP: %[[R:.*]] = onnx.Div(%[[C]], %[[NE]]) {pipe.clip}
+// CLIP: %[[ONE:.*]] = onnx.Constant {pipe.clip, value = dense<1.000000e+00> : tensor<f32>}
+// CLIP: %[[GT:.*]] = onnx.Greater(%[[R]], %[[ONE]]) {pipe.clip}
+// CLIP: %[[COEF:.*]] = onnx.Where(%[[GT]], %[[ONE]], %[[R]]) {pipe.clip}
 // CLIP: %[[GW:.*]] = onnx.Mul(%{{.*}}, %[[COEF]]) {pipe.clip}
 // CLIP: onnx.Add(%[[GW]], %{{.*}})
 // CLIP: onnx.AdamW

@@ -112,6 +112,71 @@ pipe.program @device1 device 1 stages [1] schedule "gpipe" microbatches 1 {
 
 // -----
 
+// The members of one clipping disagree on its bound.
+pipe.stage @f0 forward stage 0 (%x: tensor<2xf32>) -> tensor<2xf32> {
+  pipe.return %x : tensor<2xf32>
+}
+pipe.stage @b0 backward stage 0 (%x: tensor<2xf32>, %d: tensor<2xf32>) -> () {
+  pipe.return
+}
+pipe.stage @f1 forward stage 1 (%h: tensor<2xf32>) -> tensor<2xf32> {
+  pipe.return %h : tensor<2xf32>
+}
+pipe.stage @b1 backward stage 1 (%h: tensor<2xf32>) -> tensor<2xf32> {
+  pipe.return %h : tensor<2xf32>
+}
+pipe.program @device0 device 0 stages [0] schedule "gpipe" microbatches 1 {
+  %x0 = pipe.feed "x" mb 0 : tensor<2xf32>
+  %h0 = pipe.forward @f0(%x0) mb 0 : (tensor<2xf32>) -> tensor<2xf32>
+  pipe.send %h0 to 1 mb 0 tag "h" : tensor<2xf32>
+  %d0 = pipe.recv from 1 mb 0 tag "h.grad" : tensor<2xf32>
+  pipe.backward @b0(%x0, %d0) mb 0 : (tensor<2xf32>, tensor<2xf32>) -> ()
+  // expected-error@+1 {{this pipe.clip_grad_norm among [0, 1] (max 1.000000e+00) does not match device 1's (max 2.000000e+00)}}
+  pipe.clip_grad_norm max(1.0) among [0, 1]
+}
+pipe.program @device1 device 1 stages [1] schedule "gpipe" microbatches 1 {
+  %h0 = pipe.recv from 0 mb 0 tag "h" : tensor<2xf32>
+  %y0 = pipe.forward @f1(%h0) mb 0 : (tensor<2xf32>) -> tensor<2xf32>
+  %d0 = pipe.backward @b1(%y0) mb 0 : (tensor<2xf32>) -> tensor<2xf32>
+  pipe.send %d0 to 0 mb 0 tag "h.grad" : tensor<2xf32>
+  // expected-note@+1 {{device 1's}}
+  pipe.clip_grad_norm max(2.0) among [0, 1]
+}
+
+// -----
+
+// Device 1 never joins device 0's clipping.
+pipe.stage @f0 forward stage 0 (%x: tensor<2xf32>) -> tensor<2xf32> {
+  pipe.return %x : tensor<2xf32>
+}
+pipe.stage @b0 backward stage 0 (%x: tensor<2xf32>, %d: tensor<2xf32>) -> () {
+  pipe.return
+}
+pipe.stage @f1 forward stage 1 (%h: tensor<2xf32>) -> tensor<2xf32> {
+  pipe.return %h : tensor<2xf32>
+}
+pipe.stage @b1 backward stage 1 (%h: tensor<2xf32>) -> tensor<2xf32> {
+  pipe.return %h : tensor<2xf32>
+}
+pipe.program @device0 device 0 stages [0] schedule "gpipe" microbatches 1 {
+  %x0 = pipe.feed "x" mb 0 : tensor<2xf32>
+  %h0 = pipe.forward @f0(%x0) mb 0 : (tensor<2xf32>) -> tensor<2xf32>
+  pipe.send %h0 to 1 mb 0 tag "h" : tensor<2xf32>
+  %d0 = pipe.recv from 1 mb 0 tag "h.grad" : tensor<2xf32>
+  pipe.backward @b0(%x0, %d0) mb 0 : (tensor<2xf32>, tensor<2xf32>) -> ()
+  // expected-error@+1 {{deadlock: device 0 waits in this pipe.clip_grad_norm among [0, 1], but device 1 finishes its program without a matching collective}}
+  pipe.clip_grad_norm max(1.0) among [0, 1]
+}
+// expected-note@+1 {{the program of device 1 ends here}}
+pipe.program @device1 device 1 stages [1] schedule "gpipe" microbatches 1 {
+  %h0 = pipe.recv from 0 mb 0 tag "h" : tensor<2xf32>
+  %y0 = pipe.forward @f1(%h0) mb 0 : (tensor<2xf32>) -> tensor<2xf32>
+  %d0 = pipe.backward @b1(%y0) mb 0 : (tensor<2xf32>) -> tensor<2xf32>
+  pipe.send %d0 to 0 mb 0 tag "h.grad" : tensor<2xf32>
+}
+
+// -----
+
 pipe.program @device0 device 0 stages [0] schedule "gpipe" microbatches 1 {
   // expected-error@+1 {{'pipe.clip_grad_norm' op max 0.000000e+00 must be a finite number > 0}}
   pipe.clip_grad_norm max(0.0) among [0]

@@ -1430,6 +1430,8 @@ int main(int argc, char **argv) {
     return fail("--forward-only does not train: drop --method");
   if (recompute && forwardOnly)
     return fail("--recompute applies to training: drop --forward-only");
+  if (clipGradNorm.getNumOccurrences() && forwardOnly)
+    return fail("--clip-grad-norm applies to training: drop --forward-only");
   // An explicit plan under a memory limit: the balanced partition if its
   // compiled programs fit, else cuts that do (fitCompiled).
   if (!autoPlan && !memoryPerDevice.empty()) {
@@ -1611,6 +1613,11 @@ int main(int argc, char **argv) {
       if (!fromMlir.empty()) {
         // Pipe IR from elsewhere: M and the optimizer come from the command
         // line (they override the module's, if it has them).
+        if (!pipeModule->getOps<pipe::ProgramOp>().empty() && clipGradNorm > 0)
+          return fail("--clip-grad-norm: " + fromMlir +
+                      " has its programs scheduled already; clip in them "
+                      "(pipe.clip_grad_norm before each update) or give pipe.stage "
+                      "functions only");
         if (pipeModule->getOps<pipe::ProgramOp>().empty()) {
           pipec::PipeScheduleOptions schedule;
           schedule.kind = method == "sync" || method == "avgpipe"

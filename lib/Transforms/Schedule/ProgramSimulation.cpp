@@ -120,6 +120,17 @@ FailureOr<ProgramSet> mlir::pipec::collectPrograms(ModuleOp module) {
         llvm::sort(members);
         instr = sched::Instr::collective(std::move(members),
                                          op.getName().stripDialect().str());
+        // What the members must agree on (their numbers would differ).
+        std::string what;
+        llvm::raw_string_ostream os(what);
+        if (auto clip = dyn_cast<pipe::ClipGradNormOp>(op))
+          os << "max " << clip.getMaxNorm().convertToDouble();
+        else if (auto red = dyn_cast<pipe::AllReduceOp>(op))
+          os << pipe::stringifyReduceKind(red.getReduction());
+        else if (auto avg = dyn_cast<pipe::AverageOp>(op))
+          os << "alpha " << avg.getAlpha().convertToDouble() << " period "
+             << avg.getPeriod();
+        instr.payload = what;
       }
 
       // A whole-batch stage's forward or backward (--batchnorm full-batch)
@@ -191,7 +202,9 @@ void mlir::pipec::emitSimulationFailure(const ProgramSet &set,
     if (secondIsEnd)
       diag << ", but device " << secondDevice
            << " finishes its program without a matching "
-           << (isa<pipe::RecvOp>(first) ? "send" : "recv");
+           << (isa<pipe::RecvOp>(first)   ? "send"
+               : isa<pipe::SendOp>(first) ? "recv"
+                                          : "collective");
     else
       diag << ", while device " << secondDevice << " waits in its "
            << set.describe(*failure.second);
@@ -204,6 +217,15 @@ void mlir::pipec::emitSimulationFailure(const ProgramSet &set,
     return;
   }
   case sched::SimulationFailure::PayloadMismatch: {
+    if (!isa<pipe::RecvOp>(first)) {
+      // Two devices' collectives that disagree (pipe.clip_grad_norm's max).
+      InFlightDiagnostic diag = first->emitError();
+      diag << "this " << set.describe(failure.first) << " (" << set.payloadAt(failure.first)
+           << ") does not match device " << secondDevice << "'s ("
+           << set.payloadAt(*failure.second) << ")";
+      diag.attachNote(second->getLoc()) << "device " << secondDevice << "'s";
+      return;
+    }
     auto recv = cast<pipe::RecvOp>(first);
     auto send = cast<pipe::SendOp>(second);
     InFlightDiagnostic diag = first->emitError();

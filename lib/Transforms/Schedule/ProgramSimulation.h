@@ -32,6 +32,12 @@ struct ProgramSet {
   int64_t mbAt(schedule::InstrRef ref) const;
   /// describeInstruction of the instruction `ref`.
   std::string describe(schedule::InstrRef ref) const;
+  /// The simulated instruction's payload (a transfer's type, what a
+  /// collective's members must agree on); "" for the end.
+  std::string payloadAt(schedule::InstrRef ref) const {
+    const schedule::Program &list = devices[ref.device];
+    return ref.index >= 0 && ref.index < int64_t(list.size()) ? list[ref.index].payload : "";
+  }
   int64_t deviceOf(int64_t index) const {
     return pipe::ProgramOp(programs[index]).getDevice();
   }

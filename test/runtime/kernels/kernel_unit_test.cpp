@@ -890,6 +890,10 @@ TEST(Optimizer, ClipGradNorm) {
   EXPECT_EQ(b, b1);
   // A rank without gradients takes part with none.
   pipert_clip_grad_norm_f32(ctx.ctx, nullptr, nullptr, nullptr, 0, 1.f, 1.f);
+  // A NaN norm makes every gradient NaN, as torch.clamp keeps the NaN.
+  b[0] = std::nanf("");
+  pipert_clip_grad_norm_f32(ctx.ctx, nullptr, grads, counts, 2, scale, max);
+  EXPECT_TRUE(std::isnan(a[0]) && std::isnan(b[1]));
 }
 
 TEST(Reduce, MaxMinSumSquareAndNoop) {
