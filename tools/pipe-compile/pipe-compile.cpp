@@ -791,27 +791,49 @@ int main(int argc, char **argv) {
     return fail("the imported module has no @forward");
   // ONNX does not tell a PyTorch buffer from a parameter: every float
   // initializer a gradient reaches is trained unless --frozen names it.
-  // The buffers of Hugging Face's rotary embeddings (inv_freq, cos/sin
-  // caches) are known by name: say so, with the flag to keep them.
+  // Some buffers are known by name (Hugging Face's rotary inv_freq and
+  // cos/sin caches, ALiBi slopes) or by value (an additive attention mask:
+  // only 0 and large negative numbers): say so, with the flag to keep them.
   if (!forwardOnly) {
-    std::vector<std::string> buffers;
+    std::vector<std::string> buffers, kinds;
     for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
       auto name = forward.getArgAttrOfType<StringAttr>(i, pipe::attrs::kParam);
       if (!name || !forward.getArgAttr(i, pipe::attrs::kTrainable))
         continue;
       StringRef n = name.getValue();
       StringRef leaf = n.rsplit('.').second.empty() ? n : n.rsplit('.').second;
+      std::string kind;
       if (leaf == "inv_freq" || leaf == "cos_cached" || leaf == "sin_cached" ||
           leaf == "_cos_cached" || leaf == "_sin_cached")
-        buffers.push_back(n.str());
+        kind = "a rotary embedding's";
+      else if (n.contains_insensitive("alibi") || leaf == "slopes")
+        kind = "ALiBi's slopes";
+      else if (auto init = forward.getArgAttrOfType<DenseFPElementsAttr>(i, pipe::attrs::kInit)) {
+        bool masking = false, onlyMask = true;
+        for (APFloat v : init.getValues<APFloat>()) {
+          double d = v.convertToDouble();
+          if (d <= -1e4) {
+            masking = true;
+          } else if (d != 0.0) {
+            onlyMask = false; // a weight: its first values tell
+            break;
+          }
+        }
+        if (masking && onlyMask)
+          kind = "an additive mask (0 and large negative values)";
+      }
+      if (kind.empty())
+        continue;
+      buffers.push_back(n.str());
+      kinds.push_back(n.str() + ": " + kind);
     }
     if (!buffers.empty())
       llvm::errs() << "pipe-compile: warning: " << modelPath << ": "
-                   << llvm::join(buffers, ", ")
-                   << (buffers.size() == 1 ? " looks like a rotary embedding's buffer"
-                                           : " look like rotary embeddings' buffers")
-                   << " (PyTorch does not train buffers; ONNX does not tell them from "
-                      "weights, so pipec would): pass --frozen "
+                   << (buffers.size() == 1 ? "an initializer looks like a PyTorch buffer ("
+                                           : "initializers look like PyTorch buffers (")
+                   << llvm::join(kinds, "; ")
+                   << "); PyTorch does not train buffers, and ONNX does not tell them from "
+                      "weights, so pipec would: pass --frozen "
                    << llvm::join(buffers, ",") << " to keep "
                    << (buffers.size() == 1 ? "it" : "them") << " as PyTorch does\n";
   }

@@ -14,6 +14,8 @@ PyTorch's losses:
   an `inv_freq` buffer, computed in the forward (rotate_half)
 - shuffle: nn.PixelShuffle (DepthToSpace, mode CRD) between convolutions,
   and nn.PixelUnshuffle (Reshape and Transpose in torch's export)
+- masked: attention-like scores with two buffers, an additive causal mask
+  (0 and -1e9) and ALiBi slopes times the distance
 - OUT/<model>.npz: 32 rows; OUT/<model>.torch.jsonl: PyTorch's loss at each
   of 6 SGD steps (lr 0.1, step s reads rows 8s .. 8s+7 mod 32).
 
@@ -112,10 +114,28 @@ class Shuffle(nn.Module):
         return F.cross_entropy(self.out(h.flatten(1)), y)
 
 
+class Masked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q = nn.Linear(36, 16)
+        self.k = nn.Linear(36, 16)
+        self.out = nn.Linear(16, 3)
+        self.register_buffer("causal_mask", torch.triu(torch.full((4, 4), -1e9), 1))
+        self.register_buffer("alibi_slopes", torch.tensor([0.5, 0.25, 0.125, 0.0625]))
+
+    def forward(self, x, y):
+        q = self.q(x.flatten(1)).view(-1, 4, 4)
+        k = self.k(x.flatten(1)).view(-1, 4, 4)
+        dist = torch.arange(4, dtype=torch.float32)[None, :] - torch.arange(4, dtype=torch.float32)[:, None]
+        s = q @ k.transpose(1, 2) + self.causal_mask + self.alibi_slopes[:, None] * dist
+        a = torch.softmax(s, -1) @ q
+        return F.cross_entropy(self.out(a.flatten(1)), y)
+
+
 x = np.random.RandomState(1).randn(32, 1, 6, 6).astype(np.float32)
 y = np.random.RandomState(2).randint(0, 3, 32).astype(np.int64)
 for name, cls in [("prelu", PRelu), ("normalize", Normalize), ("trig", Trig),
-                  ("rope", Rope), ("shuffle", Shuffle)]:
+                  ("rope", Rope), ("shuffle", Shuffle), ("masked", Masked)]:
     torch.manual_seed(0)
     m = cls()
     export_and_train(m, (torch.randn(8, 1, 6, 6), torch.randint(0, 3, (8,))),
