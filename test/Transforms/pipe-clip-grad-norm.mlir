@@ -31,11 +31,17 @@
 // DP-NEXT: pipe.clip_grad_norm %{{.*}} among [2, 3]
 // DP-NEXT: pipe.update
 //
-// No step-wide gradient to clip: the no-flush methods and AvgPipe refuse.
+// AvgPipe: each pipeline clips its own gradient, then updates, then
+// averages.
+// RUN: pipe-opt %S/Inputs/schedule-p2.mlir --pipe-schedule="kind=1f1b microbatches=2 optimizer=sgd lr=0.1 clip-grad-norm=1 pipelines=2 replication=avgpipe" --pipe-verify-schedule | FileCheck %s --check-prefix=AVG
+// AVG-LABEL: pipe.program @device2
+// AVG: pipe.clip_grad_norm %{{.*}} among [2, 3]
+// AVG-NEXT: pipe.update
+// AVG-NEXT: pipe.average
+//
+// No step-wide gradient to clip: the no-flush methods refuse.
 // RUN: not pipe-opt %S/Inputs/schedule-p2.mlir --pipe-schedule="kind=pipedream microbatches=2 optimizer=sgd lr=0.1 clip-grad-norm=1" 2>&1 | FileCheck %s --check-prefix=NOFLUSH
 // NOFLUSH: error: pipe-schedule: pipedream updates its stages at different times, so there is no step-wide gradient to clip by its global norm
-// RUN: not pipe-opt %S/Inputs/schedule-p2.mlir --pipe-schedule="kind=1f1b microbatches=2 optimizer=sgd lr=0.1 clip-grad-norm=1 pipelines=2 replication=avgpipe" 2>&1 | FileCheck %s --check-prefix=AVG
-// AVG: error: pipe-schedule: clip_grad_norm with replication=avgpipe is not supported
 // RUN: not pipe-opt %S/Inputs/schedule-p2.mlir --pipe-schedule="kind=1f1b microbatches=2 optimizer=sgd lr=0.1 clip-grad-norm=-1" 2>&1 | FileCheck %s --check-prefix=NEG
 // NEG: error: pipe-schedule: clip-grad-norm=-1{{.*}} must be a finite number > 0 (0: off)
 //

@@ -1385,11 +1385,7 @@ int main(int argc, char **argv) {
       return fail("--clip-grad-norm must be a finite number > 0 (the largest gradient norm "
                   "kept), not " +
                   number(clipGradNorm));
-    if (clipGradNorm > 0 && method == "avgpipe")
-      return fail("--clip-grad-norm with --method avgpipe is not supported (METHODS.md's "
-                  "AvgPipe does not clip): use --pipelines P with the default --method sync, "
-                  "or drop --clip-grad-norm");
-    if (clipGradNorm > 0 && method != "sync")
+    if (clipGradNorm > 0 && method != "sync" && method != "avgpipe")
       return fail("--clip-grad-norm needs a synchronous schedule: --method " + method +
                   " updates the stages at different times, so a step has no one gradient "
                   "to clip by its global norm (drop --method or --clip-grad-norm)");

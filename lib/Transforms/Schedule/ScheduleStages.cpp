@@ -1721,13 +1721,6 @@ void PipeSchedulePass::runOnOperation() {
                           "afp) or drop the clipping";
     return signalPassFailure();
   }
-  if (clipNorm && pipelines > 1 && replication == "avgpipe") {
-    module.emitError() << "pipe-schedule: clip_grad_norm with replication=avgpipe is "
-                          "not supported (each pipeline would clip its own gradient, "
-                          "which METHODS.md's AvgPipe does not define): use "
-                          "replication=dp or drop the clipping";
-    return signalPassFailure();
-  }
   if (noFlush && (noFlush->method == Method::SpecTrain ||
                   noFlush->method == Method::PipeMare)) {
     for (Stage &stage : stages) {

@@ -90,10 +90,12 @@ def elastic_average(replicas, centre, alpha):
         c.add_(alpha * sum(d))
 
 
-def simulate(model, opt_of, method, p, alpha, period, arrays, steps, batch, m):
+def simulate(model, opt_of, method, p, alpha, period, arrays, steps, batch, m, clip=0.0):
     """Trains P copies of `model` (which is left unchanged); opt_of(params)
-    makes a replica's optimizer. Returns (logged losses, saved weights by
-    name, the replicas)."""
+    makes a replica's optimizer. With clip > 0 each replica's gradient (dp:
+    the mean) is clipped to that global norm before its update
+    (torch.nn.utils.clip_grad_norm_). Returns (logged losses, saved weights
+    by name, the replicas)."""
     n_rows = arrays[0].shape[0]
     replicas = [copy.deepcopy(model) for _ in range(p)]
     opts = [opt_of(r.parameters()) for r in replicas]
@@ -109,6 +111,9 @@ def simulate(model, opt_of, method, p, alpha, period, arrays, steps, batch, m):
                     mean = sum(n[k].grad for n in named) / p
                     for n in named:
                         n[k].grad.copy_(mean)
+        if clip > 0:
+            for r in replicas:
+                torch.nn.utils.clip_grad_norm_(r.parameters(), clip)
         for opt in opts:
             opt.step()
         losses.append(sum(step) / p)
@@ -128,6 +133,7 @@ def check(argv):
     ap.add_argument("--method", choices=["avgpipe", "dp"], required=True)
     ap.add_argument("--alpha", type=float, default=0.5)
     ap.add_argument("--period", type=int, default=1)
+    ap.add_argument("--clip-grad-norm", type=float, default=0.0)
     a = ap.parse_args(argv)
     if a.lr_schedule != "constant" or a.warmup_steps:
         fail("a learning-rate schedule is not simulated here (async_reference.py "
@@ -145,7 +151,8 @@ def check(argv):
     def opt_of(params):
         return make_optimizer(a.optimizer, params, a.lr, a.momentum, a.weight_decay)
     ref, saved, _ = simulate(model, opt_of, a.method, a.pipelines, a.alpha,
-                             a.period, arrays, a.steps, a.batch, a.microbatches)
+                             a.period, arrays, a.steps, a.batch, a.microbatches,
+                             a.clip_grad_norm)
     what = f"{a.method} P={a.pipelines}"
     check_losses(logged, ref, a.rtol, what)
     if a.saved:
