@@ -133,7 +133,7 @@ static cl::opt<double> clipGradNorm(
     "clip-grad-norm", cl::cat(trainingCat), cl::value_desc("MAX"),
     cl::desc("Scale each step's gradients to a global L2 norm of at most MAX before the "
              "update (torch.nn.utils.clip_grad_norm_; in a pipeline the norm is over every "
-             "stage's gradients; synchronous schedules only; default: no clipping)"),
+             "stage's gradients; synchronous schedules and AvgPipe, each pipeline its own; default: no clipping)"),
     cl::init(0.0));
 static cl::opt<std::string> target("target", cl::cat(outputCat), cl::desc("cpu or cuda (default: cpu)"),
                                    cl::init("cpu"));
