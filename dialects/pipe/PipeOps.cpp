@@ -95,10 +95,13 @@ static LogicalResult verifyPeer(Operation *op, int64_t peer) {
 
 /// A collective group: at least two distinct non-negative devices, this one
 /// among them.
-static LogicalResult verifyGroup(Operation *op, ArrayRef<int64_t> group) {
-  if (group.size() < 2)
-    return op->emitOpError() << "group " << intList(group)
-                             << " needs at least two devices";
+/// A device group: at least `minSize` distinct non-negative devices, the
+/// program's own among them.
+static LogicalResult verifyGroup(Operation *op, ArrayRef<int64_t> group,
+                                 size_t minSize = 2) {
+  if (group.size() < minSize)
+    return op->emitOpError() << "group " << intList(group) << " needs at least "
+                             << (minSize == 1 ? "one device" : "two devices");
   llvm::SmallSet<int64_t, 8> seen;
   for (int64_t device : group) {
     if (device < 0)
@@ -760,23 +763,12 @@ LogicalResult ClipGradNormOp::verify() {
   double maxNorm = getMaxNorm().convertToDouble();
   if (!(std::isfinite(maxNorm) && maxNorm > 0))
     return emitOpError() << "max " << maxNorm << " must be a finite number > 0";
-  ArrayRef<int64_t> group = getGroup();
-  if (group.empty())
-    return emitOpError() << "has an empty group";
-  llvm::SmallSet<int64_t, 8> seen;
-  for (int64_t device : group) {
-    if (device < 0)
-      return emitOpError() << "group has negative device " << device;
-    if (!seen.insert(device).second)
-      return emitOpError() << "group lists device " << device << " twice";
-  }
+  // A pipeline of one stage clips alone.
+  if (failed(verifyGroup(*this, getGroup(), /*minSize=*/1)))
+    return failure();
   if (isa<LoopOp>((*this)->getParentOp()))
     return emitOpError() << "runs once a step: it must not be inside a pipe.loop";
   if (auto program = (*this)->getParentOfType<ProgramOp>()) {
-    if (!seen.contains(program.getDevice()))
-      return emitOpError() << "group " << intList(group)
-                           << " does not contain the program's device "
-                           << program.getDevice();
     if (program.isNoFlush())
       return emitOpError() << "needs a synchronous program: a no-flush "
                               "program updates its stages at different times";

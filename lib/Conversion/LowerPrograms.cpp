@@ -399,6 +399,7 @@ private:
   Value getReplicaComm();
   LogicalResult checkReplicaGroup(Operation *op, ArrayRef<int64_t> group);
   Value getPipelineComm();
+  Value entryComm(Value &cache, StringRef getter);
   LogicalResult lowerClipGradNorm(pipe::ClipGradNormOp clip);
 
   // No-flush programs.
@@ -2429,24 +2430,25 @@ LogicalResult ProgramLowering::run() {
 /// run's last micro-batch K*M - 1, goes to slot 0, the parameter that
 /// checkpoints name and --save writes.
 Value ProgramLowering::getReplicaComm() {
-  if (!replicaComm) {
-    OpBuilder::InsertionGuard insertion(b);
-    b.setInsertionPointToStart(entry);
-    replicaComm = callPtr("pipert_replica_comm", {ctxArg});
-  }
-  return replicaComm;
+  return entryComm(replicaComm, "pipert_replica_comm");
 }
 
 /// The ranks of this device's pipeline (pipert_pipeline_comm): asked for
 /// at the start of every step, so that every rank makes it (a collective)
 /// at the same point of its first step.
 Value ProgramLowering::getPipelineComm() {
-  if (!pipelineComm) {
+  return entryComm(pipelineComm, "pipert_pipeline_comm");
+}
+
+/// A communicator the runtime hands out (`getter`), asked for once at the
+/// start of the step and kept in `cache`.
+Value ProgramLowering::entryComm(Value &cache, StringRef getter) {
+  if (!cache) {
     OpBuilder::InsertionGuard insertion(b);
     b.setInsertionPointToStart(entry);
-    pipelineComm = callPtr("pipert_pipeline_comm", {ctxArg});
+    cache = callPtr(getter, {ctxArg});
   }
-  return pipelineComm;
+  return cache;
 }
 
 /// pipe.clip_grad_norm: the accumulators of the listed buffers, scaled as
