@@ -56,6 +56,31 @@
 // cost 2.0: per micro-batch, that and the bias's reduction and addition
 // made 2-sample micro-batches slower than 4-sample ones.
 //
+// The evaluation entry (option `eval`; pipe-run --eval-data): @pipe_eval,
+// with the step's ABI, built from the device's training program: its forward
+// stage function cloned in inference mode (Dropout's training_mode false,
+// BatchNormalization's training_mode 0 on the running statistics, the
+// running-statistic updates dropped), called in a pipe.loop over the M
+// micro-batches in GPipe order: feed or receive its inputs, the forward,
+// report the loss, send the activations the training program sends (the
+// same peers and order, under tags of their own: "<name>.eval", never one of
+// the pair's training tags, since a no-flush program's messages may be in
+// flight between steps). It reads the step's own buffers (weights and state
+// by name, inputs by key) and writes none of them, and keeps no activation:
+// nothing the next step reads changes. Which weights: the synchronous
+// schedules' one copy; AvgPipe's centre (its version slot), what --save
+// writes; SpecTrain's and PipeMare's live slot 0; PipeDream's and 2BW's
+// newest version, the slot the update of the last micro-batch updated so
+// far wrote (computed from the step argument: after t steps that is micro-
+// batch (t-1)*M + the latest one a step's updates name, at most K*M-1, so
+// after the drain it is the version @pipe_finish publishes). A device's
+// evaluation runs after its step's last instruction and before the next
+// step's first; every transfer of the evaluation is matched within it
+// (GPipe's forwards: stage s receives from s-1 and sends to s+1), so a job
+// that is deadlock-free step by step stays so with evaluations between
+// steps. No evaluation for a whole-batch stage (the step's metadata says so
+// in `eval_unavailable`).
+//
 // Sends block by default: the verified schedules are deadlock-free with
 // rendezvous sends, and an isend of a large message only progresses while
 // its rank is inside MPI. With nonblocking-sends (straight-line programs
@@ -63,6 +88,7 @@
 // waited for at the end of the step.
 //
 //===----------------------------------------------------------------------===//
+#include "pipec/Autodiff/Inference.h"
 #include "pipec/Autodiff/LrSchedule.h"
 #include "pipec/Autodiff/OnnxBuilder.h"
 #include "dialects/pipe/PipeAttrNames.h"
@@ -78,8 +104,10 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <array>
 #include <map>
@@ -125,6 +153,11 @@ struct DeviceArg {
 };
 
 /// One stage's weights on this device.
+/// On an evaluation program's weight buffer: [update clock, update version,
+/// the latest micro-batch a step updates (relative to the step)], where the
+/// forward reads the newest version (PipeDream, 2BW).
+static constexpr llvm::StringLiteral kEvalNewest = "pipe.eval_newest";
+
 struct WeightBuffer {
   int64_t stage = 0;
   int64_t versions = 1;
@@ -148,6 +181,8 @@ struct WeightBuffer {
   /// The first update of the buffer in program order (its hyper-parameters
   /// are the buffer's; pipe.predict reads them and its state).
   pipe::UpdateOp firstUpdate;
+  /// An evaluation's forward reads the newest version (kEvalNewest).
+  std::optional<std::array<int64_t, 3>> evalNewest;
 };
 
 /// The micro-batches whose weight gradients one deferred Gemm computes:
@@ -207,7 +242,17 @@ public:
 
   LogicalResult run();
 
+  /// Lower as the evaluation entry of the device whose step `training`
+  /// lowered: the function is @pipe_eval and every buffer it reads is one
+  /// of that step's (persistent and input indices by name).
+  void evaluationOf(const ProgramLowering &training) { layout = &training; }
+
 private:
+  /// The step whose buffers an evaluation entry reads (evaluationOf).
+  const ProgramLowering *layout = nullptr;
+  /// The index of `name` in the step's persistent buffers (evaluation).
+  FailureOr<int64_t> layoutPersistent(Operation *at, StringRef name) const;
+
   // --- the onnx-level functions ---
   Attribute initOf(StringRef name);
   FailureOr<StringRef> stageFunction(Operation *call, pipe::StageOp stage,
@@ -825,6 +870,15 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
   return StringRef(functions[key] = name);
 }
 
+FailureOr<int64_t> ProgramLowering::layoutPersistent(Operation *at,
+                                                     StringRef name) const {
+  for (auto [i, arg] : llvm::enumerate(layout->devicePersistent))
+    if (arg.name == name)
+      return int64_t(i);
+  return at->emitError("pipe-lower-programs: the evaluation reads '")
+         << name << "', which the device's step does not hold";
+}
+
 FailureOr<Value> ProgramLowering::statePointer(Operation *at, StringRef name,
                                                RankedTensorType type) {
   auto it = stateBuffers.find(name);
@@ -838,12 +892,19 @@ FailureOr<Value> ProgramLowering::statePointer(Operation *at, StringRef name,
   if (!pipertDtype(type.getElementType()))
     return at->emitError("pipe-lower-programs: state '")
            << name << "' has a type the runtime has no kernels for";
-  Attribute init = initOf(name);
-  if (!init)
-    return at->emitError("pipe-lower-programs: state '")
-           << name << "' has no initial value (pipe.init)";
   int64_t index = devicePersistent.size();
-  devicePersistent.push_back({name.str(), "param", type, init});
+  if (layout) {
+    FailureOr<int64_t> shared = layoutPersistent(at, name);
+    if (failed(shared))
+      return failure();
+    index = *shared;
+  } else {
+    Attribute init = initOf(name);
+    if (!init)
+      return at->emitError("pipe-lower-programs: state '")
+             << name << "' has no initial value (pipe.init)";
+    devicePersistent.push_back({name.str(), "param", type, init});
+  }
   OpBuilder::InsertionGuard insertion(b);
   b.setInsertionPointToStart(entry);
   Value ptr = loadSlot(persistentArg, index);
@@ -1428,6 +1489,35 @@ ProgramLowering::weightPointers(Operation *op, WeightBuffer &buf,
                                 std::optional<int64_t> version,
                                 pipe::VersionClock clock) {
   SmallVector<Value> ptrs;
+  if (buf.evalNewest && buf.versions > 1) {
+    // After `step` steps (the evaluation's step argument; past the run, its
+    // drain), the last update was of micro-batch u = (step - 1) * M + last,
+    // at most K * M - 1: it wrote slot clock(u) + version + 1. None yet
+    // (u < 0): every slot holds W(0).
+    auto [clockCode, updateVersion, last] = *buf.evalNewest;
+    int64_t m = program.getMicrobatches();
+    Value steps = callRuntime(b, loc, module, "pipert_run_steps", {ctxArg},
+                              {b.getI64Type()})
+                      .getResult(0);
+    Value u = arith::AddIOp::create(
+        b, loc,
+        arith::MulIOp::create(b, loc, arith::SubIOp::create(b, loc, stepArg, i64c(1)),
+                              i64c(m)),
+        i64c(last));
+    Value end = arith::SubIOp::create(b, loc, arith::MulIOp::create(b, loc, steps, i64c(m)),
+                                      i64c(1));
+    u = arith::MinSIOp::create(b, loc, u, end);
+    Value base = u;
+    if (pipe::VersionClock(clockCode) == pipe::VersionClock::Step)
+      base = arith::FloorDivSIOp::create(b, loc, u, i64c(m));
+    Value newest = euclidMod(arith::AddIOp::create(b, loc, base, i64c(updateVersion + 1)),
+                             buf.versions);
+    Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, u, i64c(0));
+    Value slot = arith::SelectOp::create(b, loc, any, newest, i64c(0));
+    for (size_t i = 0; i < buf.names.size(); ++i)
+      ptrs.push_back(slotPointer(buf, i, slot));
+    return ptrs;
+  }
   if (clock == pipe::VersionClock::Slot || buf.versions == 1) {
     // A fixed slot (SpecTrain's and PipeMare's predicted weights in 1).
     int64_t slot = clock == pipe::VersionClock::Slot ? version.value_or(0) : 0;
@@ -1742,7 +1832,8 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
   };
 
   if (auto wb = dyn_cast<pipe::WeightBufferOp>(instr)) {
-    if (wb.getVersions() != 1 && !noFlush && !averaged.contains(wb.getWeights()))
+    if (wb.getVersions() != 1 && !noFlush && !averaged.contains(wb.getWeights()) &&
+        !layout)
       return wb.emitError("pipe-lower-programs: a synchronous schedule keeps "
                           "one weight version (a second one only as the "
                           "centre of pipe.average)");
@@ -1758,6 +1849,21 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
                << name << "' has a type the runtime has no kernels for";
       buf->names.push_back(name.str());
       buf->types.push_back(type);
+      if (layout) {
+        // The step's buffers: slot v of each parameter by its name.
+        buf->slotIndex.emplace_back();
+        for (int64_t v = 0; v < buf->versions; ++v) {
+          FailureOr<int64_t> index = layoutPersistent(
+              wb, v == 0 ? name.str() : (name + "@v" + Twine(v)).str());
+          if (failed(index))
+            return failure();
+          buf->slotIndex.back().push_back(*index);
+        }
+        buf->persistentIndex.push_back(buf->slotIndex.back().front());
+        if (auto newest = wb->getAttrOfType<DenseI64ArrayAttr>(kEvalNewest))
+          buf->evalNewest = {newest[0], newest[1], newest[2]};
+        continue;
+      }
       buf->persistentIndex.push_back(devicePersistent.size());
       buf->slotIndex.push_back({int64_t(devicePersistent.size())});
       devicePersistent.push_back({name.str(), "param", type, initOf(name)});
@@ -1780,7 +1886,7 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
       buf->grads.push_back(loadSlot(persistentArg, index));
     }
     // Every version is W(0) before the first update.
-    if (buf->versions > 1) {
+    if (buf->versions > 1 && !layout) {
       Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                           stepArg, i64c(0));
       auto ifOp = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
@@ -1864,14 +1970,27 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
     std::string key = feed.getInput().str();
     if (allPipelines)
       key += std::string("\0pipelines", 10);
-    auto [it, added] = inputIndex.try_emplace(key, int64_t(deviceInputs.size()));
-    if (added)
-      deviceInputs.push_back(
-          {feed.getInput().str(), allPipelines ? "input_pipelines" : "input", wholeType, {}});
-    else if (deviceInputs[it->second].type != wholeType)
-      return feed.emitError("pipe-lower-programs: input '")
-             << feed.getInput() << "' is fed with different micro-batch types";
-    Value whole = loadSlot(inputsArg, it->second);
+    int64_t index;
+    if (layout) {
+      // The step's input buffer.
+      auto shared = layout->inputIndex.find(key);
+      if (shared == layout->inputIndex.end() ||
+          layout->deviceInputs[shared->second].type != wholeType)
+        return feed.emitError("pipe-lower-programs: the evaluation feeds input '")
+               << feed.getInput() << "' as " << wholeType
+               << ", which the step does not";
+      index = shared->second;
+    } else {
+      auto [it, added] = inputIndex.try_emplace(key, int64_t(deviceInputs.size()));
+      if (added)
+        deviceInputs.push_back(
+            {feed.getInput().str(), allPipelines ? "input_pipelines" : "input", wholeType, {}});
+      else if (deviceInputs[it->second].type != wholeType)
+        return feed.emitError("pipe-lower-programs: input '")
+               << feed.getInput() << "' is fed with different micro-batch types";
+      index = it->second;
+    }
+    Value whole = loadSlot(inputsArg, index);
     if (wholeStep) {
       pointers[feed.getValue()] = whole;
       return success();
@@ -2292,7 +2411,9 @@ LogicalResult ProgramLowering::run() {
 
   b.setInsertionPoint(program);
   Type ptr = ptrType();
-  std::string stepName = onnxOnly ? "pipe_step" : kStepFunctionName.str();
+  std::string stepName = layout ? kEvalFunctionName.str()
+                         : onnxOnly ? "pipe_step"
+                                    : kStepFunctionName.str();
   StepArguments args;
   step = createStepFunction(b, loc, stepName, args);
   entry = &step.getBody().front();
@@ -2356,7 +2477,7 @@ LogicalResult ProgramLowering::run() {
     call("pipert_free", {ctxArg, p});
   func::ReturnOp::create(b, loc);
   marker.erase();
-  if ((noFlush || !averaged.empty()) && failed(emitFinish()))
+  if ((noFlush || !averaged.empty()) && !layout && failed(emitFinish()))
     return failure();
 
   // The callable functions: buffers and kernel calls.
@@ -2387,7 +2508,10 @@ LogicalResult ProgramLowering::run() {
     }
   }
 
-  // Metadata for the object emitter, the driver and plan.json.
+  // Metadata for the object emitter, the driver and plan.json (the step's:
+  // an evaluation entry reads its buffers).
+  if (layout)
+    return success();
   MLIRContext *ctx = b.getContext();
   auto describe = [&](const DeviceArg &arg) {
     SmallVector<NamedAttribute> fields = {
@@ -2581,6 +2705,187 @@ LogicalResult ProgramLowering::emitFinish() {
   return success();
 }
 
+/// The evaluation program of `train`'s device (see the header), inserted
+/// before it with its forward stage function in inference mode; a null op
+/// and the reason in `unavailable` where the device has none.
+static FailureOr<pipe::ProgramOp> buildEvalProgram(ModuleOp module,
+                                                   pipe::ProgramOp train,
+                                                   std::string &unavailable) {
+  SmallVector<pipe::ForwardOp> forwards;
+  train.walk([&](pipe::ForwardOp f) { forwards.push_back(f); });
+  if (forwards.empty()) {
+    unavailable = "the device runs no forward";
+    return pipe::ProgramOp();
+  }
+  pipe::ForwardOp first = forwards.front();
+  auto stage = module.lookupSymbol<pipe::StageOp>(first.getCalleeAttr());
+  if (!stage)
+    return first.emitError("no pipe.stage ") << first.getCalleeAttr();
+  for (pipe::ForwardOp f : forwards)
+    if (f.getCallee() != first.getCallee()) {
+      unavailable = "the device runs two forward functions";
+      return pipe::ProgramOp();
+    }
+  if (first->hasAttr(wholebatch::kWholeBatch) || stage->hasAttr(wholebatch::kWholeBatch)) {
+    unavailable = "--batchnorm full-batch runs a stage once on all micro-batches "
+                  "(compile with --batchnorm micro-batch for an evaluation pass)";
+    return pipe::ProgramOp();
+  }
+  MLIRContext *ctx = module.getContext();
+  OpBuilder b(train);
+  Location loc = train.getLoc();
+
+  // The forward in inference mode, without its state updates.
+  auto evalStage = cast<pipe::StageOp>(b.clone(*stage));
+  std::string name = (stage.getSymName() + "_eval").str();
+  for (int i = 1; module.lookupSymbol(name); ++i)
+    name = (stage.getSymName() + "_eval" + Twine(i)).str();
+  evalStage.setSymName(name);
+  {
+    Block &body = evalStage.getBody().front();
+    auto ret = cast<pipe::ReturnOp>(body.getTerminator());
+    llvm::BitVector drop(evalStage.getNumResults());
+    SmallVector<Value> kept;
+    for (unsigned i = 0; i < evalStage.getNumResults(); ++i) {
+      if (evalStage.getResultAttr(i, pipe::attrs::kUpdate))
+        drop.set(i);
+      else
+        kept.push_back(ret.getOperand(i));
+    }
+    ret->setOperands(kept);
+    if (failed(evalStage.eraseResults(drop)))
+      return evalStage.emitError("pipe-lower-programs: cannot drop the state "
+                                 "updates of the evaluation forward");
+    toInferenceMode(body);
+  }
+
+  // The activations the training program sends and receives, in its order
+  // (both ends of a cut use the receiver's argument order).
+  llvm::StringSet<> resultNames, argNames;
+  for (unsigned i = 0; i < evalStage.getNumResults(); ++i)
+    if (auto n = evalStage.getResultAttrOfType<StringAttr>(i, pipe::attrs::kName))
+      resultNames.insert(n.getValue());
+  ArrayRef<Type> argTypes = evalStage.getArgumentTypes();
+  size_t firstState = argTypes.size() - evalStage.getNumStateArgs();
+  for (size_t i = evalStage.getParams(); i < firstState; ++i)
+    if (auto n = evalStage.getArgAttrOfType<StringAttr>(i, pipe::attrs::kName))
+      argNames.insert(n.getValue());
+  SmallVector<std::pair<std::string, int64_t>> sends;
+  llvm::StringMap<int64_t> recvPeer;
+  // The tags of every message between this device and each peer, by
+  // direction: both ends of a pair see the same ones.
+  std::map<std::pair<int64_t, bool>, std::set<uint32_t>> pairTags;
+  train.walk([&](Operation *op) {
+    if (auto send = dyn_cast<pipe::SendOp>(op)) {
+      pairTags[{send.getPeer(), true}].insert(tagHash(send.getTag()));
+      if (resultNames.contains(send.getTag()) &&
+          llvm::none_of(sends, [&](auto &s) { return s.first == send.getTag(); }))
+        sends.push_back({send.getTag().str(), send.getPeer()});
+    } else if (auto recv = dyn_cast<pipe::RecvOp>(op)) {
+      pairTags[{recv.getPeer(), false}].insert(tagHash(recv.getTag()));
+      if (argNames.contains(recv.getTag()))
+        recvPeer.try_emplace(recv.getTag(), recv.getPeer());
+    }
+  });
+  // An evaluation's message has a tag of its own: a no-flush program's
+  // messages of the steps' micro-batches may still be in flight between
+  // steps, so no evaluation tag may be one of theirs on the same pair.
+  auto evalTag = [&](StringRef name, int64_t peer, bool send) {
+    const std::set<uint32_t> &taken = pairTags[{peer, send}];
+    std::string tag = (name + ".eval").str();
+    for (int i = 2; taken.count(tagHash(tag)); ++i)
+      tag = (name + ".eval" + Twine(i)).str();
+    return tag;
+  };
+
+  int64_t m = train.getMicrobatches();
+  auto program = pipe::ProgramOp::create(
+      b, loc, (train.getSymName() + "_eval").str(), train.getDevice(),
+      train.getStages(), pipe::ScheduleKind::GPipe, m, train.getPipeline());
+  program.getBody().push_back(new Block());
+  b.setInsertionPointToStart(&program.getBody().front());
+  Value weights;
+  IntegerAttr version;
+  if (Value trained = first.getWeights()) {
+    auto wb = trained.getDefiningOp<pipe::WeightBufferOp>();
+    if (!wb)
+      return first.emitError("pipe-lower-programs: the forward's weights are not "
+                             "a pipe.weight_buffer of the program");
+    auto evalBuffer = cast<pipe::WeightBufferOp>(b.clone(*wb));
+    weights = evalBuffer.getWeights();
+    // AvgPipe: the centre, what the run trains (and --save writes).
+    int64_t slot = 0;
+    train.walk([&](pipe::AverageOp avg) {
+      if (avg.getWeights() == trained)
+        slot = avg.getCentre();
+    });
+    version = b.getI64IntegerAttr(slot);
+    // PipeDream and 2BW: the newest version, which the update of the last
+    // micro-batch updated so far wrote (SpecTrain and PipeMare update their
+    // slot 0 in place). The updates' latest micro-batch in a step, relative
+    // to it, decides which that is after a given number of steps.
+    std::optional<int64_t> last;
+    pipe::UpdateOp versioned;
+    train.walk([&](pipe::UpdateOp u) {
+      std::optional<pipe::MicroBatchIndex> mb = pipe::getMicroBatchIndex(u);
+      if (u.getWeights() != trained || !u.getVersion() || !mb)
+        return;
+      int64_t top = mb->offset;
+      if (mb->base)
+        top += cast<pipe::LoopOp>(mb->base.getParentBlock()->getParentOp()).getUpper() - 1;
+      last = std::max(last.value_or(top), top);
+      versioned = u;
+    });
+    if (last)
+      evalBuffer->setAttr(kEvalNewest,
+                          b.getDenseI64ArrayAttr(
+                              {int64_t(versioned.getVersionClock()),
+                               *versioned.getVersion(), *last}));
+  }
+  auto loop = pipe::LoopOp::create(b, loc, 0, m);
+  b.setInsertionPointToStart(&loop.getInstructions());
+  Value k = loop.getIndex();
+  SmallVector<Value> inputs;
+  for (size_t i = evalStage.getParams(); i < firstState; ++i) {
+    DictionaryAttr attrs = evalStage.getArgAttrDict(i);
+    auto input = attrs ? attrs.getAs<StringAttr>(pipe::attrs::kInput) : StringAttr();
+    auto stepInput = attrs ? attrs.getAs<StringAttr>(pipe::attrs::kStepInput) : StringAttr();
+    auto named = attrs ? attrs.getAs<StringAttr>(pipe::attrs::kName) : StringAttr();
+    if (input || stepInput) {
+      auto feed = pipe::FeedOp::create(b, loc, argTypes[i],
+                                       (input ? input : stepInput).getValue(), 0, k);
+      if (!input)
+        feed->setAttr(pipe::attrs::kWholeStep, b.getUnitAttr());
+      inputs.push_back(feed);
+      continue;
+    }
+    auto peer = named ? recvPeer.find(named.getValue()) : recvPeer.end();
+    if (peer == recvPeer.end())
+      return evalStage.emitError("pipe-lower-programs: the device's program "
+                                 "receives no argument ")
+             << i << " of its forward";
+    inputs.push_back(pipe::RecvOp::create(b, loc, argTypes[i], peer->second, 0,
+                                          evalTag(named.getValue(), peer->second, false),
+                                          k));
+  }
+  auto fwd = pipe::ForwardOp::create(
+      b, loc, evalStage.getResultTypes(), FlatSymbolRefAttr::get(evalStage.getSymNameAttr()),
+      inputs, weights, version,
+      weights ? pipe::VersionClockAttr::get(ctx, pipe::VersionClock::Slot)
+              : pipe::VersionClockAttr(),
+      b.getI64IntegerAttr(0), k);
+  llvm::StringMap<Value> byName;
+  for (auto [i, result] : llvm::enumerate(fwd.getResults())) {
+    if (evalStage.getResultAttr(i, pipe::attrs::kLoss))
+      pipe::ReportLossOp::create(b, loc, result, 0, k);
+    if (auto n = evalStage.getResultAttrOfType<StringAttr>(i, pipe::attrs::kName))
+      byName.try_emplace(n.getValue(), result);
+  }
+  for (auto &[tag, peer] : sends)
+    pipe::SendOp::create(b, loc, byName.lookup(tag), peer, 0, evalTag(tag, peer, true), k);
+  return program;
+}
+
 struct LowerProgramsPass
     : public mlir::pipec::impl::LowerProgramsBase<LowerProgramsPass> {
   using Base::Base;
@@ -2616,13 +2921,43 @@ struct LowerProgramsPass
     // The functions the module had (the imported forward, the training step
     // the stages were split from) are not part of the device's program.
     SmallVector<func::FuncOp> before(module.getOps<func::FuncOp>());
+    // The evaluation program first: it is built from the training program
+    // and the forward stage, which the step's lowering keeps.
+    pipe::ProgramOp evalProgram;
+    std::string unavailable;
+    if (eval) {
+      FailureOr<pipe::ProgramOp> built = buildEvalProgram(module, chosen, unavailable);
+      if (failed(built))
+        return signalPassFailure();
+      evalProgram = *built;
+    }
     ProgramLowering lowering(module, chosen, target == "cuda",
                              nonblockingSends, onnxOnly, deferWeightGrads);
     if (failed(lowering.run()))
       return signalPassFailure();
+    if (evalProgram) {
+      ProgramLowering evaluation(module, evalProgram, target == "cuda",
+                                 /*nonblockingSends=*/false, onnxOnly, 0);
+      evaluation.evaluationOf(lowering);
+      if (failed(evaluation.run()))
+        return signalPassFailure();
+    }
+    if (eval && !onnxOnly) {
+      auto step = module.lookupSymbol<func::FuncOp>(kStepFunctionName);
+      if (step)
+        if (auto info = step->getAttrOfType<DictionaryAttr>(kProgramAttrName)) {
+          NamedAttrList fields(info);
+          fields.set("eval", BoolAttr::get(module.getContext(), bool(evalProgram)));
+          if (!evalProgram)
+            fields.set("eval_unavailable", StringAttr::get(module.getContext(), unavailable));
+          step->setAttr(kProgramAttrName, fields.getDictionary(module.getContext()));
+        }
+    }
     // Everything else of the pipe level is done with.
     for (pipe::ProgramOp p : programs)
       p.erase();
+    if (evalProgram)
+      evalProgram.erase();
     for (auto s : llvm::to_vector(module.getOps<pipe::StageOp>()))
       s.erase();
     if (onnxOnly)

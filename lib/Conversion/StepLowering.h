@@ -153,7 +153,9 @@ private:
   /// Globals are named after a callable function, so that several lowered
   /// into one module do not clash.
   std::string globalPrefix() const {
-    return options.callable ? options.name.str() + "_" : "__pipe_";
+    return options.callable || options.name != kStepFunctionName
+               ? options.name.str() + "_"
+               : "__pipe_";
   }
   SmallVector<Value> constantCopies; // cuda: device copies freed at the end
 };

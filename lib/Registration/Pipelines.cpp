@@ -120,6 +120,7 @@ void mlir::pipec::buildLowerDevicePipeline(OpPassManager &pm,
   lower.device = options.device;
   lower.target = stringify(options.target).str();
   lower.deferWeightGrads = options.deferWeightGrads;
+  lower.eval = options.eval;
   pm.addPass(createLowerPrograms(lower));
 }
 

@@ -90,7 +90,7 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
       c, {ptr, i32, i32, ptr, ptr, i64, i32}, "pipert_tensor_info");
   auto *programTy = llvm::StructType::create(
       c, {i32, i32, ptr, i32, ptr, i64, ptr, ptr, ptr, i32, i32, i32, i32, i32,
-          ptr},
+          ptr, ptr},
       "pipert_program_info");
   // The structs above are pipert_driver.h's; a field added or moved there
   // without the same change here is caught before any program is built.
@@ -119,7 +119,8 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
                    offsetof(pipert_program_info, has_loss),
                    offsetof(pipert_program_info, drain_steps),
                    offsetof(pipert_program_info, pipelines),
-                   offsetof(pipert_program_info, finish)},
+                   offsetof(pipert_program_info, finish),
+                   offsetof(pipert_program_info, eval)},
                   sizeof(pipert_program_info))) {
     error = "internal error: the program description the compiler emits no "
             "longer matches pipert_driver.h (rebuild pipec from one checkout)";
@@ -187,6 +188,7 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
   if (auto d = opts.program.getAs<IntegerAttr>("drain_steps"))
     drainSteps = d.getInt();
   llvm::Function *finish = m.getFunction(pipec::kFinishFunctionName);
+  llvm::Function *eval = m.getFunction(pipec::kEvalFunctionName);
   llvm::Constant *model = opts.modelFile.empty()
                               ? static_cast<llvm::Constant *>(llvm::ConstantPointerNull::get(ptr))
                               : cString(m, opts.modelFile, "pipe.model");
@@ -205,7 +207,9 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
            llvm::ConstantInt::get(i32, drainSteps),
            llvm::ConstantInt::get(i32, opts.pipelines),
            finish ? static_cast<llvm::Constant *>(finish)
-                  : llvm::ConstantPointerNull::get(ptr)}),
+                  : llvm::ConstantPointerNull::get(ptr),
+           eval ? static_cast<llvm::Constant *>(eval)
+                : llvm::ConstantPointerNull::get(ptr)}),
       "pipe_program_info");
   (void)info;
 

@@ -30,6 +30,11 @@ namespace {
 struct Options {
   std::string data, log, save, checkpoint, resume, trace;
   int64_t steps = -1;
+  /* --eval-data V.npz: an evaluation pass (the program's eval entry) over
+   * V's batches after every --eval-every K-th step and after the last;
+   * --eval-batches N: at most N batches (of B rows times the pipelines). */
+  std::string evalData;
+  int64_t evalEvery = 0, evalBatches = 0;
   /* --checkpoint-every K: a checkpoint after every K-th step as well. */
   int64_t checkpointEvery = 0;
   uint64_t seed = 0;
@@ -68,7 +73,7 @@ int parseOptions(int argc, char **argv, Options &o) {
       static const char *const known[] = {
           "--data", "--log", "--save", "--checkpoint", "--resume", "--trace", "--steps",
           "--seed", "--threads", "--checkpoint-every", "--on-nonfinite", "--no-shuffle",
-          "--quiet"};
+          "--quiet", "--eval-data", "--eval-every", "--eval-batches"};
       for (const char *k : known)
         if (!std::strcmp(argv[i + 1], k))
           return false;
@@ -81,8 +86,10 @@ int parseOptions(int argc, char **argv, Options &o) {
     } else if (a == "--quiet") {
       o.quiet = true;
     } else if (a == "--data" || a == "--log" || a == "--save" ||
-               a == "--checkpoint" || a == "--resume" || a == "--trace") {
+               a == "--checkpoint" || a == "--resume" || a == "--trace" ||
+               a == "--eval-data") {
       std::string &dst = a == "--data" ? o.data
+                         : a == "--eval-data" ? o.evalData
                          : a == "--log" ? o.log
                          : a == "--save" ? o.save
                          : a == "--checkpoint" ? o.checkpoint
@@ -97,11 +104,17 @@ int parseOptions(int argc, char **argv, Options &o) {
                       : text == "skip" ? Options::Skip
                                        : Options::Warn;
     } else if (a == "--steps" || a == "--seed" || a == "--threads" ||
-               a == "--checkpoint-every") {
+               a == "--checkpoint-every" || a == "--eval-every" || a == "--eval-batches") {
       int64_t v;
       if (!value(text) || !parseInt(text.c_str(), v) || v < 0)
         return usageError("option %s needs a non-negative integer", a.c_str());
-      if (a == "--steps")
+      if ((a == "--eval-every" || a == "--eval-batches") && v < 1)
+        return usageError("option %s needs an integer >= 1", a.c_str());
+      if (a == "--eval-every")
+        o.evalEvery = v;
+      else if (a == "--eval-batches")
+        o.evalBatches = v;
+      else if (a == "--steps")
         o.steps = v;
       else if (a == "--checkpoint-every")
         o.checkpointEvery = v;
@@ -112,7 +125,8 @@ int parseOptions(int argc, char **argv, Options &o) {
     } else {
       return usageError("unknown option '%s' (--data --steps --no-shuffle "
                         "--seed --log --save --checkpoint --checkpoint-every "
-                        "--resume --trace --threads --on-nonfinite --quiet)",
+                        "--resume --trace --threads --on-nonfinite --quiet "
+                        "--eval-data --eval-every --eval-batches)",
                         a.c_str());
     }
   }
@@ -122,6 +136,8 @@ int parseOptions(int argc, char **argv, Options &o) {
     return usageError("%s", "--steps K is required");
   if (o.checkpointEvery > 0 && o.checkpoint.empty())
     return usageError("%s", "--checkpoint-every K needs --checkpoint DIR");
+  if ((o.evalEvery > 0 || o.evalBatches > 0) && o.evalData.empty())
+    return usageError("%s", "--eval-every and --eval-batches need --eval-data V.npz");
   return 0;
 }
 
@@ -176,7 +192,7 @@ std::string shapeText(int ndim, const int64_t *shape) {
 
 /// Checks the data against the program before the feeder does, so that
 /// the message says what the model expects.
-void checkData(const pipert_npz *npz, const Options &o,
+void checkData(const pipert_npz *npz, const std::string &path,
                const pipert_program_info *info) {
   std::string names;
   for (int i = 0; i < info->n_inputs; ++i)
@@ -187,11 +203,11 @@ void checkData(const pipert_npz *npz, const Options &o,
     const pipert_tensor_info &t = info->inputs[i];
     if (pipert_npz_find(npz, t.name) < 0)
       pipert_fail("%s: no array '%s' (the model's inputs are: %s)",
-                  o.data.c_str(), t.name, names.c_str());
+                  path.c_str(), t.name, names.c_str());
     pipert_dtype dtype = pipert_npz_dtype(npz, t.name);
     if (dtype != t.dtype)
       pipert_fail("%s: array '%s' is %s, but the model's input '%s' is %s",
-                  o.data.c_str(), t.name, pipert_dtype_name(dtype), t.name,
+                  path.c_str(), t.name, pipert_dtype_name(dtype), t.name,
                   pipert_dtype_name(static_cast<pipert_dtype>(t.dtype)));
     int ndim = pipert_npz_ndim(npz, t.name);
     const int64_t *shape = pipert_npz_shape(npz, t.name);
@@ -205,13 +221,13 @@ void checkData(const pipert_npz *npz, const Options &o,
       expect += t.ndim == 1 ? ",)" : ")";
       pipert_fail("%s: array '%s' has shape %s, but the model's input '%s' "
                   "needs samples of shape %s",
-                  o.data.c_str(), t.name, shapeText(ndim, shape).c_str(),
+                  path.c_str(), t.name, shapeText(ndim, shape).c_str(),
                   t.name, expect.c_str());
     }
     if (rows >= 0 && shape[0] != rows)
       pipert_fail("%s: arrays '%s' and '%s' have different numbers of "
                   "samples (%lld and %lld)",
-                  o.data.c_str(), firstName.c_str(), t.name, (long long)rows,
+                  path.c_str(), firstName.c_str(), t.name, (long long)rows,
                   (long long)shape[0]);
     if (rows < 0) {
       rows = shape[0];
@@ -219,7 +235,7 @@ void checkData(const pipert_npz *npz, const Options &o,
     }
   }
   if (rows == 0)
-    pipert_fail("%s: the data has no samples", o.data.c_str());
+    pipert_fail("%s: the data has no samples", path.c_str());
 }
 
 // Tags of the --save gather (the step's transfers use tags below 32768).
@@ -418,9 +434,56 @@ extern "C" int pipert_train_main(int argc, char **argv,
     for (int i = 0; i < info->n_inputs; ++i)
       names.push_back(info->inputs[i].name);
     npz = pipert_npz_load_arrays(o.data.c_str(), names.data(), int(names.size()));
-    checkData(npz, o, info);
+    checkData(npz, o.data, info);
     feeder = pipert_feeder_create(ctx, npz, info->batch, o.shuffle ? 1 : 0,
                                   o.seed);
+  }
+  // The evaluation data: its batches in order, B rows each (times the
+  // pipelines, each of which evaluates its own), the last partial one left
+  // out. Every rank of the job runs the same number of passes.
+  pipert_npz *evalNpz = nullptr;
+  pipert_feeder *evalFeeder = nullptr;
+  int64_t evalRounds = 0, evalRows = 0;
+  if (!o.evalData.empty()) {
+    if (!info->eval)
+      pipert_fail("--eval-data: this program has no evaluation pass (one compiled with "
+                  "--batchnorm full-batch has none; plan.json's \"eval\" says why): "
+                  "drop --eval-data");
+    if (info->n_inputs > 0) {
+      std::vector<const char *> names;
+      for (int i = 0; i < info->n_inputs; ++i)
+        names.push_back(info->inputs[i].name);
+      evalNpz = pipert_npz_load_arrays(o.evalData.c_str(), names.data(), int(names.size()));
+      checkData(evalNpz, o.evalData, info);
+      evalFeeder = pipert_feeder_create(ctx, evalNpz, info->batch, 0, o.seed);
+      evalRows = pipert_npz_shape(evalNpz, info->inputs[0].name)[0];
+    }
+    evalRounds = evalRows / (info->batch * pipelines);
+    if (multi) {
+      // Only the ranks that read data know the rows: their count, agreed.
+      float counts[2] = {static_cast<float>(evalRounds), info->n_inputs > 0 ? 1.0f : 0.0f};
+      float rowCount = static_cast<float>(evalRows);
+      void *buffer = pipert_alloc(ctx, 12);
+      pipert_copy_to_device(ctx, buffer, counts, 8);
+      pipert_copy_to_device(ctx, static_cast<char *>(buffer) + 8, &rowCount, 4);
+      pipert_allreduce_f32(ctx, pipert_comm_world(ctx), static_cast<float *>(buffer), 3,
+                           PIPERT_COLLECTIVE_SUM);
+      float agreed[3];
+      pipert_copy_to_host(ctx, agreed, buffer, 12);
+      pipert_free(ctx, buffer);
+      if (agreed[1] > 0) {
+        evalRounds = static_cast<int64_t>(agreed[0] / agreed[1] + 0.5f);
+        evalRows = static_cast<int64_t>(agreed[2] / agreed[1] + 0.5f);
+      }
+    }
+    if (evalRounds == 0)
+      pipert_fail("--eval-data %s has %lld rows, fewer than one batch of %lld (the batch "
+                  "pipe-compile was given%s): use more data or compile a smaller --batch",
+                  o.evalData.c_str(), static_cast<long long>(evalRows),
+                  static_cast<long long>(info->batch * pipelines),
+                  pipelines > 1 ? ", times the pipelines" : "");
+    if (o.evalBatches > 0)
+      evalRounds = std::min(evalRounds, o.evalBatches);
   }
   std::vector<void *> inputs(info->n_inputs);
   for (int i = 0; i < info->n_inputs; ++i) {
@@ -437,6 +500,9 @@ extern "C" int pipert_train_main(int argc, char **argv,
     }
     pipert_feeder_add_input(feeder, t.name, static_cast<pipert_dtype>(t.dtype),
                             t.ndim, shape.data());
+    if (evalFeeder)
+      pipert_feeder_add_input(evalFeeder, t.name, static_cast<pipert_dtype>(t.dtype),
+                              t.ndim, shape.data());
     inputs[i] = pipert_alloc(ctx, static_cast<size_t>(tensorBytes(t)));
   }
 
@@ -531,6 +597,52 @@ extern "C" int pipert_train_main(int argc, char **argv,
   void *flagBuffer = multi && o.onNonfinite == Options::Skip ? pipert_alloc(ctx, 4) : nullptr;
   int64_t skipped = 0, warned = 0;
   const bool computesLoss = !multi || info->has_loss;
+  // Global mini-batch s*P + i for pipeline i (its inputs), or every
+  // pipeline's (an input of all of them), from `from`.
+  auto fill = [&](pipert_feeder *from, int64_t s) {
+    for (int i = 0; i < info->n_inputs; ++i) {
+      if (info->inputs[i].kind == PIPERT_TENSOR_INPUT_PIPELINES) {
+        // Every pipeline's mini-batch of step s, pipeline 0's first.
+        const size_t bytes = static_cast<size_t>(tensorBytes(info->inputs[i]) / pipelines);
+        for (int j = 0; j < pipelines; ++j)
+          pipert_feeder_fill(from, s * pipelines + j, i,
+                             static_cast<char *>(inputs[i]) + j * bytes);
+        continue;
+      }
+      pipert_feeder_fill(from, s * pipelines + pipeline, i, inputs[i]);
+    }
+  };
+  // The evaluation pass after `done` steps: the mean of the batches' mean
+  // losses (each pipeline's own batches; their mean as the step's loss is).
+  // It changes no persistent buffer and draws no random number, so the
+  // training continues as without it; it is not in the trace.
+  double evalSeconds = 0, evalWaited = 0; // not part of the training's report
+  auto evaluate = [&](int64_t done, int64_t logStep) {
+    const auto begin = std::chrono::steady_clock::now();
+    const double waitedBefore = pipert_transport_wait_seconds();
+    pipert_trace_pause(ctx, 1);
+    double sum = 0;
+    for (int64_t j = 0; j < evalRounds; ++j) {
+      fill(evalFeeder, j);
+      float loss = 0.0f;
+      info->eval(ctx, inputs.data(), persistent.data(), &loss, done);
+      if (lossBuffer) {
+        pipert_copy_to_device(ctx, lossBuffer, &loss, 4);
+        pipert_allreduce_f32(ctx, lossComm, static_cast<float *>(lossBuffer), 1,
+                             PIPERT_COLLECTIVE_MEAN);
+        pipert_copy_to_host(ctx, &loss, lossBuffer, 4);
+      }
+      sum += loss;
+    }
+    pipert_trace_pause(ctx, 0);
+    evalSeconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    evalWaited += pipert_transport_wait_seconds() - waitedBefore;
+    if (log)
+      pipert_log_eval(log, logStep, sum / static_cast<double>(evalRounds),
+                      evalRounds * info->batch * pipelines);
+  };
+  bool evaluatedLast = false;
   const double waitBefore = pipert_transport_wait_seconds();
   const auto loopStart = std::chrono::steady_clock::now();
   for (int64_t s = first; s < o.steps; ++s) {
@@ -538,17 +650,7 @@ extern "C" int pipert_train_main(int argc, char **argv,
       pipert_copy_device(ctx, backup[i], persistent[i],
                          static_cast<size_t>(tensorBytes(info->persistent[i])));
     // Pipeline i reads the global mini-batch s*P + i.
-    for (int i = 0; i < info->n_inputs; ++i) {
-      if (info->inputs[i].kind == PIPERT_TENSOR_INPUT_PIPELINES) {
-        // Every pipeline's mini-batch of step s, pipeline 0's first.
-        const size_t bytes = static_cast<size_t>(tensorBytes(info->inputs[i]) / pipelines);
-        for (int j = 0; j < pipelines; ++j)
-          pipert_feeder_fill(feeder, s * pipelines + j, i,
-                             static_cast<char *>(inputs[i]) + j * bytes);
-        continue;
-      }
-      pipert_feeder_fill(feeder, s * pipelines + pipeline, i, inputs[i]);
-    }
+    fill(feeder, s);
     float loss = 0.0f;
     double begin = pipert_trace_begin(ctx);
     info->step(ctx, inputs.data(), persistent.data(), &loss, s);
@@ -597,7 +699,21 @@ extern "C" int pipert_train_main(int argc, char **argv,
     }
     if (o.checkpointEvery > 0 && (s + 1) % o.checkpointEvery == 0 && s + 1 < o.steps)
       saveCheckpoint(s + 1);
+    // A no-flush run's last evaluation is the one after its drain.
+    evaluatedLast = false;
+    if (evalRounds > 0 && o.evalEvery > 0 && (s + 1) % o.evalEvery == 0 &&
+        !(info->drain_steps > 0 && s + 1 == o.steps)) {
+      evaluate(s + 1, s);
+      evaluatedLast = true;
+    }
   }
+  // And after the last step (also of a run resumed at its end: the
+  // checkpoint's model); a no-flush program's after the drain has finished
+  // the micro-batches in flight: the model --save writes.
+  const bool finalEval = evalRounds > 0 && !evaluatedLast;
+  const int64_t lastStep = std::max(o.steps, first) - 1;
+  if (finalEval && info->drain_steps == 0)
+    evaluate(lastStep + 1, lastStep);
   if (log && (skipped || warned))
     std::fprintf(stderr, "pipert: %lld of %lld steps had a non-finite loss%s\n",
                  static_cast<long long>(skipped + warned),
@@ -605,14 +721,18 @@ extern "C" int pipert_train_main(int argc, char **argv,
                  skipped ? " (their updates skipped)" : "");
   pipert_synchronize(ctx);
   const double loopSeconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - loopStart).count();
-  const double waited = pipert_transport_wait_seconds() - waitBefore;
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - loopStart).count() -
+      evalSeconds;
+  const double waited = pipert_transport_wait_seconds() - waitBefore - evalWaited;
   for (void *p : backup)
     pipert_free(ctx, p);
   if (flagBuffer)
     pipert_free(ctx, flagBuffer);
   pipert_synchronize(ctx);
-  pipert_log_close(log);
+  if (!finalEval || info->drain_steps == 0) {
+    pipert_log_close(log);
+    log = nullptr;
+  }
 
   // A no-flush program's state after the last step includes what is in
   // flight: the checkpoint holds it, so a resumed run continues the same
@@ -680,6 +800,11 @@ extern "C" int pipert_train_main(int argc, char **argv,
     float ignored = 0.0f;
     info->finish(ctx, inputs.data(), persistent.data(), &ignored, runSteps);
   }
+  if (finalEval && info->drain_steps > 0) {
+    evaluate(runSteps + info->drain_steps, lastStep);
+    pipert_log_close(log);
+    log = nullptr;
+  }
   pipert_synchronize(ctx);
   if (!o.save.empty()) {
     if (!info->model_file)
@@ -737,6 +862,10 @@ extern "C" int pipert_train_main(int argc, char **argv,
     pipert_feeder_destroy(feeder);
   if (npz)
     pipert_npz_free(npz);
+  if (evalFeeder)
+    pipert_feeder_destroy(evalFeeder);
+  if (evalNpz)
+    pipert_npz_free(evalNpz);
   if (lossBuffer)
     pipert_free(ctx, lossBuffer);
   if (lossComm)

@@ -201,6 +201,31 @@ void pipert_log_step(pipert_log *log, int64_t step, double loss, int n_extra,
   log->stepsAtLastPrint = log->stepsLogged;
 }
 
+void pipert_log_eval(pipert_log *log, int64_t step, double loss, int64_t samples) {
+  const double elapsed =
+      std::chrono::duration<double>(Clock::now() - log->opened).count();
+  if (log->file) {
+    std::string line = "{\"step\":" + std::to_string(step) + ",\"eval_loss\":";
+    appendNumber(line, loss);
+    line += ",\"eval_samples\":" + std::to_string(samples) + ",\"time_s\":";
+    appendNumber(line, elapsed);
+    line += "}\n";
+    if (std::fwrite(line.data(), 1, line.size(), log->file) != line.size() ||
+        std::fflush(log->file) != 0)
+      pipert_fail("cannot write log file '%s': %s", log->path.c_str(), std::strerror(errno));
+  }
+  // Its own line, also under --quiet (the run was asked for it).
+  char text[256];
+  std::snprintf(text, sizeof text, "%sstep %lld: eval loss %.4f over %lld samples\n",
+                log->lineOpen ? "\n" : "", static_cast<long long>(step), loss,
+                static_cast<long long>(samples));
+  std::fputs(text, stderr);
+  std::fflush(stderr);
+  log->lineOpen = false;
+  // The next step's time and throughput do not count the evaluation.
+  log->lastStep = Clock::now();
+}
+
 void pipert_log_close(pipert_log *log) {
   if (!log)
     return;

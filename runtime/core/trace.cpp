@@ -28,6 +28,7 @@ struct Event {
 // One recorder per process (one context per process, see pipert.h).
 struct Recorder {
   bool enabled = false;
+  bool paused = false; // enabled, but paused (pipert_trace_pause)
   int rank = 0;
   std::chrono::steady_clock::time_point origin;
   int64_t originUnixUs = 0;
@@ -345,6 +346,15 @@ void pipert_trace_enable(pipert_context *, int rank) {
 }
 
 void pipert_trace_disable(pipert_context *) { g_rec.enabled = false; }
+void pipert_trace_pause(pipert_context *, int paused) {
+  if (paused) {
+    g_rec.paused = g_rec.enabled;
+    g_rec.enabled = false;
+  } else if (g_rec.paused) {
+    g_rec.enabled = true;
+    g_rec.paused = false;
+  }
+}
 int pipert_trace_enabled(const pipert_context *) { return g_rec.enabled ? 1 : 0; }
 
 double pipert_trace_now_us(const pipert_context *) {

@@ -40,7 +40,7 @@
 #include "dialects/pipe/PipeAttrNames.h"
 #include "llvm/ADT/SetVector.h"
 #include "pipec/Conversion/RuntimeABI.h"
-#include "pipec/Autodiff/LrSchedule.h"
+#include "pipec/Autodiff/Inference.h"
 #include "pipec/Autodiff/LrSchedule.h"
 #include "pipec/Import/OnnxImporter.h"
 #include "pipec/Pipelines/Pipelines.h"
@@ -653,6 +653,7 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
   // plan.json (docs/plan-json.md): what each device runs, transfers,
   // memory; stage costs.
   llvm::json::Array devicePlans, transfers, executables;
+  std::string evalUnavailable;
   std::string error;
   for (pipe::ProgramOp program : programs) {
     int64_t k = program.getDevice();
@@ -662,12 +663,20 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
       lower.device = k;
       lower.target = target == "cuda" ? pipec::TargetOption::CUDA : pipec::TargetOption::CPU;
       lower.deferWeightGrads = deferWeightGrads;
+      lower.eval = true;
       PassManager pm(module.getContext());
       pipec::buildLowerDevicePipeline(pm, lower);
       if (failed(pm.run(*device)))
         return 1;
     }
     DictionaryAttr info = stepInfo(*device);
+    // Every device needs its evaluation entry; the first that has none says
+    // why.
+    if (auto available = info.getAs<BoolAttr>("eval");
+        (!available || !available.getValue()) && evalUnavailable.empty()) {
+      auto why = info.getAs<StringAttr>("eval_unavailable");
+      evalUnavailable = why ? why.getValue().str() : std::string("no evaluation entry");
+    }
     if (!info)
       return fail("pipe-lower-programs left no @pipe_step for device " +
                   llvm::Twine(k));
@@ -702,6 +711,10 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
   }
 
   llvm::json::Object plan = planBase;
+  plan["eval"] = llvm::json::Object{
+      {"available", evalUnavailable.empty()},
+      {"unavailable", evalUnavailable.empty() ? llvm::json::Value(nullptr)
+                                              : llvm::json::Value(evalUnavailable)}};
   plan["batch"] = miniBatch;
   plan["devices"] = devices;
   plan["pipelines"] = pipelineCount;
@@ -1722,6 +1735,11 @@ int main(int argc, char **argv) {
     return diagnostics.errorCount() ? 1 : 0;
   }
 
+  // The evaluation entry (pipe-run --eval-data): the forward in inference
+  // mode, over the step's buffers; a copy taken before training changes it.
+  OwningOpRef<func::FuncOp> evalForward;
+  if (!forwardOnly)
+    evalForward = forward.clone();
   // Training step: gradients and the optimizer update.
   if (!forwardOnly) {
     for (StringRef pass : {"pipe-fuse-gelu", "pipe-autodiff", "pipe-add-optimizer"})
@@ -1747,7 +1765,6 @@ int main(int argc, char **argv) {
     pm.addPass(pipec::createLowerToRuntime(options));
     if (failed(pm.run(*module)))
       return 1;
-    dumpStage("2-runtime.mlir");
   }
   auto step = module->lookupSymbol<func::FuncOp>(pipec::kStepFunctionName);
   DictionaryAttr program =
@@ -1755,6 +1772,55 @@ int main(int argc, char **argv) {
            : DictionaryAttr();
   if (!program)
     return fail("pipe-lower-to-runtime left no @pipe_step");
+  if (evalForward) {
+    // Only the loss: no state update, no other output.
+    func::FuncOp fn = evalForward.release();
+    fn.setName("pipe.eval_source");
+    auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    llvm::BitVector drop(fn.getNumResults());
+    SmallVector<Value> kept;
+    for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+      if (fn.getResultAttr(i, pipe::attrs::kLoss))
+        kept.push_back(ret.getOperand(i));
+      else
+        drop.set(i);
+    }
+    ret->setOperands(kept);
+    if (failed(fn.eraseResults(drop)))
+      return fail("cannot build the evaluation entry");
+    pipec::toInferenceMode(fn.getBody().front());
+    module->push_back(fn);
+    pipec::StepFunctionOptions options;
+    options.name = pipec::kEvalFunctionName;
+    if (failed(pipec::lowerStepFunction(*module, fn, target == "cuda", options)))
+      return 1;
+    // It reads the step's buffers: the same inputs, and its parameters and
+    // state first among the step's persistent ones, in the same order.
+    auto evalFn = module->lookupSymbol<func::FuncOp>(pipec::kEvalFunctionName);
+    DictionaryAttr evalInfo =
+        evalFn ? evalFn->getAttrOfType<DictionaryAttr>(pipec::kProgramAttrName)
+               : DictionaryAttr();
+    auto names = [](DictionaryAttr info, StringRef group) {
+      std::vector<std::string> out;
+      if (auto list = info ? info.getAs<ArrayAttr>(group) : ArrayAttr())
+        for (Attribute a : list)
+          out.push_back(cast<DictionaryAttr>(a).getAs<StringAttr>("name").getValue().str());
+      return out;
+    };
+    std::vector<std::string> stepInputs = names(program, "inputs"),
+                             stepPersistent = names(program, "persistent"),
+                             evalInputs = names(evalInfo, "inputs"),
+                             evalPersistent = names(evalInfo, "persistent");
+    if (!evalInfo || evalInputs != stepInputs || evalPersistent.size() > stepPersistent.size() ||
+        !std::equal(evalPersistent.begin(), evalPersistent.end(), stepPersistent.begin()))
+      return fail("internal error: the evaluation entry's buffers are not the step's "
+                  "(compile with --forward-only to evaluate instead)");
+    evalFn->removeAttr(pipec::kProgramAttrName);
+    NamedAttrList fields(program);
+    fields.set("eval", BoolAttr::get(&context, true));
+    program = fields.getDictionary(&context);
+  }
+  dumpStage("2-runtime.mlir");
   llvm::json::Array opProfile;
   if (auto table = step->getAttrOfType<ArrayAttr>("pipe.op_table"))
     for (auto [id, entry] : llvm::enumerate(table.getAsRange<ArrayAttr>()))
@@ -1810,6 +1876,14 @@ int main(int argc, char **argv) {
       {"executables", llvm::json::Array{"device0"}}};
   for (auto &[key, value] : pipec::describeBuffers(program))
     plan[key] = std::move(value);
+  {
+    auto available = program.getAs<BoolAttr>("eval");
+    plan["eval"] = llvm::json::Object{
+        {"available", available && available.getValue()},
+        {"unavailable", available ? llvm::json::Value(nullptr)
+                                  : llvm::json::Value("--forward-only compiles no training "
+                                                      "step to evaluate between")}};
+  }
   if (autoPlan)
     plan["auto"] = llvm::json::Value(std::move(autoRecord));
   if (profileOps)

@@ -108,7 +108,8 @@ bool isExecutable(const std::string &path) {
 const char *const kValueOptions[] = {"--data", "--steps", "--seed", "--log",
                                      "--save", "--trace", "--checkpoint",
                                      "--checkpoint-every", "--resume", "--threads",
-                                     "--on-nonfinite", "--plot"};
+                                     "--on-nonfinite", "--plot", "--eval-data",
+                                     "--eval-every", "--eval-batches"};
 const char *const kFlagOptions[] = {"--no-shuffle", "--quiet"};
 
 const char *dtypeName(int64_t code) {
@@ -150,12 +151,13 @@ template <typename T> int64_t firstNonFinite(const void *data, int64_t count) {
 /// and `pipelines` the plan's (a mean loss with ignored labels averages
 /// their losses unless the plan says its mean is the step's).
 std::string checkData(const std::string &path, const llvm::json::Array &spec,
-                      int64_t rowsPerStep, int64_t microbatches, int64_t pipelines) {
+                      int64_t rowsPerStep, int64_t microbatches, int64_t pipelines,
+                      const std::string &flag = "--data") {
   struct stat st;
   if (stat(path.c_str(), &st) != 0)
-    return "--data " + path + ": no such file";
+    return flag + " " + path + ": no such file";
   if (!S_ISREG(st.st_mode))
-    return "--data " + path + ": " +
+    return flag + " " + path + ": " +
            (S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file") +
            " (give the .npz file np.savez wrote)";
   // Only the arrays the plan reads are copied out of the (mapped) file.
@@ -294,7 +296,7 @@ std::string checkData(const std::string &path, const llvm::json::Array &spec,
     }
   }
   if (problem.empty() && rows >= 0 && rows < rowsPerStep)
-    problem = path + " has " + std::to_string(rows) +
+    problem = flag + " " + path + " has " + std::to_string(rows) +
               " rows, fewer than one step's " + std::to_string(rowsPerStep) +
               " (the batch pipe-compile was given, times the pipelines; use "
               "more data or compile a smaller --batch)";
@@ -522,6 +524,12 @@ int main(int argc, char **argv) {
                  "                      step and the first parameter with one), skip\n"
                  "                      (undo that step's update, count it; synchronous\n"
                  "                      schedules) or warn (go on)\n"
+                 "  --eval-data V.npz   an evaluation pass over V (arrays as --data): the\n"
+                 "                      model in inference mode (Dropout off, BatchNorm\n"
+                 "                      on its running statistics), no update; its mean\n"
+                 "                      loss after the last step, on stderr and in --log\n"
+                 "  --eval-every K      also after every K-th step\n"
+                 "  --eval-batches N    at most N batches of V (default: all whole ones)\n"
                  "  --quiet             no per-step progress on stderr\n"
                  "  --version           the pipec version, git commit and LLVM version\n");
     return argc < 2 ? 2 : 0;
@@ -539,7 +547,8 @@ int main(int argc, char **argv) {
   // Check the command line here so that a typo fails before MPI starts.
   bool haveData = false, haveSteps = false;
   std::vector<std::pair<std::string, std::string>> outputs; // flag, file
-  std::string dataPath;
+  std::string dataPath, evalPath;
+  bool evalOptions = false; // --eval-every or --eval-batches
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     bool known = false;
@@ -562,8 +571,12 @@ int main(int argc, char **argv) {
         }
         if (a == "--steps")
           haveSteps = true;
+        if (a == "--eval-data")
+          evalPath = argv[i + 1];
+        if (a == "--eval-every" || a == "--eval-batches")
+          evalOptions = true;
         if (a == "--steps" || a == "--seed" || a == "--threads" ||
-            a == "--checkpoint-every") {
+            a == "--checkpoint-every" || a == "--eval-every" || a == "--eval-batches") {
           std::optional<long long> v = integerValue(argv[i + 1]);
           long long least = a == "--seed" ? 0 : 1;
           if (!v || *v < least)
@@ -637,6 +650,9 @@ int main(int argc, char **argv) {
     return fail("--data D.npz is required");
   if (!haveSteps)
     return fail("--steps K is required");
+  if (evalOptions && evalPath.empty())
+    return fail("--eval-every and --eval-batches need --eval-data V.npz (the data to "
+                "evaluate on)");
   // An output must not overwrite the data or what pipe-compile wrote.
   {
     auto sameFile = [](const std::string &a, const std::string &b) {
@@ -655,6 +671,9 @@ int main(int argc, char **argv) {
       if (sameFile(path, dataPath))
         return fail(flag + " " + path + ": is the --data file (it would be overwritten); "
                                         "name another file");
+      if (!evalPath.empty() && sameFile(path, evalPath))
+        return fail(flag + " " + path + ": is the --eval-data file (it would be "
+                                        "overwritten); name another file");
       for (const std::string &c : compiled)
         if (sameFile(path, c))
           return fail(flag + " " + path + ": is " + c +
@@ -791,7 +810,21 @@ int main(int argc, char **argv) {
                     root->getInteger("pipelines").value_or(1));
       if (!problem.empty())
         return fail(problem);
+      if (!evalPath.empty()) {
+        problem = checkData(evalPath, *spec, rowsPerStep,
+                            root->getInteger("microbatches").value_or(1),
+                            root->getInteger("pipelines").value_or(1), "--eval-data");
+        if (!problem.empty())
+          return fail(problem);
+      }
     }
+    // A plan without an evaluation pass says why (no "eval": an older
+    // compile; the ranks refuse it).
+    if (const llvm::json::Object *evalPlan = root->getObject("eval");
+        evalPlan && !evalPath.empty() && !evalPlan->getBoolean("available").value_or(true))
+      return fail("--eval-data: this plan has no evaluation pass: " +
+                  evalPlan->getString("unavailable").value_or("").str() +
+                  "; drop --eval-data");
   }
   // A checkpoint belongs to its run: the order the data is read in
   // (--seed, --no-shuffle), the data file (its size and content hash) and

@@ -19,6 +19,9 @@ inline constexpr llvm::StringLiteral kStepFunctionName = "pipe_step";
 /// A no-flush program's second entry point, called once after the drain
 /// (pipert_program_info::finish).
 inline constexpr llvm::StringLiteral kFinishFunctionName = "pipe_finish";
+/// The evaluation entry point (pipert_program_info::eval), same ABI as the
+/// step: the mini-batch's loss in inference mode, no update.
+inline constexpr llvm::StringLiteral kEvalFunctionName = "pipe_eval";
 inline constexpr llvm::StringLiteral kProgramAttrName = "pipe.program";
 
 /// The upstream conversions after pipe-lower-to-runtime: func, arith,

@@ -95,6 +95,13 @@ def LowerPrograms : Pass<"pipe-lower-programs", "ModuleOp"> {
     and the step is lowered to buffers and pipert calls, exactly as
     pipe-lower-to-runtime does; `onnx-only` stops before that, leaving
     `func.func @train_step_device<k>` in the onnx dialect (for tests).
+
+    With `eval`, a second entry point with the step's ABI, @pipe_eval, runs
+    the evaluation pass of the same device (see LowerPrograms.cpp's header):
+    built from the program's forward stage function in inference mode and
+    the program's own activation transfers, over the same persistent and
+    input buffers as @pipe_step. Where a program has none (whole-batch
+    stages), the step's metadata says why (`eval_unavailable`).
   }];
   let options = [
     Option<"device", "device", "int64_t", "-1",
@@ -104,6 +111,12 @@ def LowerPrograms : Pass<"pipe-lower-programs", "ModuleOp"> {
            "pipert_isend, waited for at the end of the step">,
     Option<"onnxOnly", "onnx-only", "bool", "false",
            "stop at the onnx-level step function">,
+    Option<"eval", "eval", "bool", "false",
+           "also an evaluation entry @pipe_eval: the device's forward in "
+           "inference mode (Dropout off, BatchNormalization on its running "
+           "statistics) over the M micro-batches, GPipe order, reporting "
+           "the loss; every method (AvgPipe: the centre; PipeDream and 2BW: "
+           "the newest version)">,
     Option<"deferWeightGrads", "defer-weight-grads", "int64_t", "64",
            "synchronous programs with several micro-batches: a linear "
            "layer's weight and bias gradients are computed for groups of "

@@ -201,6 +201,10 @@ struct LowerDeviceOptions : public PassPipelineOptions<LowerDeviceOptions> {
                      "micro-batches of at most this many rows together (0: per "
                      "micro-batch)"),
       llvm::cl::init(64)};
+  Option<bool> eval{*this, "eval",
+                    llvm::cl::desc("also the evaluation entry @pipe_eval (as "
+                                   "pipe-compile builds it)"),
+                    llvm::cl::init(true)};
 };
 
 /// One device's program to its @pipe_step and kernel calls

@@ -19,7 +19,8 @@
  * Command line of a program (pipe-run passes it on):
  *   --data D.npz --steps K [--no-shuffle] [--seed S] [--log steps.jsonl]
  *   [--save trained.onnx] [--checkpoint DIR] [--resume DIR] [--trace t.json]
- *   [--threads N] [--quiet]
+ *   [--threads N] [--quiet] [--eval-data V.npz [--eval-every K]
+ *   [--eval-batches N]]
  *
  * Several devices (n_devices > 1, pipeline parallelism): the executables of
  * all devices run as one MPI job, MPMD, rank k running device<k>
@@ -30,7 +31,10 @@
  * step reports the loss (has_loss) logs. --checkpoint/--resume write and read
  * <dir>/rank-<k>.ckpt per rank. --save gathers every rank's parameters on
  * rank 0 (name, dtype, shape and bytes over the transport), which writes one
- * ONNX model with all of them.
+ * ONNX model with all of them. --eval-data calls `eval` on V's batches in
+ * order (B rows each, pipeline i its own: global batch j*P + i) after every
+ * K-th step and after the last, on every rank, and logs the mean of the
+ * batches' losses.
  *===----------------------------------------------------------------------===*/
 #ifndef PIPERT_PIPERT_DRIVER_H
 #define PIPERT_PIPERT_DRIVER_H
@@ -42,7 +46,7 @@
 extern "C" {
 #endif
 
-#define PIPERT_PROGRAM_ABI_VERSION 5
+#define PIPERT_PROGRAM_ABI_VERSION 6
 
 typedef enum pipert_tensor_kind {
   PIPERT_TENSOR_INPUT = 0,  /* fed from the data, one mini-batch per step */
@@ -95,6 +99,14 @@ typedef struct pipert_program_info {
    * pipeline. */
   int32_t pipelines;
   pipert_step_fn finish;
+  /* The evaluation pass (--eval-data): the same arguments as `step`, the
+   * mini-batch in `inputs`; runs the forward in inference mode (Dropout
+   * off, BatchNormalization on its running statistics) over the M
+   * micro-batches, writes the mini-batch's mean loss (on the device that
+   * reports it) and changes no persistent buffer. Every device of a
+   * pipeline calls it at the same point between steps. NULL where the
+   * program has none (the no-flush methods). */
+  pipert_step_fn eval;
 } pipert_program_info;
 
 /* The number of training steps of the run (--steps), for a step function

@@ -56,6 +56,10 @@ void pipert_log_set_progress(pipert_log *log, pipert_progress_mode mode, double 
 void pipert_log_step(pipert_log *log, int64_t step, double loss, int n_extra,
                      const char *const *names, const double *values);
 /* Ends the progress line and closes the file. NULL is a no-op. */
+/* Records an evaluation pass after step `step` (its loss over `samples`
+ * samples): the line {"step", "eval_loss", "eval_samples", "time_s"} and a
+ * line on stderr. */
+void pipert_log_eval(pipert_log *log, int64_t step, double loss, int64_t samples);
 void pipert_log_close(pipert_log *log);
 
 #ifdef __cplusplus

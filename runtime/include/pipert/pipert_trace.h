@@ -35,6 +35,9 @@ enum {
 void pipert_trace_enable(pipert_context *ctx, int rank);
 void pipert_trace_disable(pipert_context *ctx);
 int pipert_trace_enabled(const pipert_context *ctx);
+/* Stops recording while `paused` is 1 and goes on, keeping what was
+ * recorded, at 0 (the driver's evaluation passes are not in the trace). */
+void pipert_trace_pause(pipert_context *ctx, int paused);
 /* Microseconds since tracing was enabled (monotonic). */
 double pipert_trace_now_us(const pipert_context *ctx);
 

@@ -6,7 +6,8 @@
         [--momentum F] [--weight-decay F] [--clip-grad-norm F] [--rtol 1e-4]
         [--lr-schedule constant|linear|cosine --warmup-steps W
          --decay-steps N --min-lr F]
-        [--onnx initial.onnx] [--saved trained.onnx] [--next ARGS...]
+        [--onnx initial.onnx] [--saved trained.onnx]
+        [--eval-data V.npz [--eval-every K] [--eval-batches N]] [--next ARGS...]
 
 Rebuilds the model with examples/models.py, trains it on the data without
 shuffling (step s reads rows s*B .. s*B+B-1, wrapping) and compares every
@@ -17,6 +18,12 @@ with_warmup; the decay floored at --min-lr, as get_cosine_with_min_lr_
 schedule_with_warmup, and held there past N). --clip-grad-norm F clips every
 step's gradients with torch.nn.utils.clip_grad_norm_ before the update and
 prints how many steps it scaled (a test can require that it did).
+
+With --eval-data, the log's evaluation lines (pipe-run --eval-data) are
+checked too: after every K-th step and after the last, the model in eval()
+mode under no_grad, the mean of its losses on V's first min(N, rows // B)
+batches of B rows (each batch's own mean loss); the model trains on after
+them as before.
 
 With --onnx, the initial weights are the ONNX model's initializers (every
 parameter and buffer of the module must be one, with the same shape), so
@@ -70,6 +77,9 @@ def check(argv):
     add_schedule_arguments(ap)
     ap.add_argument("--onnx", help="take the initial weights from this model")
     ap.add_argument("--saved", help="compare the trained weights with this model")
+    ap.add_argument("--eval-data")
+    ap.add_argument("--eval-every", type=int, default=0)
+    ap.add_argument("--eval-batches", type=int, default=0)
     a = ap.parse_args(argv)
 
     torch.set_num_threads(1)
@@ -94,7 +104,26 @@ def check(argv):
     arrays = [data[n] for n in names]
     rows = arrays[0].shape[0]
     with open(a.log) as f:
-        logged = [json.loads(line) for line in f if line.strip()]
+        lines = [json.loads(line) for line in f if line.strip()]
+    logged = [line for line in lines if "loss" in line]
+    evals = [line for line in lines if "eval_loss" in line]
+    expected_evals = []
+    if a.eval_data:
+        held = np.load(a.eval_data)
+        held = [held[n] for n in names]
+        rounds = held[0].shape[0] // a.batch
+        if a.eval_batches:
+            rounds = min(rounds, a.eval_batches)
+
+    def evaluate(after):
+        model.eval()
+        with torch.no_grad():
+            total = 0.0
+            for j in range(rounds):
+                total += float(model(*[torch.from_numpy(x[j * a.batch:(j + 1) * a.batch])
+                                       for x in held]))
+        model.train()
+        expected_evals.append((after - 1, total / rounds, rounds * a.batch))
     if len(logged) != a.steps:
         sys.exit(f"FAIL: the log has {len(logged)} steps, expected {a.steps}")
     worst = 0.0
@@ -110,6 +139,9 @@ def check(argv):
             clipped += int(float(norm) > a.clip_grad_norm)
         opt.step()
         scheduler.step()
+        if a.eval_data and ((a.eval_every and (s + 1) % a.eval_every == 0)
+                            or s + 1 == a.steps):
+            evaluate(s + 1)
         ref = float(loss)
         got = logged[s]["loss"]
         if logged[s]["step"] != s:
@@ -121,6 +153,23 @@ def check(argv):
                      f"(relative error {rel:.2e} > {a.rtol})")
     print(f"OK: {a.steps} steps within {a.rtol} of PyTorch "
           f"(worst relative error {worst:.1e})")
+    if len(evals) != len(expected_evals):
+        sys.exit(f"FAIL: the log has {len(evals)} evaluations, expected "
+                 f"{len(expected_evals)}")
+    if expected_evals:
+        worst = 0.0
+        for line, (step, ref, samples) in zip(evals, expected_evals):
+            if line["step"] != step or line["eval_samples"] != samples:
+                sys.exit(f"FAIL: evaluation line {line} is not after step {step} "
+                         f"over {samples} samples")
+            rel = abs(line["eval_loss"] - ref) / max(abs(ref), 1e-12)
+            worst = max(worst, rel)
+            if rel > a.rtol:
+                sys.exit(f"FAIL: the evaluation after step {step}: loss "
+                         f"{line['eval_loss']} vs PyTorch {ref} (relative error "
+                         f"{rel:.2e} > {a.rtol})")
+        print(f"OK: {len(evals)} evaluations within {a.rtol} of PyTorch "
+              f"(worst relative error {worst:.1e})")
     if a.clip_grad_norm > 0:
         print(f"clipped {clipped} of {a.steps} steps")
     if a.saved:

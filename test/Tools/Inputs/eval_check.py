@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""The evaluation pass (pipe-run --eval-data) against PyTorch's eval().
+
+    eval_check.py make OUT_DIR
+        writes OUT_DIR/bn_dropout.onnx (Linear, BatchNorm1d, ReLU, Dropout
+        0.3, Linear, Dropout 0.2, Linear head; cross-entropy; exported for
+        training with a symbolic batch axis), train.npz (64 rows) and
+        val.npz (44 rows: the last 4 are no whole batch of 8).
+    eval_check.py check --model bn_dropout|mlp|... --saved S.onnx --log L.jsonl
+        --eval-data V.npz --batch B [--eval-batches N] [--rtol 1e-4]
+        the log's last evaluation (its loss and samples) equals PyTorch's
+        model with the saved weights (parameters and running statistics) in
+        eval() mode under no_grad: the mean of its losses on V's first
+        min(N, rows // B) batches of B rows. Also prints the mean loss in
+        train() mode without Dropout (batch statistics): the check fails
+        for an evaluation that normalised with the batch's statistics.
+
+Run with Debian's /usr/bin/python3 (torch, onnx).
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
+import models  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_common import onnx_initializers  # noqa: E402
+
+
+class BNDropout(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(12, 24)
+        self.bn = nn.BatchNorm1d(24)
+        self.drop1 = nn.Dropout(0.3)
+        self.fc2 = nn.Linear(24, 24)
+        self.drop2 = nn.Dropout(0.2)
+        self.head = nn.Linear(24, 4)
+
+    def forward(self, x, y):
+        h = self.drop1(torch.relu(self.bn(self.fc1(x))))
+        h = self.drop2(torch.tanh(self.fc2(h)))
+        return nn.functional.cross_entropy(self.head(h), y)
+
+
+def make(out):
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(0)
+    net = BNDropout().train()
+    x, y = torch.randn(8, 12), torch.randint(0, 4, (8,))
+    torch.onnx.export(net, (x, y), os.path.join(out, "bn_dropout.onnx"),
+                      input_names=["x", "y"], output_names=["loss"], opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    rng = np.random.default_rng(0)
+    for name, rows in (("train", 64), ("val", 44)):
+        x = rng.standard_normal((rows, 12)).astype(np.float32) * 2 + 0.5
+        y = rng.integers(0, 4, rows).astype(np.int64)
+        np.savez(os.path.join(out, name + ".npz"), x=x, y=y)
+
+
+def check(argv):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="bn_dropout")
+    ap.add_argument("--saved", required=True)
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--eval-data", required=True)
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--eval-batches", type=int, default=0)
+    ap.add_argument("--rtol", type=float, default=1e-4)
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    if a.model == "bn_dropout":
+        model, names = BNDropout(), ["x", "y"]
+    else:
+        model, _, names = models.make(a.model)
+    saved = onnx_initializers(a.saved)
+    state = model.state_dict()
+    for key in state:
+        if key.endswith("num_batches_tracked"):
+            continue
+        if key not in saved:
+            sys.exit(f"FAIL: {a.saved} has no initializer '{key}'")
+        state[key] = torch.from_numpy(saved[key].copy())
+    model.load_state_dict(state)
+    with open(a.log) as f:
+        evals = [json.loads(line) for line in f if '"eval_loss"' in line]
+    if not evals:
+        sys.exit(f"FAIL: {a.log} has no evaluation")
+    data = np.load(a.eval_data)
+    arrays = [data[n] for n in names]
+    rounds = arrays[0].shape[0] // a.batch
+    if a.eval_batches:
+        rounds = min(rounds, a.eval_batches)
+
+    def mean_loss():
+        with torch.no_grad():
+            return sum(float(model(*[torch.from_numpy(x[j * a.batch:(j + 1) * a.batch])
+                                     for x in arrays])) for j in range(rounds)) / rounds
+
+    model.eval()
+    ref = mean_loss()
+    # Batch statistics, no Dropout: what a pass that kept training-mode
+    # normalisation would give.
+    model.train()
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+    batch_stats = mean_loss()
+    got = evals[-1]
+    if got["eval_samples"] != rounds * a.batch:
+        sys.exit(f"FAIL: the evaluation covered {got['eval_samples']} samples, "
+                 f"expected {rounds * a.batch}")
+    rel = abs(got["eval_loss"] - ref) / max(abs(ref), 1e-12)
+    if rel > a.rtol:
+        sys.exit(f"FAIL: the last evaluation's loss {got['eval_loss']} vs PyTorch's "
+                 f"eval() {ref} (relative error {rel:.2e}; with batch statistics "
+                 f"{batch_stats})")
+    print(f"OK: the evaluation equals PyTorch's eval() within {a.rtol} "
+          f"({got['eval_loss']:.6f} over {got['eval_samples']} samples)")
+    apart = abs(batch_stats - ref) / max(abs(ref), 1e-12)
+    print(f"batch statistics give {batch_stats:.6f} ({'differs' if apart > 10 * a.rtol else 'same'})")
+
+
+def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "make":
+        make(sys.argv[2])
+    elif len(sys.argv) >= 2 and sys.argv[1] == "check":
+        check(sys.argv[2:])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
