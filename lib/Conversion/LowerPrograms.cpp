@@ -139,6 +139,32 @@ int64_t mlir::pipec::transferTag(StringRef tag, int64_t mb) {
   return static_cast<int64_t>(tagHash(tag)) * 16 + (mb % 16);
 }
 
+EvalWeights mlir::pipec::evalWeightsOf(Operation *op, Value trained) {
+  auto train = cast<pipe::ProgramOp>(op);
+  EvalWeights read;
+  train.walk([&](pipe::AverageOp avg) {
+    if (avg.getWeights() == trained)
+      read.slot = avg.getCentre();
+  });
+  // The updates' latest micro-batch in a step, relative to it, decides
+  // which version is the newest after a given number of steps (SpecTrain
+  // and PipeMare update their slot 0 in place: no version attribute).
+  train.walk([&](pipe::UpdateOp u) {
+    std::optional<pipe::MicroBatchIndex> mb = pipe::getMicroBatchIndex(u);
+    if (u.getWeights() != trained || !u.getVersion() || !mb)
+      return;
+    int64_t top = mb->offset;
+    if (mb->base)
+      top += cast<pipe::LoopOp>(mb->base.getParentBlock()->getParentOp()).getUpper() - 1;
+    read.last = read.newest ? std::max(read.last, top) : top;
+    read.newest = true;
+    read.stepClock = u.getVersionClock() == pipe::VersionClock::Step;
+    read.version = *u.getVersion();
+  });
+  return read;
+}
+
+
 namespace {
 
 /// A buffer of the device's persistent state, as the driver sees it. Kinds:
@@ -2813,34 +2839,16 @@ static FailureOr<pipe::ProgramOp> buildEvalProgram(ModuleOp module,
                              "a pipe.weight_buffer of the program");
     auto evalBuffer = cast<pipe::WeightBufferOp>(b.clone(*wb));
     weights = evalBuffer.getWeights();
-    // AvgPipe: the centre, what the run trains (and --save writes).
-    int64_t slot = 0;
-    train.walk([&](pipe::AverageOp avg) {
-      if (avg.getWeights() == trained)
-        slot = avg.getCentre();
-    });
-    version = b.getI64IntegerAttr(slot);
-    // PipeDream and 2BW: the newest version, which the update of the last
-    // micro-batch updated so far wrote (SpecTrain and PipeMare update their
-    // slot 0 in place). The updates' latest micro-batch in a step, relative
-    // to it, decides which that is after a given number of steps.
-    std::optional<int64_t> last;
-    pipe::UpdateOp versioned;
-    train.walk([&](pipe::UpdateOp u) {
-      std::optional<pipe::MicroBatchIndex> mb = pipe::getMicroBatchIndex(u);
-      if (u.getWeights() != trained || !u.getVersion() || !mb)
-        return;
-      int64_t top = mb->offset;
-      if (mb->base)
-        top += cast<pipe::LoopOp>(mb->base.getParentBlock()->getParentOp()).getUpper() - 1;
-      last = std::max(last.value_or(top), top);
-      versioned = u;
-    });
-    if (last)
+    // AvgPipe: the centre, what the run trains (and --save writes);
+    // PipeDream and 2BW: the newest version.
+    EvalWeights read = evalWeightsOf(train, trained);
+    version = b.getI64IntegerAttr(read.slot);
+    if (read.newest)
       evalBuffer->setAttr(kEvalNewest,
                           b.getDenseI64ArrayAttr(
-                              {int64_t(versioned.getVersionClock()),
-                               *versioned.getVersion(), *last}));
+                              {int64_t(read.stepClock ? pipe::VersionClock::Step
+                                                      : pipe::VersionClock::MicroBatch),
+                               read.version, read.last}));
   }
   auto loop = pipe::LoopOp::create(b, loc, 0, m);
   b.setInsertionPointToStart(&loop.getInstructions());

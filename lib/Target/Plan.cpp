@@ -238,6 +238,20 @@ llvm::json::Object mlir::pipec::describeDevice(pipe::ProgramOp program,
       {"drain_steps", pipe::drainSteps(program)},
       {"advance", program.getAdvance() ? llvm::json::Value(*program.getAdvance())
                                        : llvm::json::Value(nullptr)}};
+  // The weights the evaluation entry reads (pipe-run --eval-data).
+  llvm::json::Value evalWeights = nullptr;
+  program.walk([&](pipe::WeightBufferOp wb) {
+    EvalWeights read = evalWeightsOf(program, wb.getWeights());
+    if (read.newest)
+      evalWeights = llvm::json::Object{
+          {"newest", true},
+          {"clock", read.stepClock ? "step" : "micro-batch"},
+          {"version", read.version},
+          {"last_microbatch", read.last}};
+    else
+      evalWeights = llvm::json::Object{{"newest", false}, {"slot", read.slot}};
+  });
+  method["eval_weights"] = std::move(evalWeights);
   // Several pipelines: how the replicas of this stage are tied.
   llvm::json::Value replicas = nullptr;
   program.walk([&](Operation *op) {

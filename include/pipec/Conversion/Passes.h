@@ -31,6 +31,22 @@ void buildLowerToLLVMPipeline(OpPassManager &pm);
 /// The MPI tag of a transfer: deterministic in (tag string, micro-batch).
 int64_t transferTag(StringRef tag, int64_t mb);
 
+/// The weights a device's evaluation entry (@pipe_eval) reads, for the
+/// pipe.program `program`: either a fixed version slot (`slot`: 0, or the
+/// AvgPipe centre), or (PipeDream, 2BW) the newest version: after t steps,
+/// the one the update of micro-batch u = min((t-1)*M + last, K*M - 1) wrote,
+/// slot clock(u) + version + 1 with clock(u) = u (`stepClock` false) or
+/// floor(u / M); none yet where u < 0 (slot 0).
+struct EvalWeights {
+  int64_t slot = 0;
+  bool newest = false;
+  bool stepClock = false;
+  int64_t version = 0;
+  int64_t last = 0;
+};
+/// For the weight buffer `weights` of `program` (a pipe.program).
+EvalWeights evalWeightsOf(Operation *program, Value weights);
+
 struct StepFunctionOptions {
   /// The name of the lowered function.
   StringRef name = kStepFunctionName;

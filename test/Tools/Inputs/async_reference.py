@@ -8,7 +8,8 @@
         [--momentum 0.9] [--weight-decay F] [--rtol 1e-5]
         [--lr-schedule constant|linear|cosine --warmup-steps W
          --decay-steps N --min-lr F]
-        [--saved trained.onnx] [--next ARGS...]
+        [--saved trained.onnx]
+        [--eval-data V.npz [--eval-every E] [--eval-batches N]] [--next ARGS...]
     async_reference.py --self-test
 
 Simulates METHODS.md's equations ("the exact semantics pipec implements")
@@ -49,6 +50,17 @@ device's "stages": [s] and "parameters"); a one-device plan (no
 "device_plans") or no --plan at all means p = 1. Run with Debian's
 /usr/bin/python3 (torch, onnx); `--next` starts another check in the same
 process. --self-test checks the simulation against hand-written identities.
+
+--eval-data checks the log's evaluation lines (pipe-run --eval-data): after
+every E-th step t, the model's mean loss over V's first min(N, rows // B)
+batches of B rows with stage s at W_s(n_s(t)), the newest weights it holds
+then. Under the 1F1B order of these methods stage s has run the backwards of
+the first b_s = t*M - (p-1-s) micro-batches when step t ends (the last stage
+all of them, each earlier one p-1-s fewer), so n_s = b_s (pipedream, with
+or without vertical sync) or floor(b_s / M), the steps whose every
+backward it has run (2bw; one update per step); sync n_s = t. After the
+last step the evaluation follows the drain: every update, the final
+weights.
 """
 import argparse
 import copy
@@ -61,9 +73,10 @@ import torch
 from torch.nn.utils.stateless import functional_call
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_common import (add_check_arguments, check_losses,  # noqa: E402
-                              check_saved, fail, load_initial, make_optimizer,
-                              models, read_log, run_checks, schedule_factor)
+from reference_common import (add_check_arguments, check_evals,  # noqa: E402
+                              check_losses, check_saved, fail, load_initial,
+                              make_optimizer, models, read_evals, read_log,
+                              run_checks, schedule_factor)
 
 
 def delays(method, vertical_sync, p):
@@ -83,15 +96,18 @@ def step_microbatches(arrays, t, batch, m):
 
 
 def simulate(model, opt, stage_of, p, method, vertical_sync, arrays, steps,
-             batch, m, rate=None):
+             batch, m, rate=None, at_step_end=None):
     """Trains `model` in place (its parameters end as the newest weights);
-    returns the loss of every step (mean of its micro-batch losses)."""
+    returns the loss of every step (mean of its micro-batch losses).
+    at_step_end(t, version) after step t (1-based), version(s, k) = stage
+    s's weights W_s(k) (every version kept)."""
     params = dict(model.named_parameters())
     d = delays(method, vertical_sync, p)
     # hist[s][k] = {name: W_s(k)} for the versions stage s may still read.
     hist = [{0: {}} for _ in range(p)]
     for name, w in params.items():
         hist[stage_of[name]][0][name] = w.detach().clone()
+    every = [[hist[s][0]] for s in range(p)] if at_step_end else None
     n, step_losses = 0, []
     for t in range(steps):
         mbs = step_microbatches(arrays, t, batch, m)
@@ -120,10 +136,14 @@ def simulate(model, opt, stage_of, p, method, vertical_sync, arrays, steps,
             for s in range(p):
                 hist[s][n] = {name: params[name].detach().clone()
                               for name in hist[s][n - 1]}
+                if every is not None:
+                    every[s].append(hist[s][n])
                 for k in [k for k in hist[s] if k < n - d[s]]:
                     del hist[s][k]
                 assert len(hist[s]) <= d[s] + 1
         step_losses.append(sum(losses) / len(losses))
+        if at_step_end:
+            at_step_end(t + 1, lambda s, k: every[s][k])
     return step_losses
 
 
@@ -165,6 +185,9 @@ def check(argv):
     ap.add_argument("--method", choices=["pipedream", "2bw", "sync"], required=True)
     ap.add_argument("--vertical-sync", action="store_true")
     ap.add_argument("--plan")
+    ap.add_argument("--eval-data")
+    ap.add_argument("--eval-every", type=int, default=0)
+    ap.add_argument("--eval-batches", type=int, default=0)
     a = ap.parse_args(argv)
     if a.batch % a.microbatches:
         fail(f"--batch {a.batch} is not a multiple of --microbatches {a.microbatches}")
@@ -181,11 +204,45 @@ def check(argv):
     logged = read_log(a.log, a.steps)
 
     factor = schedule_factor(a)
+    evals, at_step_end = [], None
+    if a.eval_data:
+        held = np.load(a.eval_data)
+        held = [held[n] for n in input_names]
+        rounds = held[0].shape[0] // a.batch
+        if a.eval_batches:
+            rounds = min(rounds, a.eval_batches)
+        m = a.microbatches
+
+        def evaluate(weights):
+            model.eval()
+            with torch.no_grad():
+                total = sum(float(functional_call(
+                    model, weights,
+                    tuple(torch.from_numpy(x[j * a.batch:(j + 1) * a.batch]) for x in held)))
+                    for j in range(rounds))
+            model.train()
+            return total / rounds
+
+        def at_step_end(t, version):
+            if t == a.steps or not a.eval_every or t % a.eval_every:
+                return
+            newest = {}
+            for name, s in stage_of.items():
+                done = max(0, t * m - (p - 1 - s))  # backwards stage s has run
+                k = {"pipedream": done, "2bw": done // m, "sync": t}[a.method]
+                newest[name] = version(s, k)[name]
+            evals.append((t - 1, evaluate(newest), rounds * a.batch))
+
     ref = simulate(model, opt, stage_of, p, a.method, a.vertical_sync, arrays,
                    a.steps, a.batch, a.microbatches,
-                   rate=lambda x: a.lr * factor(x))
+                   rate=lambda x: a.lr * factor(x), at_step_end=at_step_end)
     what = a.method + (" (vertical sync)" if a.vertical_sync else "")
     check_losses(logged, ref, a.rtol, what)
+    if a.eval_data:
+        # After the drain: every update, the final weights.
+        evals.append((a.steps - 1, evaluate({n: w.detach() for n, w in params.items()}),
+                      rounds * a.batch))
+        check_evals(read_evals(a.log), evals, a.rtol, what)
     if a.saved:
         check_saved(a.saved, params, a.rtol, what)
 

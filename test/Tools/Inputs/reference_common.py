@@ -114,11 +114,36 @@ def load_initial(name, path):
 
 
 def read_log(path, steps):
+    """The step lines of a pipe-run log (evaluation lines: read_evals)."""
     with open(path) as f:
         logged = [json.loads(line) for line in f if line.strip()]
+    logged = [line for line in logged if "eval_loss" not in line]
     if len(logged) != steps:
         fail(f"the log has {len(logged)} steps, expected {steps}")
     return logged
+
+
+def read_evals(path):
+    """The evaluation lines of a pipe-run log (--eval-data)."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if '"eval_loss"' in line]
+
+
+def check_evals(logged, ref, rtol, what):
+    """Evaluation lines against the reference's [(step, loss, samples)]."""
+    if len(logged) != len(ref):
+        fail(f"the log has {len(logged)} evaluations, {what} expects {len(ref)}")
+    worst = 0.0
+    for line, (step, want, samples) in zip(logged, ref):
+        if line["step"] != step or line["eval_samples"] != samples:
+            fail(f"evaluation line {line} is not after step {step} over {samples} samples")
+        rel = abs(line["eval_loss"] - want) / max(abs(want), 1e-12)
+        worst = max(worst, rel)
+        if rel > rtol:
+            fail(f"the evaluation after step {step}: loss {line['eval_loss']} vs {what}'s "
+                 f"{want} (relative error {rel:.2e} > {rtol})")
+    print(f"OK: {len(logged)} evaluations within {rtol} of {what} (worst relative error "
+          f"{worst:.1e})")
 
 
 def check_losses(logged, ref, rtol, what):
