@@ -45,9 +45,12 @@ std::string writeLossPlot(const std::string &path,
                           const std::vector<LossPoint> &points,
                           const std::string &title) {
   std::vector<const LossPoint *> finite;
-  for (const LossPoint &p : points)
+  bool anyEval = false;
+  for (const LossPoint &p : points) {
     if (p.loss && std::isfinite(*p.loss))
       finite.push_back(&p);
+    anyEval |= p.eval;
+  }
   if (finite.empty())
     return "no finite loss to plot";
   const int W = 800, H = 480, left = 80, right = 24, top = 44, bottom = 56;
@@ -92,10 +95,30 @@ std::string writeLossPlot(const std::string &path,
   c.text(left + plotW / 2 - c.textWidth("step") / 2, H - 22, "step", kBlack);
   c.text(8, top - 18, "loss", kBlack);
   c.text(left + plotW / 2 - c.textWidth(title, 2) / 2, 10, title, kBlack, 2);
+  if (anyEval) {
+    // The legend: the evaluations' squares.
+    std::string label = "eval loss";
+    int x = left + plotW - c.textWidth(label) - 4;
+    c.fill(x - 12, top - 16, x - 6, top - 10, kEval);
+    c.text(x, top - 16, label, kBlack);
+  }
 
   // The curve; a step without a finite loss breaks it and gets a red tick.
-  const LossPoint *prev = nullptr;
+  // Evaluations: squares joined by a line of their own colour.
+  const LossPoint *prev = nullptr, *prevEval = nullptr;
   for (const LossPoint &p : points) {
+    if (p.eval) {
+      if (!p.loss || !std::isfinite(*p.loss)) {
+        prevEval = nullptr;
+        continue;
+      }
+      int x = X(double(p.step)), y = Y(*p.loss);
+      if (prevEval)
+        c.line(X(double(prevEval->step)), Y(*prevEval->loss), x, y, kEval);
+      c.fill(x - 3, y - 3, x + 3, y + 3, kEval);
+      prevEval = &p;
+      continue;
+    }
     if (!p.loss || !std::isfinite(*p.loss)) {
       c.vline(X(double(p.step)), top + plotH - 6, top + plotH, kGap);
       prev = nullptr;
@@ -137,8 +160,12 @@ std::string readLossLog(const std::string &path, std::vector<LossPoint> &points)
     if (!step)
       return path + ":" + std::to_string(n) + ": no \"step\"";
     LossPoint p{*step, std::nullopt};
-    if (std::optional<double> loss = o->getNumber("loss"))
+    if (std::optional<double> loss = o->getNumber("eval_loss")) {
       p.loss = *loss;
+      p.eval = true;
+    } else if (std::optional<double> loss = o->getNumber("loss")) {
+      p.loss = *loss;
+    }
     points.push_back(p);
   }
   std::stable_sort(points.begin(), points.end(),

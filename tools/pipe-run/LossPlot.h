@@ -19,6 +19,9 @@ struct LossPoint {
   long long step;
   /// Absent where the step's loss was not finite (or not reported).
   std::optional<double> loss;
+  /// An evaluation's loss after this step (pipe-run --eval-data), drawn as
+  /// a marker, not part of the training curve.
+  bool eval = false;
 };
 
 /// Draws `points` (in step order) and writes the PNG to `path`. Returns an
@@ -28,7 +31,8 @@ std::string writeLossPlot(const std::string &path,
                           const std::string &title);
 
 /// Reads the steps of a pipe-run --log file (one JSON object per line:
-/// "step", "loss"). Returns an error message, empty on success.
+/// "step", "loss"; an evaluation's "step", "eval_loss"). Returns an error
+/// message, empty on success.
 std::string readLossLog(const std::string &path, std::vector<LossPoint> &points);
 
 } // namespace pipec

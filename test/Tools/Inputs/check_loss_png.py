@@ -8,7 +8,9 @@ library, finds the curve's pixels (its blue) and the red ticks of steps
 without a finite loss, and checks that the drawing follows the log: the
 curve spans the plot's width, its height at the first and last finite steps
 is ordered like those losses, and there is a red tick iff some step has no
-finite loss. Prints a line of facts; exits 1 on a mismatch.
+finite loss. The log's evaluations (pipe-run --eval-data) are orange
+squares: as many 7x7 squares as evaluations (and the legend's). Prints a
+line of facts; exits 1 on a mismatch.
 """
 import json
 import math
@@ -16,7 +18,7 @@ import struct
 import sys
 import zlib
 
-CURVE, GAP = (31, 119, 180), (214, 39, 40)
+CURVE, GAP, EVAL = (31, 119, 180), (214, 39, 40), (255, 127, 14)
 
 
 def decode(path):
@@ -50,7 +52,7 @@ def decode(path):
 def main():
     png, log = sys.argv[1], sys.argv[2]
     w, h, rows = decode(png)
-    curve, gaps = [], 0
+    curve, gaps, orange = [], 0, set()
     for y, row in enumerate(rows):
         for x in range(w):
             px = tuple(row[3 * x:3 * x + 3])
@@ -58,7 +60,19 @@ def main():
                 curve.append((x, y))
             elif px == GAP:
                 gaps += 1
-    steps = [json.loads(l) for l in open(log) if l.strip()]
+            elif px == EVAL:
+                orange.add((x, y))
+    lines = [json.loads(l) for l in open(log) if l.strip()]
+    steps = [s for s in lines if "eval_loss" not in s]
+    evals = [s for s in lines if "eval_loss" in s]
+    # Squares: orange pixels whose 7x7 neighbourhood is all orange, counted
+    # by their top-left corner.
+    squares = sum(1 for (x, y) in orange
+                  if all((x + i, y + j) in orange for i in range(7) for j in range(7))
+                  and (x - 1, y) not in orange and (x, y - 1) not in orange)
+    if squares != len(evals) + (1 if evals else 0):
+        sys.exit(f"FAIL: {squares} orange squares, but {len(evals)} evaluations "
+                 "(and a legend)")
     finite = [s for s in steps if isinstance(s.get("loss"), (int, float)) and math.isfinite(s["loss"])]
     if not curve:
         sys.exit("FAIL: no curve pixels")
@@ -82,7 +96,8 @@ def main():
                  f"without a finite loss")
     print(f"OK: {w}x{h} PNG, curve over {right - left} pixels, "
           f"{'falling' if y_first < y_last else 'rising'}, "
-          f"non-finite steps marked: {'yes' if gaps else 'none'}")
+          f"non-finite steps marked: {'yes' if gaps else 'none'}"
+          + (f", {len(evals)} evaluations" if evals else ""))
 
 
 if __name__ == "__main__":
