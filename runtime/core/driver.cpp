@@ -463,6 +463,7 @@ extern "C" int pipert_train_main(int argc, char **argv,
       // Only the ranks that read data know the rows: their count, agreed.
       float counts[2] = {static_cast<float>(evalRounds), info->n_inputs > 0 ? 1.0f : 0.0f};
       float rowCount = static_cast<float>(evalRows);
+      pipert_trace_pause(ctx, 1);
       void *buffer = pipert_alloc(ctx, 12);
       pipert_copy_to_device(ctx, buffer, counts, 8);
       pipert_copy_to_device(ctx, static_cast<char *>(buffer) + 8, &rowCount, 4);
@@ -471,6 +472,7 @@ extern "C" int pipert_train_main(int argc, char **argv,
       float agreed[3];
       pipert_copy_to_host(ctx, agreed, buffer, 12);
       pipert_free(ctx, buffer);
+      pipert_trace_pause(ctx, 0);
       if (agreed[1] > 0) {
         evalRounds = static_cast<int64_t>(agreed[0] / agreed[1] + 0.5f);
         evalRows = static_cast<int64_t>(agreed[2] / agreed[1] + 0.5f);
@@ -549,8 +551,18 @@ extern "C" int pipert_train_main(int argc, char **argv,
   pipert_log *log = nullptr;
   void *lossBuffer = lossComm && info->has_loss ? pipert_alloc(ctx, 4) : nullptr;
   if (!multi || (info->has_loss && pipeline == 0)) {
-    if (first > 0)
+    if (first > 0) {
       pipert_log_drop_from(o.log.c_str(), first);
+      // The interrupted run's evaluation after its last step was its final
+      // one, not part of this run's log; any other of that step stays,
+      // unless this run evaluates the checkpoint's model itself (it
+      // resumes at its end, or a no-flush run at an --eval-every step).
+      const bool reevaluates =
+          !o.evalData.empty() &&
+          (first >= o.steps || (info->drain_steps > 0 && o.evalEvery > 0 &&
+                                first % o.evalEvery == 0));
+      pipert_log_drop_eval(o.log.c_str(), first - 1, reevaluates ? 0 : 1);
+    }
     log = pipert_log_open(o.log.c_str(), o.steps, info->batch,
                           first > 0 ? PIPERT_LOG_APPEND : PIPERT_LOG_TRUNCATE);
     if (o.quiet)
@@ -617,15 +629,40 @@ extern "C" int pipert_train_main(int argc, char **argv,
   // It changes no persistent buffer and draws no random number, so the
   // training continues as without it; it is not in the trace.
   double evalSeconds = 0, evalWaited = 0; // not part of the training's report
-  auto evaluate = [&](int64_t done, int64_t logStep) {
+  // Several pipelines evaluate the model --save writes: pipeline 0's
+  // parameters and state (data-parallel replicas keep their own
+  // BatchNormalization statistics), copied for the evaluation only.
+  std::vector<void *> evalPersistent = persistent, evalCopies;
+  std::vector<int> evalShared;
+  if (evalRounds > 0 && pipelines > 1)
+    for (int i = 0; i < info->n_persistent; ++i) {
+      const pipert_tensor_info &t = info->persistent[i];
+      if ((t.kind != PIPERT_TENSOR_PARAM && t.kind != PIPERT_TENSOR_FROZEN) ||
+          t.dtype != PIPERT_F32)
+        continue;
+      evalPersistent[i] = pipert_alloc(ctx, static_cast<size_t>(tensorBytes(t)));
+      evalCopies.push_back(evalPersistent[i]);
+      evalShared.push_back(i);
+    }
+  auto evaluate = [&](int64_t done, int64_t logStep, bool final) {
     const auto begin = std::chrono::steady_clock::now();
     const double waitedBefore = pipert_transport_wait_seconds();
     pipert_trace_pause(ctx, 1);
+    for (int i : evalShared) {
+      // Pipeline 0's values: the sum over the replicas of them and zeros.
+      const size_t bytes = static_cast<size_t>(tensorBytes(info->persistent[i]));
+      if (pipeline == 0)
+        pipert_copy_device(ctx, evalPersistent[i], persistent[i], bytes);
+      else
+        pipert_memset_zero(ctx, evalPersistent[i], bytes);
+      pipert_allreduce_f32(ctx, replicaComm, static_cast<float *>(evalPersistent[i]),
+                           static_cast<int64_t>(bytes / 4), PIPERT_COLLECTIVE_SUM);
+    }
     double sum = 0;
     for (int64_t j = 0; j < evalRounds; ++j) {
       fill(evalFeeder, j);
       float loss = 0.0f;
-      info->eval(ctx, inputs.data(), persistent.data(), &loss, done);
+      info->eval(ctx, inputs.data(), evalPersistent.data(), &loss, done);
       if (lossBuffer) {
         pipert_copy_to_device(ctx, lossBuffer, &loss, 4);
         pipert_allreduce_f32(ctx, lossComm, static_cast<float *>(lossBuffer), 1,
@@ -640,9 +677,15 @@ extern "C" int pipert_train_main(int argc, char **argv,
     evalWaited += pipert_transport_wait_seconds() - waitedBefore;
     if (log)
       pipert_log_eval(log, logStep, sum / static_cast<double>(evalRounds),
-                      evalRounds * info->batch * pipelines);
+                      evalRounds * info->batch * pipelines, final ? 1 : 0);
   };
   bool evaluatedLast = false;
+  // A no-flush run resumed at an --eval-every step: the evaluation between
+  // that step and the next, which the interrupted run left to its drain,
+  // on the checkpoint's newest weights.
+  if (evalRounds > 0 && info->drain_steps > 0 && o.evalEvery > 0 && first > 0 &&
+      first < o.steps && first % o.evalEvery == 0)
+    evaluate(first, first - 1, false);
   const double waitBefore = pipert_transport_wait_seconds();
   const auto loopStart = std::chrono::steady_clock::now();
   for (int64_t s = first; s < o.steps; ++s) {
@@ -703,7 +746,7 @@ extern "C" int pipert_train_main(int argc, char **argv,
     evaluatedLast = false;
     if (evalRounds > 0 && o.evalEvery > 0 && (s + 1) % o.evalEvery == 0 &&
         !(info->drain_steps > 0 && s + 1 == o.steps)) {
-      evaluate(s + 1, s);
+      evaluate(s + 1, s, false);
       evaluatedLast = true;
     }
   }
@@ -713,7 +756,7 @@ extern "C" int pipert_train_main(int argc, char **argv,
   const bool finalEval = evalRounds > 0 && !evaluatedLast;
   const int64_t lastStep = std::max(o.steps, first) - 1;
   if (finalEval && info->drain_steps == 0)
-    evaluate(lastStep + 1, lastStep);
+    evaluate(lastStep + 1, lastStep, true);
   if (log && (skipped || warned))
     std::fprintf(stderr, "pipert: %lld of %lld steps had a non-finite loss%s\n",
                  static_cast<long long>(skipped + warned),
@@ -801,7 +844,7 @@ extern "C" int pipert_train_main(int argc, char **argv,
     info->finish(ctx, inputs.data(), persistent.data(), &ignored, runSteps);
   }
   if (finalEval && info->drain_steps > 0) {
-    evaluate(runSteps + info->drain_steps, lastStep);
+    evaluate(runSteps + info->drain_steps, lastStep, true);
     pipert_log_close(log);
     log = nullptr;
   }
@@ -864,6 +907,8 @@ extern "C" int pipert_train_main(int argc, char **argv,
     pipert_npz_free(npz);
   if (evalFeeder)
     pipert_feeder_destroy(evalFeeder);
+  for (void *p : evalCopies)
+    pipert_free(ctx, p);
   if (evalNpz)
     pipert_npz_free(evalNpz);
   if (lossBuffer)

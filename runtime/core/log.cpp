@@ -131,6 +131,37 @@ void pipert_log_drop_from(const char *path, int64_t step) {
   std::fclose(out);
 }
 
+void pipert_log_drop_eval(const char *path, int64_t step, int final_only) {
+  if (!path || !*path)
+    return;
+  std::FILE *in = std::fopen(path, "r");
+  if (!in)
+    return;
+  std::string kept, line;
+  bool dropped = false;
+  const std::string at = "{\"step\":" + std::to_string(step) + ",\"eval_loss\":";
+  for (int c; (c = std::fgetc(in)) != EOF;) {
+    line.push_back(static_cast<char>(c));
+    if (c != '\n')
+      continue;
+    if (line.compare(0, at.size(), at) == 0 &&
+        (!final_only || line.find("\"final\":true") != std::string::npos))
+      dropped = true;
+    else
+      kept += line;
+    line.clear();
+  }
+  kept += line;
+  std::fclose(in);
+  if (!dropped)
+    return;
+  std::FILE *out = std::fopen(path, "w");
+  if (!out)
+    pipert_fail("cannot rewrite log file '%s': %s", path, std::strerror(errno));
+  std::fwrite(kept.data(), 1, kept.size(), out);
+  std::fclose(out);
+}
+
 void pipert_log_set_progress(pipert_log *log, pipert_progress_mode mode, double interval_s) {
   if (mode == PIPERT_PROGRESS_AUTO)
     mode = isatty(STDERR_FILENO) ? PIPERT_PROGRESS_TTY : PIPERT_PROGRESS_PLAIN;
@@ -201,7 +232,8 @@ void pipert_log_step(pipert_log *log, int64_t step, double loss, int n_extra,
   log->stepsAtLastPrint = log->stepsLogged;
 }
 
-void pipert_log_eval(pipert_log *log, int64_t step, double loss, int64_t samples) {
+void pipert_log_eval(pipert_log *log, int64_t step, double loss, int64_t samples,
+                     int final) {
   const double elapsed =
       std::chrono::duration<double>(Clock::now() - log->opened).count();
   if (log->file) {
@@ -209,15 +241,21 @@ void pipert_log_eval(pipert_log *log, int64_t step, double loss, int64_t samples
     appendNumber(line, loss);
     line += ",\"eval_samples\":" + std::to_string(samples) + ",\"time_s\":";
     appendNumber(line, elapsed);
+    if (final)
+      line += ",\"final\":true";
     line += "}\n";
     if (std::fwrite(line.data(), 1, line.size(), log->file) != line.size() ||
         std::fflush(log->file) != 0)
       pipert_fail("cannot write log file '%s': %s", log->path.c_str(), std::strerror(errno));
   }
   // Its own line, also under --quiet (the run was asked for it).
-  char text[256];
-  std::snprintf(text, sizeof text, "%sstep %lld: eval loss %.4f over %lld samples\n",
-                log->lineOpen ? "\n" : "", static_cast<long long>(step), loss,
+  char text[256], value[32];
+  if (std::isnan(loss))
+    std::snprintf(value, sizeof value, "nan");
+  else
+    std::snprintf(value, sizeof value, "%.4f", loss);
+  std::snprintf(text, sizeof text, "%sstep %lld: eval loss %s over %lld samples\n",
+                log->lineOpen ? "\n" : "", static_cast<long long>(step), value,
                 static_cast<long long>(samples));
   std::fputs(text, stderr);
   std::fflush(stderr);

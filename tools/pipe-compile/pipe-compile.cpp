@@ -670,6 +670,9 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
         return 1;
     }
     DictionaryAttr info = stepInfo(*device);
+    if (!info)
+      return fail("pipe-lower-programs left no @pipe_step for device " +
+                  llvm::Twine(k));
     // Every device needs its evaluation entry; the first that has none says
     // why.
     if (auto available = info.getAs<BoolAttr>("eval");
@@ -677,9 +680,6 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
       auto why = info.getAs<StringAttr>("eval_unavailable");
       evalUnavailable = why ? why.getValue().str() : std::string("no evaluation entry");
     }
-    if (!info)
-      return fail("pipe-lower-programs left no @pipe_step for device " +
-                  llvm::Twine(k));
     std::string name = "device" + std::to_string(k);
     if (emitMlir)
       writeFile(stagePath(name + "-runtime.mlir"),

@@ -160,8 +160,9 @@ std::string readLossLog(const std::string &path, std::vector<LossPoint> &points)
     if (!step)
       return path + ":" + std::to_string(n) + ": no \"step\"";
     LossPoint p{*step, std::nullopt};
-    if (std::optional<double> loss = o->getNumber("eval_loss")) {
-      p.loss = *loss;
+    if (o->get("eval_loss")) {
+      // null where the evaluation's loss was not finite: no marker.
+      p.loss = o->getNumber("eval_loss");
       p.eval = true;
     } else if (std::optional<double> loss = o->getNumber("loss")) {
       p.loss = *loss;

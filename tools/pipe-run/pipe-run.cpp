@@ -230,7 +230,8 @@ std::string checkData(const std::string &path, const llvm::json::Array &spec,
     if (bad >= 0) {
       problem = path + ": array '" + name + "' has a NaN or infinity at row " +
                 std::to_string(perRow ? bad / perRow : 0) +
-                " (training on it gives non-finite losses; clean the data)";
+                (flag == "--data" ? " (training on it gives non-finite losses; clean the data)"
+                                  : " (evaluating on it gives non-finite losses; clean the data)");
       break;
     }
     // Token ids and other indices a Gather reads: within its table. (ONNX

@@ -55,11 +55,17 @@ void pipert_log_set_progress(pipert_log *log, pipert_progress_mode mode, double 
  * keys; may be NULL when n_extra is 0). */
 void pipert_log_step(pipert_log *log, int64_t step, double loss, int n_extra,
                      const char *const *names, const double *values);
-/* Ends the progress line and closes the file. NULL is a no-op. */
 /* Records an evaluation pass after step `step` (its loss over `samples`
- * samples): the line {"step", "eval_loss", "eval_samples", "time_s"} and a
- * line on stderr. */
-void pipert_log_eval(pipert_log *log, int64_t step, double loss, int64_t samples);
+ * samples): the line {"step", "eval_loss", "eval_samples", "time_s"}, with
+ * "final": true for the one after a run's last step (a run resumed from a
+ * checkpoint at that step drops it: pipert_log_drop_eval), and a line on
+ * stderr. */
+void pipert_log_eval(pipert_log *log, int64_t step, double loss, int64_t samples,
+                     int final);
+/* Drops the evaluation lines of step `step` from the log at `path` (only
+ * those marked final where `final_only`). */
+void pipert_log_drop_eval(const char *path, int64_t step, int final_only);
+/* Ends the progress line and closes the file. NULL is a no-op. */
 void pipert_log_close(pipert_log *log);
 
 #ifdef __cplusplus
