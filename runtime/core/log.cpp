@@ -73,6 +73,41 @@ struct pipert_log {
                          // allocation a step once it has grown)
 };
 
+namespace {
+
+/// Rewrites the log at `path` without the lines `drop` selects (each with
+/// its newline); a missing file or nothing to drop leaves it as it is.
+template <typename Drop> void dropLines(const char *path, Drop drop) {
+  if (!path || !*path)
+    return;
+  std::FILE *in = std::fopen(path, "r");
+  if (!in)
+    return;
+  std::string kept, line;
+  bool dropped = false;
+  for (int c; (c = std::fgetc(in)) != EOF;) {
+    line.push_back(static_cast<char>(c));
+    if (c != '\n')
+      continue;
+    if (drop(line))
+      dropped = true;
+    else
+      kept += line;
+    line.clear();
+  }
+  kept += line; // a last line without its newline
+  std::fclose(in);
+  if (!dropped)
+    return;
+  std::FILE *out = std::fopen(path, "w");
+  if (!out)
+    pipert_fail("cannot rewrite log file '%s': %s", path, std::strerror(errno));
+  std::fwrite(kept.data(), 1, kept.size(), out);
+  std::fclose(out);
+}
+
+} // namespace
+
 extern "C" {
 
 pipert_log *pipert_log_open(const char *path, int64_t total_steps, int64_t samples_per_step,
@@ -101,65 +136,18 @@ pipert_log *pipert_log_open(const char *path, int64_t total_steps, int64_t sampl
 }
 
 void pipert_log_drop_from(const char *path, int64_t step) {
-  if (!path || !*path)
-    return;
-  std::FILE *in = std::fopen(path, "r");
-  if (!in)
-    return;
-  std::string kept, line;
-  bool dropped = false;
-  for (int c; (c = std::fgetc(in)) != EOF;) {
-    line.push_back(static_cast<char>(c));
-    if (c != '\n')
-      continue;
+  dropLines(path, [&](const std::string &line) {
     const char *at = std::strstr(line.c_str(), "\"step\":");
-    long long s = at ? std::strtoll(at + 7, nullptr, 10) : -1;
-    if (at && s >= step)
-      dropped = true;
-    else
-      kept += line;
-    line.clear();
-  }
-  kept += line; // a last line without its newline
-  std::fclose(in);
-  if (!dropped)
-    return;
-  std::FILE *out = std::fopen(path, "w");
-  if (!out)
-    pipert_fail("cannot rewrite log file '%s': %s", path, std::strerror(errno));
-  std::fwrite(kept.data(), 1, kept.size(), out);
-  std::fclose(out);
+    return at && std::strtoll(at + 7, nullptr, 10) >= step;
+  });
 }
 
 void pipert_log_drop_eval(const char *path, int64_t step, int final_only) {
-  if (!path || !*path)
-    return;
-  std::FILE *in = std::fopen(path, "r");
-  if (!in)
-    return;
-  std::string kept, line;
-  bool dropped = false;
   const std::string at = "{\"step\":" + std::to_string(step) + ",\"eval_loss\":";
-  for (int c; (c = std::fgetc(in)) != EOF;) {
-    line.push_back(static_cast<char>(c));
-    if (c != '\n')
-      continue;
-    if (line.compare(0, at.size(), at) == 0 &&
-        (!final_only || line.find("\"final\":true") != std::string::npos))
-      dropped = true;
-    else
-      kept += line;
-    line.clear();
-  }
-  kept += line;
-  std::fclose(in);
-  if (!dropped)
-    return;
-  std::FILE *out = std::fopen(path, "w");
-  if (!out)
-    pipert_fail("cannot rewrite log file '%s': %s", path, std::strerror(errno));
-  std::fwrite(kept.data(), 1, kept.size(), out);
-  std::fclose(out);
+  dropLines(path, [&](const std::string &line) {
+    return line.compare(0, at.size(), at) == 0 &&
+           (!final_only || line.find("\"final\":true") != std::string::npos);
+  });
 }
 
 void pipert_log_set_progress(pipert_log *log, pipert_progress_mode mode, double interval_s) {

@@ -74,7 +74,8 @@ from torch.nn.utils.stateless import functional_call
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_common import (add_check_arguments, check_evals,  # noqa: E402
-                              check_losses, check_saved, fail, load_initial,
+                              check_losses, check_saved, eval_batches, fail,
+                              load_initial,
                               make_optimizer, models, read_evals, read_log,
                               run_checks, schedule_factor)
 
@@ -206,11 +207,7 @@ def check(argv):
     factor = schedule_factor(a)
     evals, at_step_end = [], None
     if a.eval_data:
-        held = np.load(a.eval_data)
-        held = [held[n] for n in input_names]
-        rounds = held[0].shape[0] // a.batch
-        if a.eval_batches:
-            rounds = min(rounds, a.eval_batches)
+        held, rounds = eval_batches(a.eval_data, input_names, a.batch, a.eval_batches)
         m = a.microbatches
 
         def evaluate(weights):

@@ -123,6 +123,15 @@ def read_log(path, steps):
     return logged
 
 
+def eval_batches(path, names, batch, limit):
+    """The arrays of --eval-data and how many whole batches of `batch` rows
+    pipe-run evaluates (at most `limit`, 0: all)."""
+    held = np.load(path)
+    held = [held[n] for n in names]
+    rounds = held[0].shape[0] // batch
+    return held, min(rounds, limit) if limit else rounds
+
+
 def read_evals(path):
     """The evaluation lines of a pipe-run log (--eval-data)."""
     with open(path) as f:

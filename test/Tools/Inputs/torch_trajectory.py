@@ -46,8 +46,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                 "examples"))
 import models  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_common import (add_schedule_arguments, make_optimizer,  # noqa: E402
-                              onnx_initializers, schedule_factor)
+from reference_common import (add_schedule_arguments, eval_batches,  # noqa: E402
+                              make_optimizer, onnx_initializers, schedule_factor)
 
 
 def main():
@@ -109,11 +109,7 @@ def check(argv):
     evals = [line for line in lines if "eval_loss" in line]
     expected_evals = []
     if a.eval_data:
-        held = np.load(a.eval_data)
-        held = [held[n] for n in names]
-        rounds = held[0].shape[0] // a.batch
-        if a.eval_batches:
-            rounds = min(rounds, a.eval_batches)
+        held, rounds = eval_batches(a.eval_data, names, a.batch, a.eval_batches)
 
     def evaluate(after):
         model.eval()
