@@ -207,8 +207,10 @@ struct WeightBuffer {
   /// The first update of the buffer in program order (its hyper-parameters
   /// are the buffer's; pipe.predict reads them and its state).
   pipe::UpdateOp firstUpdate;
-  /// An evaluation's forward reads the newest version (kEvalNewest).
+  /// An evaluation's forward reads the newest version (kEvalNewest), the
+  /// slot computed once at the entry.
   std::optional<std::array<int64_t, 3>> evalNewest;
+  Value evalSlot;
 };
 
 /// The micro-batches whose weight gradients one deferred Gemm computes:
@@ -1520,6 +1522,14 @@ ProgramLowering::weightPointers(Operation *op, WeightBuffer &buf,
     // drain), the last update was of micro-batch u = (step - 1) * M + last,
     // at most K * M - 1: it wrote slot clock(u) + version + 1. None yet
     // (u < 0): every slot holds W(0).
+    if (buf.evalSlot) {
+      for (size_t i = 0; i < buf.names.size(); ++i)
+        ptrs.push_back(slotPointer(buf, i, buf.evalSlot));
+      return ptrs;
+    }
+    {
+    OpBuilder::InsertionGuard atEntry(b);
+    b.setInsertionPoint(codeStart);
     auto [clockCode, updateVersion, last] = *buf.evalNewest;
     int64_t m = program.getMicrobatches();
     Value steps = callRuntime(b, loc, module, "pipert_run_steps", {ctxArg},
@@ -1539,10 +1549,9 @@ ProgramLowering::weightPointers(Operation *op, WeightBuffer &buf,
     Value newest = euclidMod(arith::AddIOp::create(b, loc, base, i64c(updateVersion + 1)),
                              buf.versions);
     Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, u, i64c(0));
-    Value slot = arith::SelectOp::create(b, loc, any, newest, i64c(0));
-    for (size_t i = 0; i < buf.names.size(); ++i)
-      ptrs.push_back(slotPointer(buf, i, slot));
-    return ptrs;
+    buf.evalSlot = arith::SelectOp::create(b, loc, any, newest, i64c(0));
+    }
+    return weightPointers(op, buf, version, clock);
   }
   if (clock == pipe::VersionClock::Slot || buf.versions == 1) {
     // A fixed slot (SpecTrain's and PipeMare's predicted weights in 1).

@@ -25,8 +25,11 @@
 // PipeDream: the newest of the device's 3 versions, from the step argument
 // and the run's length (pipert_run_steps), selected among the slots.
 // RUN: pipe-opt %S/../Transforms/Inputs/schedule-p4.mlir --pipe-schedule="kind=pipedream microbatches=4" --pipe-lower-programs="defer-weight-grads=0 device=1 onnx-only=true eval=true" | FileCheck %s --check-prefix=NEWEST
+// Computed once, before the loop.
 // NEWEST-LABEL: func.func @pipe_eval(
-// NEWEST: func.call @pipert_run_steps(
+// NEWEST: call @pipert_run_steps(
 // NEWEST: arith.minsi
 // NEWEST: arith.select
+// NEWEST: scf.for
+// NEWEST-NOT: pipert_run_steps
 // NEWEST: func.call @__pipe_s1_fwd_eval(
