@@ -78,8 +78,9 @@
 // step's first; every transfer of the evaluation is matched within it
 // (GPipe's forwards: stage s receives from s-1 and sends to s+1), so a job
 // that is deadlock-free step by step stays so with evaluations between
-// steps. No evaluation for a whole-batch stage (the step's metadata says so
-// in `eval_unavailable`).
+// steps. A whole-batch stage (--batchnorm full-batch) evaluates as it
+// trains: one forward on all M micro-batches, straight-line, its M copies of
+// each input fed or received and of each sent result sent.
 //
 // Sends block by default: the verified schedules are deadlock-free with
 // rendezvous sends, and an isend of a large message only progresses while
@@ -2761,11 +2762,10 @@ static FailureOr<pipe::ProgramOp> buildEvalProgram(ModuleOp module,
       unavailable = "the device runs two forward functions";
       return pipe::ProgramOp();
     }
-  if (first->hasAttr(wholebatch::kWholeBatch) || stage->hasAttr(wholebatch::kWholeBatch)) {
-    unavailable = "--batchnorm full-batch runs a stage once on all micro-batches "
-                  "(compile with --batchnorm micro-batch for an evaluation pass)";
-    return pipe::ProgramOp();
-  }
+  // A whole-batch stage (--batchnorm full-batch): one forward on all M
+  // micro-batches, each input and each sent result in M copies.
+  const bool whole =
+      first->hasAttr(wholebatch::kWholeBatch) || stage->hasAttr(wholebatch::kWholeBatch);
   MLIRContext *ctx = module.getContext();
   OpBuilder b(train);
   Location loc = train.getLoc();
@@ -2859,18 +2859,25 @@ static FailureOr<pipe::ProgramOp> buildEvalProgram(ModuleOp module,
                                                       : pipe::VersionClock::MicroBatch),
                                read.version, read.last}));
   }
-  auto loop = pipe::LoopOp::create(b, loc, 0, m);
-  b.setInsertionPointToStart(&loop.getInstructions());
-  Value k = loop.getIndex();
+  // The micro-batches in a loop; a whole-batch stage's straight-line.
+  Value k;
+  if (!whole) {
+    auto loop = pipe::LoopOp::create(b, loc, 0, m);
+    b.setInsertionPointToStart(&loop.getInstructions());
+    k = loop.getIndex();
+  }
+  const int64_t params = evalStage.getParams();
   SmallVector<Value> inputs;
-  for (size_t i = evalStage.getParams(); i < firstState; ++i) {
+  for (size_t i = params; i < firstState; ++i) {
+    // Copy mb of a whole-batch stage's input (every input is per micro-batch).
+    int64_t mb = whole ? int64_t(i - params) % m : 0;
     DictionaryAttr attrs = evalStage.getArgAttrDict(i);
     auto input = attrs ? attrs.getAs<StringAttr>(pipe::attrs::kInput) : StringAttr();
     auto stepInput = attrs ? attrs.getAs<StringAttr>(pipe::attrs::kStepInput) : StringAttr();
     auto named = attrs ? attrs.getAs<StringAttr>(pipe::attrs::kName) : StringAttr();
     if (input || stepInput) {
       auto feed = pipe::FeedOp::create(b, loc, argTypes[i],
-                                       (input ? input : stepInput).getValue(), 0, k);
+                                       (input ? input : stepInput).getValue(), mb, k);
       if (!input)
         feed->setAttr(pipe::attrs::kWholeStep, b.getUnitAttr());
       inputs.push_back(feed);
@@ -2881,7 +2888,7 @@ static FailureOr<pipe::ProgramOp> buildEvalProgram(ModuleOp module,
       return evalStage.emitError("pipe-lower-programs: the device's program "
                                  "receives no argument ")
              << i << " of its forward";
-    inputs.push_back(pipe::RecvOp::create(b, loc, argTypes[i], peer->second, 0,
+    inputs.push_back(pipe::RecvOp::create(b, loc, argTypes[i], peer->second, mb,
                                           evalTag(named.getValue(), peer->second, false),
                                           k));
   }
@@ -2891,15 +2898,29 @@ static FailureOr<pipe::ProgramOp> buildEvalProgram(ModuleOp module,
       weights ? pipe::VersionClockAttr::get(ctx, pipe::VersionClock::Slot)
               : pipe::VersionClockAttr(),
       b.getI64IntegerAttr(0), k);
-  llvm::StringMap<Value> byName;
+  if (whole)
+    fwd->setAttr(wholebatch::kWholeBatch, b.getUnitAttr());
+  // Each name's results in order: one, or a whole-batch stage's M copies of
+  // a sent one (micro-batch c).
+  std::map<std::pair<std::string, int64_t>, Value> byName;
+  llvm::StringMap<int64_t> copiesOf;
   for (auto [i, result] : llvm::enumerate(fwd.getResults())) {
     if (evalStage.getResultAttr(i, pipe::attrs::kLoss))
-      pipe::ReportLossOp::create(b, loc, result, 0, k);
+      for (int64_t mb = 0; mb < (whole ? m : 1); ++mb)
+        pipe::ReportLossOp::create(b, loc, result, mb, k);
     if (auto n = evalStage.getResultAttrOfType<StringAttr>(i, pipe::attrs::kName))
-      byName.try_emplace(n.getValue(), result);
+      byName.try_emplace({n.getValue().str(), copiesOf[n.getValue()]++}, result);
   }
-  for (auto &[tag, peer] : sends)
-    pipe::SendOp::create(b, loc, byName.lookup(tag), peer, 0, evalTag(tag, peer, true), k);
+  for (int64_t mb = 0; mb < (whole ? m : 1); ++mb)
+    for (auto &[tag, peer] : sends) {
+      auto found = byName.find({tag, mb});
+      Value v = found == byName.end() ? Value() : found->second;
+      if (!v)
+        return evalStage.emitError("pipe-lower-programs: the evaluation forward has no "
+                                   "result '")
+               << tag << "' for micro-batch " << mb;
+      pipe::SendOp::create(b, loc, v, peer, mb, evalTag(tag, peer, true), k);
+    }
   return program;
 }
 

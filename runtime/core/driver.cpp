@@ -447,7 +447,7 @@ extern "C" int pipert_train_main(int argc, char **argv,
   if (!o.evalData.empty()) {
     if (!info->eval)
       pipert_fail("--eval-data: this program has no evaluation pass (one compiled with "
-                  "--batchnorm full-batch has none; plan.json's \"eval\" says why): "
+                  "--forward-only has none; plan.json's \"eval\" says why): "
                   "drop --eval-data");
     if (info->n_inputs > 0) {
       std::vector<const char *> names;

@@ -100,8 +100,9 @@ def LowerPrograms : Pass<"pipe-lower-programs", "ModuleOp"> {
     the evaluation pass of the same device (see LowerPrograms.cpp's header):
     built from the program's forward stage function in inference mode and
     the program's own activation transfers, over the same persistent and
-    input buffers as @pipe_step. Where a program has none (whole-batch
-    stages), the step's metadata says why (`eval_unavailable`).
+    input buffers as @pipe_step (a whole-batch stage's one forward on all M
+    micro-batches, straight-line). Where a program has none, the step's
+    metadata says why (`eval_unavailable`).
   }];
   let options = [
     Option<"device", "device", "int64_t", "-1",
