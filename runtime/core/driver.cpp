@@ -238,6 +238,17 @@ void checkData(const pipert_npz *npz, const std::string &path,
     pipert_fail("%s: the data has no samples", path.c_str());
 }
 
+/// The arrays of the program's inputs in the data file at `path` (only
+/// those are copied out of the mapped file), checked against the program.
+pipert_npz *loadInputs(const std::string &path, const pipert_program_info *info) {
+  std::vector<const char *> names;
+  for (int i = 0; i < info->n_inputs; ++i)
+    names.push_back(info->inputs[i].name);
+  pipert_npz *npz = pipert_npz_load_arrays(path.c_str(), names.data(), int(names.size()));
+  checkData(npz, path, info);
+  return npz;
+}
+
 // Tags of the --save gather (the step's transfers use tags below 32768).
 constexpr int kSaveTagHeader = 32760;
 constexpr int kSaveTagName = 32761;
@@ -429,12 +440,7 @@ extern "C" int pipert_train_main(int argc, char **argv,
   pipert_npz *npz = nullptr;
   pipert_feeder *feeder = nullptr;
   if (info->n_inputs > 0) {
-    // Only this program's inputs are copied out of the (mapped) file.
-    std::vector<const char *> names;
-    for (int i = 0; i < info->n_inputs; ++i)
-      names.push_back(info->inputs[i].name);
-    npz = pipert_npz_load_arrays(o.data.c_str(), names.data(), int(names.size()));
-    checkData(npz, o.data, info);
+    npz = loadInputs(o.data, info);
     feeder = pipert_feeder_create(ctx, npz, info->batch, o.shuffle ? 1 : 0,
                                   o.seed);
   }
@@ -450,11 +456,7 @@ extern "C" int pipert_train_main(int argc, char **argv,
                   "--forward-only has none; plan.json's \"eval\" says why): "
                   "drop --eval-data");
     if (info->n_inputs > 0) {
-      std::vector<const char *> names;
-      for (int i = 0; i < info->n_inputs; ++i)
-        names.push_back(info->inputs[i].name);
-      evalNpz = pipert_npz_load_arrays(o.evalData.c_str(), names.data(), int(names.size()));
-      checkData(evalNpz, o.evalData, info);
+      evalNpz = loadInputs(o.evalData, info);
       evalFeeder = pipert_feeder_create(ctx, evalNpz, info->batch, 0, o.seed);
       evalRows = pipert_npz_shape(evalNpz, info->inputs[0].name)[0];
     }
