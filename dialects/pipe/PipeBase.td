@@ -96,6 +96,11 @@ def Pipe_Dialect : Dialect {
     "::mlir::UnitAttr":$step,
     "::mlir::StringAttr":$output,
     "::mlir::IntegerAttr":$result_buffer,
+    // On a result of an evaluation function (pipe-compile's one-device
+    // entry, an evaluation stage): a count its entry sums over the batches
+    // into this slot of its output array, after the loss (1: labels
+    // predicted right, 2: labels counted).
+    "::mlir::IntegerAttr":$metric,
     "::mlir::ElementsAttr":$init,
     "::mlir::Attribute":$update,
     "::mlir::ArrayAttr":$tied_stages,

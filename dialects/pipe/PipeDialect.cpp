@@ -81,7 +81,8 @@ void PipeDialect::initialize() {
 //   results      pipe.loss, pipe.output (the graph output's name), pipe.name,
 //                pipe.grad, pipe.update, pipe.param, pipe.state,
 //                pipe.result_buffer (a callable piece of a lowered program:
-//                the caller's buffer the result is written to)
+//                the caller's buffer the result is written to),
+//                pipe.metric (an evaluation's count: its output slot)
 // Attributes with other pipe.* names are left alone.
 
 namespace {
@@ -131,6 +132,8 @@ LogicalResult verifyPipeAttr(Operation *op, NamedAttribute attr,
       .Case(attrs::kResultBuffer,
             [&] { return integer(0, "an output buffer index >= 0"); })
       .Case(attrs::kOpset, [&] { return integer(1, "an opset version"); })
+      .Case(attrs::kMetric,
+            [&] { return integer(1, "an output slot >= 1 (after the loss)"); })
       .Case(attrs::kLossScale,
             [&]() -> LogicalResult {
               auto f = dyn_cast<FloatAttr>(value);

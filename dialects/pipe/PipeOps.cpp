@@ -1070,6 +1070,17 @@ LogicalResult ReportLossOp::verify() {
   return verifyMicroBatch(*this, getMb(), getMbBase());
 }
 
+LogicalResult ReportMetricOp::verify() {
+  auto type = llvm::cast<RankedTensorType>(getValue().getType());
+  if (!type.getElementType().isF32() || !type.hasStaticShape() ||
+      type.getNumElements() != 1)
+    return emitOpError() << "a count must be one f32 element, not " << type;
+  if (getSlot() < 1)
+    return emitOpError() << "slot " << getSlot()
+                         << " is the loss's; a count's slot is 1 or more";
+  return verifyMicroBatch(*this, getMb(), getMbBase());
+}
+
 //===----------------------------------------------------------------------===//
 // Micro-batch loops and activation buffers
 //===----------------------------------------------------------------------===//
@@ -1180,8 +1191,8 @@ LogicalResult RestoreOp::verify() {
 std::optional<MicroBatchIndex>
 mlir::pipec::pipe::getMicroBatchIndex(Operation *op) {
   return llvm::TypeSwitch<Operation *, std::optional<MicroBatchIndex>>(op)
-      .Case<FeedOp, ForwardOp, BackwardOp, SendOp, RecvOp, ReportLossOp, SaveOp,
-            RestoreOp>([](auto typed) {
+      .Case<FeedOp, ForwardOp, BackwardOp, SendOp, RecvOp, ReportLossOp,
+            ReportMetricOp, SaveOp, RestoreOp>([](auto typed) {
         return MicroBatchIndex{typed.getMbBase(), typed.getMb()};
       })
       .Case<UpdateOp, ZeroGradOp, PredictOp>(

@@ -566,6 +566,25 @@ def Pipe_ReportLossOp : Pipe_InstrOp<"report_loss"> {
   let hasVerifier = 1;
 }
 
+def Pipe_ReportMetricOp : Pipe_InstrOp<"report_metric"> {
+  let summary = "adds micro-batch `mb`'s count to an evaluation's output slot";
+  let description = [{
+    An evaluation program's count (pipe.metric on the stage result, see
+    buildAccuracyCounts): the entry writes the sum over its micro-batches
+    to slot `slot` of its output array, after the loss in slot 0.
+
+    ```mlir
+    pipe.report_metric %correct slot 1 mb %k : tensor<f32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$value, Pipe_IntAttr:$slot,
+                       Pipe_IntAttr:$mb, Optional<Index>:$mb_base);
+  let assemblyFormat = [{
+    $value `slot` $slot custom<MicroBatch>($mb_base, $mb) attr-dict `:` type($value)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Micro-batch loops and in-flight activations
 //===----------------------------------------------------------------------===//

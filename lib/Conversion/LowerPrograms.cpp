@@ -456,6 +456,10 @@ private:
   Value lossBuffer;
   bool reportsLoss = false;
   int64_t reportedLosses = 0;
+  // An evaluation's counts (pipe.report_metric): slot s's M micro-batch
+  // values at metricBuffer[(s - 1) * M ...], summed into the output array.
+  Value metricBuffer;
+  int64_t metricSlots = 0;
   SmallVector<Value> pendingSends;
   /// Receives posted and not yet waited for: the received value and its
   /// request (null where a no-flush guard skipped the post).
@@ -2354,6 +2358,14 @@ LogicalResult ProgramLowering::lowerInstruction(Operation &instr) {
          {ctxArg, slot, pointers.lookup(rep.getLoss()), i64c(4)});
     return success();
   }
+  if (auto metric = dyn_cast<pipe::ReportMetricOp>(instr)) {
+    Value index = arith::AddIOp::create(b, loc, microBatch(metric),
+                                        i64c((metric.getSlot() - 1) * program.getMicrobatches()));
+    call("pipert_copy_device",
+         {ctxArg, offsetPtr(metricBuffer, arith::MulIOp::create(b, loc, index, i64c(4))),
+          pointers.lookup(metric.getValue()), i64c(4)});
+    return success();
+  }
   return instr.emitError("pipe-lower-programs: ")
          << instr.getName() << " is not supported by this lowering "
          << "(synchronous schedules: feed, forward, backward, send, recv, "
@@ -2433,6 +2445,8 @@ LogicalResult ProgramLowering::run() {
       reportsLoss = true;
       ++reportedLosses;
     }
+    if (auto metric = dyn_cast<pipe::ReportMetricOp>(op))
+      metricSlots = std::max(metricSlots, metric.getSlot());
     if (auto u = dyn_cast<pipe::UpdateOp>(op)) {
       lastUpdate = u;
       if (!updated.insert(u.getWeights()).second && !twice)
@@ -2466,6 +2480,11 @@ LogicalResult ProgramLowering::run() {
   if (reportsLoss) {
     lossBuffer = allocate(4 * microbatches);
     call("pipert_memset_zero", {ctxArg, lossBuffer, i64c(4 * microbatches)});
+  }
+  if (metricSlots > 0) {
+    int64_t bytes = 4 * microbatches * metricSlots;
+    metricBuffer = allocate(bytes);
+    call("pipert_memset_zero", {ctxArg, metricBuffer, i64c(bytes)});
   }
   if (noFlush) {
     stepBase = arith::MulIOp::create(b, loc, stepArg, i64c(microbatches));
@@ -2504,6 +2523,25 @@ LogicalResult ProgramLowering::run() {
           arith::ConstantFloatOp::create(b, loc, b.getF32Type(),
                                          APFloat(static_cast<float>(scale))));
     LLVM::StoreOp::create(b, loc, sum, lossArg);
+  }
+  if (metricSlots > 0) {
+    // Each count's micro-batch values, summed into its slot after the loss.
+    int64_t n = microbatches * metricSlots;
+    Value host = LLVM::AllocaOp::create(b, loc, ptr, b.getF32Type(), i64c(n), 4);
+    call("pipert_copy_to_host", {ctxArg, host, metricBuffer, i64c(4 * n)});
+    auto at = [&](Value base, int64_t i) -> Value {
+      return LLVM::GEPOp::create(b, loc, ptr, b.getF32Type(), base,
+                                 ArrayRef<LLVM::GEPArg>{(int32_t)i});
+    };
+    for (int64_t slot = 1; slot <= metricSlots; ++slot) {
+      Value sum;
+      for (int64_t k = 0; k < microbatches; ++k) {
+        Value v = LLVM::LoadOp::create(b, loc, b.getF32Type(),
+                                       at(host, (slot - 1) * microbatches + k));
+        sum = sum ? arith::AddFOp::create(b, loc, sum, v).getResult() : v;
+      }
+      LLVM::StoreOp::create(b, loc, sum, at(lossArg, slot));
+    }
   }
   if (!pendingSends.empty()) {
     call("pipert_wait_all",
@@ -2746,7 +2784,8 @@ LogicalResult ProgramLowering::emitFinish() {
 /// and the reason in `unavailable` where the device has none.
 static FailureOr<pipe::ProgramOp> buildEvalProgram(ModuleOp module,
                                                    pipe::ProgramOp train,
-                                                   std::string &unavailable) {
+                                                   std::string &unavailable,
+                                                   std::string &noAccuracy) {
   SmallVector<pipe::ForwardOp> forwards;
   train.walk([&](pipe::ForwardOp f) { forwards.push_back(f); });
   if (forwards.empty()) {
@@ -2792,6 +2831,30 @@ static FailureOr<pipe::ProgramOp> buildEvalProgram(ModuleOp module,
       return evalStage.emitError("pipe-lower-programs: cannot drop the state "
                                  "updates of the evaluation forward");
     toInferenceMode(body);
+    // The loss's stage also counts the labels it predicts right (the top-1
+    // accuracy), results in pipe.metric slots.
+    unsigned losses = 0;
+    for (unsigned i = 0; i < evalStage.getNumResults(); ++i)
+      losses += evalStage.getResultAttr(i, pipe::attrs::kLoss) ? 1 : 0;
+    if (losses > 0) {
+      std::optional<AccuracyCounts> counts = buildAccuracyCounts(body, losses, noAccuracy);
+      if (!counts && noAccuracy.empty())
+        return failure();
+      if (counts) {
+        OpBuilder rb(ctx);
+        for (auto [slot, v] : {std::pair<int64_t, Value>{kMetricCorrect, counts->correct},
+                               std::pair<int64_t, Value>{kMetricCounted, counts->counted}}) {
+          unsigned index = evalStage.getNumResults();
+          if (failed(evalStage.insertResult(
+                  index, v.getType(),
+                  rb.getDictionaryAttr(rb.getNamedAttr(pipe::attrs::kMetric,
+                                                       rb.getI64IntegerAttr(slot))))))
+            return evalStage.emitError("pipe-lower-programs: cannot add the accuracy "
+                                       "counts to the evaluation forward");
+          ret->insertOperands(ret->getNumOperands(), v);
+        }
+      }
+    }
   }
 
   // The activations the training program sends and receives, in its order
@@ -2908,6 +2971,9 @@ static FailureOr<pipe::ProgramOp> buildEvalProgram(ModuleOp module,
     if (evalStage.getResultAttr(i, pipe::attrs::kLoss))
       for (int64_t mb = 0; mb < (whole ? m : 1); ++mb)
         pipe::ReportLossOp::create(b, loc, result, mb, k);
+    // A whole-batch stage's counts are over all M micro-batches already.
+    if (auto slot = evalStage.getResultAttrOfType<IntegerAttr>(i, pipe::attrs::kMetric))
+      pipe::ReportMetricOp::create(b, loc, result, slot.getInt(), 0, k);
     if (auto n = evalStage.getResultAttrOfType<StringAttr>(i, pipe::attrs::kName))
       byName.try_emplace({n.getValue().str(), copiesOf[n.getValue()]++}, result);
   }
@@ -2962,9 +3028,10 @@ struct LowerProgramsPass
     // The evaluation program first: it is built from the training program
     // and the forward stage, which the step's lowering keeps.
     pipe::ProgramOp evalProgram;
-    std::string unavailable;
+    std::string unavailable, noAccuracy;
     if (eval) {
-      FailureOr<pipe::ProgramOp> built = buildEvalProgram(module, chosen, unavailable);
+      FailureOr<pipe::ProgramOp> built =
+          buildEvalProgram(module, chosen, unavailable, noAccuracy);
       if (failed(built))
         return signalPassFailure();
       evalProgram = *built;
@@ -2988,6 +3055,15 @@ struct LowerProgramsPass
           fields.set("eval", BoolAttr::get(module.getContext(), bool(evalProgram)));
           if (!evalProgram)
             fields.set("eval_unavailable", StringAttr::get(module.getContext(), unavailable));
+          bool counts = false;
+          if (evalProgram)
+            evalProgram.walk([&](pipe::ReportMetricOp) { counts = true; });
+          if (counts)
+            fields.set("eval_metrics", IntegerAttr::get(IntegerType::get(module.getContext(), 64),
+                                                        kMetricCounted));
+          else if (!noAccuracy.empty())
+            fields.set("accuracy_unavailable",
+                       StringAttr::get(module.getContext(), noAccuracy));
           step->setAttr(kProgramAttrName, fields.getDictionary(module.getContext()));
         }
     }

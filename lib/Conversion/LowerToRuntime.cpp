@@ -153,6 +153,11 @@ LogicalResult StepLowering::run() {
   }
   if (lossValue)
     call("pipert_copy_to_host", {ctxArg, lossArg, P(lossValue), i64c(4)});
+  for (auto [value, slot] : metricValues) {
+    Value dst = LLVM::GEPOp::create(b, ptrType(), b.getF32Type(), lossArg,
+                                    ArrayRef<LLVM::GEPArg>{(int32_t)slot});
+    call("pipert_copy_to_host", {ctxArg, dst, P(value), i64c(4)});
+  }
   // A callable function's 4th argument is the array of its output buffers.
   for (auto [value, index] : outputs) {
     if (directOutput.count(value))

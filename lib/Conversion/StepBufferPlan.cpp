@@ -190,6 +190,14 @@ LogicalResult StepLowering::classifyResults() {
       outputs.push_back({value, out.getInt()});
       continue;
     }
+    if (auto slot = source.getResultAttrOfType<IntegerAttr>(i, pipe::attrs::kMetric)) {
+      auto type = tensorType(value);
+      if (!type || type.getNumElements() != 1 || !type.getElementType().isF32())
+        return source.emitError("the count (result ")
+               << i << ") must be one f32 element";
+      metricValues.push_back({value, slot.getInt()});
+      continue;
+    }
     if (source.getResultAttr(i, pipe::attrs::kLoss)) {
       auto type = tensorType(value);
       if (!type || type.getNumElements() != 1 || !type.getElementType().isF32())

@@ -115,6 +115,8 @@ private:
   BlockArgument stepCounter;
   SmallVector<NamedAttribute> persistentKinds;
   Value lossValue;
+  // An evaluation's counts (pipe.metric): value → its float slot after the loss.
+  SmallVector<std::pair<Value, int64_t>> metricValues;
   // Result value → persistent index it becomes for the next step.
   SmallVector<std::pair<Value, int64_t>> updates;
   // Callable functions: result value → index of the caller's output buffer.

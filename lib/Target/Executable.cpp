@@ -90,7 +90,7 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
       c, {ptr, i32, i32, ptr, ptr, i64, i32}, "pipert_tensor_info");
   auto *programTy = llvm::StructType::create(
       c, {i32, i32, ptr, i32, ptr, i64, ptr, ptr, ptr, i32, i32, i32, i32, i32,
-          ptr, ptr},
+          ptr, ptr, i32},
       "pipert_program_info");
   // The structs above are pipert_driver.h's; a field added or moved there
   // without the same change here is caught before any program is built.
@@ -120,7 +120,8 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
                    offsetof(pipert_program_info, drain_steps),
                    offsetof(pipert_program_info, pipelines),
                    offsetof(pipert_program_info, finish),
-                   offsetof(pipert_program_info, eval)},
+                   offsetof(pipert_program_info, eval),
+                   offsetof(pipert_program_info, eval_metrics)},
                   sizeof(pipert_program_info))) {
     error = "internal error: the program description the compiler emits no "
             "longer matches pipert_driver.h (rebuild pipec from one checkout)";
@@ -189,6 +190,9 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
     drainSteps = d.getInt();
   llvm::Function *finish = m.getFunction(pipec::kFinishFunctionName);
   llvm::Function *eval = m.getFunction(pipec::kEvalFunctionName);
+  int64_t evalMetrics = 0;
+  if (auto n = opts.program.getAs<IntegerAttr>("eval_metrics"); n && eval)
+    evalMetrics = n.getInt();
   llvm::Constant *model = opts.modelFile.empty()
                               ? static_cast<llvm::Constant *>(llvm::ConstantPointerNull::get(ptr))
                               : cString(m, opts.modelFile, "pipe.model");
@@ -209,7 +213,8 @@ LogicalResult addProgramInfo(llvm::Module &m, const pipec::ProgramOptions &opts,
            finish ? static_cast<llvm::Constant *>(finish)
                   : llvm::ConstantPointerNull::get(ptr),
            eval ? static_cast<llvm::Constant *>(eval)
-                : llvm::ConstantPointerNull::get(ptr)}),
+                : llvm::ConstantPointerNull::get(ptr),
+           llvm::ConstantInt::get(i32, evalMetrics)}),
       "pipe_program_info");
   (void)info;
 

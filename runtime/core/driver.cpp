@@ -250,6 +250,8 @@ pipert_npz *loadInputs(const std::string &path, const pipert_program_info *info)
 }
 
 // Tags of the --save gather (the step's transfers use tags below 32768).
+// The most counts an evaluation entry writes after its loss (the accuracy's).
+constexpr int kMaxEvalMetrics = 2;
 constexpr int kSaveTagHeader = 32760;
 constexpr int kSaveTagName = 32761;
 constexpr int kSaveTagData = 32762;
@@ -646,6 +648,15 @@ extern "C" int pipert_train_main(int argc, char **argv,
       evalCopies.push_back(evalPersistent[i]);
       evalShared.push_back(i);
     }
+  // The counts the evaluation writes after its loss (the accuracy's).
+  if (info->eval && (info->eval_metrics < 0 || info->eval_metrics > kMaxEvalMetrics))
+    pipert_fail("the program's evaluation writes %d counts; this runtime reads at most %d "
+                "(recompile it with this pipec)",
+                info->eval_metrics, kMaxEvalMetrics);
+  const int evalMetrics = info->eval ? info->eval_metrics : 0;
+  void *countBuffer =
+      lossBuffer && evalMetrics > 0 ? pipert_alloc(ctx, 4 * static_cast<size_t>(evalMetrics))
+                                    : nullptr;
   auto evaluate = [&](int64_t done, int64_t logStep, bool final) {
     const auto begin = std::chrono::steady_clock::now();
     const double waitedBefore = pipert_transport_wait_seconds();
@@ -661,17 +672,31 @@ extern "C" int pipert_train_main(int argc, char **argv,
                            static_cast<int64_t>(bytes / 4), PIPERT_COLLECTIVE_SUM);
     }
     double sum = 0;
+    int64_t correct = 0, labels = 0;
     for (int64_t j = 0; j < evalRounds; ++j) {
       fill(evalFeeder, j);
-      float loss = 0.0f;
-      info->eval(ctx, inputs.data(), evalPersistent.data(), &loss, done);
+      // The loss, then the program's counts (exact integers in f32: a
+      // batch's labels are far fewer than 2^24).
+      float out[1 + kMaxEvalMetrics] = {};
+      info->eval(ctx, inputs.data(), evalPersistent.data(), out, done);
       if (lossBuffer) {
-        pipert_copy_to_device(ctx, lossBuffer, &loss, 4);
+        pipert_copy_to_device(ctx, lossBuffer, out, 4);
         pipert_allreduce_f32(ctx, lossComm, static_cast<float *>(lossBuffer), 1,
                              PIPERT_COLLECTIVE_MEAN);
-        pipert_copy_to_host(ctx, &loss, lossBuffer, 4);
+        pipert_copy_to_host(ctx, out, lossBuffer, 4);
+        if (evalMetrics > 0) {
+          // The pipelines' counts add up.
+          pipert_copy_to_device(ctx, countBuffer, out + 1, 4 * evalMetrics);
+          pipert_allreduce_f32(ctx, lossComm, static_cast<float *>(countBuffer),
+                               evalMetrics, PIPERT_COLLECTIVE_SUM);
+          pipert_copy_to_host(ctx, out + 1, countBuffer, 4 * evalMetrics);
+        }
       }
-      sum += loss;
+      sum += out[0];
+      if (evalMetrics >= 2) {
+        correct += static_cast<int64_t>(std::llround(out[1]));
+        labels += static_cast<int64_t>(std::llround(out[2]));
+      }
     }
     pipert_trace_pause(ctx, 0);
     evalSeconds +=
@@ -679,7 +704,8 @@ extern "C" int pipert_train_main(int argc, char **argv,
     evalWaited += pipert_transport_wait_seconds() - waitedBefore;
     if (log)
       pipert_log_eval(log, logStep, sum / static_cast<double>(evalRounds),
-                      evalRounds * info->batch * pipelines, final ? 1 : 0);
+                      evalRounds * info->batch * pipelines, final ? 1 : 0,
+                      evalMetrics >= 2 ? labels : -1, correct);
   };
   bool evaluatedLast = false;
   // A no-flush run resumed at an --eval-every step: the evaluation between
@@ -915,6 +941,8 @@ extern "C" int pipert_train_main(int argc, char **argv,
     pipert_npz_free(evalNpz);
   if (lossBuffer)
     pipert_free(ctx, lossBuffer);
+  if (countBuffer)
+    pipert_free(ctx, countBuffer);
   if (lossComm)
     pipert_comm_destroy(ctx, lossComm);
   if (replicaComm)

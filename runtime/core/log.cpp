@@ -221,13 +221,25 @@ void pipert_log_step(pipert_log *log, int64_t step, double loss, int n_extra,
 }
 
 void pipert_log_eval(pipert_log *log, int64_t step, double loss, int64_t samples,
-                     int final) {
+                     int final, int64_t labels, int64_t correct) {
   const double elapsed =
       std::chrono::duration<double>(Clock::now() - log->opened).count();
+  const bool accuracy = labels > 0;
+  const double fraction =
+      accuracy ? static_cast<double>(correct) / static_cast<double>(labels) : 0.0;
   if (log->file) {
     std::string line = "{\"step\":" + std::to_string(step) + ",\"eval_loss\":";
     appendNumber(line, loss);
-    line += ",\"eval_samples\":" + std::to_string(samples) + ",\"time_s\":";
+    line += ",\"eval_samples\":" + std::to_string(samples);
+    if (labels >= 0) {
+      line += ",\"eval_accuracy\":";
+      if (accuracy)
+        appendNumber(line, fraction);
+      else
+        line += "null";
+      line += ",\"eval_labels\":" + std::to_string(labels);
+    }
+    line += ",\"time_s\":";
     appendNumber(line, elapsed);
     if (final)
       line += ",\"final\":true";
@@ -237,13 +249,15 @@ void pipert_log_eval(pipert_log *log, int64_t step, double loss, int64_t samples
       pipert_fail("cannot write log file '%s': %s", log->path.c_str(), std::strerror(errno));
   }
   // Its own line, also under --quiet (the run was asked for it).
-  char text[256], value[32];
+  char text[320], value[32], acc[48] = "";
   if (std::isnan(loss))
     std::snprintf(value, sizeof value, "nan");
   else
     std::snprintf(value, sizeof value, "%.4f", loss);
-  std::snprintf(text, sizeof text, "%sstep %lld: eval loss %s over %lld samples\n",
-                log->lineOpen ? "\n" : "", static_cast<long long>(step), value,
+  if (accuracy)
+    std::snprintf(acc, sizeof acc, ", accuracy %.4f", fraction);
+  std::snprintf(text, sizeof text, "%sstep %lld: eval loss %s%s over %lld samples\n",
+                log->lineOpen ? "\n" : "", static_cast<long long>(step), value, acc,
                 static_cast<long long>(samples));
   std::fputs(text, stderr);
   std::fflush(stderr);

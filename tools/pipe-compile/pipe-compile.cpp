@@ -654,6 +654,9 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
   // memory; stage costs.
   llvm::json::Array devicePlans, transfers, executables;
   std::string evalUnavailable;
+  // The top-1 accuracy: counted by the loss's devices, or why not.
+  bool accuracy = false;
+  std::string noAccuracy;
   std::string error;
   for (pipe::ProgramOp program : programs) {
     int64_t k = program.getDevice();
@@ -680,6 +683,10 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
       auto why = info.getAs<StringAttr>("eval_unavailable");
       evalUnavailable = why ? why.getValue().str() : std::string("no evaluation entry");
     }
+    if (auto n = info.getAs<IntegerAttr>("eval_metrics"); n && n.getInt() > 0)
+      accuracy = true;
+    if (auto why = info.getAs<StringAttr>("accuracy_unavailable"); why && noAccuracy.empty())
+      noAccuracy = why.getValue().str();
     std::string name = "device" + std::to_string(k);
     if (emitMlir)
       writeFile(stagePath(name + "-runtime.mlir"),
@@ -714,7 +721,12 @@ int compilePrograms(ModuleOp module, int64_t modelBatch,
   plan["eval"] = llvm::json::Object{
       {"available", evalUnavailable.empty()},
       {"unavailable", evalUnavailable.empty() ? llvm::json::Value(nullptr)
-                                              : llvm::json::Value(evalUnavailable)}};
+                                              : llvm::json::Value(evalUnavailable)},
+      {"accuracy", evalUnavailable.empty() && accuracy},
+      {"accuracy_unavailable",
+       !evalUnavailable.empty() || accuracy ? llvm::json::Value(nullptr)
+       : noAccuracy.empty()                 ? llvm::json::Value("no device counts it")
+                                            : llvm::json::Value(noAccuracy)}};
   plan["batch"] = miniBatch;
   plan["devices"] = devices;
   plan["pipelines"] = pipelineCount;
@@ -1789,6 +1801,24 @@ int main(int argc, char **argv) {
     if (failed(fn.eraseResults(drop)))
       return fail("cannot build the evaluation entry");
     pipec::toInferenceMode(fn.getBody().front());
+    // The top-1 accuracy's counts, after the loss (pipe.metric slots).
+    std::string noAccuracy;
+    std::optional<pipec::AccuracyCounts> counts =
+        pipec::buildAccuracyCounts(fn.getBody().front(), 1, noAccuracy);
+    if (!counts && noAccuracy.empty())
+      return fail("cannot build the evaluation's accuracy counts");
+    if (counts) {
+      OpBuilder rb(&context);
+      for (auto [slot, v] :
+           {std::pair<int64_t, Value>{pipec::kMetricCorrect, counts->correct},
+            std::pair<int64_t, Value>{pipec::kMetricCounted, counts->counted}}) {
+        if (failed(fn.insertResult(fn.getNumResults(), v.getType(),
+                                   rb.getDictionaryAttr(rb.getNamedAttr(
+                                       pipe::attrs::kMetric, rb.getI64IntegerAttr(slot))))))
+          return fail("cannot add the accuracy counts to the evaluation entry");
+        ret->insertOperands(ret->getNumOperands(), v);
+      }
+    }
     module->push_back(fn);
     pipec::StepFunctionOptions options;
     options.name = pipec::kEvalFunctionName;
@@ -1818,6 +1848,11 @@ int main(int argc, char **argv) {
     evalFn->removeAttr(pipec::kProgramAttrName);
     NamedAttrList fields(program);
     fields.set("eval", BoolAttr::get(&context, true));
+    if (counts)
+      fields.set("eval_metrics", IntegerAttr::get(IntegerType::get(&context, 64),
+                                                  pipec::kMetricCounted));
+    else
+      fields.set("accuracy_unavailable", StringAttr::get(&context, noAccuracy));
     program = fields.getDictionary(&context);
   }
   dumpStage("2-runtime.mlir");
@@ -1878,11 +1913,16 @@ int main(int argc, char **argv) {
     plan[key] = std::move(value);
   {
     auto available = program.getAs<BoolAttr>("eval");
+    auto metrics = program.getAs<IntegerAttr>("eval_metrics");
+    auto noCounts = program.getAs<StringAttr>("accuracy_unavailable");
     plan["eval"] = llvm::json::Object{
         {"available", available && available.getValue()},
         {"unavailable", available ? llvm::json::Value(nullptr)
                                   : llvm::json::Value("--forward-only compiles no training "
-                                                      "step to evaluate between")}};
+                                                      "step to evaluate between")},
+        {"accuracy", bool(metrics)},
+        {"accuracy_unavailable", metrics || !noCounts ? llvm::json::Value(nullptr)
+                                                      : llvm::json::Value(noCounts.getValue())}};
   }
   if (autoPlan)
     plan["auto"] = llvm::json::Value(std::move(autoRecord));

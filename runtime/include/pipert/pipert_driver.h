@@ -46,7 +46,7 @@
 extern "C" {
 #endif
 
-#define PIPERT_PROGRAM_ABI_VERSION 6
+#define PIPERT_PROGRAM_ABI_VERSION 7
 
 typedef enum pipert_tensor_kind {
   PIPERT_TENSOR_INPUT = 0,  /* fed from the data, one mini-batch per step */
@@ -107,6 +107,12 @@ typedef struct pipert_program_info {
    * pipeline calls it at the same point between steps. NULL where the
    * program has none (the no-flush methods). */
   pipert_step_fn eval;
+  /* The counts `eval` writes after the loss (its `loss` argument is then an
+   * array of 1 + eval_metrics floats), summed over its micro-batches: 2 for
+   * a classification loss's top-1 accuracy (loss[1] the labels whose
+   * largest score is their class, loss[2] the labels counted, ignore_index
+   * left out); 0 where the loss has no class scores. */
+  int32_t eval_metrics;
 } pipert_program_info;
 
 /* The number of training steps of the run (--steps), for a step function

@@ -59,9 +59,12 @@ void pipert_log_step(pipert_log *log, int64_t step, double loss, int n_extra,
  * samples): the line {"step", "eval_loss", "eval_samples", "time_s"}, with
  * "final": true for the one after a run's last step (a run resumed from a
  * checkpoint at that step drops it: pipert_log_drop_eval), and a line on
- * stderr. */
+ * stderr. Where the program counts a top-1 accuracy (`labels` >= 0 labels
+ * counted, `correct` of them predicted right), the line also has
+ * "eval_accuracy" (correct / labels; null when no label was counted) and
+ * "eval_labels". */
 void pipert_log_eval(pipert_log *log, int64_t step, double loss, int64_t samples,
-                     int final);
+                     int final, int64_t labels, int64_t correct);
 /* Drops the evaluation lines of step `step` from the log at `path` (only
  * those marked final where `final_only`). */
 void pipert_log_drop_eval(const char *path, int64_t step, int final_only);

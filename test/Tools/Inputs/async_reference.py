@@ -73,7 +73,7 @@ import torch
 from torch.nn.utils.stateless import functional_call
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_common import (add_check_arguments, check_evals,  # noqa: E402
+from reference_common import (AccuracyCounter, add_check_arguments, check_evals,  # noqa: E402
                               check_losses, check_saved, eval_batches, fail,
                               load_initial,
                               make_optimizer, models, read_evals, read_log,
@@ -211,14 +211,15 @@ def check(argv):
         m = a.microbatches
 
         def evaluate(weights):
+            """The mean loss and the accuracy's counts of the model with these weights."""
             model.eval()
-            with torch.no_grad():
+            with torch.no_grad(), AccuracyCounter() as counter:
                 total = sum(float(functional_call(
                     model, weights,
                     tuple(torch.from_numpy(x[j * a.batch:(j + 1) * a.batch]) for x in held)))
                     for j in range(rounds))
             model.train()
-            return total / rounds
+            return total / rounds, counter.counts()
 
         def at_step_end(t, version):
             if t == a.steps or not a.eval_every or t % a.eval_every:
@@ -228,7 +229,8 @@ def check(argv):
                 done = max(0, t * m - (p - 1 - s))  # backwards stage s has run
                 k = {"pipedream": done, "2bw": done // m, "sync": t}[a.method]
                 newest[name] = version(s, k)[name]
-            evals.append((t - 1, evaluate(newest), rounds * a.batch))
+            loss, counts = evaluate(newest)
+            evals.append((t - 1, loss, rounds * a.batch, counts))
 
     ref = simulate(model, opt, stage_of, p, a.method, a.vertical_sync, arrays,
                    a.steps, a.batch, a.microbatches,
@@ -237,8 +239,8 @@ def check(argv):
     check_losses(logged, ref, a.rtol, what)
     if a.eval_data:
         # After the drain: every update, the final weights.
-        evals.append((a.steps - 1, evaluate({n: w.detach() for n, w in params.items()}),
-                      rounds * a.batch))
+        loss, counts = evaluate({n: w.detach() for n, w in params.items()})
+        evals.append((a.steps - 1, loss, rounds * a.batch, counts))
         check_evals(read_evals(a.log), evals, a.rtol, what)
     if a.saved:
         check_saved(a.saved, params, a.rtol, what)

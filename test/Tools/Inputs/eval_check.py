@@ -29,7 +29,7 @@ import torch.nn as nn
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
 import models  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_common import onnx_initializers  # noqa: E402
+from reference_common import AccuracyCounter, check_accuracy, onnx_initializers  # noqa: E402
 
 
 class BNDropout(nn.Module):
@@ -104,7 +104,8 @@ def check(argv):
                                      for x in arrays])) for j in range(rounds)) / rounds
 
     model.eval()
-    ref = mean_loss()
+    with AccuracyCounter() as counter:
+        ref = mean_loss()
     # Batch statistics, no Dropout: what a pass that kept training-mode
     # normalisation would give.
     model.train()
@@ -121,8 +122,10 @@ def check(argv):
         sys.exit(f"FAIL: the last evaluation's loss {got['eval_loss']} vs PyTorch's "
                  f"eval() {ref} (relative error {rel:.2e}; with batch statistics "
                  f"{batch_stats})")
+    check_accuracy(got, got["step"], counter.counts(), "PyTorch's eval()")
     print(f"OK: the evaluation equals PyTorch's eval() within {a.rtol} "
-          f"({got['eval_loss']:.6f} over {got['eval_samples']} samples)")
+          f"({got['eval_loss']:.6f}, accuracy {got['eval_accuracy']:.4f} over "
+          f"{got['eval_samples']} samples)")
     apart = abs(batch_stats - ref) / max(abs(ref), 1e-12)
     print(f"batch statistics give {batch_stats:.6f} ({'differs' if apart > 10 * a.rtol else 'same'})")
 

@@ -132,6 +132,57 @@ def eval_batches(path, names, batch, limit):
     return held, min(rounds, limit) if limit else rounds
 
 
+class AccuracyCounter:
+    """Counts the top-1 accuracy of the classification losses a model calls
+    while this is entered (torch.nn.functional's cross_entropy and nll_loss
+    wrapped): `labels` not equal to ignore_index, `correct` of them where
+    the class's score is the largest along axis 1 (torch.argmax, the first
+    on ties), and `ambiguous` of them whose two largest scores are within
+    1e-4 (relative) of each other, where float32 rounding may pick either."""
+
+    def __init__(self):
+        self.correct = self.labels = self.ambiguous = 0
+        self.calls = 0
+
+    def _count(self, scores, target, ignore_index):
+        scores = scores.detach()
+        target = target.detach()
+        keep = target != ignore_index
+        pred = scores.argmax(dim=1)
+        self.labels += int(keep.sum())
+        self.correct += int(((pred == target) & keep).sum())
+        top2 = scores.topk(2, dim=1).values
+        gap = top2.select(1, 0) - top2.select(1, 1)
+        near = gap <= 1e-4 * top2.select(1, 0).abs().clamp(min=1.0)
+        self.ambiguous += int((near & keep).sum())
+        self.calls += 1
+
+    def __enter__(self):
+        F = torch.nn.functional
+        self._saved = (F.cross_entropy, F.nll_loss)
+        ce, nll = self._saved
+
+        def cross_entropy(input, target, *args, **kwargs):
+            self._count(input, target, kwargs.get("ignore_index", -100))
+            return ce(input, target, *args, **kwargs)
+
+        def nll_loss(input, target, *args, **kwargs):
+            self._count(input, target, kwargs.get("ignore_index", -100))
+            return nll(input, target, *args, **kwargs)
+        F.cross_entropy, F.nll_loss = cross_entropy, nll_loss
+        return self
+
+    def __exit__(self, *exc):
+        F = torch.nn.functional
+        F.cross_entropy, F.nll_loss = self._saved
+        return False
+
+    def counts(self):
+        """(correct, labels, ambiguous) of one loss per call, or None where
+        the model called none or several per batch."""
+        return (self.correct, self.labels, self.ambiguous) if self.calls else None
+
+
 def read_evals(path):
     """The evaluation lines of a pipe-run log (--eval-data)."""
     with open(path) as f:
@@ -143,7 +194,8 @@ def check_evals(logged, ref, rtol, what):
     if len(logged) != len(ref):
         fail(f"the log has {len(logged)} evaluations, {what} expects {len(ref)}")
     worst = 0.0
-    for line, (step, want, samples) in zip(logged, ref):
+    accuracies = 0
+    for line, (step, want, samples, *acc) in zip(logged, ref):
         if line["step"] != step or line["eval_samples"] != samples:
             fail(f"evaluation line {line} is not after step {step} over {samples} samples")
         rel = abs(line["eval_loss"] - want) / max(abs(want), 1e-12)
@@ -151,8 +203,26 @@ def check_evals(logged, ref, rtol, what):
         if rel > rtol:
             fail(f"the evaluation after step {step}: loss {line['eval_loss']} vs {what}'s "
                  f"{want} (relative error {rel:.2e} > {rtol})")
+        if acc and acc[0] is not None:
+            check_accuracy(line, step, acc[0], what)
+            accuracies += 1
     print(f"OK: {len(logged)} evaluations within {rtol} of {what} (worst relative error "
-          f"{worst:.1e})")
+          f"{worst:.1e})" + (f"; {accuracies} accuracies equal" if accuracies else ""))
+
+
+def check_accuracy(line, step, counts, what):
+    """An evaluation line's accuracy against AccuracyCounter.counts(): the
+    same labels counted, the same right, but for near-ties."""
+    correct, labels, ambiguous = counts
+    if "eval_accuracy" not in line or line.get("eval_labels") != labels:
+        fail(f"the evaluation after step {step} counts {line.get('eval_labels')} labels "
+             f"(accuracy {line.get('eval_accuracy')}), {what} {labels}")
+    got = line["eval_accuracy"]
+    got_correct = None if got is None else round(got * labels)
+    if labels and (got_correct is None or abs(got - got_correct / labels) > 1e-9 or
+                   abs(got_correct - correct) > ambiguous):
+        fail(f"the evaluation after step {step}: accuracy {got} ({got_correct} of {labels}) "
+             f"vs {what}'s {correct / labels} ({correct}; {ambiguous} near-ties)")
 
 
 def check_losses(logged, ref, rtol, what):

@@ -22,8 +22,10 @@ prints how many steps it scaled (a test can require that it did).
 With --eval-data, the log's evaluation lines (pipe-run --eval-data) are
 checked too: after every K-th step and after the last, the model in eval()
 mode under no_grad, the mean of its losses on V's first min(N, rows // B)
-batches of B rows (each batch's own mean loss); the model trains on after
-them as before.
+batches of B rows (each batch's own mean loss), and the top-1 accuracy of
+its cross-entropy over those batches' labels (reference_common's
+AccuracyCounter: the same labels counted, the same right but for near-ties
+of two scores); the model trains on after them as before.
 
 With --onnx, the initial weights are the ONNX model's initializers (every
 parameter and buffer of the module must be one, with the same shape), so
@@ -46,8 +48,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                 "examples"))
 import models  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_common import (add_schedule_arguments, eval_batches,  # noqa: E402
-                              make_optimizer, onnx_initializers, schedule_factor)
+from reference_common import (AccuracyCounter, add_schedule_arguments,  # noqa: E402
+                              check_evals, eval_batches, make_optimizer,
+                              onnx_initializers, schedule_factor)
 
 
 def main():
@@ -113,13 +116,14 @@ def check(argv):
 
     def evaluate(after):
         model.eval()
-        with torch.no_grad():
+        with torch.no_grad(), AccuracyCounter() as counter:
             total = 0.0
             for j in range(rounds):
                 total += float(model(*[torch.from_numpy(x[j * a.batch:(j + 1) * a.batch])
                                        for x in held]))
         model.train()
-        expected_evals.append((after - 1, total / rounds, rounds * a.batch))
+        expected_evals.append((after - 1, total / rounds, rounds * a.batch,
+                               counter.counts()))
     if len(logged) != a.steps:
         sys.exit(f"FAIL: the log has {len(logged)} steps, expected {a.steps}")
     worst = 0.0
@@ -149,23 +153,8 @@ def check(argv):
                      f"(relative error {rel:.2e} > {a.rtol})")
     print(f"OK: {a.steps} steps within {a.rtol} of PyTorch "
           f"(worst relative error {worst:.1e})")
-    if len(evals) != len(expected_evals):
-        sys.exit(f"FAIL: the log has {len(evals)} evaluations, expected "
-                 f"{len(expected_evals)}")
-    if expected_evals:
-        worst = 0.0
-        for line, (step, ref, samples) in zip(evals, expected_evals):
-            if line["step"] != step or line["eval_samples"] != samples:
-                sys.exit(f"FAIL: evaluation line {line} is not after step {step} "
-                         f"over {samples} samples")
-            rel = abs(line["eval_loss"] - ref) / max(abs(ref), 1e-12)
-            worst = max(worst, rel)
-            if rel > a.rtol:
-                sys.exit(f"FAIL: the evaluation after step {step}: loss "
-                         f"{line['eval_loss']} vs PyTorch {ref} (relative error "
-                         f"{rel:.2e} > {a.rtol})")
-        print(f"OK: {len(evals)} evaluations within {a.rtol} of PyTorch "
-              f"(worst relative error {worst:.1e})")
+    if expected_evals or evals:
+        check_evals(evals, expected_evals, a.rtol, "PyTorch")
     if a.clip_grad_norm > 0:
         print(f"clipped {clipped} of {a.steps} steps")
     if a.saved:
