@@ -219,7 +219,7 @@ def check(argv):
                     tuple(torch.from_numpy(x[j * a.batch:(j + 1) * a.batch]) for x in held)))
                     for j in range(rounds))
             model.train()
-            return total / rounds, counter.counts()
+            return total / rounds, counter.counts(rounds)
 
         def at_step_end(t, version):
             if t == a.steps or not a.eval_every or t % a.eval_every:

@@ -177,10 +177,13 @@ class AccuracyCounter:
         F.cross_entropy, F.nll_loss = self._saved
         return False
 
-    def counts(self):
-        """(correct, labels, ambiguous) of one loss per call, or None where
-        the model called none or several per batch."""
-        return (self.correct, self.labels, self.ambiguous) if self.calls else None
+    def counts(self, forwards):
+        """(correct, labels, ambiguous) where each of the model's `forwards`
+        called one classification loss; None where it called none or
+        several (a loss with no accuracy, or an ambiguous one)."""
+        if self.calls != forwards:
+            return None
+        return (self.correct, self.labels, self.ambiguous)
 
 
 def read_evals(path):
@@ -203,16 +206,21 @@ def check_evals(logged, ref, rtol, what):
         if rel > rtol:
             fail(f"the evaluation after step {step}: loss {line['eval_loss']} vs {what}'s "
                  f"{want} (relative error {rel:.2e} > {rtol})")
-        if acc and acc[0] is not None:
+        if acc:
             check_accuracy(line, step, acc[0], what)
-            accuracies += 1
+            accuracies += acc[0] is not None
     print(f"OK: {len(logged)} evaluations within {rtol} of {what} (worst relative error "
           f"{worst:.1e})" + (f"; {accuracies} accuracies equal" if accuracies else ""))
 
 
 def check_accuracy(line, step, counts, what):
     """An evaluation line's accuracy against AccuracyCounter.counts(): the
-    same labels counted, the same right, but for near-ties."""
+    same labels counted, the same right, but for near-ties; none where the
+    reference has none."""
+    if counts is None:
+        if "eval_accuracy" in line or "eval_labels" in line:
+            fail(f"the evaluation after step {step} has an accuracy, {what} none: {line}")
+        return
     correct, labels, ambiguous = counts
     if "eval_accuracy" not in line or line.get("eval_labels") != labels:
         fail(f"the evaluation after step {step} counts {line.get('eval_labels')} labels "

@@ -123,7 +123,7 @@ def check(argv):
                                        for x in held]))
         model.train()
         expected_evals.append((after - 1, total / rounds, rounds * a.batch,
-                               counter.counts()))
+                               counter.counts(rounds)))
     if len(logged) != a.steps:
         sys.exit(f"FAIL: the log has {len(logged)} steps, expected {a.steps}")
     worst = 0.0
