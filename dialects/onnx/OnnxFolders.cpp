@@ -562,6 +562,49 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
   return pickElements(getData(), adaptor.getData(), sources, type);
 }
 
+/// A constant split into constants (repeat_interleave's exported shape
+/// arithmetic splits its repeat counts, one per part).
+LogicalResult SplitOp::fold(FoldAdaptor adaptor, SmallVectorImpl<OpFoldResult> &results) {
+  auto input = smallDense(adaptor.getInput());
+  auto inType = getRanked(getInput());
+  if (!input || !inType || !inType.hasStaticShape() || inType.getRank() == 0)
+    return failure();
+  int64_t rank = inType.getRank();
+  int64_t axis = static_cast<int64_t>(getAxis());
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    return failure();
+  ArrayRef<int64_t> shape = inType.getShape();
+  int64_t dim = shape[axis], outer = 1, inner = 1;
+  for (int64_t d : shape.take_front(axis))
+    outer *= d;
+  for (int64_t d : shape.drop_front(axis + 1))
+    inner *= d;
+  SmallVector<OpFoldResult> parts;
+  int64_t offset = 0;
+  for (unsigned r = 0; r < getNumResults(); ++r) {
+    auto type = inferredStaticType(*this, r);
+    if (!type || type.getRank() != rank)
+      return failure();
+    int64_t size = type.getDimSize(axis);
+    if (offset + size > dim)
+      return failure();
+    SmallVector<int64_t> sources;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = offset; j < offset + size; ++j)
+        for (int64_t k = 0; k < inner; ++k)
+          sources.push_back((o * dim + j) * inner + k);
+    Attribute part = pickElements(getInput(), input, sources, type);
+    if (!part)
+      return failure();
+    parts.push_back(part);
+    offset += size;
+  }
+  results.append(parts.begin(), parts.end());
+  return success();
+}
+
 OpFoldResult ExpandOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType() &&
       llvm::cast<RankedTensorType>(getType()).hasStaticShape() &&

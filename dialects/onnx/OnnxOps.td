@@ -532,6 +532,7 @@ def ONNX_SplitOp : ONNX_ShapedOp<"Split"> {
                    DefaultValuedAttr<I64Attr, "0">:$axis,
                    OptionalAttr<I64Attr>:$num_outputs);
   let results = (outs Variadic<AnyTensor>:$outputs);
+  let hasFolder = 1;
 }
 
 def ONNX_SliceOp : ONNX_ShapedOp<"Slice"> {

@@ -524,13 +524,40 @@ LogicalResult Importer::finishFunction(func::FuncOp fn) {
     }
   }
   none = {};
+  const bool staticInputs = llvm::all_of(fn.getArgumentTypes(), [](Type type) {
+    auto t = dyn_cast<TensorType>(type);
+    return !t || t.hasStaticShape();
+  });
   WalkResult walk = fn.walk([&](Operation *op) {
     for (Value v : op->getResults()) {
       auto t = llvm::dyn_cast<TensorType>(v.getType());
       if (t && !t.hasStaticShape()) {
-        op->emitError() << "output of this op has a dynamic shape " << t
-                        << " after import; bind the symbolic dimensions of "
-                           "the graph inputs with --input-shape";
+        if (!staticInputs) {
+          op->emitError() << "output of this op has a dynamic shape " << t
+                          << " after import; bind the symbolic dimensions of "
+                             "the graph inputs with --input-shape";
+          return WalkResult::interrupt();
+        }
+        // Every input is static: the shape is computed from values the
+        // folders could not make constant. Name what computed them.
+        Operation *from = nullptr;
+        for (Value operand : op->getOperands())
+          if (Operation *def = operand.getDefiningOp();
+              def && !isa<onnx::ConstantOp, onnx::NoValueOp>(def)) {
+            auto type = dyn_cast<RankedTensorType>(operand.getType());
+            if (type && type.getElementType().isSignlessInteger() && type.getRank() <= 1) {
+              from = def;
+              break;
+            }
+          }
+        auto diag = op->emitError() << "output of this op has a dynamic shape " << t
+                                    << " although every graph input is static: ";
+        if (from)
+          diag << "its shape comes from an " << from->getName()
+               << " whose values pipec cannot fold into constants";
+        else
+          diag << "its shape depends on values pipec cannot fold into constants";
+        diag << " (re-export with do_constant_folding=True, or report the model)";
         return WalkResult::interrupt();
       }
     }

@@ -215,3 +215,35 @@ func.func @range_empty_extremes() -> tensor<?xi64> {
   %r = onnx.Range(%s, %l, %d) : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
   return %r : tensor<?xi64>
 }
+
+// -----
+
+// A constant Split folds into its parts (repeat_interleave's exported
+// repeat counts: Expand(2, [2]) split into [1, 1]); along axis 1 of a 2-D
+// constant with uneven parts, each part keeps its rows' elements.
+// CHECK-LABEL: func @split_constant
+// CHECK-DAG:     %[[A:.*]] = onnx.Constant {value = dense<{{\[\[}}0], [3]]> : tensor<2x1xi64>} : tensor<2x1xi64>
+// CHECK-DAG:     %[[B:.*]] = onnx.Constant {value = dense<{{\[\[}}1, 2], [4, 5]]> : tensor<2x2xi64>} : tensor<2x2xi64>
+// CHECK-DAG:     %[[P:.*]] = onnx.Constant {value = dense<2> : tensor<1xi64>} : tensor<1xi64>
+// CHECK-NOT:     onnx.Split
+// CHECK:         return %[[A]], %[[B]], %[[P]], %[[P]]
+func.func @split_constant() -> (tensor<2x1xi64>, tensor<2x2xi64>, tensor<1xi64>, tensor<1xi64>) {
+  %m = onnx.Constant {value = dense<[[0, 1, 2], [3, 4, 5]]> : tensor<2x3xi64>} : tensor<2x3xi64>
+  %sizes = onnx.Constant {value = dense<[1, 2]> : tensor<2xi64>} : tensor<2xi64>
+  %a, %b = onnx.Split(%m, %sizes) {axis = 1 : i64} : (tensor<2x3xi64>, tensor<2xi64>) -> (tensor<2x1xi64>, tensor<2x2xi64>)
+  %two = onnx.Constant {value = dense<2> : tensor<2xi64>} : tensor<2xi64>
+  %none = "onnx.NoValue"() : () -> none
+  %p, %q = onnx.Split(%two, %none) {axis = 0 : i64} : (tensor<2xi64>, none) -> (tensor<1xi64>, tensor<1xi64>)
+  return %a, %b, %p, %q : tensor<2x1xi64>, tensor<2x2xi64>, tensor<1xi64>, tensor<1xi64>
+}
+
+// -----
+
+// A Split of a value stays.
+// CHECK-LABEL: func @split_value
+// CHECK: onnx.Split
+func.func @split_value(%x: tensor<4xf32>) -> (tensor<2xf32>, tensor<2xf32>) {
+  %none = "onnx.NoValue"() : () -> none
+  %a, %b = onnx.Split(%x, %none) {axis = 0 : i64} : (tensor<4xf32>, none) -> (tensor<2xf32>, tensor<2xf32>)
+  return %a, %b : tensor<2xf32>, tensor<2xf32>
+}

@@ -98,3 +98,15 @@ save("squeeze_too_many", [helper.make_node("Squeeze", ["data", "axes"], ["y"], n
 save("unsqueeze_huge", [helper.make_node("Unsqueeze", ["data", "axes"], ["y"], name="usq")],
      [d3, helper.make_tensor_value_info("axes", I64, [1 << 40])],
      [helper.make_tensor_value_info("y", F, [1])], check=False)
+
+# Every input static, but a shape computed from values: a Reshape whose
+# shape is the ceiling of a float input's values (pipec's folders cannot
+# know them), and one whose shape is a graph input.
+v2 = helper.make_tensor_value_info("v", F, [2])
+save("value_shape", [helper.make_node("Ceil", ["v"], ["c"], name="ceil"),
+                     helper.make_node("Cast", ["c"], ["s"], name="cast", to=I64),
+                     helper.make_node("Reshape", ["x", "s"], ["y"], name="rv")],
+     [x, v2], [helper.make_tensor_value_info("y", F, ["a", "b"])], check=False)
+save("input_shape", [helper.make_node("Reshape", ["x", "s"], ["y"], name="ri")],
+     [x, helper.make_tensor_value_info("s", I64, [2])],
+     [helper.make_tensor_value_info("y", F, ["a", "b"])], check=False)

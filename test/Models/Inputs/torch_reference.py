@@ -108,7 +108,8 @@ class Attention(nn.Module):
         self.am = am
         self.net = {"encoder": lambda: am.Encoder(False),
                     "encoder_bf": lambda: am.Encoder(True),
-                    "vit": am.ViT}[name]()
+                    "vit": am.ViT,
+                    "llama": am.Llama}[name]()
 
     def forward(self, a, b):
         return self.net(a, b)
@@ -144,7 +145,7 @@ def build(name):
         return Net(), 8, {"x": ((3, 6, 6), np.float32, None), "y": ((), np.int64, 5)}
     if name == "gn":
         return GNNet(), 8, {"x": ((3, 6, 6), np.float32, None), "y": ((), np.int64, 5)}
-    if name in ("encoder", "encoder_bf"):
+    if name in ("encoder", "encoder_bf", "llama"):
         m = Attention(name)
         t, v = m.am.T, m.am.V
         return m, 8, {"tok": ((t,), np.int64, v), "tgt": ((t,), np.int64, v)}
@@ -278,14 +279,17 @@ def train(a, inits, data, dtype):
     ill-conditioned, and PyTorch's float32 drifts from the exact result by
     more than the tolerance within a few ResNet steps)."""
     model = build(a.model)[0]
-    state = model.state_dict()
-    for key in state:
-        if key.endswith("num_batches_tracked"):
-            continue  # not exported; unused with a fixed momentum
-        if key not in inits:
-            sys.exit(f"FAIL: {a.onnx} has no initializer '{key}'")
-        state[key] = torch.from_numpy(inits[key].copy())
-    model.load_state_dict(state)
+    # Each tensor once: a tied weight (the Llama head's) under its first
+    # name, as the export names its one initializer.
+    named = dict(model.named_parameters())
+    named.update(dict(model.named_buffers()))
+    with torch.no_grad():
+        for key, tensor in named.items():
+            if key.endswith("num_batches_tracked"):
+                continue  # not exported; unused with a fixed momentum
+            if key not in inits:
+                sys.exit(f"FAIL: {a.onnx} has no initializer '{key}'")
+            tensor.copy_(torch.from_numpy(inits[key].copy()))
     model = model.to(dtype)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)

@@ -14,6 +14,8 @@
 - vit.onnx: a small vision transformer: a patch convolution, nn.
   MultiheadAttention over the patches (sequence first), LayerNorm, mean
   pooling, a linear classifier. vit.npz holds images and labels.
+- llama.onnx: a Llama-style decoder (RMSNorm, rotary positions, grouped-
+  query attention through repeat_interleave, SwiGLU, a tied head).
 Dropout is 0, so pipelined training can equal one device.
 """
 import os
@@ -79,6 +81,81 @@ class PaddedMha(nn.Module):
                                            tgt.reshape(-1))
 
 
+class RMSNorm(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+
+def rotate(x, cos, sin):
+    """Rotary position embedding on interleaved pairs (x[2i], x[2i+1])."""
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+
+class LlamaBlock(nn.Module):
+    """Pre-RMSNorm block: grouped-query attention (4 query heads sharing 2
+    key/value heads through repeat_interleave) with rotary positions and
+    a causal mask, then a SwiGLU MLP; no biases."""
+
+    def __init__(self, heads=4, kv_heads=2, hidden=32):
+        super().__init__()
+        self.h, self.kv, self.hd = heads, kv_heads, D // heads
+        self.n1, self.n2 = RMSNorm(D), RMSNorm(D)
+        self.q = nn.Linear(D, D, bias=False)
+        self.k = nn.Linear(D, kv_heads * self.hd, bias=False)
+        self.v = nn.Linear(D, kv_heads * self.hd, bias=False)
+        self.o = nn.Linear(D, D, bias=False)
+        self.gate = nn.Linear(D, hidden, bias=False)
+        self.up = nn.Linear(D, hidden, bias=False)
+        self.down = nn.Linear(hidden, D, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        b, t, d = x.shape
+        y = self.n1(x)
+        q = self.q(y).view(b, t, self.h, self.hd).transpose(1, 2)
+        k = self.k(y).view(b, t, self.kv, self.hd).transpose(1, 2)
+        v = self.v(y).view(b, t, self.kv, self.hd).transpose(1, 2)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        k = k.repeat_interleave(self.h // self.kv, dim=1)
+        v = v.repeat_interleave(self.h // self.kv, dim=1)
+        a = torch.softmax(q @ k.transpose(-2, -1) / self.hd ** 0.5 + mask, dim=-1)
+        x = x + self.o((a @ v).transpose(1, 2).reshape(b, t, d))
+        y = self.n2(x)
+        return x + self.down(nn.functional.silu(self.gate(y)) * self.up(y))
+
+
+class Llama(nn.Module):
+    """A Llama-style decoder, small: token embedding, 2 LlamaBlocks, a final
+    RMSNorm and a head tied to the embedding, next-token cross-entropy. The
+    rotary tables and the mask are computed in the forward (as Hugging
+    Face's models do from their inv_freq), so they are no parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(V, D)
+        self.blocks = nn.ModuleList([LlamaBlock() for _ in range(2)])
+        self.norm = RMSNorm(D)
+        self.head = nn.Linear(D, V, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, tok, tgt):
+        t = tok.shape[1]
+        hd = D // 4
+        freq = 1.0 / (10000.0 ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+        angle = torch.arange(t, dtype=torch.float32)[:, None] * freq[None, :]
+        cos, sin = angle.cos(), angle.sin()
+        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        x = self.emb(tok)
+        for blk in self.blocks:
+            x = blk(x, cos, sin, mask)
+        logits = self.head(self.norm(x))
+        return nn.functional.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1))
+
+
 def export(model, inputs, names, path):
     torch.onnx.export(model, inputs, path, input_names=names, output_names=["loss"],
                       training=torch.onnx.TrainingMode.TRAINING,
@@ -109,7 +186,11 @@ def main():
              tok=rng.integers(0, V, (64, T)).astype(np.int64),
              keep=(np.arange(T)[None, :] < lengths[:, None]).astype(np.int64),
              tgt=rng.integers(0, V, (64, T)).astype(np.int64))
-    print("wrote encoder.onnx, encoder_bf.onnx, vit.onnx, padded.onnx")
+    export(Llama(), tok, ["tok", "tgt"], os.path.join(out, "llama.onnx"))
+    np.savez(os.path.join(out, "llama.npz"),
+             tok=rng.integers(0, V, (64, T)).astype(np.int64),
+             tgt=rng.integers(0, V, (64, T)).astype(np.int64))
+    print("wrote encoder.onnx, encoder_bf.onnx, vit.onnx, padded.onnx, llama.onnx")
 
 
 if __name__ == "__main__":
