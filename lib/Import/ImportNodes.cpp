@@ -338,7 +338,7 @@ static bool isZeroFloatConstant(Value v) {
 }
 
 LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
-  std::string label = nodeLabel(node, index);
+  std::string label = labelScope + nodeLabel(node, index);
   Location loc = NameLoc::get(builder.getStringAttr(label), fileLoc);
   const std::string &domain = node.domain();
   StringRef opType = node.op_type();
@@ -370,6 +370,8 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
     return importGroupNorm(node, opType, loc);
   if (!training && opType == "Einsum")
     return importEinsum(node, loc);
+  if (!training && isControlFlowOp(opType))
+    return importControlFlow(node, opType, loc);
   if (!training && (opType == "PRelu" || opType == "ReduceL1" || opType == "ReduceL2" ||
                     opType == "ReduceSumSquare" || opType == "ReduceLogSum" ||
                     opType == "ReduceLogSumExp" || opType == "DepthToSpace" ||

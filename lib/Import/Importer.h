@@ -111,6 +111,17 @@ private:
   /// for a repeated subscript), ReduceSum, Transpose, Reshape and one
   /// (batched) MatMul.
   LogicalResult importEinsum(const pb::NodeProto &node, Location loc);
+  /// Loop and the sequence operators, unrolled at import into tensor ops
+  /// (ImportControlFlow.cpp).
+  static bool isControlFlowOp(StringRef opType);
+  LogicalResult importControlFlow(const pb::NodeProto &node, StringRef opType,
+                                  Location loc);
+  FailureOr<SmallVector<Value>> sequenceInput(const pb::NodeProto &node, int index,
+                                              Location loc);
+  /// Input `index` of `node`: its value, a null value where absent.
+  FailureOr<Value> tensorInput(const pb::NodeProto &node, int index, Location loc);
+  FailureOr<int64_t> constantIndex(Value v, StringRef what, Location loc);
+
   /// PRelu, ReduceL1, ReduceL2 and ReduceSumSquare in ops the dialect has
   /// (and differentiates).
   LogicalResult importComposite(const pb::NodeProto &node, StringRef opType,
@@ -124,6 +135,11 @@ private:
   int64_t opset = 0, trainingOpset = 0;
 
   llvm::StringMap<Value> values;
+  /// Prefixed to node labels (locations): an unrolled Loop's iteration, so
+  /// that each copy of its body has locations of its own.
+  std::string labelScope;
+  /// ONNX sequences, while importing: the tensors they hold, in order.
+  llvm::StringMap<SmallVector<Value>> sequences;
   /// Static shapes the model itself declares (graph outputs, value_info):
   /// they fix results whose shape depends on runtime data (a Reshape target
   /// fed as a graph input).

@@ -156,7 +156,11 @@ std::vector<std::string> supportedOnnxOperators(MLIRContext *context) {
   for (const char *decomposed : {"Einsum", "GroupNormalization", "InstanceNormalization",
                                  "PRelu", "ReduceL1", "ReduceL2", "ReduceSumSquare",
                                  "ReduceLogSum", "ReduceLogSumExp", "DepthToSpace",
-                                 "SpaceToDepth"})
+                                 "SpaceToDepth",
+                                 // Unrolled at import (ImportControlFlow.cpp).
+                                 "Loop", "SequenceEmpty", "SequenceConstruct",
+                                 "SequenceInsert", "SequenceAt", "SequenceLength",
+                                 "SplitToSequence", "ConcatFromSequence"})
     names.push_back(decomposed);
   llvm::sort(names);
   return names;

@@ -73,12 +73,18 @@ int main(int argc, char **argv) {
       bool grad = op ? op->hasInterface<pipec::autodiff::VjpOpInterface>()
                      : true;
       bool train = training.contains(n);
+      // Unrolled at import (ImportControlFlow.cpp): the tensor ops they
+      // become are differentiated.
+      bool unrolled = n == "Loop" || n.starts_with("Sequence") ||
+                      n == "SplitToSequence" || n == "ConcatFromSequence";
       ++total;
       withGrad += grad;
       rows += "| " + name + " | " +
               (train ? "ai.onnx.preview.training" : "ai.onnx") + " | " +
-              (grad ? "yes" : train ? "(the training algorithm)"
-                            : "none (integer, boolean or constant result)") +
+              (unrolled ? "yes (unrolled at import into tensor ops)"
+               : grad   ? "yes"
+               : train  ? "(the training algorithm)"
+                        : "none (integer, boolean or constant result)") +
               " |\n";
     }
     llvm::outs() << "# ONNX operators\n\nWritten by `pipe-translate "
