@@ -79,6 +79,8 @@ inline constexpr ::llvm::StringLiteral kOutput =
     PipeDialect::OutputAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kResultBuffer =
     PipeDialect::ResultBufferAttrHelper::getNameStr();
+inline constexpr ::llvm::StringLiteral kClassificationLosses =
+    PipeDialect::ClassificationLossesAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kMetric =
     PipeDialect::MetricAttrHelper::getNameStr();
 inline constexpr ::llvm::StringLiteral kInit =

@@ -72,6 +72,10 @@ def Pipe_Dialect : Dialect {
     "::mlir::IntegerAttr":$num_stages,
     "::mlir::ArrayAttr":$stage_costs,
     "::mlir::StringAttr":$producer,
+    // On a device's module (pipe-compile): the classification losses of the
+    // whole model's forward, which the device's stages may not all hold
+    // (pipe-lower-programs' evaluation counts an accuracy only for one).
+    "::mlir::IntegerAttr":$classification_losses,
     "::mlir::IntegerAttr":$opset,
     // On programs and lowered step functions.
     "::mlir::IntegerAttr":$peak_in_flight,

@@ -73,7 +73,8 @@ void PipeDialect::initialize() {
 //                pipe.loss_combine (pipe-microbatch), pipe.optimizer
 //                (pipe-add-optimizer), pipe.transfers (pipe-insert-transfers),
 //                pipe.num_stages, pipe.stage_costs (pipe-assign-stages),
-//                pipe.producer, pipe.opset (the importer)
+//                pipe.producer, pipe.opset (the importer),
+//                pipe.classification_losses (a device's module, pipe-compile)
 //   programs     pipe.peak_in_flight (pipe-schedule)
 //   lowered      pipe.device, pipe.program, pipe.peak_bytes
 //   arguments    pipe.input, pipe.param, pipe.trainable, pipe.init,
@@ -132,6 +133,8 @@ LogicalResult verifyPipeAttr(Operation *op, NamedAttribute attr,
       .Case(attrs::kResultBuffer,
             [&] { return integer(0, "an output buffer index >= 0"); })
       .Case(attrs::kOpset, [&] { return integer(1, "an opset version"); })
+      .Case(attrs::kClassificationLosses,
+            [&] { return integer(0, "a count of loss ops >= 0"); })
       .Case(attrs::kMetric,
             [&] { return integer(1, "an output slot >= 1 (after the loss)"); })
       .Case(attrs::kLossScale,

@@ -44,14 +44,8 @@ mlir::pipec::buildAccuracyCounts(Block &body, unsigned losses, std::string &unav
   for (Operation &op : body.without_terminator())
     if (isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(op))
       classifiers.push_back(&op);
-  if (classifiers.empty()) {
-    unavailable = "the loss has no SoftmaxCrossEntropyLoss or NegativeLogLikelihoodLoss "
-                  "(no class scores to take the accuracy of)";
-    return std::nullopt;
-  }
-  if (classifiers.size() != losses) {
-    unavailable = "the loss has " + std::to_string(classifiers.size() / std::max(losses, 1u)) +
-                  " classification terms (the accuracy of which is ambiguous)";
+  if (classifiers.size() != losses || classifiers.empty()) {
+    unavailable = noAccuracyReason(classifiers.size() / std::max(losses, 1u));
     return std::nullopt;
   }
   for (Operation *op : classifiers) {
@@ -106,4 +100,21 @@ mlir::pipec::buildAccuracyCounts(Block &body, unsigned losses, std::string &unav
     return std::nullopt;
   }
   return counts;
+}
+
+int64_t mlir::pipec::countClassificationLosses(Operation *root) {
+  int64_t n = 0;
+  root->walk([&](Operation *op) {
+    if (isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(op))
+      ++n;
+  });
+  return n;
+}
+
+std::string mlir::pipec::noAccuracyReason(int64_t terms) {
+  if (terms == 0)
+    return "the loss has no SoftmaxCrossEntropyLoss or NegativeLogLikelihoodLoss "
+           "(no class scores to take the accuracy of)";
+  return "the loss has " + std::to_string(terms) +
+         " classification terms (the accuracy of which is ambiguous)";
 }

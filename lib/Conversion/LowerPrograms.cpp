@@ -2836,7 +2836,24 @@ static FailureOr<pipe::ProgramOp> buildEvalProgram(ModuleOp module,
     unsigned losses = 0;
     for (unsigned i = 0; i < evalStage.getNumResults(); ++i)
       losses += evalStage.getResultAttr(i, pipe::attrs::kLoss) ? 1 : 0;
-    if (losses > 0) {
+    // Decided over the whole model where its imported forward is still
+    // here (pipe-compile): a classification term on another stage would
+    // make this stage's one look like the loss's only one.
+    std::optional<int64_t> modelTerms;
+    if (auto n = module->getAttrOfType<IntegerAttr>(pipe::attrs::kClassificationLosses))
+      modelTerms = n.getInt();
+    else if (auto forward = module.lookupSymbol<func::FuncOp>("forward");
+             forward && !forward.isDeclaration())
+      modelTerms = countClassificationLosses(forward);
+    int64_t here = 0;
+    for (Operation &op : body)
+      here += isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(op);
+    if (losses > 0 && modelTerms && *modelTerms != 1) {
+      noAccuracy = noAccuracyReason(*modelTerms);
+    } else if (losses > 0 && modelTerms && here == 0) {
+      noAccuracy = "the classification loss runs on an earlier stage than the loss's last "
+                   "ops (pipec counts the accuracy on the loss's stage only)";
+    } else if (losses > 0) {
       std::optional<AccuracyCounts> counts = buildAccuracyCounts(body, losses, noAccuracy);
       if (!counts && noAccuracy.empty())
         return failure();

@@ -364,6 +364,13 @@ bool runPipeline(ModuleOp module, StringRef pipeline) {
 OwningOpRef<ModuleOp> deviceModule(ModuleOp module, pipe::ProgramOp program) {
   OwningOpRef<ModuleOp> device = ModuleOp::create(module.getLoc());
   (*device)->setAttrs(module->getAttrDictionary());
+  // The device keeps only @forward's declaration: its classification
+  // losses, for the evaluation's accuracy.
+  if (auto forward = module.lookupSymbol<func::FuncOp>("forward");
+      forward && !forward.isDeclaration())
+    (*device)->setAttr(pipe::attrs::kClassificationLosses,
+                       IntegerAttr::get(IntegerType::get(module.getContext(), 64),
+                                        pipec::countClassificationLosses(forward)));
   OpBuilder b(device->getBodyRegion());
   b.setInsertionPointToEnd(device->getBody());
   for (auto f : module.getOps<func::FuncOp>()) {

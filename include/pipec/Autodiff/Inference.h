@@ -44,6 +44,12 @@ inline constexpr int64_t kMetricCorrect = 1, kMetricCounted = 2;
 std::optional<AccuracyCounts> buildAccuracyCounts(Block &body, unsigned losses,
                                                   std::string &unavailable);
 
+/// The classification losses (SoftmaxCrossEntropyLoss,
+/// NegativeLogLikelihoodLoss) in `root`, nested ones included.
+int64_t countClassificationLosses(Operation *root);
+/// Why a loss with `terms` classification terms (not 1) has no accuracy.
+std::string noAccuracyReason(int64_t terms);
+
 } // namespace mlir::pipec
 
 #endif // PIPEC_AUTODIFF_INFERENCE_H

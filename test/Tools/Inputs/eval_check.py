@@ -6,7 +6,7 @@
         0.3, Linear, Dropout 0.2, Linear head; cross-entropy; exported for
         training with a symbolic batch axis), train.npz (64 rows) and
         val.npz (44 rows: the last 4 are no whole batch of 8); and, for the
-        accuracy, seq_nll / regression / two_heads.onnx with
+        accuracy, seq_nll / regression / penalised / two_heads.onnx with
         <name>_train.npz and <name>_val.npz (MODELS below).
     eval_check.py check --model bn_dropout|seq_nll|...|mlp|... --saved S.onnx --log L.jsonl
         --eval-data V.npz --batch B [--eval-batches N] [--rtol 1e-4]
@@ -33,7 +33,8 @@ import torch.nn as nn
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
 import models  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_common import AccuracyCounter, check_accuracy, onnx_initializers  # noqa: E402
+from reference_common import (AccuracyCounter, check_accuracy, loss_error,  # noqa: E402
+                              onnx_initializers)
 
 
 class BNDropout(nn.Module):
@@ -95,6 +96,21 @@ class TwoHeads(nn.Module):
         return nn.functional.cross_entropy(self.a(h), y) + nn.functional.cross_entropy(self.b(h), z)
 
 
+class PenalisedCE(nn.Module):
+    """One cross-entropy term plus an L2 penalty on a weight: the accuracy
+    is the cross-entropy's, wherever the penalty's Add runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(12, 16)
+        self.fc2 = nn.Linear(16, 16)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x, y):
+        h = torch.tanh(self.fc2(torch.relu(self.fc1(x))))
+        return nn.functional.cross_entropy(self.head(h), y) + 0.01 * (self.fc1.weight ** 2).sum()
+
+
 # name: (module class, input names, row maker(rng, rows) -> arrays)
 MODELS = {
     "bn_dropout": (BNDropout, ["x", "y"], lambda rng, n: [
@@ -106,6 +122,9 @@ MODELS = {
     "regression": (Regression, ["x", "y"], lambda rng, n: [
         rng.standard_normal((n, 12)).astype(np.float32),
         rng.standard_normal(n).astype(np.float32)]),
+    "penalised": (PenalisedCE, ["x", "y"], lambda rng, n: [
+        rng.standard_normal((n, 12)).astype(np.float32),
+        rng.integers(0, 4, n).astype(np.int64)]),
     "two_heads": (TwoHeads, ["x", "y", "z"], lambda rng, n: [
         rng.standard_normal((n, 12)).astype(np.float32),
         rng.integers(0, 4, n).astype(np.int64), rng.integers(0, 3, n).astype(np.int64)]),
@@ -182,14 +201,14 @@ def check(argv):
     if got["eval_samples"] != rounds * a.batch:
         sys.exit(f"FAIL: the evaluation covered {got['eval_samples']} samples, "
                  f"expected {rounds * a.batch}")
-    rel = abs(got["eval_loss"] - ref) / max(abs(ref), 1e-12)
+    rel = loss_error(got["eval_loss"], ref)
     if rel > a.rtol:
         sys.exit(f"FAIL: the last evaluation's loss {got['eval_loss']} vs PyTorch's "
                  f"eval() {ref} (relative error {rel:.2e}; with batch statistics "
                  f"{batch_stats})")
     check_accuracy(got, got["step"], counter.counts(rounds), "PyTorch's eval()")
     print(f"OK: the evaluation equals PyTorch's eval() within {a.rtol} "
-          f"({got['eval_loss']:.6f}, accuracy "
+          f"({float('nan') if got['eval_loss'] is None else got['eval_loss']:.6f}, accuracy "
           f"{'none' if got.get('eval_accuracy') is None else round(got['eval_accuracy'], 4)} "
           f"over {got['eval_samples']} samples)")
     apart = abs(batch_stats - ref) / max(abs(ref), 1e-12)

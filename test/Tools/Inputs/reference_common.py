@@ -162,12 +162,17 @@ class AccuracyCounter:
         self._saved = (F.cross_entropy, F.nll_loss)
         ce, nll = self._saved
 
+        # ignore_index: a keyword, or the 5th positional argument (input,
+        # target, weight, size_average, ignore_index, ...).
+        def ignored(args, kwargs):
+            return kwargs.get("ignore_index", args[2] if len(args) > 2 else -100)
+
         def cross_entropy(input, target, *args, **kwargs):
-            self._count(input, target, kwargs.get("ignore_index", -100))
+            self._count(input, target, ignored(args, kwargs))
             return ce(input, target, *args, **kwargs)
 
         def nll_loss(input, target, *args, **kwargs):
-            self._count(input, target, kwargs.get("ignore_index", -100))
+            self._count(input, target, ignored(args, kwargs))
             return nll(input, target, *args, **kwargs)
         F.cross_entropy, F.nll_loss = cross_entropy, nll_loss
         return self
@@ -201,7 +206,7 @@ def check_evals(logged, ref, rtol, what):
     for line, (step, want, samples, *acc) in zip(logged, ref):
         if line["step"] != step or line["eval_samples"] != samples:
             fail(f"evaluation line {line} is not after step {step} over {samples} samples")
-        rel = abs(line["eval_loss"] - want) / max(abs(want), 1e-12)
+        rel = loss_error(line["eval_loss"], want)
         worst = max(worst, rel)
         if rel > rtol:
             fail(f"the evaluation after step {step}: loss {line['eval_loss']} vs {what}'s "
@@ -211,6 +216,16 @@ def check_evals(logged, ref, rtol, what):
             accuracies += acc[0] is not None
     print(f"OK: {len(logged)} evaluations within {rtol} of {what} (worst relative error "
           f"{worst:.1e})" + (f"; {accuracies} accuracies equal" if accuracies else ""))
+
+
+def loss_error(got, want):
+    """The relative error of a logged loss (None: the log's NaN, as a mean
+    over no counted label is) against the reference's; NaN against NaN is
+    equal, NaN against a number infinitely wrong."""
+    got = float("nan") if got is None else got
+    if np.isnan(got) or np.isnan(want):
+        return 0.0 if np.isnan(got) and np.isnan(want) else float("inf")
+    return abs(got - want) / max(abs(want), 1e-12)
 
 
 def check_accuracy(line, step, counts, what):
@@ -226,6 +241,10 @@ def check_accuracy(line, step, counts, what):
         fail(f"the evaluation after step {step} counts {line.get('eval_labels')} labels "
              f"(accuracy {line.get('eval_accuracy')}), {what} {labels}")
     got = line["eval_accuracy"]
+    if labels == 0:
+        if got is not None:
+            fail(f"the evaluation after step {step} counts no label but has accuracy {got}")
+        return
     got_correct = None if got is None else round(got * labels)
     if labels and (got_correct is None or abs(got - got_correct / labels) > 1e-9 or
                    abs(got_correct - correct) > ambiguous):
