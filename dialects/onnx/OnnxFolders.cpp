@@ -533,6 +533,18 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   return pickElements(getData(), adaptor.getData(), sources, type);
 }
 
+/// The elements before `axis` of a static shape, its extent, and the
+/// elements after it.
+static std::tuple<int64_t, int64_t, int64_t> axisExtents(ArrayRef<int64_t> shape,
+                                                         int64_t axis) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d : shape.take_front(axis))
+    outer *= d;
+  for (int64_t d : shape.drop_front(axis + 1))
+    inner *= d;
+  return {outer, shape[axis], inner};
+}
+
 OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
   auto type = inferredStaticType(*this);
   auto dataType = getRanked(getData());
@@ -543,12 +555,7 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
   int64_t axis = static_cast<int64_t>(getAxis());
   if (axis < 0)
     axis += dataType.getRank();
-  ArrayRef<int64_t> shape = dataType.getShape();
-  int64_t dim = shape[axis], outer = 1, inner = 1;
-  for (int64_t d : shape.take_front(axis))
-    outer *= d;
-  for (int64_t d : shape.drop_front(axis + 1))
-    inner *= d;
+  auto [outer, dim, inner] = axisExtents(dataType.getShape(), axis);
   SmallVector<int64_t> sources;
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i : *indices) {
@@ -575,12 +582,7 @@ LogicalResult SplitOp::fold(FoldAdaptor adaptor, SmallVectorImpl<OpFoldResult> &
     axis += rank;
   if (axis < 0 || axis >= rank)
     return failure();
-  ArrayRef<int64_t> shape = inType.getShape();
-  int64_t dim = shape[axis], outer = 1, inner = 1;
-  for (int64_t d : shape.take_front(axis))
-    outer *= d;
-  for (int64_t d : shape.drop_front(axis + 1))
-    inner *= d;
+  auto [outer, dim, inner] = axisExtents(inType.getShape(), axis);
   SmallVector<OpFoldResult> parts;
   int64_t offset = 0;
   for (unsigned r = 0; r < getNumResults(); ++r) {
