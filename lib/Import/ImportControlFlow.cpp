@@ -7,7 +7,9 @@
 // (SequenceInsert), then ConcatFromSequence. Once the shapes are bound
 // (--input-shape), the trip count and the condition fold to constants, so
 // the importer unrolls the Loop: each iteration imports the body's nodes
-// once more with the iteration number a constant. Sequences exist only
+// once more with the iteration number a constant. Sequences (SequenceEmpty,
+// SequenceConstruct, SequenceInsert, SequenceErase, SequenceAt,
+// SequenceLength, SplitToSequence, ConcatFromSequence) exist only
 // while importing, as lists of tensor values: the program never holds one.
 // A Loop whose trip count or condition depends on the data, or a sequence
 // position that is not a constant, is an import error naming the node.
@@ -34,7 +36,8 @@ int64_t intAttr(const pb::NodeProto &node, StringRef name, int64_t fallback) {
 
 bool Importer::isControlFlowOp(StringRef opType) {
   return llvm::is_contained({"Loop", "SequenceEmpty", "SequenceConstruct",
-                             "SequenceInsert", "SequenceAt", "SequenceLength",
+                             "SequenceInsert", "SequenceErase", "SequenceAt",
+                             "SequenceLength",
                              "SplitToSequence", "ConcatFromSequence"},
                             opType);
 }
@@ -153,6 +156,26 @@ LogicalResult Importer::importControlFlow(const pb::NodeProto &node, StringRef o
     }
     SmallVector<Value> out = *seq;
     out.insert(out.begin() + *at, *tensor);
+    setSequence(0, std::move(out));
+    return success();
+  }
+  if (opType == "SequenceErase") {
+    auto seq = sequenceInput(node, 0, loc);
+    auto posValue = tensorInput(node, 1, loc);
+    if (failed(seq) || failed(posValue))
+      return failure();
+    int64_t p = static_cast<int64_t>(seq->size()) - 1; // default: the last
+    if (*posValue) {
+      auto c = constantIndex(*posValue, "the sequence position", loc);
+      if (failed(c))
+        return failure();
+      p = *c;
+    }
+    auto at = position(p, seq->size(), /*insert=*/false);
+    if (failed(at))
+      return failure();
+    SmallVector<Value> out = *seq;
+    out.erase(out.begin() + *at);
     setSequence(0, std::move(out));
     return success();
   }

@@ -159,7 +159,8 @@ std::vector<std::string> supportedOnnxOperators(MLIRContext *context) {
                                  "SpaceToDepth",
                                  // Unrolled at import (ImportControlFlow.cpp).
                                  "Loop", "SequenceEmpty", "SequenceConstruct",
-                                 "SequenceInsert", "SequenceAt", "SequenceLength",
+                                 "SequenceInsert", "SequenceErase", "SequenceAt",
+                                 "SequenceLength",
                                  "SplitToSequence", "ConcatFromSequence"})
     names.push_back(decomposed);
   llvm::sort(names);

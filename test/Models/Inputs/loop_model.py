@@ -18,7 +18,7 @@ ReduceSum(acc', axis 1); then the sequence operators: SplitToSequence(acc,
 [2, 4], axis 1) = [a, b], SequenceInsert(that, SequenceAt(that, 0)) =
 [a, b, a], ConcatFromSequence(axis 1) = z (B x 8), ConcatFromSequence of
 [h[:, 0], h[:, 1]] with new_axis (B x 2), ConcatFromSequence of
-SequenceConstruct(a, a) (B x 4); logits = [z, scans^T, those] W2 times
+SequenceErase(SequenceConstruct(a, b, a), 1) = [a, a] (B x 4); logits = [z, scans^T, those] W2 times
 SequenceLength([a, b, a]) / 3; cross-entropy.
 """
 import json
@@ -89,7 +89,10 @@ def make(out):
             h.make_node("Slice", ["h", "s0", "s1", "sa"], ["h2"]),
             h.make_node("SplitToSequence", ["h2"], ["hseq"], axis=1, keepdims=0),
             h.make_node("ConcatFromSequence", ["hseq"], ["hn"], axis=1, new_axis=1),
-            h.make_node("SequenceConstruct", ["first", "first"], ["pair"]),
+            c("one_i", 1),
+            h.make_node("SequenceAt", ["seq", "one_i"], ["second"]),
+            h.make_node("SequenceConstruct", ["first", "second", "first"], ["triple"]),
+            h.make_node("SequenceErase", ["triple", "one_i"], ["pair"]),
             h.make_node("ConcatFromSequence", ["pair"], ["pz"], axis=1),
             h.make_node("Concat", ["z", "scansT", "hn", "pz"], ["f"], axis=1),
             h.make_node("MatMul", ["f", "W2"], ["raw"]),
