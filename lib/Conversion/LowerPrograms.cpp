@@ -3089,6 +3089,9 @@ struct LowerProgramsPass
       p.erase();
     if (evalProgram)
       evalProgram.erase();
+    // Read by the evaluation program only (pipe-compile's device modules):
+    // the lowered module is the same as pipe-opt's from the whole module.
+    module->removeAttr(pipe::attrs::kClassificationLosses);
     for (auto s : llvm::to_vector(module.getOps<pipe::StageOp>()))
       s.erase();
     if (onnxOnly)

@@ -22,7 +22,8 @@
 namespace mlir::pipec::onnx_import {
 
 namespace {
-/// The most iterations an unrolled Loop may have (each copies its body).
+/// The most iterations the unrolled Loops of a model may have together
+/// (each copies its body; nested Loops multiply).
 constexpr int64_t kMaxUnroll = 4096;
 
 /// An integer attribute of `node`, or `fallback`.
@@ -92,12 +93,10 @@ LogicalResult Importer::importControlFlow(const pb::NodeProto &node, StringRef o
     if (i < node.output_size() && !node.output(i).empty())
       sequences[node.output(i)] = std::move(seq);
   };
-  auto position = [&](int64_t p, size_t size, bool insert) -> FailureOr<size_t> {
-    int64_t n = static_cast<int64_t>(size);
-    if (p < 0)
-      p += n;
+  auto position = [&](int64_t given, size_t size, bool insert) -> FailureOr<size_t> {
+    int64_t n = static_cast<int64_t>(size), p = given < 0 ? given + n : given;
     if (p < 0 || p > n || (!insert && p == n))
-      return error(loc) << "sequence position " << p << " is outside a sequence of "
+      return error(loc) << "sequence position " << given << " is outside a sequence of "
                         << n;
     return static_cast<size_t>(p);
   };
@@ -225,7 +224,9 @@ LogicalResult Importer::importControlFlow(const pb::NodeProto &node, StringRef o
       return error(loc) << "SplitToSequence's parts sum to " << total << ", not the axis' "
                         << dim;
     SmallVector<Value> seq;
-    if (sizes.size() == 1) {
+    if (sizes.empty()) {
+      // A zero-length axis: the empty sequence.
+    } else if (sizes.size() == 1) {
       seq.push_back(*input);
     } else {
       NamedAttrList attrs;
@@ -255,10 +256,17 @@ LogicalResult Importer::importControlFlow(const pb::NodeProto &node, StringRef o
       return error(loc) << "ConcatFromSequence of an empty sequence";
     int64_t axis = intAttr(node, "axis", 0);
     SmallVector<Value> parts = *seq;
-    if (intAttr(node, "new_axis", 0) == 1) {
-      int64_t rank = cast<RankedTensorType>(parts[0].getType()).getRank() + 1;
-      if (axis < 0)
-        axis += rank;
+    bool newAxis = intAttr(node, "new_axis", 0) == 1;
+    auto firstType = dyn_cast<RankedTensorType>(parts[0].getType());
+    if (!firstType)
+      return error(loc) << "ConcatFromSequence needs ranked tensors";
+    int64_t rank = firstType.getRank() + (newAxis ? 1 : 0);
+    if (axis < -rank || axis >= rank)
+      return error(loc) << "ConcatFromSequence axis " << axis << " is outside [" << -rank
+                        << ", " << rank - 1 << "]";
+    if (axis < 0)
+      axis += rank;
+    if (newAxis) {
       for (auto [k, v] : llvm::enumerate(parts)) {
         Location at = partLoc("part " + Twine(k));
         auto r = createOne("Unsqueeze", {v, constantI64({axis}, at)}, {}, at);
@@ -342,15 +350,34 @@ LogicalResult Importer::importControlFlow(const pb::NodeProto &node, StringRef o
     for (const auto &o : n.output())
       if (!o.empty())
         bodyNames.push_back(o);
+  for (const auto &t : body->initializer())
+    bodyNames.push_back(t.name());
   auto forgetBody = [&] {
     for (const std::string &name : bodyNames) {
       values.erase(name);
       sequences.erase(name);
     }
   };
+  // A body name may shadow an outer one (nested Loops naming their
+  // iteration alike): the outer values come back after the Loop.
+  llvm::StringMap<Value> outerValues;
+  llvm::StringMap<SmallVector<Value>> outerSequences;
+  for (const std::string &name : bodyNames) {
+    if (auto v = values.find(name); v != values.end())
+      outerValues[name] = v->second;
+    if (auto q = sequences.find(name); q != sequences.end())
+      outerSequences[name] = q->second;
+  }
+  auto restoreOuter = [&] {
+    forgetBody();
+    for (auto &entry : outerValues)
+      values[entry.getKey()] = entry.getValue();
+    for (auto &entry : outerSequences)
+      sequences[entry.getKey()] = entry.getValue();
+  };
   int64_t i = 0;
   for (; cond && i < trips; ++i) {
-    if (i >= kMaxUnroll)
+    if (i >= kMaxUnroll || ++unrolledIterations > kMaxUnroll)
       return error(loc) << "Loop runs more than " << kMaxUnroll
                         << " iterations (or until a condition pipec cannot fold); pipec "
                            "unrolls loops at import";
@@ -361,6 +388,15 @@ LogicalResult Importer::importControlFlow(const pb::NodeProto &node, StringRef o
         ox::ConstantOp::create(builder, loc, i64, DenseElementsAttr::get(i64, i));
     values[body->input(1).name()] =
         ox::ConstantOp::create(builder, loc, i1, DenseElementsAttr::get(i1, true));
+    for (const auto &t : body->initializer()) {
+      auto value = tensorAttr(t, loc, /*allowResource=*/true);
+      if (failed(value)) {
+        restoreOuter();
+        return failure();
+      }
+      values[t.name()] = ox::ConstantOp::create(
+          builder, loc, cast<ShapedType>(value->getType()), *value);
+    }
     for (int k = 0; k < carried; ++k) {
       const std::string &name = body->input(2 + k).name();
       if (state[k].isSeq)
@@ -413,7 +449,7 @@ LogicalResult Importer::importControlFlow(const pb::NodeProto &node, StringRef o
       scanned[s].push_back(item->tensor);
     }
   }
-  forgetBody();
+  restoreOuter();
   for (int k = 0; k < carried; ++k) {
     if (state[k].isSeq)
       setSequence(k, state[k].seq);

@@ -138,6 +138,8 @@ private:
   /// Prefixed to node labels (locations): an unrolled Loop's iteration, so
   /// that each copy of its body has locations of its own.
   std::string labelScope;
+  /// Iterations unrolled so far, over all Loops (ImportControlFlow.cpp).
+  int64_t unrolledIterations = 0;
   /// ONNX sequences, while importing: the tensors they hold, in order.
   llvm::StringMap<SmallVector<Value>> sequences;
   /// Static shapes the model itself declares (graph outputs, value_info):

@@ -4,7 +4,9 @@
     loop_model.py make OUT
         OUT/loop.onnx, OUT/loop.npz (x: 64x6 f32, y: 64 labels of 3), and
         refusals: OUT/loop_data_trips.onnx (the trip count a graph input),
-        OUT/loop_data_cond.onnx (the body's condition from the data).
+        OUT/loop_data_cond.onnx (the body's condition from the data), and
+        OUT/shadow.onnx (a body input named like an outer value used after
+        the Loop, and a body initializer; for import checks).
     loop_model.py check --onnx loop.onnx --data loop.npz --log L.jsonl
         --saved S.onnx --steps K --batch B --lr F [--ort]
         the logged losses and the saved weights equal PyTorch running the
@@ -113,6 +115,23 @@ def make(out):
         m.ir_version = 8
         onnx.save(m, os.path.join(out, name + ".onnx"))
 
+    # Import-only: a body whose input shadows the outer "x" (used again
+    # after the Loop) and which has an initializer of its own.
+    sb = h.make_graph(
+        [h.make_node("Add", ["x", "k"], ["y"])], "shadow_body",
+        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []),
+         h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+        [h.make_tensor_value_info("c", T.BOOL, []), h.make_tensor_value_info("y", T.FLOAT, [2, 3])],
+        [nh.from_array(np.full((2, 3), 0.5, np.float32), "k")])
+    g = h.make_graph(
+        [c("m", 2), c("t", True, np.bool_), h.make_node("Loop", ["m", "t", "x"], ["lo"], body=sb),
+         h.make_node("Mul", ["x", "lo"], ["out"])], "shadow",
+        [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+        [h.make_tensor_value_info("out", T.FLOAT, [2, 3])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(out, "shadow.onnx"))
     model("loop")
     model("loop_data_trips", trips_input=True)
     model("loop_data_cond", cond_from="data")
