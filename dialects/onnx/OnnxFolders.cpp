@@ -294,6 +294,78 @@ OpFoldResult EqualOp::fold(FoldAdaptor adaptor) {
   });
 }
 
+/// Less, LessOrEqual, Greater, GreaterOrEqual of constants (a Loop body's
+/// `i < n` condition), `holds` mapping the comparison's sign to the result.
+static OpFoldResult foldCompare(MLIRContext *ctx, Attribute lhs, Attribute rhs,
+                                function_ref<bool(int)> holds) {
+  auto a = smallDense(lhs), b = smallDense(rhs);
+  if (!a || !b || a.getElementType() != b.getElementType())
+    return {};
+  auto i1 = IntegerType::get(ctx, 1);
+  bool isUnsigned = a.getElementType().isUnsignedInteger();
+  bool unordered = false;
+  OpFoldResult folded = foldElementwise({a, b}, i1, [&](ArrayRef<Attribute> x) -> Attribute {
+    int sign;
+    if (auto ia = llvm::dyn_cast<IntegerAttr>(x[0])) {
+      const APInt &u = ia.getValue(), &v = llvm::cast<IntegerAttr>(x[1]).getValue();
+      sign = isUnsigned ? (u.ult(v) ? -1 : u.ugt(v) ? 1 : 0)
+                        : (u.slt(v) ? -1 : u.sgt(v) ? 1 : 0);
+    } else {
+      APFloat::cmpResult c = llvm::cast<FloatAttr>(x[0]).getValue().compare(
+          llvm::cast<FloatAttr>(x[1]).getValue());
+      if (c == APFloat::cmpUnordered)
+        unordered = true; // NaN: every comparison false
+      sign = c == APFloat::cmpLessThan ? -1 : c == APFloat::cmpGreaterThan ? 1 : 0;
+    }
+    return IntegerAttr::get(i1, !unordered && holds(sign) ? 1 : 0);
+  });
+  return folded;
+}
+
+OpFoldResult LessOp::fold(FoldAdaptor adaptor) {
+  return foldCompare(getContext(), adaptor.getA(), adaptor.getB(), [](int s) { return s < 0; });
+}
+OpFoldResult LessOrEqualOp::fold(FoldAdaptor adaptor) {
+  return foldCompare(getContext(), adaptor.getA(), adaptor.getB(), [](int s) { return s <= 0; });
+}
+OpFoldResult GreaterOp::fold(FoldAdaptor adaptor) {
+  return foldCompare(getContext(), adaptor.getA(), adaptor.getB(), [](int s) { return s > 0; });
+}
+OpFoldResult GreaterOrEqualOp::fold(FoldAdaptor adaptor) {
+  return foldCompare(getContext(), adaptor.getA(), adaptor.getB(), [](int s) { return s >= 0; });
+}
+
+/// And, Or and Not of constant booleans (a Loop's condition).
+static OpFoldResult foldLogical(MLIRContext *ctx, ArrayRef<Attribute> operands,
+                                function_ref<bool(ArrayRef<bool>)> fn) {
+  SmallVector<DenseElementsAttr> dense;
+  for (Attribute a : operands) {
+    auto d = smallDense(a);
+    if (!d || !d.getElementType().isInteger(1))
+      return {};
+    dense.push_back(d);
+  }
+  auto i1 = IntegerType::get(ctx, 1);
+  return foldElementwise(dense, i1, [&](ArrayRef<Attribute> x) -> Attribute {
+    SmallVector<bool> bits;
+    for (Attribute a : x)
+      bits.push_back(!llvm::cast<IntegerAttr>(a).getValue().isZero());
+    return IntegerAttr::get(i1, fn(bits) ? 1 : 0);
+  });
+}
+
+OpFoldResult AndOp::fold(FoldAdaptor adaptor) {
+  return foldLogical(getContext(), {adaptor.getA(), adaptor.getB()},
+                     [](ArrayRef<bool> b) { return b[0] && b[1]; });
+}
+OpFoldResult OrOp::fold(FoldAdaptor adaptor) {
+  return foldLogical(getContext(), {adaptor.getA(), adaptor.getB()},
+                     [](ArrayRef<bool> b) { return b[0] || b[1]; });
+}
+OpFoldResult NotOp::fold(FoldAdaptor adaptor) {
+  return foldLogical(getContext(), {adaptor.getX()}, [](ArrayRef<bool> b) { return !b[0]; });
+}
+
 OpFoldResult WhereOp::fold(FoldAdaptor adaptor) {
   auto condition = smallDense(adaptor.getCondition());
   if (!condition)

@@ -174,6 +174,7 @@ def ONNX_SoftplusOp : ONNX_UnaryOp<"Softplus">;
 def ONNX_HardSwishOp : ONNX_UnaryOp<"HardSwish">;
 def ONNX_NotOp : ONNX_UnaryOp<"Not"> {
   let arguments = (ins TensorOf<[I1]>:$X);
+  let hasFolder = 1;
 }
 def ONNX_LeakyReluOp : ONNX_UnaryOp<"LeakyRelu"> {
   let arguments = (ins AnyTensor:$X, DefaultValuedAttr<F32Attr, "0.01">:$alpha);
@@ -236,6 +237,7 @@ def ONNX_ModOp : ONNX_ShapedOp<"Mod"> {
 class ONNX_CompareOp<string mnemonic> : ONNX_ShapedOp<mnemonic> {
   let arguments = (ins AnyTensor:$A, AnyTensor:$B);
   let results = (outs AnyTensor:$C);
+  let hasFolder = 1;
 }
 def ONNX_LessOp : ONNX_CompareOp<"Less">;
 def ONNX_LessOrEqualOp : ONNX_CompareOp<"LessOrEqual">;
@@ -246,6 +248,7 @@ def ONNX_GreaterOrEqualOp : ONNX_CompareOp<"GreaterOrEqual">;
 class ONNX_LogicalOp<string mnemonic> : ONNX_ShapedOp<mnemonic, [Commutative]> {
   let arguments = (ins TensorOf<[I1]>:$A, TensorOf<[I1]>:$B);
   let results = (outs AnyTensor:$C);
+  let hasFolder = 1;
 }
 def ONNX_AndOp : ONNX_LogicalOp<"And">;
 def ONNX_OrOp : ONNX_LogicalOp<"Or">;

@@ -247,3 +247,30 @@ func.func @split_value(%x: tensor<4xf32>) -> (tensor<2xf32>, tensor<2xf32>) {
   %a, %b = onnx.Split(%x, %none) {axis = 0 : i64} : (tensor<4xf32>, none) -> (tensor<2xf32>, tensor<2xf32>)
   return %a, %b : tensor<2xf32>, tensor<2xf32>
 }
+
+// -----
+
+// Comparisons and logic of constants fold (a Loop body's condition);
+// integers compare signed, a NaN compares false.
+// CHECK-LABEL: func @compare_logic
+// CHECK-DAG: %[[LT:.*]] = onnx.Constant {value = dense<[true, false, false]> : tensor<3xi1>}
+// CHECK-DAG: %[[GE:.*]] = onnx.Constant {value = dense<[false, true, true]> : tensor<3xi1>}
+// CHECK-DAG: %[[NAN:.*]] = onnx.Constant {value = dense<false> : tensor<2xi1>}
+// CHECK-DAG: %[[AND:.*]] = onnx.Constant {value = dense<false> : tensor<3xi1>}
+// CHECK-DAG: %[[OR:.*]] = onnx.Constant {value = dense<true> : tensor<3xi1>}
+// CHECK-NOT: onnx.Less
+// Not(lt) is ge's constant.
+// CHECK: return %[[LT]], %[[GE]], %[[NAN]], %[[AND]], %[[OR]], %[[GE]]
+func.func @compare_logic() -> (tensor<3xi1>, tensor<3xi1>, tensor<2xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>) {
+  %a = onnx.Constant {value = dense<[-5, 2, 7]> : tensor<3xi64>} : tensor<3xi64>
+  %b = onnx.Constant {value = dense<2> : tensor<i64>} : tensor<i64>
+  %lt = onnx.Less(%a, %b) : (tensor<3xi64>, tensor<i64>) -> tensor<3xi1>
+  %ge = onnx.GreaterOrEqual(%a, %b) : (tensor<3xi64>, tensor<i64>) -> tensor<3xi1>
+  %x = onnx.Constant {value = dense<[0x7FC00000, 1.0]> : tensor<2xf32>} : tensor<2xf32>
+  %y = onnx.Constant {value = dense<[1.0, 2.0]> : tensor<2xf32>} : tensor<2xf32>
+  %g = onnx.Greater(%x, %y) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xi1>
+  %and = onnx.And(%lt, %ge) : (tensor<3xi1>, tensor<3xi1>) -> tensor<3xi1>
+  %or = onnx.Or(%lt, %ge) : (tensor<3xi1>, tensor<3xi1>) -> tensor<3xi1>
+  %not = onnx.Not(%lt) : (tensor<3xi1>) -> tensor<3xi1>
+  return %lt, %ge, %g, %and, %or, %not : tensor<3xi1>, tensor<3xi1>, tensor<2xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>
+}

@@ -6,7 +6,8 @@
         refusals: OUT/loop_data_trips.onnx (the trip count a graph input),
         OUT/loop_data_cond.onnx (the body's condition from the data), and
         OUT/shadow.onnx (a body input named like an outer value used after
-        the Loop, and a body initializer; for import checks).
+        the Loop, and a body initializer) and OUT/while.onnx (no trip count,
+        the condition i + 1 < 3 from the iteration number); for import checks.
     loop_model.py check --onnx loop.onnx --data loop.npz --log L.jsonl
         --saved S.onnx --steps K --batch B --lr F [--ort]
         the logged losses and the saved weights equal PyTorch running the
@@ -132,6 +133,24 @@ def make(out):
     m.ir_version = 8
     onnx.checker.check_model(m)
     onnx.save(m, os.path.join(out, "shadow.onnx"))
+    # Import-only: a while loop (no trip count) whose body computes its
+    # condition from the iteration number, `i + 1 < 3 and not false`.
+    wb = h.make_graph(
+        [c("one", 1), h.make_node("Add", ["i", "one"], ["i1"]), c("three", 3),
+         h.make_node("Less", ["i1", "three"], ["lt"]), c("no", False, np.bool_),
+         h.make_node("Not", ["no"], ["yes"]), h.make_node("And", ["lt", "yes"], ["go_on"]),
+         h.make_node("Tanh", ["x"], ["y"])], "while_body",
+        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []),
+         h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+        [h.make_tensor_value_info("go_on", T.BOOL, []), h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    g = h.make_graph(
+        [c("t", True, np.bool_), h.make_node("Loop", ["", "t", "x"], ["out"], body=wb)], "while",
+        [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+        [h.make_tensor_value_info("out", T.FLOAT, [2, 3])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(out, "while.onnx"))
     model("loop")
     model("loop_data_trips", trips_input=True)
     model("loop_data_cond", cond_from="data")
