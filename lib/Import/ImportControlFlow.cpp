@@ -100,6 +100,19 @@ LogicalResult Importer::importControlFlow(const pb::NodeProto &node, StringRef o
                         << n;
     return static_cast<size_t>(p);
   };
+  // A position input (a constant), or `fallback` where it is absent and
+  // the operator has a default.
+  auto positionOf = [&](Value given, std::optional<int64_t> fallback, size_t size,
+                        bool insert) -> FailureOr<size_t> {
+    int64_t p = fallback.value_or(0);
+    if (given || !fallback) {
+      auto c = constantIndex(given, "the sequence position", loc);
+      if (failed(c))
+        return failure();
+      p = *c;
+    }
+    return position(p, size, insert);
+  };
 
   if (opType == "SequenceEmpty") {
     setSequence(0, {});
@@ -139,14 +152,9 @@ LogicalResult Importer::importControlFlow(const pb::NodeProto &node, StringRef o
       return failure();
     if (insert && !*tensor)
       return error(loc) << "SequenceInsert needs a tensor to insert";
-    int64_t p = static_cast<int64_t>(seq->size());
-    if (*posValue || !insert) {
-      auto c = constantIndex(*posValue, "the sequence position", loc);
-      if (failed(c))
-        return failure();
-      p = *c;
-    }
-    auto at = position(p, seq->size(), insert);
+    // SequenceAt needs a position; SequenceInsert appends without one.
+    auto at = positionOf(*posValue, insert ? std::optional<int64_t>(seq->size()) : std::nullopt,
+                         seq->size(), insert);
     if (failed(at))
       return failure();
     if (!insert) {
@@ -163,14 +171,9 @@ LogicalResult Importer::importControlFlow(const pb::NodeProto &node, StringRef o
     auto posValue = tensorInput(node, 1, loc);
     if (failed(seq) || failed(posValue))
       return failure();
-    int64_t p = static_cast<int64_t>(seq->size()) - 1; // default: the last
-    if (*posValue) {
-      auto c = constantIndex(*posValue, "the sequence position", loc);
-      if (failed(c))
-        return failure();
-      p = *c;
-    }
-    auto at = position(p, seq->size(), /*insert=*/false);
+    // Without a position, the last.
+    auto at = positionOf(*posValue, static_cast<int64_t>(seq->size()) - 1, seq->size(),
+                         /*insert=*/false);
     if (failed(at))
       return failure();
     SmallVector<Value> out = *seq;

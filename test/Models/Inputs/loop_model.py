@@ -124,15 +124,18 @@ def make(out):
          h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
         [h.make_tensor_value_info("c", T.BOOL, []), h.make_tensor_value_info("y", T.FLOAT, [2, 3])],
         [nh.from_array(np.full((2, 3), 0.5, np.float32), "k")])
-    g = h.make_graph(
-        [c("m", 2), c("t", True, np.bool_), h.make_node("Loop", ["m", "t", "x"], ["lo"], body=sb),
-         h.make_node("Mul", ["x", "lo"], ["out"])], "shadow",
-        [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
-        [h.make_tensor_value_info("out", T.FLOAT, [2, 3])])
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, os.path.join(out, "shadow.onnx"))
+    def save_x_to_out(name, nodes):
+        """A checked model of `nodes` from x (2x3) to out (2x3)."""
+        g = h.make_graph(nodes, name, [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                         [h.make_tensor_value_info("out", T.FLOAT, [2, 3])])
+        m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+        m.ir_version = 8
+        onnx.checker.check_model(m)
+        onnx.save(m, os.path.join(out, name + ".onnx"))
+
+    save_x_to_out("shadow", [
+        c("m", 2), c("t", True, np.bool_), h.make_node("Loop", ["m", "t", "x"], ["lo"], body=sb),
+        h.make_node("Mul", ["x", "lo"], ["out"])])
     # Import-only: a while loop (no trip count) whose body computes its
     # condition from the iteration number, `i + 1 < 3 and not false`.
     wb = h.make_graph(
@@ -143,14 +146,8 @@ def make(out):
         [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []),
          h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
         [h.make_tensor_value_info("go_on", T.BOOL, []), h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
-    g = h.make_graph(
-        [c("t", True, np.bool_), h.make_node("Loop", ["", "t", "x"], ["out"], body=wb)], "while",
-        [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
-        [h.make_tensor_value_info("out", T.FLOAT, [2, 3])])
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, os.path.join(out, "while.onnx"))
+    save_x_to_out("while", [
+        c("t", True, np.bool_), h.make_node("Loop", ["", "t", "x"], ["out"], body=wb)])
     model("loop")
     model("loop_data_trips", trips_input=True)
     model("loop_data_cond", cond_from="data")
