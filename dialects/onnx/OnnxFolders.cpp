@@ -277,6 +277,32 @@ OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
       });
 }
 
+/// Integer remainders (Swin Transformer's window padding: (7 - H % 7) % 7).
+OpFoldResult ModOp::fold(FoldAdaptor adaptor) {
+  if (getFmod())
+    return foldIntegerBinary(
+        adaptor.getA(), adaptor.getB(),
+        [](const APInt &a, const APInt &b,
+           bool isUnsigned) -> std::optional<APInt> {
+          if (b.isZero() || (!isUnsigned && a.isMinSignedValue() && b.isAllOnes()))
+            return std::nullopt;
+          return isUnsigned ? a.urem(b) : a.srem(b); // the sign of A
+        });
+  return foldIntegerBinary(
+      adaptor.getA(), adaptor.getB(),
+      [](const APInt &a, const APInt &b,
+         bool isUnsigned) -> std::optional<APInt> {
+        if (b.isZero() || (!isUnsigned && a.isMinSignedValue() && b.isAllOnes()))
+          return std::nullopt;
+        if (isUnsigned)
+          return a.urem(b);
+        APInt r = a.srem(b); // the sign of B, as Python's %
+        if (!r.isZero() && r.isNegative() != b.isNegative())
+          r += b;
+        return r;
+      });
+}
+
 OpFoldResult EqualOp::fold(FoldAdaptor adaptor) {
   auto a = smallDense(adaptor.getA()), b = smallDense(adaptor.getB());
   if (!a || !b || a.getElementType() != b.getElementType())
@@ -694,4 +720,89 @@ OpFoldResult ExpandOp::fold(FoldAdaptor adaptor) {
                       broadcastSources(input.getType().getShape(),
                                        type.getShape()),
                       type);
+}
+
+/// For the k-tuples of a constant indices tensor, the linear offsets (in
+/// elements of data, of static `shape`) of the slices they name after
+/// `batch` leading batch axes, slice by slice; nullopt when out of range.
+static std::optional<SmallVector<int64_t>>
+tupleOffsets(ArrayRef<int64_t> indices, int64_t k, ArrayRef<int64_t> shape,
+             int64_t batch, int64_t tuplesPerBatch) {
+  SmallVector<int64_t> strides = stridesOf(shape);
+  SmallVector<int64_t> offsets;
+  int64_t tuples = static_cast<int64_t>(indices.size()) / k;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t offset = 0, b = tuplesPerBatch ? t / tuplesPerBatch : 0;
+    // The batch position's offset: b as a multi-index over shape[:batch].
+    for (int64_t d = batch - 1; d >= 0; --d) {
+      offset += (b % shape[d]) * strides[d];
+      b /= shape[d];
+    }
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t dim = shape[batch + j], i = indices[t * k + j];
+      if (i < -dim || i >= dim)
+        return std::nullopt;
+      offset += (i < 0 ? i + dim : i) * strides[batch + j];
+    }
+    offsets.push_back(offset);
+  }
+  return offsets;
+}
+
+OpFoldResult GatherNDOp::fold(FoldAdaptor adaptor) {
+  auto type = inferredStaticType(*this);
+  auto dataType = getRanked(getData());
+  auto indexType = getRanked(getIndices());
+  auto indices = getConstantInts(getIndices());
+  if (!type || !dataType || !dataType.hasStaticShape() || !indexType ||
+      !indices || type.getNumElements() > kMaxFoldElements)
+    return {};
+  int64_t b = static_cast<int64_t>(getBatchDims());
+  int64_t k = indexType.getDimSize(indexType.getRank() - 1);
+  int64_t batches = 1;
+  for (int64_t d : dataType.getShape().take_front(b))
+    batches *= d;
+  if (k < 1 || batches < 1 || b + k > dataType.getRank())
+    return {};
+  int64_t slice = 1;
+  for (int64_t d : dataType.getShape().drop_front(b + k))
+    slice *= d;
+  auto offsets = tupleOffsets(*indices, k, dataType.getShape(), b,
+                              indices->size() / k / batches);
+  if (!offsets)
+    return {};
+  SmallVector<int64_t> sources;
+  for (int64_t offset : *offsets)
+    for (int64_t j = 0; j < slice; ++j)
+      sources.push_back(offset + j);
+  return pickElements(getData(), adaptor.getData(), sources, type);
+}
+
+/// Only reduction none: Swin Transformer's shifted-window mask is a
+/// ScatterND of constants into ConstantOfShape zeros.
+OpFoldResult ScatterNDOp::fold(FoldAdaptor adaptor) {
+  auto data = smallDense(adaptor.getData());
+  auto updates = smallDense(adaptor.getUpdates());
+  auto indexType = getRanked(getIndices());
+  auto indices = getConstantInts(getIndices());
+  if (getReduction() != "none" || !data || !updates || !indexType ||
+      !indices || indexType.getRank() == 0)
+    return {};
+  auto type = llvm::cast<RankedTensorType>(data.getType());
+  int64_t k = indexType.getDimSize(indexType.getRank() - 1);
+  if (k < 1 || k > type.getRank())
+    return {};
+  int64_t slice = 1;
+  for (int64_t d : type.getShape().drop_front(k))
+    slice *= d;
+  auto offsets = tupleOffsets(*indices, k, type.getShape(), 0, 0);
+  if (!offsets || static_cast<int64_t>(offsets->size()) * slice !=
+                      updates.getNumElements())
+    return {};
+  SmallVector<Attribute> out = llvm::to_vector(data.getValues<Attribute>());
+  auto values = llvm::to_vector(updates.getValues<Attribute>());
+  for (auto [t, offset] : llvm::enumerate(*offsets))
+    for (int64_t j = 0; j < slice; ++j)
+      out[offset + j] = values[t * slice + j];
+  return DenseElementsAttr::get(type, out);
 }

@@ -258,6 +258,19 @@ LogicalResult GatherGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   return success();
 }
 
+LogicalResult GatherNDGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));
+  if (failed(type))
+    return failure();
+  types.push_back(*type);
+  return success();
+}
+
+LogicalResult ScatterNDGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  types.push_back(getDY().getType());
+  return success();
+}
+
 LogicalResult DropoutGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   auto dy = getRanked(getDY()), mask = getRanked(getMask());
   if (dy && mask &&

@@ -246,6 +246,30 @@ def ONNX_GatherGradOp : ONNX_ShapedOp<"GatherGrad"> {
   let results = (outs AnyTensor:$dX);
 }
 
+def ONNX_GatherNDGradOp : ONNX_ShapedOp<"GatherNDGrad"> {
+  let summary = "gradient of GatherND: scatter-add of dY into zeros";
+  let description = [{
+    dX (shape `shape`, the forward data's) is zero except that dY's slices
+    are added at the k-tuples of `indices` (repeated tuples accumulate).
+    Lowers to `pipert_gather_nd_grad_f32`.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$dY, ONNX_ShapeOperand:$shape,
+                   ONNX_IntTensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$batch_dims);
+  let results = (outs AnyTensor:$dX);
+}
+
+def ONNX_ScatterNDGradOp : ONNX_ShapedOp<"ScatterNDGrad"> {
+  let summary = "gradient of ScatterND (reduction none) for its data";
+  let description = [{
+    dData is dY with the slices the forward replaced set to zero (their
+    values came from updates, whose gradient is GatherND(dY, indices)).
+    Lowers to `pipert_scatter_nd_grad_f32`.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$dY, ONNX_IntTensor:$indices);
+  let results = (outs AnyTensor:$dData);
+}
+
 def ONNX_DropoutGradOp : ONNX_ShapedOp<"DropoutGrad"> {
   let summary = "gradient of Dropout from its mask";
   let description = [{

@@ -230,6 +230,7 @@ def ONNX_ModOp : ONNX_ShapedOp<"Mod"> {
   let arguments = (ins AnyTensor:$A, AnyTensor:$B,
                    DefaultValuedAttr<I64Attr, "0">:$fmod);
   let results = (outs AnyTensor:$C);
+  let hasFolder = 1;
   let hasVerifier = 1;
 }
 
@@ -550,6 +551,34 @@ def ONNX_GatherOp : ONNX_ShapedOp<"Gather"> {
   let summary = "takes entries of data along axis at indices";
   let arguments = (ins AnyTensor:$data, ONNX_IntTensor:$indices,
                    DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def ONNX_GatherNDOp : ONNX_ShapedOp<"GatherND"> {
+  let summary = "takes slices of data at the k-tuples of indices' last axis";
+  let description = [{
+    indices (..., k) name slices of data: y.shape = indices.shape[:-1] +
+    data.shape[batch_dims + k:]; the first batch_dims axes of data and
+    indices pair up. Negative indices count from the end.
+  }];
+  let arguments = (ins AnyTensor:$data, ONNX_IntTensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$batch_dims);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def ONNX_ScatterNDOp : ONNX_ShapedOp<"ScatterND"> {
+  let summary = "data with the slices at indices replaced by (or reduced with) updates";
+  let description = [{
+    indices (..., k) name slices of data; updates has shape
+    indices.shape[:-1] + data.shape[k:]. reduction: none (replace; repeated
+    indices are undefined in ONNX), add, mul, max or min (repeated indices
+    accumulate). What PyTorch exports for `x[index] = v` (index_put_).
+  }];
+  let arguments = (ins AnyTensor:$data, ONNX_IntTensor:$indices,
+                   AnyTensor:$updates,
+                   DefaultValuedStrAttr<StrAttr, "none">:$reduction);
   let results = (outs AnyTensor:$output);
   let hasFolder = 1;
 }

@@ -412,6 +412,105 @@ LogicalResult GatherOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   return success();
 }
 
+/// Checks a constant indices tensor of GatherND or ScatterND against the
+/// data's static extents: the k-tuples of its last axis (after `batch`
+/// leading batch axes) must be within data's axes batch..batch+k.
+static LogicalResult checkTupleIndices(Operation *op, Value indices,
+                                       RankedTensorType data, int64_t batch) {
+  auto ti = getRanked(indices);
+  auto values = getConstantInts(indices);
+  if (!ti || !values || ti.getRank() == 0)
+    return success();
+  int64_t k = ti.getDimSize(ti.getRank() - 1);
+  if (isDynamic(k) || k == 0)
+    return success();
+  for (size_t n = 0; n < values->size(); ++n) {
+    int64_t axis = batch + static_cast<int64_t>(n) % k;
+    int64_t dim = data.getDimSize(axis), i = (*values)[n];
+    if (!isDynamic(dim) && (i < -dim || i >= dim))
+      return op->emitOpError() << "index " << i << " is out of range for axis "
+                               << axis << " of size " << dim;
+  }
+  return success();
+}
+
+LogicalResult GatherNDOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type elt = getElementType(getData());
+  auto t = getRanked(getData()), ti = getRanked(getIndices());
+  if (!t || !ti) {
+    types.push_back(unranked(elt));
+    return success();
+  }
+  int64_t b = getBatchDims(), r = t.getRank(), q = ti.getRank();
+  if (r < 1 || q < 1)
+    return emitOpError() << "data and indices must have rank >= 1";
+  if (b < 0 || b >= std::min(r, q))
+    return emitOpError() << "batch_dims " << b
+                         << " must be less than the ranks of data (" << r
+                         << ") and indices (" << q << ")";
+  for (int64_t i = 0; i < b; ++i)
+    if (!isDynamic(t.getDimSize(i)) && !isDynamic(ti.getDimSize(i)) &&
+        t.getDimSize(i) != ti.getDimSize(i))
+      return emitOpError() << "batch axis " << i << " differs: data has "
+                           << t.getDimSize(i) << ", indices "
+                           << ti.getDimSize(i);
+  int64_t k = ti.getDimSize(q - 1);
+  if (isDynamic(k)) {
+    types.push_back(unranked(elt));
+    return success();
+  }
+  if (k < 1 || k > r - b)
+    return emitOpError() << "indices' last axis (" << k
+                         << ") must be between 1 and the data's rank less "
+                            "batch_dims ("
+                         << r - b << ")";
+  if (failed(checkTupleIndices(*this, getIndices(), t, b)))
+    return failure();
+  SmallVector<int64_t> out(ti.getShape().drop_back());
+  llvm::append_range(out, t.getShape().drop_front(b + k));
+  types.push_back(ranked(out, elt));
+  return success();
+}
+
+LogicalResult ScatterNDOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  StringRef red = getReduction();
+  if (red != "none" && red != "add" && red != "mul" && red != "max" &&
+      red != "min")
+    return emitOpError() << "reduction '" << red
+                         << "' is not one of none, add, mul, max, min";
+  Type elt = getElementType(getData());
+  if (getElementType(getUpdates()) != elt)
+    return emitOpError() << "updates' element type "
+                         << getElementType(getUpdates())
+                         << " differs from the data's " << elt;
+  auto t = getRanked(getData()), ti = getRanked(getIndices()),
+       tu = getRanked(getUpdates());
+  if (t && ti && tu) {
+    int64_t r = t.getRank(), q = ti.getRank();
+    if (r < 1 || q < 1)
+      return emitOpError() << "data and indices must have rank >= 1";
+    int64_t k = ti.getDimSize(q - 1);
+    if (!isDynamic(k)) {
+      if (k < 1 || k > r)
+        return emitOpError() << "indices' last axis (" << k
+                             << ") must be between 1 and the data's rank ("
+                             << r << ")";
+      SmallVector<int64_t> expect(ti.getShape().drop_back());
+      llvm::append_range(expect, t.getShape().drop_front(k));
+      if (tu.getRank() != static_cast<int64_t>(expect.size()) ||
+          failed(verifyCompatibleShape(tu.getShape(), expect)))
+        return emitOpError() << "updates of type " << tu
+                             << " do not have the shape indices.shape[:-1] "
+                                "+ data.shape[k:] ("
+                             << ranked(expect, elt) << ")";
+      if (failed(checkTupleIndices(*this, getIndices(), t, 0)))
+        return failure();
+    }
+  }
+  types.push_back(getData().getType());
+  return success();
+}
+
 /// Number of entries of a 1-D axes/shape operand, kDynamic when unknown.
 static int64_t lengthOf(Value v) {
   auto t = getRanked(v);

@@ -159,14 +159,15 @@ static Kind classify(StringRef name) {
              Kind::Reduce)
       .Cases({"Reshape", "Flatten", "Transpose", "Concat", "Split", "Slice",
               "Gather", "Unsqueeze", "Squeeze", "Expand", "Identity", "Shape",
-              "ConstantOfShape", "Range", "Tile", "Pad", "Trilu"},
+              "ConstantOfShape", "Range", "Tile", "Pad", "Trilu", "GatherND",
+              "ScatterND"},
              Kind::DataMovement)
       .Cases({"ReluGrad", "TanhGrad", "SigmoidGrad", "ErfGrad", "UnaryGrad",
               "ReduceToShape", "SoftmaxGrad", "LogSoftmaxGrad",
               "LayerNormalizationGrad", "BatchNormalizationGrad", "ConvGrad",
               "MaxPoolGrad", "AveragePoolGrad", "GlobalAveragePoolGrad",
               "SliceGrad", "GatherGrad", "DropoutGrad", "ReduceExtremumGrad",
-              "TileGrad", "PadGrad", "ResizeGrad",
+              "TileGrad", "PadGrad", "ResizeGrad", "GatherNDGrad", "ScatterNDGrad",
               "SoftmaxCrossEntropyLossGrad",
               "NegativeLogLikelihoodLossGrad", "LSTMGrad", "GRUGrad"},
              Kind::Backward)

@@ -26,7 +26,7 @@
   X(LeakyReluOp) X(EluOp) X(SeluOp) X(HardSigmoidOp) X(GeluOp) X(ClipOp)      \
   X(MaxOp) X(MinOp) X(ModOp) X(ReduceMaxOp) X(ReduceMinOp) X(CumSumOp)        \
   X(TileOp) X(PadOp) X(TriluOp) X(ConvTransposeOp) X(ResizeOp)             \
-  X(LSTMOp) X(GRUOp)
+  X(LSTMOp) X(GRUOp) X(GatherNDOp) X(ScatterNDOp)
 
 namespace mlir::pipec::autodiff {
 

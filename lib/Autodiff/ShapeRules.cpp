@@ -101,6 +101,36 @@ LogicalResult vjp(GatherOp op, VjpContext &ctx) {
   return success();
 }
 
+LogicalResult vjp(GatherNDOp op, VjpContext &ctx) {
+  auto t = getRanked(op.getData());
+  if (!t || !t.hasStaticShape())
+    return op->emitOpError() << "needs a static input shape to be "
+                                "differentiated";
+  ctx.setGrad(0, ctx.create<GatherNDGradOp>(
+                     {ctx.resultGrad(0), ctx.shapeOf(t), op.getIndices()},
+                     {ctx.i64Attr("batch_dims", op.getBatchDims())}));
+  return success();
+}
+
+/// Reduction none: the replaced slices' gradient goes to updates (GatherND
+/// of dY), the rest to data; add: dY to data, its slices to updates.
+LogicalResult vjp(ScatterNDOp op, VjpContext &ctx) {
+  StringRef red = op.getReduction();
+  if (red != "none" && red != "add")
+    return op->emitOpError() << "with reduction '" << red
+                             << "' is not differentiated (only none and add "
+                                "are; keep its data and updates constant)";
+  Value g = ctx.resultGrad(0);
+  if (ctx.needsGrad(0))
+    ctx.setGrad(0, red == "add" ? g
+                                : ctx.create<ScatterNDGradOp>(
+                                      {g, op.getIndices()}, {}));
+  if (ctx.needsGrad(2))
+    ctx.setGrad(2, ctx.create<GatherNDOp>({g, op.getIndices()},
+                                          {ctx.i64Attr("batch_dims", 0)}));
+  return success();
+}
+
 /// The gradient of ReduceSum (scale 1) or ReduceMean (scale 1/count): dY
 /// with the reduced axes restored as 1, broadcast back to the input.
 static LogicalResult reduceVjp(Operation *op, Value data, Value axesOperand,

@@ -240,6 +240,25 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
           i64c(normAxis(attrInt(op, "axis", 0), rank)), out(op, 0)});
     return success();
   }
+  if (isa<onnx::GatherNDGradOp>(op)) {
+    Value idx = operand(2);
+    if (!getElementTypeOrSelf(idx.getType()).isInteger(64))
+      return op->emitError("GatherNDGrad indices must be i64");
+    call("pipert_gather_nd_grad_f32",
+         {ctxArg, P(operand(0)), resultRank(0), resultShape(0), P(idx),
+          rankOf(idx), shapeOf(idx), i64c(attrInt(op, "batch_dims", 0)),
+          out(op, 0)});
+    return success();
+  }
+  if (isa<onnx::ScatterNDGradOp>(op)) {
+    Value dy = operand(0), idx = operand(1);
+    if (!getElementTypeOrSelf(idx.getType()).isInteger(64))
+      return op->emitError("ScatterNDGrad indices must be i64");
+    call("pipert_scatter_nd_grad_f32",
+         {ctxArg, P(dy), rankOf(dy), shapeOf(dy), P(idx), rankOf(idx),
+          shapeOf(idx), out(op, 0)});
+    return success();
+  }
   if (isa<onnx::DropoutGradOp>(op)) {
     int64_t training = 0;
     if (!isa<NoneType>(operand(3).getType())) {

@@ -800,6 +800,31 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
           out(op, 0)});
     return success();
   }
+  if (isa<onnx::GatherNDOp>(op)) {
+    Value data = operand(0), idx = operand(1);
+    if (!elemOf(idx).isInteger(64))
+      return op->emitError("GatherND indices must be i64 (Cast them)");
+    call("pipert_gather_nd",
+         {ctxArg, dtypeOf(data), P(data), rankOf(data), shapeOf(data), P(idx),
+          rankOf(idx), shapeOf(idx), i64c(attrInt(op, "batch_dims", 0)),
+          out(op, 0)});
+    return success();
+  }
+  if (auto scatter = dyn_cast<onnx::ScatterNDOp>(op)) {
+    Value data = operand(0), idx = operand(1), upd = operand(2);
+    if (!elemOf(idx).isInteger(64))
+      return op->emitError("ScatterND indices must be i64 (Cast them)");
+    int64_t reduction = llvm::StringSwitch<int64_t>(scatter.getReduction())
+                            .Case("add", 1)
+                            .Case("mul", 2)
+                            .Case("max", 3)
+                            .Case("min", 4)
+                            .Default(0);
+    call("pipert_scatter_nd",
+         {ctxArg, dtypeOf(data), P(data), rankOf(data), shapeOf(data), P(idx),
+          rankOf(idx), shapeOf(idx), P(upd), i64c(reduction), out(op, 0)});
+    return success();
+  }
   if (isa<onnx::ExpandOp>(op)) {
     Value x = operand(0), y = op->getResult(0);
     call("pipert_expand", {ctxArg, dtypeOf(x), P(x), rankOf(x), shapeOf(x),

@@ -125,6 +125,12 @@ private:
   /// Splat constants that span the batch: rebuilt with the micro-batch's
   /// extent on the axis.
   llvm::SetVector<std::pair<Operation *, int64_t>> splatRewrites;
+  /// GatherND/ScatterND indices that name the samples (PyTorch's
+  /// `h[:, i] = v` scatters at (b, i) for every sample b): operand `operand`
+  /// of `op`, a constant whose axis `index` runs over the batch; each
+  /// micro-batch takes its first B/M rows, which name its own samples.
+  SmallVector<ShapeRewrite> sampleIndexRewrites;
+  std::optional<int64_t> sampleAxis(Value indices, int64_t component);
   /// Takes spreadUniformly's shape operands (their entry) and splats (their
   /// axis) to rewrite.
   void respread(ArrayRef<std::pair<Operation *, int64_t>> expands) {
@@ -492,6 +498,39 @@ FailureOr<BatchState> PipeMicrobatchPass::reshapeLike(Operation *op, Value data,
                         << data.getType()
                         << (s.isPlain() ? "" : ", merged with other dimensions")
                         << ") across dimensions of " << result.getType();
+}
+
+/// The axis of a constant GatherND/ScatterND indices tensor (..., k) along
+/// which the tuples' `component` is the position itself (0, 1, ..., B-1 for
+/// the B samples) while nothing else changes: the tuples address each
+/// sample alike. nullopt when there is none.
+std::optional<int64_t> PipeMicrobatchPass::sampleAxis(Value indices,
+                                                      int64_t component) {
+  auto type = onnx::getRanked(indices);
+  auto values = onnx::getConstantInts(indices);
+  if (!type || !type.hasStaticShape() || !values || type.getRank() < 2 ||
+      !type.getElementType().isInteger(64))
+    return std::nullopt;
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t q = type.getRank(), k = shape[q - 1];
+  SmallVector<int64_t> strides(q, 1);
+  for (int64_t i = q - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  for (int64_t a = 0; a < q - 1; ++a) {
+    if (shape[a] != batch)
+      continue;
+    bool ok = true;
+    for (int64_t n = 0; ok && n < static_cast<int64_t>(values->size()); ++n) {
+      int64_t pos = (n / strides[a]) % shape[a], j = n % k;
+      int64_t v = (*values)[n] < 0 ? (*values)[n] + batch : (*values)[n];
+      // The same entry of the tuple at position 0 along a.
+      int64_t base = n - pos * strides[a];
+      ok = j == component ? v == pos : v == (*values)[base];
+    }
+    if (ok)
+      return a;
+  }
+  return std::nullopt;
 }
 
 /// The batch state of each result of `op`, from its operands'.
@@ -972,6 +1011,101 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     int64_t a = *g < axis ? *g : *g - indRank + 1;
     rewrites.push_back({op, 1, a});
     return same(moved(a));
+  }
+  if (llvm::isa<onnx::GatherNDOp, onnx::GatherNDGradOp>(op)) {
+    // GatherND (data, indices): y.shape = indices.shape[:-1] +
+    // data.shape[b + k:]. GatherNDGrad (dY, shape, indices): dX has data's.
+    bool grad = llvm::isa<onnx::GatherNDGradOp>(op);
+    unsigned idxOperand = grad ? 2 : 1;
+    int64_t b = intAttr(op, "batch_dims", 0);
+    auto idxType = rankedType(op->getOperand(idxOperand));
+    int64_t q = idxType.getRank(), k = idxType.getDimSize(q - 1);
+    std::optional<int64_t> d = batchedAt(0), ind = batchedAt(idxOperand);
+    if (ind) {
+      // Batch axes paired by batch_dims: the samples' own tuples.
+      if (b >= 1 && *ind == 0 && d && *d == 0) {
+        if (grad)
+          rewrites.push_back({op, 1, 0});
+        return same(moved(0));
+      }
+      if (b >= 1 || *ind == q - 1)
+        return batchError(op) << "its indices are batched on an axis that is "
+                                 "not one of batch_dims paired with its data's";
+      if (!grad) {
+        if (d)
+          return batchError(op) << "both its data and its indices are batched";
+        return same(moved(*ind)); // per-sample tuples into a table
+      }
+      if (!d || *d != *ind)
+        return batchError(op) << "its gradient and indices disagree on the "
+                                 "batch axis";
+      return same(BatchState::sum()); // a table's gradient: over the samples
+    }
+    // Indices shared by every sample: the batch must be in the slices, or
+    // the tuples name each sample alike (`h[:, i]` gathers at (b, i)).
+    int64_t first = grad ? q - 1 : b + k; // the slices' first axis in operand 0
+    if (d && *d < first && b == 0 && stateOf(op->getOperand(0)).isPlain()) {
+      if (!grad) {
+        if (auto a = sampleAxis(op->getOperand(idxOperand), *d)) {
+          sampleIndexRewrites.push_back({op, idxOperand, *a});
+          return same(moved(*a));
+        }
+      } else {
+        for (int64_t j = 0; j < k; ++j)
+          if (sampleAxis(op->getOperand(idxOperand), j) == *d) {
+            sampleIndexRewrites.push_back({op, idxOperand, *d});
+            rewrites.push_back({op, 1, j});
+            return same(moved(j));
+          }
+      }
+    }
+    if (!d || *d < first)
+      return batchError(op) << (grad ? "it scatters" : "it gathers")
+                            << " along the batch axis (with indices that do "
+                               "not name every sample alike)";
+    int64_t a = grad ? *d - (q - 1) + b + k : *d - (b + k) + (q - 1);
+    if (grad)
+      rewrites.push_back({op, 1, a});
+    return same(moved(a));
+  }
+  if (llvm::isa<onnx::ScatterNDOp, onnx::ScatterNDGradOp>(op)) {
+    // ScatterND (data, indices, updates): updates.shape = indices.shape[:-1]
+    // + data.shape[k:]; ScatterNDGrad (dY, indices) has data's shape.
+    if (!stateOf(op->getOperand(1)).isFree())
+      return batchError(op) << "its indices depend on the batch";
+    auto idxType = rankedType(op->getOperand(1));
+    int64_t q = idxType.getRank(), k = idxType.getDimSize(q - 1);
+    std::optional<int64_t> d = batchedAt(0);
+    if (!d)
+      return batchError(op) << "operand #0 does not depend on the batch but "
+                               "spans it (its updates do)";
+    // The batch in the slices, or tuples that name each sample alike
+    // (PyTorch's `h[:, i] = v` scatters at (b, i) for every sample b): then
+    // the updates have the samples on the indices' sample axis.
+    int64_t updatesAxis = *d - k + (q - 1);
+    if (*d < k) {
+      std::optional<int64_t> a;
+      if (stateOf(op->getOperand(0)).isPlain())
+        a = sampleAxis(op->getOperand(1), *d);
+      if (!a)
+        return batchError(op) << "it scatters along the batch axis (with "
+                                 "indices that do not name every sample alike: "
+                                 "assign to all of them, as h[:, i] = v, or use "
+                                 "--microbatches 1)";
+      sampleIndexRewrites.push_back({op, 1, *a});
+      updatesAxis = *a;
+    }
+    if (llvm::isa<onnx::ScatterNDOp>(op)) {
+      std::optional<int64_t> u = batchedAt(2);
+      if (!u)
+        return batchError(op) << "operand #2 does not depend on the batch but "
+                                 "spans it";
+      if (*u != updatesAxis ||
+          !stateOf(op->getOperand(2)).sameFactors(stateOf(op->getOperand(0))))
+        return batchError(op) << "its data and updates disagree on the batch "
+                                 "axis";
+    }
+    return same(stateOf(op->getOperand(0)));
   }
   if (llvm::isa<onnx::AveragePoolGradOp, onnx::GlobalAveragePoolGradOp,
                 onnx::SliceGradOp>(op)) {
@@ -1707,6 +1841,30 @@ void PipeMicrobatchPass::runOnOperation() {
     rw.op->setOperand(rw.operand, copy->getResult(0));
     if (def->use_empty())
       def->erase();
+  }
+  for (ShapeRewrite &rw : sampleIndexRewrites) {
+    if (isWhole(rw.op))
+      continue;
+    Value indices = rw.op->getOperand(rw.operand);
+    auto type = llvm::cast<RankedTensorType>(indices.getType());
+    auto values = onnx::getConstantInts(indices);
+    SmallVector<int64_t> shape(type.getShape());
+    int64_t rows = shape[rw.index] / microbatches, inner = 1;
+    for (int64_t d : ArrayRef(shape).drop_front(rw.index + 1))
+      inner *= d;
+    // The first B/M positions along the sample axis: they name the samples
+    // of whichever micro-batch runs.
+    SmallVector<int64_t> kept;
+    for (size_t n = 0; n < values->size(); ++n)
+      if ((int64_t(n) / inner) % shape[rw.index] < rows)
+        kept.push_back((*values)[n]);
+    shape[rw.index] = rows;
+    b.setInsertionPoint(rw.op);
+    auto newType = RankedTensorType::get(shape, type.getElementType());
+    Value copy = b.create<onnx::ConstantOp>(
+        rw.op->getLoc(), newType,
+        DenseElementsAttr::get(newType, ArrayRef(kept)));
+    rw.op->setOperand(rw.operand, copy);
   }
   for (auto [op, at] : splatRewrites) {
     if (isWhole(op))

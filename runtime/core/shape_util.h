@@ -54,6 +54,49 @@ inline AxisSplit split_at(int64_t rank, const int64_t *shape, int64_t axis) {
   return s;
 }
 
+// GatherND and ScatterND: indices (idx_shape (..., k)) hold `tuples`
+// k-tuples; after `batch_dims` leading axes shared with the indices, each
+// names a slice of `slice` contiguous elements of data. Tuple t lies in
+// batch t / per_batch, whose data starts at (t / per_batch) * batch_stride;
+// its j-th index runs over dims[j] with element stride strides[j].
+struct TupleLayout {
+  int64_t tuples = 0, k = 0, slice = 1, per_batch = 1, batch_stride = 0;
+  int64_t dims[kMaxRank] = {}, strides[kMaxRank] = {};
+};
+inline TupleLayout tuple_layout(const char *op, int64_t rank, const int64_t *shape,
+                                int64_t idx_rank, const int64_t *idx_shape,
+                                int64_t batch_dims) {
+  check_rank(op, rank);
+  check_rank(op, idx_rank);
+  if (idx_rank < 1 || batch_dims < 0 || batch_dims >= idx_rank || batch_dims >= rank)
+    pipert_fail("%s: indices of rank %lld and batch_dims %lld do not fit data of rank %lld", op,
+                (long long)idx_rank, (long long)batch_dims, (long long)rank);
+  TupleLayout l;
+  l.k = idx_shape[idx_rank - 1];
+  if (l.k < 1 || l.k > rank - batch_dims)
+    pipert_fail("%s: tuples of %lld indices into data of rank %lld (batch_dims %lld)", op,
+                (long long)l.k, (long long)rank, (long long)batch_dims);
+  int64_t batches = 1;
+  for (int64_t i = 0; i < batch_dims; ++i) {
+    if (shape[i] != idx_shape[i])
+      pipert_fail("%s: batch axis %lld is %lld in data but %lld in indices", op, (long long)i,
+                  (long long)shape[i], (long long)idx_shape[i]);
+    batches *= shape[i];
+  }
+  l.tuples = numel(idx_rank - 1, idx_shape);
+  l.per_batch = batches ? l.tuples / batches : 0;
+  for (int64_t i = batch_dims + l.k; i < rank; ++i)
+    l.slice *= shape[i];
+  int64_t stride = l.slice;
+  for (int64_t j = l.k - 1; j >= 0; --j) {
+    l.dims[j] = shape[batch_dims + j];
+    l.strides[j] = stride;
+    stride *= l.dims[j];
+  }
+  l.batch_stride = stride;
+  return l;
+}
+
 // Numpy broadcast of two shapes into `out` (rank max(ra, rb)); fails if they
 // are incompatible.
 inline int64_t broadcast_shape(const char *op, int64_t ra, const int64_t *a, int64_t rb,

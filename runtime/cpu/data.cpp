@@ -349,6 +349,43 @@ void trilu_typed(const T *x, int64_t n, int64_t rows, int64_t cols, bool upper, 
 
 } // namespace
 
+namespace {
+
+// The element offset in data of the slice tuple t of a GatherND or
+// ScatterND names; fails naming the kernel when an index is out of range.
+int64_t tuple_offset(const char *op, const pipert::TupleLayout &l, const int64_t *indices,
+                     int64_t t) {
+  int64_t off = (l.per_batch ? t / l.per_batch : 0) * l.batch_stride;
+  for (int64_t j = 0; j < l.k; ++j) {
+    int64_t i = indices[t * l.k + j];
+    if (i < 0)
+      i += l.dims[j];
+    if (i < 0 || i >= l.dims[j])
+      pipert_fail("%s: index %lld out of range for an axis of extent %lld", op,
+                  (long long)indices[t * l.k + j], (long long)l.dims[j]);
+    off += i * l.strides[j];
+  }
+  return off;
+}
+
+template <typename T>
+void scatter_reduce(const char *op, const pipert::TupleLayout &l, const int64_t *indices,
+                    const T *upd, int64_t reduction, T *y) {
+  for (int64_t t = 0; t < l.tuples; ++t) {
+    T *dst = y + tuple_offset(op, l, indices, t);
+    const T *src = upd + t * l.slice;
+    for (int64_t j = 0; j < l.slice; ++j)
+      switch (reduction) {
+      case PIPERT_SCATTER_ADD: dst[j] += src[j]; break;
+      case PIPERT_SCATTER_MUL: dst[j] *= src[j]; break;
+      case PIPERT_SCATTER_MAX: dst[j] = std::max(dst[j], src[j]); break;
+      default: dst[j] = std::min(dst[j], src[j]); break;
+      }
+  }
+}
+
+} // namespace
+
 extern "C" {
 
 void pipert_transpose(pipert_context *, pipert_dtype dtype, const void *x, int64_t rank,
@@ -473,6 +510,79 @@ void pipert_gather(pipert_context *, pipert_dtype dtype, const void *data, int64
   case 8: return gather_typed((const uint64_t *)data, shape, a, s, indices, nidx, (uint64_t *)y);
   }
   pipert_fail("%s: unsupported dtype", op);
+}
+
+
+void pipert_gather_nd(pipert_context *, pipert_dtype dtype, const void *data, int64_t rank,
+                      const int64_t *shape, const int64_t *indices, int64_t idx_rank,
+                      const int64_t *idx_shape, int64_t batch_dims, void *y) {
+  const char *op = "GatherND";
+  pipert::TupleLayout l = pipert::tuple_layout(op, rank, shape, idx_rank, idx_shape, batch_dims);
+  const size_t es = elem_size(op, dtype), bytes = size_t(l.slice) * es;
+  for (int64_t t = 0; t < l.tuples; ++t)
+    std::memcpy((char *)y + size_t(t) * bytes,
+                (const char *)data + size_t(tuple_offset(op, l, indices, t)) * es, bytes);
+}
+
+void pipert_gather_nd_grad_f32(pipert_context *, const float *dy, int64_t rank,
+                               const int64_t *data_shape, const int64_t *indices,
+                               int64_t idx_rank, const int64_t *idx_shape, int64_t batch_dims,
+                               float *dx) {
+  const char *op = "GatherNDGrad";
+  pipert::TupleLayout l =
+      pipert::tuple_layout(op, rank, data_shape, idx_rank, idx_shape, batch_dims);
+  std::fill(dx, dx + numel(rank, data_shape), 0.f);
+  for (int64_t t = 0; t < l.tuples; ++t) {
+    float *PIPERT_RESTRICT dst = dx + tuple_offset(op, l, indices, t);
+    const float *PIPERT_RESTRICT src = dy + t * l.slice;
+    for (int64_t j = 0; j < l.slice; ++j)
+      dst[j] += src[j];
+  }
+}
+
+void pipert_scatter_nd(pipert_context *, pipert_dtype dtype, const void *data, int64_t rank,
+                       const int64_t *shape, const int64_t *indices, int64_t idx_rank,
+                       const int64_t *idx_shape, const void *updates, int64_t reduction,
+                       void *y) {
+  const char *op = "ScatterND";
+  pipert::TupleLayout l = pipert::tuple_layout(op, rank, shape, idx_rank, idx_shape, 0);
+  const size_t es = elem_size(op, dtype);
+  if (y != data)
+    std::memcpy(y, data, size_t(numel(rank, shape)) * es);
+  if (reduction == PIPERT_SCATTER_NONE) {
+    const size_t bytes = size_t(l.slice) * es;
+    for (int64_t t = 0; t < l.tuples; ++t)
+      std::memcpy((char *)y + size_t(tuple_offset(op, l, indices, t)) * es,
+                  (const char *)updates + size_t(t) * bytes, bytes);
+    return;
+  }
+  if (reduction < 0 || reduction > PIPERT_SCATTER_MIN)
+    pipert_fail("%s: unknown reduction %lld", op, (long long)reduction);
+  switch (dtype) {
+  case PIPERT_F32:
+    return scatter_reduce(op, l, indices, (const float *)updates, reduction, (float *)y);
+  case PIPERT_F64:
+    return scatter_reduce(op, l, indices, (const double *)updates, reduction, (double *)y);
+  case PIPERT_I32:
+    return scatter_reduce(op, l, indices, (const int32_t *)updates, reduction, (int32_t *)y);
+  case PIPERT_I64:
+    return scatter_reduce(op, l, indices, (const int64_t *)updates, reduction, (int64_t *)y);
+  default:
+    pipert_fail("%s: reduction %lld of %s is not supported (f32, f64, i32 or i64)", op,
+                (long long)reduction, pipert_dtype_name(dtype));
+  }
+}
+
+void pipert_scatter_nd_grad_f32(pipert_context *, const float *dy, int64_t rank,
+                                const int64_t *shape, const int64_t *indices, int64_t idx_rank,
+                                const int64_t *idx_shape, float *dx) {
+  const char *op = "ScatterNDGrad";
+  pipert::TupleLayout l = pipert::tuple_layout(op, rank, shape, idx_rank, idx_shape, 0);
+  std::copy(dy, dy + numel(rank, shape), dx);
+  for (int64_t t = 0; t < l.tuples; ++t) {
+    float *dst = dx + tuple_offset(op, l, indices, t);
+    std::fill(dst, dst + l.slice, 0.f);
+  }
 }
 
 void pipert_gather_grad_f32(pipert_context *, const float *dy, int64_t rank,

@@ -80,6 +80,9 @@ void check_device_errors(pipert_context *ctx) {
     pipert_fail("Gather: index %lld out of range for an axis of extent %lld", e.value, e.aux);
   case kErrGatherGradIndex:
     pipert_fail("GatherGrad: index %lld out of range", e.value);
+  case kErrTupleIndex:
+    pipert_fail("GatherND/ScatterND: index %lld out of range for an axis of extent %lld",
+                e.value, e.aux);
   case kErrLabel:
     pipert_fail("SoftmaxCrossEntropyLoss/NegativeLogLikelihoodLoss: label %lld out of range "
                 "[0, %lld)",

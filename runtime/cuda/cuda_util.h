@@ -32,6 +32,7 @@ enum DeviceErrorCode : int {
   kErrLabel = 2,         // value: the label; aux: the class count
   kErrIntDivZero = 3,    //
   kErrGatherGradIndex = 4,
+  kErrTupleIndex = 5,    // GatherND/ScatterND; value: the index, aux: the extent
 };
 struct DeviceError {
   int code;

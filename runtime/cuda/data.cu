@@ -302,6 +302,87 @@ void reduce_axes(pipert_context *ctx, const char *name, int op, const float *x, 
 
 } // namespace pipert::cuda
 
+//===--------------------------- GatherND, ScatterND -----------------------===//
+//
+// One thread per element j of a slice loops over the tuples in order, so
+// that repeated tuples combine (or, for ScatterND's reduction none, the last
+// one wins) exactly as on the CPU, without atomics: slices start at
+// multiples of the slice size, so no two threads touch one element.
+
+namespace {
+
+// The element offset of tuple t's slice, or -1 after raising the error.
+__device__ __forceinline__ int64_t tuple_offset_dev(const pipert::TupleLayout &l,
+                                                    const int64_t *__restrict__ idx, int64_t t,
+                                                    DeviceError *err) {
+  int64_t off = (l.per_batch ? t / l.per_batch : 0) * l.batch_stride;
+  for (int64_t j = 0; j < l.k; ++j) {
+    int64_t i = idx[t * l.k + j];
+    if (i < 0)
+      i += l.dims[j];
+    if (i < 0 || i >= l.dims[j]) {
+      raise_error(err, kErrTupleIndex, (long long)idx[t * l.k + j], (long long)l.dims[j]);
+      return -1;
+    }
+    off += i * l.strides[j];
+  }
+  return off;
+}
+
+template <typename T>
+__global__ void gather_nd_kernel(pipert::TupleLayout l, const T *__restrict__ data,
+                                 const int64_t *__restrict__ idx, DeviceError *err,
+                                 T *__restrict__ y) {
+  PIPERT_GRID_STRIDE(i, l.tuples * l.slice) {
+    const int64_t t = i / l.slice, j = i % l.slice;
+    const int64_t off = tuple_offset_dev(l, idx, t, err);
+    y[i] = off < 0 ? T(0) : data[off + j];
+  }
+}
+
+// y (already data, or zeros) combined with the tuples' slices of src:
+// reduction none (replace), add, mul, max or min.
+template <typename T>
+__global__ void scatter_nd_kernel(pipert::TupleLayout l, const int64_t *__restrict__ idx,
+                                  const T *__restrict__ src, int reduction, DeviceError *err,
+                                  T *__restrict__ y) {
+  PIPERT_GRID_STRIDE(j, l.slice) {
+    for (int64_t t = 0; t < l.tuples; ++t) {
+      const int64_t off = tuple_offset_dev(l, idx, t, err);
+      if (off < 0)
+        return;
+      T &d = y[off + j];
+      const T v = src[t * l.slice + j];
+      switch (reduction) {
+      case PIPERT_SCATTER_NONE: d = v; break;
+      case PIPERT_SCATTER_ADD: d = d + v; break;
+      case PIPERT_SCATTER_MUL: d = d * v; break;
+      case PIPERT_SCATTER_MAX: d = d < v ? v : d; break;
+      default: d = v < d ? v : d; break;
+      }
+    }
+  }
+}
+
+// dx (already dy) with the tuples' slices zeroed.
+__global__ void scatter_nd_grad_kernel(pipert::TupleLayout l, const int64_t *__restrict__ idx,
+                                       DeviceError *err, float *__restrict__ dx) {
+  PIPERT_GRID_STRIDE(i, l.tuples * l.slice) {
+    const int64_t off = tuple_offset_dev(l, idx, i / l.slice, err);
+    if (off >= 0)
+      dx[off + i % l.slice] = 0.f;
+  }
+}
+
+template <typename T>
+void launch_scatter(pipert_context *ctx, const pipert::TupleLayout &l, const int64_t *idx,
+                    const void *src, int reduction, void *y) {
+  scatter_nd_kernel<<<grid_for(ctx, l.slice), kBlock, 0, stream_of(ctx)>>>(
+      l, idx, (const T *)src, reduction, cx(ctx)->err, (T *)y);
+}
+
+} // namespace
+
 extern "C" {
 
 void pipert_transpose(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
@@ -456,6 +537,93 @@ void pipert_gather_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
     return;
   gather_grad_kernel<<<grid_for(ctx, total), kBlock, 0, stream_of(ctx)>>>(
       dy, indices, nidx, s.mid, s.inner, total, cx(ctx)->err, dx);
+  PIPERT_LAUNCH_CHECK(op);
+}
+
+
+void pipert_gather_nd(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank,
+                      const int64_t *shape, const int64_t *indices, int64_t idx_rank,
+                      const int64_t *idx_shape, int64_t batch_dims, void *y) {
+  const char *op = "GatherND";
+  const pipert::TupleLayout l =
+      pipert::tuple_layout(op, rank, shape, idx_rank, idx_shape, batch_dims);
+  const int64_t total = l.tuples * l.slice;
+  if (total == 0)
+    return;
+  const unsigned g = grid_for(ctx, total);
+  cudaStream_t st = stream_of(ctx);
+  DeviceError *err = cx(ctx)->err;
+  switch (elem_size(op, dtype)) {
+  case 1: gather_nd_kernel<<<g, kBlock, 0, st>>>(l, (const uint8_t *)data, indices, err, (uint8_t *)y); break;
+  case 2: gather_nd_kernel<<<g, kBlock, 0, st>>>(l, (const uint16_t *)data, indices, err, (uint16_t *)y); break;
+  case 4: gather_nd_kernel<<<g, kBlock, 0, st>>>(l, (const uint32_t *)data, indices, err, (uint32_t *)y); break;
+  case 8: gather_nd_kernel<<<g, kBlock, 0, st>>>(l, (const uint64_t *)data, indices, err, (uint64_t *)y); break;
+  default: pipert_fail("%s: unsupported dtype", op);
+  }
+  PIPERT_LAUNCH_CHECK(op);
+}
+
+void pipert_gather_nd_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                               const int64_t *data_shape, const int64_t *indices,
+                               int64_t idx_rank, const int64_t *idx_shape, int64_t batch_dims,
+                               float *dx) {
+  const char *op = "GatherNDGrad";
+  const pipert::TupleLayout l =
+      pipert::tuple_layout(op, rank, data_shape, idx_rank, idx_shape, batch_dims);
+  pipert_memset_zero(ctx, dx, size_t(numel(rank, data_shape)) * sizeof(float));
+  if (l.tuples * l.slice == 0)
+    return;
+  launch_scatter<float>(ctx, l, indices, dy, PIPERT_SCATTER_ADD, dx);
+  PIPERT_LAUNCH_CHECK(op);
+}
+
+void pipert_scatter_nd(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank,
+                       const int64_t *shape, const int64_t *indices, int64_t idx_rank,
+                       const int64_t *idx_shape, const void *updates, int64_t reduction,
+                       void *y) {
+  const char *op = "ScatterND";
+  const pipert::TupleLayout l = pipert::tuple_layout(op, rank, shape, idx_rank, idx_shape, 0);
+  const size_t es = elem_size(op, dtype);
+  if (reduction < 0 || reduction > PIPERT_SCATTER_MIN)
+    pipert_fail("%s: unknown reduction %lld", op, (long long)reduction);
+  if (y != data)
+    pipert_copy_device(ctx, y, data, size_t(numel(rank, shape)) * es);
+  if (l.tuples * l.slice == 0)
+    return;
+  const int r = int(reduction);
+  if (r == PIPERT_SCATTER_NONE) {
+    switch (es) {
+    case 1: launch_scatter<uint8_t>(ctx, l, indices, updates, r, y); break;
+    case 2: launch_scatter<uint16_t>(ctx, l, indices, updates, r, y); break;
+    case 4: launch_scatter<uint32_t>(ctx, l, indices, updates, r, y); break;
+    case 8: launch_scatter<uint64_t>(ctx, l, indices, updates, r, y); break;
+    default: pipert_fail("%s: unsupported dtype", op);
+    }
+  } else {
+    switch (dtype) {
+    case PIPERT_F32: launch_scatter<float>(ctx, l, indices, updates, r, y); break;
+    case PIPERT_F64: launch_scatter<double>(ctx, l, indices, updates, r, y); break;
+    case PIPERT_I32: launch_scatter<int32_t>(ctx, l, indices, updates, r, y); break;
+    case PIPERT_I64: launch_scatter<int64_t>(ctx, l, indices, updates, r, y); break;
+    default:
+      pipert_fail("%s: reduction %lld of %s is not supported (f32, f64, i32 or i64)", op,
+                  (long long)reduction, pipert_dtype_name(dtype));
+    }
+  }
+  PIPERT_LAUNCH_CHECK(op);
+}
+
+void pipert_scatter_nd_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                                const int64_t *shape, const int64_t *indices, int64_t idx_rank,
+                                const int64_t *idx_shape, float *dx) {
+  const char *op = "ScatterNDGrad";
+  const pipert::TupleLayout l = pipert::tuple_layout(op, rank, shape, idx_rank, idx_shape, 0);
+  pipert_copy_device(ctx, dx, dy, size_t(numel(rank, shape)) * sizeof(float));
+  const int64_t total = l.tuples * l.slice;
+  if (total == 0)
+    return;
+  scatter_nd_grad_kernel<<<grid_for(ctx, total), kBlock, 0, stream_of(ctx)>>>(
+      l, indices, cx(ctx)->err, dx);
   PIPERT_LAUNCH_CHECK(op);
 }
 

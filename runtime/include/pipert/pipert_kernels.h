@@ -355,6 +355,35 @@ void pipert_gather(pipert_context *ctx, pipert_dtype dtype, const void *data, in
 void pipert_gather_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
                             const int64_t *data_shape, const int64_t *indices, int64_t idx_rank,
                             const int64_t *idx_shape, int64_t axis, float *dx);
+/* ONNX GatherND: indices (idx_shape (..., k), int64) name slices of data
+ * after its first batch_dims axes, which pair with indices' first
+ * batch_dims axes: y.shape = idx_shape[:-1] + shape[batch_dims + k:].
+ * Negative indices count from the end; out of range fails. */
+void pipert_gather_nd(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank,
+                      const int64_t *shape, const int64_t *indices, int64_t idx_rank,
+                      const int64_t *idx_shape, int64_t batch_dims, void *y);
+/* Gradient of GatherND: dx (data's shape) = zeros, then dy's slices added
+ * at their tuples (repeated tuples accumulate). */
+void pipert_gather_nd_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                               const int64_t *data_shape, const int64_t *indices,
+                               int64_t idx_rank, const int64_t *idx_shape, int64_t batch_dims,
+                               float *dx);
+/* ONNX ScatterND: y = data, then each slice named by a k-tuple of indices
+ * (idx_shape (..., k)) replaced by (reduction PIPERT_SCATTER_NONE) or
+ * combined with (ADD, MUL, MAX, MIN: f32, f64, i32 and i64) its slice of
+ * updates (shape idx_shape[:-1] + shape[k:]), tuple by tuple in order.
+ * Negative indices count from the end; out of range fails. */
+enum { PIPERT_SCATTER_NONE = 0, PIPERT_SCATTER_ADD = 1, PIPERT_SCATTER_MUL = 2,
+       PIPERT_SCATTER_MAX = 3, PIPERT_SCATTER_MIN = 4 };
+void pipert_scatter_nd(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank,
+                       const int64_t *shape, const int64_t *indices, int64_t idx_rank,
+                       const int64_t *idx_shape, const void *updates, int64_t reduction,
+                       void *y);
+/* Gradient of ScatterND (reduction none) for data: dx = dy with the
+ * slices the tuples name set to zero. */
+void pipert_scatter_nd_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                                const int64_t *shape, const int64_t *indices, int64_t idx_rank,
+                                const int64_t *idx_shape, float *dx);
 /* ONNX Expand: y (y_shape, the broadcast of x's shape and the target shape)
  * is x broadcast. Its gradient is pipert_reduce_to_shape_f32. */
 void pipert_expand(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t x_rank,

@@ -274,3 +274,47 @@ func.func @compare_logic() -> (tensor<3xi1>, tensor<3xi1>, tensor<2xi1>, tensor<
   %not = onnx.Not(%lt) : (tensor<3xi1>) -> tensor<3xi1>
   return %lt, %ge, %g, %and, %or, %not : tensor<3xi1>, tensor<3xi1>, tensor<2xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>
 }
+
+// -----
+
+// Swin Transformer's shifted-window mask: a ScatterND of constants into
+// ConstantOfShape zeros folds (reduction none; a negative index counts from
+// the end); so do Mod's integer remainders (Python's sign, and fmod's) and
+// a GatherND of constants.
+// CHECK-LABEL: func @scatternd_mask
+// CHECK-DAG:     onnx.Constant {value = dense<{{\[}}[0, 0, 0], [0, 0, 0], [7, 8, 9], [4, 5, 6]]> : tensor<4x3xi64>}
+// CHECK-DAG:     onnx.Constant {value = dense<[2, -1, 0]> : tensor<3xi64>}
+// CHECK-DAG:     onnx.Constant {value = dense<[-1, 2, 0]> : tensor<3xi64>}
+// CHECK-DAG:     onnx.Constant {value = dense<[0, 9]> : tensor<2xi64>}
+// CHECK-NOT:     onnx.ScatterND
+// CHECK-NOT:     onnx.GatherND
+// CHECK-NOT:     onnx.Mod
+func.func @scatternd_mask() -> (tensor<4x3xi64>, tensor<3xi64>, tensor<3xi64>, tensor<2xi64>) {
+  %shape = onnx.Constant {value = dense<[4, 3]> : tensor<2xi64>} : tensor<2xi64>
+  %zeros = onnx.ConstantOfShape(%shape) {value = dense<0> : tensor<1xi64>} : (tensor<2xi64>) -> tensor<4x3xi64>
+  %idx = onnx.Constant {value = dense<[[-1], [2]]> : tensor<2x1xi64>} : tensor<2x1xi64>
+  %upd = onnx.Constant {value = dense<[[4, 5, 6], [7, 8, 9]]> : tensor<2x3xi64>} : tensor<2x3xi64>
+  %s = onnx.ScatterND(%zeros, %idx, %upd) : (tensor<4x3xi64>, tensor<2x1xi64>, tensor<2x3xi64>) -> tensor<4x3xi64>
+  %a = onnx.Constant {value = dense<[-7, 5, 16]> : tensor<3xi64>} : tensor<3xi64>
+  %b = onnx.Constant {value = dense<[3, -3, 4]> : tensor<3xi64>} : tensor<3xi64>
+  %m = onnx.Mod(%a, %b) : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi64>
+  %f = onnx.Mod(%a, %b) {fmod = 1 : i64} : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi64>
+  %gi = onnx.Constant {value = dense<[[1, 2], [2, 2]]> : tensor<2x2xi64>} : tensor<2x2xi64>
+  %g = onnx.GatherND(%s, %gi) : (tensor<4x3xi64>, tensor<2x2xi64>) -> tensor<2xi64>
+  return %s, %m, %f, %g : tensor<4x3xi64>, tensor<3xi64>, tensor<3xi64>, tensor<2xi64>
+}
+
+// -----
+
+// ScatterND with a reduction, or of a non-constant, stays.
+// CHECK-LABEL: func @scatternd_no_fold
+// CHECK:         onnx.ScatterND(%{{.*}}) {reduction = "add"}
+// CHECK:         onnx.ScatterND(%arg0
+func.func @scatternd_no_fold(%x: tensor<4x3xi64>) -> (tensor<4x3xi64>, tensor<4x3xi64>) {
+  %zeros = onnx.Constant {value = dense<0> : tensor<4x3xi64>} : tensor<4x3xi64>
+  %idx = onnx.Constant {value = dense<[[1]]> : tensor<1x1xi64>} : tensor<1x1xi64>
+  %upd = onnx.Constant {value = dense<[[4, 5, 6]]> : tensor<1x3xi64>} : tensor<1x3xi64>
+  %s = onnx.ScatterND(%zeros, %idx, %upd) {reduction = "add"} : (tensor<4x3xi64>, tensor<1x1xi64>, tensor<1x3xi64>) -> tensor<4x3xi64>
+  %t = onnx.ScatterND(%x, %idx, %upd) : (tensor<4x3xi64>, tensor<1x1xi64>, tensor<1x3xi64>) -> tensor<4x3xi64>
+  return %s, %t : tensor<4x3xi64>, tensor<4x3xi64>
+}

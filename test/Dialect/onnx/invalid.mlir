@@ -661,3 +661,44 @@ func.func @resize_grad_scales(%dy: tensor<1x1x4x4xf32>) {
   %0 = onnx.ResizeGrad(%dy, %shape) {coordinate_transformation_mode = "asymmetric", mode = "nearest", nearest_mode = "floor", scales = array<f32: 2.0, 2.0>} : (tensor<1x1x4x4xf32>, tensor<4xi64>) -> tensor<1x1x2x2xf32>
   return
 }
+
+// -----
+
+func.func @gathernd_index_range(%x: tensor<5x3xf32>) {
+  %i = onnx.Constant {value = dense<[[0, 2], [4, -4]]> : tensor<2x2xi64>} : tensor<2x2xi64>
+  // expected-error @+1 {{index -4 is out of range for axis 1 of size 3}}
+  %0 = onnx.GatherND(%x, %i) : (tensor<5x3xf32>, tensor<2x2xi64>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @gathernd_tuple_too_long(%x: tensor<5x3xf32>, %i: tensor<2x3xi64>) {
+  // expected-error @+1 {{indices' last axis (3) must be between 1 and the data's rank less batch_dims (2)}}
+  %0 = onnx.GatherND(%x, %i) : (tensor<5x3xf32>, tensor<2x3xi64>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @gathernd_batch_dims(%x: tensor<5x3xf32>, %i: tensor<4x1xi64>) {
+  // expected-error @+1 {{batch axis 0 differs: data has 5, indices 4}}
+  %0 = onnx.GatherND(%x, %i) {batch_dims = 1 : i64} : (tensor<5x3xf32>, tensor<4x1xi64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @scatternd_updates_shape(%x: tensor<5x3xf32>, %i: tensor<2x1xi64>, %u: tensor<2x4xf32>) {
+  // expected-error @+1 {{updates of type 'tensor<2x4xf32>' do not have the shape indices.shape[:-1] + data.shape[k:] ('tensor<2x3xf32>')}}
+  %0 = onnx.ScatterND(%x, %i, %u) : (tensor<5x3xf32>, tensor<2x1xi64>, tensor<2x4xf32>) -> tensor<5x3xf32>
+  return
+}
+
+// -----
+
+func.func @scatternd_reduction(%x: tensor<5x3xf32>, %i: tensor<2x1xi64>, %u: tensor<2x3xf32>) {
+  // expected-error @+1 {{reduction 'sum' is not one of none, add, mul, max, min}}
+  %0 = onnx.ScatterND(%x, %i, %u) {reduction = "sum"} : (tensor<5x3xf32>, tensor<2x1xi64>, tensor<2x3xf32>) -> tensor<5x3xf32>
+  return
+}

@@ -90,9 +90,12 @@ class Vision(nn.Module):
         super().__init__()
         import torchvision
         self.net = getattr(torchvision.models, name)(num_classes=10)
-        # Dropout (MobileNetV2's classifier) off: random masks cannot match.
+        # Dropout (MobileNetV2's classifier) and stochastic depth
+        # (EfficientNet's and ConvNeXt's residual branches) off: random
+        # masks cannot match.
+        from torchvision.ops import StochasticDepth
         for m in self.net.modules():
-            if isinstance(m, nn.Dropout):
+            if isinstance(m, (nn.Dropout, StochasticDepth)):
                 m.p = 0.0
 
     def forward(self, x, y):
@@ -139,12 +142,43 @@ class Seq2Seq(nn.Module):
                                            tgt_out.reshape(-1))
 
 
+class IndexPut(nn.Module):
+    """In-place indexed assignment, which PyTorch exports as ScatterND:
+    rows of a trained table replaced by trained rows (t[[1, 3]] = fill), a
+    column of every sample's activations overwritten (h[:, 2] = 2 h[:, 0],
+    the tuples (b, 2) for each sample b), then an indexed read. With
+    `rows`, only samples 0 and 1 are overwritten (h[[0, 1], 2] = ...): that
+    cannot be split into micro-batches."""
+
+    def __init__(self, rows=False):
+        super().__init__()
+        self.rows = rows
+        self.lin = nn.Linear(6, 8)
+        self.table = nn.Parameter(torch.randn(5, 8))
+        self.fill = nn.Parameter(torch.randn(2, 8))
+        self.out = nn.Linear(8, 5)
+
+    def forward(self, x, y):
+        t = self.table.clone()
+        t[torch.tensor([1, 3])] = self.fill
+        h = torch.tanh(self.lin(x)).unsqueeze(1) + t
+        h2 = h.clone()
+        if self.rows:
+            h2[torch.tensor([0, 1]), 2] = self.fill * 2
+        else:
+            h2[:, 2] = h[:, 0] * 2
+        g = h2[:, torch.tensor([0, 2, 4, 4])]
+        return nn.functional.cross_entropy(self.out(g.mean(1)), y)
+
+
 def build(name):
     """(module, batch, {input name: (shape per sample, dtype, classes or None)})"""
     if name == "bn":
         return Net(), 8, {"x": ((3, 6, 6), np.float32, None), "y": ((), np.int64, 5)}
     if name == "gn":
         return GNNet(), 8, {"x": ((3, 6, 6), np.float32, None), "y": ((), np.int64, 5)}
+    if name in ("indexput", "indexput_rows"):
+        return IndexPut(name == "indexput_rows"), 8, {"x": ((6,), np.float32, None), "y": ((), np.int64, 5)}
     if name in ("encoder", "encoder_bf", "llama"):
         m = Attention(name)
         t, v = m.am.T, m.am.V

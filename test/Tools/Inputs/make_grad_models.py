@@ -230,6 +230,26 @@ case("gather", f32(2, 5) * 0.1, {"a": f32(2, 5)},
 case("gather_embedding", np.array([[0, 3, 3], [5, 1, 0]], np.int64),
      {"table": f32(6, 4)}, [n("Gather", ["table", "x"], ["y"], axis=0)], (2, 3, 4),
      x_type=I64)
+# GatherND: pairs into axes 0 and 1, (1, 2) twice (once as (-1, -2));
+# with batch_dims 1, per sample 2 indices into axis 1, one repeated.
+x243 = f32(2, 4, 3) * 0.1
+case("gathernd", x243, {"a": f32(2, 4, 3)},
+     [n("Add", ["x", "a"], ["xa"]),
+      const("ix", np.array([[1, 2], [0, 3], [-1, -2]], np.int64)),
+      n("GatherND", ["xa", "ix"], ["t"]), n("Mul", ["t", "t"], ["y"])], (3, 3))
+case("gathernd_batch1", x243, {"a": f32(2, 4, 3)},
+     [n("Add", ["x", "a"], ["xa"]),
+      const("ix", np.array([[[3], [1]], [[0], [0]]], np.int64)),
+      n("GatherND", ["xa", "ix"], ["t"], batch_dims=1), n("Mul", ["t", "t"], ["y"])],
+     (2, 2, 3))
+# ScatterND (x[index] = v in PyTorch): data and updates both trained; with
+# reduction add a repeated tuple accumulates.
+for name, ix, red in [("scatternd", [[0, 1], [1, -1]], "none"),
+                      ("scatternd_add", [[0, 1], [0, 1], [1, 2]], "add")]:
+    case(name, x243, {"a": f32(2, 4, 3), "u": f32(len(ix), 3)},
+         [n("Add", ["x", "a"], ["xa"]), const("ix", np.array(ix, np.int64)),
+          n("ScatterND", ["xa", "ix", "u"], ["t"], reduction=red),
+          n("Mul", ["t", "t"], ["y"])], (2, 4, 3))
 case("unsqueeze_squeeze", x24, {"a": f32(2, 4)},
      [n("Add", ["x", "a"], ["xa"]), const("ax", np.array([1], np.int64)),
       n("Unsqueeze", ["xa", "ax"], ["u"]), n("Mul", ["u", "u"], ["uu"]),

@@ -588,6 +588,56 @@ void gather_grad_f32(pipert_context *ctx, const float *dy, int64_t rank, const i
                          idx_shape, axis, m.out(dx, numel(rank, data_shape)));
 }
 
+// Elements of GatherND's output and of ScatterND's updates: the tuples
+// times the slice after batch_dims + k axes.
+int64_t tuple_numel(int64_t rank, const int64_t *shape, int64_t idx_rank,
+                    const int64_t *idx_shape, int64_t batch_dims) {
+  int64_t n = numel(idx_rank - 1, idx_shape);
+  for (int64_t i = batch_dims + idx_shape[idx_rank - 1]; i < rank; ++i)
+    n *= shape[i];
+  return n;
+}
+
+void gather_nd(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank,
+               const int64_t *shape, const int64_t *indices, int64_t idx_rank,
+               const int64_t *idx_shape, int64_t batch_dims, void *y) {
+  Mirror m(ctx);
+  const int64_t es = int64_t(dsize(dtype));
+  pipert_gather_nd(ctx, dtype, m.in_bytes(data, numel(rank, shape) * es), rank, shape,
+                   m.in(indices, numel(idx_rank, idx_shape)), idx_rank, idx_shape, batch_dims,
+                   m.out_bytes(y, tuple_numel(rank, shape, idx_rank, idx_shape, batch_dims) * es));
+}
+
+void gather_nd_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                        const int64_t *data_shape, const int64_t *indices, int64_t idx_rank,
+                        const int64_t *idx_shape, int64_t batch_dims, float *dx) {
+  Mirror m(ctx);
+  pipert_gather_nd_grad_f32(
+      ctx, m.in(dy, tuple_numel(rank, data_shape, idx_rank, idx_shape, batch_dims)), rank,
+      data_shape, m.in(indices, numel(idx_rank, idx_shape)), idx_rank, idx_shape, batch_dims,
+      m.out(dx, numel(rank, data_shape)));
+}
+
+void scatter_nd(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank,
+                const int64_t *shape, const int64_t *indices, int64_t idx_rank,
+                const int64_t *idx_shape, const void *updates, int64_t reduction, void *y) {
+  Mirror m(ctx);
+  const int64_t es = int64_t(dsize(dtype));
+  pipert_scatter_nd(ctx, dtype, m.in_bytes(data, numel(rank, shape) * es), rank, shape,
+                    m.in(indices, numel(idx_rank, idx_shape)), idx_rank, idx_shape,
+                    m.in_bytes(updates, tuple_numel(rank, shape, idx_rank, idx_shape, 0) * es),
+                    reduction, m.out_bytes(y, numel(rank, shape) * es));
+}
+
+void scatter_nd_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                         const int64_t *shape, const int64_t *indices, int64_t idx_rank,
+                         const int64_t *idx_shape, float *dx) {
+  Mirror m(ctx);
+  pipert_scatter_nd_grad_f32(ctx, m.in(dy, numel(rank, shape)), rank, shape,
+                             m.in(indices, numel(idx_rank, idx_shape)), idx_rank, idx_shape,
+                             m.out(dx, numel(rank, shape)));
+}
+
 void expand(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t x_rank,
             const int64_t *x_shape, int64_t y_rank, const int64_t *y_shape, void *y) {
   Mirror m(ctx);

@@ -67,6 +67,10 @@ void slice(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
 void slice_grad_f32(pipert_context *ctx, const float *dy, int64_t rank, const int64_t *x_shape, int64_t n_axes, const int64_t *starts, const int64_t *ends, const int64_t *axes, const int64_t *steps, float *dx);
 void gather(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank, const int64_t *shape, const int64_t *indices, int64_t idx_rank, const int64_t *idx_shape, int64_t axis, void *y);
 void gather_grad_f32(pipert_context *ctx, const float *dy, int64_t rank, const int64_t *data_shape, const int64_t *indices, int64_t idx_rank, const int64_t *idx_shape, int64_t axis, float *dx);
+void gather_nd(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank, const int64_t *shape, const int64_t *indices, int64_t idx_rank, const int64_t *idx_shape, int64_t batch_dims, void *y);
+void gather_nd_grad_f32(pipert_context *ctx, const float *dy, int64_t rank, const int64_t *data_shape, const int64_t *indices, int64_t idx_rank, const int64_t *idx_shape, int64_t batch_dims, float *dx);
+void scatter_nd(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank, const int64_t *shape, const int64_t *indices, int64_t idx_rank, const int64_t *idx_shape, const void *updates, int64_t reduction, void *y);
+void scatter_nd_grad_f32(pipert_context *ctx, const float *dy, int64_t rank, const int64_t *shape, const int64_t *indices, int64_t idx_rank, const int64_t *idx_shape, float *dx);
 void tile(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank, const int64_t *shape, const int64_t *repeats, void *y);
 void tile_grad_f32(pipert_context *ctx, const float *dy, int64_t rank, const int64_t *x_shape, const int64_t *repeats, float *dx);
 void pad(pipert_context *ctx, pipert_dtype dtype, pipert_pad_mode mode, const void *x, int64_t rank, const int64_t *shape, const int64_t *pads, float value, void *y);
@@ -154,6 +158,10 @@ void accumulate_f32(pipert_context *ctx, const float *x, float *y, int64_t n);
 #define pipert_slice_grad_f32 ::pipert_cuda_test::slice_grad_f32
 #define pipert_gather ::pipert_cuda_test::gather
 #define pipert_gather_grad_f32 ::pipert_cuda_test::gather_grad_f32
+#define pipert_gather_nd ::pipert_cuda_test::gather_nd
+#define pipert_gather_nd_grad_f32 ::pipert_cuda_test::gather_nd_grad_f32
+#define pipert_scatter_nd ::pipert_cuda_test::scatter_nd
+#define pipert_scatter_nd_grad_f32 ::pipert_cuda_test::scatter_nd_grad_f32
 #define pipert_tile ::pipert_cuda_test::tile
 #define pipert_tile_grad_f32 ::pipert_cuda_test::tile_grad_f32
 #define pipert_pad ::pipert_cuda_test::pad

@@ -770,6 +770,37 @@ Outcome gather(pipert_context *ctx, const Node &n) {
   return ran({y});
 }
 
+Outcome gather_nd(pipert_context *ctx, const Node &n) {
+  const Tensor *d = n.in(0), *idx = n.in(1);
+  if (!pipert_supports(d->dtype))
+    return skip("dtype");
+  Tensor i64 = to_i64(ctx, *idx);
+  int64_t b = n.i("batch_dims", 0), k = idx->shape.back();
+  std::vector<int64_t> ys(idx->shape.begin(), idx->shape.end() - 1);
+  ys.insert(ys.end(), d->shape.begin() + b + k, d->shape.end());
+  Tensor y = make_tensor(d->dtype, ys);
+  pipert_gather_nd(ctx, to_pipert(d->dtype), d->bytes.data(), d->rank(), d->shape.data(),
+                   i64.data<int64_t>(), i64.rank(), i64.shape.data(), b, y.bytes.data());
+  return ran({y});
+}
+
+Outcome scatter_nd(pipert_context *ctx, const Node &n) {
+  const Tensor *d = n.in(0), *idx = n.in(1), *u = n.in(2);
+  if (!pipert_supports(d->dtype))
+    return skip("dtype");
+  std::string red = n.s("reduction", "none");
+  const std::vector<std::string> names = {"none", "add", "mul", "max", "min"};
+  auto it = std::find(names.begin(), names.end(), red);
+  if (it == names.end())
+    return skip("reduction " + red);
+  Tensor i64 = to_i64(ctx, *idx);
+  Tensor y = make_tensor(d->dtype, d->shape);
+  pipert_scatter_nd(ctx, to_pipert(d->dtype), d->bytes.data(), d->rank(), d->shape.data(),
+                    i64.data<int64_t>(), i64.rank(), i64.shape.data(), u->bytes.data(),
+                    int64_t(it - names.begin()), y.bytes.data());
+  return ran({y});
+}
+
 Outcome expand(pipert_context *ctx, const Node &n) {
   const Tensor *x = n.in(0);
   if (!pipert_supports(x->dtype))
@@ -1087,6 +1118,8 @@ Outcome run_node(pipert_context *ctx, const onnx::NodeProto &proto, int64_t opse
   if (op == "Split") return split(ctx, n);
   if (op == "Slice") return slice(ctx, n);
   if (op == "Gather") return gather(ctx, n);
+  if (op == "GatherND") return gather_nd(ctx, n);
+  if (op == "ScatterND") return scatter_nd(ctx, n);
   if (op == "Expand") return expand(ctx, n);
   if (op == "Cast") return cast(ctx, n);
   if (op == "ReduceMean") return reduce(ctx, n, PIPERT_REDUCE_MEAN);

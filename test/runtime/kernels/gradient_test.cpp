@@ -460,6 +460,62 @@ TEST(GatherGrad, ScatterAddWithRepeatsAndNegatives) {
   }
 }
 
+TEST(GatherNDGrad, ScatterAddWithRepeatsNegativesAndBatchDims) {
+  Ctx ctx;
+  Rng rng;
+  const Shape ds{3, 4, 2, 5};
+  // batch_dims 0: 3 pairs into axes 0 and 1, (1, 2) twice (once as (-2, -2)).
+  // batch_dims 1: per batch row, 2 pairs into axes 1 and 2, one repeated.
+  struct Case {
+    int64_t b;
+    std::vector<int64_t> idx;
+    Shape is;
+  };
+  const std::vector<Case> cases = {
+      {0, {1, 2, 0, -1, -2, -2}, {3, 2}},
+      {1, {3, 1, 3, 1, 0, 0, 2, -1, 1, 1, 1, 1}, {3, 2, 2}},
+  };
+  for (const Case &c : cases) {
+    Shape ys(c.is.begin(), c.is.end() - 1);
+    ys.insert(ys.end(), ds.begin() + c.b + c.is.back(), ds.end());
+    Vec x = rng.uniform(numel(ds)), r = rng.uniform(numel(ys)), dx(x.size());
+    pipert_gather_nd_grad_f32(ctx.ctx, r.data(), 4, ds.data(), c.idx.data(),
+                              int64_t(c.is.size()), c.is.data(), c.b, dx.data());
+    check_grad("gathernd ddata", [&](const Vec &v, Vec &o) {
+      o.assign(static_cast<size_t>(numel(ys)), 0.f);
+      pipert_gather_nd(ctx.ctx, PIPERT_F32, v.data(), 4, ds.data(), c.idx.data(),
+                       int64_t(c.is.size()), c.is.data(), c.b, o.data());
+    }, x, r, dx);
+  }
+}
+
+TEST(ScatterNDGrad, DataAndUpdates) {
+  Ctx ctx;
+  Rng rng;
+  const Shape ds{4, 3, 5};
+  const std::vector<int64_t> idx{2, 0, -4, 1}; // tuples (2, 0) and (0, 1)
+  const Shape is{2, 2}, us{2, 5};
+  Vec x = rng.uniform(numel(ds)), u = rng.uniform(numel(us)), r = rng.uniform(numel(ds));
+  // data: replaced slices get no gradient; updates: GatherND of dY.
+  Vec dx(x.size()), du(u.size());
+  pipert_scatter_nd_grad_f32(ctx.ctx, r.data(), 3, ds.data(), idx.data(), 2, is.data(),
+                             dx.data());
+  pipert_gather_nd(ctx.ctx, PIPERT_F32, r.data(), 3, ds.data(), idx.data(), 2, is.data(), 0,
+                   du.data());
+  for (int64_t red : {int64_t(PIPERT_SCATTER_NONE), int64_t(PIPERT_SCATTER_ADD)}) {
+    check_grad("scatternd ddata", [&](const Vec &v, Vec &o) {
+      o.assign(x.size(), 0.f);
+      pipert_scatter_nd(ctx.ctx, PIPERT_F32, v.data(), 3, ds.data(), idx.data(), 2, is.data(),
+                        u.data(), red, o.data());
+    }, x, r, red == PIPERT_SCATTER_ADD ? r : dx);
+    check_grad("scatternd dupdates", [&](const Vec &v, Vec &o) {
+      o.assign(x.size(), 0.f);
+      pipert_scatter_nd(ctx.ctx, PIPERT_F32, x.data(), 3, ds.data(), idx.data(), 2, is.data(),
+                        v.data(), red, o.data());
+    }, u, r, du);
+  }
+}
+
 TEST(SliceGrad, NegativeStepsAndClamping) {
   Ctx ctx;
   Rng rng;
