@@ -271,6 +271,25 @@ LogicalResult ScatterNDGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   return success();
 }
 
+LogicalResult GatherElementsGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));
+  if (failed(type))
+    return failure();
+  if (auto t = llvm::dyn_cast<RankedTensorType>(*type))
+    if (failed(normalizeAxis(*this, getAxis(), t.getRank())))
+      return failure();
+  types.push_back(*type);
+  return success();
+}
+
+LogicalResult ScatterElementsGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  if (auto t = getRanked(getDY()))
+    if (failed(normalizeAxis(*this, getAxis(), t.getRank())))
+      return failure();
+  types.push_back(getDY().getType());
+  return success();
+}
+
 LogicalResult DropoutGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   auto dy = getRanked(getDY()), mask = getRanked(getMask());
   if (dy && mask &&

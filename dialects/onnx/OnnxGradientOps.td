@@ -270,6 +270,31 @@ def ONNX_ScatterNDGradOp : ONNX_ShapedOp<"ScatterNDGrad"> {
   let results = (outs AnyTensor:$dData);
 }
 
+def ONNX_GatherElementsGradOp : ONNX_ShapedOp<"GatherElementsGrad"> {
+  let summary = "gradient of GatherElements: scatter-add of dY into zeros";
+  let description = [{
+    dX (shape `shape`, the forward data's) is zero except that each entry
+    of dY is added where its index points along `axis` (repeated positions
+    accumulate). Lowers to `pipert_gather_elements_grad_f32`.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$dY, ONNX_ShapeOperand:$shape,
+                   ONNX_IntTensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs AnyTensor:$dX);
+}
+
+def ONNX_ScatterElementsGradOp : ONNX_ShapedOp<"ScatterElementsGrad"> {
+  let summary = "gradient of ScatterElements (reduction none) for its data";
+  let description = [{
+    dData is dY with the entries the forward replaced set to zero (the
+    gradient of updates is GatherElements(dY, indices)). Lowers to
+    `pipert_scatter_elements_grad_f32`.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$dY, ONNX_IntTensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs AnyTensor:$dData);
+}
+
 def ONNX_DropoutGradOp : ONNX_ShapedOp<"DropoutGrad"> {
   let summary = "gradient of Dropout from its mask";
   let description = [{

@@ -583,6 +583,33 @@ def ONNX_ScatterNDOp : ONNX_ShapedOp<"ScatterND"> {
   let hasFolder = 1;
 }
 
+def ONNX_GatherElementsOp : ONNX_ShapedOp<"GatherElements"> {
+  let summary = "takes one entry of data along axis per entry of indices";
+  let description = [{
+    y has indices' shape (indices' rank is data's; along the other axes no
+    larger than data): y[p] = data[p with p[axis] = indices[p]]. What
+    PyTorch exports for torch.gather. Negative indices count from the end.
+  }];
+  let arguments = (ins AnyTensor:$data, ONNX_IntTensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs AnyTensor:$output);
+}
+
+def ONNX_ScatterElementsOp : ONNX_ShapedOp<"ScatterElements"> {
+  let summary = "data with the entries indices name replaced by (or reduced with) updates";
+  let description = [{
+    updates has indices' shape: y = data, then y[p with p[axis] =
+    indices[p]] = updates[p] (reduction none; repeated positions are
+    undefined in ONNX), or combined with it (add, mul, max, min). What
+    PyTorch exports for Tensor.scatter and scatter_add.
+  }];
+  let arguments = (ins AnyTensor:$data, ONNX_IntTensor:$indices,
+                   AnyTensor:$updates,
+                   DefaultValuedAttr<I64Attr, "0">:$axis,
+                   DefaultValuedStrAttr<StrAttr, "none">:$reduction);
+  let results = (outs AnyTensor:$output);
+}
+
 def ONNX_UnsqueezeOp : ONNX_ShapedOp<"Unsqueeze"> {
   let arguments = (ins AnyTensor:$data, TensorOf<[I64]>:$axes);
   let results = (outs AnyTensor:$expanded);

@@ -511,6 +511,68 @@ LogicalResult ScatterNDOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   return success();
 }
 
+/// GatherElements and ScatterElements: indices of data's rank, along axes
+/// other than `axis` no larger than data; constant indices within range.
+static FailureOr<int64_t> checkElementIndices(Operation *op, RankedTensorType t,
+                                              Value indices, int64_t axisAttr) {
+  auto ti = getRanked(indices);
+  if (t.getRank() == 0)
+    return op->emitOpError() << "data must have rank >= 1";
+  auto axis = normalizeAxis(op, axisAttr, t.getRank());
+  if (failed(axis))
+    return failure();
+  if (!ti)
+    return *axis;
+  if (ti.getRank() != t.getRank())
+    return op->emitOpError() << "indices of rank " << ti.getRank()
+                             << " must have the data's rank " << t.getRank();
+  for (int64_t d = 0; d < t.getRank(); ++d)
+    if (d != *axis && !isDynamic(t.getDimSize(d)) &&
+        !isDynamic(ti.getDimSize(d)) && ti.getDimSize(d) > t.getDimSize(d))
+      return op->emitOpError() << "indices' axis " << d << " ("
+                               << ti.getDimSize(d) << ") exceeds the data's ("
+                               << t.getDimSize(d) << ")";
+  int64_t dim = t.getDimSize(*axis);
+  if (auto values = getConstantInts(indices); values && !isDynamic(dim))
+    for (int64_t i : *values)
+      if (i < -dim || i >= dim)
+        return op->emitOpError() << "index " << i << " is out of range for axis "
+                                 << *axis << " of size " << dim;
+  return *axis;
+}
+
+LogicalResult GatherElementsOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  Type elt = getElementType(getData());
+  auto t = getRanked(getData()), ti = getRanked(getIndices());
+  if (t && failed(checkElementIndices(*this, t, getIndices(), getAxis())))
+    return failure();
+  types.push_back(ti ? ranked(ti.getShape(), elt) : unranked(elt));
+  return success();
+}
+
+LogicalResult ScatterElementsOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  StringRef red = getReduction();
+  if (red != "none" && red != "add" && red != "mul" && red != "max" &&
+      red != "min")
+    return emitOpError() << "reduction '" << red
+                         << "' is not one of none, add, mul, max, min";
+  Type elt = getElementType(getData());
+  if (getElementType(getUpdates()) != elt)
+    return emitOpError() << "updates' element type "
+                         << getElementType(getUpdates())
+                         << " differs from the data's " << elt;
+  auto t = getRanked(getData()), ti = getRanked(getIndices()),
+       tu = getRanked(getUpdates());
+  if (t && failed(checkElementIndices(*this, t, getIndices(), getAxis())))
+    return failure();
+  if (ti && tu && (ti.getRank() != tu.getRank() ||
+                   failed(verifyCompatibleShape(ti.getShape(), tu.getShape()))))
+    return emitOpError() << "updates of type " << tu
+                         << " do not have the indices' shape " << ti;
+  types.push_back(getData().getType());
+  return success();
+}
+
 /// Number of entries of a 1-D axes/shape operand, kDynamic when unknown.
 static int64_t lengthOf(Value v) {
   auto t = getRanked(v);

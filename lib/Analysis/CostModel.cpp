@@ -160,7 +160,7 @@ static Kind classify(StringRef name) {
       .Cases({"Reshape", "Flatten", "Transpose", "Concat", "Split", "Slice",
               "Gather", "Unsqueeze", "Squeeze", "Expand", "Identity", "Shape",
               "ConstantOfShape", "Range", "Tile", "Pad", "Trilu", "GatherND",
-              "ScatterND"},
+              "ScatterND", "GatherElements", "ScatterElements"},
              Kind::DataMovement)
       .Cases({"ReluGrad", "TanhGrad", "SigmoidGrad", "ErfGrad", "UnaryGrad",
               "ReduceToShape", "SoftmaxGrad", "LogSoftmaxGrad",
@@ -168,6 +168,7 @@ static Kind classify(StringRef name) {
               "MaxPoolGrad", "AveragePoolGrad", "GlobalAveragePoolGrad",
               "SliceGrad", "GatherGrad", "DropoutGrad", "ReduceExtremumGrad",
               "TileGrad", "PadGrad", "ResizeGrad", "GatherNDGrad", "ScatterNDGrad",
+              "GatherElementsGrad", "ScatterElementsGrad",
               "SoftmaxCrossEntropyLossGrad",
               "NegativeLogLikelihoodLossGrad", "LSTMGrad", "GRUGrad"},
              Kind::Backward)

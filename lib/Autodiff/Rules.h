@@ -26,7 +26,8 @@
   X(LeakyReluOp) X(EluOp) X(SeluOp) X(HardSigmoidOp) X(GeluOp) X(ClipOp)      \
   X(MaxOp) X(MinOp) X(ModOp) X(ReduceMaxOp) X(ReduceMinOp) X(CumSumOp)        \
   X(TileOp) X(PadOp) X(TriluOp) X(ConvTransposeOp) X(ResizeOp)             \
-  X(LSTMOp) X(GRUOp) X(GatherNDOp) X(ScatterNDOp)
+  X(LSTMOp) X(GRUOp) X(GatherNDOp) X(ScatterNDOp) \
+  X(GatherElementsOp) X(ScatterElementsOp)
 
 namespace mlir::pipec::autodiff {
 

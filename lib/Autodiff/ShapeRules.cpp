@@ -101,6 +101,35 @@ LogicalResult vjp(GatherOp op, VjpContext &ctx) {
   return success();
 }
 
+LogicalResult vjp(GatherElementsOp op, VjpContext &ctx) {
+  auto t = getRanked(op.getData());
+  if (!t || !t.hasStaticShape())
+    return op->emitOpError() << "needs a static input shape to be "
+                                "differentiated";
+  ctx.setGrad(0, ctx.create<GatherElementsGradOp>(
+                     {ctx.resultGrad(0), ctx.shapeOf(t), op.getIndices()},
+                     {ctx.i64Attr("axis", op.getAxis())}));
+  return success();
+}
+
+/// As ScatterND's, entry by entry.
+LogicalResult vjp(ScatterElementsOp op, VjpContext &ctx) {
+  StringRef red = op.getReduction();
+  if (red != "none" && red != "add")
+    return op->emitOpError() << "with reduction '" << red
+                             << "' is not differentiated (only none and add "
+                                "are; keep its data and updates constant)";
+  Value g = ctx.resultGrad(0);
+  auto axis = ctx.i64Attr("axis", op.getAxis());
+  if (ctx.needsGrad(0))
+    ctx.setGrad(0, red == "add" ? g
+                                : ctx.create<ScatterElementsGradOp>(
+                                      {g, op.getIndices()}, {axis}));
+  if (ctx.needsGrad(2))
+    ctx.setGrad(2, ctx.create<GatherElementsOp>({g, op.getIndices()}, {axis}));
+  return success();
+}
+
 LogicalResult vjp(GatherNDOp op, VjpContext &ctx) {
   auto t = getRanked(op.getData());
   if (!t || !t.hasStaticShape())

@@ -240,6 +240,20 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
           i64c(normAxis(attrInt(op, "axis", 0), rank)), out(op, 0)});
     return success();
   }
+  if (isa<onnx::GatherElementsGradOp, onnx::ScatterElementsGradOp>(op)) {
+    bool gather = isa<onnx::GatherElementsGradOp>(op);
+    Value idx = operand(gather ? 2 : 1);
+    if (!getElementTypeOrSelf(idx.getType()).isInteger(64))
+      return op->emitError() << op->getName().stripDialect()
+                             << " indices must be i64";
+    int64_t rank = tensorType(op->getResult(0)).getRank();
+    call(gather ? "pipert_gather_elements_grad_f32"
+                : "pipert_scatter_elements_grad_f32",
+         {ctxArg, P(operand(0)), resultRank(0), resultShape(0), P(idx),
+          shapeOf(idx), i64c(normAxis(attrInt(op, "axis", 0), rank)),
+          out(op, 0)});
+    return success();
+  }
   if (isa<onnx::GatherNDGradOp>(op)) {
     Value idx = operand(2);
     if (!getElementTypeOrSelf(idx.getType()).isInteger(64))

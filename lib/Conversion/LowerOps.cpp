@@ -24,6 +24,16 @@ using namespace mlir::pipec;
 
 namespace mlir::pipec::steplowering {
 
+/// The PIPERT_SCATTER_* code of a ScatterND/ScatterElements reduction.
+static int64_t scatterReduction(StringRef reduction) {
+  return llvm::StringSwitch<int64_t>(reduction)
+      .Case("add", 1)
+      .Case("mul", 2)
+      .Case("max", 3)
+      .Case("min", 4)
+      .Default(0);
+}
+
 /// The pipert_unary_op code of an elementwise op (pipert_kernels.h), or -1.
 int64_t unaryCode(Operation *op) {
   return llvm::TypeSwitch<Operation *, int64_t>(op)
@@ -800,6 +810,28 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
           out(op, 0)});
     return success();
   }
+  if (isa<onnx::GatherElementsOp>(op)) {
+    Value data = operand(0), idx = operand(1);
+    if (!elemOf(idx).isInteger(64))
+      return op->emitError("GatherElements indices must be i64 (Cast them)");
+    int64_t rank = tensorType(data).getRank();
+    call("pipert_gather_elements",
+         {ctxArg, dtypeOf(data), P(data), rankOf(data), shapeOf(data), P(idx),
+          shapeOf(idx), i64c(normAxis(attrInt(op, "axis", 0), rank)),
+          out(op, 0)});
+    return success();
+  }
+  if (auto scatter = dyn_cast<onnx::ScatterElementsOp>(op)) {
+    Value data = operand(0), idx = operand(1), upd = operand(2);
+    if (!elemOf(idx).isInteger(64))
+      return op->emitError("ScatterElements indices must be i64 (Cast them)");
+    int64_t rank = tensorType(data).getRank();
+    call("pipert_scatter_elements",
+         {ctxArg, dtypeOf(data), P(data), rankOf(data), shapeOf(data), P(idx),
+          shapeOf(idx), P(upd), i64c(normAxis(attrInt(op, "axis", 0), rank)),
+          i64c(scatterReduction(scatter.getReduction())), out(op, 0)});
+    return success();
+  }
   if (isa<onnx::GatherNDOp>(op)) {
     Value data = operand(0), idx = operand(1);
     if (!elemOf(idx).isInteger(64))
@@ -814,15 +846,10 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
     Value data = operand(0), idx = operand(1), upd = operand(2);
     if (!elemOf(idx).isInteger(64))
       return op->emitError("ScatterND indices must be i64 (Cast them)");
-    int64_t reduction = llvm::StringSwitch<int64_t>(scatter.getReduction())
-                            .Case("add", 1)
-                            .Case("mul", 2)
-                            .Case("max", 3)
-                            .Case("min", 4)
-                            .Default(0);
     call("pipert_scatter_nd",
          {ctxArg, dtypeOf(data), P(data), rankOf(data), shapeOf(data), P(idx),
-          rankOf(idx), shapeOf(idx), P(upd), i64c(reduction), out(op, 0)});
+          rankOf(idx), shapeOf(idx), P(upd),
+          i64c(scatterReduction(scatter.getReduction())), out(op, 0)});
     return success();
   }
   if (isa<onnx::ExpandOp>(op)) {

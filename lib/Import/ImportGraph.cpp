@@ -50,6 +50,7 @@ bool isNonDifferentiableInput(StringRef opType, unsigned index) {
       {"Pad", {1, 2, 3}},      {"Trilu", {1}},
       {"Resize", {1, 2, 3}},
       {"GatherND", {1}},       {"ScatterND", {1}},
+      {"GatherElements", {1}}, {"ScatterElements", {1}},
   };
   auto it = table.find(opType);
   return it != table.end() && llvm::is_contained(it->second, index);

@@ -1012,6 +1012,61 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     rewrites.push_back({op, 1, a});
     return same(moved(a));
   }
+  if (llvm::isa<onnx::GatherElementsOp, onnx::ScatterElementsOp,
+                onnx::GatherElementsGradOp, onnx::ScatterElementsGradOp>(op)) {
+    // Entry by entry along `axis`: data (GatherElementsGrad's dY), indices
+    // and updates share their other axes, so the batch must be one of those
+    // (torch.gather(logits, 1, y[:, None])), each operand batched there or
+    // uniform along it (a zeros tensor scattered into), or it is the axis
+    // itself when a batch-independent table is gathered from per sample.
+    bool gatherGrad = llvm::isa<onnx::GatherElementsGradOp>(op);
+    bool gather = llvm::isa<onnx::GatherElementsOp>(op);
+    SmallVector<unsigned> tensors = {0, gatherGrad ? 2u : 1u};
+    if (llvm::isa<onnx::ScatterElementsOp>(op))
+      tensors.push_back(2);
+    int64_t rank = rankedType(op->getOperand(0)).getRank();
+    int64_t axis = intAttr(op, "axis", 0);
+    if (axis < 0)
+      axis += rank;
+    std::optional<int64_t> a;
+    BatchState factors;
+    for (unsigned i : tensors)
+      if (std::optional<int64_t> b = batchedAt(i)) {
+        if (a && (*a != *b || !factors.sameFactors(stateOf(op->getOperand(i)))))
+          return batchError(op) << "its operands have the batch on different "
+                                   "axes ("
+                                << *a << " and " << *b << ")";
+        a = b;
+        factors = stateOf(op->getOperand(i));
+      }
+    if (!a)
+      return batchError(op) << "only its shape depends on the batch";
+    if (*a == axis) {
+      if (gather && !batchedAt(0))
+        return same(moved(axis)); // a table's entries, per sample
+      if (gatherGrad && batchedAt(0) && batchedAt(2))
+        return same(BatchState::sum()); // the table's gradient
+      return batchError(op) << (gather || gatherGrad ? "it gathers" : "it scatters")
+                            << " along the batch axis";
+    }
+    for (unsigned i : tensors) {
+      Value v = op->getOperand(i);
+      if (!stateOf(v).isFree())
+        continue;
+      SmallVector<std::pair<Value, int64_t>> spread;
+      SmallVector<std::pair<Operation *, int64_t>> expands;
+      if (!spreadUniformly(v, *a, spread, expands, 0) ||
+          rankedType(v).getDimSize(*a) == 1)
+        return batchError(op) << "operand #" << i << " (" << v.getType()
+                              << ") does not depend on the batch but spans "
+                                 "the batch axis "
+                              << *a;
+      spreadFor(op, v, factors, spread, expands);
+    }
+    if (gatherGrad)
+      rewrites.push_back({op, 1, *a});
+    return same(factors.on(*a));
+  }
   if (llvm::isa<onnx::GatherNDOp, onnx::GatherNDGradOp>(op)) {
     // GatherND (data, indices): y.shape = indices.shape[:-1] +
     // data.shape[b + k:]. GatherNDGrad (dY, shape, indices): dX has data's.
@@ -1839,8 +1894,10 @@ void PipeMicrobatchPass::runOnOperation() {
     Operation *copy = b.clone(*def);
     copy->setAttr("value", DenseElementsAttr::get(type, ArrayRef(*entries)));
     rw.op->setOperand(rw.operand, copy->getResult(0));
-    if (def->use_empty())
+    if (def->use_empty()) {
+      states.erase(def->getResult(0));
       def->erase();
+    }
   }
   for (ShapeRewrite &rw : sampleIndexRewrites) {
     if (isWhole(rw.op))
@@ -1883,6 +1940,10 @@ void PipeMicrobatchPass::runOnOperation() {
     copy->setAttr("value", dense.resizeSplat(t.clone(shape)));
     copy->getResult(0).setType(t.clone(shape));
     op->getResult(0).replaceAllUsesWith(copy->getResult(0));
+    // The copy already has the micro-batch's type; the erased op's state
+    // must not outlive it (a later op allocated at its address would
+    // inherit it and be divided twice: two splats scattered together).
+    states.erase(op->getResult(0));
     op->erase();
   }
   SmallVector<Type> argTypes(step.getArgumentTypes());

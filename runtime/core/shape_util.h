@@ -97,6 +97,39 @@ inline TupleLayout tuple_layout(const char *op, int64_t rank, const int64_t *sha
   return l;
 }
 
+// GatherElements and ScatterElements: indices (idx_shape, data's rank, no
+// larger than data off `axis`) hold n entries; entry p names data's element
+// at p's coordinates but along `axis`. Both backends walk the indices as
+// lines: `lines` runs of `extent` entries along `axis`, line l at idx offset
+// (l / inner) * extent * inner + l % inner with idx stride `inner`.
+struct ElementLayout {
+  int64_t n = 0, lines = 0, extent = 1, inner = 1, dim = 1, axis = 0, rank = 0;
+  int64_t idx_shape[kMaxRank] = {}, data_strides[kMaxRank] = {};
+};
+inline ElementLayout element_layout(const char *op, int64_t rank, const int64_t *shape,
+                                    const int64_t *idx_shape, int64_t axis) {
+  check_rank(op, rank);
+  ElementLayout l;
+  l.rank = rank;
+  l.axis = norm_axis(op, axis, rank);
+  int64_t stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    if (d != l.axis && idx_shape[d] > shape[d])
+      pipert_fail("%s: indices' axis %lld (%lld) exceeds the data's (%lld)", op, (long long)d,
+                  (long long)idx_shape[d], (long long)shape[d]);
+    l.idx_shape[d] = idx_shape[d];
+    l.data_strides[d] = stride;
+    stride *= shape[d];
+  }
+  l.n = numel(rank, idx_shape);
+  l.extent = idx_shape[l.axis];
+  l.dim = shape[l.axis];
+  for (int64_t d = l.axis + 1; d < rank; ++d)
+    l.inner *= idx_shape[d];
+  l.lines = l.extent ? l.n / l.extent : 0;
+  return l;
+}
+
 // Numpy broadcast of two shapes into `out` (rank max(ra, rb)); fails if they
 // are incompatible.
 inline int64_t broadcast_shape(const char *op, int64_t ra, const int64_t *a, int64_t rb,

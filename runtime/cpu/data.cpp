@@ -386,6 +386,67 @@ void scatter_reduce(const char *op, const pipert::TupleLayout &l, const int64_t 
 
 } // namespace
 
+namespace {
+
+// Line l of an ElementLayout: its first entry's offset in the indices and
+// the offset in data of its coordinates off the axis.
+void element_line(const pipert::ElementLayout &l, int64_t line, int64_t *idx_base,
+                  int64_t *data_base) {
+  *idx_base = (line / l.inner) * l.extent * l.inner + line % l.inner;
+  int64_t rest = *idx_base, off = 0;
+  for (int64_t d = l.rank - 1; d >= 0; --d) {
+    if (d != l.axis)
+      off += (rest % l.idx_shape[d]) * l.data_strides[d];
+    rest /= l.idx_shape[d];
+  }
+  *data_base = off;
+}
+
+// The data offset of entry j of a line whose data offset is base.
+int64_t element_offset(const char *op, const pipert::ElementLayout &l, const int64_t *indices,
+                       int64_t idx_base, int64_t data_base, int64_t j) {
+  int64_t i = indices[idx_base + j * l.inner];
+  int64_t v = i < 0 ? i + l.dim : i;
+  if (v < 0 || v >= l.dim)
+    pipert_fail("%s: index %lld out of range for axis %lld of extent %lld", op, (long long)i,
+                (long long)l.axis, (long long)l.dim);
+  return data_base + v * l.data_strides[l.axis];
+}
+
+template <typename T>
+void gather_elements_typed(const char *op, const pipert::ElementLayout &l, const T *data,
+                           const int64_t *indices, T *y) {
+  for (int64_t line = 0; line < l.lines; ++line) {
+    int64_t ib, db;
+    element_line(l, line, &ib, &db);
+    for (int64_t j = 0; j < l.extent; ++j)
+      y[ib + j * l.inner] = data[element_offset(op, l, indices, ib, db, j)];
+  }
+}
+
+// y (already data) combined with the updates at the indices' positions.
+template <typename T>
+void scatter_elements_typed(const char *op, const pipert::ElementLayout &l,
+                            const int64_t *indices, const T *upd, int64_t reduction, T *y) {
+  for (int64_t line = 0; line < l.lines; ++line) {
+    int64_t ib, db;
+    element_line(l, line, &ib, &db);
+    for (int64_t j = 0; j < l.extent; ++j) {
+      T &d = y[element_offset(op, l, indices, ib, db, j)];
+      const T v = upd[ib + j * l.inner];
+      switch (reduction) {
+      case PIPERT_SCATTER_NONE: d = v; break;
+      case PIPERT_SCATTER_ADD: d += v; break;
+      case PIPERT_SCATTER_MUL: d *= v; break;
+      case PIPERT_SCATTER_MAX: d = std::max(d, v); break;
+      default: d = std::min(d, v); break;
+      }
+    }
+  }
+}
+
+} // namespace
+
 extern "C" {
 
 void pipert_transpose(pipert_context *, pipert_dtype dtype, const void *x, int64_t rank,
@@ -582,6 +643,78 @@ void pipert_scatter_nd_grad_f32(pipert_context *, const float *dy, int64_t rank,
   for (int64_t t = 0; t < l.tuples; ++t) {
     float *dst = dx + tuple_offset(op, l, indices, t);
     std::fill(dst, dst + l.slice, 0.f);
+  }
+}
+
+void pipert_gather_elements(pipert_context *, pipert_dtype dtype, const void *data,
+                            int64_t rank, const int64_t *shape, const int64_t *indices,
+                            const int64_t *idx_shape, int64_t axis, void *y) {
+  const char *op = "GatherElements";
+  pipert::ElementLayout l = pipert::element_layout(op, rank, shape, idx_shape, axis);
+  switch (elem_size(op, dtype)) {
+  case 1: return gather_elements_typed(op, l, (const uint8_t *)data, indices, (uint8_t *)y);
+  case 2: return gather_elements_typed(op, l, (const uint16_t *)data, indices, (uint16_t *)y);
+  case 4: return gather_elements_typed(op, l, (const uint32_t *)data, indices, (uint32_t *)y);
+  case 8: return gather_elements_typed(op, l, (const uint64_t *)data, indices, (uint64_t *)y);
+  }
+  pipert_fail("%s: unsupported dtype", op);
+}
+
+void pipert_gather_elements_grad_f32(pipert_context *, const float *dy, int64_t rank,
+                                     const int64_t *data_shape, const int64_t *indices,
+                                     const int64_t *idx_shape, int64_t axis, float *dx) {
+  const char *op = "GatherElementsGrad";
+  pipert::ElementLayout l = pipert::element_layout(op, rank, data_shape, idx_shape, axis);
+  std::fill(dx, dx + numel(rank, data_shape), 0.f);
+  scatter_elements_typed(op, l, indices, dy, PIPERT_SCATTER_ADD, dx);
+}
+
+void pipert_scatter_elements(pipert_context *, pipert_dtype dtype, const void *data,
+                             int64_t rank, const int64_t *shape, const int64_t *indices,
+                             const int64_t *idx_shape, const void *updates, int64_t axis,
+                             int64_t reduction, void *y) {
+  const char *op = "ScatterElements";
+  pipert::ElementLayout l = pipert::element_layout(op, rank, shape, idx_shape, axis);
+  const size_t es = elem_size(op, dtype);
+  if (reduction < 0 || reduction > PIPERT_SCATTER_MIN)
+    pipert_fail("%s: unknown reduction %lld", op, (long long)reduction);
+  if (y != data)
+    std::memcpy(y, data, size_t(numel(rank, shape)) * es);
+  if (reduction == PIPERT_SCATTER_NONE) {
+    switch (es) {
+    case 1: return scatter_elements_typed(op, l, indices, (const uint8_t *)updates, 0, (uint8_t *)y);
+    case 2: return scatter_elements_typed(op, l, indices, (const uint16_t *)updates, 0, (uint16_t *)y);
+    case 4: return scatter_elements_typed(op, l, indices, (const uint32_t *)updates, 0, (uint32_t *)y);
+    case 8: return scatter_elements_typed(op, l, indices, (const uint64_t *)updates, 0, (uint64_t *)y);
+    }
+    pipert_fail("%s: unsupported dtype", op);
+  }
+  switch (dtype) {
+  case PIPERT_F32:
+    return scatter_elements_typed(op, l, indices, (const float *)updates, reduction, (float *)y);
+  case PIPERT_F64:
+    return scatter_elements_typed(op, l, indices, (const double *)updates, reduction, (double *)y);
+  case PIPERT_I32:
+    return scatter_elements_typed(op, l, indices, (const int32_t *)updates, reduction, (int32_t *)y);
+  case PIPERT_I64:
+    return scatter_elements_typed(op, l, indices, (const int64_t *)updates, reduction, (int64_t *)y);
+  default:
+    pipert_fail("%s: reduction %lld of %s is not supported (f32, f64, i32 or i64)", op,
+                (long long)reduction, pipert_dtype_name(dtype));
+  }
+}
+
+void pipert_scatter_elements_grad_f32(pipert_context *, const float *dy, int64_t rank,
+                                      const int64_t *shape, const int64_t *indices,
+                                      const int64_t *idx_shape, int64_t axis, float *dx) {
+  const char *op = "ScatterElementsGrad";
+  pipert::ElementLayout l = pipert::element_layout(op, rank, shape, idx_shape, axis);
+  std::copy(dy, dy + numel(rank, shape), dx);
+  for (int64_t line = 0; line < l.lines; ++line) {
+    int64_t ib, db;
+    element_line(l, line, &ib, &db);
+    for (int64_t j = 0; j < l.extent; ++j)
+      dx[element_offset(op, l, indices, ib, db, j)] = 0.f;
   }
 }
 

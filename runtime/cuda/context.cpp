@@ -83,6 +83,10 @@ void check_device_errors(pipert_context *ctx) {
   case kErrTupleIndex:
     pipert_fail("GatherND/ScatterND: index %lld out of range for an axis of extent %lld",
                 e.value, e.aux);
+  case kErrElementIndex:
+    pipert_fail("GatherElements/ScatterElements: index %lld out of range for an axis of extent "
+                "%lld",
+                e.value, e.aux);
   case kErrLabel:
     pipert_fail("SoftmaxCrossEntropyLoss/NegativeLogLikelihoodLoss: label %lld out of range "
                 "[0, %lld)",

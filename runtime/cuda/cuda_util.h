@@ -33,6 +33,7 @@ enum DeviceErrorCode : int {
   kErrIntDivZero = 3,    //
   kErrGatherGradIndex = 4,
   kErrTupleIndex = 5,    // GatherND/ScatterND; value: the index, aux: the extent
+  kErrElementIndex = 6,  // GatherElements/ScatterElements; as kErrTupleIndex
 };
 struct DeviceError {
   int code;

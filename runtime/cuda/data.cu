@@ -383,6 +383,100 @@ void launch_scatter(pipert_context *ctx, const pipert::TupleLayout &l, const int
 
 } // namespace
 
+//===----------------------- GatherElements, ScatterElements ---------------===//
+//
+// One thread per line of the indices along the axis (the entries that can
+// name the same data element) walks it in order: results equal the CPU's.
+
+namespace {
+
+__device__ __forceinline__ void element_line_dev(const pipert::ElementLayout &l, int64_t line,
+                                                 int64_t *idx_base, int64_t *data_base) {
+  *idx_base = (line / l.inner) * l.extent * l.inner + line % l.inner;
+  int64_t rest = *idx_base, off = 0;
+  for (int64_t d = l.rank - 1; d >= 0; --d) {
+    if (d != l.axis)
+      off += (rest % l.idx_shape[d]) * l.data_strides[d];
+    rest /= l.idx_shape[d];
+  }
+  *data_base = off;
+}
+
+// The data offset of a line's entry j, or -1 after raising the error.
+__device__ __forceinline__ int64_t element_offset_dev(const pipert::ElementLayout &l,
+                                                      const int64_t *__restrict__ idx,
+                                                      int64_t ib, int64_t db, int64_t j,
+                                                      DeviceError *err) {
+  const int64_t i = idx[ib + j * l.inner];
+  const int64_t v = i < 0 ? i + l.dim : i;
+  if (v < 0 || v >= l.dim) {
+    raise_error(err, kErrElementIndex, (long long)i, (long long)l.dim);
+    return -1;
+  }
+  return db + v * l.data_strides[l.axis];
+}
+
+template <typename T>
+__global__ void gather_elements_kernel(pipert::ElementLayout l, const T *__restrict__ data,
+                                       const int64_t *__restrict__ idx, DeviceError *err,
+                                       T *__restrict__ y) {
+  PIPERT_GRID_STRIDE(line, l.lines) {
+    int64_t ib, db;
+    element_line_dev(l, line, &ib, &db);
+    for (int64_t j = 0; j < l.extent; ++j) {
+      const int64_t off = element_offset_dev(l, idx, ib, db, j, err);
+      y[ib + j * l.inner] = off < 0 ? T(0) : data[off];
+    }
+  }
+}
+
+template <typename T>
+__global__ void scatter_elements_kernel(pipert::ElementLayout l, const int64_t *__restrict__ idx,
+                                        const T *__restrict__ src, int reduction,
+                                        DeviceError *err, T *__restrict__ y) {
+  PIPERT_GRID_STRIDE(line, l.lines) {
+    int64_t ib, db;
+    element_line_dev(l, line, &ib, &db);
+    for (int64_t j = 0; j < l.extent; ++j) {
+      const int64_t off = element_offset_dev(l, idx, ib, db, j, err);
+      if (off < 0)
+        break;
+      T &d = y[off];
+      const T v = src[ib + j * l.inner];
+      switch (reduction) {
+      case PIPERT_SCATTER_NONE: d = v; break;
+      case PIPERT_SCATTER_ADD: d = d + v; break;
+      case PIPERT_SCATTER_MUL: d = d * v; break;
+      case PIPERT_SCATTER_MAX: d = d < v ? v : d; break;
+      default: d = v < d ? v : d; break;
+      }
+    }
+  }
+}
+
+__global__ void scatter_elements_grad_kernel(pipert::ElementLayout l,
+                                             const int64_t *__restrict__ idx, DeviceError *err,
+                                             float *__restrict__ dx) {
+  PIPERT_GRID_STRIDE(line, l.lines) {
+    int64_t ib, db;
+    element_line_dev(l, line, &ib, &db);
+    for (int64_t j = 0; j < l.extent; ++j) {
+      const int64_t off = element_offset_dev(l, idx, ib, db, j, err);
+      if (off >= 0)
+        dx[off] = 0.f;
+    }
+  }
+}
+
+template <typename T>
+void launch_scatter_elements(pipert_context *ctx, const pipert::ElementLayout &l,
+                             const int64_t *idx, const void *src, int reduction, void *y) {
+  scatter_elements_kernel<<<grid_for(ctx, l.lines), kBlock, 0, stream_of(ctx)>>>(
+      l, idx, (const T *)src, reduction, cx(ctx)->err, (T *)y);
+}
+
+} // namespace
+
 extern "C" {
 
 void pipert_transpose(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
@@ -623,6 +717,87 @@ void pipert_scatter_nd_grad_f32(pipert_context *ctx, const float *dy, int64_t ra
   if (total == 0)
     return;
   scatter_nd_grad_kernel<<<grid_for(ctx, total), kBlock, 0, stream_of(ctx)>>>(
+      l, indices, cx(ctx)->err, dx);
+  PIPERT_LAUNCH_CHECK(op);
+}
+
+void pipert_gather_elements(pipert_context *ctx, pipert_dtype dtype, const void *data,
+                            int64_t rank, const int64_t *shape, const int64_t *indices,
+                            const int64_t *idx_shape, int64_t axis, void *y) {
+  const char *op = "GatherElements";
+  const pipert::ElementLayout l = pipert::element_layout(op, rank, shape, idx_shape, axis);
+  if (l.lines == 0)
+    return;
+  const unsigned g = grid_for(ctx, l.lines);
+  cudaStream_t st = stream_of(ctx);
+  DeviceError *err = cx(ctx)->err;
+  switch (elem_size(op, dtype)) {
+  case 1: gather_elements_kernel<<<g, kBlock, 0, st>>>(l, (const uint8_t *)data, indices, err, (uint8_t *)y); break;
+  case 2: gather_elements_kernel<<<g, kBlock, 0, st>>>(l, (const uint16_t *)data, indices, err, (uint16_t *)y); break;
+  case 4: gather_elements_kernel<<<g, kBlock, 0, st>>>(l, (const uint32_t *)data, indices, err, (uint32_t *)y); break;
+  case 8: gather_elements_kernel<<<g, kBlock, 0, st>>>(l, (const uint64_t *)data, indices, err, (uint64_t *)y); break;
+  default: pipert_fail("%s: unsupported dtype", op);
+  }
+  PIPERT_LAUNCH_CHECK(op);
+}
+
+void pipert_gather_elements_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                                     const int64_t *data_shape, const int64_t *indices,
+                                     const int64_t *idx_shape, int64_t axis, float *dx) {
+  const char *op = "GatherElementsGrad";
+  const pipert::ElementLayout l = pipert::element_layout(op, rank, data_shape, idx_shape, axis);
+  pipert_memset_zero(ctx, dx, size_t(numel(rank, data_shape)) * sizeof(float));
+  if (l.lines == 0)
+    return;
+  launch_scatter_elements<float>(ctx, l, indices, dy, PIPERT_SCATTER_ADD, dx);
+  PIPERT_LAUNCH_CHECK(op);
+}
+
+void pipert_scatter_elements(pipert_context *ctx, pipert_dtype dtype, const void *data,
+                             int64_t rank, const int64_t *shape, const int64_t *indices,
+                             const int64_t *idx_shape, const void *updates, int64_t axis,
+                             int64_t reduction, void *y) {
+  const char *op = "ScatterElements";
+  const pipert::ElementLayout l = pipert::element_layout(op, rank, shape, idx_shape, axis);
+  const size_t es = elem_size(op, dtype);
+  if (reduction < 0 || reduction > PIPERT_SCATTER_MIN)
+    pipert_fail("%s: unknown reduction %lld", op, (long long)reduction);
+  if (y != data)
+    pipert_copy_device(ctx, y, data, size_t(numel(rank, shape)) * es);
+  if (l.lines == 0)
+    return;
+  const int r = int(reduction);
+  if (r == PIPERT_SCATTER_NONE) {
+    switch (es) {
+    case 1: launch_scatter_elements<uint8_t>(ctx, l, indices, updates, r, y); break;
+    case 2: launch_scatter_elements<uint16_t>(ctx, l, indices, updates, r, y); break;
+    case 4: launch_scatter_elements<uint32_t>(ctx, l, indices, updates, r, y); break;
+    case 8: launch_scatter_elements<uint64_t>(ctx, l, indices, updates, r, y); break;
+    default: pipert_fail("%s: unsupported dtype", op);
+    }
+  } else {
+    switch (dtype) {
+    case PIPERT_F32: launch_scatter_elements<float>(ctx, l, indices, updates, r, y); break;
+    case PIPERT_F64: launch_scatter_elements<double>(ctx, l, indices, updates, r, y); break;
+    case PIPERT_I32: launch_scatter_elements<int32_t>(ctx, l, indices, updates, r, y); break;
+    case PIPERT_I64: launch_scatter_elements<int64_t>(ctx, l, indices, updates, r, y); break;
+    default:
+      pipert_fail("%s: reduction %lld of %s is not supported (f32, f64, i32 or i64)", op,
+                  (long long)reduction, pipert_dtype_name(dtype));
+    }
+  }
+  PIPERT_LAUNCH_CHECK(op);
+}
+
+void pipert_scatter_elements_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                                      const int64_t *shape, const int64_t *indices,
+                                      const int64_t *idx_shape, int64_t axis, float *dx) {
+  const char *op = "ScatterElementsGrad";
+  const pipert::ElementLayout l = pipert::element_layout(op, rank, shape, idx_shape, axis);
+  pipert_copy_device(ctx, dx, dy, size_t(numel(rank, shape)) * sizeof(float));
+  if (l.lines == 0)
+    return;
+  scatter_elements_grad_kernel<<<grid_for(ctx, l.lines), kBlock, 0, stream_of(ctx)>>>(
       l, indices, cx(ctx)->err, dx);
   PIPERT_LAUNCH_CHECK(op);
 }

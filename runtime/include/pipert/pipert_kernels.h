@@ -384,6 +384,30 @@ void pipert_scatter_nd(pipert_context *ctx, pipert_dtype dtype, const void *data
 void pipert_scatter_nd_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
                                 const int64_t *shape, const int64_t *indices, int64_t idx_rank,
                                 const int64_t *idx_shape, float *dx);
+/* ONNX GatherElements: y (idx_shape, rank `rank`, no larger than shape off
+ * `axis`) = data at each position with its `axis` coordinate replaced by
+ * the index there. Negative indices count from the end; out of range fails. */
+void pipert_gather_elements(pipert_context *ctx, pipert_dtype dtype, const void *data,
+                            int64_t rank, const int64_t *shape, const int64_t *indices,
+                            const int64_t *idx_shape, int64_t axis, void *y);
+/* Gradient of GatherElements: dx (data's shape) = zeros, then each entry of
+ * dy added where its index points (repeated positions accumulate). */
+void pipert_gather_elements_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                                     const int64_t *data_shape, const int64_t *indices,
+                                     const int64_t *idx_shape, int64_t axis, float *dx);
+/* ONNX ScatterElements: y = data, then the entry each index names (as in
+ * GatherElements) replaced by (PIPERT_SCATTER_NONE) or combined with (ADD,
+ * MUL, MAX, MIN: f32, f64, i32 and i64) the update at the index's position
+ * (updates has idx_shape), in row-major order of the indices. */
+void pipert_scatter_elements(pipert_context *ctx, pipert_dtype dtype, const void *data,
+                             int64_t rank, const int64_t *shape, const int64_t *indices,
+                             const int64_t *idx_shape, const void *updates, int64_t axis,
+                             int64_t reduction, void *y);
+/* Gradient of ScatterElements (reduction none) for data: dx = dy with the
+ * entries the indices name set to zero. */
+void pipert_scatter_elements_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                                      const int64_t *shape, const int64_t *indices,
+                                      const int64_t *idx_shape, int64_t axis, float *dx);
 /* ONNX Expand: y (y_shape, the broadcast of x's shape and the target shape)
  * is x broadcast. Its gradient is pipert_reduce_to_shape_f32. */
 void pipert_expand(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t x_rank,

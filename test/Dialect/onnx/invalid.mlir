@@ -702,3 +702,36 @@ func.func @scatternd_reduction(%x: tensor<5x3xf32>, %i: tensor<2x1xi64>, %u: ten
   %0 = onnx.ScatterND(%x, %i, %u) {reduction = "sum"} : (tensor<5x3xf32>, tensor<2x1xi64>, tensor<2x3xf32>) -> tensor<5x3xf32>
   return
 }
+
+// -----
+
+func.func @gatherelements_rank(%x: tensor<5x3xf32>, %i: tensor<2xi64>) {
+  // expected-error @+1 {{indices of rank 1 must have the data's rank 2}}
+  %0 = onnx.GatherElements(%x, %i) : (tensor<5x3xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @gatherelements_extent(%x: tensor<5x3xf32>, %i: tensor<2x4xi64>) {
+  // expected-error @+1 {{indices' axis 1 (4) exceeds the data's (3)}}
+  %0 = onnx.GatherElements(%x, %i) : (tensor<5x3xf32>, tensor<2x4xi64>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @scatterelements_updates(%x: tensor<5x3xf32>, %i: tensor<2x3xi64>, %u: tensor<2x2xf32>) {
+  // expected-error @+1 {{updates of type 'tensor<2x2xf32>' do not have the indices' shape 'tensor<2x3xi64>'}}
+  %0 = onnx.ScatterElements(%x, %i, %u) : (tensor<5x3xf32>, tensor<2x3xi64>, tensor<2x2xf32>) -> tensor<5x3xf32>
+  return
+}
+
+// -----
+
+func.func @scatterelements_index(%x: tensor<5x3xf32>, %u: tensor<1x3xf32>) {
+  %i = onnx.Constant {value = dense<[[0, 5, 1]]> : tensor<1x3xi64>} : tensor<1x3xi64>
+  // expected-error @+1 {{index 5 is out of range for axis 0 of size 5}}
+  %0 = onnx.ScatterElements(%x, %i, %u) : (tensor<5x3xf32>, tensor<1x3xi64>, tensor<1x3xf32>) -> tensor<5x3xf32>
+  return
+}

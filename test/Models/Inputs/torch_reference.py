@@ -171,12 +171,35 @@ class IndexPut(nn.Module):
         return nn.functional.cross_entropy(self.out(g.mean(1)), y)
 
 
+class GatherScatter(nn.Module):
+    """torch.gather and Tensor.scatter, exported as GatherElements and
+    ScatterElements: the label's logit picked per sample, a smoothed one-hot
+    target scattered into zeros, and rows of a trained table gathered per
+    sample (indices along the gathered axis)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 5)
+        self.table = nn.Parameter(torch.randn(7, 5))
+
+    def forward(self, x, y):
+        logits = self.lin(x)
+        picked = logits.gather(1, y[:, None])
+        onehot = torch.zeros_like(logits).scatter(1, y[:, None], 1.0)
+        target = 0.9 * onehot + 0.02
+        smooth = -(target * torch.log_softmax(logits, 1)).sum(1).mean()
+        rows = self.table.gather(0, (y[:, None] + torch.arange(5)[None]) % 7)
+        return smooth - 0.1 * picked.mean() + (rows * torch.tanh(logits)).mean()
+
+
 def build(name):
     """(module, batch, {input name: (shape per sample, dtype, classes or None)})"""
     if name == "bn":
         return Net(), 8, {"x": ((3, 6, 6), np.float32, None), "y": ((), np.int64, 5)}
     if name == "gn":
         return GNNet(), 8, {"x": ((3, 6, 6), np.float32, None), "y": ((), np.int64, 5)}
+    if name == "gatherscatter":
+        return GatherScatter(), 8, {"x": ((6,), np.float32, None), "y": ((), np.int64, 5)}
     if name in ("indexput", "indexput_rows"):
         return IndexPut(name == "indexput_rows"), 8, {"x": ((6,), np.float32, None), "y": ((), np.int64, 5)}
     if name in ("encoder", "encoder_bf", "llama"):

@@ -250,6 +250,21 @@ for name, ix, red in [("scatternd", [[0, 1], [1, -1]], "none"),
          [n("Add", ["x", "a"], ["xa"]), const("ix", np.array(ix, np.int64)),
           n("ScatterND", ["xa", "ix", "u"], ["t"], reduction=red),
           n("Mul", ["t", "t"], ["y"])], (2, 4, 3))
+# GatherElements (torch.gather) along axis 1 with a repeat; ScatterElements
+# (Tensor.scatter / scatter_add) into a trained tensor with trained updates.
+case("gatherelements", x243, {"a": f32(2, 4, 3)},
+     [n("Add", ["x", "a"], ["xa"]),
+      const("ix", np.array([[[1, 3, 0]], [[-1, 0, 0]]], np.int64)),
+      n("GatherElements", ["xa", "ix"], ["t"], axis=1), n("Mul", ["t", "t"], ["y"])],
+     (2, 1, 3))
+for name, ix, red in [("scatterelements", [[[2, 0, 3]], [[1, -1, 0]]], "none"),
+                      ("scatterelements_add", [[[2, 0, 3], [2, 2, 0]], [[1, 3, 0], [1, 0, 0]]],
+                       "add")]:
+    ix = np.array(ix, np.int64)
+    case(name, x243, {"a": f32(2, 4, 3), "u": f32(*ix.shape)},
+         [n("Add", ["x", "a"], ["xa"]), const("ix", ix),
+          n("ScatterElements", ["xa", "ix", "u"], ["t"], axis=1, reduction=red),
+          n("Mul", ["t", "t"], ["y"])], (2, 4, 3))
 case("unsqueeze_squeeze", x24, {"a": f32(2, 4)},
      [n("Add", ["x", "a"], ["xa"]), const("ax", np.array([1], np.int64)),
       n("Unsqueeze", ["xa", "ax"], ["u"]), n("Mul", ["u", "u"], ["uu"]),

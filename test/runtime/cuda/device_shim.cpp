@@ -588,6 +588,43 @@ void gather_grad_f32(pipert_context *ctx, const float *dy, int64_t rank, const i
                          idx_shape, axis, m.out(dx, numel(rank, data_shape)));
 }
 
+void gather_elements(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank,
+                     const int64_t *shape, const int64_t *indices, const int64_t *idx_shape,
+                     int64_t axis, void *y) {
+  Mirror m(ctx);
+  const int64_t es = int64_t(dsize(dtype)), n = numel(rank, idx_shape);
+  pipert_gather_elements(ctx, dtype, m.in_bytes(data, numel(rank, shape) * es), rank, shape,
+                         m.in(indices, n), idx_shape, axis, m.out_bytes(y, n * es));
+}
+
+void gather_elements_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                              const int64_t *data_shape, const int64_t *indices,
+                              const int64_t *idx_shape, int64_t axis, float *dx) {
+  Mirror m(ctx);
+  const int64_t n = numel(rank, idx_shape);
+  pipert_gather_elements_grad_f32(ctx, m.in(dy, n), rank, data_shape, m.in(indices, n),
+                                  idx_shape, axis, m.out(dx, numel(rank, data_shape)));
+}
+
+void scatter_elements(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank,
+                      const int64_t *shape, const int64_t *indices, const int64_t *idx_shape,
+                      const void *updates, int64_t axis, int64_t reduction, void *y) {
+  Mirror m(ctx);
+  const int64_t es = int64_t(dsize(dtype)), n = numel(rank, idx_shape);
+  pipert_scatter_elements(ctx, dtype, m.in_bytes(data, numel(rank, shape) * es), rank, shape,
+                          m.in(indices, n), idx_shape, m.in_bytes(updates, n * es), axis,
+                          reduction, m.out_bytes(y, numel(rank, shape) * es));
+}
+
+void scatter_elements_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
+                               const int64_t *shape, const int64_t *indices,
+                               const int64_t *idx_shape, int64_t axis, float *dx) {
+  Mirror m(ctx);
+  pipert_scatter_elements_grad_f32(ctx, m.in(dy, numel(rank, shape)), rank, shape,
+                                   m.in(indices, numel(rank, idx_shape)), idx_shape, axis,
+                                   m.out(dx, numel(rank, shape)));
+}
+
 // Elements of GatherND's output and of ScatterND's updates: the tuples
 // times the slice after batch_dims + k axes.
 int64_t tuple_numel(int64_t rank, const int64_t *shape, int64_t idx_rank,

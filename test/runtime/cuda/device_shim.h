@@ -67,6 +67,10 @@ void slice(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
 void slice_grad_f32(pipert_context *ctx, const float *dy, int64_t rank, const int64_t *x_shape, int64_t n_axes, const int64_t *starts, const int64_t *ends, const int64_t *axes, const int64_t *steps, float *dx);
 void gather(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank, const int64_t *shape, const int64_t *indices, int64_t idx_rank, const int64_t *idx_shape, int64_t axis, void *y);
 void gather_grad_f32(pipert_context *ctx, const float *dy, int64_t rank, const int64_t *data_shape, const int64_t *indices, int64_t idx_rank, const int64_t *idx_shape, int64_t axis, float *dx);
+void gather_elements(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank, const int64_t *shape, const int64_t *indices, const int64_t *idx_shape, int64_t axis, void *y);
+void gather_elements_grad_f32(pipert_context *ctx, const float *dy, int64_t rank, const int64_t *data_shape, const int64_t *indices, const int64_t *idx_shape, int64_t axis, float *dx);
+void scatter_elements(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank, const int64_t *shape, const int64_t *indices, const int64_t *idx_shape, const void *updates, int64_t axis, int64_t reduction, void *y);
+void scatter_elements_grad_f32(pipert_context *ctx, const float *dy, int64_t rank, const int64_t *shape, const int64_t *indices, const int64_t *idx_shape, int64_t axis, float *dx);
 void gather_nd(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank, const int64_t *shape, const int64_t *indices, int64_t idx_rank, const int64_t *idx_shape, int64_t batch_dims, void *y);
 void gather_nd_grad_f32(pipert_context *ctx, const float *dy, int64_t rank, const int64_t *data_shape, const int64_t *indices, int64_t idx_rank, const int64_t *idx_shape, int64_t batch_dims, float *dx);
 void scatter_nd(pipert_context *ctx, pipert_dtype dtype, const void *data, int64_t rank, const int64_t *shape, const int64_t *indices, int64_t idx_rank, const int64_t *idx_shape, const void *updates, int64_t reduction, void *y);
@@ -159,6 +163,10 @@ void accumulate_f32(pipert_context *ctx, const float *x, float *y, int64_t n);
 #define pipert_gather ::pipert_cuda_test::gather
 #define pipert_gather_grad_f32 ::pipert_cuda_test::gather_grad_f32
 #define pipert_gather_nd ::pipert_cuda_test::gather_nd
+#define pipert_gather_elements ::pipert_cuda_test::gather_elements
+#define pipert_gather_elements_grad_f32 ::pipert_cuda_test::gather_elements_grad_f32
+#define pipert_scatter_elements ::pipert_cuda_test::scatter_elements
+#define pipert_scatter_elements_grad_f32 ::pipert_cuda_test::scatter_elements_grad_f32
 #define pipert_gather_nd_grad_f32 ::pipert_cuda_test::gather_nd_grad_f32
 #define pipert_scatter_nd ::pipert_cuda_test::scatter_nd
 #define pipert_scatter_nd_grad_f32 ::pipert_cuda_test::scatter_nd_grad_f32

@@ -770,6 +770,34 @@ Outcome gather(pipert_context *ctx, const Node &n) {
   return ran({y});
 }
 
+Outcome gather_elements(pipert_context *ctx, const Node &n) {
+  const Tensor *d = n.in(0), *idx = n.in(1);
+  if (!pipert_supports(d->dtype))
+    return skip("dtype");
+  Tensor i64 = to_i64(ctx, *idx);
+  Tensor y = make_tensor(d->dtype, idx->shape);
+  pipert_gather_elements(ctx, to_pipert(d->dtype), d->bytes.data(), d->rank(), d->shape.data(),
+                         i64.data<int64_t>(), i64.shape.data(), n.i("axis", 0), y.bytes.data());
+  return ran({y});
+}
+
+Outcome scatter_elements(pipert_context *ctx, const Node &n) {
+  const Tensor *d = n.in(0), *idx = n.in(1), *u = n.in(2);
+  if (!pipert_supports(d->dtype))
+    return skip("dtype");
+  std::string red = n.s("reduction", "none");
+  const std::vector<std::string> names = {"none", "add", "mul", "max", "min"};
+  auto it = std::find(names.begin(), names.end(), red);
+  if (it == names.end())
+    return skip("reduction " + red);
+  Tensor i64 = to_i64(ctx, *idx);
+  Tensor y = make_tensor(d->dtype, d->shape);
+  pipert_scatter_elements(ctx, to_pipert(d->dtype), d->bytes.data(), d->rank(), d->shape.data(),
+                          i64.data<int64_t>(), i64.shape.data(), u->bytes.data(), n.i("axis", 0),
+                          int64_t(it - names.begin()), y.bytes.data());
+  return ran({y});
+}
+
 Outcome gather_nd(pipert_context *ctx, const Node &n) {
   const Tensor *d = n.in(0), *idx = n.in(1);
   if (!pipert_supports(d->dtype))
@@ -1119,6 +1147,8 @@ Outcome run_node(pipert_context *ctx, const onnx::NodeProto &proto, int64_t opse
   if (op == "Slice") return slice(ctx, n);
   if (op == "Gather") return gather(ctx, n);
   if (op == "GatherND") return gather_nd(ctx, n);
+  if (op == "GatherElements") return gather_elements(ctx, n);
+  if (op == "ScatterElements") return scatter_elements(ctx, n);
   if (op == "ScatterND") return scatter_nd(ctx, n);
   if (op == "Expand") return expand(ctx, n);
   if (op == "Cast") return cast(ctx, n);

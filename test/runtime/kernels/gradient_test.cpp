@@ -516,6 +516,56 @@ TEST(ScatterNDGrad, DataAndUpdates) {
   }
 }
 
+TEST(GatherElementsGrad, RepeatsNegativesAndSmallerIndices) {
+  Ctx ctx;
+  Rng rng;
+  const Shape ds{4, 3, 5};
+  // Indices (3, 2, 5): smaller than the data on axis 0 and 1 (axis 2
+  // gathered) or (4, 3, 2) along axis 2; repeats and negatives included.
+  for (int64_t axis : {0, -1}) {
+    const Shape is = axis == 0 ? Shape{3, 2, 5} : Shape{4, 3, 2};
+    const int64_t dim = axis == 0 ? 4 : 5;
+    std::vector<int64_t> idx(static_cast<size_t>(numel(is)));
+    for (size_t i = 0; i < idx.size(); ++i)
+      idx[i] = int64_t(i * 7 % size_t(dim)) - (i % 3 == 0 ? dim : 0);
+    Vec x = rng.uniform(numel(ds)), r = rng.uniform(numel(is)), dx(x.size());
+    pipert_gather_elements_grad_f32(ctx.ctx, r.data(), 3, ds.data(), idx.data(), is.data(), axis,
+                                    dx.data());
+    check_grad("gatherelements ddata", [&](const Vec &v, Vec &o) {
+      o.assign(static_cast<size_t>(numel(is)), 0.f);
+      pipert_gather_elements(ctx.ctx, PIPERT_F32, v.data(), 3, ds.data(), idx.data(), is.data(),
+                             axis, o.data());
+    }, x, r, dx);
+  }
+}
+
+TEST(ScatterElementsGrad, DataAndUpdates) {
+  Ctx ctx;
+  Rng rng;
+  const Shape ds{3, 5};
+  // Along axis 1, distinct within each row (reduction none), one negative.
+  const std::vector<int64_t> idx{4, 0, 2, -4, 3, 0};
+  const Shape is{3, 2};
+  Vec x = rng.uniform(numel(ds)), u = rng.uniform(numel(is)), r = rng.uniform(numel(ds));
+  Vec dx(x.size()), du(u.size());
+  pipert_scatter_elements_grad_f32(ctx.ctx, r.data(), 2, ds.data(), idx.data(), is.data(), 1,
+                                   dx.data());
+  pipert_gather_elements(ctx.ctx, PIPERT_F32, r.data(), 2, ds.data(), idx.data(), is.data(), 1,
+                         du.data());
+  for (int64_t red : {int64_t(PIPERT_SCATTER_NONE), int64_t(PIPERT_SCATTER_ADD)}) {
+    check_grad("scatterelements ddata", [&](const Vec &v, Vec &o) {
+      o.assign(x.size(), 0.f);
+      pipert_scatter_elements(ctx.ctx, PIPERT_F32, v.data(), 2, ds.data(), idx.data(), is.data(),
+                              u.data(), 1, red, o.data());
+    }, x, r, red == PIPERT_SCATTER_ADD ? r : dx);
+    check_grad("scatterelements dupdates", [&](const Vec &v, Vec &o) {
+      o.assign(x.size(), 0.f);
+      pipert_scatter_elements(ctx.ctx, PIPERT_F32, x.data(), 2, ds.data(), idx.data(), is.data(),
+                              v.data(), 1, red, o.data());
+    }, u, r, du);
+  }
+}
+
 TEST(SliceGrad, NegativeStepsAndClamping) {
   Ctx ctx;
   Rng rng;
