@@ -358,7 +358,7 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
       "GlobalAveragePool", "MaxPool", "AveragePool", "Conv", "Flatten",
       "Transpose", "Softmax", "LogSoftmax", "Gemm", "Constant", "Relu",
       "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Identity", "Not",
-      "Softplus"};
+      "Softplus", "Softsign", "GlobalMaxPool", "LpNormalization"};
   if (!training && opset < kMinOpsetAllOps && !stableSinceOne.count(opType))
     return error(loc) << "operator '" << opType << "' at opset " << opset
                       << " is not supported (ai.onnx opsets below "
@@ -377,6 +377,13 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
                     opType == "ReduceLogSumExp" || opType == "DepthToSpace" ||
                     opType == "SpaceToDepth"))
     return importComposite(node, opType, loc);
+  if (!training && (opType == "Softsign" || opType == "Celu" ||
+                    opType == "ThresholdedRelu" || opType == "Shrink" ||
+                    opType == "Mish" || opType == "Sum" || opType == "Mean" ||
+                    opType == "GlobalMaxPool" || opType == "LpNormalization"))
+    return importActivationLike(node, opType, loc);
+  if (!training && opType == "OneHot")
+    return importOneHot(node, loc);
   std::string opName = ("onnx." + opType).str();
   std::optional<RegisteredOperationName> registered =
       RegisteredOperationName::lookup(opName, ctx);
@@ -723,6 +730,246 @@ LogicalResult Importer::importComposite(const pb::NodeProto &node, StringRef opT
     y = *root;
   }
   values[node.output(0)] = y;
+  return success();
+}
+
+/// Activations and small operators that are a few ops of the dialect:
+/// Softsign, Celu, ThresholdedRelu, Shrink, Mish, Sum, Mean, GlobalMaxPool
+/// and LpNormalization. Their gradients are the ops'.
+LogicalResult Importer::importActivationLike(const pb::NodeProto &node,
+                                             StringRef opType, Location loc) {
+  if (node.output_size() != 1)
+    return error(loc) << opType << " has one output";
+  FailureOr<SmallVector<Value>> inputs = nodeInputs(node, loc, false);
+  if (failed(inputs))
+    return failure();
+  SmallVector<Value> in = std::move(*inputs);
+  auto x = in.empty() ? RankedTensorType() : llvm::dyn_cast<RankedTensorType>(in[0].getType());
+  if (!x || !llvm::isa<FloatType>(x.getElementType()))
+    return error(loc) << opType << " needs a ranked float input";
+  Type elt = x.getElementType();
+  // Attributes: float ones by name (with their defaults), ints by name.
+  llvm::StringMap<float> floats;
+  llvm::StringMap<int64_t> ints;
+  if (opType == "Celu" || opType == "ThresholdedRelu")
+    floats["alpha"] = 1.0f;
+  if (opType == "Shrink") {
+    floats["bias"] = 0.0f;
+    floats["lambd"] = 0.5f;
+  }
+  if (opType == "LpNormalization") {
+    ints["axis"] = -1;
+    ints["p"] = 2;
+  }
+  for (const auto &a : node.attribute()) {
+    if (floats.count(a.name()) && a.type() == pb::AttributeProto::FLOAT)
+      floats[a.name()] = a.f();
+    else if (ints.count(a.name()) && a.type() == pb::AttributeProto::INT)
+      ints[a.name()] = a.i();
+    else
+      return error(loc) << "attribute '" << a.name() << "' of " << opType
+                        << " is not supported";
+  }
+  auto make = [&](StringRef type, ArrayRef<Value> operands,
+                  ArrayRef<NamedAttribute> attrs = {}) {
+    return createOne(type, operands, attrs, loc);
+  };
+  auto scalar = [&](double v) -> Value {
+    auto t = RankedTensorType::get({}, elt);
+    return ox::ConstantOp::create(builder, loc, t,
+                                  DenseElementsAttr::get(t, builder.getFloatAttr(elt, v)));
+  };
+  auto done = [&](FailureOr<Value> y) -> LogicalResult {
+    if (failed(y))
+      return failure();
+    values[node.output(0)] = *y;
+    return success();
+  };
+  Value v = in[0];
+  if (opType == "Sum" || opType == "Mean") {
+    // Left to right with broadcasting; Mean divides by the count.
+    for (size_t i = 1; i < in.size(); ++i) {
+      auto s = make("Add", {v, in[i]});
+      if (failed(s))
+        return failure();
+      v = *s;
+    }
+    if (opType == "Sum" || in.size() == 1)
+      return done(v);
+    return done(make("Div", {v, scalar(double(in.size()))}));
+  }
+  if (in.size() != 1)
+    return error(loc) << opType << " takes one input";
+  if (opType == "Softsign") { // x / (1 + |x|)
+    auto a = make("Abs", {v});
+    if (failed(a))
+      return failure();
+    auto d = make("Add", {*a, scalar(1.0)});
+    if (failed(d))
+      return failure();
+    return done(make("Div", {v, *d}));
+  }
+  if (opType == "Celu") { // alpha * Elu(x / alpha) with Elu's alpha 1
+    float alpha = floats["alpha"];
+    if (alpha == 0.0f)
+      return error(loc) << "Celu's alpha must not be 0";
+    auto scaled = make("Div", {v, scalar(alpha)});
+    if (failed(scaled))
+      return failure();
+    auto e = make("Elu", {*scaled}, {builder.getNamedAttr("alpha", builder.getF32FloatAttr(1.0f))});
+    if (failed(e))
+      return failure();
+    return done(make("Mul", {*e, scalar(alpha)}));
+  }
+  if (opType == "ThresholdedRelu") { // x where x > alpha, else 0
+    auto above = make("Greater", {v, scalar(floats["alpha"])});
+    if (failed(above))
+      return failure();
+    return done(make("Where", {*above, v, scalar(0.0)}));
+  }
+  if (opType == "Shrink") { // x + bias below -lambd, x - bias above lambd, else 0
+    float bias = floats["bias"], lambd = floats["lambd"];
+    auto below = make("Less", {v, scalar(-lambd)});
+    auto above = make("Greater", {v, scalar(lambd)});
+    auto plus = make("Add", {v, scalar(bias)});
+    auto minus = make("Sub", {v, scalar(bias)});
+    if (failed(below) || failed(above) || failed(plus) || failed(minus))
+      return failure();
+    auto upper = make("Where", {*above, *minus, scalar(0.0)});
+    if (failed(upper))
+      return failure();
+    return done(make("Where", {*below, *plus, *upper}));
+  }
+  if (opType == "Mish") { // x * tanh(softplus(x))
+    auto sp = make("Softplus", {v});
+    if (failed(sp))
+      return failure();
+    auto t = make("Tanh", {*sp});
+    if (failed(t))
+      return failure();
+    return done(make("Mul", {v, *t}));
+  }
+  NamedAttrList kept;
+  kept.set("keepdims", builder.getI64IntegerAttr(1));
+  if (opType == "GlobalMaxPool") { // ReduceMax over the spatial axes, kept
+    if (x.getRank() < 3)
+      return error(loc) << "GlobalMaxPool needs an (N, C, D...) input, got " << x;
+    SmallVector<int64_t> axes;
+    for (int64_t d = 2; d < x.getRank(); ++d)
+      axes.push_back(d);
+    return done(make("ReduceMax", {v, constantI64(axes, loc)}, kept.getAttrs()));
+  }
+  // LpNormalization: x / ||x||_p along axis (no epsilon, as ONNX Runtime).
+  int64_t axis = ints["axis"], p = ints["p"];
+  if (axis < -x.getRank() || axis >= x.getRank())
+    return error(loc) << "LpNormalization axis " << axis << " is out of range for " << x;
+  if (p != 1 && p != 2)
+    return error(loc) << "LpNormalization p must be 1 or 2, got " << p;
+  Value axes = constantI64({axis < 0 ? axis + x.getRank() : axis}, loc);
+  auto terms = p == 1 ? make("Abs", {v}) : make("Mul", {v, v});
+  if (failed(terms))
+    return failure();
+  auto sum = make("ReduceSum", {*terms, axes}, kept.getAttrs());
+  if (failed(sum))
+    return failure();
+  Value norm = *sum;
+  if (p == 2) {
+    auto root = make("Sqrt", {norm});
+    if (failed(root))
+      return failure();
+    norm = *root;
+  }
+  return done(make("Div", {v, norm}));
+}
+
+/// OneHot(indices, depth, values = [off, on]; axis): Where(Equal(indices
+/// unsqueezed at axis, 0..depth-1 along axis), on, off), negative indices
+/// counting from depth; depth must be a constant.
+LogicalResult Importer::importOneHot(const pb::NodeProto &node, Location loc) {
+  if (node.input_size() != 3 || node.output_size() != 1)
+    return error(loc) << "OneHot takes indices, depth and values and has one output";
+  FailureOr<SmallVector<Value>> inputs = nodeInputs(node, loc, false);
+  if (failed(inputs))
+    return failure();
+  SmallVector<Value> in = std::move(*inputs);
+  int64_t axis = -1;
+  for (const auto &a : node.attribute()) {
+    if (a.name() == "axis")
+      axis = a.i();
+    else
+      return error(loc) << "attribute '" << a.name() << "' of OneHot is not supported";
+  }
+  auto idx = llvm::dyn_cast<RankedTensorType>(in[0].getType());
+  auto vals = llvm::dyn_cast<RankedTensorType>(in[2].getType());
+  if (!idx || !vals || vals.getNumElements() != 2 || !vals.hasStaticShape())
+    return error(loc) << "OneHot needs ranked indices and 2 values [off, on], got "
+                      << in[0].getType() << " and " << in[2].getType();
+  // depth: a constant scalar or 1-element tensor of any number type.
+  int64_t depth = -1;
+  if (auto c = ox::getConstantAttr(in[1])) {
+    if (c.getNumElements() == 1) {
+      if (llvm::isa<IntegerType>(c.getElementType()))
+        depth = (*c.getValues<APInt>().begin()).getSExtValue();
+      else if (llvm::isa<FloatType>(c.getElementType()))
+        depth = int64_t((*c.getValues<APFloat>().begin()).convertToDouble());
+    }
+  }
+  if (depth < 1)
+    return error(loc) << "OneHot's depth must be a constant of at least 1 "
+                         "(a value computed at run time is not supported)";
+  int64_t rank = idx.getRank() + 1;
+  if (axis < -rank || axis >= rank)
+    return error(loc) << "OneHot axis " << axis << " is out of range for rank " << rank;
+  if (axis < 0)
+    axis += rank;
+  auto make = [&](StringRef type, ArrayRef<Value> operands,
+                  ArrayRef<NamedAttribute> attrs = {}) {
+    return createOne(type, operands, attrs, loc);
+  };
+  Value ix = in[0];
+  if (!idx.getElementType().isInteger(64)) {
+    auto cast = make("Cast", {ix}, {builder.getNamedAttr("to", builder.getI64IntegerAttr(7))});
+    if (failed(cast))
+      return failure();
+    ix = *cast;
+  }
+  auto i64Scalar = RankedTensorType::get({}, builder.getI64Type());
+  auto scalarI64 = [&](int64_t v) -> Value {
+    return ox::ConstantOp::create(builder, loc, i64Scalar,
+                                  DenseElementsAttr::get(i64Scalar, v));
+  };
+  auto negative = make("Less", {ix, scalarI64(0)});
+  auto wrapped = make("Add", {ix, scalarI64(depth)});
+  if (failed(negative) || failed(wrapped))
+    return failure();
+  auto fixed = make("Where", {*negative, *wrapped, ix});
+  if (failed(fixed))
+    return failure();
+  auto u = make("Unsqueeze", {*fixed, constantI64({axis}, loc)});
+  if (failed(u))
+    return failure();
+  SmallVector<int64_t> positions(depth);
+  for (int64_t i = 0; i < depth; ++i)
+    positions[i] = i;
+  SmallVector<int64_t> shape(rank, 1);
+  shape[axis] = depth;
+  auto posType = RankedTensorType::get(shape, builder.getI64Type());
+  Value pos = ox::ConstantOp::create(builder, loc, posType,
+                                     DenseElementsAttr::get(posType, ArrayRef(positions)));
+  auto hit = make("Equal", {*u, pos});
+  if (failed(hit))
+    return failure();
+  auto flat = make("Reshape", {in[2], constantI64({2}, loc)});
+  if (failed(flat))
+    return failure();
+  auto off = make("Gather", {*flat, scalarI64(0)}, {builder.getNamedAttr("axis", builder.getI64IntegerAttr(0))});
+  auto on = make("Gather", {*flat, scalarI64(1)}, {builder.getNamedAttr("axis", builder.getI64IntegerAttr(0))});
+  if (failed(off) || failed(on))
+    return failure();
+  auto y = make("Where", {*hit, *on, *off});
+  if (failed(y))
+    return failure();
+  values[node.output(0)] = *y;
   return success();
 }
 

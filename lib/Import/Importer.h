@@ -124,6 +124,9 @@ private:
 
   /// PRelu, ReduceL1, ReduceL2 and ReduceSumSquare in ops the dialect has
   /// (and differentiates).
+  LogicalResult importActivationLike(const pb::NodeProto &node,
+                                     StringRef opType, Location loc);
+  LogicalResult importOneHot(const pb::NodeProto &node, Location loc);
   LogicalResult importComposite(const pb::NodeProto &node, StringRef opType,
                                 Location loc);
 

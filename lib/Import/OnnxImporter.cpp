@@ -156,7 +156,9 @@ std::vector<std::string> supportedOnnxOperators(MLIRContext *context) {
   for (const char *decomposed : {"Einsum", "GroupNormalization", "InstanceNormalization",
                                  "PRelu", "ReduceL1", "ReduceL2", "ReduceSumSquare",
                                  "ReduceLogSum", "ReduceLogSumExp", "DepthToSpace",
-                                 "SpaceToDepth",
+                                 "SpaceToDepth", "Softsign", "Celu", "ThresholdedRelu",
+                                 "Shrink", "Mish", "Sum", "Mean", "GlobalMaxPool",
+                                 "LpNormalization", "OneHot",
                                  // Unrolled at import (ImportControlFlow.cpp).
                                  "Loop", "SequenceEmpty", "SequenceConstruct",
                                  "SequenceInsert", "SequenceErase", "SequenceAt",

@@ -26,6 +26,9 @@ VALUE_SHAPED = {f"test_{w}window{s}_expanded" for w in ("blackman", "hamming", "
 # importer cannot unroll (it refuses them naming the Loop).
 VALUE_SHAPED |= {"test_loop11", "test_range_float_type_positive_delta_expanded",
                  "test_range_int32_type_negative_delta_expanded", "test_sequence_model8"}
+# OneHot whose depth is a graph input (the output's extent is its value).
+VALUE_SHAPED |= {f"test_onehot_{s}" for s in ("negative_indices", "with_axis",
+                                              "with_negative_axis", "without_axis")}
 
 
 def tensor_types(model):

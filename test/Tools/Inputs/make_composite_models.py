@@ -132,10 +132,29 @@ class Masked(nn.Module):
         return F.cross_entropy(self.out(a.flatten(1)), y)
 
 
+class Extra(nn.Module):
+    """Softsign, CELU, Softshrink and Hardshrink (Shrink), adaptive max
+    pooling to 1 (GlobalMaxPool) and a smoothed F.one_hot target (OneHot)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.fc = nn.Linear(4, 6)
+        self.out = nn.Linear(6, 3)
+
+    def forward(self, x, y):
+        h = self.fc(F.adaptive_max_pool2d(self.conv(x), 1).flatten(1))
+        h = F.softsign(h) + F.celu(h, 0.7) + F.softshrink(h, 0.3) + F.hardshrink(h, 0.2)
+        logits = self.out(F.mish(h))
+        target = F.one_hot(y, 3).float() * 0.9 + 0.1 / 3
+        return -(target * F.log_softmax(logits, 1)).sum(1).mean()
+
+
 x = np.random.RandomState(1).randn(32, 1, 6, 6).astype(np.float32)
 y = np.random.RandomState(2).randint(0, 3, 32).astype(np.int64)
 for name, cls in [("prelu", PRelu), ("normalize", Normalize), ("trig", Trig),
-                  ("rope", Rope), ("shuffle", Shuffle), ("masked", Masked)]:
+                  ("rope", Rope), ("shuffle", Shuffle), ("masked", Masked),
+                  ("extra", Extra)]:
     torch.manual_seed(0)
     m = cls()
     export_and_train(m, (torch.randn(8, 1, 6, 6), torch.randint(0, 3, (8,))),

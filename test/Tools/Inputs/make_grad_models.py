@@ -265,6 +265,28 @@ for name, ix, red in [("scatterelements", [[[2, 0, 3]], [[1, -1, 0]]], "none"),
          [n("Add", ["x", "a"], ["xa"]), const("ix", ix),
           n("ScatterElements", ["xa", "ix", "u"], ["t"], axis=1, reduction=red),
           n("Mul", ["t", "t"], ["y"])], (2, 4, 3))
+# Operators the importer writes as other ops (Softsign, Celu,
+# ThresholdedRelu, Shrink, Mish, Sum, Mean, GlobalMaxPool, LpNormalization):
+# values |v| in [0.5, 1.2], away from the thresholds and kinks.
+def far(*shape):
+    return (rng.choice([-1.0, 1.0], shape) * rng.uniform(0.5, 1.2, shape)).astype(np.float32)
+
+
+for name, node, opset in [
+        ("softsign", n("Softsign", ["xa"], ["y"]), 17),
+        ("celu", n("Celu", ["xa"], ["y"], alpha=0.7), 17),
+        ("thresholdedrelu", n("ThresholdedRelu", ["xa"], ["y"], alpha=0.3), 17),
+        ("shrink", n("Shrink", ["xa"], ["y"], bias=0.1, lambd=0.4), 17),
+        ("mish", n("Mish", ["xa"], ["y"]), 18),
+        ("lpnorm2", n("LpNormalization", ["xa"], ["y"], axis=1, p=2), 17),
+        ("lpnorm1", n("LpNormalization", ["xa"], ["y"], axis=-1, p=1), 17)]:
+    case(name, x24, {"a": shifted(x24, far(2, 4))},
+         [n("Add", ["x", "a"], ["xa"]), node], (2, 4), opset=opset)
+case("sum_mean", x24, {"a": f32(2, 4), "b": f32(4), "c": f32(2, 1)},
+     [n("Add", ["x", "a"], ["xa"]), n("Sum", ["xa", "b", "c"], ["s"]),
+      n("Mean", ["s", "xa"], ["m"]), n("Mul", ["m", "s"], ["y"])], (2, 4))
+case("global_max", x_pool, {"a": shifted(x_pool, distinct(2, 2, 5, 5))},
+     [n("Add", ["x", "a"], ["xa"]), n("GlobalMaxPool", ["xa"], ["y"])], (2, 2, 1, 1))
 case("unsqueeze_squeeze", x24, {"a": f32(2, 4)},
      [n("Add", ["x", "a"], ["xa"]), const("ax", np.array([1], np.int64)),
       n("Unsqueeze", ["xa", "ax"], ["u"]), n("Mul", ["u", "u"], ["uu"]),
