@@ -472,17 +472,25 @@ LogicalResult GatherNDOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   return success();
 }
 
-LogicalResult ScatterNDOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  StringRef red = getReduction();
+/// ScatterND's and ScatterElements' reduction and updates' element type.
+static LogicalResult checkScatter(Operation *op, StringRef red, Value data,
+                                  Value updates) {
   if (red != "none" && red != "add" && red != "mul" && red != "max" &&
       red != "min")
-    return emitOpError() << "reduction '" << red
-                         << "' is not one of none, add, mul, max, min";
+    return op->emitOpError() << "reduction '" << red
+                             << "' is not one of none, add, mul, max, min";
+  if (getElementType(updates) != getElementType(data))
+    return op->emitOpError() << "updates' element type "
+                             << getElementType(updates)
+                             << " differs from the data's "
+                             << getElementType(data);
+  return success();
+}
+
+LogicalResult ScatterNDOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  if (failed(checkScatter(*this, getReduction(), getData(), getUpdates())))
+    return failure();
   Type elt = getElementType(getData());
-  if (getElementType(getUpdates()) != elt)
-    return emitOpError() << "updates' element type "
-                         << getElementType(getUpdates())
-                         << " differs from the data's " << elt;
   auto t = getRanked(getData()), ti = getRanked(getIndices()),
        tu = getRanked(getUpdates());
   if (t && ti && tu) {
@@ -551,16 +559,8 @@ LogicalResult GatherElementsOp::inferResultTypes(SmallVectorImpl<Type> &types) {
 }
 
 LogicalResult ScatterElementsOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  StringRef red = getReduction();
-  if (red != "none" && red != "add" && red != "mul" && red != "max" &&
-      red != "min")
-    return emitOpError() << "reduction '" << red
-                         << "' is not one of none, add, mul, max, min";
-  Type elt = getElementType(getData());
-  if (getElementType(getUpdates()) != elt)
-    return emitOpError() << "updates' element type "
-                         << getElementType(getUpdates())
-                         << " differs from the data's " << elt;
+  if (failed(checkScatter(*this, getReduction(), getData(), getUpdates())))
+    return failure();
   auto t = getRanked(getData()), ti = getRanked(getIndices()),
        tu = getRanked(getUpdates());
   if (t && failed(checkElementIndices(*this, t, getIndices(), getAxis())))

@@ -112,22 +112,31 @@ LogicalResult vjp(GatherElementsOp op, VjpContext &ctx) {
   return success();
 }
 
-/// As ScatterND's, entry by entry.
-LogicalResult vjp(ScatterElementsOp op, VjpContext &ctx) {
+/// ScatterND and ScatterElements: reduction none gives the replaced
+/// entries' gradient to updates (a gather of dY at the indices) and the
+/// rest to data (GradOp zeroes them); add gives data dY.
+template <typename GradOp, typename GatherOpTy, typename OpTy>
+static LogicalResult scatterVjp(OpTy op, VjpContext &ctx,
+                                ArrayRef<NamedAttribute> gradAttrs,
+                                ArrayRef<NamedAttribute> gatherAttrs) {
   StringRef red = op.getReduction();
   if (red != "none" && red != "add")
     return op->emitOpError() << "with reduction '" << red
                              << "' is not differentiated (only none and add "
                                 "are; keep its data and updates constant)";
   Value g = ctx.resultGrad(0);
-  auto axis = ctx.i64Attr("axis", op.getAxis());
   if (ctx.needsGrad(0))
     ctx.setGrad(0, red == "add" ? g
-                                : ctx.create<ScatterElementsGradOp>(
-                                      {g, op.getIndices()}, {axis}));
+                                : ctx.create<GradOp>({g, op.getIndices()}, gradAttrs));
   if (ctx.needsGrad(2))
-    ctx.setGrad(2, ctx.create<GatherElementsOp>({g, op.getIndices()}, {axis}));
+    ctx.setGrad(2, ctx.create<GatherOpTy>({g, op.getIndices()}, gatherAttrs));
   return success();
+}
+
+LogicalResult vjp(ScatterElementsOp op, VjpContext &ctx) {
+  NamedAttribute axis = ctx.i64Attr("axis", op.getAxis());
+  return scatterVjp<ScatterElementsGradOp, GatherElementsOp>(op, ctx, {axis},
+                                                             {axis});
 }
 
 LogicalResult vjp(GatherNDOp op, VjpContext &ctx) {
@@ -141,23 +150,9 @@ LogicalResult vjp(GatherNDOp op, VjpContext &ctx) {
   return success();
 }
 
-/// Reduction none: the replaced slices' gradient goes to updates (GatherND
-/// of dY), the rest to data; add: dY to data, its slices to updates.
 LogicalResult vjp(ScatterNDOp op, VjpContext &ctx) {
-  StringRef red = op.getReduction();
-  if (red != "none" && red != "add")
-    return op->emitOpError() << "with reduction '" << red
-                             << "' is not differentiated (only none and add "
-                                "are; keep its data and updates constant)";
-  Value g = ctx.resultGrad(0);
-  if (ctx.needsGrad(0))
-    ctx.setGrad(0, red == "add" ? g
-                                : ctx.create<ScatterNDGradOp>(
-                                      {g, op.getIndices()}, {}));
-  if (ctx.needsGrad(2))
-    ctx.setGrad(2, ctx.create<GatherNDOp>({g, op.getIndices()},
-                                          {ctx.i64Attr("batch_dims", 0)}));
-  return success();
+  return scatterVjp<ScatterNDGradOp, GatherNDOp>(
+      op, ctx, {}, {ctx.i64Attr("batch_dims", 0)});
 }
 
 /// The gradient of ReduceSum (scale 1) or ReduceMean (scale 1/count): dY

@@ -130,6 +130,31 @@ inline ElementLayout element_layout(const char *op, int64_t rank, const int64_t 
   return l;
 }
 
+// The element type a scatter runs on: any of its size for reduction none
+// (a copy), else f32, f64, i32 or i64. `launch` takes a value of it.
+template <typename Launch>
+inline void scatter_dispatch(const char *op, pipert_dtype dtype, size_t es, int64_t reduction,
+                      Launch launch) {
+  if (reduction == PIPERT_SCATTER_NONE) {
+    switch (es) {
+    case 1: return launch(uint8_t());
+    case 2: return launch(uint16_t());
+    case 4: return launch(uint32_t());
+    case 8: return launch(uint64_t());
+    }
+    pipert_fail("%s: unsupported dtype", op);
+  }
+  switch (dtype) {
+  case PIPERT_F32: return launch(float());
+  case PIPERT_F64: return launch(double());
+  case PIPERT_I32: return launch(int32_t());
+  case PIPERT_I64: return launch(int64_t());
+  default:
+    pipert_fail("%s: reduction %lld of %s is not supported (f32, f64, i32 or i64)", op,
+                (long long)reduction, pipert_dtype_name(dtype));
+  }
+}
+
 // Numpy broadcast of two shapes into `out` (rank max(ra, rb)); fails if they
 // are incompatible.
 inline int64_t broadcast_shape(const char *op, int64_t ra, const int64_t *a, int64_t rb,

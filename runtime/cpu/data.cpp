@@ -619,19 +619,10 @@ void pipert_scatter_nd(pipert_context *, pipert_dtype dtype, const void *data, i
   }
   if (reduction < 0 || reduction > PIPERT_SCATTER_MIN)
     pipert_fail("%s: unknown reduction %lld", op, (long long)reduction);
-  switch (dtype) {
-  case PIPERT_F32:
-    return scatter_reduce(op, l, indices, (const float *)updates, reduction, (float *)y);
-  case PIPERT_F64:
-    return scatter_reduce(op, l, indices, (const double *)updates, reduction, (double *)y);
-  case PIPERT_I32:
-    return scatter_reduce(op, l, indices, (const int32_t *)updates, reduction, (int32_t *)y);
-  case PIPERT_I64:
-    return scatter_reduce(op, l, indices, (const int64_t *)updates, reduction, (int64_t *)y);
-  default:
-    pipert_fail("%s: reduction %lld of %s is not supported (f32, f64, i32 or i64)", op,
-                (long long)reduction, pipert_dtype_name(dtype));
-  }
+  pipert::scatter_dispatch(op, dtype, es, reduction, [&](auto t) {
+    using T = decltype(t);
+    scatter_reduce(op, l, indices, (const T *)updates, reduction, (T *)y);
+  });
 }
 
 void pipert_scatter_nd_grad_f32(pipert_context *, const float *dy, int64_t rank,
@@ -680,28 +671,10 @@ void pipert_scatter_elements(pipert_context *, pipert_dtype dtype, const void *d
     pipert_fail("%s: unknown reduction %lld", op, (long long)reduction);
   if (y != data)
     std::memcpy(y, data, size_t(numel(rank, shape)) * es);
-  if (reduction == PIPERT_SCATTER_NONE) {
-    switch (es) {
-    case 1: return scatter_elements_typed(op, l, indices, (const uint8_t *)updates, 0, (uint8_t *)y);
-    case 2: return scatter_elements_typed(op, l, indices, (const uint16_t *)updates, 0, (uint16_t *)y);
-    case 4: return scatter_elements_typed(op, l, indices, (const uint32_t *)updates, 0, (uint32_t *)y);
-    case 8: return scatter_elements_typed(op, l, indices, (const uint64_t *)updates, 0, (uint64_t *)y);
-    }
-    pipert_fail("%s: unsupported dtype", op);
-  }
-  switch (dtype) {
-  case PIPERT_F32:
-    return scatter_elements_typed(op, l, indices, (const float *)updates, reduction, (float *)y);
-  case PIPERT_F64:
-    return scatter_elements_typed(op, l, indices, (const double *)updates, reduction, (double *)y);
-  case PIPERT_I32:
-    return scatter_elements_typed(op, l, indices, (const int32_t *)updates, reduction, (int32_t *)y);
-  case PIPERT_I64:
-    return scatter_elements_typed(op, l, indices, (const int64_t *)updates, reduction, (int64_t *)y);
-  default:
-    pipert_fail("%s: reduction %lld of %s is not supported (f32, f64, i32 or i64)", op,
-                (long long)reduction, pipert_dtype_name(dtype));
-  }
+  pipert::scatter_dispatch(op, dtype, es, reduction, [&](auto t) {
+    using T = decltype(t);
+    scatter_elements_typed(op, l, indices, (const T *)updates, reduction, (T *)y);
+  });
 }
 
 void pipert_scatter_elements_grad_f32(pipert_context *, const float *dy, int64_t rank,

@@ -684,26 +684,9 @@ void pipert_scatter_nd(pipert_context *ctx, pipert_dtype dtype, const void *data
     pipert_copy_device(ctx, y, data, size_t(numel(rank, shape)) * es);
   if (l.tuples * l.slice == 0)
     return;
-  const int r = int(reduction);
-  if (r == PIPERT_SCATTER_NONE) {
-    switch (es) {
-    case 1: launch_scatter<uint8_t>(ctx, l, indices, updates, r, y); break;
-    case 2: launch_scatter<uint16_t>(ctx, l, indices, updates, r, y); break;
-    case 4: launch_scatter<uint32_t>(ctx, l, indices, updates, r, y); break;
-    case 8: launch_scatter<uint64_t>(ctx, l, indices, updates, r, y); break;
-    default: pipert_fail("%s: unsupported dtype", op);
-    }
-  } else {
-    switch (dtype) {
-    case PIPERT_F32: launch_scatter<float>(ctx, l, indices, updates, r, y); break;
-    case PIPERT_F64: launch_scatter<double>(ctx, l, indices, updates, r, y); break;
-    case PIPERT_I32: launch_scatter<int32_t>(ctx, l, indices, updates, r, y); break;
-    case PIPERT_I64: launch_scatter<int64_t>(ctx, l, indices, updates, r, y); break;
-    default:
-      pipert_fail("%s: reduction %lld of %s is not supported (f32, f64, i32 or i64)", op,
-                  (long long)reduction, pipert_dtype_name(dtype));
-    }
-  }
+  pipert::scatter_dispatch(op, dtype, es, reduction, [&](auto t) {
+    launch_scatter<decltype(t)>(ctx, l, indices, updates, int(reduction), y);
+  });
   PIPERT_LAUNCH_CHECK(op);
 }
 
@@ -766,26 +749,9 @@ void pipert_scatter_elements(pipert_context *ctx, pipert_dtype dtype, const void
     pipert_copy_device(ctx, y, data, size_t(numel(rank, shape)) * es);
   if (l.lines == 0)
     return;
-  const int r = int(reduction);
-  if (r == PIPERT_SCATTER_NONE) {
-    switch (es) {
-    case 1: launch_scatter_elements<uint8_t>(ctx, l, indices, updates, r, y); break;
-    case 2: launch_scatter_elements<uint16_t>(ctx, l, indices, updates, r, y); break;
-    case 4: launch_scatter_elements<uint32_t>(ctx, l, indices, updates, r, y); break;
-    case 8: launch_scatter_elements<uint64_t>(ctx, l, indices, updates, r, y); break;
-    default: pipert_fail("%s: unsupported dtype", op);
-    }
-  } else {
-    switch (dtype) {
-    case PIPERT_F32: launch_scatter_elements<float>(ctx, l, indices, updates, r, y); break;
-    case PIPERT_F64: launch_scatter_elements<double>(ctx, l, indices, updates, r, y); break;
-    case PIPERT_I32: launch_scatter_elements<int32_t>(ctx, l, indices, updates, r, y); break;
-    case PIPERT_I64: launch_scatter_elements<int64_t>(ctx, l, indices, updates, r, y); break;
-    default:
-      pipert_fail("%s: reduction %lld of %s is not supported (f32, f64, i32 or i64)", op,
-                  (long long)reduction, pipert_dtype_name(dtype));
-    }
-  }
+  pipert::scatter_dispatch(op, dtype, es, reduction, [&](auto t) {
+    launch_scatter_elements<decltype(t)>(ctx, l, indices, updates, int(reduction), y);
+  });
   PIPERT_LAUNCH_CHECK(op);
 }
 
