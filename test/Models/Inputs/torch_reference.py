@@ -89,7 +89,9 @@ class Vision(nn.Module):
     def __init__(self, name):
         super().__init__()
         import torchvision
-        self.net = getattr(torchvision.models, name)(num_classes=10)
+        # GoogLeNet's auxiliary classifiers return a tuple in training mode.
+        extra = {"aux_logits": False, "init_weights": True} if name == "googlenet" else {}
+        self.net = getattr(torchvision.models, name)(num_classes=10, **extra)
         # Dropout (MobileNetV2's classifier) and stochastic depth
         # (EfficientNet's and ConvNeXt's residual branches) off: random
         # masks cannot match.
