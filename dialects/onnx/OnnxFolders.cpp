@@ -277,30 +277,31 @@ OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
       });
 }
 
+/// a mod b with the sign of b (Python's %) or, `cSign`, of a (fmod);
+/// nullopt for b = 0 and the one overflowing signed case.
+static std::optional<APInt> remainder(const APInt &a, const APInt &b,
+                                      bool isUnsigned, bool cSign) {
+  if (b.isZero() || (!isUnsigned && a.isMinSignedValue() && b.isAllOnes()))
+    return std::nullopt;
+  if (isUnsigned)
+    return a.urem(b);
+  APInt r = a.srem(b);
+  if (!cSign && !r.isZero() && r.isNegative() != b.isNegative())
+    r += b;
+  return r;
+}
+
 /// Integer remainders (Swin Transformer's window padding: (7 - H % 7) % 7).
 OpFoldResult ModOp::fold(FoldAdaptor adaptor) {
   if (getFmod())
-    return foldIntegerBinary(
-        adaptor.getA(), adaptor.getB(),
-        [](const APInt &a, const APInt &b,
-           bool isUnsigned) -> std::optional<APInt> {
-          if (b.isZero() || (!isUnsigned && a.isMinSignedValue() && b.isAllOnes()))
-            return std::nullopt;
-          return isUnsigned ? a.urem(b) : a.srem(b); // the sign of A
-        });
-  return foldIntegerBinary(
-      adaptor.getA(), adaptor.getB(),
-      [](const APInt &a, const APInt &b,
-         bool isUnsigned) -> std::optional<APInt> {
-        if (b.isZero() || (!isUnsigned && a.isMinSignedValue() && b.isAllOnes()))
-          return std::nullopt;
-        if (isUnsigned)
-          return a.urem(b);
-        APInt r = a.srem(b); // the sign of B, as Python's %
-        if (!r.isZero() && r.isNegative() != b.isNegative())
-          r += b;
-        return r;
-      });
+    return foldIntegerBinary(adaptor.getA(), adaptor.getB(),
+                             [](const APInt &a, const APInt &b, bool u) {
+                               return remainder(a, b, u, true);
+                             });
+  return foldIntegerBinary(adaptor.getA(), adaptor.getB(),
+                           [](const APInt &a, const APInt &b, bool u) {
+                             return remainder(a, b, u, false);
+                           });
 }
 
 OpFoldResult EqualOp::fold(FoldAdaptor adaptor) {

@@ -239,31 +239,31 @@ GlobalAveragePoolGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-LogicalResult SliceGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));
+/// A gradient typed by its `shape` operand (the forward data's), with the
+/// forward's `axis` checked against it when it has one.
+static LogicalResult typeFromShape(Operation *op, Value shape, Value dY,
+                                   std::optional<int64_t> axis,
+                                   SmallVectorImpl<Type> &types) {
+  auto type = typeFromShapeOperand(op, shape, getElementType(dY));
   if (failed(type))
     return failure();
-  types.push_back(*type);
-  return success();
-}
-
-LogicalResult GatherGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));
-  if (failed(type))
-    return failure();
-  if (auto t = llvm::dyn_cast<RankedTensorType>(*type))
-    if (failed(normalizeAxis(*this, getAxis(), t.getRank())))
+  if (auto t = llvm::dyn_cast<RankedTensorType>(*type); t && axis)
+    if (failed(normalizeAxis(op, *axis, t.getRank())))
       return failure();
   types.push_back(*type);
   return success();
 }
 
+LogicalResult SliceGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return typeFromShape(*this, getShape(), getDY(), std::nullopt, types);
+}
+
+LogicalResult GatherGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  return typeFromShape(*this, getShape(), getDY(), getAxis(), types);
+}
+
 LogicalResult GatherNDGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));
-  if (failed(type))
-    return failure();
-  types.push_back(*type);
-  return success();
+  return typeFromShape(*this, getShape(), getDY(), std::nullopt, types);
 }
 
 LogicalResult ScatterNDGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
@@ -272,14 +272,7 @@ LogicalResult ScatterNDGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
 }
 
 LogicalResult GatherElementsGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  auto type = typeFromShapeOperand(*this, getShape(), getElementType(getDY()));
-  if (failed(type))
-    return failure();
-  if (auto t = llvm::dyn_cast<RankedTensorType>(*type))
-    if (failed(normalizeAxis(*this, getAxis(), t.getRank())))
-      return failure();
-  types.push_back(*type);
-  return success();
+  return typeFromShape(*this, getShape(), getDY(), getAxis(), types);
 }
 
 LogicalResult ScatterElementsGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {

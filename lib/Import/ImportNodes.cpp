@@ -548,17 +548,29 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
 
 namespace mlir::pipec::onnx_import {
 
-LogicalResult Importer::importComposite(const pb::NodeProto &node, StringRef opType,
-                                        Location loc) {
+/// The inputs of a node the importer writes as other ops: one output, and
+/// a ranked float first input.
+FailureOr<SmallVector<Value>> Importer::compositeInputs(const pb::NodeProto &node,
+                                                        StringRef opType, Location loc) {
   if (node.output_size() != 1)
     return error(loc) << opType << " has one output";
   FailureOr<SmallVector<Value>> inputs = nodeInputs(node, loc, false);
   if (failed(inputs))
     return failure();
-  SmallVector<Value> in = std::move(*inputs);
-  auto x = in.empty() ? RankedTensorType() : llvm::dyn_cast<RankedTensorType>(in[0].getType());
+  auto x = inputs->empty() ? RankedTensorType()
+                           : llvm::dyn_cast<RankedTensorType>((*inputs)[0].getType());
   if (!x || !llvm::isa<FloatType>(x.getElementType()))
     return error(loc) << opType << " needs a ranked float input";
+  return inputs;
+}
+
+LogicalResult Importer::importComposite(const pb::NodeProto &node, StringRef opType,
+                                        Location loc) {
+  FailureOr<SmallVector<Value>> inputs = compositeInputs(node, opType, loc);
+  if (failed(inputs))
+    return failure();
+  SmallVector<Value> in = std::move(*inputs);
+  auto x = llvm::cast<RankedTensorType>(in[0].getType());
   auto make = [&](StringRef type, ArrayRef<Value> operands,
                   ArrayRef<NamedAttribute> attrs = {}) {
     return createOne(type, operands, attrs, loc);
@@ -738,15 +750,11 @@ LogicalResult Importer::importComposite(const pb::NodeProto &node, StringRef opT
 /// and LpNormalization. Their gradients are the ops'.
 LogicalResult Importer::importActivationLike(const pb::NodeProto &node,
                                              StringRef opType, Location loc) {
-  if (node.output_size() != 1)
-    return error(loc) << opType << " has one output";
-  FailureOr<SmallVector<Value>> inputs = nodeInputs(node, loc, false);
+  FailureOr<SmallVector<Value>> inputs = compositeInputs(node, opType, loc);
   if (failed(inputs))
     return failure();
   SmallVector<Value> in = std::move(*inputs);
-  auto x = in.empty() ? RankedTensorType() : llvm::dyn_cast<RankedTensorType>(in[0].getType());
-  if (!x || !llvm::isa<FloatType>(x.getElementType()))
-    return error(loc) << opType << " needs a ranked float input";
+  auto x = llvm::cast<RankedTensorType>(in[0].getType());
   Type elt = x.getElementType();
   // Attributes: float ones by name (with their defaults), ints by name.
   llvm::StringMap<float> floats;

@@ -124,6 +124,8 @@ private:
 
   /// PRelu, ReduceL1, ReduceL2 and ReduceSumSquare in ops the dialect has
   /// (and differentiates).
+  FailureOr<SmallVector<Value>> compositeInputs(const pb::NodeProto &node,
+                                                StringRef opType, Location loc);
   LogicalResult importActivationLike(const pb::NodeProto &node,
                                      StringRef opType, Location loc);
   LogicalResult importOneHot(const pb::NodeProto &node, Location loc);

@@ -130,10 +130,11 @@ inline ElementLayout element_layout(const char *op, int64_t rank, const int64_t 
   return l;
 }
 
-// The element type a scatter runs on: any of its size for reduction none
-// (a copy), else f32, f64, i32 or i64. `launch` takes a value of it.
+// The element type a data-movement kernel runs on: for a copy (a gather, a
+// scatter with reduction none) an unsigned integer of its size, else (a
+// scatter's arithmetic) f32, f64, i32 or i64. `launch` takes a value of it.
 template <typename Launch>
-inline void scatter_dispatch(const char *op, pipert_dtype dtype, size_t es, int64_t reduction,
+inline void typed_dispatch(const char *op, pipert_dtype dtype, size_t es, int64_t reduction,
                       Launch launch) {
   if (reduction == PIPERT_SCATTER_NONE) {
     switch (es) {

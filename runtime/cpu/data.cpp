@@ -619,7 +619,7 @@ void pipert_scatter_nd(pipert_context *, pipert_dtype dtype, const void *data, i
   }
   if (reduction < 0 || reduction > PIPERT_SCATTER_MIN)
     pipert_fail("%s: unknown reduction %lld", op, (long long)reduction);
-  pipert::scatter_dispatch(op, dtype, es, reduction, [&](auto t) {
+  pipert::typed_dispatch(op, dtype, es, reduction, [&](auto t) {
     using T = decltype(t);
     scatter_reduce(op, l, indices, (const T *)updates, reduction, (T *)y);
   });
@@ -642,13 +642,10 @@ void pipert_gather_elements(pipert_context *, pipert_dtype dtype, const void *da
                             const int64_t *idx_shape, int64_t axis, void *y) {
   const char *op = "GatherElements";
   pipert::ElementLayout l = pipert::element_layout(op, rank, shape, idx_shape, axis);
-  switch (elem_size(op, dtype)) {
-  case 1: return gather_elements_typed(op, l, (const uint8_t *)data, indices, (uint8_t *)y);
-  case 2: return gather_elements_typed(op, l, (const uint16_t *)data, indices, (uint16_t *)y);
-  case 4: return gather_elements_typed(op, l, (const uint32_t *)data, indices, (uint32_t *)y);
-  case 8: return gather_elements_typed(op, l, (const uint64_t *)data, indices, (uint64_t *)y);
-  }
-  pipert_fail("%s: unsupported dtype", op);
+  pipert::typed_dispatch(op, dtype, elem_size(op, dtype), PIPERT_SCATTER_NONE, [&](auto t) {
+    using T = decltype(t);
+    gather_elements_typed(op, l, (const T *)data, indices, (T *)y);
+  });
 }
 
 void pipert_gather_elements_grad_f32(pipert_context *, const float *dy, int64_t rank,
@@ -671,7 +668,7 @@ void pipert_scatter_elements(pipert_context *, pipert_dtype dtype, const void *d
     pipert_fail("%s: unknown reduction %lld", op, (long long)reduction);
   if (y != data)
     std::memcpy(y, data, size_t(numel(rank, shape)) * es);
-  pipert::scatter_dispatch(op, dtype, es, reduction, [&](auto t) {
+  pipert::typed_dispatch(op, dtype, es, reduction, [&](auto t) {
     using T = decltype(t);
     scatter_elements_typed(op, l, indices, (const T *)updates, reduction, (T *)y);
   });

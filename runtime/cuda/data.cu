@@ -645,15 +645,10 @@ void pipert_gather_nd(pipert_context *ctx, pipert_dtype dtype, const void *data,
   if (total == 0)
     return;
   const unsigned g = grid_for(ctx, total);
-  cudaStream_t st = stream_of(ctx);
-  DeviceError *err = cx(ctx)->err;
-  switch (elem_size(op, dtype)) {
-  case 1: gather_nd_kernel<<<g, kBlock, 0, st>>>(l, (const uint8_t *)data, indices, err, (uint8_t *)y); break;
-  case 2: gather_nd_kernel<<<g, kBlock, 0, st>>>(l, (const uint16_t *)data, indices, err, (uint16_t *)y); break;
-  case 4: gather_nd_kernel<<<g, kBlock, 0, st>>>(l, (const uint32_t *)data, indices, err, (uint32_t *)y); break;
-  case 8: gather_nd_kernel<<<g, kBlock, 0, st>>>(l, (const uint64_t *)data, indices, err, (uint64_t *)y); break;
-  default: pipert_fail("%s: unsupported dtype", op);
-  }
+  pipert::typed_dispatch(op, dtype, elem_size(op, dtype), PIPERT_SCATTER_NONE, [&](auto t) {
+    using T = decltype(t);
+    gather_nd_kernel<<<g, kBlock, 0, stream_of(ctx)>>>(l, (const T *)data, indices, cx(ctx)->err, (T *)y);
+  });
   PIPERT_LAUNCH_CHECK(op);
 }
 
@@ -684,7 +679,7 @@ void pipert_scatter_nd(pipert_context *ctx, pipert_dtype dtype, const void *data
     pipert_copy_device(ctx, y, data, size_t(numel(rank, shape)) * es);
   if (l.tuples * l.slice == 0)
     return;
-  pipert::scatter_dispatch(op, dtype, es, reduction, [&](auto t) {
+  pipert::typed_dispatch(op, dtype, es, reduction, [&](auto t) {
     launch_scatter<decltype(t)>(ctx, l, indices, updates, int(reduction), y);
   });
   PIPERT_LAUNCH_CHECK(op);
@@ -712,15 +707,10 @@ void pipert_gather_elements(pipert_context *ctx, pipert_dtype dtype, const void 
   if (l.lines == 0)
     return;
   const unsigned g = grid_for(ctx, l.lines);
-  cudaStream_t st = stream_of(ctx);
-  DeviceError *err = cx(ctx)->err;
-  switch (elem_size(op, dtype)) {
-  case 1: gather_elements_kernel<<<g, kBlock, 0, st>>>(l, (const uint8_t *)data, indices, err, (uint8_t *)y); break;
-  case 2: gather_elements_kernel<<<g, kBlock, 0, st>>>(l, (const uint16_t *)data, indices, err, (uint16_t *)y); break;
-  case 4: gather_elements_kernel<<<g, kBlock, 0, st>>>(l, (const uint32_t *)data, indices, err, (uint32_t *)y); break;
-  case 8: gather_elements_kernel<<<g, kBlock, 0, st>>>(l, (const uint64_t *)data, indices, err, (uint64_t *)y); break;
-  default: pipert_fail("%s: unsupported dtype", op);
-  }
+  pipert::typed_dispatch(op, dtype, elem_size(op, dtype), PIPERT_SCATTER_NONE, [&](auto t) {
+    using T = decltype(t);
+    gather_elements_kernel<<<g, kBlock, 0, stream_of(ctx)>>>(l, (const T *)data, indices, cx(ctx)->err, (T *)y);
+  });
   PIPERT_LAUNCH_CHECK(op);
 }
 
@@ -749,7 +739,7 @@ void pipert_scatter_elements(pipert_context *ctx, pipert_dtype dtype, const void
     pipert_copy_device(ctx, y, data, size_t(numel(rank, shape)) * es);
   if (l.lines == 0)
     return;
-  pipert::scatter_dispatch(op, dtype, es, reduction, [&](auto t) {
+  pipert::typed_dispatch(op, dtype, es, reduction, [&](auto t) {
     launch_scatter_elements<decltype(t)>(ctx, l, indices, updates, int(reduction), y);
   });
   PIPERT_LAUNCH_CHECK(op);

@@ -770,6 +770,13 @@ Outcome gather(pipert_context *ctx, const Node &n) {
   return ran({y});
 }
 
+// The PIPERT_SCATTER_* code of a ScatterND/ScatterElements node, or -1.
+int64_t scatter_reduction(const Node &n) {
+  const std::vector<std::string> names = {"none", "add", "mul", "max", "min"};
+  auto it = std::find(names.begin(), names.end(), n.s("reduction", "none"));
+  return it == names.end() ? -1 : int64_t(it - names.begin());
+}
+
 Outcome gather_elements(pipert_context *ctx, const Node &n) {
   const Tensor *d = n.in(0), *idx = n.in(1);
   if (!pipert_supports(d->dtype))
@@ -785,16 +792,14 @@ Outcome scatter_elements(pipert_context *ctx, const Node &n) {
   const Tensor *d = n.in(0), *idx = n.in(1), *u = n.in(2);
   if (!pipert_supports(d->dtype))
     return skip("dtype");
-  std::string red = n.s("reduction", "none");
-  const std::vector<std::string> names = {"none", "add", "mul", "max", "min"};
-  auto it = std::find(names.begin(), names.end(), red);
-  if (it == names.end())
-    return skip("reduction " + red);
+  const int64_t red = scatter_reduction(n);
+  if (red < 0)
+    return skip("reduction " + n.s("reduction", "none"));
   Tensor i64 = to_i64(ctx, *idx);
   Tensor y = make_tensor(d->dtype, d->shape);
   pipert_scatter_elements(ctx, to_pipert(d->dtype), d->bytes.data(), d->rank(), d->shape.data(),
                           i64.data<int64_t>(), i64.shape.data(), u->bytes.data(), n.i("axis", 0),
-                          int64_t(it - names.begin()), y.bytes.data());
+                          red, y.bytes.data());
   return ran({y});
 }
 
@@ -816,16 +821,14 @@ Outcome scatter_nd(pipert_context *ctx, const Node &n) {
   const Tensor *d = n.in(0), *idx = n.in(1), *u = n.in(2);
   if (!pipert_supports(d->dtype))
     return skip("dtype");
-  std::string red = n.s("reduction", "none");
-  const std::vector<std::string> names = {"none", "add", "mul", "max", "min"};
-  auto it = std::find(names.begin(), names.end(), red);
-  if (it == names.end())
-    return skip("reduction " + red);
+  const int64_t red = scatter_reduction(n);
+  if (red < 0)
+    return skip("reduction " + n.s("reduction", "none"));
   Tensor i64 = to_i64(ctx, *idx);
   Tensor y = make_tensor(d->dtype, d->shape);
   pipert_scatter_nd(ctx, to_pipert(d->dtype), d->bytes.data(), d->rank(), d->shape.data(),
                     i64.data<int64_t>(), i64.rank(), i64.shape.data(), u->bytes.data(),
-                    int64_t(it - names.begin()), y.bytes.data());
+                    red, y.bytes.data());
   return ran({y});
 }
 
