@@ -1630,73 +1630,124 @@ void PipeMicrobatchPass::runOnOperation() {
   // replicas = P, all P pipelines' batches), C is counted from the cloned
   // labels, and the loss op and its gradient op become sums scaled by 1/C
   // (P/C). Else the micro-batches' means are averaged (pipe.loss_mean).
-  Operation *exactLoss = nullptr, *exactGrad = nullptr;
+  // Mean losses with ignore_index or class weights made the step's mean
+  // (their loss and gradient ops sum-reduced, scaled by 1/C).
+  llvm::SmallPtrSet<Operation *, 4> exactLosses, exactGrads;
   bool ignoring = false;
   auto weighted = [](Operation *op) {
     return op->getNumOperands() > 2 && !onnx::isNone(op->getOperand(2));
   };
+  auto isLossOp = [](Operation *op) {
+    return llvm::isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(op);
+  };
+  SmallVector<Operation *> ignoringLosses;
   for (Operation &op : body.without_terminator())
-    if (llvm::isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(op) &&
-        (op.hasAttr("ignore_index") || weighted(&op)) &&
-        strAttr(&op, "reduction", "mean") == "mean" && !isWhole(&op))
+    if (isLossOp(&op) && (op.hasAttr("ignore_index") || weighted(&op)) &&
+        strAttr(&op, "reduction", "mean") == "mean" && !isWhole(&op)) {
       ignoring = true;
+      ignoringLosses.push_back(&op);
+    }
   OpBuilder b(step.getContext());
   if (ignoring && (microbatches > 1 || replicas > 1) && ignoredLabels == "step") {
-    // The loss op, through the linear ops to the returned loss.
-    Operation *ce = nullptr;
-    Value v = ret.getOperand(*lossIndex);
-    bool linear = true;
-    while (Operation *d = v.getDefiningOp()) {
-      if (!v.hasOneUse() && v != ret.getOperand(*lossIndex)) {
-        linear = false;
-        break;
-      }
-      if (llvm::isa<onnx::SoftmaxCrossEntropyLossOp, onnx::NegativeLogLikelihoodLossOp>(d)) {
-        if (v == d->getResult(0))
-          ce = d;
-        break;
-      }
-      if (llvm::isa<onnx::IdentityOp, onnx::NegOp>(d)) {
-        v = d->getOperand(0);
+    // The returned loss as a sum of terms: from it through ops linear in
+    // it (Add and Sub, Mul or Div by a batch-independent value, Neg,
+    // Identity) to its terms, each where it is used (BERT's MLM + NSP: two
+    // cross-entropies added). A term is a loss op to make the step's mean,
+    // or (with several terms) a mean over the batch or a constant, which
+    // the sum over the micro-batches then takes 1/M of.
+    Value lossRet = ret.getOperand(*lossIndex);
+    struct Term {
+      OpOperand *use;
+      Operation *ce = nullptr, *grad = nullptr;
+      llvm::SetVector<Operation *> slice;
+      llvm::SetVector<BlockArgument> fed;
+    };
+    SmallVector<Term> terms;
+    bool fits = true;
+    SmallVector<OpOperand *> uses{&ret->getOpOperand(*lossIndex)};
+    while (fits && !uses.empty()) {
+      OpOperand *use = uses.pop_back_val();
+      Value v = use->get();
+      Operation *d = v.getDefiningOp();
+      if (stateOf(v).isFree() && v != lossRet) {
+        // A constant added to the loss.
+        fits = isConstantOp(v);
+        terms.push_back({use});
         continue;
       }
-      if (llvm::isa<onnx::MulOp, onnx::DivOp>(d)) {
+      if (!v.hasOneUse() && v != lossRet) {
+        fits = false;
+        break;
+      }
+      if (d && llvm::isa<onnx::IdentityOp, onnx::NegOp>(d)) {
+        uses.push_back(&d->getOpOperand(0));
+        continue;
+      }
+      if (d && llvm::isa<onnx::MulOp, onnx::DivOp>(d)) {
         // Times (or over) a batch-independent value: one operand free, the
         // loss the other (a Div's numerator).
         bool free0 = stateOf(d->getOperand(0)).isFree();
         bool free1 = stateOf(d->getOperand(1)).isFree();
         if (free0 == free1 || (llvm::isa<onnx::DivOp>(d) && !free1)) {
-          linear = false;
+          fits = false;
           break;
         }
-        v = free1 ? d->getOperand(0) : d->getOperand(1);
+        uses.push_back(&d->getOpOperand(free1 ? 0 : 1));
         continue;
       }
-      break;
+      if (d && llvm::isa<onnx::AddOp, onnx::SubOp>(d)) {
+        uses.push_back(&d->getOpOperand(1));
+        uses.push_back(&d->getOpOperand(0));
+        continue;
+      }
+      terms.push_back({use});
     }
+    // Several terms: the loss a mean over the batch (Mean + Mean; not a sum,
+    // nor scaled by a weight-dependent factor).
+    if (terms.size() > 1 && stateOf(lossRet).kind != BatchState::Mean)
+      fits = false;
     SmallVector<Operation *> grads;
     for (Operation *g : meanLossGrads)
       if (!isWhole(g))
         grads.push_back(g);
-    bool fits = linear && ce && !isWhole(ce) &&
-                (ce->hasAttr("ignore_index") || weighted(ce)) &&
-                strAttr(ce, "reduction", "mean") == "mean" &&
-                (ce == ret.getOperand(*lossIndex).getDefiningOp() ||
-                 ce->getResult(0).hasOneUse()) &&
-                grads.size() == 1 && grads[0]->getOperand(2) == ce->getOperand(1) &&
-                grads[0]->getAttr("ignore_index") == ce->getAttr("ignore_index") &&
-                (!weighted(ce) || grads[0]->getOperand(3) == ce->getOperand(2));
-    // The labels' computation from the graph inputs (constants shared).
-    llvm::SetVector<Operation *> slice;
-    llvm::SetVector<BlockArgument> fed;
-    if (fits) {
+    for (Term &t : terms) {
+      if (!fits)
+        break;
+      Value v = t.use->get();
+      Operation *ce = v.getDefiningOp();
+      if (!ce || !isLossOp(ce) || !llvm::is_contained(ignoringLosses, ce)) {
+        // Another term: a mean over the batch or a constant.
+        auto type = llvm::dyn_cast<RankedTensorType>(v.getType());
+        fits = terms.size() > 1 && type && type.getElementType().isF32() &&
+               (stateOf(v).kind == BatchState::Mean || stateOf(v).isFree());
+        continue;
+      }
+      // Its gradient op: the one mean-reduced loss gradient of its labels.
+      for (Operation *g : grads)
+        if (g->getOperand(2) == ce->getOperand(1) &&
+            g->getAttr("ignore_index") == ce->getAttr("ignore_index") &&
+            (!weighted(ce) || g->getOperand(3) == ce->getOperand(2)) &&
+            llvm::isa<onnx::SoftmaxCrossEntropyLossOp>(ce) ==
+                llvm::isa<onnx::SoftmaxCrossEntropyLossGradOp>(g)) {
+          if (t.grad)
+            fits = false; // two candidates: whose is whose?
+          t.grad = g;
+        }
+      if (!t.grad || exactGrads.contains(t.grad)) {
+        fits = false;
+        break;
+      }
+      t.ce = ce;
+      exactLosses.insert(ce);
+      exactGrads.insert(t.grad);
+      // The labels' computation from the graph inputs (constants shared).
       SmallVector<Value> stack{ce->getOperand(1)};
       while (fits && !stack.empty()) {
         Value l = stack.pop_back_val();
         if (auto arg = llvm::dyn_cast<BlockArgument>(l)) {
           fits = arg.getOwner() == &body &&
                  step.getArgAttr(arg.getArgNumber(), pipe::attrs::kInput);
-          fed.insert(arg);
+          t.fed.insert(arg);
           continue;
         }
         Operation *d = l.getDefiningOp();
@@ -1708,17 +1759,56 @@ void PipeMicrobatchPass::runOnOperation() {
           fits = false;
           break;
         }
-        if (slice.insert(d))
+        if (t.slice.insert(d))
           llvm::append_range(stack, d->getOperands());
       }
     }
-    if (fits) {
-      exactLoss = ce;
-      exactGrad = grads[0];
+    // Every ignoring loss a term, every ignoring gradient its.
+    for (Operation *op : ignoringLosses)
+      fits = fits && exactLosses.contains(op);
+    for (Operation *g : grads)
+      fits = fits && (exactGrads.contains(g) ||
+                      (!g->hasAttr("ignore_index") && onnx::isNone(g->getOperand(3))));
+    if (!fits) {
+      exactLosses.clear();
+      exactGrads.clear();
+    }
+    llvm::DenseMap<BlockArgument, Value> wholeArgs;
+    for (Term &t : fits ? terms : SmallVector<Term>{}) {
+      if (!t.ce) {
+        // times 1/M: the micro-batches' losses are summed.
+        Value v = t.use->get();
+        auto type = llvm::cast<RankedTensorType>(v.getType());
+        Operation *user = t.use->getOwner();
+        b.setInsertionPoint(user);
+        autodiff::OnnxBuilder ob(b, user->getLoc());
+        auto scale = onnx::ConstantOp::create(
+            b, user->getLoc(), type,
+            DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(),
+                                                        1.0 / double(microbatches))));
+        Value scaled = ob.mul(v, scale);
+        if (ob.failed() || scaled.getType() != type) {
+          user->emitError("pipe-microbatch: cannot scale a loss term");
+          return signalPassFailure();
+        }
+        if (Attribute stage = user->getAttr(pipe::attrs::kStage)) {
+          scale->setAttr(pipe::attrs::kStage, stage);
+          scaled.getDefiningOp()->setAttr(pipe::attrs::kStage, stage);
+        }
+        t.use->set(scaled);
+        continue;
+      }
+      Operation *ce = t.ce, *grad = t.grad;
+      llvm::SetVector<Operation *> &slice = t.slice;
+      llvm::SetVector<BlockArgument> &fed = t.fed;
       Attribute stage = ce->getAttr(pipe::attrs::kStage);
       // The whole step's arguments, each after its input's.
       IRMapping whole;
       for (BlockArgument arg : fed) {
+        if (auto it = wholeArgs.find(arg); it != wholeArgs.end()) {
+          whole.map(Value(arg), it->second);
+          continue;
+        }
         unsigned at = arg.getArgNumber();
         auto type = llvm::cast<RankedTensorType>(arg.getType());
         SmallVector<int64_t> shape(type.getShape());
@@ -1730,19 +1820,20 @@ void PipeMicrobatchPass::runOnOperation() {
                 arg.getLoc())))
           return signalPassFailure();
         whole.map(Value(arg), Value(body.getArgument(at + 1)));
+        wholeArgs[arg] = body.getArgument(at + 1);
       }
       // Splat constants spread over the batch (a fill value): the whole
       // step's own, at B (x P) rows.
       SmallVector<Operation *> wholeSplats;
       for (auto [op, at] : splatRewrites) {
         auto dense = llvm::cast<DenseElementsAttr>(op->getAttr("value"));
-        auto t = llvm::cast<RankedTensorType>(dense.getType());
-        SmallVector<int64_t> shape(t.getShape());
+        auto splatType = llvm::cast<RankedTensorType>(dense.getType());
+        SmallVector<int64_t> shape(splatType.getShape());
         shape[at] *= replicas;
         b.setInsertionPointAfter(op);
         Operation *copy = b.clone(*op);
-        copy->setAttr("value", dense.resizeSplat(t.clone(shape)));
-        copy->getResult(0).setType(t.clone(shape));
+        copy->setAttr("value", dense.resizeSplat(splatType.clone(shape)));
+        copy->getResult(0).setType(splatType.clone(shape));
         whole.map(op->getResult(0), copy->getResult(0));
         wholeSplats.push_back(copy);
       }
@@ -1829,11 +1920,11 @@ void PipeMicrobatchPass::runOnOperation() {
       b.setInsertionPointAfter(ce);
       Value lossValue = ce->getResult(0);
       Value scaledLoss = ob.mul(lossValue, inverse);
-      b.setInsertionPoint(exactGrad);
-      ob.setLoc(exactGrad->getLoc());
-      Value scaledGrad = ob.mul(exactGrad->getOperand(0), inverse);
+      b.setInsertionPoint(grad);
+      ob.setLoc(grad->getLoc());
+      Value scaledGrad = ob.mul(grad->getOperand(0), inverse);
       if (ob.failed() || scaledLoss.getType() != lossValue.getType() ||
-          scaledGrad.getType() != exactGrad->getOperand(0).getType() ||
+          scaledGrad.getType() != grad->getOperand(0).getType() ||
           llvm::cast<RankedTensorType>(count.getType()).getElementType() != f32) {
         ce->emitError("pipe-microbatch: cannot count the step's labels");
         return signalPassFailure();
@@ -1842,12 +1933,12 @@ void PipeMicrobatchPass::runOnOperation() {
                       count.getDefiningOp()->getOperand(1), inverse, scaledLoss, numerator})
         if (stage && c && c.getDefiningOp() && c != labels)
           c.getDefiningOp()->setAttr(pipe::attrs::kStage, stage);
-      if (Attribute gs = exactGrad->getAttr(pipe::attrs::kStage))
+      if (Attribute gs = grad->getAttr(pipe::attrs::kStage))
         scaledGrad.getDefiningOp()->setAttr(pipe::attrs::kStage, gs);
       lossValue.replaceAllUsesExcept(scaledLoss, scaledLoss.getDefiningOp());
-      exactGrad->setOperand(0, scaledGrad);
+      grad->setOperand(0, scaledGrad);
       ce->setAttr("reduction", b.getStringAttr("sum"));
-      exactGrad->setAttr("reduction", b.getStringAttr("sum"));
+      grad->setAttr("reduction", b.getStringAttr("sum"));
       lossIsMean = false;
     }
   }
@@ -1857,7 +1948,7 @@ void PipeMicrobatchPass::runOnOperation() {
   // update on each micro-batch's own mean, take it).
   if ((microbatches > 1 || replicas > 1) && ignoredLabels == "step")
     for (Operation *op : weightedMeans)
-      if (op != exactLoss && !isWhole(op)) {
+      if (!exactLosses.contains(op) && !isWhole(op)) {
         batchError(op) << "a mean-reduced loss with class weights is not the mean of "
                           "its micro-batches' losses, and the step's weights cannot be "
                           "summed here (the loss must reach the returned loss through "
@@ -1988,7 +2079,7 @@ void PipeMicrobatchPass::runOnOperation() {
   }
   for (Operation *op : meanLossGrads) {
     // A whole-batch stage's loss gradient is the step's already.
-    if (isWhole(op) || op == exactGrad)
+    if (isWhole(op) || exactGrads.contains(op))
       continue;
     Value dloss = op->getOperand(0);
     auto t = llvm::cast<RankedTensorType>(dloss.getType());
@@ -2013,7 +2104,8 @@ void PipeMicrobatchPass::runOnOperation() {
                                  step.getResultTypes()));
   if (ignoring && (microbatches > 1 || replicas > 1))
     step->setAttr(pipe::attrs::kLossMean,
-                  b.getStringAttr(exactLoss || (wholeLoss && replicas == 1) ? "step" : "micro-batch"));
+                  b.getStringAttr(!exactLosses.empty() || (wholeLoss && replicas == 1) ? "step"
+                                                                            : "micro-batch"));
   step->setAttr(pipe::attrs::kMicrobatches, b.getI64IntegerAttr(microbatches));
   step->setAttr(pipe::attrs::kBatchSize, b.getI64IntegerAttr(batch));
   step->setAttr(pipe::attrs::kLossCombine,

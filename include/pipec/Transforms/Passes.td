@@ -169,7 +169,11 @@ def PipeMicrobatch : Pass<"pipe-microbatch", "::mlir::ModuleOp"> {
     are scaled by 1/C, C the count of labels other than ignore_index over
     the step's whole batch (new arguments `pipe.step_input = "<input>"` of
     the whole batch's type, read by the loss's stage, on which the labels'
-    ops are cloned); the loss combines as a sum. With `replicas=P > 1`
+    ops are cloned); the loss combines as a sum. A loss of several terms
+    (Add and Sub of terms through the same linear ops: BERT's masked-token
+    plus next-sentence losses) takes each such loss op so, each with its
+    own C, and any other term (a mean over the batch, a constant) times
+    1/M, so that the micro-batches' losses sum to the step's. With `replicas=P > 1`
     (data-parallel pipelines whose gradients and losses are averaged) the
     argument holds the P pipelines' batches of the step (P*B rows, the
     driver's `input_pipelines`) and the scale is P/C, so that the average
