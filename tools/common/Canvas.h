@@ -22,7 +22,7 @@ struct Rgb {
 
 inline constexpr Rgb kWhite{255, 255, 255}, kBlack{0, 0, 0},
     kGrid{225, 225, 225}, kCurve{31, 119, 180}, kGap{214, 39, 40},
-    kEval{255, 127, 14};
+    kEval{255, 127, 14}, kAccuracy{44, 160, 44};
 
 class Canvas {
 public:

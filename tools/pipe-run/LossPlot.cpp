@@ -45,15 +45,18 @@ std::string writeLossPlot(const std::string &path,
                           const std::vector<LossPoint> &points,
                           const std::string &title) {
   std::vector<const LossPoint *> finite;
-  bool anyEval = false;
+  bool anyEval = false, anyAccuracy = false;
   for (const LossPoint &p : points) {
     if (p.loss && std::isfinite(*p.loss))
       finite.push_back(&p);
     anyEval |= p.eval;
+    anyAccuracy |= p.eval && p.accuracy && std::isfinite(*p.accuracy);
   }
   if (finite.empty())
     return "no finite loss to plot";
-  const int W = 800, H = 480, left = 80, right = 24, top = 44, bottom = 56;
+  // With accuracies, a right-hand axis of 0-100% for them.
+  const int W = 800, H = 480, left = 80, right = anyAccuracy ? 64 : 24, top = 44,
+            bottom = 56;
   Canvas c(W, H);
   long long s0 = points.front().step, s1 = points.back().step;
   if (s1 == s0)
@@ -95,18 +98,47 @@ std::string writeLossPlot(const std::string &path,
   c.text(left + plotW / 2 - c.textWidth("step") / 2, H - 22, "step", kBlack);
   c.text(8, top - 18, "loss", kBlack);
   c.text(left + plotW / 2 - c.textWidth(title, 2) / 2, 10, title, kBlack, 2);
+  auto YA = [&](double a) { return top + plotH - int(std::lround(a * plotH)); };
+  if (anyAccuracy) {
+    c.vline(left + plotW, top, top + plotH, kBlack);
+    for (int pct = 0; pct <= 100; pct += 20) {
+      int y = YA(pct / 100.0);
+      c.hline(left + plotW, left + plotW + 4, y, kBlack);
+      c.text(left + plotW + 8, y - 3, std::to_string(pct) + "%", kBlack);
+    }
+    std::string label = "accuracy";
+    c.text(W - 8 - c.textWidth(label), top - 18, label, kBlack);
+  }
   if (anyEval) {
-    // The legend: the evaluations' squares.
+    // The legend: the evaluations' squares (loss, and accuracy).
     std::string label = "eval loss";
     int x = left + plotW - c.textWidth(label) - 4;
     c.fill(x - 12, top - 16, x - 6, top - 10, kEval);
     c.text(x, top - 16, label, kBlack);
+    if (anyAccuracy) {
+      std::string acc = "eval accuracy";
+      int xa = x - 24 - c.textWidth(acc);
+      c.fill(xa - 12, top - 16, xa - 6, top - 10, kAccuracy);
+      c.text(xa, top - 16, acc, kBlack);
+    }
   }
 
   // The curve; a step without a finite loss breaks it and gets a red tick.
   // Evaluations: squares joined by a line of their own colour.
-  const LossPoint *prev = nullptr, *prevEval = nullptr;
+  const LossPoint *prev = nullptr, *prevEval = nullptr, *prevAccuracy = nullptr;
   for (const LossPoint &p : points) {
+    if (p.eval && p.accuracy && std::isfinite(*p.accuracy)) {
+      // Clamped to the axis: an accuracy is in [0, 1].
+      double a = std::min(1.0, std::max(0.0, *p.accuracy));
+      int x = X(double(p.step)), y = YA(a);
+      if (prevAccuracy)
+        c.line(X(double(prevAccuracy->step)),
+               YA(std::min(1.0, std::max(0.0, *prevAccuracy->accuracy))), x, y, kAccuracy);
+      c.fill(x - 3, y - 3, x + 3, y + 3, kAccuracy);
+      prevAccuracy = &p;
+    } else if (p.eval) {
+      prevAccuracy = nullptr;
+    }
     if (p.eval) {
       if (!p.loss || !std::isfinite(*p.loss)) {
         prevEval = nullptr;
@@ -164,6 +196,8 @@ std::string readLossLog(const std::string &path, std::vector<LossPoint> &points)
       // null where the evaluation's loss was not finite: no marker.
       p.loss = o->getNumber("eval_loss");
       p.eval = true;
+      // null where every label was ignored, absent without a count.
+      p.accuracy = o->getNumber("eval_accuracy");
     } else if (std::optional<double> loss = o->getNumber("loss")) {
       p.loss = *loss;
     }

@@ -9,8 +9,9 @@ without a finite loss, and checks that the drawing follows the log: the
 curve spans the plot's width, its height at the first and last finite steps
 is ordered like those losses, and there is a red tick iff some step has no
 finite loss. The log's evaluations (pipe-run --eval-data) are orange
-squares: as many 7x7 squares as evaluations (and the legend's). Prints a
-line of facts; exits 1 on a mismatch.
+squares: as many 7x7 squares as evaluations (and the legend's); their
+accuracies ("eval_accuracy") green squares on a 0-100% axis, each at its
+accuracy's height. Prints a line of facts; exits 1 on a mismatch.
 """
 import json
 import math
@@ -18,7 +19,8 @@ import struct
 import sys
 import zlib
 
-CURVE, GAP, EVAL = (31, 119, 180), (214, 39, 40), (255, 127, 14)
+CURVE, GAP, EVAL, ACC = (31, 119, 180), (214, 39, 40), (255, 127, 14), (44, 160, 44)
+TOP, BOTTOM, LEFT = 44, 56, 80
 
 
 def decode(path):
@@ -52,7 +54,7 @@ def decode(path):
 def main():
     png, log = sys.argv[1], sys.argv[2]
     w, h, rows = decode(png)
-    curve, gaps, orange = [], 0, set()
+    curve, gaps, orange, green = [], 0, set(), set()
     for y, row in enumerate(rows):
         for x in range(w):
             px = tuple(row[3 * x:3 * x + 3])
@@ -62,25 +64,44 @@ def main():
                 gaps += 1
             elif px == EVAL:
                 orange.add((x, y))
+            elif px == ACC:
+                green.add((x, y))
     lines = [json.loads(l) for l in open(log) if l.strip()]
     steps = [s for s in lines if "eval_loss" not in s]
     evals = [s for s in lines if "eval_loss" in s]
-    # Squares: orange pixels whose 7x7 neighbourhood is all orange, counted
-    # by their top-left corner.
-    squares = sum(1 for (x, y) in orange
-                  if all((x + i, y + j) in orange for i in range(7) for j in range(7))
-                  and (x - 1, y) not in orange and (x, y - 1) not in orange)
+    # Squares: pixels of a colour whose 7x7 neighbourhood is all of it,
+    # found by their top-left corner.
+    def squares_of(pixels):
+        return sorted((x, y) for (x, y) in pixels
+                      if all((x + i, y + j) in pixels for i in range(7) for j in range(7))
+                      and (x - 1, y) not in pixels and (x, y - 1) not in pixels)
+    squares = len(squares_of(orange))
     if squares != len(evals) + (1 if evals else 0):
         sys.exit(f"FAIL: {squares} orange squares, but {len(evals)} evaluations "
                  "(and a legend)")
+    accs = [e["eval_accuracy"] for e in evals
+            if isinstance(e.get("eval_accuracy"), (int, float))]
+    right_margin = 64 if accs else 24
+    plot_h = h - TOP - BOTTOM
+    marks = [(x, y) for (x, y) in squares_of(green) if y >= TOP - 3]
+    if len(marks) != len(accs):
+        sys.exit(f"FAIL: {len(marks)} green squares in the plot, but {len(accs)} "
+                 "evaluated accuracies")
+    # Left to right, each at its accuracy's height (centre = corner + 3).
+    for (x, y), a in zip(sorted(marks), accs):
+        want_y = TOP + plot_h - round(a * plot_h)
+        if abs(y + 3 - want_y) > 1:
+            sys.exit(f"FAIL: an accuracy square at y {y + 3}, but {a} is at y {want_y}")
     finite = [s for s in steps if isinstance(s.get("loss"), (int, float)) and math.isfinite(s["loss"])]
     if not curve:
         sys.exit("FAIL: no curve pixels")
     xs = [x for x, _ in curve]
     left, right = min(xs), max(xs)
-    # The plot area is 800 - 80 - 24 pixels wide over the logged steps.
+    # The plot area is 800 - 80 - 24 pixels wide over the logged steps (64
+    # on the right with the accuracy axis).
     first, last = steps[0]["step"], steps[-1]["step"]
-    want = (w - 104) * (finite[-1]["step"] - finite[0]["step"]) / max(last - first, 1)
+    want = ((w - LEFT - right_margin) * (finite[-1]["step"] - finite[0]["step"])
+            / max(last - first, 1))
     if right - left < 0.9 * want:
         sys.exit(f"FAIL: the curve spans {right - left} of {w} pixels, "
                  f"expected about {want:.0f}")
@@ -97,7 +118,8 @@ def main():
     print(f"OK: {w}x{h} PNG, curve over {right - left} pixels, "
           f"{'falling' if y_first < y_last else 'rising'}, "
           f"non-finite steps marked: {'yes' if gaps else 'none'}"
-          + (f", {len(evals)} evaluations" if evals else ""))
+          + (f", {len(evals)} evaluations" if evals else "")
+          + (f", {len(accs)} accuracies" if accs else ""))
 
 
 if __name__ == "__main__":
