@@ -13,7 +13,10 @@ PyTorch with torch.set_num_threads(1) (index the batch, zero_grad, forward,
 backward, optimizer step). Prints the median ms/step of both (medians,
 because a shared machine's load comes in bursts) and the ratio
 pipec / PyTorch (below 1: pipec is faster). The first --warmup steps of both
-are not timed. Not a test: numbers depend on the machine.
+are not timed. Where the environment names no OpenBLAS core type, both run
+the one the CPU's flags call for (SkylakeX with AVX-512, Haswell with AVX2;
+printed): PyTorch's matmuls are OpenBLAS's. Not a test: numbers depend on the
+machine.
 """
 import argparse
 import json
@@ -25,6 +28,33 @@ import time
 
 os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["PIPERT_THREADS"] = "1"
+
+
+def fair_blas_core():
+    """Name OpenBLAS's core type for both sides when the environment names none.
+
+    Debian's OpenBLAS 0.3.21 does not recognise newer CPUs (the Xeon of family
+    6 model 207) and falls back to its SSE3 Prescott kernels, which made
+    PyTorch's GPT step 3.5x slower there (709 against 202 ms) and the ratio
+    meaningless (pipert's GEMMs are oneDNN's but for tiny products, so it
+    barely moved). A core type the environment sets is kept (DESIGN.md)."""
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return "OPENBLAS_CORETYPE=%s (from the environment)" % os.environ["OPENBLAS_CORETYPE"]
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f
+                          if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    core = ("SkylakeX" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= set(flags)
+            else "Haswell" if {"avx2", "fma"} <= set(flags) else None)
+    if not core:
+        return "OPENBLAS_CORETYPE unset (OpenBLAS detects the CPU)"
+    os.environ["OPENBLAS_CORETYPE"] = core
+    return "OPENBLAS_CORETYPE=%s for both (the environment set none)" % core
+
+
+BLAS_CORE = fair_blas_core()
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -85,7 +115,7 @@ def main():
     a = ap.parse_args()
     batches = dict((k, int(v)) for k, v in (e.split("=") for e in a.batch.split(",")))
     print(f"one thread each; median of {a.steps - a.warmup} timed steps after {a.warmup} warm-up; "
-          f"optimizer {a.optimizer}; torch {torch.__version__}")
+          f"optimizer {a.optimizer}; torch {torch.__version__}; {BLAS_CORE}")
     print(f"{'model':<12} {'batch':>5} {'pipec ms/step':>14} {'PyTorch ms/step':>16} "
           f"{'ratio':>6}")
     for name in a.models.split(","):
