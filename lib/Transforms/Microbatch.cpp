@@ -1648,6 +1648,27 @@ void PipeMicrobatchPass::runOnOperation() {
       ignoringLosses.push_back(&op);
     }
   OpBuilder b(step.getContext());
+  // `use` times 1/M, computed right before its user (on the user's stage).
+  auto scaleByInverseM = [&](OpOperand &use, const char *what) -> LogicalResult {
+    Value v = use.get();
+    auto type = llvm::cast<RankedTensorType>(v.getType());
+    Operation *user = use.getOwner();
+    b.setInsertionPoint(user);
+    autodiff::OnnxBuilder ob(b, user->getLoc());
+    auto scale = onnx::ConstantOp::create(
+        b, user->getLoc(), type,
+        DenseElementsAttr::get(
+            type, b.getFloatAttr(type.getElementType(), 1.0 / double(microbatches))));
+    Value scaled = ob.mul(v, scale);
+    if (ob.failed() || scaled.getType() != type)
+      return user->emitError("pipe-microbatch: cannot scale ") << what;
+    if (Attribute stage = user->getAttr(pipe::attrs::kStage)) {
+      scale->setAttr(pipe::attrs::kStage, stage);
+      scaled.getDefiningOp()->setAttr(pipe::attrs::kStage, stage);
+    }
+    use.set(scaled);
+    return success();
+  };
   if (ignoring && (microbatches > 1 || replicas > 1) && ignoredLabels == "step") {
     // The returned loss as a sum of terms: from it through ops linear in
     // it (Add and Sub, Mul or Div by a batch-independent value, Neg,
@@ -1777,25 +1798,8 @@ void PipeMicrobatchPass::runOnOperation() {
     for (Term &t : fits ? terms : SmallVector<Term>{}) {
       if (!t.ce) {
         // times 1/M: the micro-batches' losses are summed.
-        Value v = t.use->get();
-        auto type = llvm::cast<RankedTensorType>(v.getType());
-        Operation *user = t.use->getOwner();
-        b.setInsertionPoint(user);
-        autodiff::OnnxBuilder ob(b, user->getLoc());
-        auto scale = onnx::ConstantOp::create(
-            b, user->getLoc(), type,
-            DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(),
-                                                        1.0 / double(microbatches))));
-        Value scaled = ob.mul(v, scale);
-        if (ob.failed() || scaled.getType() != type) {
-          user->emitError("pipe-microbatch: cannot scale a loss term");
+        if (failed(scaleByInverseM(*t.use, "a loss term")))
           return signalPassFailure();
-        }
-        if (Attribute stage = user->getAttr(pipe::attrs::kStage)) {
-          scale->setAttr(pipe::attrs::kStage, stage);
-          scaled.getDefiningOp()->setAttr(pipe::attrs::kStage, stage);
-        }
-        t.use->set(scaled);
         continue;
       }
       Operation *ce = t.ce, *grad = t.grad;
@@ -2081,24 +2085,8 @@ void PipeMicrobatchPass::runOnOperation() {
     // A whole-batch stage's loss gradient is the step's already.
     if (isWhole(op) || exactGrads.contains(op))
       continue;
-    Value dloss = op->getOperand(0);
-    auto t = llvm::cast<RankedTensorType>(dloss.getType());
-    b.setInsertionPoint(op);
-    auto scale = onnx::ConstantOp::create(
-        b, op->getLoc(), t,
-        DenseElementsAttr::get(
-            t, b.getFloatAttr(t.getElementType(), 1.0 / double(microbatches))));
-    autodiff::OnnxBuilder ob(b, op->getLoc());
-    Value scaled = ob.mul(dloss, scale);
-    if (ob.failed() || scaled.getType() != t) {
-      op->emitError("pipe-microbatch: cannot scale the loss gradient");
+    if (failed(scaleByInverseM(op->getOpOperand(0), "the loss gradient")))
       return signalPassFailure();
-    }
-    if (Attribute stage = op->getAttr(pipe::attrs::kStage)) {
-      scale->setAttr(pipe::attrs::kStage, stage);
-      scaled.getDefiningOp()->setAttr(pipe::attrs::kStage, stage);
-    }
-    op->setOperand(0, scaled);
   }
   step.setType(FunctionType::get(&getContext(), argTypes,
                                  step.getResultTypes()));
