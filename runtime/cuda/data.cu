@@ -477,6 +477,35 @@ void launch_scatter_elements(pipert_context *ctx, const pipert::ElementLayout &l
 
 } // namespace
 
+namespace {
+
+/// A gather's launch: `launch(T{}, grid)` for `dtype`'s element type over
+/// `n` threads (nothing where n is 0), then the launch's check.
+template <class Launch>
+void launch_typed(pipert_context *ctx, const char *op, pipert_dtype dtype, int64_t n,
+                  Launch launch) {
+  if (n == 0)
+    return;
+  const unsigned g = grid_for(ctx, n);
+  pipert::typed_dispatch(op, dtype, elem_size(op, dtype), PIPERT_SCATTER_NONE,
+                         [&](auto t) { launch(t, g); });
+  PIPERT_LAUNCH_CHECK(op);
+}
+
+/// A scatter's start: its reduction checked, y set to data (unless in
+/// place). Returns the element size.
+size_t scatter_start(pipert_context *ctx, const char *op, pipert_dtype dtype, int64_t reduction,
+                     int64_t rank, const int64_t *shape, const void *data, void *y) {
+  const size_t es = elem_size(op, dtype);
+  if (reduction < 0 || reduction > PIPERT_SCATTER_MIN)
+    pipert_fail("%s: unknown reduction %lld", op, (long long)reduction);
+  if (y != data)
+    pipert_copy_device(ctx, y, data, size_t(numel(rank, shape)) * es);
+  return es;
+}
+
+} // namespace
+
 extern "C" {
 
 void pipert_transpose(pipert_context *ctx, pipert_dtype dtype, const void *x, int64_t rank,
@@ -641,15 +670,10 @@ void pipert_gather_nd(pipert_context *ctx, pipert_dtype dtype, const void *data,
   const char *op = "GatherND";
   const pipert::TupleLayout l =
       pipert::tuple_layout(op, rank, shape, idx_rank, idx_shape, batch_dims);
-  const int64_t total = l.tuples * l.slice;
-  if (total == 0)
-    return;
-  const unsigned g = grid_for(ctx, total);
-  pipert::typed_dispatch(op, dtype, elem_size(op, dtype), PIPERT_SCATTER_NONE, [&](auto t) {
+  launch_typed(ctx, op, dtype, l.tuples * l.slice, [&](auto t, unsigned g) {
     using T = decltype(t);
     gather_nd_kernel<<<g, kBlock, 0, stream_of(ctx)>>>(l, (const T *)data, indices, cx(ctx)->err, (T *)y);
   });
-  PIPERT_LAUNCH_CHECK(op);
 }
 
 void pipert_gather_nd_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
@@ -672,11 +696,7 @@ void pipert_scatter_nd(pipert_context *ctx, pipert_dtype dtype, const void *data
                        void *y) {
   const char *op = "ScatterND";
   const pipert::TupleLayout l = pipert::tuple_layout(op, rank, shape, idx_rank, idx_shape, 0);
-  const size_t es = elem_size(op, dtype);
-  if (reduction < 0 || reduction > PIPERT_SCATTER_MIN)
-    pipert_fail("%s: unknown reduction %lld", op, (long long)reduction);
-  if (y != data)
-    pipert_copy_device(ctx, y, data, size_t(numel(rank, shape)) * es);
+  const size_t es = scatter_start(ctx, op, dtype, reduction, rank, shape, data, y);
   if (l.tuples * l.slice == 0)
     return;
   pipert::typed_dispatch(op, dtype, es, reduction, [&](auto t) {
@@ -704,14 +724,10 @@ void pipert_gather_elements(pipert_context *ctx, pipert_dtype dtype, const void 
                             const int64_t *idx_shape, int64_t axis, void *y) {
   const char *op = "GatherElements";
   const pipert::ElementLayout l = pipert::element_layout(op, rank, shape, idx_shape, axis);
-  if (l.lines == 0)
-    return;
-  const unsigned g = grid_for(ctx, l.lines);
-  pipert::typed_dispatch(op, dtype, elem_size(op, dtype), PIPERT_SCATTER_NONE, [&](auto t) {
+  launch_typed(ctx, op, dtype, l.lines, [&](auto t, unsigned g) {
     using T = decltype(t);
     gather_elements_kernel<<<g, kBlock, 0, stream_of(ctx)>>>(l, (const T *)data, indices, cx(ctx)->err, (T *)y);
   });
-  PIPERT_LAUNCH_CHECK(op);
 }
 
 void pipert_gather_elements_grad_f32(pipert_context *ctx, const float *dy, int64_t rank,
@@ -732,11 +748,7 @@ void pipert_scatter_elements(pipert_context *ctx, pipert_dtype dtype, const void
                              int64_t reduction, void *y) {
   const char *op = "ScatterElements";
   const pipert::ElementLayout l = pipert::element_layout(op, rank, shape, idx_shape, axis);
-  const size_t es = elem_size(op, dtype);
-  if (reduction < 0 || reduction > PIPERT_SCATTER_MIN)
-    pipert_fail("%s: unknown reduction %lld", op, (long long)reduction);
-  if (y != data)
-    pipert_copy_device(ctx, y, data, size_t(numel(rank, shape)) * es);
+  const size_t es = scatter_start(ctx, op, dtype, reduction, rank, shape, data, y);
   if (l.lines == 0)
     return;
   pipert::typed_dispatch(op, dtype, es, reduction, [&](auto t) {

@@ -788,19 +788,29 @@ Outcome gather_elements(pipert_context *ctx, const Node &n) {
   return ran({y});
 }
 
-Outcome scatter_elements(pipert_context *ctx, const Node &n) {
-  const Tensor *d = n.in(0), *idx = n.in(1), *u = n.in(2);
+// ScatterND and ScatterElements: the dtype and the reduction checked, y
+// of data's shape, then `call(indices as i64, reduction code, y)`.
+template <class Call>
+Outcome scatter_node(pipert_context *ctx, const Node &n, Call call) {
+  const Tensor *d = n.in(0);
   if (!pipert_supports(d->dtype))
     return skip("dtype");
   const int64_t red = scatter_reduction(n);
   if (red < 0)
     return skip("reduction " + n.s("reduction", "none"));
-  Tensor i64 = to_i64(ctx, *idx);
+  Tensor i64 = to_i64(ctx, *n.in(1));
   Tensor y = make_tensor(d->dtype, d->shape);
-  pipert_scatter_elements(ctx, to_pipert(d->dtype), d->bytes.data(), d->rank(), d->shape.data(),
-                          i64.data<int64_t>(), i64.shape.data(), u->bytes.data(), n.i("axis", 0),
-                          red, y.bytes.data());
+  call(i64, red, y);
   return ran({y});
+}
+
+Outcome scatter_elements(pipert_context *ctx, const Node &n) {
+  const Tensor *d = n.in(0), *u = n.in(2);
+  return scatter_node(ctx, n, [&](Tensor &i64, int64_t red, Tensor &y) {
+    pipert_scatter_elements(ctx, to_pipert(d->dtype), d->bytes.data(), d->rank(),
+                            d->shape.data(), i64.data<int64_t>(), i64.shape.data(),
+                            u->bytes.data(), n.i("axis", 0), red, y.bytes.data());
+  });
 }
 
 Outcome gather_nd(pipert_context *ctx, const Node &n) {
@@ -818,18 +828,12 @@ Outcome gather_nd(pipert_context *ctx, const Node &n) {
 }
 
 Outcome scatter_nd(pipert_context *ctx, const Node &n) {
-  const Tensor *d = n.in(0), *idx = n.in(1), *u = n.in(2);
-  if (!pipert_supports(d->dtype))
-    return skip("dtype");
-  const int64_t red = scatter_reduction(n);
-  if (red < 0)
-    return skip("reduction " + n.s("reduction", "none"));
-  Tensor i64 = to_i64(ctx, *idx);
-  Tensor y = make_tensor(d->dtype, d->shape);
-  pipert_scatter_nd(ctx, to_pipert(d->dtype), d->bytes.data(), d->rank(), d->shape.data(),
-                    i64.data<int64_t>(), i64.rank(), i64.shape.data(), u->bytes.data(),
-                    red, y.bytes.data());
-  return ran({y});
+  const Tensor *d = n.in(0), *u = n.in(2);
+  return scatter_node(ctx, n, [&](Tensor &i64, int64_t red, Tensor &y) {
+    pipert_scatter_nd(ctx, to_pipert(d->dtype), d->bytes.data(), d->rank(), d->shape.data(),
+                      i64.data<int64_t>(), i64.rank(), i64.shape.data(), u->bytes.data(), red,
+                      y.bytes.data());
+  });
 }
 
 Outcome expand(pipert_context *ctx, const Node &n) {
