@@ -4,10 +4,19 @@
 // DNN-like shapes and prints GFLOP/s. bench/gemm.py runs this and numpy on
 // the same shapes, one thread each, and prints the ratio.
 //
-// usage: gemm_bench [--threads N] [--json] [--min-time SECONDS] [MxNxK[:NT|TN|TT] ...]
+// usage: gemm_bench [--threads N] [--json] [--min-time SECONDS] [--cold] [--median]
+//                   [MxNxK[:NT|TN|TT] ...]
+//
+// The rate is of the fastest call; --median takes the median call instead
+// (on a noisy host the two differ by up to 40%: 512x1024x256 best 172,
+// median 93-110 GFLOP/s on the Xeon of family 6 model 207).
+// --cold evicts the operands from the caches before every timed call (it
+// writes a 64 MiB buffer), as in a training step, where the ops between two
+// products of a shape have moved other tensors through the caches.
 //===----------------------------------------------------------------------===//
 #include "pipert/pipert_kernels.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +39,14 @@ double seconds_now() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
+std::vector<char> g_flush; // non-empty under --cold
+bool g_median = false;
+
+void evict_caches() {
+  for (size_t i = 0; i < g_flush.size(); i += 64)
+    g_flush[i] = char(g_flush[i] + 1);
+}
+
 // Best-of-repeats GFLOP/s: repeats until min_time has passed, at least 3 times.
 double bench(pipert_context *ctx, const Shape &s, double min_time) {
   std::vector<float> a(size_t(s.m * s.k)), b(size_t(s.k * s.n)), c(size_t(s.m * s.n));
@@ -40,15 +57,23 @@ double bench(pipert_context *ctx, const Shape &s, double min_time) {
     b[i] = float((i * 5) % 11) * 0.01f;
   pipert_sgemm(ctx, s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(),
                s.n); // warm-up
+  std::vector<double> times;
   double best = 1e30, start = seconds_now();
   int reps = 0;
   while (reps < 3 || seconds_now() - start < min_time) {
+    if (!g_flush.empty())
+      evict_caches();
     double t0 = seconds_now();
     pipert_sgemm(ctx, s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f,
                  c.data(), s.n);
-    best = std::min(best, seconds_now() - t0);
+    double dt = seconds_now() - t0;
+    best = std::min(best, dt);
+    times.push_back(dt);
     ++reps;
   }
+  std::sort(times.begin(), times.end());
+  if (g_median)
+    best = times[times.size() / 2];
   return 2.0 * double(s.m) * double(s.n) * double(s.k) / best * 1e-9;
 }
 
@@ -64,6 +89,10 @@ int main(int argc, char **argv) {
       threads = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--json")) {
       json = true;
+    } else if (!std::strcmp(argv[i], "--median")) {
+      g_median = true;
+    } else if (!std::strcmp(argv[i], "--cold")) {
+      g_flush.assign(size_t(64) << 20, 0);
     } else if (!std::strcmp(argv[i], "--min-time") && i + 1 < argc) {
       min_time = std::atof(argv[++i]);
     } else {

@@ -11,7 +11,7 @@ forward pass of a training step: (inputs, labels) -> loss. Run with Debian's
 writes DIR/<model>.onnx (fixed batch) and, with --dynamic, DIR/<model>_dyn.onnx
 whose batch axis is symbolic ("batch"); with --data, DIR/<model>.npz holding a
 small data set whose arrays are named like the graph inputs. Models: mlp,
-cnn, transformer (a tiny decoder: d = 32, 2 blocks, T = 8), lstm_lm and gpt
+cnn, transformer (a tiny decoder: d = 32, 2 blocks, T = 8), lstm_lm, lstm and gpt
 (a GPT decoder: d = 256, 8 blocks, 4 heads, T = 64, vocabulary 256).
 """
 import argparse
@@ -153,8 +153,17 @@ def make(name):
             t = torch.randint(0, 16, (b, 7), generator=g)
             return t[:, :6].contiguous(), t[:, 1:].contiguous()
         return m, inputs, ["tokens", "targets"]
+    if name == "lstm":
+        # A word-level LSTM language model of medium size (the PTB models'
+        # shape, smaller): vocabulary 1000, embedding and 2 LSTM layers of
+        # 256, 32 tokens, next-token cross-entropy.
+        m = LstmLM(vocab=1000, dim=256, hidden=256, layers=2)
+        def inputs(b, g=None):
+            t = torch.randint(0, 1000, (b, 33), generator=g)
+            return t[:, :32].contiguous(), t[:, 1:].contiguous()
+        return m, inputs, ["tokens", "targets"]
     raise SystemExit(f"models.py: unknown model '{name}' (mlp, cnn, transformer, "
-                     "lstm_lm, gpt)")
+                     "lstm_lm, lstm, gpt)")
 
 
 def export(name, path, batch, dynamic, opset=17):

@@ -4,6 +4,14 @@
 // and their gradients), written once for both backends. A backend supplies
 // an `Exec` with
 //   void map(int64_t n, F f)   // f(i) for i in [0, n), f a PIPERT_RNN_LAMBDA
+//   void map_rows(int64_t rows, int64_t cols, F f)
+//                              // f(r, c, r * cols + c) for every r < rows,
+//                              // c < cols (the host: a loop over c the
+//                              // compiler vectorises; no division per element)
+//   void column_sums(int64_t rows, int64_t cols, const float *src, float *dst)
+//                              // dst[c] = the sum over r of src[r * cols + c],
+//                              // added in double in the order of r, rounded
+//                              // once
 //   float *alloc(int64_t n)    // n floats of the backend's memory
 //   void release(float *p)
 // and pipert_sgemm (OpenBLAS on the CPU, cuBLAS on CUDA) does the matrix
@@ -30,6 +38,13 @@
 // gradients dXW[t] (and, for GRU, dRH[t], which differs in the h gate), and
 // two GEMMs give dH_prev += dRH[t] R and dR += dRH[t]^T H_prev. After the
 // loop dW = dXW^T X and dX (+)= dXW W are one GEMM each, dB column sums.
+//
+// Each f(i) (or f(r, c, i)) of a map reads and writes only its own
+// elements of the outputs, so the calls are independent: CUDA runs them in
+// parallel, the host's loops tell the compiler so (GCC ivdep). The cell
+// maps are branch-free in the element (the bias pre-summed, absent inputs
+// read as zeros, the cell type and what is saved decided outside the map),
+// so that the host's loop over a row's hidden units vectorises.
 //
 //===----------------------------------------------------------------------===//
 #ifndef PIPERT_CORE_RNN_DRIVER_H
@@ -91,6 +106,32 @@ template <class Exec> void copy(Exec &ex, float *dst, const float *src, int64_t 
   ex.map(n, PIPERT_RNN_LAMBDA(int64_t i) { dst[i] = src[i]; });
 }
 
+// One LSTM step's cells: the gates' pre-activations from X W^T (xrow, B x
+// 4H), H_prev R^T (rh) and the summed biases; c and h out, and with Save
+// the activations i, o, f, g (act, B x kSaved*H).
+template <bool Save, class Exec>
+void lstm_step(Exec &ex, int64_t B, int64_t H, const float *xrow, const float *rh,
+               const float *bsum, const float *cprev, float *cdst, float *hdst, float *act) {
+  const int64_t GH = 4 * H;
+  ex.map_rows(B, H, PIPERT_RNN_LAMBDA(int64_t bb, int64_t j, int64_t idx) {
+    const float *xr = xrow + bb * GH, *rr = rh + bb * GH;
+    float i, o, f, g, c, h;
+    formula::lstm_cell(xr[j] + rr[j] + bsum[j], xr[H + j] + rr[H + j] + bsum[H + j],
+                       xr[2 * H + j] + rr[2 * H + j] + bsum[2 * H + j],
+                       xr[3 * H + j] + rr[3 * H + j] + bsum[3 * H + j], cprev[idx], i, o, f, g,
+                       c, h);
+    cdst[idx] = c;
+    hdst[idx] = h;
+    if (Save) { // not if constexpr: nvcc cannot first-capture act there
+      float *sv = act + bb * kSaved * H;
+      sv[j] = i;
+      sv[H + j] = o;
+      sv[2 * H + j] = f;
+      sv[3 * H + j] = g;
+    }
+  });
+}
+
 // One direction's forward over all steps. xw (T*B x G*H) already holds
 // X W_d^T; rh is B x G*H scratch. h of time t goes to hout + t * hstride,
 // c (LSTM) to cs + t * B*H, the activations (if act) to act + t * B*kSaved*H.
@@ -107,6 +148,12 @@ void forward_direction(Exec &ex, pipert_context *ctx, const Dims &dm, int64_t d,
   const float *rb = b ? wb + GH : nullptr;
   const Cell cell = dm.cell;
   const bool lbr = dm.lbr;
+  // Both biases summed (zeros without them), read as one in the cells.
+  float *bsum = ex.alloc(GH);
+  if (wb)
+    ex.map(GH, PIPERT_RNN_LAMBDA(int64_t k) { bsum[k] = wb[k] + rb[k]; });
+  else
+    fill(ex, bsum, GH, 0.f);
   for (int64_t s = 0; s < dm.T; ++s) {
     const int64_t t = dm.time(d, s);
     const int64_t tp = s == 0 ? -1 : dm.time(d, s - 1);
@@ -116,10 +163,8 @@ void forward_direction(Exec &ex, pipert_context *ctx, const Dims &dm, int64_t d,
     if (cell == kGru && !lbr) {
       // z and r first; then the h gate's recurrent term from r . h_prev.
       pipert_sgemm(ctx, 0, 1, B, 2 * H, H, 1.f, hprev, H, rd, H, 0.f, rh, GH);
-      ex.map(BH, PIPERT_RNN_LAMBDA(int64_t idx) {
-        const int64_t bb = idx / H, j = idx % H;
-        const float ar = xrow0[bb * GH + H + j] + rh[bb * GH + H + j] +
-                         (wb ? wb[H + j] + rb[H + j] : 0.f);
+      ex.map_rows(B, H, PIPERT_RNN_LAMBDA(int64_t bb, int64_t j, int64_t idx) {
+        const float ar = xrow0[bb * GH + H + j] + rh[bb * GH + H + j] + bsum[H + j];
         tmp[idx] = formula::sigmoid(ar) * hprev[idx];
       });
       pipert_sgemm(ctx, 0, 1, B, H, H, 1.f, tmp, H, rd + 2 * H * H, H, 0.f, rh + 2 * H, GH);
@@ -127,35 +172,34 @@ void forward_direction(Exec &ex, pipert_context *ctx, const Dims &dm, int64_t d,
       pipert_sgemm(ctx, 0, 1, B, GH, H, 1.f, hprev, H, rd, H, 0.f, rh, GH);
     }
     float *hdst = hout + t * hstride;
-    float *cdst = cell == kLstm ? cs + t * BH : nullptr;
+    if (cell == kLstm) {
+      float *cdst = cs + t * BH;
+      if (act)
+        lstm_step<true>(ex, B, H, xrow0, rh, bsum, cprev, cdst, hdst, act + t * B * kSaved * H);
+      else
+        lstm_step<false>(ex, B, H, xrow0, rh, bsum, cprev, cdst, hdst, nullptr);
+      continue;
+    }
     float *adst = act ? act + t * B * kSaved * H : nullptr;
-    ex.map(BH, PIPERT_RNN_LAMBDA(int64_t idx) {
-      const int64_t bb = idx / H, j = idx % H;
+    ex.map_rows(B, H, PIPERT_RNN_LAMBDA(int64_t bb, int64_t j, int64_t idx) {
       const float *xr = xrow0 + bb * GH, *rr = rh + bb * GH;
-      float a[4];
-      for (int64_t k = 0; k < GH / H; ++k)
-        a[k] = xr[k * H + j] + rr[k * H + j] + (wb ? wb[k * H + j] + rb[k * H + j] : 0.f);
-      float s0, s1, s2, s3, h;
-      if (cell == kLstm) {
-        float c;
-        formula::lstm_cell(a[0], a[1], a[2], a[3], cprev[idx], s0, s1, s2, s3, c, h);
-        cdst[idx] = c;
-      } else {
-        const float xn = xr[2 * H + j] + (wb ? wb[2 * H + j] : 0.f);
-        const float rn = rr[2 * H + j] + (rb ? rb[2 * H + j] : 0.f);
-        formula::gru_cell(a[0], a[1], xn, rn, hprev[idx], lbr, s0, s1, s2, h);
-        s3 = lbr ? rn : tmp[idx];
-      }
+      const float az = xr[j] + rr[j] + bsum[j];
+      const float ar = xr[H + j] + rr[H + j] + bsum[H + j];
+      const float xn = xr[2 * H + j] + (wb ? wb[2 * H + j] : 0.f);
+      const float rn = rr[2 * H + j] + (rb ? rb[2 * H + j] : 0.f);
+      float s0, s1, s2, h;
+      formula::gru_cell(az, ar, xn, rn, hprev[idx], lbr, s0, s1, s2, h);
       hdst[idx] = h;
       if (adst) {
-        float *ar = adst + bb * kSaved * H;
-        ar[j] = s0;
-        ar[H + j] = s1;
-        ar[2 * H + j] = s2;
-        ar[3 * H + j] = s3;
+        float *sv = adst + bb * kSaved * H;
+        sv[j] = s0;
+        sv[H + j] = s1;
+        sv[2 * H + j] = s2;
+        sv[3 * H + j] = lbr ? rn : tmp[idx];
       }
     });
   }
+  ex.release(bsum);
 }
 
 // pipert_lstm_f32 / pipert_gru_f32.
@@ -252,32 +296,37 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
       const float *dyt = dy ? dy + (t * D + d) * BH : nullptr;
       float *dxt = dxw + t * B * GH, *drt = drh + t * B * GH;
       float *dhp = dh, *dcp = dc;
-      ex.map(BH, PIPERT_RNN_LAMBDA(int64_t idx) {
-        const int64_t bb = idx / H, j = idx % H;
-        const float *ar = at + bb * kSaved * H;
-        const float g = dhp[idx] + (dyt ? dyt[idx] : 0.f);
-        float *gx = dxt + bb * GH, *gr = drt + bb * GH;
-        if (cell == kLstm) {
+      // dy of this step, or zeros.
+      const float *dyz = dyt ? dyt : zeros;
+      if (cell == kLstm) {
+        ex.map_rows(B, H, PIPERT_RNN_LAMBDA(int64_t bb, int64_t j, int64_t idx) {
+          const float *ar = at + bb * kSaved * H;
+          float *gx = dxt + bb * GH;
           float dai, dao, daf, dac, dcprev;
           formula::lstm_cell_grad(ar[j], ar[H + j], ar[2 * H + j], ar[3 * H + j], ct[idx],
-                                  cprev[idx], g, dcp[idx], dai, dao, daf, dac, dcprev);
+                                  cprev[idx], dhp[idx] + dyz[idx], dcp[idx], dai, dao, daf, dac,
+                                  dcprev);
           gx[j] = dai;
           gx[H + j] = dao;
           gx[2 * H + j] = daf;
           gx[3 * H + j] = dac;
           dcp[idx] = dcprev;
           dhp[idx] = 0.f;
-        } else {
+        });
+      } else {
+        ex.map_rows(B, H, PIPERT_RNN_LAMBDA(int64_t bb, int64_t j, int64_t idx) {
+          const float *ar = at + bb * kSaved * H;
+          float *gx = dxt + bb * GH, *gr = drt + bb * GH;
           float daz, dar, dxn, drn, dhprev;
-          formula::gru_cell_grad(ar[j], ar[H + j], ar[2 * H + j], ar[3 * H + j], hprev[idx], g,
-                                 lbr, daz, dar, dxn, drn, dhprev);
+          formula::gru_cell_grad(ar[j], ar[H + j], ar[2 * H + j], ar[3 * H + j], hprev[idx],
+                                 dhp[idx] + dyz[idx], lbr, daz, dar, dxn, drn, dhprev);
           gx[j] = gr[j] = daz;
           gx[H + j] = gr[H + j] = dar;
           gx[2 * H + j] = dxn;
           gr[2 * H + j] = drn;
           dhp[idx] = dhprev;
-        }
-      });
+        });
+      }
       if (cell == kGru && !lbr) {
         // The h gate's recurrent term is (r . h_prev) Rh^T: its gradient
         // d(r . h_prev) = drn Rh gives dar and a part of dH_prev; then
@@ -285,8 +334,7 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
         // H_prev; dR_d[h] += drn^T (r . h_prev).
         float *tp2 = tmp;
         pipert_sgemm(ctx, 0, 0, B, H, H, 1.f, drt + 2 * H, GH, rd + 2 * H * H, H, 0.f, tp2, H);
-        ex.map(BH, PIPERT_RNN_LAMBDA(int64_t idx) {
-          const int64_t bb = idx / H, j = idx % H;
+        ex.map_rows(B, H, PIPERT_RNN_LAMBDA(int64_t bb, int64_t j, int64_t idx) {
           float dar, dhr;
           formula::gru_reset_grad(at[bb * kSaved * H + H + j], hprev[idx], tp2[idx], dar, dhr);
           dxt[bb * GH + H + j] = dar;
@@ -318,14 +366,8 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
       float *dbd = db + d * 2 * GH;
       const int64_t rows = T * B;
       const float *gxs = dxw, *grs = drh;
-      ex.map(2 * GH, PIPERT_RNN_LAMBDA(int64_t k) {
-        const float *src = k < GH ? gxs : grs;
-        const int64_t col = k < GH ? k : k - GH;
-        double sum = 0;
-        for (int64_t row = 0; row < rows; ++row)
-          sum += src[row * GH + col];
-        dbd[k] = float(sum);
-      });
+      ex.column_sums(rows, GH, gxs, dbd);
+      ex.column_sums(rows, GH, grs, dbd + GH);
     }
   }
   ex.release(zeros);

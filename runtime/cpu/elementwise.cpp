@@ -10,6 +10,7 @@
 #include <immintrin.h>
 #endif
 #include <type_traits>
+#include <utility>
 
 using namespace pipert::cpu;
 
@@ -72,6 +73,17 @@ void map2v(pipert_context *ctx, const float *a, const float *b, int64_t n, float
     for (; i < e; ++i)
       y[i] = f(a[i], b[i]);
   });
+}
+
+// Calls f(std::integral_constant<int, op>{}) for the pipert_activation_op
+// `op` (checked by the caller), so that f's loop sees the op as a constant.
+template <int First = PIPERT_ACTIVATION_LEAKY_RELU, typename F>
+void for_each_activation(int op, F &&f) {
+  if constexpr (First <= PIPERT_ACTIVATION_RECIPROCAL) {
+    if (op == First)
+      return f(std::integral_constant<int, First>{});
+    for_each_activation<First + 1>(op, std::forward<F>(f));
+  }
 }
 
 // The exact GELU, its gradient and erf's gradient, one element and (with
@@ -245,9 +257,8 @@ void pipert_unary_f32(pipert_context *ctx, pipert_unary_op op, const float *x, i
     return;
   case PIPERT_UNARY_NEG: return map1(ctx, x, n, y, [](float v) { return -v; });
   case PIPERT_UNARY_RELU: return map1(ctx, x, n, y, [](float v) { return v > 0.f ? v : 0.f; });
-  case PIPERT_UNARY_TANH: return map1(ctx, x, n, y, [](float v) { return std::tanh(v); });
-  case PIPERT_UNARY_SIGMOID:
-    return map1(ctx, x, n, y, [](float v) { return formula::sigmoid(v); });
+  case PIPERT_UNARY_TANH: return map1(ctx, x, n, y, [](float v) { return vtanh(v); });
+  case PIPERT_UNARY_SIGMOID: return map1(ctx, x, n, y, [](float v) { return vsigmoid(v); });
   case PIPERT_UNARY_ERF:
     return map1v(ctx, x, n, y, PIPERT_V16(verf16_fn), [](float v) { return verf(v); });
   case PIPERT_UNARY_SQRT: return map1(ctx, x, n, y, [](float v) { return std::sqrt(v); });
@@ -365,7 +376,12 @@ void pipert_activation_f32(pipert_context *ctx, pipert_activation_op op, float a
   // vectorise).
   if (op == PIPERT_ACTIVATION_GELU)
     return map1v(ctx, x, n, y, PIPERT_V16(gelu16), gelu1);
-  map1(ctx, x, n, y, [=](float v) { return formula::activation(o, alpha, beta, v); });
+  // One loop per op, the op a constant in it: the switch folds away and the
+  // loop vectorises (a switch per element ran Clip, HardSwish or LeakyRelu
+  // at 0.9-4.7 ns an element, the same loop per op at ~0.1).
+  for_each_activation(o, [&](auto op_c) {
+    map1(ctx, x, n, y, [=](float v) { return formula::activation(op_c(), alpha, beta, v); });
+  });
 }
 
 void pipert_activation_grad_f32(pipert_context *ctx, pipert_activation_op op, float alpha,
@@ -377,8 +393,10 @@ void pipert_activation_grad_f32(pipert_context *ctx, pipert_activation_op op, fl
   // GELU': Phi(x) + x phi(x), with the vectorisable erf and exp.
   if (op == PIPERT_ACTIVATION_GELU)
     return map2v(ctx, x, dy, n, dx, PIPERT_V16(gelu_grad16), gelu_grad1);
-  map2(ctx, x, dy, n, dx,
-       [=](float v, float g) { return formula::activation_grad(o, alpha, beta, v, g); });
+  for_each_activation(o, [&](auto op_c) {
+    map2(ctx, x, dy, n, dx,
+         [=](float v, float g) { return formula::activation_grad(op_c(), alpha, beta, v, g); });
+  });
 }
 
 static const char *compare_name(pipert_compare_op op) {

@@ -1,5 +1,9 @@
 //===- vmath.h - erf and exp the compiler can vectorise (CPU) ----*- C++ -*-===//
 //
+// The scalar verf, vexp, vtanh and vsigmoid are runtime/core/vmath_scalar.h's
+// (formulas.h's host side uses them too); here their use in runtime/cpu and
+// the 16-lane AVX-512 twins of verf and vexp.
+//
 // glibc's erff is a call, so a loop over it runs one element at a time
 // (about 2.6 ns an element here, the GPT's forward GELU). verf is the
 // rational approximation of Eigen and XLA, branch-free (the clamps are
@@ -20,6 +24,8 @@
 #ifndef PIPERT_CPU_VMATH_H
 #define PIPERT_CPU_VMATH_H
 
+#include "../core/vmath_scalar.h"
+
 #include <cstdint>
 
 #if defined(__AVX512F__)
@@ -28,59 +34,10 @@
 
 namespace pipert::cpu {
 
-/// erf(x) in float.
-inline float verf(float x) {
-  float c = x > 4.f ? 4.f : (x < -4.f ? -4.f : x);
-  float x2 = c * c;
-  float a = -2.72614225801306e-10f;
-  a = a * x2 + 2.77068142495902e-08f;
-  a = a * x2 + -2.10102402082508e-06f;
-  a = a * x2 + -5.69250639462346e-05f;
-  a = a * x2 + -7.34990630326855e-04f;
-  a = a * x2 + -2.95459980854025e-03f;
-  a = a * x2 + -1.60960333262415e-02f;
-  float b = -1.45660718464996e-05f;
-  b = b * x2 + -2.13374055278905e-04f;
-  b = b * x2 + -1.68282697438203e-03f;
-  b = b * x2 + -7.37332916720468e-03f;
-  b = b * x2 + -1.42647390514189e-02f;
-  float y = c * a / b;
-  // Near |x| = 4 the quotient can round just past 1.
-  return y > 1.f ? 1.f : (y < -1.f ? -1.f : y);
-}
-
-/// exp(x) in float: Cephes' expf, branch-free so that loops over it
-/// vectorise. x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so r is
-/// exact), exp(r) a degree-7 polynomial, and 2^n applied as two powers of
-/// two so that results down to the subnormals and up to FLT_MAX come out
-/// without overflow in between. Relative error below 2e-7 against double
-/// exp on [-104, 88.7] (runtime.kernels.Elementwise.ExpWithinAFewUlp); exp of
-/// x < -104 is 0 (it rounds to 0 in float), of x > 88.73 infinity, of NaN NaN.
-inline float vexp(float x) {
-  // NaN goes through as 0 (converting NaN to int is undefined) and comes
-  // back at the end.
-  float c = x > 88.8f ? 88.8f : (x < -104.f ? -104.f : (x != x ? 0.f : x));
-  // n = round(c / ln2) by the 1.5 * 2^23 trick (no libcall, so it
-  // vectorises at any ISA); c * log2e is in [-151, 129].
-  const float shifter = 12582912.f;
-  float fn = (c * 1.44269504088896341f + shifter) - shifter;
-  float r = c - fn * 0.693359375f;
-  r = r - fn * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.f;
-  int n = int(fn);
-  int n1 = n / 2, n2 = n - n / 2;
-  // n1 + 127 and n2 + 127 are in [52, 192]: normal powers of two.
-  float s1 = __builtin_bit_cast(float, uint32_t(n1 + 127) << 23);
-  float s2 = __builtin_bit_cast(float, uint32_t(n2 + 127) << 23);
-  float y = p * s1 * s2;
-  return x != x ? x : y;
-}
+using vm::verf;
+using vm::vexp;
+using vm::vsigmoid;
+using vm::vtanh;
 
 #if defined(__AVX512F__)
 // verf and vexp on 16 lanes, the same bits as the scalar versions (a test

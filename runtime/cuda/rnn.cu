@@ -15,6 +15,19 @@ namespace pipert::cuda {
 struct RnnExec {
   pipert_context *ctx;
   template <typename F> void map(int64_t n, F f) { launch_map(ctx, "LSTM/GRU", n, f); }
+  template <typename F> void map_rows(int64_t rows, int64_t cols, F f) {
+    launch_map(ctx, "LSTM/GRU", rows * cols,
+               [=] __device__(int64_t i) { f(i / cols, i % cols, i); });
+  }
+  // One thread a column, down the rows in double (the host's bits).
+  void column_sums(int64_t rows, int64_t cols, const float *src, float *dst) {
+    launch_map(ctx, "LSTM/GRU", cols, [=] __device__(int64_t c) {
+      double sum = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        sum += src[r * cols + c];
+      dst[c] = float(sum);
+    });
+  }
   float *alloc(int64_t n) {
     return static_cast<float *>(pipert_alloc(ctx, size_t(n > 0 ? n : 1) * sizeof(float)));
   }

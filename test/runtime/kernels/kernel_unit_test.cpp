@@ -574,6 +574,17 @@ TEST(Elementwise, VectorAndScalarPathsBitForBit) {
        }},
       {"ErfGrad", [&](const float *v, const float *gr, int64_t m,
                       float *o) { pipert_erf_grad_f32(ctx.ctx, v, gr, m, o); }},
+      // Vectorised by the compiler from their scalar bodies (vmath_scalar.h).
+      {"Tanh", [&](const float *v, const float *, int64_t m,
+                   float *o) { pipert_unary_f32(ctx.ctx, PIPERT_UNARY_TANH, v, m, o); }},
+      {"Sigmoid", [&](const float *v, const float *, int64_t m,
+                      float *o) { pipert_unary_f32(ctx.ctx, PIPERT_UNARY_SIGMOID, v, m, o); }},
+      {"GeluTanh", [&](const float *v, const float *, int64_t m, float *o) {
+         pipert_activation_f32(ctx.ctx, PIPERT_ACTIVATION_GELU_TANH, 0.f, 0.f, v, m, o);
+       }},
+      {"HardSwish", [&](const float *v, const float *, int64_t m, float *o) {
+         pipert_activation_f32(ctx.ctx, PIPERT_ACTIVATION_HARD_SWISH, 0.f, 0.f, v, m, o);
+       }},
   };
   for (const Kernel &k : kernels) {
     Vec whole(x.size());
@@ -585,6 +596,70 @@ TEST(Elementwise, VectorAndScalarPathsBitForBit) {
           << k.name << " at x = " << x[size_t(i)] << ": " << whole[size_t(i)] << " in the array, "
           << one << " alone";
     }
+  }
+}
+
+// Tanh and Sigmoid against double (vtanh and vsigmoid of
+// runtime/core/vmath_scalar.h on the CPU, tanhf and expf on CUDA): relative
+// error within a few float ulp on [-20, 20] and near 0 (tanh's polynomial
+// branch below 0.625, its quotient above; the sigmoid's two sides), exact
+// limits at +-inf, NaN kept, tanh(-0) = -0. And the tanh GELU, the LSTM's
+// and GRU's other user, against its double formula.
+TEST(Elementwise, TanhAndSigmoidWithinAFewUlp) {
+  std::initializer_list<float> extra = {0.f,  -0.f,   1e-30f, -1e-30f, 1e-6f,   -1e-6f,
+                                        0.6249999f, 0.625f, -0.625f, 0.6250001f, 9.f, 30.f};
+  auto [x, y] = unary_on_grid(PIPERT_UNARY_TANH, -400000, 400000, 5e-5f, extra);
+  double worst = 0;
+  for (size_t i = 0; i + 3 < x.size(); ++i) {
+    const double e = std::tanh(double(x[i]));
+    if (e == 0) {
+      EXPECT_EQ(y[i], 0.f) << "at " << x[i];
+      continue;
+    }
+    worst = std::max(worst, std::fabs(double(y[i]) - e) / std::fabs(e));
+    ASSERT_LE(std::fabs(y[i]), 1.f) << "at " << x[i];
+  }
+  EXPECT_LT(worst, 5e-7);
+  EXPECT_EQ(y[x.size() - 3], 1.f);
+  EXPECT_EQ(y[x.size() - 2], -1.f);
+  EXPECT_TRUE(std::isnan(y[x.size() - 1]));
+  const size_t neg0 = x.size() - 3 - extra.size() + 1;
+  EXPECT_TRUE(std::signbit(y[neg0]) && y[neg0] == 0.f) << "tanh(-0) = " << y[neg0];
+
+  auto [sx, sy] = unary_on_grid(PIPERT_UNARY_SIGMOID, -400000, 400000, 2.5e-4f, extra);
+  worst = 0;
+  for (size_t i = 0; i + 3 < sx.size(); ++i) {
+    const double e = 1.0 / (1.0 + std::exp(-double(sx[i])));
+    if (e < double(FLT_MIN)) {
+      EXPECT_LE(std::fabs(double(sy[i]) - e), 2 * double(FLT_TRUE_MIN)) << "at " << sx[i];
+      continue;
+    }
+    worst = std::max(worst, std::fabs(double(sy[i]) - e) / e);
+  }
+  EXPECT_LT(worst, 5e-7);
+  EXPECT_EQ(sy[sx.size() - 3], 1.f);
+  EXPECT_EQ(sy[sx.size() - 2], 0.f);
+  EXPECT_TRUE(std::isnan(sy[sx.size() - 1]));
+
+  // The tanh GELU and its gradient against their formulas in double (the
+  // float formula's 1 + t cancels far left: absolute error there).
+  Ctx ctx;
+  Vec gx, g, gy(4001), gdx(4001);
+  for (int i = -2000; i <= 2000; ++i) {
+    gx.push_back(float(i) * 4e-3f);
+    g.push_back(0.25f + float(i % 5));
+  }
+  pipert_activation_f32(ctx.ctx, PIPERT_ACTIVATION_GELU_TANH, 0.f, 0.f, gx.data(), 4001,
+                        gy.data());
+  pipert_activation_grad_f32(ctx.ctx, PIPERT_ACTIVATION_GELU_TANH, 0.f, 0.f, gx.data(),
+                             g.data(), 4001, gdx.data());
+  for (size_t i = 0; i < gx.size(); ++i) {
+    const double v = gx[i], k = 0.79788456080286536, c = 0.044715;
+    const double t = std::tanh(k * (v + c * v * v * v));
+    const double want = 0.5 * v * (1 + t);
+    const double dwant = g[i] * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * c * v * v));
+    EXPECT_NEAR(gy[i], want, 1e-6 * std::fabs(want) + 1e-6) << "at " << v;
+    EXPECT_NEAR(gdx[i], dwant, 1e-6 * std::fabs(dwant) + 1e-5) << "at " << v;
   }
 }
 
@@ -1100,6 +1175,19 @@ TEST(Elementwise, ActivationKinksAndIntegerMod) {
   Vec y(3);
   pipert_activation_f32(ctx.ctx, PIPERT_ACTIVATION_CLIP, -INFINITY, 1.f, x.data(), 3, y.data());
   EXPECT_EQ(y, (Vec{-1.f, 0.f, 1.f}));
+  // The clamped activations keep a NaN (as PyTorch's do), and clamp inf.
+  const Vec special = {NAN, INFINITY, -1e30f};
+  for (pipert_activation_op op :
+       {PIPERT_ACTIVATION_HARD_SIGMOID, PIPERT_ACTIVATION_HARD_SWISH, PIPERT_ACTIVATION_CLIP}) {
+    pipert_activation_f32(ctx.ctx, op, op == PIPERT_ACTIVATION_CLIP ? 0.f : 0.2f,
+                          op == PIPERT_ACTIVATION_CLIP ? 6.f : 0.5f, special.data(), 3,
+                          y.data());
+    EXPECT_TRUE(std::isnan(y[0])) << "op " << int(op);
+    EXPECT_EQ(y[1], op == PIPERT_ACTIVATION_HARD_SIGMOID ? 1.f
+                    : op == PIPERT_ACTIVATION_CLIP       ? 6.f
+                                                         : INFINITY);
+    EXPECT_EQ(y[2], 0.f);
+  }
   // Mod's sign follows the divisor; fmod's the dividend.
   const int64_t s[1] = {4}, one[1] = {1};
   const std::vector<int64_t> a = {7, -7, 7, -7}, b = {3, 3, -3, -3}, three = {3};
