@@ -132,6 +132,33 @@ void lstm_step(Exec &ex, int64_t B, int64_t H, const float *xrow, const float *r
   });
 }
 
+// One GRU step's cells (gates z, r, h): z and r from X W^T (xrow, B x 3H),
+// H_prev R^T (rh) and the summed biases; the h gate from its parts xn, rn
+// with their own biases; with Lbr = 0, rh's h-gate columns hold
+// (r . h_prev) Rh^T and rdot (tmp) r . h_prev. h out, and with Save the
+// activations z, r, n and rn (Lbr) or r . h_prev.
+template <bool Lbr, bool Save, class Exec>
+void gru_step(Exec &ex, int64_t B, int64_t H, const float *xrow, const float *rh,
+              const float *bsum, const float *bxn, const float *brn, const float *hprev,
+              const float *rdot, float *hdst, float *act) {
+  const int64_t GH = 3 * H;
+  ex.map_rows(B, H, PIPERT_RNN_LAMBDA(int64_t bb, int64_t j, int64_t idx) {
+    const float *xr = xrow + bb * GH, *rr = rh + bb * GH;
+    const float xn = xr[2 * H + j] + bxn[j], rn = rr[2 * H + j] + brn[j];
+    float z, r, n, h;
+    formula::gru_cell(xr[j] + rr[j] + bsum[j], xr[H + j] + rr[H + j] + bsum[H + j], xn, rn,
+                      hprev[idx], Lbr, z, r, n, h);
+    hdst[idx] = h;
+    if (Save) { // not if constexpr: nvcc cannot first-capture act there
+      float *sv = act + bb * kSaved * H;
+      sv[j] = z;
+      sv[H + j] = r;
+      sv[2 * H + j] = n;
+      sv[3 * H + j] = Lbr ? rn : rdot[idx];
+    }
+  });
+}
+
 // One direction's forward over all steps. xw (T*B x G*H) already holds
 // X W_d^T; rh is B x G*H scratch. h of time t goes to hout + t * hstride,
 // c (LSTM) to cs + t * B*H, the activations (if act) to act + t * B*kSaved*H.
@@ -148,12 +175,23 @@ void forward_direction(Exec &ex, pipert_context *ctx, const Dims &dm, int64_t d,
   const float *rb = b ? wb + GH : nullptr;
   const Cell cell = dm.cell;
   const bool lbr = dm.lbr;
-  // Both biases summed (zeros without them), read as one in the cells.
+  // Both biases summed (zeros without them), read as one in the cells;
+  // GRU's h gate reads its two apart (Wbh and Rbh, zeros without them).
   float *bsum = ex.alloc(GH);
-  if (wb)
+  float *bxn = cell == kGru ? ex.alloc(H) : nullptr, *brn = cell == kGru ? ex.alloc(H) : nullptr;
+  if (wb) {
     ex.map(GH, PIPERT_RNN_LAMBDA(int64_t k) { bsum[k] = wb[k] + rb[k]; });
-  else
+    if (cell == kGru) {
+      copy(ex, bxn, wb + 2 * H, H);
+      copy(ex, brn, rb + 2 * H, H);
+    }
+  } else {
     fill(ex, bsum, GH, 0.f);
+    if (cell == kGru) {
+      fill(ex, bxn, H, 0.f);
+      fill(ex, brn, H, 0.f);
+    }
+  }
   for (int64_t s = 0; s < dm.T; ++s) {
     const int64_t t = dm.time(d, s);
     const int64_t tp = s == 0 ? -1 : dm.time(d, s - 1);
@@ -181,25 +219,18 @@ void forward_direction(Exec &ex, pipert_context *ctx, const Dims &dm, int64_t d,
       continue;
     }
     float *adst = act ? act + t * B * kSaved * H : nullptr;
-    ex.map_rows(B, H, PIPERT_RNN_LAMBDA(int64_t bb, int64_t j, int64_t idx) {
-      const float *xr = xrow0 + bb * GH, *rr = rh + bb * GH;
-      const float az = xr[j] + rr[j] + bsum[j];
-      const float ar = xr[H + j] + rr[H + j] + bsum[H + j];
-      const float xn = xr[2 * H + j] + (wb ? wb[2 * H + j] : 0.f);
-      const float rn = rr[2 * H + j] + (rb ? rb[2 * H + j] : 0.f);
-      float s0, s1, s2, h;
-      formula::gru_cell(az, ar, xn, rn, hprev[idx], lbr, s0, s1, s2, h);
-      hdst[idx] = h;
-      if (adst) {
-        float *sv = adst + bb * kSaved * H;
-        sv[j] = s0;
-        sv[H + j] = s1;
-        sv[2 * H + j] = s2;
-        sv[3 * H + j] = lbr ? rn : tmp[idx];
-      }
-    });
+    if (lbr)
+      adst ? gru_step<true, true>(ex, B, H, xrow0, rh, bsum, bxn, brn, hprev, nullptr, hdst, adst)
+           : gru_step<true, false>(ex, B, H, xrow0, rh, bsum, bxn, brn, hprev, nullptr, hdst,
+                                   nullptr);
+    else
+      adst ? gru_step<false, true>(ex, B, H, xrow0, rh, bsum, bxn, brn, hprev, tmp, hdst, adst)
+           : gru_step<false, false>(ex, B, H, xrow0, rh, bsum, bxn, brn, hprev, tmp, hdst,
+                                    nullptr);
   }
   ex.release(bsum);
+  ex.release(bxn);
+  ex.release(brn);
 }
 
 // pipert_lstm_f32 / pipert_gru_f32.
