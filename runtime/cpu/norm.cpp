@@ -216,24 +216,43 @@ void softmax_grad_impl(const char *op, const float *y, const float *dy, int64_t 
 }
 
 /// Channel c's batch mean and biased variance over N and the spatial axes.
+// A channel's statistics: per plane (n, c) the vector sums of row_sum_d /
+// row_sq_dev_d (eight double lanes, folded, then the tail), the planes
+// added in order. One running double sum over the channel made each pass a
+// chain of dependent additions (4 cycles an element): batch_stats and the
+// gradient's sums took 14% of a MobileNetV3-small step (64 x 64 images,
+// batch 8). The order of the additions does not depend on the ISA.
 void batch_stats(const float *x, const NCS &g, int64_t c, double &mu, double &var) {
   const double count = double(g.n * g.spatial);
   double s = 0;
-  for (int64_t n = 0; n < g.n; ++n) {
-    const float *xp = x + (n * g.c + c) * g.spatial;
-    for (int64_t i = 0; i < g.spatial; ++i)
-      s += xp[i];
-  }
+  for (int64_t n = 0; n < g.n; ++n)
+    s += row_sum_d(g.spatial, x + (n * g.c + c) * g.spatial);
   mu = s / count;
   double v = 0;
-  for (int64_t n = 0; n < g.n; ++n) {
-    const float *xp = x + (n * g.c + c) * g.spatial;
-    for (int64_t i = 0; i < g.spatial; ++i) {
-      double d = xp[i] - mu;
-      v += d * d;
-    }
-  }
+  for (int64_t n = 0; n < g.n; ++n)
+    v += row_sq_dev_d(g.spatial, x + (n * g.c + c) * g.spatial, mu);
   var = v / count;
+}
+
+// BatchNormalizationGrad's sums of a plane: a += sum_j double(g), b += sum_j
+// double(g) * double(xhat), xhat = (x - mu) inv in float; in lanes as
+// ln_grad_sums.
+inline void bn_grad_sums(int64_t n, const float *g, const float *x, float mu, float inv,
+                         double &a, double &b) {
+  v8d aa = {}, bb = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const v8d gd = widen(rowred::load8(g + j));
+    aa += gd;
+    bb += gd * widen((rowred::load8(x + j) - mu) * inv);
+  }
+  double sa = fold_lanes(aa), sb = fold_lanes(bb);
+  for (; j < n; ++j) {
+    sa += double(g[j]);
+    sb += double(g[j]) * formula::normalized(x[j], mu, inv);
+  }
+  a += sa;
+  b += sb;
 }
 
 } // namespace
@@ -404,12 +423,8 @@ void pipert_batch_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
     const float mu = float(batch_mean), inv = formula::inv_std(batch_var, epsilon);
     double sg = 0, sgx = 0;
     for (int64_t n = 0; n < g.n; ++n) {
-      const float *xp = x + (n * g.c + c) * g.spatial;
-      const float *gp = dy + (n * g.c + c) * g.spatial;
-      for (int64_t i = 0; i < g.spatial; ++i) {
-        sg += gp[i];
-        sgx += double(gp[i]) * formula::normalized(xp[i], mu, inv);
-      }
+      const int64_t base = (n * g.c + c) * g.spatial;
+      bn_grad_sums(g.spatial, dy + base, x + base, mu, inv, sg, sgx);
     }
     if (dscale)
       dscale[c] = (accumulate & 1) ? dscale[c] + float(sgx) : float(sgx);
