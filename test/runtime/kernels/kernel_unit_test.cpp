@@ -437,6 +437,83 @@ TEST(Conv, SamePaddingMatchesDirectLoop) {
   }
 }
 
+// Depthwise convolutions (one input and one output channel per group) run
+// directly on the planes: the forward, the weight gradient (accumulated
+// too) and the input gradient against direct loops in double, for MobileNet's
+// 3 x 3 stride 1 and 2, EfficientNet's 5 x 5 stride 2, ConvNeXt's 7 x 7,
+// a dilation, uneven pads, taps wholly in the padding, and a channel
+// multiplier of 2 (two outputs per group: the GEMM path).
+TEST(Conv, DepthwiseMatchesDirectLoop) {
+  Ctx ctx;
+  struct Case {
+    int64_t n, c, h, w, mult, kh, kw, sh, sw, dil;
+    int64_t pads[4];
+  } cases[] = {{2, 5, 9, 10, 1, 3, 3, 1, 1, 1, {1, 1, 1, 1}},
+               {2, 3, 9, 10, 1, 3, 3, 2, 2, 1, {1, 1, 1, 1}},
+               {1, 4, 11, 13, 1, 5, 5, 2, 2, 1, {2, 2, 2, 2}},
+               {2, 2, 8, 8, 1, 7, 7, 1, 1, 1, {3, 3, 3, 3}},
+               {1, 3, 7, 9, 1, 3, 3, 1, 1, 2, {2, 2, 2, 2}},
+               {1, 2, 6, 7, 1, 3, 2, 2, 1, 1, {0, 2, 1, 0}},
+               {1, 2, 2, 3, 1, 5, 5, 1, 1, 1, {2, 2, 2, 2}},
+               {2, 3, 6, 6, 2, 3, 3, 1, 1, 1, {1, 1, 1, 1}}};
+  for (const Case &k : cases) {
+    SCOPED_TRACE("image " + std::to_string(k.h) + "x" + std::to_string(k.w) + " kernel " +
+                 std::to_string(k.kh) + "x" + std::to_string(k.kw) + " stride " +
+                 std::to_string(k.sh));
+    const int64_t m = k.c * k.mult;
+    const int64_t oh = (k.h + k.pads[0] + k.pads[2] - (k.kh - 1) * k.dil - 1) / k.sh + 1;
+    const int64_t ow = (k.w + k.pads[1] + k.pads[3] - (k.kw - 1) * k.dil - 1) / k.sw + 1;
+    const int64_t xs[4] = {k.n, k.c, k.h, k.w}, ws[4] = {m, 1, k.kh, k.kw};
+    const int64_t st[2] = {k.sh, k.sw}, dl[2] = {k.dil, k.dil};
+    Vec x = random_vec(size_t(k.n * k.c * k.h * k.w), 31);
+    Vec w = random_vec(size_t(m * k.kh * k.kw), 32), b = random_vec(size_t(m), 33);
+    Vec dy = random_vec(size_t(k.n * m * oh * ow), 34);
+    Vec y(dy.size()), ref(dy.size());
+    Vec dw(w.size()), dw_acc(w.size(), 0.5f), dx(x.size(), 5.f);
+    pipert_conv2d_f32(ctx.ctx, x.data(), xs, w.data(), ws, b.data(), k.pads, st, dl, k.c,
+                      y.data());
+    pipert_conv2d_grad_weight_f32(ctx.ctx, x.data(), xs, dy.data(), ws, k.pads, st, dl, k.c,
+                                  dw.data(), 0);
+    pipert_conv2d_grad_weight_f32(ctx.ctx, x.data(), xs, dy.data(), ws, k.pads, st, dl, k.c,
+                                  dw_acc.data(), 1);
+    pipert_conv2d_grad_input_f32(ctx.ctx, dy.data(), w.data(), ws, xs, k.pads, st, dl, k.c,
+                                 dx.data());
+    std::vector<double> acc(w.size(), 0.0), acc_x(x.size(), 0.0);
+    for (int64_t n = 0; n < k.n; ++n)
+      for (int64_t o = 0; o < m; ++o)
+        for (int64_t oy = 0; oy < oh; ++oy)
+          for (int64_t ox = 0; ox < ow; ++ox) {
+            const int64_t c = o / k.mult;
+            double s = b[size_t(o)];
+            const double g = dy[size_t(((n * m + o) * oh + oy) * ow + ox)];
+            for (int64_t i = 0; i < k.kh; ++i)
+              for (int64_t j = 0; j < k.kw; ++j) {
+                const int64_t iy = oy * k.sh - k.pads[0] + i * k.dil;
+                const int64_t ix = ox * k.sw - k.pads[1] + j * k.dil;
+                if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w)
+                  continue;
+                const size_t xi = size_t(((n * k.c + c) * k.h + iy) * k.w + ix);
+                const size_t wi = size_t((o * k.kh + i) * k.kw + j);
+                s += double(x[xi]) * w[wi];
+                acc[wi] += double(x[xi]) * g;
+                acc_x[xi] += g * w[wi];
+              }
+            ref[size_t(((n * m + o) * oh + oy) * ow + ox)] = float(s);
+          }
+    Vec dw_ref(w.size()), dw_acc_ref(w.size()), dx_ref(x.size());
+    for (size_t i = 0; i < acc.size(); ++i) {
+      dw_ref[i] = float(acc[i]);
+      dw_acc_ref[i] = float(acc[i] + 0.5);
+    }
+    for (size_t i = 0; i < acc_x.size(); ++i)
+      dx_ref[i] = float(acc_x[i]);
+    expect_close(y, ref, 1e-5, "depthwise forward");
+    expect_close(dw, dw_ref, 1e-5, "depthwise weight gradient");
+    expect_close(dw_acc, dw_acc_ref, 1e-5, "depthwise weight gradient, accumulated");
+    expect_close(dx, dx_ref, 1e-5, "depthwise input gradient");
+  }
+}
+
 // A 2 x 2 max pool with every window inside the plane and no indices
 // takes a path of its own (the max alone, as maxss): the same values as the
 // general path (asked for indices), bit for bit, with ties of -0 and +0,
