@@ -32,6 +32,11 @@ Columns:
              includes the stage imbalance and the micro-batches' own costs
              (small matrices) but no transfer or wait
   of-ideal   speed-up / stage-ideal: what the transport and the runtime lose
+  same-run   the kept trace's own prediction over its own measured step
+             (pipe-simulate --measured): the of-ideal of one run, so a slow
+             spell of the machine between the timed runs and the traced ones
+             does not move it (the Xeon host's regimes moved of-ideal by
+             +-25%); tracing itself adds a little to the measured step
   imbalance  the slowest stage's forward+backward over the stages' mean
   mb-cost    the stages' forward+backward times M, over the one-rank step:
              what splitting the batch into M micro-batches costs before any
@@ -111,16 +116,17 @@ def main():
           f"{a.schedule}, --partition {a.partition}, 1 BLAS thread per rank, "
           f"{os.cpu_count()} cores")
     print(f"{'ranks':>5} {'M':>3} {'ms/step':>8} {'speed-up':>8} {'ideal':>6} "
-          f"{'stage-ideal':>11} {'of-ideal':>8} {'imbalance':>9} {'mb-cost':>7}  loss@last")
+          f"{'stage-ideal':>11} {'of-ideal':>8} {'same-run':>8} {'imbalance':>9} {'mb-cost':>7}"
+          f"  loss@last")
     print(f"{1:>5} {'-':>3} {t1 * 1e3:8.3f} {1.0:8.2f} {1.0:6.2f} {'':>11} {'':>8} "
-          f"{'':>9} {'':>7}  {loss1:.6f}")
+          f"{'':>8} {'':>9} {'':>7}  {loss1:.6f}")
     for m in sizes:
         out = os.path.join(work, f"p{stages}m{m}")
         tp, lossp = best[m]
         # The stages' own costs, from traced runs of the same program: two,
         # the faster prediction kept (a slow spell during one trace slows
         # its stages and makes the ideal look worse than it is).
-        ideal_step, fb = None, None
+        ideal_step, fb, same_run = None, None, None
         for i in range(2):
             trace = out + f".trace{i}.json"
             costs = out + f".costs{i}.json"
@@ -128,8 +134,10 @@ def main():
             sim = run([os.path.join(bindir, "pipe-simulate"), out, "--measured", trace,
                        "--latency", "0", "--bandwidth", "1e15", "--write-profile", costs])
             step = float(re.search(r"predicted step time: ([0-9.eE+-]+) s", sim).group(1))
+            own = re.search(r"predicted / measured = ([0-9.eE+-]+)", sim)
             if ideal_step is None or step < ideal_step:
                 ideal_step = step
+                same_run = float(own.group(1)) if own else float("nan")
                 fb = [s["forward_s"] + s["backward_s"]
                       for s in json.load(open(costs))["stages"]]
         imbalance = max(fb) / (sum(fb) / len(fb))
@@ -137,7 +145,7 @@ def main():
         ideal = stages * m / (m + stages - 1)
         stage_ideal = t1 / ideal_step
         print(f"{stages:>5} {m:>3} {tp * 1e3:8.3f} {t1 / tp:8.2f} {ideal:6.2f} "
-              f"{stage_ideal:11.2f} {t1 / tp / stage_ideal:8.2f} {imbalance:9.2f} "
+              f"{stage_ideal:11.2f} {t1 / tp / stage_ideal:8.2f} {same_run:8.2f} {imbalance:9.2f} "
               f"{mb_cost:7.2f}  {lossp:.6f}")
     print(f"(work files in {work})")
 
