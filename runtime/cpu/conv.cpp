@@ -242,30 +242,38 @@ inline void tap_outputs(int64_t t, int64_t s, int64_t pad, int64_t d, int64_t n,
   o1 = std::clamp(o1, o0, out);
 }
 
-// y (oh x ow) = sum over the taps of w[i][j] * x shifted; y zeroed here.
-void depthwise_plane(const ConvGeom &g, const float *PIPERT_RESTRICT x,
-                     const float *PIPERT_RESTRICT w, float *PIPERT_RESTRICT y) {
-  std::fill(y, y + g.oh * g.ow, 0.f);
+// Calls fn(t, xo, oy, ox0, ox1) for every tap t = i * kw + j in order and
+// every output row oy that tap reads inside the input: ox0..ox1 are the
+// row's output columns whose tap lands inside, and xo + ox * sw their input
+// element's index in the plane.
+template <typename Fn> void for_each_tap_row(const ConvGeom &g, Fn &&fn) {
   for (int64_t i = 0; i < g.kh; ++i) {
     int64_t oy0, oy1;
     tap_outputs(i, g.sh, g.pt, g.dh, g.h, g.oh, oy0, oy1);
     for (int64_t j = 0; j < g.kw; ++j) {
       int64_t ox0, ox1;
       tap_outputs(j, g.sw, g.pl, g.dw, g.w, g.ow, ox0, ox1);
-      const float wv = w[i * g.kw + j];
-      const int64_t offx = j * g.dw - g.pl;
-      for (int64_t oy = oy0; oy < oy1; ++oy) {
-        const float *PIPERT_RESTRICT xr = x + (oy * g.sh - g.pt + i * g.dh) * g.w + offx;
-        float *PIPERT_RESTRICT yr = y + oy * g.ow;
-        if (g.sw == 1)
-          for (int64_t ox = ox0; ox < ox1; ++ox)
-            yr[ox] += wv * xr[ox];
-        else
-          for (int64_t ox = ox0; ox < ox1; ++ox)
-            yr[ox] += wv * xr[ox * g.sw];
-      }
+      for (int64_t oy = oy0; oy < oy1; ++oy)
+        fn(i * g.kw + j, (oy * g.sh - g.pt + i * g.dh) * g.w + j * g.dw - g.pl, oy, ox0, ox1);
     }
   }
+}
+
+// y (oh x ow) = sum over the taps of w[i][j] * x shifted; y zeroed here.
+void depthwise_plane(const ConvGeom &g, const float *PIPERT_RESTRICT x,
+                     const float *PIPERT_RESTRICT w, float *PIPERT_RESTRICT y) {
+  std::fill(y, y + g.oh * g.ow, 0.f);
+  for_each_tap_row(g, [&](int64_t t, int64_t xo, int64_t oy, int64_t ox0, int64_t ox1) {
+    const float wv = w[t];
+    const float *PIPERT_RESTRICT xr = x + xo;
+    float *PIPERT_RESTRICT yr = y + oy * g.ow;
+    if (g.sw == 1)
+      for (int64_t ox = ox0; ox < ox1; ++ox)
+        yr[ox] += wv * xr[ox];
+    else
+      for (int64_t ox = ox0; ox < ox1; ++ox)
+        yr[ox] += wv * xr[ox * g.sw];
+  });
 }
 
 // The input gradient of one plane: dx (h x w) = the adjoint of
@@ -273,26 +281,17 @@ void depthwise_plane(const ConvGeom &g, const float *PIPERT_RESTRICT x,
 void depthwise_plane_grad_input(const ConvGeom &g, const float *PIPERT_RESTRICT dy,
                                 const float *PIPERT_RESTRICT w, float *PIPERT_RESTRICT dx) {
   std::fill(dx, dx + g.h * g.w, 0.f);
-  for (int64_t i = 0; i < g.kh; ++i) {
-    int64_t oy0, oy1;
-    tap_outputs(i, g.sh, g.pt, g.dh, g.h, g.oh, oy0, oy1);
-    for (int64_t j = 0; j < g.kw; ++j) {
-      int64_t ox0, ox1;
-      tap_outputs(j, g.sw, g.pl, g.dw, g.w, g.ow, ox0, ox1);
-      const float wv = w[i * g.kw + j];
-      const int64_t offx = j * g.dw - g.pl;
-      for (int64_t oy = oy0; oy < oy1; ++oy) {
-        float *PIPERT_RESTRICT xr = dx + (oy * g.sh - g.pt + i * g.dh) * g.w + offx;
-        const float *PIPERT_RESTRICT gr = dy + oy * g.ow;
-        if (g.sw == 1)
-          for (int64_t ox = ox0; ox < ox1; ++ox)
-            xr[ox] += wv * gr[ox];
-        else
-          for (int64_t ox = ox0; ox < ox1; ++ox)
-            xr[ox * g.sw] += wv * gr[ox];
-      }
-    }
-  }
+  for_each_tap_row(g, [&](int64_t t, int64_t xo, int64_t oy, int64_t ox0, int64_t ox1) {
+    const float wv = w[t];
+    float *PIPERT_RESTRICT xr = dx + xo;
+    const float *PIPERT_RESTRICT gr = dy + oy * g.ow;
+    if (g.sw == 1)
+      for (int64_t ox = ox0; ox < ox1; ++ox)
+        xr[ox] += wv * gr[ox];
+    else
+      for (int64_t ox = ox0; ox < ox1; ++ox)
+        xr[ox * g.sw] += wv * gr[ox];
+  });
 }
 
 // The weight gradient of one plane, added to acc (kh x kw, double): per
