@@ -61,6 +61,15 @@ PIPERT_HD float tanh_(float v) {
 #endif
 }
 
+// log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow.
+PIPERT_HD float softplus_(float x) {
+#if defined(__CUDA_ARCH__)
+  return (x > 0.f ? x : 0.f) + ::log1pf(::expf(-::fabsf(x)));
+#else
+  return vm::vsoftplus(x);
+#endif
+}
+
 // Split by sign so exp never overflows.
 PIPERT_HD float sigmoid(float v) {
 #if defined(__CUDA_ARCH__)
@@ -93,8 +102,7 @@ PIPERT_HD float activation(int op, float alpha, float beta, float x) {
   case PIPERT_ACTIVATION_LEAKY_RELU: return x < 0.f ? alpha * x : x;
   case PIPERT_ACTIVATION_ELU: return x > 0.f ? x : alpha * (exp_(x) - 1.f);
   case PIPERT_ACTIVATION_SELU: return beta * (x > 0.f ? x : alpha * (exp_(x) - 1.f));
-  // log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow.
-  case PIPERT_ACTIVATION_SOFTPLUS: return (x > 0.f ? x : 0.f) + ::log1pf(::expf(-::fabsf(x)));
+  case PIPERT_ACTIVATION_SOFTPLUS: return softplus_(x);
   // Clamps as selects, not fmaxf/fminf: NaN stays NaN (as in PyTorch; fmaxf
   // and fminf drop it), and the host's loops vectorise (fmaxf is a call).
   case PIPERT_ACTIVATION_HARD_SIGMOID: return clamp01(alpha * x + beta);

@@ -112,6 +112,52 @@ inline float vsigmoid(float x) {
   return x >= 0.f ? 1.f / d : e / d;
 }
 
+/// log(x) in float, branch-free: Cephes' logf. x = m 2^e with m in
+/// [sqrt(1/2), sqrt(2)), log(m) = f - f^2 / 2 + f^3 P(f) for f = m - 1, plus
+/// e ln2 in two parts. Subnormal x is scaled by 2^23 first. log(0) is
+/// -inf, log of a negative number or NaN is NaN, log(inf) inf. Relative
+/// error below 3e-7 against double log (away from x = 1, where log is 0,
+/// absolute error below 1e-7; runtime.kernels.Elementwise.LogAndSoftplusWithinAFewUlp).
+inline float vlog(float x) {
+  const bool tiny = x < 1.17549435e-38f;
+  const float xs = tiny ? x * 8388608.f : x;
+  const uint32_t bits = __builtin_bit_cast(uint32_t, xs);
+  float e = float(int((bits >> 23) & 0xffu) - 126) - (tiny ? 23.f : 0.f);
+  float m = __builtin_bit_cast(float, (bits & 0x7fffffu) | 0x3f000000u); // [0.5, 1)
+  const bool lowm = m < 0.707106781186547524f;
+  e = lowm ? e - 1.f : e;
+  const float f = lowm ? m + m - 1.f : m - 1.f;
+  const float z = f * f;
+  float p = 7.0376836292e-2f;
+  p = p * f + -1.1514610310e-1f;
+  p = p * f + 1.1676998740e-1f;
+  p = p * f + -1.2420140846e-1f;
+  p = p * f + 1.4249322787e-1f;
+  p = p * f + -1.6668057665e-1f;
+  p = p * f + 2.0000714765e-1f;
+  p = p * f + -2.4999993993e-1f;
+  p = p * f + 3.3333331174e-1f;
+  float y = p * f * z;
+  y = y + -2.12194440e-4f * e;
+  y = y + -0.5f * z;
+  const float r = f + y + 0.693359375f * e;
+  const float special = x == 0.f ? -__builtin_inff() : (x > 3.40282347e38f ? x : __builtin_nanf(""));
+  return x > 0.f && x <= 3.40282347e38f ? r : special;
+}
+
+/// log(1 + e^-|x|) + max(x, 0): Softplus, branch-free. t = e^-|x| in
+/// (0, 1]; log1p(t) as log(u) t / (u - 1) with u = 1 + t (exact where u
+/// rounds to 1: t itself), so far-negative x keeps its tiny result
+/// (e^x) instead of 0.
+inline float vsoftplus(float x) {
+  const float t = vexp(x < 0.f ? x : -x);
+  const float u = 1.f + t;
+  const float d = u - 1.f;
+  const float l = d == 0.f ? t : vlog(u) * (t / d);
+  const float r = (x > 0.f ? x : 0.f) + l;
+  return x != x ? x : r;
+}
+
 } // namespace pipert::vm
 
 #endif

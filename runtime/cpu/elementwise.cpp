@@ -264,7 +264,7 @@ void pipert_unary_f32(pipert_context *ctx, pipert_unary_op op, const float *x, i
   case PIPERT_UNARY_SQRT: return map1(ctx, x, n, y, [](float v) { return std::sqrt(v); });
   case PIPERT_UNARY_EXP:
     return map1v(ctx, x, n, y, PIPERT_V16(vexp16_fn), [](float v) { return vexp(v); });
-  case PIPERT_UNARY_LOG: return map1(ctx, x, n, y, [](float v) { return std::log(v); });
+  case PIPERT_UNARY_LOG: return map1(ctx, x, n, y, [](float v) { return vlog(v); });
   case PIPERT_UNARY_ABS: return map1(ctx, x, n, y, [](float v) { return std::fabs(v); });
   case PIPERT_UNARY_RECIPROCAL: return map1(ctx, x, n, y, [](float v) { return 1.f / v; });
   case PIPERT_UNARY_SIN: return map1(ctx, x, n, y, [](float v) { return std::sin(v); });

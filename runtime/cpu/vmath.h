@@ -36,6 +36,8 @@ namespace pipert::cpu {
 
 using vm::verf;
 using vm::vexp;
+using vm::vlog;
+using vm::vsoftplus;
 using vm::vsigmoid;
 using vm::vtanh;
 

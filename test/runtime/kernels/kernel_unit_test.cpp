@@ -662,6 +662,11 @@ TEST(Elementwise, VectorAndScalarPathsBitForBit) {
       {"HardSwish", [&](const float *v, const float *, int64_t m, float *o) {
          pipert_activation_f32(ctx.ctx, PIPERT_ACTIVATION_HARD_SWISH, 0.f, 0.f, v, m, o);
        }},
+      {"Log", [&](const float *v, const float *, int64_t m,
+                  float *o) { pipert_unary_f32(ctx.ctx, PIPERT_UNARY_LOG, v, m, o); }},
+      {"Softplus", [&](const float *v, const float *, int64_t m, float *o) {
+         pipert_activation_f32(ctx.ctx, PIPERT_ACTIVATION_SOFTPLUS, 0.f, 0.f, v, m, o);
+       }},
   };
   for (const Kernel &k : kernels) {
     Vec whole(x.size());
@@ -738,6 +743,56 @@ TEST(Elementwise, TanhAndSigmoidWithinAFewUlp) {
     EXPECT_NEAR(gy[i], want, 1e-6 * std::fabs(want) + 1e-6) << "at " << v;
     EXPECT_NEAR(gdx[i], dwant, 1e-6 * std::fabs(dwant) + 1e-5) << "at " << v;
   }
+}
+
+// Log against double (vlog of runtime/core/vmath_scalar.h on the CPU, logf
+// on CUDA): relative error within a few ulp over normal and subnormal
+// inputs (absolute near 1, where log is 0), log(0) = -inf, log(-1) and
+// log(NaN) NaN, log(inf) inf. Softplus against log1p(exp) in double over
+// [-100, 100] (far left its value is e^x, not 0).
+TEST(Elementwise, LogAndSoftplusWithinAFewUlp) {
+  Ctx ctx;
+  Vec x;
+  for (int i = 0; i <= 200000; ++i)
+    x.push_back(std::exp(-104.f + float(i) * 1.9e-3f)); // e^-104 (subnormal) .. e^276 (inf)
+  for (float v : {1.f, 0.9999999f, 1.0000001f, FLT_MIN, FLT_TRUE_MIN, FLT_MAX, 0.f, -1.f, INFINITY,
+                  NAN})
+    x.push_back(v);
+  Vec y(x.size());
+  pipert_unary_f32(ctx.ctx, PIPERT_UNARY_LOG, x.data(), int64_t(x.size()), y.data());
+  double worst = 0, worst_abs = 0;
+  for (size_t i = 0; i + 4 < x.size(); ++i) {
+    if (std::isinf(x[i]))
+      continue;
+    const double e = std::log(double(x[i]));
+    if (std::fabs(e) < 0.5)
+      worst_abs = std::max(worst_abs, std::fabs(double(y[i]) - e));
+    else
+      worst = std::max(worst, std::fabs(double(y[i]) - e) / std::fabs(e));
+  }
+  EXPECT_LT(worst, 3e-7);
+  EXPECT_LT(worst_abs, 1e-7);
+  const size_t k = x.size() - 4;
+  EXPECT_EQ(y[k], -INFINITY);
+  EXPECT_TRUE(std::isnan(y[k + 1]));
+  EXPECT_EQ(y[k + 2], INFINITY);
+  EXPECT_TRUE(std::isnan(y[k + 3]));
+
+  Vec sx, sy(40001);
+  for (int i = -20000; i <= 20000; ++i)
+    sx.push_back(float(i) * 5e-3f);
+  pipert_activation_f32(ctx.ctx, PIPERT_ACTIVATION_SOFTPLUS, 0.f, 0.f, sx.data(), 40001,
+                        sy.data());
+  worst = 0;
+  for (size_t i = 0; i < sx.size(); ++i) {
+    const double v = sx[i];
+    const double e = std::max(v, 0.0) + std::log1p(std::exp(-std::fabs(v)));
+    if (e < double(FLT_MIN)) // subnormal results: within a subnormal step or two
+      EXPECT_LE(std::fabs(double(sy[i]) - e), 2 * double(FLT_TRUE_MIN)) << "at " << v;
+    else
+      worst = std::max(worst, std::fabs(double(sy[i]) - e) / e);
+  }
+  EXPECT_LT(worst, 5e-7);
 }
 
 // Exp against exp in double (vexp of runtime/cpu/vmath.h on the CPU, expf
