@@ -242,21 +242,36 @@ inline void tap_outputs(int64_t t, int64_t s, int64_t pad, int64_t d, int64_t n,
   o1 = std::clamp(o1, o0, out);
 }
 
-// Calls fn(t, xo, oy, ox0, ox1) for every tap t = i * kw + j in order and
-// every output row oy that tap reads inside the input: ox0..ox1 are the
-// row's output columns whose tap lands inside, and xo + ox * sw their input
-// element's index in the plane.
-template <typename Fn> void for_each_tap_row(const ConvGeom &g, Fn &&fn) {
+// Calls fn(i, j, oy0, oy1, ox0, ox1) for every tap (i, j) in order: the
+// output rows [oy0, oy1) and columns [ox0, ox1) whose tap reads inside the
+// input.
+template <typename Fn> void for_each_tap(const ConvGeom &g, Fn &&fn) {
   for (int64_t i = 0; i < g.kh; ++i) {
     int64_t oy0, oy1;
     tap_outputs(i, g.sh, g.pt, g.dh, g.h, g.oh, oy0, oy1);
     for (int64_t j = 0; j < g.kw; ++j) {
       int64_t ox0, ox1;
       tap_outputs(j, g.sw, g.pl, g.dw, g.w, g.ow, ox0, ox1);
-      for (int64_t oy = oy0; oy < oy1; ++oy)
-        fn(i * g.kw + j, (oy * g.sh - g.pt + i * g.dh) * g.w + j * g.dw - g.pl, oy, ox0, ox1);
+      fn(i, j, oy0, oy1, ox0, ox1);
     }
   }
+}
+
+// The input element of output (oy, 0) under tap (i, j): its index in the
+// plane (output column ox reads index + ox * sw).
+inline int64_t tap_input(const ConvGeom &g, int64_t i, int64_t j, int64_t oy) {
+  return (oy * g.sh - g.pt + i * g.dh) * g.w + j * g.dw - g.pl;
+}
+
+// Calls fn(t, xo, oy, ox0, ox1) for every tap t = i * kw + j in order and
+// every output row oy that tap reads inside the input: ox0..ox1 are the
+// row's output columns whose tap lands inside, and xo + ox * sw their input
+// element's index in the plane.
+template <typename Fn> void for_each_tap_row(const ConvGeom &g, Fn &&fn) {
+  for_each_tap(g, [&](int64_t i, int64_t j, int64_t oy0, int64_t oy1, int64_t ox0, int64_t ox1) {
+    for (int64_t oy = oy0; oy < oy1; ++oy)
+      fn(i * g.kw + j, tap_input(g, i, j, oy), oy, ox0, ox1);
+  });
 }
 
 // y (oh x ow) = sum over the taps of w[i][j] * x shifted; y zeroed here.
@@ -303,32 +318,25 @@ void depthwise_plane_grad_input(const ConvGeom &g, const float *PIPERT_RESTRICT 
 void depthwise_plane_grad_weight(const ConvGeom &g, const float *PIPERT_RESTRICT x,
                                  const float *PIPERT_RESTRICT dy, double *PIPERT_RESTRICT acc) {
   constexpr int kL = 8;
-  for (int64_t i = 0; i < g.kh; ++i) {
-    int64_t oy0, oy1;
-    tap_outputs(i, g.sh, g.pt, g.dh, g.h, g.oh, oy0, oy1);
-    for (int64_t j = 0; j < g.kw; ++j) {
-      int64_t ox0, ox1;
-      tap_outputs(j, g.sw, g.pl, g.dw, g.w, g.ow, ox0, ox1);
-      const int64_t offx = j * g.dw - g.pl;
-      double lanes[kL] = {};
-      double tail = 0.0;
-      for (int64_t oy = oy0; oy < oy1; ++oy) {
-        const float *PIPERT_RESTRICT xr = x + (oy * g.sh - g.pt + i * g.dh) * g.w + offx;
-        const float *PIPERT_RESTRICT gr = dy + oy * g.ow;
-        int64_t ox = ox0;
-        if (g.sw == 1)
-          for (; ox + kL <= ox1; ox += kL)
-            for (int l = 0; l < kL; ++l)
-              lanes[l] += double(gr[ox + l]) * double(xr[ox + l]);
-        for (; ox < ox1; ++ox)
-          tail += double(gr[ox]) * double(xr[ox * g.sw]);
-      }
-      double s = 0.0;
-      for (int l = 0; l < kL; ++l)
-        s += lanes[l];
-      acc[i * g.kw + j] += s + tail;
+  for_each_tap(g, [&](int64_t i, int64_t j, int64_t oy0, int64_t oy1, int64_t ox0, int64_t ox1) {
+    double lanes[kL] = {};
+    double tail = 0.0;
+    for (int64_t oy = oy0; oy < oy1; ++oy) {
+      const float *PIPERT_RESTRICT xr = x + tap_input(g, i, j, oy);
+      const float *PIPERT_RESTRICT gr = dy + oy * g.ow;
+      int64_t ox = ox0;
+      if (g.sw == 1)
+        for (; ox + kL <= ox1; ox += kL)
+          for (int l = 0; l < kL; ++l)
+            lanes[l] += double(gr[ox + l]) * double(xr[ox + l]);
+      for (; ox < ox1; ++ox)
+        tail += double(gr[ox]) * double(xr[ox * g.sw]);
     }
-  }
+    double s = 0.0;
+    for (int l = 0; l < kL; ++l)
+      s += lanes[l];
+    acc[i * g.kw + j] += s + tail;
+  });
 }
 
 } // namespace
