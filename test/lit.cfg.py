@@ -34,6 +34,28 @@ if not os.environ.get("OPENBLAS_CORETYPE"):
     if core:
         config.environment["OPENBLAS_CORETYPE"] = core
 
+# Whether this host's OpenBLAS, left to itself, falls back to its Prescott
+# kernels (pipe-run then names a core type for the ranks): asked of
+# OpenBLAS itself, as pipe-run does.
+def _openblas_falls_back():
+    import subprocess
+    env = dict(os.environ)
+    env.pop("OPENBLAS_CORETYPE", None)
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    probe = ("import ctypes; f = ctypes.CDLL('libopenblas.so.0').openblas_get_corename; "
+             "f.restype = ctypes.c_char_p; print(f().decode())")
+    try:
+        name = subprocess.run(["/usr/bin/python3", "-c", probe], env=env, text=True,
+                              capture_output=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return name.lower() == "prescott" if name else None
+
+
+_fallback = _openblas_falls_back()
+if _fallback is not None:
+    config.available_features.add("openblas-fallback" if _fallback else "openblas-knows-cpu")
+
 config.substitutions.append(("%torchpy", config.python_ref))
 config.substitutions.append(("%pipec_src", config.pipec_src_root))
 config.substitutions.append(("%onnx_testdata", config.onnx_testdata))

@@ -39,6 +39,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
+#include <strings.h>
 #include <string>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -495,6 +497,49 @@ std::optional<long long> integerValue(const char *text) {
 }
 
 } // namespace
+
+/// OpenBLAS picks its kernels by the CPU's model when a process loads it.
+/// Debian's 0.3.21 does not know newer CPUs (the Xeon of family 6 model 207)
+/// and falls back to its SSE3 Prescott kernels there: 3-6x slower on the
+/// small products the runtime leaves to OpenBLAS (docs/design-notes.md,
+/// "Runtime"). This process has loaded it (through the runtime library), so
+/// it asks OpenBLAS which kernels it chose. Only where that is the fallback,
+/// and OPENBLAS_CORETYPE is unset, the ranks get the kernels the CPU's flags
+/// call for: SkylakeX with AVX-512, Haswell with AVX2 and FMA. A core type the
+/// environment sets is kept, and so is any CPU OpenBLAS recognises
+/// (DESIGN.md: never override a core type blindly). Returns the core type
+/// set, or null.
+static const char *blasCoreForRanks() {
+  if (std::getenv("OPENBLAS_CORETYPE"))
+    return nullptr;
+  using CoreName = char *(*)();
+  auto coreName = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const char *name = coreName ? coreName() : nullptr;
+  if (!name || strcasecmp(name, "prescott") != 0)
+    return nullptr;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  std::vector<std::string> flags;
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("flags", 0) == 0) {
+      std::istringstream words(line.substr(line.find(':') + 1));
+      for (std::string w; words >> w;)
+        flags.push_back(w);
+      break;
+    }
+  auto has = [&](std::initializer_list<const char *> want) {
+    for (const char *w : want)
+      if (std::find(flags.begin(), flags.end(), w) == flags.end())
+        return false;
+    return true;
+  };
+  const char *core = has({"avx512f", "avx512bw", "avx512vl", "avx512dq"}) ? "SkylakeX"
+                     : has({"avx2", "fma"})                               ? "Haswell"
+                                                                          : nullptr;
+  if (core)
+    setenv("OPENBLAS_CORETYPE", core, 1);
+  return core;
+}
 
 int main(int argc, char **argv) {
   if (argc == 2 && !std::strcmp(argv[1], "--version")) {
@@ -1028,6 +1073,24 @@ int main(int argc, char **argv) {
         for (double x : v)
           total += x;
         busy = total - v[3] - v[4]; // idle, iowait
+        // Less this process's own time (the same clock ticks): the
+        // OpenBLAS this process loads starts its worker threads, which poll
+        // for work for a while, and counted them as another process's load
+        // on an idle machine.
+        std::ifstream self("/proc/self/stat");
+        std::string stat((std::istreambuf_iterator<char>(self)), {});
+        size_t paren = stat.rfind(')');
+        if (paren != std::string::npos) {
+          std::istringstream fields(stat.substr(paren + 2));
+          std::string field;
+          double utime = 0, stime = 0;
+          for (int k = 3; k <= 15 && fields >> field; ++k)
+            if (k == 14)
+              utime = std::atof(field.c_str());
+            else if (k == 15)
+              stime = std::atof(field.c_str());
+          busy -= utime + stime;
+        }
         return true;
       };
       double b0, t0, b1, t1;
@@ -1054,6 +1117,10 @@ int main(int argc, char **argv) {
   // worker thread at all.
   if (!rankThreads.empty() && std::atoi(rankThreads.c_str()) > 0)
     setenv("OPENBLAS_NUM_THREADS", rankThreads.c_str(), 0);
+  if (const char *core = blasCoreForRanks(); core && !quiet)
+    std::fprintf(stderr, "pipe-run: OpenBLAS does not know this CPU and would run its SSE3 "
+                 "(Prescott) kernels; the ranks run its %s kernels (set OPENBLAS_CORETYPE "
+                 "to choose)\n", core);
   if (!plotPath.empty() && logPath.empty()) {
     const char *tmp = std::getenv("TMPDIR");
     std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/pipe-run-log.XXXXXX";
