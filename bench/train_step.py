@@ -3,16 +3,19 @@
 
 usage: /usr/bin/python3 bench/train_step.py [--build build] [--models mlp,cnn,transformer,lstm,gpt]
            [--batch mlp=64,cnn=32,transformer=16,lstm=16,gpt=8] [--steps 200] [--warmup 20]
-           [--optimizer sgd|momentum|adam]
+           [--optimizer sgd|momentum|adam] [--rounds 3]
 
 For each model of examples/models.py: exports it (fixed batch) with a data
 set, compiles it with pipe-compile, trains it with pipe-run (--no-shuffle,
 PIPERT_THREADS=1 and --threads 1) and reads the per-step times from the step
 log; then trains the same module from the same weights on the same data in
 PyTorch with torch.set_num_threads(1) (index the batch, zero_grad, forward,
-backward, optimizer step). Prints the median ms/step of both (medians,
-because a shared machine's load comes in bursts) and the ratio
-pipec / PyTorch (below 1: pipec is faster). The first --warmup steps of both
+backward, optimizer step). The two alternate --rounds times (pipec's
+program compiled once), so that a slow spell of the machine lands on both.
+Prints the median ms/step of both (medians, because a shared machine's
+load comes in bursts; over the rounds, the median of each round's) and the
+median of the rounds' ratios pipec / PyTorch (below 1: pipec is faster),
+then each round's ratio. The first --warmup steps of both
 are not timed. Where the environment names no OpenBLAS core type, both run
 the one the CPU's flags call for (SkylakeX with AVX-512, Haswell with AVX2;
 printed): PyTorch's matmuls are OpenBLAS's. Not a test: numbers depend on the
@@ -64,11 +67,15 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 import models  # noqa: E402
 
 
-def ours(build, path, data, batch, a, work):
+def compile_ours(build, path, a, work):
     out = os.path.join(work, "out")
     opt = ["--optimizer", a.optimizer, "--lr", "0.01"]
     subprocess.run([os.path.join(build, "bin", "pipe-compile"), path, "-o", out] + opt,
                    check=True)
+    return out
+
+
+def ours(build, out, data, a, work):
     log = os.path.join(work, "steps.jsonl")
     subprocess.run([os.path.join(build, "bin", "pipe-run"), out, "--data", data,
                     "--steps", str(a.steps), "--no-shuffle", "--quiet", "--threads", "1",
@@ -112,12 +119,18 @@ def main():
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"])
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="pipec and PyTorch runs alternated this many times per model; "
+                         "the median of the rounds' ratios is printed")
     a = ap.parse_args()
+    if a.rounds < 1:
+        ap.error("--rounds must be at least 1")
     batches = dict((k, int(v)) for k, v in (e.split("=") for e in a.batch.split(",")))
     print(f"one thread each; median of {a.steps - a.warmup} timed steps after {a.warmup} warm-up; "
+          f"{a.rounds} alternating round(s), medians over them; "
           f"optimizer {a.optimizer}; torch {torch.__version__}; {BLAS_CORE}")
     print(f"{'model':<12} {'batch':>5} {'pipec ms/step':>14} {'PyTorch ms/step':>16} "
-          f"{'ratio':>6}")
+          f"{'ratio':>6}  rounds' ratios")
     for name in a.models.split(","):
         b = batches[name]
         with tempfile.TemporaryDirectory() as work:
@@ -127,10 +140,19 @@ def main():
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             path = os.path.join(work, name + ".onnx")
             data = os.path.join(work, name + ".npz")
-            t_ours = ours(a.build, path, data, b, a, work)
-            t_ref = reference(name, data, b, a)
-        print(f"{name:<12} {b:>5} {t_ours * 1e3:>14.3f} {t_ref * 1e3:>16.3f} "
-              f"{t_ours / t_ref:>6.2f}")
+            out = compile_ours(a.build, path, a, work)
+            # pipec and PyTorch alternate, so that a slow spell of the
+            # machine (minutes long on the Xeon host) lands on both sides
+            # rather than on one; the ratio is the median of the rounds'.
+            rounds = []
+            for _ in range(a.rounds):
+                t_ours = ours(a.build, out, data, a, work)
+                t_ref = reference(name, data, b, a)
+                rounds.append((t_ours, t_ref, t_ours / t_ref))
+        med = [float(np.median([r[k] for r in rounds])) for k in range(3)]
+        each = " ".join(f"{r[2]:.2f}" for r in rounds)
+        print(f"{name:<12} {b:>5} {med[0] * 1e3:>14.3f} {med[1] * 1e3:>16.3f} "
+              f"{med[2]:>6.2f}  {each}")
 
 
 if __name__ == "__main__":

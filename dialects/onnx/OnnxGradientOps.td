@@ -453,12 +453,13 @@ def ONNX_LSTMGradOp : ONNX_ShapedOp<"LSTMGrad"> {
   let summary = "gradients of LSTM (BPTT) with respect to all its inputs";
   let description = [{
     From the forward's inputs (layout 0; B, initial_h, initial_c may be
-    none) and the gradients dY, dY_h, dY_c of its outputs (none where no
-    gradient flows): dX, dW, dR, dB, dinitial_h, dinitial_c, each of the
-    type of what it is the gradient of (dB (dirs, 8 hidden) and the initial
-    states' (dirs, batch, hidden) even where the input is none). The kernel
-    recomputes the forward's per-step states instead of the forward saving
-    them. Lowers to `pipert_lstm_grad_f32` (every result nullable).
+    none), the gradients dY, dY_h, dY_c of its outputs (none where no
+    gradient flows) and the forward's saved states (its result #3, which
+    autodiff adds to the LSTM it differentiates; none: the kernel recomputes
+    them): dX, dW, dR, dB, dinitial_h, dinitial_c, each of the type of what
+    it is the gradient of (dB (dirs, 8 hidden) and the initial states'
+    (dirs, batch, hidden) even where the input is none). Lowers to
+    `pipert_lstm_grad_f32` (every result nullable).
   }];
   let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$W,
                    ONNX_FloatTensor:$R, ONNX_FloatTensorOrNone:$B,
@@ -466,6 +467,7 @@ def ONNX_LSTMGradOp : ONNX_ShapedOp<"LSTMGrad"> {
                    ONNX_FloatTensorOrNone:$initial_c,
                    ONNX_FloatTensorOrNone:$dY, ONNX_FloatTensorOrNone:$dY_h,
                    ONNX_FloatTensorOrNone:$dY_c,
+                   ONNX_FloatTensorOrNone:$Saved,
                    DefaultValuedStrAttr<StrAttr, "forward">:$direction);
   let results = (outs AnyTensor:$dX, AnyTensor:$dW, AnyTensor:$dR,
                  AnyTensor:$dB, AnyTensor:$dinitial_h, AnyTensor:$dinitial_c);
@@ -475,13 +477,14 @@ def ONNX_GRUGradOp : ONNX_ShapedOp<"GRUGrad"> {
   let summary = "gradients of GRU (BPTT)";
   let description = [{
     As LSTMGrad without the cell state: from X, W, R, B, initial_h, dY,
-    dY_h to dX, dW, dR, dB (dirs, 6 hidden), dinitial_h. Lowers to
-    `pipert_gru_grad_f32`.
+    dY_h and the saved states (the GRU's result #2, or none) to dX, dW, dR,
+    dB (dirs, 6 hidden), dinitial_h. Lowers to `pipert_gru_grad_f32`.
   }];
   let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$W,
                    ONNX_FloatTensor:$R, ONNX_FloatTensorOrNone:$B,
                    ONNX_FloatTensorOrNone:$initial_h,
                    ONNX_FloatTensorOrNone:$dY, ONNX_FloatTensorOrNone:$dY_h,
+                   ONNX_FloatTensorOrNone:$Saved,
                    DefaultValuedStrAttr<StrAttr, "forward">:$direction,
                    DefaultValuedAttr<I64Attr, "0">:$linear_before_reset);
   let results = (outs AnyTensor:$dX, AnyTensor:$dW, AnyTensor:$dR,

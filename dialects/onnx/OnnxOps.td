@@ -698,7 +698,11 @@ def ONNX_LSTMOp : ONNX_ShapedOp<"LSTM"> {
     sequence_lens absent or a constant equal to seq_length everywhere; the
     others are refused there naming the node. Results: the optional outputs
     Y (seq, dirs, batch, hidden), Y_h and Y_c (dirs, batch, hidden) (layout
-    1: batch first) as one variadic group of up to 3, in ONNX order.
+    1: batch first) as one variadic group of up to 3, in ONNX order; and
+    the training form autodiff makes of an LSTM it differentiates has a
+    4th, not an ONNX output: the states its LSTMGrad reads instead of
+    recomputing them, (dirs * 6 * seq, batch, hidden) (layout 0 only; per
+    direction the planes h, c, i, o, f, g of (seq, batch, hidden)).
   }];
   let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$W,
                    ONNX_FloatTensor:$R, ONNX_FloatTensorOrNone:$B,
@@ -721,8 +725,10 @@ def ONNX_GRUOp : ONNX_ShapedOp<"GRU"> {
   let summary = "gated recurrent unit over a sequence (ONNX GRU)";
   let description = [{
     As LSTM, with 3 gates (z, r, h), no cell state and no peepholes: the
-    optional outputs Y and Y_h as one variadic group of up to 2; both
-    linear_before_reset = 1 (what PyTorch exports) and 0 are supported.
+    optional outputs Y and Y_h as one variadic group of up to 2 (and the
+    training form's saved states, (dirs * 5 * seq, batch, hidden): h, z, r,
+    n and the h gate's recurrent term, a 3rd); both linear_before_reset = 1
+    (what PyTorch exports) and 0 are supported.
   }];
   let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$W,
                    ONNX_FloatTensor:$R, ONNX_FloatTensorOrNone:$B,

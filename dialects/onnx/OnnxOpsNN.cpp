@@ -850,7 +850,9 @@ FailureOr<RecurrentSizes> mlir::pipec::onnx::recurrentSizes(
   return s;
 }
 
-/// Y, Y_h, Y_c (as many as the op has) of an LSTM or GRU.
+/// Y, Y_h, Y_c (as many as the op has) of an LSTM or GRU, then the training
+/// form's saved states (result #maxResults): (dirs * planes * seq, batch,
+/// hidden), planes 6 (LSTM) or 5 (GRU).
 static LogicalResult inferRecurrent(Operation *op, int64_t gates,
                                     unsigned maxResults, Value x, Value w,
                                     Value r, Value b, ValueRange states,
@@ -858,16 +860,25 @@ static LogicalResult inferRecurrent(Operation *op, int64_t gates,
                                     std::optional<int64_t> hidden,
                                     int64_t layout, unsigned numResults,
                                     SmallVectorImpl<Type> &types) {
-  if (numResults > maxResults)
-    return op->emitOpError() << "has " << numResults
-                             << " results, at most " << maxResults;
+  if (numResults > maxResults + 1)
+    return op->emitOpError() << "has " << numResults << " results, at most "
+                             << maxResults << " (and the saved states)";
+  if (numResults == maxResults + 1 && layout != 0)
+    return op->emitOpError() << "saves its states (result #" << maxResults
+                             << ") only with layout 0";
   auto s = recurrentSizes(op, gates, x, w, r, b, states, direction, hidden,
                           layout);
   if (failed(s))
     return failure();
   Type elt = getElementType(x);
   for (unsigned i = 0; i < numResults; ++i) {
-    if (i == 0)
+    if (i == maxResults) {
+      int64_t planes = gates == 4 ? 6 : 5;
+      int64_t rows = ShapedType::isDynamic(s->dirs) || ShapedType::isDynamic(s->seq)
+                         ? ShapedType::kDynamic
+                         : s->dirs * planes * s->seq;
+      types.push_back(ranked({rows, s->batch, s->hidden}, elt));
+    } else if (i == 0)
       types.push_back(
           layout == 0
               ? ranked({s->seq, s->dirs, s->batch, s->hidden}, elt)

@@ -371,17 +371,21 @@ OpCost CostModel::getOpCost(Operation *op) const {
       cost.flops = *flops;
     else
       cost.known = false;
-    // The gradient recomputes the forward, then four GEMMs of the forward's
-    // two sizes (dX, dW, dH_prev, dR): about 3x the forward.
-    cost.backwardFactor = 3.0;
+    // The gradient reads the states its training form saved, then four
+    // GEMMs of the forward's two sizes (dX, dW, dH_prev, dR): about 2x the
+    // forward.
+    cost.backwardFactor = 2.0;
     break;
   case Kind::Backward: {
     // Gradient ops are already the backward; nothing differentiates them.
     cost.backwardFactor = 0;
     if (name == "LSTMGrad" || name == "GRUGrad") {
+      // 2x the forward, 3x without the forward's saved states (the last
+      // operand; the kernel recomputes them).
+      bool saved = !isa<NoneType>(op->getOperands().back().getType());
       if (std::optional<double> flops =
               recurrentFlops(op, name == "LSTMGrad"))
-        cost.flops = 3.0 * *flops;
+        cost.flops = (saved ? 2.0 : 3.0) * *flops;
       else
         cost.known = false;
       break;

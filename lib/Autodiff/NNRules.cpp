@@ -323,9 +323,34 @@ LogicalResult vjp(NegativeLogLikelihoodLossOp op, VjpContext &ctx) {
 // Recurrent
 //===----------------------------------------------------------------------===//
 
-/// LSTM / GRU: one LSTMGrad / GRUGrad (BPTT) from the forward's inputs and
-/// its outputs' gradients (none where nothing flows); the kernel recomputes
-/// the per-step states, so the forward op stays as imported. Operand k of
+/// LSTM / GRU: the forward becomes its training form, which also saves the
+/// per-step states (h, c and the gates' activations) its gradient reads, so
+/// that the gradient does not run the forward again: a result after the
+/// ONNX ones (of an op the lowering supports; another is left to the VJP's
+/// error).
+static Operation *prepareRecurrent(Operation *op, OpBuilder &b,
+                                   unsigned onnxResults) {
+  if (op->getNumResults() > onnxResults)
+    return op;
+  {
+    // Only probing: the VJP rule reports an unsupported op.
+    ScopedDiagnosticHandler quiet(op->getContext(),
+                                  [](Diagnostic &) { return success(); });
+    if (failed(onnx::checkRecurrentSupported(op)))
+      return op;
+  }
+  return cloneWithResults(op, b, onnxResults + 1);
+}
+
+Operation *prepare(LSTMOp op, OpBuilder &b) {
+  return prepareRecurrent(op, b, 3);
+}
+
+Operation *prepare(GRUOp op, OpBuilder &b) { return prepareRecurrent(op, b, 2); }
+
+/// LSTM / GRU: one LSTMGrad / GRUGrad (BPTT) from the forward's inputs, its
+/// outputs' gradients (none where nothing flows) and its saved states (none
+/// where the forward has none: the kernel recomputes them). Operand k of
 /// the forward (X W R B sequence_lens initial_h [initial_c]) gets result
 /// `resultOf[k]` of the gradient op.
 template <typename GradOp>
@@ -343,6 +368,10 @@ static LogicalResult recurrentVjp(Operation *op, VjpContext &ctx,
     Value g = ctx.resultGrad(i);
     operands.push_back(g ? g : ctx.none());
   }
+  if (ctx.resultGrad(outputs))
+    return op->emitOpError() << "cannot differentiate through its saved states";
+  operands.push_back(op->getNumResults() > outputs ? op->getResult(outputs)
+                                                   : ctx.none());
   SmallVector<NamedAttribute> attrs{ctx.attr(
       "direction", op->getAttr("direction")
                        ? op->getAttr("direction")

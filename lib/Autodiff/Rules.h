@@ -43,6 +43,8 @@ Operation *prepare(OpTy op, OpBuilder &) {
 Operation *prepare(onnx::LayerNormalizationOp op, OpBuilder &b);
 Operation *prepare(onnx::DropoutOp op, OpBuilder &b);
 Operation *prepare(onnx::SoftmaxCrossEntropyLossOp op, OpBuilder &b);
+Operation *prepare(onnx::LSTMOp op, OpBuilder &b);
+Operation *prepare(onnx::GRUOp op, OpBuilder &b);
 
 /// A copy of `op` (same name, operands, attributes) with `numResults`
 /// results typed by its shape function, or null after an error.

@@ -501,6 +501,8 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
     args.append({out(op, 0), out(op, 1)});
     if (lstm)
       args.push_back(out(op, 2));
+    // The training form's saved states (null where the op has none).
+    args.push_back(out(op, lstm ? 3 : 2));
     call(lstm ? "pipert_lstm_f32" : "pipert_gru_f32", args);
     return success();
   }

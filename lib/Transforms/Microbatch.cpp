@@ -1243,9 +1243,11 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
   if (llvm::isa<onnx::LSTMOp, onnx::GRUOp, onnx::LSTMGradOp, onnx::GRUGradOp>(
           op)) {
     // Layout 0: X (seq, batch, in) on axis 1, initial_h/_c and Y_h/Y_c
-    // (dirs, batch, hidden) on 1, Y (seq, dirs, batch, hidden) on 2; W, R,
-    // B, sequence_lens free. The gradient op (X W R B h0 [c0] dY dY_h
-    // [dY_c]) -> (dX dW dR dB dh0 [dc0]): dW, dR, dB sum over the samples.
+    // (dirs, batch, hidden) on 1, Y (seq, dirs, batch, hidden) on 2, the
+    // training form's saved states (dirs * planes * seq, batch, hidden) on
+    // 1; W, R, B, sequence_lens free. The gradient op (X W R B h0 [c0] dY
+    // dY_h [dY_c] Saved) -> (dX dW dR dB dh0 [dc0]): dW, dR, dB sum over
+    // the samples.
     bool grad = llvm::isa<onnx::LSTMGradOp, onnx::GRUGradOp>(op);
     bool lstm = llvm::isa<onnx::LSTMOp, onnx::LSTMGradOp>(op);
     if (intAttr(op, "layout", 0) != 0)

@@ -30,11 +30,18 @@
 // GRU with linear_before_reset = 0 splits the step: z and r, r . h_prev,
 // then its GEMM with Rh before the cell (and likewise in the backward).
 //
-// Gradient (BPTT). The backward recomputes the forward (one more forward
-// pass) keeping every step's hidden state, cell state and activations in
-// scratch memory, instead of the forward op saving them: the ONNX op keeps
-// its ONNX results, and the backward holds the per-step state only while it
-// runs. Then per step, latest first: one map gives the pre-activation
+// Saved states. A training forward (the op with its extra result `saved`)
+// keeps what its gradient reads, per direction d K planes of T*B*H floats at
+// saved + d*K*T*B*H: LSTM h, c, i, o, f, g (K = 6); GRU h, z, r, n and rn
+// (linear_before_reset = 1) or r . h_prev (= 0) (K = 5); plane k of step t
+// at + k*T*B*H + t*B*H, row b at + b*H. As a tensor that is
+// (D*K*T, B, H): the batch on axis 1, so a micro-batch's saved states are a
+// slice of the whole batch's.
+//
+// Gradient (BPTT). Given the saved states, the backward reads them; without
+// (a forward that saved nothing: null), it recomputes the forward (one more
+// forward pass) keeping the same planes in scratch memory. Then per step,
+// latest first: one map gives the pre-activation
 // gradients dXW[t] (and, for GRU, dRH[t], which differs in the h gate), and
 // two GEMMs give dH_prev += dRH[t] R and dR += dRH[t]^T H_prev. After the
 // loop dW = dXW^T X and dX (+)= dXW W are one GEMM each, dB column sums.
@@ -94,9 +101,12 @@ inline Dims make_dims(const char *op, Cell cell, int64_t T, int64_t B, int64_t I
               direction, linear_before_reset != 0};
 }
 
-// Saved per unit and step: LSTM i, o, f, g; GRU z, r, n and rn
-// (linear_before_reset = 1) or r . h_prev (= 0).
+// Activations per unit and step (planes of the saved states): LSTM i, o, f,
+// g; GRU z, r, n and rn (linear_before_reset = 1) or r . h_prev (= 0).
 constexpr int64_t kSaved = 4;
+
+// Planes of saved states per direction: h (and c), then the activations.
+inline int64_t saved_planes(Cell cell) { return cell == kLstm ? 6 : 5; }
 
 template <class Exec> void fill(Exec &ex, float *p, int64_t n, float v) {
   ex.map(n, PIPERT_RNN_LAMBDA(int64_t i) { p[i] = v; });
@@ -108,10 +118,12 @@ template <class Exec> void copy(Exec &ex, float *dst, const float *src, int64_t 
 
 // One LSTM step's cells: the gates' pre-activations from X W^T (xrow, B x
 // 4H), H_prev R^T (rh) and the summed biases; c and h out, and with Save
-// the activations i, o, f, g (act, B x kSaved*H).
+// the activations i, o, f, g (act: this step's B x H in the first of four
+// planes P floats apart).
 template <bool Save, class Exec>
 void lstm_step(Exec &ex, int64_t B, int64_t H, const float *xrow, const float *rh,
-               const float *bsum, const float *cprev, float *cdst, float *hdst, float *act) {
+               const float *bsum, const float *cprev, float *cdst, float *hdst, float *act,
+               int64_t P) {
   const int64_t GH = 4 * H;
   ex.map_rows(B, H, PIPERT_RNN_LAMBDA(int64_t bb, int64_t j, int64_t idx) {
     const float *xr = xrow + bb * GH, *rr = rh + bb * GH;
@@ -123,11 +135,10 @@ void lstm_step(Exec &ex, int64_t B, int64_t H, const float *xrow, const float *r
     cdst[idx] = c;
     hdst[idx] = h;
     if (Save) { // not if constexpr: nvcc cannot first-capture act there
-      float *sv = act + bb * kSaved * H;
-      sv[j] = i;
-      sv[H + j] = o;
-      sv[2 * H + j] = f;
-      sv[3 * H + j] = g;
+      act[idx] = i;
+      act[P + idx] = o;
+      act[2 * P + idx] = f;
+      act[3 * P + idx] = g;
     }
   });
 }
@@ -136,11 +147,11 @@ void lstm_step(Exec &ex, int64_t B, int64_t H, const float *xrow, const float *r
 // H_prev R^T (rh) and the summed biases; the h gate from its parts xn, rn
 // with their own biases; with Lbr = 0, rh's h-gate columns hold
 // (r . h_prev) Rh^T and rdot (tmp) r . h_prev. h out, and with Save the
-// activations z, r, n and rn (Lbr) or r . h_prev.
+// activations z, r, n and rn (Lbr) or r . h_prev (planes as lstm_step's).
 template <bool Lbr, bool Save, class Exec>
 void gru_step(Exec &ex, int64_t B, int64_t H, const float *xrow, const float *rh,
               const float *bsum, const float *bxn, const float *brn, const float *hprev,
-              const float *rdot, float *hdst, float *act) {
+              const float *rdot, float *hdst, float *act, int64_t P) {
   const int64_t GH = 3 * H;
   ex.map_rows(B, H, PIPERT_RNN_LAMBDA(int64_t bb, int64_t j, int64_t idx) {
     const float *xr = xrow + bb * GH, *rr = rh + bb * GH;
@@ -150,18 +161,18 @@ void gru_step(Exec &ex, int64_t B, int64_t H, const float *xrow, const float *rh
                       hprev[idx], Lbr, z, r, n, h);
     hdst[idx] = h;
     if (Save) { // not if constexpr: nvcc cannot first-capture act there
-      float *sv = act + bb * kSaved * H;
-      sv[j] = z;
-      sv[H + j] = r;
-      sv[2 * H + j] = n;
-      sv[3 * H + j] = Lbr ? rn : rdot[idx];
+      act[idx] = z;
+      act[P + idx] = r;
+      act[2 * P + idx] = n;
+      act[3 * P + idx] = Lbr ? rn : rdot[idx];
     }
   });
 }
 
 // One direction's forward over all steps. xw (T*B x G*H) already holds
 // X W_d^T; rh is B x G*H scratch. h of time t goes to hout + t * hstride,
-// c (LSTM) to cs + t * B*H, the activations (if act) to act + t * B*kSaved*H.
+// c (LSTM) to cs + t * B*H, the activations (if act) to act + t * B*H in
+// kSaved planes of T*B*H.
 // h0d / c0d are this direction's initial states (zeros if absent). tmp is
 // B*H scratch (GRU with linear_before_reset = 0: r . h_prev).
 template <class Exec>
@@ -175,6 +186,7 @@ void forward_direction(Exec &ex, pipert_context *ctx, const Dims &dm, int64_t d,
   const float *rb = b ? wb + GH : nullptr;
   const Cell cell = dm.cell;
   const bool lbr = dm.lbr;
+  const int64_t P = dm.T * BH;
   // Both biases summed (zeros without them), read as one in the cells;
   // GRU's h gate reads its two apart (Wbh and Rbh, zeros without them).
   float *bsum = ex.alloc(GH);
@@ -213,54 +225,68 @@ void forward_direction(Exec &ex, pipert_context *ctx, const Dims &dm, int64_t d,
     if (cell == kLstm) {
       float *cdst = cs + t * BH;
       if (act)
-        lstm_step<true>(ex, B, H, xrow0, rh, bsum, cprev, cdst, hdst, act + t * B * kSaved * H);
+        lstm_step<true>(ex, B, H, xrow0, rh, bsum, cprev, cdst, hdst, act + t * BH, P);
       else
-        lstm_step<false>(ex, B, H, xrow0, rh, bsum, cprev, cdst, hdst, nullptr);
+        lstm_step<false>(ex, B, H, xrow0, rh, bsum, cprev, cdst, hdst, nullptr, P);
       continue;
     }
-    float *adst = act ? act + t * B * kSaved * H : nullptr;
+    float *adst = act ? act + t * BH : nullptr;
     if (lbr)
-      adst ? gru_step<true, true>(ex, B, H, xrow0, rh, bsum, bxn, brn, hprev, nullptr, hdst, adst)
+      adst ? gru_step<true, true>(ex, B, H, xrow0, rh, bsum, bxn, brn, hprev, nullptr, hdst, adst,
+                                  P)
            : gru_step<true, false>(ex, B, H, xrow0, rh, bsum, bxn, brn, hprev, nullptr, hdst,
-                                   nullptr);
+                                   nullptr, P);
     else
-      adst ? gru_step<false, true>(ex, B, H, xrow0, rh, bsum, bxn, brn, hprev, tmp, hdst, adst)
+      adst ? gru_step<false, true>(ex, B, H, xrow0, rh, bsum, bxn, brn, hprev, tmp, hdst, adst, P)
            : gru_step<false, false>(ex, B, H, xrow0, rh, bsum, bxn, brn, hprev, tmp, hdst,
-                                    nullptr);
+                                    nullptr, P);
   }
   ex.release(bsum);
   ex.release(bxn);
   ex.release(brn);
 }
 
-// pipert_lstm_f32 / pipert_gru_f32.
+// pipert_lstm_f32 / pipert_gru_f32; with `saved` (nullable) the states the
+// gradient reads (see "Saved states").
 template <class Exec>
 void forward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, const float *w,
              const float *r, const float *b, const float *h0, const float *c0, float *y,
-             float *yh, float *yc) {
+             float *yh, float *yc, float *saved) {
   const int64_t T = dm.T, B = dm.B, I = dm.I, GH = dm.GH(), BH = dm.BH();
+  const int64_t D = dm.D, P = T * BH, K = saved_planes(dm.cell);
   if (B == 0)
     return;
   float *xw = ex.alloc(T * B * GH), *rh = ex.alloc(B * GH);
-  float *hs = y ? nullptr : ex.alloc(T * BH);
-  float *cs = dm.cell == kLstm ? ex.alloc(T * BH) : nullptr;
+  float *hs = y || saved ? nullptr : ex.alloc(T * BH);
+  float *cs = dm.cell == kLstm && !saved ? ex.alloc(T * BH) : nullptr;
   float *tmp = dm.cell == kGru && !dm.lbr ? ex.alloc(BH) : nullptr;
   float *zeros = nullptr;
   if (!h0 || (dm.cell == kLstm && !c0)) {
     zeros = ex.alloc(BH);
     fill(ex, zeros, BH, 0.f);
   }
-  for (int64_t d = 0; d < dm.D; ++d) {
+  for (int64_t d = 0; d < D; ++d) {
     pipert_sgemm(ctx, 0, 1, T * B, GH, I, 1.f, x, I, w + d * GH * I, I, 0.f, xw, GH);
-    float *hout = y ? y + d * BH : hs;
-    const int64_t hstride = y ? dm.D * BH : BH;
+    // Saving: h, c and the activations into this direction's planes, and
+    // Y from the h plane after the loop.
+    float *sv = saved ? saved + d * K * P : nullptr;
+    float *hout = sv ? sv : y ? y + d * BH : hs;
+    const int64_t hstride = y && !sv ? D * BH : BH;
+    float *csd = sv && dm.cell == kLstm ? sv + P : cs;
     forward_direction(ex, ctx, dm, d, xw, rh, r, b, h0 ? h0 + d * BH : zeros,
-                      c0 ? c0 + d * BH : zeros, hout, hstride, cs, nullptr, tmp);
+                      c0 ? c0 + d * BH : zeros, hout, hstride, csd,
+                      sv ? sv + (K - kSaved) * P : nullptr, tmp);
+    if (sv && y) {
+      float *yd = y + d * BH;
+      ex.map_rows(T, BH, PIPERT_RNN_LAMBDA(int64_t t, int64_t k, int64_t idx) {
+        yd[t * D * BH + k] = sv[idx];
+      });
+    }
     const int64_t last = dm.time(d, T - 1);
     if (yh)
       copy(ex, yh + d * BH, hout + last * hstride, BH);
-    if (yc && cs)
-      copy(ex, yc + d * BH, cs + last * BH, BH);
+    if (yc && csd)
+      copy(ex, yc + d * BH, csd + last * BH, BH);
   }
   ex.release(zeros);
   ex.release(tmp);
@@ -271,14 +297,15 @@ void forward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, cons
 }
 
 // pipert_lstm_grad_f32 / pipert_gru_grad_f32. dy, dyh, dyc: the gradients of
-// Y, Y_h, Y_c (null: zero); every result is optional.
+// Y, Y_h, Y_c (null: zero); saved: the forward's saved states (null:
+// recomputed); every result is optional.
 template <class Exec>
 void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, const float *w,
               const float *r, const float *b, const float *h0, const float *c0, const float *dy,
-              const float *dyh, const float *dyc, float *dx, float *dw, float *dr, float *db,
-              float *dh0, float *dc0) {
+              const float *dyh, const float *dyc, const float *saved, float *dx, float *dw,
+              float *dr, float *db, float *dh0, float *dc0) {
   const int64_t T = dm.T, B = dm.B, I = dm.I, H = dm.H, GH = dm.GH(), BH = dm.BH();
-  const int64_t D = dm.D;
+  const int64_t D = dm.D, P = T * BH, K = saved_planes(dm.cell);
   const Cell cell = dm.cell;
   const bool lbr = dm.lbr;
   if (B == 0) {
@@ -291,10 +318,11 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
       fill(ex, db, D * 2 * GH, 0.f);
     return;
   }
-  float *xw = ex.alloc(T * B * GH), *rh = ex.alloc(B * GH);
-  float *hs = ex.alloc(T * BH);
-  float *cs = cell == kLstm ? ex.alloc(T * BH) : nullptr;
-  float *act = ex.alloc(T * B * kSaved * H);
+  // Without saved states, scratch for the recomputed ones (one direction's
+  // planes at a time).
+  float *xw = saved ? nullptr : ex.alloc(T * B * GH);
+  float *rh = saved ? nullptr : ex.alloc(B * GH);
+  float *scratch = saved ? nullptr : ex.alloc(K * P);
   float *dxw = ex.alloc(T * B * GH);
   float *drh = cell == kLstm ? dxw : ex.alloc(T * B * GH);
   float *dh = ex.alloc(BH), *dc = ex.alloc(BH), *tmp = ex.alloc(BH);
@@ -304,8 +332,14 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
     const float *wd = w + d * GH * I, *rd = r + d * GH * H;
     const float *h0d = h0 ? h0 + d * BH : zeros;
     const float *c0d = c0 ? c0 + d * BH : zeros;
-    pipert_sgemm(ctx, 0, 1, T * B, GH, I, 1.f, x, I, wd, I, 0.f, xw, GH);
-    forward_direction(ex, ctx, dm, d, xw, rh, r, b, h0d, c0d, hs, BH, cs, act, tmp);
+    const float *sv = saved ? saved + d * K * P : scratch;
+    const float *hs = sv, *cs = cell == kLstm ? sv + P : nullptr;
+    const float *act = sv + (K - kSaved) * P;
+    if (!saved) {
+      pipert_sgemm(ctx, 0, 1, T * B, GH, I, 1.f, x, I, wd, I, 0.f, xw, GH);
+      forward_direction(ex, ctx, dm, d, xw, rh, r, b, h0d, c0d, scratch, BH,
+                        cell == kLstm ? scratch + P : nullptr, scratch + (K - kSaved) * P, tmp);
+    }
     if (dyh)
       copy(ex, dh, dyh + d * BH, BH);
     else
@@ -323,7 +357,7 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
       const float *hprev = s == 0 ? h0d : hs + tp * BH;
       const float *cprev = s == 0 ? c0d : (cs ? cs + tp * BH : nullptr);
       const float *ct = cs ? cs + t * BH : nullptr;
-      const float *at = act + t * B * kSaved * H;
+      const float *at = act + t * BH;
       const float *dyt = dy ? dy + (t * D + d) * BH : nullptr;
       float *dxt = dxw + t * B * GH, *drt = drh + t * B * GH;
       float *dhp = dh, *dcp = dc;
@@ -331,10 +365,9 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
       const float *dyz = dyt ? dyt : zeros;
       if (cell == kLstm) {
         ex.map_rows(B, H, PIPERT_RNN_LAMBDA(int64_t bb, int64_t j, int64_t idx) {
-          const float *ar = at + bb * kSaved * H;
           float *gx = dxt + bb * GH;
           float dai, dao, daf, dac, dcprev;
-          formula::lstm_cell_grad(ar[j], ar[H + j], ar[2 * H + j], ar[3 * H + j], ct[idx],
+          formula::lstm_cell_grad(at[idx], at[P + idx], at[2 * P + idx], at[3 * P + idx], ct[idx],
                                   cprev[idx], dhp[idx] + dyz[idx], dcp[idx], dai, dao, daf, dac,
                                   dcprev);
           gx[j] = dai;
@@ -346,10 +379,9 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
         });
       } else {
         ex.map_rows(B, H, PIPERT_RNN_LAMBDA(int64_t bb, int64_t j, int64_t idx) {
-          const float *ar = at + bb * kSaved * H;
           float *gx = dxt + bb * GH, *gr = drt + bb * GH;
           float daz, dar, dxn, drn, dhprev;
-          formula::gru_cell_grad(ar[j], ar[H + j], ar[2 * H + j], ar[3 * H + j], hprev[idx],
+          formula::gru_cell_grad(at[idx], at[P + idx], at[2 * P + idx], at[3 * P + idx], hprev[idx],
                                  dhp[idx] + dyz[idx], lbr, daz, dar, dxn, drn, dhprev);
           gx[j] = gr[j] = daz;
           gx[H + j] = gr[H + j] = dar;
@@ -367,7 +399,7 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
         pipert_sgemm(ctx, 0, 0, B, H, H, 1.f, drt + 2 * H, GH, rd + 2 * H * H, H, 0.f, tp2, H);
         ex.map_rows(B, H, PIPERT_RNN_LAMBDA(int64_t bb, int64_t j, int64_t idx) {
           float dar, dhr;
-          formula::gru_reset_grad(at[bb * kSaved * H + H + j], hprev[idx], tp2[idx], dar, dhr);
+          formula::gru_reset_grad(at[P + idx], hprev[idx], tp2[idx], dar, dhr);
           dxt[bb * GH + H + j] = dar;
           drt[bb * GH + H + j] = dar;
           dhp[idx] += dhr;
@@ -375,7 +407,7 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
         pipert_sgemm(ctx, 0, 0, B, H, 2 * H, 1.f, drt, GH, rd, H, 1.f, dh, H);
         if (drd) {
           pipert_sgemm(ctx, 1, 0, 2 * H, H, B, 1.f, drt, GH, hprev, H, 1.f, drd, H);
-          pipert_sgemm(ctx, 1, 0, H, H, B, 1.f, drt + 2 * H, GH, at + 3 * H, kSaved * H, 1.f,
+          pipert_sgemm(ctx, 1, 0, H, H, B, 1.f, drt + 2 * H, GH, at + 3 * P, H, 1.f,
                        drd + 2 * H * H, H);
         }
         continue;
@@ -408,9 +440,7 @@ void backward(Exec &ex, pipert_context *ctx, const Dims &dm, const float *x, con
   if (drh != dxw)
     ex.release(drh);
   ex.release(dxw);
-  ex.release(act);
-  ex.release(cs);
-  ex.release(hs);
+  ex.release(scratch);
   ex.release(rh);
   ex.release(xw);
 }

@@ -580,29 +580,34 @@ void pipert_resize_grad_f32(pipert_context *ctx, const float *dy, const int64_t 
  * R (D, 4H, H), B (D, 8H), initial_h / initial_c (D, B, H), Y (T, D, B, H),
  * Y_h / Y_c (D, B, H). direction: 0 forward, 1 reverse, 2 bidirectional
  * (D = 2). b, initial_h, initial_c nullable (zeros); y, y_h, y_c nullable
- * (not written). */
+ * (not written). saved (nullable): the states the gradient reads,
+ * (D*6*T, B, H): per direction the planes h, c, i, o, f, g of (T, B, H)
+ * (runtime/core/rnn_driver.h, "Saved states"). */
 void pipert_lstm_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
                      const float *b, const float *initial_h, const float *initial_c,
                      int64_t seq_length, int64_t batch, int64_t input_size, int64_t hidden_size,
-                     int32_t direction, float *y, float *y_h, float *y_c);
-/* Its gradient (BPTT; recomputes the forward): from the forward's inputs and
- * dy, dy_h, dy_c (the gradients of Y, Y_h, Y_c; nullable: zero) to dx, dw,
- * dr, db, dinitial_h, dinitial_c (each nullable: not computed). */
+                     int32_t direction, float *y, float *y_h, float *y_c, float *saved);
+/* Its gradient (BPTT): from the forward's inputs, dy, dy_h, dy_c (the
+ * gradients of Y, Y_h, Y_c; nullable: zero) and the forward's saved states
+ * (nullable: recomputed) to dx, dw, dr, db, dinitial_h, dinitial_c (each
+ * nullable: not computed). */
 void pipert_lstm_grad_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
                           const float *b, const float *initial_h, const float *initial_c,
                           const float *dy, const float *dy_h, const float *dy_c,
-                          int64_t seq_length, int64_t batch, int64_t input_size,
+                          const float *saved, int64_t seq_length, int64_t batch, int64_t input_size,
                           int64_t hidden_size, int32_t direction, float *dx, float *dw, float *dr,
                           float *db, float *dinitial_h, float *dinitial_c);
 /* ONNX GRU (linear_before_reset 0 or 1), otherwise as pipert_lstm_f32 with
- * 3 gates (z, r, h): W (D, 3H, I), R (D, 3H, H), B (D, 6H); no cell state. */
+ * 3 gates (z, r, h): W (D, 3H, I), R (D, 3H, H), B (D, 6H); no cell state;
+ * saved (D*5*T, B, H): per direction the planes h, z, r, n and rn
+ * (linear_before_reset 1) or r . h_prev (0). */
 void pipert_gru_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
                     const float *b, const float *initial_h, int64_t seq_length, int64_t batch,
                     int64_t input_size, int64_t hidden_size, int32_t direction,
-                    int32_t linear_before_reset, float *y, float *y_h);
+                    int32_t linear_before_reset, float *y, float *y_h, float *saved);
 void pipert_gru_grad_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
                          const float *b, const float *initial_h, const float *dy,
-                         const float *dy_h, int64_t seq_length, int64_t batch, int64_t input_size,
+                         const float *dy_h, const float *saved, int64_t seq_length, int64_t batch, int64_t input_size,
                          int64_t hidden_size, int32_t direction, int32_t linear_before_reset,
                          float *dx, float *dw, float *dr, float *db, float *dinitial_h);
 

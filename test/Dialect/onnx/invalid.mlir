@@ -619,8 +619,27 @@ func.func @gru_bidirectional_needs_two(%x: tensor<5x3x4xf32>, %w: tensor<1x6x4xf
 
 func.func @lstm_too_many_results(%x: tensor<5x3x4xf32>, %w: tensor<1x8x4xf32>, %r: tensor<1x8x2xf32>) {
   %none = onnx.NoValue : none
-  // expected-error @+1 {{has 4 results, at most 3}}
+  // expected-error @+1 {{has 5 results, at most 3 (and the saved states)}}
+  %0:5 = onnx.LSTM(%x, %w, %r, %none, %none, %none, %none, %none) : (tensor<5x3x4xf32>, tensor<1x8x4xf32>, tensor<1x8x2xf32>, none, none, none, none, none) -> (tensor<5x1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<30x3x2xf32>, tensor<1x3x2xf32>)
+  return
+}
+
+// -----
+
+// The training form's saved states: (dirs * 6 * seq, batch, hidden).
+func.func @lstm_saved_type(%x: tensor<5x3x4xf32>, %w: tensor<1x8x4xf32>, %r: tensor<1x8x2xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{result #3 has type 'tensor<1x3x2xf32>' but its operands give 'tensor<30x3x2xf32>'}}
   %0:4 = onnx.LSTM(%x, %w, %r, %none, %none, %none, %none, %none) : (tensor<5x3x4xf32>, tensor<1x8x4xf32>, tensor<1x8x2xf32>, none, none, none, none, none) -> (tensor<5x1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>)
+  return
+}
+
+// -----
+
+func.func @gru_saved_layout(%x: tensor<3x5x4xf32>, %w: tensor<1x6x4xf32>, %r: tensor<1x6x2xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{saves its states (result #2) only with layout 0}}
+  %0:3 = onnx.GRU(%x, %w, %r, %none, %none, %none) {layout = 1 : i64} : (tensor<3x5x4xf32>, tensor<1x6x4xf32>, tensor<1x6x2xf32>, none, none, none) -> (tensor<3x5x1x2xf32>, tensor<3x1x2xf32>, tensor<25x3x2xf32>)
   return
 }
 

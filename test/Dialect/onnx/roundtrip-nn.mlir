@@ -143,14 +143,21 @@ func.func @losses(%scores: tensor<8x10xf32>, %labels: tensor<8xi64>, %w: tensor<
 }
 
 // CHECK-LABEL: func @recurrent
-func.func @recurrent(%x: tensor<5x3x4xf32>, %w: tensor<2x8x4xf32>, %r: tensor<2x8x2xf32>, %b: tensor<2x16xf32>, %h: tensor<2x3x2xf32>, %gw: tensor<1x6x4xf32>, %gr: tensor<1x6x2xf32>, %dy: tensor<5x2x3x2xf32>) {
+func.func @recurrent(%x: tensor<5x3x4xf32>, %w: tensor<2x8x4xf32>, %r: tensor<2x8x2xf32>, %b: tensor<2x16xf32>, %h: tensor<2x3x2xf32>, %gw: tensor<1x6x4xf32>, %gr: tensor<1x6x2xf32>, %dy: tensor<5x2x3x2xf32>, %lw: tensor<1x8x4xf32>, %lr: tensor<1x8x2xf32>) {
   %none = onnx.NoValue : none
   // CHECK: onnx.LSTM(%{{.*}}) {direction = "bidirectional", hidden_size = 2 : i64} : ({{.*}}) -> (tensor<5x2x3x2xf32>, tensor<2x3x2xf32>, tensor<2x3x2xf32>)
   %0:3 = onnx.LSTM(%x, %w, %r, %b, %none, %h, %h, %none) {direction = "bidirectional", hidden_size = 2 : i64} : (tensor<5x3x4xf32>, tensor<2x8x4xf32>, tensor<2x8x2xf32>, tensor<2x16xf32>, none, tensor<2x3x2xf32>, tensor<2x3x2xf32>, none) -> (tensor<5x2x3x2xf32>, tensor<2x3x2xf32>, tensor<2x3x2xf32>)
   // CHECK: onnx.GRU(%{{.*}}) {linear_before_reset = 1 : i64} : ({{.*}}) -> tensor<5x1x3x2xf32>
   %1 = onnx.GRU(%x, %gw, %gr, %none, %none, %none) {linear_before_reset = 1 : i64} : (tensor<5x3x4xf32>, tensor<1x6x4xf32>, tensor<1x6x2xf32>, none, none, none) -> tensor<5x1x3x2xf32>
   // CHECK: onnx.LSTMGrad(%{{.*}}) {direction = "bidirectional"} : ({{.*}}) -> (tensor<5x3x4xf32>, tensor<2x8x4xf32>, tensor<2x8x2xf32>, tensor<2x16xf32>, tensor<2x3x2xf32>, tensor<2x3x2xf32>)
-  %2:6 = onnx.LSTMGrad(%x, %w, %r, %none, %none, %none, %dy, %none, %none) {direction = "bidirectional"} : (tensor<5x3x4xf32>, tensor<2x8x4xf32>, tensor<2x8x2xf32>, none, none, none, tensor<5x2x3x2xf32>, none, none) -> (tensor<5x3x4xf32>, tensor<2x8x4xf32>, tensor<2x8x2xf32>, tensor<2x16xf32>, tensor<2x3x2xf32>, tensor<2x3x2xf32>)
+  %2:6 = onnx.LSTMGrad(%x, %w, %r, %none, %none, %none, %dy, %none, %none, %none) {direction = "bidirectional"} : (tensor<5x3x4xf32>, tensor<2x8x4xf32>, tensor<2x8x2xf32>, none, none, none, tensor<5x2x3x2xf32>, none, none, none) -> (tensor<5x3x4xf32>, tensor<2x8x4xf32>, tensor<2x8x2xf32>, tensor<2x16xf32>, tensor<2x3x2xf32>, tensor<2x3x2xf32>)
+  // The training forms: the saved states, and a gradient reading them.
+  // CHECK: onnx.LSTM(%{{.*}}) : ({{.*}}) -> (tensor<5x1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<30x3x2xf32>)
+  %3:4 = onnx.LSTM(%x, %lw, %lr, %none, %none, %none, %none, %none) : (tensor<5x3x4xf32>, tensor<1x8x4xf32>, tensor<1x8x2xf32>, none, none, none, none, none) -> (tensor<5x1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<30x3x2xf32>)
+  // CHECK: onnx.LSTMGrad(%{{.*}}) : ({{.*}}, tensor<30x3x2xf32>) -> (tensor<5x3x4xf32>, tensor<1x8x4xf32>, tensor<1x8x2xf32>, tensor<1x16xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>)
+  %4:6 = onnx.LSTMGrad(%x, %lw, %lr, %none, %none, %none, %3#0, %none, %none, %3#3) : (tensor<5x3x4xf32>, tensor<1x8x4xf32>, tensor<1x8x2xf32>, none, none, none, tensor<5x1x3x2xf32>, none, none, tensor<30x3x2xf32>) -> (tensor<5x3x4xf32>, tensor<1x8x4xf32>, tensor<1x8x2xf32>, tensor<1x16xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>)
+  // CHECK: onnx.GRU(%{{.*}}) : ({{.*}}) -> (tensor<5x1x3x2xf32>, tensor<1x3x2xf32>, tensor<25x3x2xf32>)
+  %5:3 = onnx.GRU(%x, %gw, %gr, %none, %none, %none) : (tensor<5x3x4xf32>, tensor<1x6x4xf32>, tensor<1x6x2xf32>, none, none, none) -> (tensor<5x1x3x2xf32>, tensor<1x3x2xf32>, tensor<25x3x2xf32>)
   return
 }
 

@@ -1330,6 +1330,25 @@ def lstm_steps(x, w, r, b, h0, c0, rev):
     return out
 
 
+def saved_steps(saved, d, D, T, h0, c0, rev, planes):
+    """The training form's saved states (D * planes * T, B, H), direction d:
+    per processing step (t, h_prev, [c_prev,] the activations..., [c]) as
+    lstm_steps / gru_steps give them (planes: LSTM h c i o f g, GRU h z r n
+    rn-or-r*h_prev)."""
+    B, H = saved.shape[1], saved.shape[2]
+    p = saved.reshape(D, planes, T, B, H)[d]
+    order = list(reversed(range(T))) if rev else list(range(T))
+    out = []
+    for s, t in enumerate(order):
+        hp = h0 if s == 0 else p[0][order[s - 1]]
+        if planes == 6:
+            cp = c0 if s == 0 else p[1][order[s - 1]]
+            out.append((t, hp, cp, p[2][t], p[3][t], p[4][t], p[5][t], p[1][t]))
+        else:
+            out.append((t, hp, p[1][t], p[2][t], p[3][t], p[4][t]))
+    return out
+
+
 @op("LSTM")
 def _lstm(a, x, w, r, b, lens, h0, c0, p, nresults=1):
     revs, T, B, H, b, h0 = rnn_setup(a, x, w, r, b, h0, 4)
@@ -1337,24 +1356,32 @@ def _lstm(a, x, w, r, b, lens, h0, c0, p, nresults=1):
         c0 = np.zeros_like(h0)
     D = len(revs)
     y, yh, yc = np.zeros((T, D, B, H)), np.zeros((D, B, H)), np.zeros((D, B, H))
+    saved = np.zeros((D, 6, T, B, H))
     for d, rev in enumerate(revs):
-        for (t, _, _, _, o, _, _, cn) in lstm_steps(x, w[d], r[d], b[d], h0[d], c0[d], rev):
+        for (t, _, _, i, o, f, g, cn) in lstm_steps(x, w[d], r[d], b[d], h0[d], c0[d], rev):
             y[t, d] = o * np.tanh(cn)
             yh[d], yc[d] = y[t, d], cn
-    return [y, yh, yc][:nresults]
+            for k, v in enumerate((y[t, d], cn, i, o, f, g)):
+                saved[d, k, t] = v
+    return [y, yh, yc, saved.reshape(D * 6 * T, B, H)][:nresults]
 
 
 @op("LSTMGrad")
-def _lstm_grad(a, x, w, r, b, h0, c0, dy, dyh, dyc, nresults=6):
+def _lstm_grad(a, x, w, r, b, h0, c0, dy, dyh, dyc, saved=None, nresults=6):
     revs, T, B, H, b, h0 = rnn_setup(a, x, w, r, b, h0, 4)
     if c0 is None:
         c0 = np.zeros_like(h0)
+
+    def steps(d, rev):  # the forward's saved states, or recomputed
+        if saved is not None:
+            return saved_steps(saved, d, len(revs), T, h0[d], c0[d], rev, 6)
+        return lstm_steps(x, w[d], r[d], b[d], h0[d], c0[d], rev)
     dx, dw, dr, db = np.zeros_like(x), np.zeros_like(w), np.zeros_like(r), np.zeros_like(b)
     dh0, dc0 = np.zeros_like(h0), np.zeros_like(c0)
     for d, rev in enumerate(revs):
         dh = np.zeros((B, H)) if dyh is None else dyh[d].copy()
         dc = np.zeros((B, H)) if dyc is None else dyc[d].copy()
-        for (t, hp, cp, i, o, f, g, cn) in reversed(lstm_steps(x, w[d], r[d], b[d], h0[d], c0[d], rev)):
+        for (t, hp, cp, i, o, f, g, cn) in reversed(steps(d, rev)):
             if dy is not None:
                 dh = dh + dy[t, d]
             tc = np.tanh(cn)
@@ -1396,24 +1423,34 @@ def _gru(a, x, w, r, b, lens, h0, nresults=1):
     revs, T, B, H, b, h0 = rnn_setup(a, x, w, r, b, h0, 3)
     D = len(revs)
     y, yh = np.zeros((T, D, B, H)), np.zeros((D, B, H))
+    saved = np.zeros((D, 5, T, B, H))
     for d, rev in enumerate(revs):
-        for (t, hp, z, _, n, _) in gru_steps(x, w[d], r[d], b[d], h0[d], rev,
-                                             a.get("linear_before_reset", 0)):
+        for (t, hp, z, rr, n, rn) in gru_steps(x, w[d], r[d], b[d], h0[d], rev,
+                                               a.get("linear_before_reset", 0)):
             y[t, d] = (1 - z) * n + z * hp
             yh[d] = y[t, d]
-    return [y, yh][:nresults]
+            for k, v in enumerate((y[t, d], z, rr, n, rr * hp if rn is None else rn)):
+                saved[d, k, t] = v
+    return [y, yh, saved.reshape(D * 5 * T, B, H)][:nresults]
 
 
 @op("GRUGrad")
-def _gru_grad(a, x, w, r, b, h0, dy, dyh, nresults=5):
+def _gru_grad(a, x, w, r, b, h0, dy, dyh, saved=None, nresults=5):
     revs, T, B, H, b, h0 = rnn_setup(a, x, w, r, b, h0, 3)
     lbr = a.get("linear_before_reset", 0)
+
+    def steps(d, rev):  # the forward's saved states, or recomputed
+        if saved is None:
+            return gru_steps(x, w[d], r[d], b[d], h0[d], rev, lbr)
+        return [(t, hp, z, rr, n, rn if lbr else None)
+                for (t, hp, z, rr, n, rn) in saved_steps(saved, d, len(revs), T, h0[d], None,
+                                                        rev, 5)]
     dx, dw, dr, db = np.zeros_like(x), np.zeros_like(w), np.zeros_like(r), np.zeros_like(b)
     dh0 = np.zeros_like(h0)
     for d, rev in enumerate(revs):
         dh = np.zeros((B, H)) if dyh is None else dyh[d].copy()
         Rzr, Rh = r[d][:2 * H], r[d][2 * H:]
-        for (t, hp, z, rr, n, rn) in reversed(gru_steps(x, w[d], r[d], b[d], h0[d], rev, lbr)):
+        for (t, hp, z, rr, n, rn) in reversed(steps(d, rev)):
             if dy is not None:
                 dh = dh + dy[t, d]
             dan = dh * (1 - z) * (1 - n * n)

@@ -883,7 +883,7 @@ void nll_loss_grad_f32(pipert_context *ctx, const float *dloss, int64_t rank,
 
 // Element counts of the LSTM (4 gates) / GRU (3 gates) tensors, layout 0.
 struct RnnSizes {
-  int64_t x, w, r, b, state, y;
+  int64_t x, w, r, b, state, y, saved;
   RnnSizes(int64_t T, int64_t B, int64_t I, int64_t H, int32_t direction, int64_t gates) {
     const int64_t D = direction == 2 ? 2 : 1;
     x = T * B * I;
@@ -892,32 +892,34 @@ struct RnnSizes {
     b = D * 2 * gates * H;
     state = D * B * H;
     y = T * D * B * H;
+    saved = D * (gates == 4 ? 6 : 5) * T * B * H;
   }
 };
 
 void lstm_f32(pipert_context *ctx, const float *x, const float *w, const float *r, const float *b,
               const float *initial_h, const float *initial_c, int64_t seq_length, int64_t batch,
               int64_t input_size, int64_t hidden_size, int32_t direction, float *y, float *y_h,
-              float *y_c) {
+              float *y_c, float *saved) {
   Mirror m(ctx);
   const RnnSizes z(seq_length, batch, input_size, hidden_size, direction, 4);
   pipert_lstm_f32(ctx, m.in(x, z.x), m.in(w, z.w), m.in(r, z.r), m.in(b, z.b),
                   m.in(initial_h, z.state), m.in(initial_c, z.state), seq_length, batch,
                   input_size, hidden_size, direction, m.out(y, z.y), m.out(y_h, z.state),
-                  m.out(y_c, z.state));
+                  m.out(y_c, z.state), m.out(saved, z.saved));
 }
 
 void lstm_grad_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
                    const float *b, const float *initial_h, const float *initial_c,
-                   const float *dy, const float *dy_h, const float *dy_c, int64_t seq_length,
-                   int64_t batch, int64_t input_size, int64_t hidden_size, int32_t direction,
+                   const float *dy, const float *dy_h, const float *dy_c, const float *saved,
+                   int64_t seq_length, int64_t batch, int64_t input_size, int64_t hidden_size, int32_t direction,
                    float *dx, float *dw, float *dr, float *db, float *dinitial_h,
                    float *dinitial_c) {
   Mirror m(ctx);
   const RnnSizes z(seq_length, batch, input_size, hidden_size, direction, 4);
   pipert_lstm_grad_f32(ctx, m.in(x, z.x), m.in(w, z.w), m.in(r, z.r), m.in(b, z.b),
                        m.in(initial_h, z.state), m.in(initial_c, z.state), m.in(dy, z.y),
-                       m.in(dy_h, z.state), m.in(dy_c, z.state), seq_length, batch, input_size,
+                       m.in(dy_h, z.state), m.in(dy_c, z.state), m.in(saved, z.saved), seq_length,
+                       batch, input_size,
                        hidden_size, direction, m.out(dx, z.x), m.out(dw, z.w), m.out(dr, z.r),
                        m.out(db, z.b), m.out(dinitial_h, z.state), m.out(dinitial_c, z.state));
 }
@@ -925,23 +927,24 @@ void lstm_grad_f32(pipert_context *ctx, const float *x, const float *w, const fl
 void gru_f32(pipert_context *ctx, const float *x, const float *w, const float *r, const float *b,
              const float *initial_h, int64_t seq_length, int64_t batch, int64_t input_size,
              int64_t hidden_size, int32_t direction, int32_t linear_before_reset, float *y,
-             float *y_h) {
+             float *y_h, float *saved) {
   Mirror m(ctx);
   const RnnSizes z(seq_length, batch, input_size, hidden_size, direction, 3);
   pipert_gru_f32(ctx, m.in(x, z.x), m.in(w, z.w), m.in(r, z.r), m.in(b, z.b),
                  m.in(initial_h, z.state), seq_length, batch, input_size, hidden_size, direction,
-                 linear_before_reset, m.out(y, z.y), m.out(y_h, z.state));
+                 linear_before_reset, m.out(y, z.y), m.out(y_h, z.state), m.out(saved, z.saved));
 }
 
 void gru_grad_f32(pipert_context *ctx, const float *x, const float *w, const float *r,
                   const float *b, const float *initial_h, const float *dy, const float *dy_h,
-                  int64_t seq_length, int64_t batch, int64_t input_size, int64_t hidden_size,
+                  const float *saved, int64_t seq_length, int64_t batch, int64_t input_size, int64_t hidden_size,
                   int32_t direction, int32_t linear_before_reset, float *dx, float *dw, float *dr,
                   float *db, float *dinitial_h) {
   Mirror m(ctx);
   const RnnSizes z(seq_length, batch, input_size, hidden_size, direction, 3);
   pipert_gru_grad_f32(ctx, m.in(x, z.x), m.in(w, z.w), m.in(r, z.r), m.in(b, z.b),
-                      m.in(initial_h, z.state), m.in(dy, z.y), m.in(dy_h, z.state), seq_length,
+                      m.in(initial_h, z.state), m.in(dy, z.y), m.in(dy_h, z.state),
+                      m.in(saved, z.saved), seq_length,
                       batch, input_size, hidden_size, direction, linear_before_reset,
                       m.out(dx, z.x), m.out(dw, z.w), m.out(dr, z.r), m.out(db, z.b),
                       m.out(dinitial_h, z.state));

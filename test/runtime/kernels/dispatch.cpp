@@ -356,10 +356,11 @@ Outcome recurrent(pipert_context *ctx, const Node &n, bool lstm) {
   auto p = [](const Tensor *t) { return t ? t->data<float>() : nullptr; };
   if (lstm)
     pipert_lstm_f32(ctx, p(x), p(w), p(r), p(b), p(h0), p(c0), T, B, I, H, code,
-                    y.data<float>(), yh.data<float>(), yc.data<float>());
+                    y.data<float>(), yh.data<float>(), yc.data<float>(), nullptr);
   else
     pipert_gru_f32(ctx, p(x), p(w), p(r), p(b), p(h0), T, B, I, H, code,
-                   int32_t(n.i("linear_before_reset", 0)), y.data<float>(), yh.data<float>());
+                   int32_t(n.i("linear_before_reset", 0)), y.data<float>(), yh.data<float>(),
+                   nullptr);
   std::vector<Tensor> outs;
   for (int k = 0; k < n.n_out(); ++k)
     if (n.wants(k))

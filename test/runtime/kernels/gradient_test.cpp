@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "pipert/pipert_kernels.h"
 
+#include <cstring>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -706,7 +707,9 @@ TEST(ActivationGrad, ReluTanhSigmoidErf) {
 
 // The BPTT kernels against finite differences of the forward, every
 // direction, with the cotangent on Y, Y_h and (LSTM) Y_c together.
-// GRU with linear_before_reset 1 and 0.
+// GRU with linear_before_reset 1 and 0. The gradient from the forward's
+// saved states (a training forward's extra result) is the recomputing
+// one's, bit for bit, and that forward's Y, Y_h, Y_c are the plain one's.
 class RecurrentGrad : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(RecurrentGrad, AllInputs) {
@@ -728,22 +731,54 @@ TEST_P(RecurrentGrad, AllInputs) {
     out.assign(size_t(nout), 0.f);
     if (lstm)
       pipert_lstm_f32(ctx.ctx, xx.data(), ww.data(), rr.data(), bb.data(), hh.data(), cc.data(), T,
-                      B, I, H, dir, out.data(), out.data() + ny, out.data() + ny + ns);
+                      B, I, H, dir, out.data(), out.data() + ny, out.data() + ny + ns, nullptr);
     else
       pipert_gru_f32(ctx.ctx, xx.data(), ww.data(), rr.data(), bb.data(), hh.data(), T, B, I, H,
-                     dir, lbr, out.data(), out.data() + ny);
+                     dir, lbr, out.data(), out.data() + ny, nullptr);
   };
-  Vec dx(x.size()), dw(w.size()), dr(r.size()), db(b.size()), dh0(h0.size()), dc0(c0.size());
+  // The training forward: the same outputs, and the saved states.
+  Vec plain, trained(size_t(nout), 0.f), saved(size_t(D * (lstm ? 6 : 5) * T * B * H), -1.f);
+  run(x, w, r, b, h0, c0, plain);
   if (lstm)
-    pipert_lstm_grad_f32(ctx.ctx, x.data(), w.data(), r.data(), b.data(), h0.data(), c0.data(),
-                         rc.data(), rc.data() + ny, rc.data() + ny + ns, T, B, I, H, dir,
-                         dx.data(), dw.data(), dr.data(), db.data(), dh0.data(), dc0.data());
+    pipert_lstm_f32(ctx.ctx, x.data(), w.data(), r.data(), b.data(), h0.data(), c0.data(), T, B,
+                    I, H, dir, trained.data(), trained.data() + ny, trained.data() + ny + ns,
+                    saved.data());
   else
-    pipert_gru_grad_f32(ctx.ctx, x.data(), w.data(), r.data(), b.data(), h0.data(), rc.data(),
-                        rc.data() + ny, T, B, I, H, dir, lbr, dx.data(), dw.data(), dr.data(),
-                        db.data(), dh0.data());
+    pipert_gru_f32(ctx.ctx, x.data(), w.data(), r.data(), b.data(), h0.data(), T, B, I, H, dir,
+                   lbr, trained.data(), trained.data() + ny, saved.data());
   const std::string k = std::string(lstm ? "lstm" : lbr ? "gru" : "gru lbr0") + " dir " +
                         std::to_string(dir);
+  ASSERT_EQ(0, std::memcmp(plain.data(), trained.data(), plain.size() * sizeof(float))) << k;
+  for (float v : saved)
+    ASSERT_NE(v, -1.f) << k << ": a saved state left unwritten";
+  Vec grads[2];
+  for (int withSaved = 0; withSaved < 2; ++withSaved) {
+    Vec dx(x.size()), dw(w.size()), dr(r.size()), db(b.size()), dh0(h0.size()), dc0(c0.size());
+    const float *sv = withSaved ? saved.data() : nullptr;
+    if (lstm)
+      pipert_lstm_grad_f32(ctx.ctx, x.data(), w.data(), r.data(), b.data(), h0.data(),
+                           c0.data(), rc.data(), rc.data() + ny, rc.data() + ny + ns, sv, T, B,
+                           I, H, dir, dx.data(), dw.data(), dr.data(), db.data(), dh0.data(),
+                           dc0.data());
+    else
+      pipert_gru_grad_f32(ctx.ctx, x.data(), w.data(), r.data(), b.data(), h0.data(), rc.data(),
+                          rc.data() + ny, sv, T, B, I, H, dir, lbr, dx.data(), dw.data(),
+                          dr.data(), db.data(), dh0.data());
+    for (const Vec *v : {&dx, &dw, &dr, &db, &dh0, &dc0})
+      grads[withSaved].insert(grads[withSaved].end(), v->begin(), v->end());
+  }
+  ASSERT_EQ(0, std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * sizeof(float)))
+      << k << ": the gradient from the saved states differs from the recomputing one";
+  auto part = [&](size_t from, size_t n) {
+    return Vec(grads[1].begin() + long(from), grads[1].begin() + long(from + n));
+  };
+  size_t at = 0;
+  Vec dx = part(at, x.size());
+  Vec dw = part(at += x.size(), w.size());
+  Vec dr = part(at += w.size(), r.size());
+  Vec db = part(at += r.size(), b.size());
+  Vec dh0 = part(at += b.size(), h0.size());
+  Vec dc0 = part(at += h0.size(), c0.size());
   check_grad(k + " dx", [&](const Vec &v, Vec &y) { run(v, w, r, b, h0, c0, y); }, x, rc, dx);
   check_grad(k + " dw", [&](const Vec &v, Vec &y) { run(x, v, r, b, h0, c0, y); }, w, rc, dw);
   check_grad(k + " dr", [&](const Vec &v, Vec &y) { run(x, w, v, b, h0, c0, y); }, r, rc, dr);
