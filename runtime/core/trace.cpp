@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -23,6 +25,11 @@ struct Event {
   uint32_t name;
   uint32_t category;
   int32_t tid;
+  // Non-null: the name is namer(args), made when the trace is written (the
+  // events of every transfer and stage, whose names would otherwise cost a
+  // formatting and an interning each while the rank runs).
+  pipert_trace_namer namer;
+  int64_t args[5];
 };
 
 // One recorder per process (one context per process, see pipert.h).
@@ -33,19 +40,29 @@ struct Recorder {
   std::chrono::steady_clock::time_point origin;
   int64_t originUnixUs = 0;
   std::vector<Event> events;
-  std::vector<std::string> strings;
-  std::unordered_map<std::string, uint32_t> ids;
+  // Interned names: the views point into `strings` (a deque: they stay put),
+  // so that a name already known is found without allocating.
+  std::deque<std::string> strings;
+  std::unordered_map<std::string_view, uint32_t> ids;
 
   uint32_t intern(const char *s) {
     if (!s)
       s = "";
-    auto it = ids.find(s);
+    auto it = ids.find(std::string_view(s));
     if (it != ids.end())
       return it->second;
     uint32_t id = static_cast<uint32_t>(strings.size());
     strings.emplace_back(s);
-    ids.emplace(strings.back(), id);
+    ids.emplace(std::string_view(strings.back()), id);
     return id;
+  }
+  std::string nameOf(const Event &e) const {
+    if (!e.namer)
+      return strings[e.name];
+    char buf[256];
+    buf[0] = '\0';
+    e.namer(e.args, buf, sizeof buf);
+    return buf;
   }
 };
 
@@ -368,7 +385,17 @@ void pipert_trace_event(pipert_context *, const char *name, const char *category
   if (!g_rec.enabled)
     return;
   g_rec.events.push_back(Event{ts_us, dur_us < 0 ? 0 : dur_us, g_rec.intern(name),
-                               g_rec.intern(category), tid});
+                               g_rec.intern(category), tid, nullptr, {}});
+}
+
+void pipert_trace_end_named(pipert_context *ctx, pipert_trace_namer namer, const int64_t args[5],
+                            const char *category, double begin_us, int tid) {
+  if (!g_rec.enabled)
+    return;
+  const double dur = pipert_trace_now_us(ctx) - begin_us;
+  Event e{begin_us, dur < 0 ? 0 : dur, 0, g_rec.intern(category), tid, namer, {}};
+  std::memcpy(e.args, args, sizeof e.args);
+  g_rec.events.push_back(e);
 }
 
 double pipert_trace_begin(pipert_context *ctx) {
@@ -386,33 +413,36 @@ int64_t pipert_trace_stage_begin(pipert_context *ctx) {
   return g_rec.enabled ? int64_t(pipert_trace_now_us(ctx) * 1e3) : 0;
 }
 
+static void stageName(const int64_t a[5], char *buf, size_t size) {
+  static const char *const kinds[] = {"F", "B", "W", "update"};
+  const char *k = a[0] >= 0 && a[0] < 4 ? kinds[a[0]] : "?";
+  if (a[0] == 3)
+    std::snprintf(buf, size, "update s%lld", (long long)a[1]);
+  else
+    std::snprintf(buf, size, "%s%lld s%lld", k, (long long)a[2], (long long)a[1]);
+}
+
 void pipert_trace_stage_end(pipert_context *ctx, int32_t kind, int64_t stage, int64_t mb,
                             int64_t begin_ns) {
   if (!g_rec.enabled)
     return;
-  char name[64];
-  static const char *const kinds[] = {"F", "B", "W", "update"};
-  const char *k = kind >= 0 && kind < 4 ? kinds[kind] : "?";
-  if (kind == 3)
-    std::snprintf(name, sizeof name, "update s%lld", (long long)stage);
-  else
-    std::snprintf(name, sizeof name, "%s%lld s%lld", k, (long long)mb, (long long)stage);
-  double begin_us = double(begin_ns) / 1e3;
-  pipert_trace_event(ctx, name, "stage", begin_us, pipert_trace_now_us(ctx) - begin_us, 0);
+  const int64_t args[5] = {kind, stage, mb, 0, 0};
+  pipert_trace_end_named(ctx, stageName, args, "stage", double(begin_ns) / 1e3, 0);
 }
 
 void pipert_trace_op_end(pipert_context *ctx, int64_t op, int32_t phase, int64_t begin_ns) {
   if (!g_rec.enabled)
     return;
   pipert_synchronize(ctx);
-  // The clock first: naming and recording the event is not the op's time.
-  double end_us = pipert_trace_now_us(ctx);
-  char name[48];
-  static const char *const phases[] = {"fwd", "bwd", "upd"};
-  std::snprintf(name, sizeof name, "%s op%lld", phase >= 0 && phase < 3 ? phases[phase] : "?",
-                (long long)op);
-  double begin_us = double(begin_ns) / 1e3;
-  pipert_trace_event(ctx, name, "op", begin_us, end_us - begin_us, 0);
+  const int64_t args[5] = {phase, op, 0, 0, 0};
+  pipert_trace_end_named(
+      ctx,
+      [](const int64_t a[5], char *buf, size_t size) {
+        static const char *const phases[] = {"fwd", "bwd", "upd"};
+        std::snprintf(buf, size, "%s op%lld", a[0] >= 0 && a[0] < 3 ? phases[a[0]] : "?",
+                      (long long)a[1]);
+      },
+      args, "op", double(begin_ns) / 1e3, 0);
 }
 
 double pipert_trace_op_overhead_us(pipert_context *ctx) {
@@ -449,9 +479,9 @@ int pipert_trace_write(pipert_context *ctx, const char *path) {
   appendNumber(out, static_cast<double>(g_rec.originUnixUs));
   // Only traces with per-op events (pipe-compile --profile-ops) pay for it.
   bool opEvents = false;
-  if (g_rec.ids.count("op"))
+  if (auto op = g_rec.ids.find("op"); op != g_rec.ids.end())
     for (const Event &e : g_rec.events)
-      if (e.category == g_rec.ids["op"]) {
+      if (e.category == op->second) {
         opEvents = true;
         break;
       }
@@ -483,7 +513,7 @@ int pipert_trace_write(pipert_context *ctx, const char *path) {
   out += buf;
   for (const Event &e : g_rec.events) {
     out += ",\n{\"ph\":\"X\",\"name\":";
-    appendEscaped(out, g_rec.strings[e.name]);
+    appendEscaped(out, g_rec.nameOf(e));
     out += ",\"cat\":";
     appendEscaped(out, g_rec.strings[e.category]);
     std::snprintf(buf, sizeof buf, ",\"pid\":%d,\"tid\":%d,\"ts\":", g_rec.rank, e.tid);

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 namespace pipert::transport {
 
@@ -87,18 +88,27 @@ inline int64_t byteCount(int64_t count, pipert_dtype dtype, const char *what) {
 // The trace event of a completed transfer, from its posting to now, on the
 // transfer row: "send to 1 tag 3" (category send), "recv from 0 tag 3"
 // (recv), "allreduce" (allreduce), ...
+// The name is made when the trace is written (pipert_trace_end_named).
 inline void traceCompletion(pipert_context *ctx, Kind kind, int peerWorld, int tag,
                             double postUs) {
   if (!pipert_trace_enabled(ctx))
     return;
-  char name[96];
-  switch (kind) {
-  case Kind::Send: std::snprintf(name, sizeof name, "send to %d tag %d", peerWorld, tag); break;
-  case Kind::Recv: std::snprintf(name, sizeof name, "recv from %d tag %d", peerWorld, tag); break;
-  default: std::snprintf(name, sizeof name, "%s", kindName(kind)); break;
-  }
+  const int64_t args[5] = {static_cast<int64_t>(kind), peerWorld, tag, 0, 0};
   const char *cat = kind == Kind::Send ? "send" : kindName(kind);
-  pipert_trace_end(ctx, name, cat, postUs, PIPERT_TRACE_TID_TRANSFER);
+  pipert_trace_end_named(
+      ctx,
+      [](const int64_t a[5], char *buf, size_t size) {
+        switch (static_cast<Kind>(a[0])) {
+        case Kind::Send:
+          std::snprintf(buf, size, "send to %d tag %d", int(a[1]), int(a[2]));
+          break;
+        case Kind::Recv:
+          std::snprintf(buf, size, "recv from %d tag %d", int(a[1]), int(a[2]));
+          break;
+        default: std::snprintf(buf, size, "%s", kindName(static_cast<Kind>(a[0]))); break;
+        }
+      },
+      args, cat, postUs, PIPERT_TRACE_TID_TRANSFER);
 }
 
 // Polls until every non-null request of reqs[0..n) is done, or fails naming
@@ -170,8 +180,28 @@ void pollUntilDone(pipert_context *ctx, Req **reqs, int n, double timeout, Test 
     const Req *first = nullptr;
     for (int i = 0; i < n && !first; ++i)
       first = reqs[i];
-    std::string name = first ? "wait " + describe(first) : std::string("wait");
-    pipert_trace_end(ctx, name.c_str(), "idle", traceStart, PIPERT_TRACE_TID_COMPUTE);
+    if constexpr (std::is_base_of_v<pipert_request, Req>) {
+      // "wait " and the request as describe() names it, made when the
+      // trace is written.
+      const int64_t args[5] = {first ? static_cast<int64_t>(first->kind) : -1,
+                               first ? first->bytes : 0, first ? first->peerWorld : 0,
+                               first ? first->tag : 0, first ? first->commSize : 0};
+      pipert_trace_end_named(
+          ctx,
+          [](const int64_t a[5], char *buf, size_t size) {
+            if (a[0] < 0)
+              std::snprintf(buf, size, "wait");
+            else
+              std::snprintf(buf, size, "wait %s",
+                            ::pipert::transport::describe(static_cast<Kind>(a[0]), a[1],
+                                                          int(a[2]), int(a[3]), int(a[4]))
+                                .c_str());
+          },
+          args, "idle", traceStart, PIPERT_TRACE_TID_COMPUTE);
+    } else {
+      std::string name = first ? "wait " + describe(first) : std::string("wait");
+      pipert_trace_end(ctx, name.c_str(), "idle", traceStart, PIPERT_TRACE_TID_COMPUTE);
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include "pipert/pipert_trace.h"
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 using pipert_test::readText;
@@ -84,6 +85,32 @@ TEST_F(Trace, OpEventOverheadIsMeasuredAndNotRecorded) {
   // Traces without op events do not carry it.
   const std::string plain = readText(record(0));
   EXPECT_EQ(plain.find("op_event_overhead_us"), std::string::npos) << plain;
+}
+
+TEST_F(Trace, DeferredNamesAreMadeWhenWritten) {
+  // Stage events and pipert_trace_end_named events store integers; their
+  // names appear (escaped) in the written trace as if given as strings.
+  pipert_trace_enable(ctx, 0);
+  pipert_trace_stage_end(ctx, 1, 2, 7, pipert_trace_stage_begin(ctx));
+  pipert_trace_stage_end(ctx, 3, 1, 0, pipert_trace_stage_begin(ctx));
+  for (int tag = 0; tag < 3; ++tag) {
+    const int64_t args[5] = {tag, 40 + tag, -1, 0, 0};
+    pipert_trace_end_named(
+        ctx,
+        [](const int64_t a[5], char *buf, size_t size) {
+          std::snprintf(buf, size, "recv \"%lld\" of %lld", (long long)a[0], (long long)a[1]);
+        },
+        args, "recv", pipert_trace_begin(ctx), PIPERT_TRACE_TID_TRANSFER);
+  }
+  EXPECT_EQ(pipert_trace_event_count(ctx), 5);
+  const std::string path = dir + "/named.json";
+  ASSERT_EQ(pipert_trace_write(ctx, path.c_str()), 0);
+  EXPECT_EQ(runPython("check_trace.py", path + " --pids 1 --min-events 5 --cats stage,recv"), 0);
+  const std::string text = readText(path);
+  for (const char *name : {"\"name\":\"B7 s2\"", "\"name\":\"update s1\"",
+                           "\"name\":\"recv \\\"0\\\" of 40\"",
+                           "\"name\":\"recv \\\"2\\\" of 42\""})
+    EXPECT_NE(text.find(name), std::string::npos) << name << "\n" << text;
 }
 
 TEST_F(Trace, RecordingIsCheap) {
