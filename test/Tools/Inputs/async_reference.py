@@ -70,7 +70,7 @@ import sys
 
 import numpy as np
 import torch
-from torch.nn.utils.stateless import functional_call
+from torch.nn.utils.stateless import functional_call as torch_functional_call
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_common import (AccuracyCounter, add_check_arguments, check_evals,  # noqa: E402
@@ -78,6 +78,25 @@ from reference_common import (AccuracyCounter, add_check_arguments, check_evals,
                               load_initial,
                               make_optimizer, models, read_evals, read_log,
                               run_checks, schedule_factor)
+
+
+def functional_call(model, weights, args):
+    """torch's functional_call, also for recurrent modules. In torch 1.13 an
+    nn.LSTM / nn.GRU runs on its cached `_flat_weights`, which
+    functional_call does not replace: the versions passed in were ignored
+    (its output with doubled weights was the module's own). So each
+    recurrent module's flat weights are the given ones during the call."""
+    swapped = []
+    for prefix, mod in model.named_modules():
+        if isinstance(mod, torch.nn.RNNBase):
+            swapped.append((mod, mod._flat_weights))
+            mod._flat_weights = [weights[(prefix + "." if prefix else "") + n]
+                                 for n in mod._flat_weights_names]
+    try:
+        return torch_functional_call(model, weights, args)
+    finally:
+        for mod, flat in swapped:
+            mod._flat_weights = flat
 
 
 def delays(method, vertical_sync, p):

@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LR = {"mlp": 0.05, "cnn": 0.02, "transformer": 0.05}
+LR = {"mlp": 0.05, "cnn": 0.02, "transformer": 0.05, "lstm_lm": 0.1}
 # Adaptive optimizers are not compared on the transformer: the gradient of
 # its attention's key bias is analytically zero (softmax is shift
 # invariant), so Adam's m / (sqrt(v) + eps) turns float rounding noise into
