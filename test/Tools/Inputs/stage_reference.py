@@ -338,7 +338,75 @@ class OnnxGraph:
             ax = ax + x.dim() if ax < 0 else ax
             shape = x.shape
             return [torch.softmax(x.reshape(int(np.prod(shape[:ax])), -1), 1).reshape(shape)]
+        if op == "Shape":
+            return [torch.tensor(list(args[0].shape), dtype=torch.int64)]
+        if op == "Expand":
+            x = args[0]
+            shape = [int(v) for v in args[1].tolist()]
+            # torch's zero initial state of an LSTM, (layers, batch,
+            # hidden): a slice of a constant of the export batch, expanded
+            # to a shape of that batch or of the rows evaluated: both the
+            # rows evaluated.
+            if (self.export_batch and self.rows is not None and self.rows != self.export_batch
+                    and x.dim() == len(shape)):
+                for k in range(x.dim()):
+                    if (x.shape[k] == self.export_batch
+                            and shape[k] in (self.export_batch, self.rows)):
+                        x = x.narrow(k, 0, self.rows)
+                        shape[k] = self.rows
+                        break
+            return [x.expand(torch.broadcast_shapes(x.shape, tuple(shape)))]
+        if op == "Slice":
+            x = args[0]
+            starts, ends = [int(v) for v in args[1].tolist()], [int(v) for v in args[2].tolist()]
+            axes = ([int(v) for v in args[3].tolist()] if len(args) > 3 and args[3] is not None
+                    else list(range(len(starts))))
+            steps = ([int(v) for v in args[4].tolist()] if len(args) > 4 and args[4] is not None
+                     else [1] * len(starts))
+            index = [slice(None)] * x.dim()
+            for st, en, ax, sp in zip(starts, ends, axes, steps):
+                if sp != 1:
+                    raise NotImplementedError("Slice with steps other than 1")
+                ax = ax + x.dim() if ax < 0 else ax
+                n = x.shape[ax]
+                st = max(0, min(n, st + n if st < 0 else st))
+                en = max(0, min(n, en + n if en < 0 else en))
+                index[ax] = slice(st, en)
+            return [x[tuple(index)]]
+        if op == "LSTM":
+            return self._lstm(args, a, nout)
         raise NotImplementedError(f"ONNX op {op} (node {node['name']})")
+
+    def _lstm(self, args, a, nout):
+        """ONNX LSTM, layout 0, default activations, full-length sequences:
+        gates i, o, f, c; Y (T, D, B, H), Y_h, Y_c (D, B, H)."""
+        args = list(args) + [None] * (8 - len(args))
+        x, w, r, b, lens, h0, c0, peep = args[:8]
+        if lens is not None and bool((lens != x.shape[0]).any()):
+            raise NotImplementedError("LSTM with sequence_lens shorter than seq_length")
+        if peep is not None or a.get("layout", 0) != 0 or "activations" in a or "clip" in a:
+            raise NotImplementedError("LSTM beyond layout 0 and the default activations")
+        T, B = x.shape[0], x.shape[1]
+        D, H = w.shape[0], r.shape[2]
+        reverse = {"forward": [False], "reverse": [True],
+                   "bidirectional": [False, True]}[a.get("direction", "forward")]
+        ys, hs, cs = [], [], []
+        for d, rev in enumerate(reverse):
+            h = h0[d] if h0 is not None else x.new_zeros(B, H)
+            c = c0[d] if c0 is not None else x.new_zeros(B, H)
+            bias = b[d, :4 * H] + b[d, 4 * H:] if b is not None else 0
+            out = [None] * T
+            for t in (reversed(range(T)) if rev else range(T)):
+                g = x[t] @ w[d].t() + h @ r[d].t() + bias
+                i, o = torch.sigmoid(g[:, :H]), torch.sigmoid(g[:, H:2 * H])
+                f, cc = torch.sigmoid(g[:, 2 * H:3 * H]), torch.tanh(g[:, 3 * H:])
+                c = f * c + i * cc
+                h = o * torch.tanh(c)
+                out[t] = h
+            ys.append(torch.stack(out))
+            hs.append(h)
+            cs.append(c)
+        return [torch.stack(ys, 1), torch.stack(hs), torch.stack(cs)][:nout]
 
     def eval_node(self, node, env):
         args = [env[n] if n else None for n in node["inputs"]]
@@ -455,6 +523,11 @@ class StagedGraph:
                 for node in self.stage_nodes[s]:
                     self.g.eval_node(node, local)
                 leaves = [local[n] for n in leaves_in] + [local[x] for x in leaves_p]
+                # An output made of constants alone (an LSTM's zero initial
+                # state, expanded) has no gradient to pass back.
+                outs = [n for n in outs if local[n].requires_grad]
+                if not outs:
+                    continue
                 gs = torch.autograd.grad([local[n] for n in outs], leaves,
                                          [gacc[n] for n in outs], allow_unused=True)
             for n, gv in zip(leaves_in + leaves_p, gs):
