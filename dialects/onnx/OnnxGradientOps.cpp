@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/onnx/OnnxDialect.h"
+#include "dialects/onnx/OnnxOpsHelpers.h"
 #include "dialects/onnx/ShapeHelpers.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -142,6 +143,36 @@ LogicalResult ReduceToShapeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
 //===----------------------------------------------------------------------===//
 // Normalization
 //===----------------------------------------------------------------------===//
+
+LogicalResult AttentionGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto sizes = attentionSizes(*this, getQ(), getK(), getV(), getQNumHeads(),
+                              std::nullopt);
+  if (failed(sizes))
+    return failure();
+  auto p = getRanked(getProbs());
+  if (p && (p.getRank() != 4 || conflicts(p.getDimSize(0), sizes->batch) ||
+            conflicts(p.getDimSize(1), sizes->heads) ||
+            conflicts(p.getDimSize(2), sizes->t) ||
+            conflicts(p.getDimSize(3), sizes->s)))
+    return emitOpError() << "Probs must be (batch, heads, t, s) = ("
+                         << sizes->batch << ", " << sizes->heads << ", "
+                         << sizes->t << ", " << sizes->s << "), got "
+                         << getProbs().getType();
+  auto dy = getRanked(getDY());
+  int64_t width = sizes->form == AttentionSizes::FourD ? sizes->dh
+                                                       : sizes->heads * sizes->dh;
+  if (dy && (dy.getRank() != getRanked(getQ()).getRank() ||
+             conflicts(dy.getDimSize(0), sizes->batch) ||
+             conflicts(dy.getShape().back(), width)))
+    return emitOpError() << "dY of type " << getDY().getType()
+                         << " is not the forward's Y";
+  types.push_back(getQ().getType());
+  if (sizes->form != AttentionSizes::Packed) {
+    types.push_back(getK().getType());
+    types.push_back(getV().getType());
+  }
+  return success();
+}
 
 LogicalResult
 LayerNormalizationGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {

@@ -117,6 +117,24 @@ def ONNX_LogSoftmaxGradOp : ONNX_ShapedOp<"LogSoftmaxGrad"> {
   let results = (outs AnyTensor:$dX);
 }
 
+def ONNX_AttentionGradOp : ONNX_ShapedOp<"AttentionGrad"> {
+  let summary = "gradient of Attention from its saved probabilities";
+  let description = [{
+    From the forward's Q, K, V (K and V none for a fused projection), its
+    saved probabilities P (B, H, T, S) (the training form's 2nd result) and
+    dY: dQ, dK, dV of their operands' types, or only dQ (the fused
+    projection's gradient) when K and V are none. The mask is not needed:
+    a masked position's P is zero, and so its gradient. Lowers to
+    `pipert_attention_grad_f32`.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$Q, ONNX_FloatTensorOrNone:$K,
+                   ONNX_FloatTensorOrNone:$V, ONNX_FloatTensor:$Probs,
+                   ONNX_FloatTensor:$dY,
+                   OptionalAttr<I64Attr>:$q_num_heads,
+                   OptionalAttr<F32Attr>:$scale);
+  let results = (outs Variadic<AnyTensor>:$grads);
+}
+
 def ONNX_LayerNormalizationGradOp : ONNX_ShapedOp<"LayerNormalizationGrad"> {
   let summary = "gradient of LayerNormalization";
   let description = [{

@@ -290,6 +290,34 @@ def ONNX_LogSoftmaxOp : ONNX_ShapedOp<"LogSoftmax"> {
   let results = (outs AnyTensor:$output);
 }
 
+def ONNX_AttentionOp : ONNX_ShapedOp<"Attention"> {
+  let summary = "scaled dot-product attention (opset 23 Attention's core)";
+  let description = [{
+    Per batch and head: Y = softmax(scale * Q Kᵀ, masked) V, scale
+    1/sqrt(head size) unless given. The subset of ONNX opset 23's Attention
+    that pipec builds (pipe-fuse-attention makes it of the exported
+    MatMul / Softmax / MatMul chain; docs/design-notes.md "Attention"):
+    - 3-D Q (B, T, H*dh), K and V (B, S, H*dh) with `q_num_heads` = H
+      (`kv_num_heads`, if given, equal to it): Y (B, T, H*dh);
+    - 4-D Q (B, H, T, dh), K and V (B, H, S, dh): Y (B, H, T, dh);
+    - self-attention on a fused projection: K and V none, Q (B, T, 3*H*dh)
+      holding q, k and v side by side on its last axis (not an ONNX form).
+    `attn_mask` (optional): bool (T, S), true where a position takes part
+    (ONNX's boolean mask); `is_causal` masks j > i (upper-left aligned). A
+    row with every position masked is NaN. Results: Y, and the training
+    form autodiff makes has a 2nd, not an ONNX output (ONNX's present_key
+    is not modelled): the softmax probabilities (B, H, T, S) that
+    AttentionGrad reads. Lowers to `pipert_attention_f32`.
+  }];
+  let arguments = (ins ONNX_FloatTensor:$Q, ONNX_FloatTensorOrNone:$K,
+                   ONNX_FloatTensorOrNone:$V, ONNX_TensorOrNone:$attn_mask,
+                   DefaultValuedAttr<I64Attr, "0">:$is_causal,
+                   OptionalAttr<I64Attr>:$q_num_heads,
+                   OptionalAttr<I64Attr>:$kv_num_heads,
+                   OptionalAttr<F32Attr>:$scale);
+  let results = (outs Variadic<AnyTensor>:$outputs);
+}
+
 def ONNX_LayerNormalizationOp : ONNX_ShapedOp<"LayerNormalization"> {
   let summary = "normalizes over the axes from `axis` on";
   let description = [{

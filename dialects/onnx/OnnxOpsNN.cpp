@@ -16,6 +16,8 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::pipec::onnx;
 
@@ -887,6 +889,133 @@ static LogicalResult inferRecurrent(Operation *op, int64_t gates,
       types.push_back(layout == 0 ? ranked({s->dirs, s->batch, s->hidden}, elt)
                                   : ranked({s->batch, s->dirs, s->hidden}, elt));
   }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+FailureOr<AttentionSizes>
+mlir::pipec::onnx::attentionSizes(Operation *op, Value q, Value k, Value v,
+                                  std::optional<int64_t> qHeads,
+                                  std::optional<int64_t> kvHeads) {
+  auto qt = getRanked(q);
+  if (!qt)
+    return op->emitOpError() << "needs a ranked Q";
+  bool packed = isNone(k) && isNone(v);
+  if (!packed && (isNone(k) || isNone(v)))
+    return op->emitOpError() << "takes K and V both or neither (a fused "
+                                "projection in Q)";
+  auto kt = packed ? RankedTensorType() : getRanked(k);
+  auto vt = packed ? RankedTensorType() : getRanked(v);
+  if (!packed && (!kt || !vt))
+    return op->emitOpError() << "needs ranked K and V";
+  if (!packed && (kt.getElementType() != qt.getElementType() ||
+                  vt.getElementType() != qt.getElementType()))
+    return op->emitOpError() << "Q, K and V must have one element type";
+  int64_t rank = qt.getRank();
+  if (rank != 3 && rank != 4)
+    return op->emitOpError() << "takes 3-D (batch, seq, heads * head size) "
+                                "or 4-D (batch, heads, seq, head size) "
+                                "inputs, got Q of rank "
+                             << rank;
+  if ((kt && kt.getRank() != rank) || (vt && vt.getRank() != rank))
+    return op->emitOpError() << "Q, K and V must have one rank";
+  auto dyn = [](int64_t d) { return ShapedType::isDynamic(d); };
+  auto mismatch = [&](StringRef what) {
+    return op->emitOpError() << what << " (Q " << q.getType() << ", K "
+                             << k.getType() << ", V " << v.getType() << ")";
+  };
+  AttentionSizes r;
+  r.batch = qt.getDimSize(0);
+  if (rank == 4) {
+    if (packed)
+      return op->emitOpError() << "a fused projection (K and V none) must "
+                                  "be 3-D";
+    r.form = AttentionSizes::FourD;
+    r.heads = qt.getDimSize(1);
+    r.t = qt.getDimSize(2);
+    r.dh = qt.getDimSize(3);
+    r.s = kt.getDimSize(2);
+    for (auto t : {kt, vt})
+      if (conflicts(t.getDimSize(0), r.batch) ||
+          conflicts(t.getDimSize(1), r.heads) ||
+          conflicts(t.getDimSize(3), r.dh))
+        return mismatch("needs K and V of Q's batch, heads and head size");
+    if (conflicts(vt.getDimSize(2), r.s))
+      return mismatch("needs K and V of one sequence length");
+    if (qHeads && conflicts(int64_t(*qHeads), r.heads))
+      return mismatch("q_num_heads differs from Q's heads axis");
+    return r;
+  }
+  if (!qHeads || *qHeads <= 0)
+    return op->emitOpError() << "with 3-D inputs needs q_num_heads > 0";
+  if (kvHeads && *kvHeads != *qHeads)
+    return op->emitOpError() << "kv_num_heads " << *kvHeads
+                             << " differs from q_num_heads " << *qHeads
+                             << "; grouped-query attention is not supported";
+  r.heads = *qHeads;
+  r.t = qt.getDimSize(1);
+  int64_t width = qt.getDimSize(2);
+  int64_t parts = packed ? 3 : 1;
+  if (dyn(width))
+    return op->emitOpError() << "needs a static last axis of Q";
+  if (width % (parts * r.heads) != 0)
+    return op->emitOpError()
+           << "Q's last axis " << width << " is not "
+           << (packed ? "3 * q_num_heads * head size" : "q_num_heads * head size")
+           << " for q_num_heads " << r.heads;
+  r.dh = width / (parts * r.heads);
+  if (packed) {
+    r.form = AttentionSizes::Packed;
+    r.s = r.t;
+    return r;
+  }
+  r.form = AttentionSizes::Separate3D;
+  r.s = kt.getDimSize(1);
+  for (auto t : {kt, vt})
+    if (conflicts(t.getDimSize(0), r.batch) ||
+        conflicts(t.getDimSize(2), r.heads * r.dh))
+      return mismatch("needs K and V of Q's batch and width");
+  if (conflicts(vt.getDimSize(1), r.s))
+    return mismatch("needs K and V of one sequence length");
+  return r;
+}
+
+float mlir::pipec::onnx::attentionScale(std::optional<float> scale,
+                                        int64_t headSize) {
+  return scale ? *scale : float(1.0 / std::sqrt(double(headSize)));
+}
+
+LogicalResult AttentionOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  if (getNumResults() > 2)
+    return emitOpError() << "has " << getNumResults()
+                         << " results; only Y (and the training form's "
+                            "probabilities) are supported";
+  auto sizes = attentionSizes(*this, getQ(), getK(), getV(), getQNumHeads(),
+                              getKvNumHeads());
+  if (failed(sizes))
+    return failure();
+  if (getIsCausal() != 0 && getIsCausal() != 1)
+    return emitOpError() << "is_causal must be 0 or 1, got " << getIsCausal();
+  if (!isNone(getAttnMask())) {
+    auto m = getRanked(getAttnMask());
+    if (!m || !m.getElementType().isInteger(1) || m.getRank() != 2 ||
+        conflicts(m.getDimSize(0), sizes->t) ||
+        conflicts(m.getDimSize(1), sizes->s))
+      return emitOpError() << "attn_mask must be a bool (" << sizes->t << ", "
+                           << sizes->s << ") tensor (true: attend), got "
+                           << getAttnMask().getType();
+  }
+  Type elt = getElementType(getQ());
+  if (sizes->form == AttentionSizes::FourD)
+    types.push_back(ranked({sizes->batch, sizes->heads, sizes->t, sizes->dh}, elt));
+  else
+    types.push_back(ranked({sizes->batch, sizes->t, sizes->heads * sizes->dh}, elt));
+  if (getNumResults() == 2)
+    types.push_back(
+        ranked({sizes->batch, sizes->heads, sizes->t, sizes->s}, elt));
   return success();
 }
 

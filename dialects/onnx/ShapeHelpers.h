@@ -56,6 +56,22 @@ FailureOr<RecurrentSizes> recurrentSizes(Operation *op, int64_t gates, Value x,
 /// naming the feature and what to do, and fails.
 LogicalResult checkRecurrentSupported(Operation *op);
 
+/// The sizes of an Attention (or AttentionGrad) from Q, K, V (K and V none:
+/// a fused (B, T, 3*H*dh) projection) and its heads attributes, checked
+/// against each other (kDynamic where unknown); emits an error on `op`.
+struct AttentionSizes {
+  enum Form { Packed, Separate3D, FourD };
+  Form form;
+  int64_t batch, heads, t, s, dh;
+};
+FailureOr<AttentionSizes> attentionSizes(Operation *op, Value q, Value k,
+                                         Value v,
+                                         std::optional<int64_t> qHeads,
+                                         std::optional<int64_t> kvHeads);
+/// The factor an Attention scales its scores by: `scale`, else
+/// 1/sqrt(head size).
+float attentionScale(std::optional<float> scale, int64_t headSize);
+
 /// Numpy broadcasting of two shapes; emits an error on `op` if they do not
 /// broadcast.
 FailureOr<SmallVector<int64_t>> broadcastShapes(Operation *op,

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "pipec/Analysis/CostModel.h"
 #include "pipec/Analysis/Profile.h"
+#include "dialects/onnx/OnnxDialect.h"
+#include "dialects/onnx/ShapeHelpers.h"
 #include "dialects/pipe/PipeAttrNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -130,6 +132,7 @@ enum class Kind {
   Reduce,       // one flop per input element
   DataMovement, // no arithmetic, only bytes
   Recurrent,    // LSTM, GRU: GEMMs per step plus the gate math
+  Attention,    // two batched GEMMs per head and a softmax
   Backward,     // a gradient op the autodiff emitted
   Optimizer,    // an update op
   Unknown,
@@ -141,6 +144,7 @@ static Kind classify(StringRef name) {
       .Cases({"Constant", "NoValue"}, Kind::Free)
       .Cases({"Gemm", "MatMul", "Conv", "ConvTranspose"}, Kind::Contraction)
       .Cases({"LSTM", "GRU"}, Kind::Recurrent)
+      .Case("Attention", Kind::Attention)
       .Cases({"Add", "Sub", "Mul", "Div", "Pow", "Relu", "Neg", "Tanh",
               "Sigmoid", "Erf", "Sqrt", "Exp", "Log", "Sin", "Cos", "Where", "Equal",
               "Cast", "Dropout", "Abs", "Reciprocal", "Sign", "Floor", "Ceil",
@@ -170,7 +174,8 @@ static Kind classify(StringRef name) {
               "TileGrad", "PadGrad", "ResizeGrad", "GatherNDGrad", "ScatterNDGrad",
               "GatherElementsGrad", "ScatterElementsGrad",
               "SoftmaxCrossEntropyLossGrad",
-              "NegativeLogLikelihoodLossGrad", "LSTMGrad", "GRUGrad"},
+              "NegativeLogLikelihoodLossGrad", "LSTMGrad", "GRUGrad",
+              "AttentionGrad"},
              Kind::Backward)
       .Cases({"SGD", "Momentum", "Adam", "AdamW", "Adagrad"}, Kind::Optimizer)
       .Default(Kind::Unknown);
@@ -271,6 +276,24 @@ static std::optional<double> recurrentFlops(Operation *op, bool lstm) {
   double T = double((*x)[0]), B = double((*x)[1]), I = double((*x)[2]);
   double D = double((*w)[0]), GH = double((*w)[1]), H = double((*r)[2]);
   return D * T * B * (2 * GH * (I + H) + (lstm ? 10 : 8) * H);
+}
+
+/// An Attention's (or AttentionGrad's) forward flops: Q Kᵀ and P V per
+/// batch and head, and the softmax's ~5 per score.
+static std::optional<double> attentionFlops(Operation *op) {
+  auto heads = op->getAttrOfType<IntegerAttr>("q_num_heads");
+  ScopedDiagnosticHandler quiet(op->getContext(),
+                                [](Diagnostic &) { return success(); });
+  auto z = onnx::attentionSizes(
+      op, op->getOperand(0), op->getOperand(1), op->getOperand(2),
+      heads ? std::optional<int64_t>(heads.getInt()) : std::nullopt, std::nullopt);
+  if (failed(z))
+    return std::nullopt;
+  for (int64_t d : {z->batch, z->heads, z->t, z->s, z->dh})
+    if (ShapedType::isDynamic(d))
+      return std::nullopt;
+  double scores = double(z->batch) * double(z->heads) * double(z->t) * double(z->s);
+  return scores * (4.0 * double(z->dh) + 5.0);
 }
 
 OpCost CostModel::getOpCost(Operation *op) const {
@@ -376,9 +399,25 @@ OpCost CostModel::getOpCost(Operation *op) const {
     // forward.
     cost.backwardFactor = 2.0;
     break;
+  case Kind::Attention:
+    if (std::optional<double> flops = attentionFlops(op))
+      cost.flops = *flops;
+    else
+      cost.known = false;
+    // The gradient: four products of the forward's two sizes (dP, dV, dQ,
+    // dK) from the saved probabilities.
+    cost.backwardFactor = 2.0;
+    break;
   case Kind::Backward: {
     // Gradient ops are already the backward; nothing differentiates them.
     cost.backwardFactor = 0;
+    if (name == "AttentionGrad") {
+      if (std::optional<double> flops = attentionFlops(op))
+        cost.flops = 2.0 * *flops;
+      else
+        cost.known = false;
+      break;
+    }
     if (name == "LSTMGrad" || name == "GRUGrad") {
       // 2x the forward, 3x without the forward's saved states (the last
       // operand; the kernel recomputes them).

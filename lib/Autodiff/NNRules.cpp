@@ -320,6 +320,44 @@ LogicalResult vjp(NegativeLogLikelihoodLossOp op, VjpContext &ctx) {
 }
 
 //===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// The training form also returns the softmax probabilities, which
+/// AttentionGrad reads (the forward does not run again).
+Operation *prepare(AttentionOp op, OpBuilder &b) {
+  if (op->getNumResults() > 1)
+    return op;
+  return cloneWithResults(op, b, 2);
+}
+
+/// One AttentionGrad from Q, K, V, the saved probabilities and dY: dQ, dK,
+/// dV (or the fused projection's gradient alone). The mask gets none.
+LogicalResult vjp(AttentionOp op, VjpContext &ctx) {
+  if (ctx.resultGrad(1))
+    return op->emitOpError()
+           << "cannot differentiate through its saved probabilities";
+  if (op->getNumResults() < 2)
+    return op->emitOpError() << "has no saved probabilities to differentiate "
+                                "from (autodiff's prepare adds them)";
+  SmallVector<NamedAttribute> attrs;
+  if (auto h = op->getAttr("q_num_heads"))
+    attrs.push_back(ctx.attr("q_num_heads", h));
+  if (auto sc = op->getAttr("scale"))
+    attrs.push_back(ctx.attr("scale", sc));
+  bool packed = isNone(op.getK());
+  Operation *grad = ctx.build<AttentionGradOp>(
+      {op.getQ(), op.getK(), op.getV(), op->getResult(1), ctx.resultGrad(0)},
+      attrs, packed ? 1 : 3);
+  if (!grad)
+    return failure();
+  for (unsigned i = 0; i < (packed ? 1u : 3u); ++i)
+    if (ctx.needsGrad(i))
+      ctx.setGrad(i, grad->getResult(i));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Recurrent
 //===----------------------------------------------------------------------===//
 

@@ -27,7 +27,7 @@
   X(MaxOp) X(MinOp) X(ModOp) X(ReduceMaxOp) X(ReduceMinOp) X(CumSumOp)        \
   X(TileOp) X(PadOp) X(TriluOp) X(ConvTransposeOp) X(ResizeOp)             \
   X(LSTMOp) X(GRUOp) X(GatherNDOp) X(ScatterNDOp) \
-  X(GatherElementsOp) X(ScatterElementsOp)
+  X(GatherElementsOp) X(ScatterElementsOp) X(AttentionOp)
 
 namespace mlir::pipec::autodiff {
 
@@ -45,6 +45,7 @@ Operation *prepare(onnx::DropoutOp op, OpBuilder &b);
 Operation *prepare(onnx::SoftmaxCrossEntropyLossOp op, OpBuilder &b);
 Operation *prepare(onnx::LSTMOp op, OpBuilder &b);
 Operation *prepare(onnx::GRUOp op, OpBuilder &b);
+Operation *prepare(onnx::AttentionOp op, OpBuilder &b);
 
 /// A copy of `op` (same name, operands, attributes) with `numResults`
 /// results typed by its shape function, or null after an error.

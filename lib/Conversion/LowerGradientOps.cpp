@@ -93,6 +93,8 @@ LogicalResult StepLowering::lowerGradientOp(Operation *op) {
                                         out(op, 0)});
     return success();
   }
+  if (isa<onnx::AttentionGradOp>(op))
+    return lowerAttention(op);
   if (isa<onnx::SoftmaxGradOp, onnx::LogSoftmaxGradOp>(op)) {
     Value y = operand(0);
     int64_t rank = tensorType(y).getRank();

@@ -257,6 +257,85 @@ LogicalResult StepLowering::lowerConvLike(Operation *op, bool conv) {
   return success();
 }
 
+LogicalResult StepLowering::lowerAttention(Operation *op) {
+  bool grad = isa<onnx::AttentionGradOp>(op);
+  Value q = op->getOperand(0), k = op->getOperand(1), v = op->getOperand(2);
+  if (!getElementTypeOrSelf(q.getType()).isF32())
+    return op->emitError() << op->getName() << " is lowered for f32 only";
+  auto heads = op->getAttrOfType<IntegerAttr>("q_num_heads");
+  auto kvHeads = op->getAttrOfType<IntegerAttr>("kv_num_heads");
+  auto sizes = onnx::attentionSizes(
+      op, q, k, v,
+      heads ? std::optional<int64_t>(heads.getInt()) : std::nullopt,
+      kvHeads ? std::optional<int64_t>(kvHeads.getInt()) : std::nullopt);
+  if (failed(sizes))
+    return failure();
+  const onnx::AttentionSizes &z = *sizes;
+  for (int64_t d : {z.batch, z.heads, z.t, z.s, z.dh})
+    if (ShapedType::isDynamic(d))
+      return op->emitError() << op->getName() << " needs static shapes";
+  auto scaleAttr = op->getAttrOfType<FloatAttr>("scale");
+  float scale = onnx::attentionScale(
+      scaleAttr ? std::optional<float>(float(scaleAttr.getValueAsDouble()))
+                : std::nullopt,
+      z.dh);
+  // (batch, head, row) strides of Q, K, V and Y, in floats; the fused
+  // projection's K and V are its column blocks D and 2 D.
+  const int64_t D = z.heads * z.dh;
+  SmallVector<int64_t> st;
+  Value qp = P(q), kp, vp;
+  auto offset = [&](Value ptr, int64_t n) -> Value {
+    return LLVM::GEPOp::create(b, ptrType(), b.getF32Type(), ptr,
+                               ArrayRef<LLVM::GEPArg>{LLVM::GEPArg(int32_t(n))});
+  };
+  switch (z.form) {
+  case onnx::AttentionSizes::Packed:
+    for (int i = 0; i < 3; ++i)
+      st.append({z.t * 3 * D, z.dh, 3 * D});
+    kp = offset(qp, D);
+    vp = offset(qp, 2 * D);
+    break;
+  case onnx::AttentionSizes::Separate3D:
+    st = {z.t * D, z.dh, D, z.s * D, z.dh, D, z.s * D, z.dh, D};
+    kp = P(k);
+    vp = P(v);
+    break;
+  case onnx::AttentionSizes::FourD:
+    st = {z.heads * z.t * z.dh, z.t * z.dh, z.dh, z.heads * z.s * z.dh, z.s * z.dh,
+          z.dh, z.heads * z.s * z.dh, z.s * z.dh, z.dh};
+    kp = P(k);
+    vp = P(v);
+    break;
+  }
+  if (z.form == onnx::AttentionSizes::FourD)
+    st.append({z.heads * z.t * z.dh, z.t * z.dh, z.dh});
+  else
+    st.append({z.t * D, z.dh, D});
+  SmallVector<Value> args{ctxArg, qp, kp, vp, i64Array(st), i64c(z.batch),
+                          i64c(z.heads), i64c(z.t), i64c(z.s), i64c(z.dh),
+                          f32c(scale)};
+  if (!grad) {
+    auto att = cast<onnx::AttentionOp>(op);
+    args.append({i32c(att.getIsCausal()), P(att.getAttnMask()), out(op, 0),
+                 out(op, 1)});
+    call("pipert_attention_f32", args);
+    return success();
+  }
+  // AttentionGrad: (Q K V Probs dY) -> dQ [dK dV]; a fused projection's
+  // gradient gets dq, dk, dv in its column blocks.
+  Value dq = out(op, 0), dk, dv;
+  if (z.form == onnx::AttentionSizes::Packed) {
+    dk = offset(dq, D);
+    dv = offset(dq, 2 * D);
+  } else {
+    dk = out(op, 1);
+    dv = out(op, 2);
+  }
+  args.append({P(op->getOperand(3)), P(op->getOperand(4)), dq, dk, dv});
+  call("pipert_attention_grad_f32", args);
+  return success();
+}
+
 LogicalResult StepLowering::lowerOp(Operation *op) {
   StringRef name = op->getName().getStringRef();
   auto operand = [&](unsigned i) { return op->getOperand(i); };
@@ -440,6 +519,8 @@ LogicalResult StepLowering::lowerOp(Operation *op) {
                                rankOf(c), shapeOf(c), out(op, 0)});
     return success();
   }
+  if (isa<onnx::AttentionOp>(op))
+    return lowerAttention(op);
   if (isa<onnx::SoftmaxOp, onnx::LogSoftmaxOp>(op)) {
     Value x = operand(0);
     if (failed(requireF32(x)))

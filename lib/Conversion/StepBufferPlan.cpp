@@ -134,6 +134,7 @@ bool isNullableResult(Operation *op, unsigned i) {
     return false;
   return isa<onnx::LayerNormalizationOp, onnx::BatchNormalizationOp,
              onnx::MaxPoolOp, onnx::DropoutOp, onnx::SoftmaxCrossEntropyLossOp,
+             onnx::AttentionOp,
              onnx::LayerNormalizationGradOp,
              onnx::BatchNormalizationGradOp>(op);
 }

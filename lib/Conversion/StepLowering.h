@@ -97,6 +97,8 @@ private:
 
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerConvLike(Operation *op, bool conv);
+  /// onnx.Attention and onnx.AttentionGrad (pipert_attention(_grad)_f32).
+  LogicalResult lowerAttention(Operation *op);
   /// The onnx.*Grad ops of OnnxGradientOps.td; sets `handled` when `op` is
   /// one of them (success or not).
   LogicalResult lowerGradientOp(Operation *op);

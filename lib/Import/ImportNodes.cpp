@@ -513,6 +513,15 @@ LogicalResult Importer::importNode(const pb::NodeProto &node, int index) {
       if (i < operands.size() && isZeroFloatConstant(operands[i]))
         operands[i] = noneValue();
 
+  // onnx.Attention is pipe-fuse-attention's (opset 23's Attention core):
+  // ONNX has the operator only from opset 23, beyond the importer's.
+  if (opType == "Attention")
+    return error(loc) << "Attention is an ONNX opset 23 operator, beyond the "
+                         "supported opsets "
+                      << kMinOpsetAllOps << "-" << kMaxOpset
+                      << "; export with opset " << kMaxOpset
+                      << " or lower (torch writes attention as MatMul and "
+                         "Softmax, which pipe-compile fuses)";
   Operation *op = createOp(opType, operands, attrs, numResults, loc);
   auto results = typeAndFold(op);
   if (failed(results))

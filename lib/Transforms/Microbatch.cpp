@@ -1201,6 +1201,28 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
       return failure();
     return same(*s);
   }
+  if (llvm::isa<onnx::AttentionOp, onnx::AttentionGradOp>(op)) {
+    // Attention (Q K V attn_mask) and AttentionGrad (Q K V Probs dY): every
+    // tensor but the mask batched on axis 0 alike (Probs (B, H, T, S) too);
+    // the results (Y, Probs; dQ, dK, dV) likewise.
+    bool grad = llvm::isa<onnx::AttentionGradOp>(op);
+    BatchState q = stateOf(op->getOperand(0));
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      Value v = op->getOperand(i);
+      if (llvm::isa<NoneType>(v.getType()))
+        continue;
+      BatchState st = stateOf(v);
+      if (!grad && i == 3) {
+        if (!st.isFree())
+          return batchError(op) << "its attn_mask depends on the batch";
+        continue;
+      }
+      if (!(st.isBatched() && st.axis == 0 && st.isPlain() && st.sameFactors(q)))
+        return batchError(op) << "operand #" << i
+                              << " must be batched on axis 0 as Q is";
+    }
+    return same(moved(0));
+  }
   if (llvm::isa<onnx::LayerNormalizationOp>(op)) {
     if (failed(onlyOperand0()))
       return failure();

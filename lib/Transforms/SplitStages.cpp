@@ -319,7 +319,8 @@ SmallVector<Value> PipeSplitStagesPass::candidatesOf(Value grad, int64_t from,
   if (Operation *def = built.getDefiningOp();
       def && candidates.size() > 1 &&
       llvm::isa<onnx::LayerNormalizationGradOp, onnx::BatchNormalizationGradOp,
-                onnx::ConvGradOp, onnx::LSTMGradOp, onnx::GRUGradOp>(def)) {
+                onnx::ConvGradOp, onnx::LSTMGradOp, onnx::GRUGradOp,
+                onnx::AttentionGradOp>(def)) {
     unsigned r = llvm::cast<OpResult>(built).getResultNumber();
     for (Part &p : parts) {
       if (p.phase != Forward)

@@ -150,6 +150,11 @@ void small_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, floa
                  const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                  int64_t ldc, const float *row = nullptr);
 
+// Whether pipert_sgemm would run this product in small_sgemm (on the
+// calling thread): kernels that run products from several threads at once
+// call small_sgemm themselves only then.
+bool small_gemm_eligible(int trans_b, int64_t m, int64_t n, int64_t k);
+
 // The batch of a MatMul plan (every product m, n, k > 0), each product as
 // small_sgemm computes it (alpha 1, beta 0): one call for the batch, without
 // pipert_sgemm's checks and dispatch per product (attention's 8 x 8 heads:

@@ -138,6 +138,11 @@ bool use_small(int trans_b, int64_t m, int64_t n, int64_t k) {
 
 } // namespace
 
+bool pipert::cpu::small_gemm_eligible(int trans_b, int64_t m, int64_t n, int64_t k) {
+  GemmLibrary lib = gemm_library();
+  return lib == GemmLibrary::Small || (lib == GemmLibrary::Auto && use_small(trans_b, m, n, k));
+}
+
 static void check_blas_dim(const char *op, int64_t v) {
   if (v < 0 || v > INT32_MAX)
     pipert_fail("%s: dimension %lld does not fit BLAS's int", op, (long long)v);

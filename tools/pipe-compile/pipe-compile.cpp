@@ -513,7 +513,7 @@ llvm::json::Value momentumUsed() {
 std::string oneDeviceTrainPipeline() {
   std::string pipeline;
   llvm::raw_string_ostream ps(pipeline);
-  ps << "pipe-fuse-gelu,pipe-autodiff,pipe-add-optimizer{kind=" << optimizer
+  ps << "pipe-fuse-gelu,pipe-fuse-attention,pipe-autodiff,pipe-add-optimizer{kind=" << optimizer
      << " lr=" << llvm::formatv("{0:e9}", lr.getValue());
   if (optimizer == "momentum" || optimizer == "nesterov")
     ps << " momentum=" << llvm::formatv("{0:e9}", momentum.getValue());
@@ -1761,7 +1761,8 @@ int main(int argc, char **argv) {
     evalForward = forward.clone();
   // Training step: gradients and the optimizer update.
   if (!forwardOnly) {
-    for (StringRef pass : {"pipe-fuse-gelu", "pipe-autodiff", "pipe-add-optimizer"})
+    for (StringRef pass : {"pipe-fuse-gelu", "pipe-fuse-attention", "pipe-autodiff",
+                            "pipe-add-optimizer"})
       if (!PassInfo::lookup(pass) && !PassPipelineInfo::lookup(pass))
         return fail("pass '" + pass +
                     "' is not available in this build; compile with "

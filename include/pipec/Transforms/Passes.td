@@ -38,6 +38,30 @@ def PipeFuseGelu : Pass<"pipe-fuse-gelu", "::mlir::ModuleOp"> {
   ];
 }
 
+def PipeFuseAttention : Pass<"pipe-fuse-attention", "::mlir::ModuleOp"> {
+  let summary = "fuse exported multi-head attention into onnx.Attention";
+  let description = [{
+    torch.onnx writes attention as Reshape/Transpose of q, k and v into
+    heads, MatMul(q, kᵀ), an optional scale (Mul or Div by a constant), an
+    optional Where(constant bool mask, -inf, scores), Softmax over the last
+    axis, MatMul with v and the heads merged back by Transpose and Reshape.
+    This pass replaces every such chain whose intermediate values have no
+    other use by one `onnx.Attention` (3-D inputs, `q_num_heads`, `scale`;
+    the mask as `is_causal` when it masks exactly j > i, else `attn_mask`)
+    carrying the final Reshape's location; when q, k and v are the three
+    parts of one Split along the last axis that nothing else reads, the op
+    takes the unsplit projection (K and V none) and the Split goes. One
+    kernel forward and one backward instead of the chain's seven to ten,
+    reading q, k and v where the projection wrote them (lib/Transforms/
+    FuseAttention.cpp). A chain one of whose inner ops is named in `keep`
+    (a manual cut point) stays as it is.
+  }];
+  let options = [
+    ListOption<"keep", "keep", "std::string",
+               "ONNX node names whose chains are not fused (manual cuts)">
+  ];
+}
+
 def PipeAutodiff : Pass<"pipe-autodiff", "::mlir::ModuleOp"> {
   let summary = "builds the training step: loss and gradients of the trainable parameters";
   let description = [{

@@ -573,6 +573,35 @@ void pipert_resize_grad_f32(pipert_context *ctx, const float *dy, const int64_t 
                             pipert_resize_nearest nearest, float cubic_coeff_a,
                             int exclude_outside, float *dx);
 
+/*===------------------------------ attention -----------------------------===*/
+
+/* Scaled dot-product attention (onnx.Attention; docs/design-notes.md
+ * "Attention"). Per batch b < batch and head h < heads:
+ *   S = scale * Q_bh K_bhᵀ (t x s), S_ij = -inf where masked,
+ *   P = softmax of each row of S, Y_bh = P V_bh (t x dh).
+ * Q_bh row i is q + b * sb + h * sh + i * sr, its dh floats contiguous, with
+ * (sb, sh, sr) = strides[0..2]; K, V and Y likewise with strides[3..5],
+ * [6..8] and [9..11] (in floats; K and V have s rows). So Q may be (B, T,
+ * H*dh), (B, H, T, dh) or a column block of a fused (B, T, 3*H*dh)
+ * projection. Masked: j > i where causal (upper-left aligned); mask[i * s +
+ * j] == 0 where mask (t x s bytes, nullable; 1 = attend). A row with every
+ * position masked is NaN (softmax of -inf everywhere). probs (nullable): P,
+ * (batch, heads, t, s), as the gradient reads it. */
+void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
+                          const int64_t *strides, int64_t batch, int64_t heads, int64_t t,
+                          int64_t s, int64_t dh, float scale, int32_t causal,
+                          const uint8_t *mask, float *y, float *probs);
+/* Its gradient from the forward's P (probs, required) and dY (strides[9..11]):
+ *   dP = dY_bh V_bhᵀ, dV_bh = Pᵀ dY_bh, dS = P * (dP - rowsum(dP * P)),
+ *   dQ_bh = scale dS K_bh, dK_bh = scale dSᵀ Q_bh,
+ * dq, dk, dv written in the layouts of q, k, v (strides[0..8]); every
+ * element of each is written. */
+void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float *k,
+                               const float *v, const int64_t *strides, int64_t batch,
+                               int64_t heads, int64_t t, int64_t s, int64_t dh, float scale,
+                               const float *probs, const float *dy, float *dq, float *dk,
+                               float *dv);
+
 /*===------------------------------ recurrent -----------------------------===*/
 
 /* ONNX LSTM (layout 0, default activations, no peepholes, clip or

@@ -754,3 +754,56 @@ func.func @scatterelements_index(%x: tensor<5x3xf32>, %u: tensor<1x3xf32>) {
   %0 = onnx.ScatterElements(%x, %i, %u) : (tensor<5x3xf32>, tensor<1x3xi64>, tensor<1x3xf32>) -> tensor<5x3xf32>
   return
 }
+
+// -----
+
+func.func @attention_3d_needs_heads(%q: tensor<2x4x6xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{with 3-D inputs needs q_num_heads > 0}}
+  %0 = onnx.Attention(%q, %q, %q, %none) : (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>, none) -> tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @attention_packed_width(%x: tensor<2x4x16xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{Q's last axis 16 is not 3 * q_num_heads * head size for q_num_heads 2}}
+  %0 = onnx.Attention(%x, %none, %none, %none) {q_num_heads = 2 : i64} : (tensor<2x4x16xf32>, none, none, none) -> tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @attention_gqa(%q: tensor<2x4x6xf32>, %k: tensor<2x4x6xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{kv_num_heads 1 differs from q_num_heads 2; grouped-query attention is not supported}}
+  %0 = onnx.Attention(%q, %k, %k, %none) {q_num_heads = 2 : i64, kv_num_heads = 1 : i64} : (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>, none) -> tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @attention_mask_type(%q: tensor<1x2x3x4xf32>, %m: tensor<3x3xf32>) {
+  // expected-error @+1 {{attn_mask must be a bool (3, 3) tensor (true: attend)}}
+  %0 = onnx.Attention(%q, %q, %q, %m) : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<3x3xf32>) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_kv_lengths(%q: tensor<1x2x3x4xf32>, %k: tensor<1x2x5x4xf32>, %v: tensor<1x2x6x4xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{needs K and V of one sequence length}}
+  %0 = onnx.Attention(%q, %k, %v, %none) : (tensor<1x2x3x4xf32>, tensor<1x2x5x4xf32>, tensor<1x2x6x4xf32>, none) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_probs(%x: tensor<2x4x18xf32>, %p: tensor<2x2x4x5xf32>, %dy: tensor<2x4x6xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{Probs must be (batch, heads, t, s) = (2, 2, 4, 4)}}
+  %0 = onnx.AttentionGrad(%x, %none, %none, %p, %dy) {q_num_heads = 2 : i64} : (tensor<2x4x18xf32>, none, none, tensor<2x2x4x5xf32>, tensor<2x4x6xf32>) -> tensor<2x4x18xf32>
+  return
+}

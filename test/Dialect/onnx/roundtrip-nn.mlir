@@ -181,3 +181,15 @@ func.func @conv_transpose_resize(%x: tensor<2x4x3x4xf32>, %w: tensor<4x3x3x2xf32
   %4 = onnx.ResizeGrad(%dy, %shape) {coordinate_transformation_mode = "pytorch_half_pixel", mode = "linear", nearest_mode = "round_prefer_floor", scales = array<f32: 1.0, 1.0, 0.5, 0.5>} : (tensor<2x6x3x6xf32>, tensor<4xi64>) -> tensor<2x6x7x13xf32>
   return
 }
+
+// CHECK-LABEL: func @attention
+func.func @attention(%x: tensor<2x4x18xf32>, %q4: tensor<2x2x4x3xf32>, %k4: tensor<2x2x5x3xf32>, %m: tensor<4x5xi1>, %p: tensor<2x2x4x4xf32>, %dy: tensor<2x4x6xf32>) {
+  %none = onnx.NoValue : none
+  // CHECK: onnx.Attention(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {is_causal = 1 : i64, q_num_heads = 2 : i64} : (tensor<2x4x18xf32>, none, none, none) -> (tensor<2x4x6xf32>, tensor<2x2x4x4xf32>)
+  %0:2 = onnx.Attention(%x, %none, %none, %none) {is_causal = 1 : i64, q_num_heads = 2 : i64} : (tensor<2x4x18xf32>, none, none, none) -> (tensor<2x4x6xf32>, tensor<2x2x4x4xf32>)
+  // CHECK: onnx.Attention(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {scale = 5.000000e-01 : f32} : (tensor<2x2x4x3xf32>, tensor<2x2x5x3xf32>, tensor<2x2x5x3xf32>, tensor<4x5xi1>) -> tensor<2x2x4x3xf32>
+  %1 = onnx.Attention(%q4, %k4, %k4, %m) {scale = 0.5 : f32} : (tensor<2x2x4x3xf32>, tensor<2x2x5x3xf32>, tensor<2x2x5x3xf32>, tensor<4x5xi1>) -> tensor<2x2x4x3xf32>
+  // CHECK: onnx.AttentionGrad(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {q_num_heads = 2 : i64} : (tensor<2x4x18xf32>, none, none, tensor<2x2x4x4xf32>, tensor<2x4x6xf32>) -> tensor<2x4x18xf32>
+  %2 = onnx.AttentionGrad(%x, %none, %none, %p, %dy) {q_num_heads = 2 : i64} : (tensor<2x4x18xf32>, none, none, tensor<2x2x4x4xf32>, tensor<2x4x6xf32>) -> tensor<2x4x18xf32>
+  return
+}

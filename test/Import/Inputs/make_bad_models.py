@@ -31,6 +31,11 @@ save("unsupported_op", [helper.make_node("RNN", ["x", "x", "x"], ["y"],
 save("bad_lstm", [helper.make_node("LSTM", ["x", "x", "x"], ["y"], hidden_size=2,
                                    name="bad_lstm")],
      [x], [y], check=False)
+# ONNX's Attention (opset 23): pipec fuses attention itself and refuses it.
+q3 = helper.make_tensor_value_info("q", F, [1, 2, 4])
+save("attention_op", [helper.make_node("Attention", ["q", "q", "q"], ["y"], q_num_heads=2,
+                                       kv_num_heads=2, name="att")],
+     [q3], [helper.make_tensor_value_info("y", F, [1, 2, 4])], opset=21, check=False)
 save("custom_domain", [helper.make_node("Foo", ["x"], ["y"], name="custom",
                                         domain="com.example")],
      [x], [y], check=False, domains=["com.example"])

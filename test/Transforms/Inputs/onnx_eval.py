@@ -1476,11 +1476,66 @@ def _gru_grad(a, x, w, r, b, h0, dy, dyh, saved=None, nresults=5):
         dh0[d] = dh
     return [dx, dw, dr, db, dh0][:nresults]
 
+def attention_heads(a, q, k, v):
+    """Q, K, V of an onnx.Attention(Grad) as (B, H, L, dh) arrays, and a
+    function that puts (B, H, T, dh) results back into Y's layout."""
+    if q.ndim == 4:
+        return q, k, v, lambda y: y
+    h = a["q_num_heads"]
+    if k is None:  # a fused (B, T, 3*H*dh) projection
+        d = q.shape[2] // 3
+        q, k, v = q[..., :d], q[..., d:2 * d], q[..., 2 * d:]
+
+    def split(x):
+        b, t, d = x.shape
+        return x.reshape(b, t, h, d // h).transpose(0, 2, 1, 3)
+
+    def merge(y):
+        b, hh, t, dh = y.shape
+        return y.transpose(0, 2, 1, 3).reshape(b, t, hh * dh)
+    return split(q), split(k), split(v), merge
+
+
+def attention_scale(a, dh):
+    return a["scale"] if "scale" in a else 1.0 / math.sqrt(dh)
+
+
+@op("Attention")
+def _attention(a, q, k, v, mask, nresults=1):
+    qh, kh, vh, merge = attention_heads(a, q, k, v)
+    t, s = qh.shape[2], kh.shape[2]
+    sc = attention_scale(a, qh.shape[3]) * (qh @ kh.swapaxes(-1, -2))
+    attend = np.ones((t, s), dtype=bool)
+    if a.get("is_causal", 0):
+        attend &= np.tril(np.ones((t, s), dtype=bool))
+    if mask is not None:
+        attend &= mask.astype(bool)
+    p = softmax(np.where(attend, sc, -np.inf), -1)
+    return [merge(p @ vh), p][:nresults]
+
+
+@op("AttentionGrad")
+def _attention_grad(a, q, k, v, p, dy, nresults=3):
+    qh, kh, vh, merge = attention_heads(a, q, k, v)
+    scale = attention_scale(a, qh.shape[3])
+    if q.ndim == 3:
+        b, t, d = dy.shape
+        dy = dy.reshape(b, t, a["q_num_heads"], -1).transpose(0, 2, 1, 3)
+    dv = p.swapaxes(-1, -2) @ dy
+    dp = dy @ vh.swapaxes(-1, -2)
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+    dq, dk = scale * (ds @ kh), scale * (ds.swapaxes(-1, -2) @ qh)
+    dq, dk, dv = merge(dq), merge(dk), merge(dv)
+    if k is None:
+        return [np.concatenate([dq, dk, dv], axis=-1)]
+    return [dq, dk, dv]
+
+
 MULTI = {"onnx.LayerNormalization", "onnx.BatchNormalization", "onnx.MaxPool", "onnx.Dropout",
          "onnx.SoftmaxCrossEntropyLoss", "onnx.Split", "onnx.LayerNormalizationGrad",
          "onnx.BatchNormalizationGrad", "onnx.ConvGrad", "onnx.AdamW", "onnx.Momentum",
          "onnx.Adagrad", "onnx.Adam", "onnx.LSTM", "onnx.GRU", "onnx.LSTMGrad",
-         "onnx.GRUGrad"}
+         "onnx.GRUGrad", "onnx.Attention", "onnx.AttentionGrad"}
 
 
 def run(func, args):

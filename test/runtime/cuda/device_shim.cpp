@@ -107,6 +107,43 @@ private:
 
 size_t dsize(pipert_dtype t) { return pipert_dtype_size(t); }
 
+// Attention's Q, K, V (or dQ, dK, dV): the floats each spans from its
+// pointer by its (batch, head, row) strides; where the host ranges overlap
+// (a fused projection's column blocks) one device buffer spans them all, so
+// that each writes its own columns of the one buffer.
+template <typename T>
+void map_attention(Mirror &m, bool out, T *const host[3], const int64_t ext[3], T *dev[3]) {
+  bool overlap = false;
+  for (int i = 0; i < 3; ++i)
+    for (int j = i + 1; j < 3; ++j)
+      if (host[i] && host[j] && host[i] < host[j] + ext[j] && host[j] < host[i] + ext[i])
+        overlap = true;
+  if (!overlap) {
+    for (int i = 0; i < 3; ++i)
+      dev[i] = out ? m.out(host[i], ext[i]) : const_cast<T *>(m.in(host[i], ext[i]));
+    return;
+  }
+  T *lo = host[0], *hi = host[0] + ext[0];
+  for (int i = 1; i < 3; ++i) {
+    lo = std::min(lo, host[i]);
+    hi = std::max(hi, host[i] + ext[i]);
+  }
+  T *base = out ? m.out(lo, hi - lo) : const_cast<T *>(m.in(lo, hi - lo));
+  for (int i = 0; i < 3; ++i)
+    dev[i] = base + (host[i] - lo);
+}
+
+void attention_extents(const int64_t *st, int64_t batch, int64_t heads, int64_t t, int64_t s,
+                       int64_t dh, int64_t ext[4]) {
+  const int64_t rows[4] = {t, s, s, t};
+  for (int i = 0; i < 4; ++i)
+    ext[i] = batch == 0 ? 0
+                        : (batch - 1) * st[3 * i] + (heads - 1) * st[3 * i + 1] +
+                              (rows[i] - 1) * st[3 * i + 2] + dh;
+}
+
+
+
 } // namespace
 
 namespace pipert_cuda_test {
@@ -272,6 +309,40 @@ void matmul_t_f32(pipert_context *ctx, const float *a, int64_t a_rank, const int
   pipert_matmul_t_f32(ctx, m.in(a, numel(a_rank, a_shape)), a_rank, a_shape, trans_a,
                       m.in(b, numel(b_rank, b_shape)), b_rank, b_shape, trans_b,
                       m.out(y, matmul_out(a_rank, a_shape, trans_a, b_rank, b_shape, trans_b)));
+}
+
+//===------------------------------ attention -----------------------------===//
+
+void attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
+                   const int64_t *strides, int64_t batch, int64_t heads, int64_t t, int64_t s,
+                   int64_t dh, float scale, int32_t causal, const uint8_t *mask, float *y,
+                   float *probs) {
+  Mirror m(ctx);
+  int64_t ext[4];
+  attention_extents(strides, batch, heads, t, s, dh, ext);
+  float *host[3] = {const_cast<float *>(q), const_cast<float *>(k), const_cast<float *>(v)};
+  float *dev[3];
+  map_attention(m, false, host, ext, dev);
+  pipert_attention_f32(ctx, dev[0], dev[1], dev[2], strides, batch, heads, t, s, dh, scale,
+                       causal, m.in(mask, t * s), m.out(y, ext[3]),
+                       m.out(probs, batch * heads * t * s));
+}
+
+void attention_grad_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
+                        const int64_t *strides, int64_t batch, int64_t heads, int64_t t,
+                        int64_t s, int64_t dh, float scale, const float *probs, const float *dy,
+                        float *dq, float *dk, float *dv) {
+  Mirror m(ctx);
+  int64_t ext[4];
+  attention_extents(strides, batch, heads, t, s, dh, ext);
+  float *host[3] = {const_cast<float *>(q), const_cast<float *>(k), const_cast<float *>(v)};
+  float *dev[3];
+  map_attention(m, false, host, ext, dev);
+  float *ghost[3] = {dq, dk, dv}, *gdev[3];
+  map_attention(m, true, ghost, ext, gdev);
+  pipert_attention_grad_f32(ctx, dev[0], dev[1], dev[2], strides, batch, heads, t, s, dh, scale,
+                            m.in(probs, batch * heads * t * s), m.in(dy, ext[3]), gdev[0],
+                            gdev[1], gdev[2]);
 }
 
 //===------------------------------ normalisation -------------------------===//

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <numeric>
@@ -793,3 +794,140 @@ INSTANTIATE_TEST_SUITE_P(Cells, RecurrentGrad,
                          ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(0, 1, 2)));
 
 } // namespace
+
+// ---------------------------------------------------------------- attention
+
+// Scaled dot-product attention (pipert_attention_f32) on a packed (B, T,
+// 3*H*dh) projection, a (B, H, T, dh) layout and separate (B, T, H*dh)
+// tensors with a cross-length key (s != t): the forward against a double
+// reference, the gradient (from the forward's probabilities) against
+// central differences of every input.
+struct AttnCase {
+  int64_t b, h, t, s, dh;
+  int layout; // 0 packed self-attention, 1 (B, H, T, dh), 2 separate (B, T, H*dh)
+  bool causal, mask;
+};
+
+class AttentionGrad : public ::testing::TestWithParam<AttnCase> {};
+
+TEST_P(AttentionGrad, ForwardAndEveryInput) {
+  const AttnCase c = GetParam();
+  Ctx ctx;
+  Rng rng;
+  const int64_t d = c.h * c.dh;
+  // Strides (batch, head, row) of q, k, v, y and each operand's size.
+  int64_t st[12];
+  size_t nq, nk, nv;
+  const int64_t ydims[3] = {c.t * d, c.dh, d};
+  if (c.layout == 0) {
+    const int64_t row = 3 * d;
+    const int64_t a[9] = {c.t * row, c.dh, row, c.t * row, c.dh, row, c.t * row, c.dh, row};
+    std::copy(a, a + 9, st);
+    nq = size_t(c.b * c.t * row);
+    nk = nv = 0;
+  } else if (c.layout == 1) {
+    const int64_t a[9] = {c.h * c.t * c.dh, c.t * c.dh, c.dh, c.h * c.s * c.dh, c.s * c.dh,
+                          c.dh, c.h * c.s * c.dh, c.s * c.dh, c.dh};
+    std::copy(a, a + 9, st);
+    nq = size_t(c.b * c.h * c.t * c.dh);
+    nk = nv = size_t(c.b * c.h * c.s * c.dh);
+  } else {
+    const int64_t a[9] = {c.t * d, c.dh, d, c.s * d, c.dh, d, c.s * d, c.dh, d};
+    std::copy(a, a + 9, st);
+    nq = size_t(c.b * c.t * d);
+    nk = nv = size_t(c.b * c.s * d);
+  }
+  std::copy(ydims, ydims + 3, st + 9);
+  const float scale = 1.f / std::sqrt(float(c.dh));
+  std::vector<uint8_t> mask(size_t(c.t * c.s), 1);
+  if (c.mask)
+    for (size_t i = 0; i < mask.size(); ++i)
+      mask[i] = (i * 7 + 3) % 5 != 0 || i % size_t(c.s) == 0; // column 0 always attends
+  const uint8_t *mp = c.mask ? mask.data() : nullptr;
+  Vec q = rng.uniform(int64_t(nq)), k = rng.uniform(int64_t(nk)), v = rng.uniform(int64_t(nv));
+  // Packed: k and v are q's column blocks d and 2d.
+  auto ptrs = [&](const Vec &qq, const Vec &kk, const Vec &vv) {
+    if (c.layout == 0)
+      return std::array<const float *, 3>{qq.data(), qq.data() + d, qq.data() + 2 * d};
+    return std::array<const float *, 3>{qq.data(), kk.data(), vv.data()};
+  };
+  const size_t ny = size_t(c.b * c.t * d), np = size_t(c.b * c.h * c.t * c.s);
+  auto forward = [&](const Vec &qq, const Vec &kk, const Vec &vv, Vec &y, Vec *probs) {
+    y.assign(ny, 0.f);
+    auto p = ptrs(qq, kk, vv);
+    pipert_attention_f32(ctx.ctx, p[0], p[1], p[2], st, c.b, c.h, c.t, c.s, c.dh, scale,
+                         c.causal, mp, y.data(), probs ? probs->data() : nullptr);
+  };
+  // The forward against double arithmetic.
+  Vec y, probs(np);
+  forward(q, k, v, y, &probs);
+  auto at = [&](int which, const float *base, int64_t b, int64_t h, int64_t i, int64_t e) {
+    return double(base[b * st[3 * which] + h * st[3 * which + 1] + i * st[3 * which + 2] + e]);
+  };
+  auto p0 = ptrs(q, k, v);
+  int bad = 0;
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.h; ++h)
+      for (int64_t i = 0; i < c.t; ++i) {
+        std::vector<double> sc(size_t(c.s), -INFINITY);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < c.s; ++j) {
+          if ((c.causal && j > i) || (mp && !mp[i * c.s + j]))
+            continue;
+          double acc = 0;
+          for (int64_t e = 0; e < c.dh; ++e)
+            acc += at(0, p0[0], b, h, i, e) * at(1, p0[1], b, h, j, e);
+          sc[size_t(j)] = acc * scale;
+          mx = std::max(mx, sc[size_t(j)]);
+        }
+        double sum = 0;
+        for (double &x : sc)
+          sum += (x = std::exp(x - mx));
+        for (int64_t j = 0; j < c.s; ++j) {
+          const double want = sc[size_t(j)] / sum;
+          const float got = probs[size_t(((b * c.h + h) * c.t + i) * c.s + j)];
+          if (std::fabs(got - want) > 1e-5 && ++bad <= 5)
+            ADD_FAILURE() << "P[" << b << "," << h << "," << i << "," << j << "] " << got
+                          << " want " << want;
+        }
+        for (int64_t e = 0; e < c.dh; ++e) {
+          double want = 0;
+          for (int64_t j = 0; j < c.s; ++j)
+            want += sc[size_t(j)] / sum * at(2, p0[2], b, h, j, e);
+          const float got = y[size_t(b * c.t * d + i * d + h * c.dh + e)];
+          if (std::fabs(got - want) > 1e-5 && ++bad <= 5)
+            ADD_FAILURE() << "Y[" << b << "," << i << "," << h * c.dh + e << "] " << got
+                          << " want " << want;
+        }
+      }
+  EXPECT_EQ(bad, 0);
+  // Without probs: the same Y.
+  Vec y2;
+  forward(q, k, v, y2, nullptr);
+  EXPECT_EQ(y, y2);
+  // The gradient of every input against central differences.
+  Vec r = rng.uniform(int64_t(ny));
+  Vec dq(nq, 7.f), dk(nk, 7.f), dv(nv, 7.f);
+  auto p = ptrs(q, k, v);
+  float *g[3] = {dq.data(), dk.data(), dv.data()};
+  if (c.layout == 0) {
+    g[1] = dq.data() + d;
+    g[2] = dq.data() + 2 * d;
+  }
+  pipert_attention_grad_f32(ctx.ctx, p[0], p[1], p[2], st, c.b, c.h, c.t, c.s, c.dh, scale,
+                            probs.data(), r.data(), g[0], g[1], g[2]);
+  check_grad("dQ", [&](const Vec &xx, Vec &yy) { forward(xx, k, v, yy, nullptr); }, q, r, dq);
+  if (c.layout != 0) {
+    check_grad("dK", [&](const Vec &xx, Vec &yy) { forward(q, xx, v, yy, nullptr); }, k, r, dk);
+    check_grad("dV", [&](const Vec &xx, Vec &yy) { forward(q, k, xx, yy, nullptr); }, v, r, dv);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, AttentionGrad,
+    ::testing::Values(AttnCase{2, 2, 5, 5, 3, 0, true, false},   // packed, causal
+                      AttnCase{2, 3, 4, 4, 8, 0, false, false},  // packed
+                      AttnCase{1, 2, 3, 6, 4, 1, false, true},   // (B, H, T, dh), mask
+                      AttnCase{2, 2, 6, 4, 5, 2, true, false},   // separate, s < t, causal
+                      AttnCase{2, 4, 16, 16, 16, 0, true, true}, // small kernel's 16 columns
+                      AttnCase{1, 1, 70, 70, 20, 2, false, false}));

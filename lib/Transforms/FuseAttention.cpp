@@ -1,0 +1,330 @@
+//===- FuseAttention.cpp - pipe-fuse-attention: exported attention as one op ===//
+//
+// torch.onnx writes multi-head attention (q, k, v of (B, T, H*dh), split
+// into heads) as
+//
+//   %qh = Transpose(Reshape(%q, [B, T, H, dh])) {perm = [0, 2, 1, 3]}
+//   %kt = Transpose(Reshape(%k, [B, S, H, dh])) {perm = [0, 2, 3, 1]}
+//   %vh = Transpose(Reshape(%v, [B, S, H, dh])) {perm = [0, 2, 1, 3]}
+//   %s  = MatMul(%qh, %kt)
+//   %s2 = Mul(%s, c) | Div(%s, c)                      (optional)
+//   %s3 = Where(%future, -inf, %s2)                    (optional)
+//   %p  = Softmax(%s3) {axis = -1}
+//   %o  = MatMul(%p, %vh)
+//   %y  = Reshape(Transpose(%o) {perm = [0, 2, 1, 3]}, [B, T, H*dh])
+//
+// (kᵀ also as two Transposes, [0, 2, 1, 3] then [0, 1, 3, 2]). This pass
+// replaces each such chain by one onnx.Attention(%q, %k, %v) {q_num_heads =
+// H, scale, is_causal} carrying %y's location; where q, k and v are the
+// three equal parts of one Split along the last axis (self-attention's fused
+// projection) and nothing else reads that Split, by onnx.Attention(%x,
+// none, none) on the unsplit %x. The Where's constant mask becomes
+// is_causal when it masks exactly j > i, else the op's attn_mask (its
+// negation: ONNX's boolean mask is true where a position attends).
+//
+// Each intermediate value of the chain (%s to the final Transpose) must
+// have no other use; a chain one of whose inner ops is named in `keep` (a
+// manual cut point) stays as it is. Same function: the products, the scale
+// and the softmax are those of the chain, done per head in one kernel.
+//
+//===----------------------------------------------------------------------===//
+#include "pipec/Analysis/CostModel.h"
+#include "dialects/onnx/ShapeHelpers.h"
+#include "dialects/pipe/PipeAttrNames.h"
+#include "pipec/Autodiff/OnnxBuilder.h"
+#include "pipec/Transforms/Passes.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
+
+namespace mlir::pipec {
+#define GEN_PASS_DEF_PIPEFUSEATTENTION
+#include "pipec/Transforms/Passes.h.inc"
+} // namespace mlir::pipec
+
+using namespace mlir;
+using namespace mlir::pipec;
+
+namespace {
+
+std::optional<double> splatValue(Value v) {
+  auto c = v.getDefiningOp<onnx::ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto dense = dyn_cast_or_null<DenseFPElementsAttr>(c->getAttr("value"));
+  if (!dense || !dense.isSplat())
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>().convertToDouble();
+}
+
+SmallVector<int64_t> permOf(Operation *op) {
+  SmallVector<int64_t> r;
+  if (auto a = op->getAttrOfType<DenseI64ArrayAttr>("perm"))
+    r.assign(a.asArrayRef().begin(), a.asArrayRef().end());
+  return r;
+}
+
+bool isPerm(Operation *op, ArrayRef<int64_t> want) {
+  return op && isa<onnx::TransposeOp>(op) && ArrayRef<int64_t>(permOf(op)) == want;
+}
+
+/// `v` = Transpose(Reshape(x, [B, L, H, dh]), perm) with x of (B, L, H*dh):
+/// returns x (and H, dh); perm [0, 2, 1, 3] (heads forward) or, with
+/// `transposed`, [0, 2, 3, 1] or [0, 2, 1, 3] followed by [0, 1, 3, 2].
+struct Head {
+  Value x;
+  int64_t heads, dh;
+  SmallVector<Operation *> ops;
+};
+std::optional<Head> matchHeads(Value v, bool transposed) {
+  Head h;
+  Operation *t = v.getDefiningOp();
+  if (!t)
+    return std::nullopt;
+  if (transposed) {
+    if (isPerm(t, {0, 1, 3, 2})) {
+      h.ops.push_back(t);
+      t = t->getOperand(0).getDefiningOp();
+      if (!isPerm(t, {0, 2, 1, 3}))
+        return std::nullopt;
+    } else if (!isPerm(t, {0, 2, 3, 1})) {
+      return std::nullopt;
+    }
+  } else if (!isPerm(t, {0, 2, 1, 3})) {
+    return std::nullopt;
+  }
+  h.ops.push_back(t);
+  auto reshape = t->getOperand(0).getDefiningOp<onnx::ReshapeOp>();
+  if (!reshape)
+    return std::nullopt;
+  h.ops.push_back(reshape);
+  auto out = dyn_cast<RankedTensorType>(reshape->getResult(0).getType());
+  auto in = dyn_cast<RankedTensorType>(reshape->getOperand(0).getType());
+  if (!out || !in || !out.hasStaticShape() || !in.hasStaticShape() || out.getRank() != 4 ||
+      in.getRank() != 3 || in.getDimSize(0) != out.getDimSize(0) ||
+      in.getDimSize(1) != out.getDimSize(1) ||
+      in.getDimSize(2) != out.getDimSize(2) * out.getDimSize(3))
+    return std::nullopt;
+  h.x = reshape->getOperand(0);
+  h.heads = out.getDimSize(2);
+  h.dh = out.getDimSize(3);
+  return h;
+}
+
+/// A constant bool (T, S) or (1, 1, T, S) mask's values, row-major.
+std::optional<SmallVector<bool>> boolMask(Value v, int64_t t, int64_t s) {
+  auto c = v.getDefiningOp<onnx::ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto dense = dyn_cast_or_null<DenseIntElementsAttr>(c->getAttr("value"));
+  if (!dense || !dense.getElementType().isInteger(1))
+    return std::nullopt;
+  auto shape = dense.getType().getShape();
+  bool ok = (shape.size() == 2 && shape[0] == t && shape[1] == s) ||
+            (shape.size() == 4 && shape[0] == 1 && shape[1] == 1 && shape[2] == t &&
+             shape[3] == s);
+  if (!ok)
+    return std::nullopt;
+  SmallVector<bool> r;
+  for (bool b : dense.getValues<bool>())
+    r.push_back(b);
+  return r;
+}
+
+struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentionPass> {
+  using Base::Base;
+
+  bool kept(ArrayRef<Operation *> ops) const {
+    return llvm::any_of(ops, [&](Operation *op) {
+      return llvm::is_contained(keep, CostModel::getNodeName(op->getLoc()).str());
+    });
+  }
+
+  /// Fuses the chain through `sm`; false if it is not one.
+  bool fuse(onnx::SoftmaxOp sm) {
+    auto st = dyn_cast<RankedTensorType>(sm.getType());
+    if (!st || st.getRank() != 4 || !st.hasStaticShape() || !st.getElementType().isF32())
+      return false;
+    if (sm.getAxis() != -1 && sm.getAxis() != 3)
+      return false;
+    const int64_t t = st.getDimSize(2), s = st.getDimSize(3);
+    SmallVector<Operation *> inner; // the chain's ops, the root excluded
+    inner.push_back(sm);
+    // Forward: P V, heads back, merged.
+    Value p = sm.getResult();
+    if (!p.hasOneUse())
+      return false;
+    auto pv = dyn_cast<onnx::MatMulOp>(*p.getUsers().begin());
+    if (!pv || pv.getA() != p || !pv.getResult().hasOneUse())
+      return false;
+    inner.push_back(pv);
+    Operation *back = *pv.getResult().getUsers().begin();
+    if (!isPerm(back, {0, 2, 1, 3}) || !back->getResult(0).hasOneUse())
+      return false;
+    inner.push_back(back);
+    auto merge = dyn_cast<onnx::ReshapeOp>(*back->getResult(0).getUsers().begin());
+    if (!merge)
+      return false;
+    auto yt = dyn_cast<RankedTensorType>(merge.getType());
+    if (!yt || yt.getRank() != 3)
+      return false;
+    // Backward from the softmax: mask, scale, Q Kᵀ.
+    Value x = sm.getInput();
+    std::optional<SmallVector<bool>> future;
+    if (auto where = x.getDefiningOp<onnx::WhereOp>()) {
+      std::optional<double> fill = splatValue(where.getX());
+      if (!fill || !std::isinf(*fill) || *fill > 0 || !x.hasOneUse())
+        return false;
+      future = boolMask(where.getCondition(), t, s);
+      if (!future)
+        return false;
+      inner.push_back(where);
+      x = where.getY();
+    }
+    double scaleFactor = 1.0;
+    bool scaled = false;
+    if (auto mul = x.getDefiningOp<onnx::MulOp>()) {
+      Value other;
+      if (std::optional<double> c = splatValue(mul.getB())) {
+        scaleFactor = *c;
+        other = mul.getA();
+      } else if (std::optional<double> c = splatValue(mul.getA())) {
+        scaleFactor = *c;
+        other = mul.getB();
+      }
+      if (!other || !x.hasOneUse())
+        return false;
+      scaled = true;
+      inner.push_back(mul);
+      x = other;
+    } else if (auto div = x.getDefiningOp<onnx::DivOp>()) {
+      std::optional<double> c = splatValue(div.getB());
+      if (!c || *c == 0 || !x.hasOneUse())
+        return false;
+      scaleFactor = 1.0 / *c;
+      scaled = true;
+      inner.push_back(div);
+      x = div.getA();
+    }
+    auto qk = x.getDefiningOp<onnx::MatMulOp>();
+    if (!qk || !x.hasOneUse())
+      return false;
+    inner.push_back(qk);
+    std::optional<Head> q = matchHeads(qk.getA(), false);
+    std::optional<Head> k = matchHeads(qk.getB(), true);
+    std::optional<Head> v = matchHeads(pv.getB(), false);
+    if (!q || !k || !v || q->heads != k->heads || q->heads != v->heads || q->dh != k->dh ||
+        q->dh != v->dh)
+      return false;
+    auto qt = cast<RankedTensorType>(q->x.getType());
+    auto kt = cast<RankedTensorType>(k->x.getType());
+    if (qt.getDimSize(1) != t || kt.getDimSize(1) != s ||
+        yt.getShape() != ArrayRef<int64_t>(qt.getShape()))
+      return false;
+    for (Head *h : {&*q, &*k, &*v})
+      inner.append(h->ops.begin(), h->ops.end());
+    if (kept(inner))
+      return false;
+    // Without a scale the scores are unscaled: scale 1.
+    if (!scaled)
+      scaleFactor = 1.0;
+    // The mask: exactly j > i is causal; else attn_mask = its negation.
+    bool causal = false;
+    std::optional<SmallVector<bool>> attend;
+    if (future) {
+      bool isCausal = true;
+      for (int64_t i = 0; i < t && isCausal; ++i)
+        for (int64_t j = 0; j < s; ++j)
+          if ((*future)[i * s + j] != (j > i)) {
+            isCausal = false;
+            break;
+          }
+      if (isCausal) {
+        causal = true;
+      } else {
+        attend.emplace();
+        for (bool b : *future)
+          attend->push_back(!b);
+      }
+    }
+    // Self-attention on one projection: the three parts of a Split.
+    Value qIn = q->x, kIn = k->x, vIn = v->x;
+    auto split = qIn.getDefiningOp<onnx::SplitOp>();
+    bool packed = false;
+    if (split && split->getNumResults() == 3 && split->getResult(0) == qIn &&
+        split->getResult(1) == kIn && split->getResult(2) == vIn &&
+        llvm::all_of(split->getResults(), [](Value r) { return r.hasOneUse(); })) {
+      auto in = dyn_cast<RankedTensorType>(split->getOperand(0).getType());
+      int64_t axis = split->getAttrOfType<IntegerAttr>("axis")
+                         ? split->getAttrOfType<IntegerAttr>("axis").getInt()
+                         : 0;
+      if (in && in.getRank() == 3 && (axis == 2 || axis == -1) &&
+          in.getDimSize(2) == 3 * qt.getDimSize(2))
+        packed = true;
+    }
+    OpBuilder b(merge);
+    Location loc = merge.getLoc();
+    Value none = onnx::NoValueOp::create(b, loc, b.getNoneType());
+    Value mask = none;
+    if (attend) {
+      auto type = RankedTensorType::get({t, s}, b.getI1Type());
+      mask = onnx::ConstantOp::create(b, loc, type,
+                                      DenseElementsAttr::get(type, ArrayRef<bool>(*attend)))
+                 ->getResult(0);
+    }
+    SmallVector<Value> operands;
+    if (packed)
+      operands = {split->getOperand(0), none, none, mask};
+    else
+      operands = {qIn, kIn, vIn, mask};
+    SmallVector<NamedAttribute> attrs{
+        b.getNamedAttr("q_num_heads", b.getI64IntegerAttr(q->heads)),
+        b.getNamedAttr("scale", b.getF32FloatAttr(float(scaleFactor)))};
+    if (causal)
+      attrs.push_back(b.getNamedAttr("is_causal", b.getI64IntegerAttr(1)));
+    auto att = onnx::AttentionOp::create(b, loc, TypeRange{merge.getType()}, operands, attrs);
+    if (Attribute stage = merge->getAttr(pipe::attrs::kStage)) {
+      att->setAttr(pipe::attrs::kStage, stage);
+      for (Value o : operands)
+        if (Operation *def = o.getDefiningOp(); def && !def->hasAttr(pipe::attrs::kStage))
+          def->setAttr(pipe::attrs::kStage, stage);
+    }
+    merge.getResult().replaceAllUsesWith(att->getResult(0));
+    // Erase what is now dead: the chain, the heads' reshapes and
+    // transposes, the Split, and the constants only they used.
+    SmallVector<Operation *> work{merge};
+    work.append(inner.begin(), inner.end());
+    if (packed)
+      work.push_back(split);
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (Operation *&op : work) {
+        if (!op || !op->use_empty())
+          continue;
+        SmallVector<Operation *> defs;
+        for (Value operand : op->getOperands())
+          if (Operation *def = operand.getDefiningOp(); def && isa<onnx::ConstantOp>(def))
+            defs.push_back(def);
+        op->erase();
+        op = nullptr;
+        changed = true;
+        for (Operation *def : defs)
+          if (def->use_empty())
+            def->erase();
+      }
+    }
+    return true;
+  }
+
+  void runOnOperation() override {
+    SmallVector<onnx::SoftmaxOp> roots;
+    getOperation().walk([&](onnx::SoftmaxOp op) { roots.push_back(op); });
+    for (onnx::SoftmaxOp sm : roots)
+      (void)fuse(sm);
+  }
+};
+
+} // namespace

@@ -1,0 +1,148 @@
+//===- attention.cu - scaled dot-product attention and its gradient (CUDA) ===//
+//
+// pipert_attention_f32 / pipert_attention_grad_f32 (pipert_kernels.h) on
+// cuBLAS: per batch entry one strided-batched GEMM over the heads for each
+// product (a head's rows are `sh` floats after the previous head's), the
+// t x s scores of every (batch, head) in `probs` (or scratch), and one warp
+// per score row for the masked softmax and its gradient
+// (runtime/cpu/attention.cpp on the CPU).
+//
+//===----------------------------------------------------------------------===//
+#include "nn_util.cuh"
+
+using namespace pipert::cuda;
+using namespace pipert::cuda::nn;
+
+namespace {
+
+// Row r of the (pairs * t) x s scores (row i = r % t of its pair) to its
+// softmax: masked positions (j > i under causal, mask[i * s + j] == 0) are
+// 0, a row with nothing unmasked NaN. A warp per row.
+__global__ void attention_softmax_kernel(float *__restrict__ p, int64_t rows, int64_t t,
+                                         int64_t s, int causal,
+                                         const uint8_t *__restrict__ mask) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < rows;
+       r += warps) {
+    const int64_t i = r % t;
+    float *pr = p + r * s;
+    auto masked = [&](int64_t j) {
+      return (causal && j > i) || (mask && !mask[i * s + j]);
+    };
+    float mx = -INFINITY;
+    for (int64_t j = lane; j < s; j += 32)
+      if (!masked(j))
+        mx = fmaxf(mx, pr[j]);
+    mx = __shfl_sync(0xffffffffu, warp_max(mx), 0);
+    if (mx == -INFINITY) {
+      for (int64_t j = lane; j < s; j += 32)
+        pr[j] = __int_as_float(0x7fc00000); // NaN
+      continue;
+    }
+    float sum = 0.f;
+    for (int64_t j = lane; j < s; j += 32) {
+      const float e = masked(j) ? 0.f : expf(pr[j] - mx);
+      pr[j] = e;
+      sum += e;
+    }
+    sum = __shfl_sync(0xffffffffu, warp_sum(sum), 0);
+    const float inv = 1.f / sum;
+    for (int64_t j = lane; j < s; j += 32)
+      pr[j] *= inv;
+  }
+}
+
+// dS = P * (dP - rowsum(dP * P)) in dP's place, a warp per row.
+__global__ void attention_softmax_grad_kernel(const float *__restrict__ p,
+                                              float *__restrict__ dp, int64_t rows, int64_t s) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < rows;
+       r += warps) {
+    const float *pr = p + r * s;
+    float *dr = dp + r * s;
+    float acc = 0.f;
+    for (int64_t j = lane; j < s; j += 32)
+      acc += pr[j] * dr[j];
+    acc = __shfl_sync(0xffffffffu, warp_sum(acc), 0);
+    for (int64_t j = lane; j < s; j += 32)
+      dr[j] = pr[j] * (dr[j] - acc);
+  }
+}
+
+unsigned row_blocks(pipert_context *ctx, int64_t rows) {
+  return grid_for(ctx, rows * 32);
+}
+
+void check_args(const char *op, int64_t batch, int64_t heads, int64_t t, int64_t s, int64_t dh,
+                const int64_t *st) {
+  if (batch < 0 || heads <= 0 || t <= 0 || s <= 0 || dh <= 0 || !st)
+    pipert_fail("%s: bad sizes batch %lld, heads %lld, t %lld, s %lld, head size %lld", op,
+                (long long)batch, (long long)heads, (long long)t, (long long)s, (long long)dh);
+  for (int i = 0; i < 4; ++i)
+    if (st[3 * i + 2] < dh)
+      pipert_fail("%s: row stride %lld of operand %d is below the head size %lld", op,
+                  (long long)st[3 * i + 2], i, (long long)dh);
+}
+
+} // namespace
+
+extern "C" {
+
+void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
+                          const int64_t *st, int64_t batch, int64_t heads, int64_t t,
+                          int64_t s, int64_t dh, float scale, int32_t causal,
+                          const uint8_t *mask, float *y, float *probs) {
+  const char *op = "Attention";
+  check_args(op, batch, heads, t, s, dh, st);
+  const int64_t ts = t * s;
+  Scratch tmp(ctx, probs ? 1 : size_t(batch * heads * ts) * sizeof(float));
+  float *p = probs ? probs : tmp.as<float>();
+  for (int64_t b = 0; b < batch; ++b)
+    gemm_strided(ctx, op, 0, 1, t, s, dh, scale, q + b * st[0], st[2], st[1], k + b * st[3],
+                 st[5], st[4], 0.f, p + b * heads * ts, s, ts, heads);
+  const int64_t rows = batch * heads * t;
+  attention_softmax_kernel<<<row_blocks(ctx, rows), kBlock, 0, stream_of(ctx)>>>(
+      p, rows, t, s, causal, mask);
+  PIPERT_LAUNCH_CHECK(op);
+  for (int64_t b = 0; b < batch; ++b)
+    gemm_strided(ctx, op, 0, 0, t, dh, s, 1.f, p + b * heads * ts, s, ts, v + b * st[6], st[8],
+                 st[7], 0.f, y + b * st[9], st[11], st[10], heads);
+}
+
+void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float *k,
+                               const float *v, const int64_t *st, int64_t batch,
+                               int64_t heads, int64_t t, int64_t s, int64_t dh, float scale,
+                               const float *probs, const float *dy, float *dq, float *dk,
+                               float *dv) {
+  const char *op = "AttentionGrad";
+  check_args(op, batch, heads, t, s, dh, st);
+  if (!probs)
+    pipert_fail("AttentionGrad: the forward's probabilities are required");
+  const int64_t ts = t * s;
+  Scratch tmp(ctx, size_t(batch * heads * ts) * sizeof(float));
+  float *ds = tmp.as<float>();
+  for (int64_t b = 0; b < batch; ++b) {
+    const float *pb = probs + b * heads * ts, *dyb = dy + b * st[9];
+    // dP = dY Vᵀ, dV = Pᵀ dY.
+    gemm_strided(ctx, op, 0, 1, t, s, dh, 1.f, dyb, st[11], st[10], v + b * st[6], st[8], st[7],
+                 0.f, ds + b * heads * ts, s, ts, heads);
+    gemm_strided(ctx, op, 1, 0, s, dh, t, 1.f, pb, s, ts, dyb, st[11], st[10], 0.f,
+                 dv + b * st[6], st[8], st[7], heads);
+  }
+  const int64_t rows = batch * heads * t;
+  attention_softmax_grad_kernel<<<row_blocks(ctx, rows), kBlock, 0, stream_of(ctx)>>>(
+      probs, ds, rows, s);
+  PIPERT_LAUNCH_CHECK(op);
+  for (int64_t b = 0; b < batch; ++b) {
+    const float *dsb = ds + b * heads * ts;
+    // dQ = scale dS K, dK = scale dSᵀ Q.
+    gemm_strided(ctx, op, 0, 0, t, dh, s, scale, dsb, s, ts, k + b * st[3], st[5], st[4], 0.f,
+                 dq + b * st[0], st[2], st[1], heads);
+    gemm_strided(ctx, op, 1, 0, s, dh, t, scale, dsb, s, ts, q + b * st[0], st[2], st[1], 0.f,
+                 dk + b * st[3], st[5], st[4], heads);
+  }
+}
+
+} // extern "C"
