@@ -16,6 +16,7 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -808,7 +809,21 @@ struct AttnCase {
   bool causal, mask;
 };
 
+void PrintTo(const AttnCase &c, std::ostream *os) {
+  *os << "b" << c.b << " h" << c.h << " t" << c.t << " s" << c.s << " dh" << c.dh << " layout"
+      << c.layout << (c.causal ? " causal" : "") << (c.mask ? " mask" : "");
+}
+
 class AttentionGrad : public ::testing::TestWithParam<AttnCase> {};
+
+// Test names from the case (gtest's default prints the struct's bytes,
+// padding included, which may differ between runs).
+std::string attn_case_name(const ::testing::TestParamInfo<AttnCase> &info) {
+  static const char *layouts[] = {"Packed", "FourD", "Separate"};
+  const AttnCase &c = info.param;
+  return std::string(layouts[c.layout]) + (c.causal ? "Causal" : "") + (c.mask ? "Masked" : "") +
+         "_" + std::to_string(info.index);
+}
 
 TEST_P(AttentionGrad, ForwardAndEveryInput) {
   const AttnCase c = GetParam();
@@ -930,4 +945,5 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{1, 2, 3, 6, 4, 1, false, true},   // (B, H, T, dh), mask
                       AttnCase{2, 2, 6, 4, 5, 2, true, false},   // separate, s < t, causal
                       AttnCase{2, 4, 16, 16, 16, 0, true, true}, // small kernel's 16 columns
-                      AttnCase{1, 1, 70, 70, 20, 2, false, false}));
+                      AttnCase{1, 1, 70, 70, 20, 2, false, false}),
+    attn_case_name);
