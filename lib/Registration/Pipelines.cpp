@@ -55,9 +55,11 @@ void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
   PipeFuseGeluOptions fuse;
   fuse.keep = llvm::to_vector(options.cuts);
   pm.addPass(createPipeFuseGelu(fuse));
-  PipeFuseAttentionOptions fuseAttention;
-  fuseAttention.keep = llvm::to_vector(options.cuts);
-  pm.addPass(createPipeFuseAttention(fuseAttention));
+  if (options.fuseAttention) {
+    PipeFuseAttentionOptions fuseAttention;
+    fuseAttention.keep = llvm::to_vector(options.cuts);
+    pm.addPass(createPipeFuseAttention(fuseAttention));
+  }
   pm.addPass(createPipeAssignStages(assign));
   pm.addPass(createPipeAutodiff());
   PipeAddOptimizerOptions optimizer;

@@ -10,8 +10,7 @@
 // --cold). Here the products read Q, K and V where the projection wrote
 // them (strided rows) and write Y and the gradients in place.
 //
-// Rows are softmaxed over their unmasked prefix under `causal` (positions
-// after the diagonal are zero without an exp). The products run in
+// The products run in
 // small_sgemm on each thread where pipert_sgemm would run them there
 // (every shape of the GPT's and the example transformer's heads), else one
 // pair after another through pipert_sgemm and its library's threads.
@@ -63,36 +62,204 @@ struct Gemm {
   }
 };
 
-// Row i of the scores (n = s floats) to its softmax, masked positions 0.
-// The unmasked prefix under causal only; a row with nothing unmasked is NaN.
-void softmax_row(float *PIPERT_RESTRICT p, int64_t i, int64_t s, bool causal,
-                 const uint8_t *mask) {
-  int64_t n = s;
-  if (causal)
-    n = std::min(s, i + 1);
-  if (mask) {
-    const uint8_t *mr = mask + i * s;
-    for (int64_t j = 0; j < n; ++j)
-      if (!mr[j])
-        p[j] = -INFINITY;
-  }
-  const float mx = row_max(n, p);
-  if (mx == -INFINITY) {
-    std::fill(p, p + s, std::numeric_limits<float>::quiet_NaN());
-    return;
-  }
+#if defined(__AVX512F__)
+inline __mmask16 tail_mask(int64_t k) { return __mmask16((1u << k) - 1u); }
+#endif
+
+// max over p[0, n), -inf for n = 0; in vector lanes with a masked tail
+// (short rows: a scalar chain of maxss was a third of the tiny heads' time).
+inline float max_of(const float *p, int64_t n) {
+#if defined(__AVX512F__)
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  __m512 acc = ninf;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    acc = _mm512_max_ps(acc, _mm512_loadu_ps(p + j));
+  if (j < n)
+    acc = _mm512_max_ps(acc, _mm512_mask_loadu_ps(ninf, tail_mask(n - j), p + j));
+  return _mm512_reduce_max_ps(acc);
+#else
+  return row_max(n, p);
+#endif
+}
+
+// p[j] = p[j] == -inf ? 0 : p[j] - mx over [0, n).
+inline void shift_row(float *p, int64_t n, float mx) {
   int64_t j = 0;
 #if defined(__AVX512F__)
-  const __m512 vmx = _mm512_set1_ps(mx);
+  const __m512 ninf = _mm512_set1_ps(-INFINITY), vmx = _mm512_set1_ps(mx);
+  auto f = [&](__m512 x) {
+    return _mm512_maskz_sub_ps(_mm512_cmp_ps_mask(x, ninf, _CMP_NEQ_OQ), x, vmx);
+  };
   for (; j + 16 <= n; j += 16)
-    _mm512_storeu_ps(p + j, vexp16(_mm512_sub_ps(_mm512_loadu_ps(p + j), vmx)));
+    _mm512_storeu_ps(p + j, f(_mm512_loadu_ps(p + j)));
+  if (j < n) {
+    const __mmask16 m = tail_mask(n - j);
+    _mm512_mask_storeu_ps(p + j, m, f(_mm512_maskz_loadu_ps(m, p + j)));
+    return;
+  }
 #endif
   for (; j < n; ++j)
-    p[j] = vexp(p[j] - mx);
-  const float inv = 1.f / row_sum(n, p);
-  for (j = 0; j < n; ++j)
-    p[j] *= inv;
-  std::fill(p + n, p + s, 0.f);
+    p[j] = p[j] == -INFINITY ? 0.f : p[j] - mx;
+}
+
+// p[j] = 0 over [0, n): short tails inline (std::fill of zeros became a
+// memset call per row).
+inline void zero_row(float *p, int64_t n) {
+  int64_t j = 0;
+#if defined(__AVX512F__)
+  const __m512 z = _mm512_setzero_ps();
+  for (; j + 16 <= n; j += 16)
+    _mm512_storeu_ps(p + j, z);
+  if (j < n) {
+    _mm512_mask_storeu_ps(p + j, tail_mask(n - j), z);
+    return;
+  }
+#endif
+  for (; j < n; ++j)
+    p[j] = 0.f;
+}
+
+// p[j] *= c over [0, n).
+inline void scale_row(float *p, int64_t n, float c) {
+  int64_t j = 0;
+#if defined(__AVX512F__)
+  const __m512 vc = _mm512_set1_ps(c);
+  for (; j + 16 <= n; j += 16)
+    _mm512_storeu_ps(p + j, _mm512_mul_ps(_mm512_loadu_ps(p + j), vc));
+  if (j < n) {
+    const __mmask16 m = tail_mask(n - j);
+    _mm512_mask_storeu_ps(p + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + j), vc));
+    return;
+  }
+#endif
+  for (; j < n; ++j)
+    p[j] *= c;
+}
+
+// The t x s scores of one pair to their row softmax, masked positions 0
+// (j > i under causal, mask[i * s + j] == 0), a row with nothing unmasked
+// NaN. Each row is shifted by the max of its unmasked positions and its
+// masked ones set to 0, then one exp runs over the whole block (rows of a
+// few positions, the example transformer's 8, had been a loop's overhead
+// each), then the masked positions are zeroed and each row scaled by its
+// sum. A masked position never goes through exp as -inf: exp's clamp
+// makes that a denormal (exp(-104)), and each denormal result cost a
+// microcode assist (the GPT's causal forward 386 -> 671 us a layer).
+#if defined(__AVX512F__)
+// One row of up to 16 V positions in registers: loaded once, stored once.
+// Passes over memory stalled on each load of a row the pass before had just
+// written with lane-masked stores (a masked store does not forward to a
+// load): the example transformer's rows of 8 took ~45 ns each, the GPT's
+// of 64 ~1 ns a position. Masked positions are never fed to exp as -inf
+// (a denormal, and a microcode assist each, see below).
+template <int V>
+void softmax_row_reg(const float *PIPERT_RESTRICT src, float *PIPERT_RESTRICT pr, int64_t s,
+                     int64_t n, const uint8_t *mr) {
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  __m512 x[V];
+  __mmask16 valid[V], store[V];
+  __m512 mx = ninf;
+  for (int v = 0; v < V; ++v) {
+    const int64_t base = int64_t(v) * 16;
+    store[v] = base >= s ? 0 : s - base >= 16 ? 0xFFFF : tail_mask(s - base);
+    valid[v] = base >= n ? 0 : n - base >= 16 ? 0xFFFF : tail_mask(n - base);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    if (mr && valid[v])
+      valid[v] &= _mm512_test_epi32_mask(
+          _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(valid[v], mr + base)),
+          _mm512_set1_epi32(0xFF));
+#endif
+    x[v] = _mm512_mask_loadu_ps(ninf, valid[v], src + base);
+    mx = _mm512_max_ps(mx, x[v]);
+  }
+  const float m = _mm512_reduce_max_ps(mx);
+  if (m == -INFINITY) {
+    for (int v = 0; v < V; ++v)
+      _mm512_mask_storeu_ps(pr + v * 16, store[v],
+                            _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN()));
+    return;
+  }
+  const __m512 vm = _mm512_set1_ps(m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int v = 0; v < V; ++v) {
+    x[v] = _mm512_maskz_mov_ps(valid[v], vexp16(_mm512_maskz_sub_ps(valid[v], x[v], vm)));
+    sum = _mm512_add_ps(sum, x[v]);
+  }
+  const __m512 inv = _mm512_set1_ps(1.f / _mm512_reduce_add_ps(sum));
+  for (int v = 0; v < V; ++v)
+    _mm512_mask_storeu_ps(pr + v * 16, store[v], _mm512_mul_ps(x[v], inv));
+}
+#endif
+
+void softmax_block(const float *src, float *PIPERT_RESTRICT p, int64_t t, int64_t s,
+                   bool causal, const uint8_t *mask) {
+#if defined(__AVX512F__)
+#if !(defined(__AVX512BW__) && defined(__AVX512VL__))
+  if (!mask)
+#endif
+    if (s <= 64) {
+      for (int64_t i = 0; i < t; ++i) {
+        const int64_t n = causal ? std::min(s, i + 1) : s;
+        const uint8_t *mr = mask ? mask + i * s : nullptr;
+        float *pr = p + i * s;
+        const float *sr = src + i * s;
+        if (s <= 16)
+          softmax_row_reg<1>(sr, pr, s, n, mr);
+        else if (s <= 32)
+          softmax_row_reg<2>(sr, pr, s, n, mr);
+        else
+          softmax_row_reg<4>(sr, pr, s, n, mr);
+      }
+      return;
+    }
+#endif
+  if (src != p)
+    std::copy(src, src + t * s, p);
+  float *empty = scratch(size_t(t), 2); // 1 where a row has nothing unmasked
+  for (int64_t i = 0; i < t; ++i) {
+    float *pr = p + i * s;
+    const int64_t n = causal ? std::min(s, i + 1) : s;
+    if (mask) {
+      const uint8_t *mr = mask + i * s;
+      for (int64_t j = 0; j < n; ++j)
+        if (!mr[j])
+          pr[j] = -INFINITY;
+    }
+    const float mx = max_of(pr, n);
+    empty[i] = mx == -INFINITY ? 1.f : 0.f;
+    shift_row(pr, n, mx);
+    zero_row(pr + n, s - n);
+  }
+  const int64_t total = t * s;
+  int64_t j = 0;
+#if defined(__AVX512F__)
+  for (; j + 16 <= total; j += 16)
+    _mm512_storeu_ps(p + j, vexp16(_mm512_loadu_ps(p + j)));
+  if (j < total) {
+    const __mmask16 m = tail_mask(total - j);
+    _mm512_mask_storeu_ps(p + j, m, vexp16(_mm512_maskz_loadu_ps(m, p + j)));
+    j = total;
+  }
+#endif
+  for (; j < total; ++j)
+    p[j] = vexp(p[j]);
+  for (int64_t i = 0; i < t; ++i) {
+    float *pr = p + i * s;
+    if (empty[i] != 0.f) {
+      std::fill(pr, pr + s, std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    const int64_t n = causal ? std::min(s, i + 1) : s;
+    zero_row(pr + n, s - n);
+    if (mask) {
+      const uint8_t *mr = mask + i * s;
+      for (int64_t k = 0; k < n; ++k)
+        if (!mr[k])
+          pr[k] = 0.f;
+    }
+    scale_row(pr, n, 1.f / row_sum(n, pr));
+  }
 }
 
 // dS = P * (dP - rowsum(dP * P)) over a row of s (in dP's place).
@@ -104,17 +271,29 @@ void softmax_grad_row(const float *PIPERT_RESTRICT p, float *PIPERT_RESTRICT dp,
 
 // Runs fn(pair, serial) over the batch x heads pairs: on the context's
 // threads when every product fits small_sgemm, else one after another.
+// Pairs go in groups whose scores take up to ~64 KiB (L2): each phase (the
+// scores' products, the softmax, the products that read them) runs over
+// the group before the next, so a phase reads what the one before wrote a
+// group ago, not a store ago (tiny heads, the example transformer's 8 x 8,
+// had stalled on each row's loads right after the product's stores, and on
+// a call's setup per product). The GPT's 64 x 64 heads: 4 pairs a group.
+int64_t group_of(int64_t t, int64_t s, int64_t pairs) {
+  return std::clamp<int64_t>(16384 / std::max<int64_t>(1, t * s), 1, std::max<int64_t>(1, pairs));
+}
+
+// Runs fn(first, last) over groups of `group` pairs: on the context's
+// threads when every product fits small_sgemm, else one after another.
 template <typename Fn>
-void for_pairs(pipert_context *ctx, int64_t pairs, bool serial, Fn &&fn) {
-  if (serial) {
-    parallel_for(ctx, pairs, 1, [&](int64_t b, int64_t e) {
-      for (int64_t pr = b; pr < e; ++pr)
-        fn(pr);
-    });
-    return;
-  }
-  for (int64_t pr = 0; pr < pairs; ++pr)
-    fn(pr);
+void for_groups(pipert_context *ctx, int64_t pairs, int64_t group, bool serial, Fn &&fn) {
+  const int64_t groups = (pairs + group - 1) / group;
+  auto run = [&](int64_t b, int64_t e) {
+    for (int64_t g = b; g < e; ++g)
+      fn(g * group, std::min(pairs, (g + 1) * group));
+  };
+  if (serial)
+    parallel_for(ctx, groups, 1, run);
+  else
+    run(0, groups);
 }
 
 } // namespace
@@ -130,12 +309,22 @@ void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, c
   const bool serial =
       small_gemm_eligible(1, t, s, dh) && small_gemm_eligible(0, t, dh, s);
   const Gemm gemm{ctx, serial};
-  for_pairs(ctx, batch * heads, serial, [&](int64_t pr) {
-    float *p = probs ? probs + pr * t * s : scratch(size_t(t * s), 0);
-    gemm(0, 1, t, s, dh, scale, q + L.off(0, pr), L.ld(0), k + L.off(1, pr), L.ld(1), p, s);
-    for (int64_t i = 0; i < t; ++i)
-      softmax_row(p + i * s, i, s, causal != 0, mask);
-    gemm(0, 0, t, dh, s, 1.f, p, s, v + L.off(2, pr), L.ld(2), y + L.off(3, pr), L.ld(3));
+  const int64_t pairs = batch * heads, group = group_of(t, s, pairs), ts = t * s;
+  for_groups(ctx, pairs, group, serial, [&](int64_t first, int64_t last) {
+    // The scores in one scratch, their softmax in another (or probs): a
+    // row's loads never wait on a store to the same cache line (a lane-
+    // masked store does not forward: rows of 8 positions, 32 bytes, had
+    // waited on their neighbour's store each).
+    float *sc = scratch(size_t(group * ts), 0);
+    float *p0 = probs ? probs + first * ts : scratch(size_t(group * ts), 1);
+    for (int64_t pr = first; pr < last; ++pr)
+      gemm(0, 1, t, s, dh, scale, q + L.off(0, pr), L.ld(0), k + L.off(1, pr), L.ld(1),
+           sc + (pr - first) * ts, s);
+    for (int64_t pr = first; pr < last; ++pr)
+      softmax_block(sc + (pr - first) * ts, p0 + (pr - first) * ts, t, s, causal != 0, mask);
+    for (int64_t pr = first; pr < last; ++pr)
+      gemm(0, 0, t, dh, s, 1.f, p0 + (pr - first) * ts, s, v + L.off(2, pr), L.ld(2),
+           y + L.off(3, pr), L.ld(3));
   });
 }
 
@@ -148,24 +337,28 @@ void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float 
   if (!probs)
     pipert_fail("AttentionGrad: the forward's probabilities are required");
   const Layout L{strides, heads};
-  // Whether any position after the diagonal is unmasked is read off P: a
-  // causal forward left those rows' tails zero, and a zero P gives a zero
-  // dS either way, so the gradient needs no mask.
+  // No mask is needed: a masked position's P is zero, and so its dS.
   const bool serial = small_gemm_eligible(1, t, s, dh) && small_gemm_eligible(0, s, dh, t) &&
                       small_gemm_eligible(0, t, dh, s);
   const Gemm gemm{ctx, serial};
-  for_pairs(ctx, batch * heads, serial, [&](int64_t pr) {
-    const float *p = probs + pr * t * s;
-    float *ds = scratch(size_t(t * s), 1);
-    const float *dyp = dy + L.off(3, pr);
+  const int64_t pairs = batch * heads, group = group_of(t, s, pairs), ts = t * s;
+  for_groups(ctx, pairs, group, serial, [&](int64_t first, int64_t last) {
+    float *ds0 = scratch(size_t(group * ts), 1);
     // dP = dY Vᵀ, dV = Pᵀ dY.
-    gemm(0, 1, t, s, dh, 1.f, dyp, L.ld(3), v + L.off(2, pr), L.ld(2), ds, s);
-    gemm(1, 0, s, dh, t, 1.f, p, s, dyp, L.ld(3), dv + L.off(2, pr), L.ld(2));
-    for (int64_t i = 0; i < t; ++i)
-      softmax_grad_row(p + i * s, ds + i * s, s);
+    for (int64_t pr = first; pr < last; ++pr) {
+      const float *p = probs + pr * ts, *dyp = dy + L.off(3, pr);
+      gemm(0, 1, t, s, dh, 1.f, dyp, L.ld(3), v + L.off(2, pr), L.ld(2), ds0 + (pr - first) * ts,
+           s);
+      gemm(1, 0, s, dh, t, 1.f, p, s, dyp, L.ld(3), dv + L.off(2, pr), L.ld(2));
+    }
+    for (int64_t r = 0; r < (last - first) * t; ++r)
+      softmax_grad_row(probs + first * ts + r * s, ds0 + r * s, s);
     // dQ = scale dS K, dK = scale dSᵀ Q.
-    gemm(0, 0, t, dh, s, scale, ds, s, k + L.off(1, pr), L.ld(1), dq + L.off(0, pr), L.ld(0));
-    gemm(1, 0, s, dh, t, scale, ds, s, q + L.off(0, pr), L.ld(0), dk + L.off(1, pr), L.ld(1));
+    for (int64_t pr = first; pr < last; ++pr) {
+      const float *ds = ds0 + (pr - first) * ts;
+      gemm(0, 0, t, dh, s, scale, ds, s, k + L.off(1, pr), L.ld(1), dq + L.off(0, pr), L.ld(0));
+      gemm(1, 0, s, dh, t, scale, ds, s, q + L.off(0, pr), L.ld(0), dk + L.off(1, pr), L.ld(1));
+    }
   });
 }
 

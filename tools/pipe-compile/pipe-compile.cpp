@@ -201,6 +201,11 @@ static cl::opt<std::string> discrepancyCorrection(
              "delta <- G*delta + (1-G)*(W(k+1) - W(k)); G in [0, 1) (0.9 is "
              "METHODS.md's default)"),
     cl::init(""));
+static cl::opt<bool> noFuseAttention(
+    "no-fuse-attention", cl::cat(pipelineCat),
+    cl::desc("keep attention as the exported MatMul/Softmax/MatMul ops "
+             "instead of one fused onnx.Attention per head group (for "
+             "comparing; the fused op is faster and holds less memory)"));
 static cl::opt<bool>
     recompute("recompute", cl::cat(pipelineCat),
               cl::desc("backwards recompute their stage's forward from its "
@@ -435,6 +440,7 @@ void trainOptionsFromFlags(pipec::TrainPipelineOptions &o,
                                      : pipec::MethodOption::Sync;
   methodFlagsInto(o, gamma);
   o.recompute = recompute.getValue();
+  o.fuseAttention = !noFuseAttention;
   o.batchnorm = batchnorm.getValue();
   o.partition = strategy;
   o.cuts = llvm::to_vector(cuts);
@@ -513,7 +519,8 @@ llvm::json::Value momentumUsed() {
 std::string oneDeviceTrainPipeline() {
   std::string pipeline;
   llvm::raw_string_ostream ps(pipeline);
-  ps << "pipe-fuse-gelu,pipe-fuse-attention,pipe-autodiff,pipe-add-optimizer{kind=" << optimizer
+  ps << "pipe-fuse-gelu," << (noFuseAttention ? "" : "pipe-fuse-attention,")
+     << "pipe-autodiff,pipe-add-optimizer{kind=" << optimizer
      << " lr=" << llvm::formatv("{0:e9}", lr.getValue());
   if (optimizer == "momentum" || optimizer == "nesterov")
     ps << " momentum=" << llvm::formatv("{0:e9}", momentum.getValue());

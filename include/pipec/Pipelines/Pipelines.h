@@ -47,6 +47,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
           clEnumValN(ScheduleOption::AdvanceForward, "afp",
                      "advance forward propagation: 1F1B with `advance` more "
                      "warm-up forwards"))};
+  Option<bool> fuseAttention{
+      *this, "fuse-attention",
+      llvm::cl::desc("fuse exported multi-head attention into onnx.Attention "
+                     "(pipe-fuse-attention)"),
+      llvm::cl::init(true)};
   Option<int64_t> advance{
       *this, "advance",
       llvm::cl::desc("afp: warm-up forwards beyond 1F1B's (0: 1F1B, >= M: GPipe)"),
