@@ -124,12 +124,14 @@ def ONNX_AttentionGradOp : ONNX_ShapedOp<"AttentionGrad"> {
     saved probabilities P (B, H, T, S) (the training form's 2nd result) and
     dY: dQ, dK, dV of their operands' types, or only dQ (the fused
     projection's gradient) when K and V are none. The mask is not needed:
-    a masked position's P is zero, and so its gradient. Lowers to
-    `pipert_attention_grad_f32`.
+    a masked position's P is zero, and so its gradient; `is_causal` (the
+    forward's) lets the kernel skip the blocks after the diagonal. Lowers
+    to `pipert_attention_grad_f32`.
   }];
   let arguments = (ins ONNX_FloatTensor:$Q, ONNX_FloatTensorOrNone:$K,
                    ONNX_FloatTensorOrNone:$V, ONNX_FloatTensor:$Probs,
                    ONNX_FloatTensor:$dY,
+                   DefaultValuedAttr<I64Attr, "0">:$is_causal,
                    OptionalAttr<I64Attr>:$q_num_heads,
                    OptionalAttr<F32Attr>:$scale);
   let results = (outs Variadic<AnyTensor>:$grads);

@@ -331,7 +331,8 @@ LogicalResult StepLowering::lowerAttention(Operation *op) {
     dk = out(op, 1);
     dv = out(op, 2);
   }
-  args.append({P(op->getOperand(3)), P(op->getOperand(4)), dq, dk, dv});
+  args.append({i32c(attrInt(op, "is_causal", 0)), P(op->getOperand(3)), P(op->getOperand(4)),
+               dq, dk, dv});
   call("pipert_attention_grad_f32", args);
   return success();
 }

@@ -271,6 +271,14 @@ void softmax_grad_row(const float *PIPERT_RESTRICT p, float *PIPERT_RESTRICT dp,
 
 // Runs fn(pair, serial) over the batch x heads pairs: on the context's
 // threads when every product fits small_sgemm, else one after another.
+// Causal attention with t = s (a multiple of 32, at least 64) goes in two
+// row halves: the top rows' scores and products stop at the diagonal's
+// half (the top-right quarter is masked: P is zero there), a quarter of
+// each product's work skipped (the GPT's 64 x 64 heads).
+int64_t causal_half(bool causal, int64_t t, int64_t s) {
+  return causal && t == s && t >= 64 && t % 32 == 0 ? t / 2 : 0;
+}
+
 // Pairs go in groups whose scores take up to ~64 KiB (L2): each phase (the
 // scores' products, the softmax, the products that read them) runs over
 // the group before the next, so a phase reads what the one before wrote a
@@ -310,6 +318,7 @@ void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, c
       small_gemm_eligible(1, t, s, dh) && small_gemm_eligible(0, t, dh, s);
   const Gemm gemm{ctx, serial};
   const int64_t pairs = batch * heads, group = group_of(t, s, pairs), ts = t * s;
+  const int64_t h = causal_half(causal != 0, t, s);
   for_groups(ctx, pairs, group, serial, [&](int64_t first, int64_t last) {
     // The scores in one scratch, their softmax in another (or probs): a
     // row's loads never wait on a store to the same cache line (a lane-
@@ -317,22 +326,38 @@ void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, c
     // waited on their neighbour's store each).
     float *sc = scratch(size_t(group * ts), 0);
     float *p0 = probs ? probs + first * ts : scratch(size_t(group * ts), 1);
-    for (int64_t pr = first; pr < last; ++pr)
-      gemm(0, 1, t, s, dh, scale, q + L.off(0, pr), L.ld(0), k + L.off(1, pr), L.ld(1),
-           sc + (pr - first) * ts, s);
+    // With h (causal halves) the top rows' scores beyond column h are
+    // never computed nor read (the softmax reads a row's unmasked prefix).
+    for (int64_t pr = first; pr < last; ++pr) {
+      const float *qp = q + L.off(0, pr), *kp = k + L.off(1, pr);
+      float *sp = sc + (pr - first) * ts;
+      if (h) {
+        gemm(0, 1, h, h, dh, scale, qp, L.ld(0), kp, L.ld(1), sp, s);
+        gemm(0, 1, t - h, s, dh, scale, qp + h * L.ld(0), L.ld(0), kp, L.ld(1), sp + h * s, s);
+      } else {
+        gemm(0, 1, t, s, dh, scale, qp, L.ld(0), kp, L.ld(1), sp, s);
+      }
+    }
     for (int64_t pr = first; pr < last; ++pr)
       softmax_block(sc + (pr - first) * ts, p0 + (pr - first) * ts, t, s, causal != 0, mask);
-    for (int64_t pr = first; pr < last; ++pr)
-      gemm(0, 0, t, dh, s, 1.f, p0 + (pr - first) * ts, s, v + L.off(2, pr), L.ld(2),
-           y + L.off(3, pr), L.ld(3));
+    for (int64_t pr = first; pr < last; ++pr) {
+      const float *pp = p0 + (pr - first) * ts, *vp = v + L.off(2, pr);
+      float *yp = y + L.off(3, pr);
+      if (h) {
+        gemm(0, 0, h, dh, h, 1.f, pp, s, vp, L.ld(2), yp, L.ld(3));
+        gemm(0, 0, t - h, dh, s, 1.f, pp + h * s, s, vp, L.ld(2), yp + h * L.ld(3), L.ld(3));
+      } else {
+        gemm(0, 0, t, dh, s, 1.f, pp, s, vp, L.ld(2), yp, L.ld(3));
+      }
+    }
   });
 }
 
 void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float *k,
                                const float *v, const int64_t *strides, int64_t batch,
                                int64_t heads, int64_t t, int64_t s, int64_t dh, float scale,
-                               const float *probs, const float *dy, float *dq, float *dk,
-                               float *dv) {
+                               int32_t causal, const float *probs, const float *dy, float *dq,
+                               float *dk, float *dv) {
   check_args("AttentionGrad", batch, heads, t, s, dh, strides);
   if (!probs)
     pipert_fail("AttentionGrad: the forward's probabilities are required");
@@ -342,22 +367,43 @@ void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float 
                       small_gemm_eligible(0, t, dh, s);
   const Gemm gemm{ctx, serial};
   const int64_t pairs = batch * heads, group = group_of(t, s, pairs), ts = t * s;
+  // With h (causal halves) dS's top-right quarter is neither computed nor
+  // read: dQ's top rows, dK's and dV's right columns stop at the diagonal's
+  // half (P is zero there).
+  const int64_t h = causal_half(causal != 0, t, s);
   for_groups(ctx, pairs, group, serial, [&](int64_t first, int64_t last) {
     float *ds0 = scratch(size_t(group * ts), 1);
     // dP = dY Vᵀ, dV = Pᵀ dY.
     for (int64_t pr = first; pr < last; ++pr) {
-      const float *p = probs + pr * ts, *dyp = dy + L.off(3, pr);
-      gemm(0, 1, t, s, dh, 1.f, dyp, L.ld(3), v + L.off(2, pr), L.ld(2), ds0 + (pr - first) * ts,
-           s);
-      gemm(1, 0, s, dh, t, 1.f, p, s, dyp, L.ld(3), dv + L.off(2, pr), L.ld(2));
+      const float *p = probs + pr * ts, *dyp = dy + L.off(3, pr), *vp = v + L.off(2, pr);
+      float *ds = ds0 + (pr - first) * ts, *dvp = dv + L.off(2, pr);
+      const int64_t ly = L.ld(3), lv = L.ld(2);
+      if (h) {
+        gemm(0, 1, h, h, dh, 1.f, dyp, ly, vp, lv, ds, s);
+        gemm(0, 1, t - h, s, dh, 1.f, dyp + h * ly, ly, vp, lv, ds + h * s, s);
+        gemm(1, 0, h, dh, t, 1.f, p, s, dyp, ly, dvp, lv);
+        gemm(1, 0, s - h, dh, t - h, 1.f, p + h * s + h, s, dyp + h * ly, ly, dvp + h * lv, lv);
+      } else {
+        gemm(0, 1, t, s, dh, 1.f, dyp, ly, vp, lv, ds, s);
+        gemm(1, 0, s, dh, t, 1.f, p, s, dyp, ly, dvp, lv);
+      }
     }
     for (int64_t r = 0; r < (last - first) * t; ++r)
-      softmax_grad_row(probs + first * ts + r * s, ds0 + r * s, s);
+      softmax_grad_row(probs + first * ts + r * s, ds0 + r * s, h && r % t < h ? h : s);
     // dQ = scale dS K, dK = scale dSᵀ Q.
     for (int64_t pr = first; pr < last; ++pr) {
-      const float *ds = ds0 + (pr - first) * ts;
-      gemm(0, 0, t, dh, s, scale, ds, s, k + L.off(1, pr), L.ld(1), dq + L.off(0, pr), L.ld(0));
-      gemm(1, 0, s, dh, t, scale, ds, s, q + L.off(0, pr), L.ld(0), dk + L.off(1, pr), L.ld(1));
+      const float *ds = ds0 + (pr - first) * ts, *kp = k + L.off(1, pr), *qp = q + L.off(0, pr);
+      float *dqp = dq + L.off(0, pr), *dkp = dk + L.off(1, pr);
+      const int64_t lq = L.ld(0), lk = L.ld(1);
+      if (h) {
+        gemm(0, 0, h, dh, h, scale, ds, s, kp, lk, dqp, lq);
+        gemm(0, 0, t - h, dh, s, scale, ds + h * s, s, kp, lk, dqp + h * lq, lq);
+        gemm(1, 0, h, dh, t, scale, ds, s, qp, lq, dkp, lk);
+        gemm(1, 0, s - h, dh, t - h, scale, ds + h * s + h, s, qp + h * lq, lq, dkp + h * lk, lk);
+      } else {
+        gemm(0, 0, t, dh, s, scale, ds, s, kp, lk, dqp, lq);
+        gemm(1, 0, s, dh, t, scale, ds, s, qp, lq, dkp, lk);
+      }
     }
   });
 }

@@ -114,8 +114,8 @@ void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, c
 void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float *k,
                                const float *v, const int64_t *st, int64_t batch,
                                int64_t heads, int64_t t, int64_t s, int64_t dh, float scale,
-                               const float *probs, const float *dy, float *dq, float *dk,
-                               float *dv) {
+                               int32_t /*causal: every block is computed*/, const float *probs,
+                               const float *dy, float *dq, float *dk, float *dv) {
   const char *op = "AttentionGrad";
   check_args(op, batch, heads, t, s, dh, st);
   if (!probs)

@@ -595,12 +595,13 @@ void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, c
  *   dP = dY_bh V_bhᵀ, dV_bh = Pᵀ dY_bh, dS = P * (dP - rowsum(dP * P)),
  *   dQ_bh = scale dS K_bh, dK_bh = scale dSᵀ Q_bh,
  * dq, dk, dv written in the layouts of q, k, v (strides[0..8]); every
- * element of each is written. */
+ * element of each is written. causal: the forward was (P is zero after the
+ * diagonal), so the kernel may skip those blocks. */
 void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float *k,
                                const float *v, const int64_t *strides, int64_t batch,
                                int64_t heads, int64_t t, int64_t s, int64_t dh, float scale,
-                               const float *probs, const float *dy, float *dq, float *dk,
-                               float *dv);
+                               int32_t causal, const float *probs, const float *dy, float *dq,
+                               float *dk, float *dv);
 
 /*===------------------------------ recurrent -----------------------------===*/
 

@@ -330,8 +330,8 @@ void attention_f32(pipert_context *ctx, const float *q, const float *k, const fl
 
 void attention_grad_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
                         const int64_t *strides, int64_t batch, int64_t heads, int64_t t,
-                        int64_t s, int64_t dh, float scale, const float *probs, const float *dy,
-                        float *dq, float *dk, float *dv) {
+                        int64_t s, int64_t dh, float scale, int32_t causal, const float *probs,
+                        const float *dy, float *dq, float *dk, float *dv) {
   Mirror m(ctx);
   int64_t ext[4];
   attention_extents(strides, batch, heads, t, s, dh, ext);
@@ -341,7 +341,7 @@ void attention_grad_f32(pipert_context *ctx, const float *q, const float *k, con
   float *ghost[3] = {dq, dk, dv}, *gdev[3];
   map_attention(m, true, ghost, ext, gdev);
   pipert_attention_grad_f32(ctx, dev[0], dev[1], dev[2], strides, batch, heads, t, s, dh, scale,
-                            m.in(probs, batch * heads * t * s), m.in(dy, ext[3]), gdev[0],
+                            causal, m.in(probs, batch * heads * t * s), m.in(dy, ext[3]), gdev[0],
                             gdev[1], gdev[2]);
 }
 

@@ -930,7 +930,7 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
     g[2] = dq.data() + 2 * d;
   }
   pipert_attention_grad_f32(ctx.ctx, p[0], p[1], p[2], st, c.b, c.h, c.t, c.s, c.dh, scale,
-                            probs.data(), r.data(), g[0], g[1], g[2]);
+                            c.causal, probs.data(), r.data(), g[0], g[1], g[2]);
   check_grad("dQ", [&](const Vec &xx, Vec &yy) { forward(xx, k, v, yy, nullptr); }, q, r, dq);
   if (c.layout != 0) {
     check_grad("dK", [&](const Vec &xx, Vec &yy) { forward(q, xx, v, yy, nullptr); }, k, r, dk);
@@ -945,5 +945,8 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{1, 2, 3, 6, 4, 1, false, true},   // (B, H, T, dh), mask
                       AttnCase{2, 2, 6, 4, 5, 2, true, false},   // separate, s < t, causal
                       AttnCase{2, 4, 16, 16, 16, 0, true, true}, // small kernel's 16 columns
-                      AttnCase{1, 1, 70, 70, 20, 2, false, false}),
+                      AttnCase{1, 1, 70, 70, 20, 2, false, false},
+                      // The causal split into row halves (t = s, a multiple of 32).
+                      AttnCase{1, 2, 64, 64, 16, 0, true, false},
+                      AttnCase{1, 1, 128, 128, 8, 1, true, true}),
     attn_case_name);
