@@ -36,6 +36,16 @@ Type ranked(ArrayRef<int64_t> shape, Type elementType) {
   return RankedTensorType::get(shape, elementType);
 }
 
+std::optional<double> getSplatFloat(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto dense = dyn_cast_or_null<DenseFPElementsAttr>(c->getAttr("value"));
+  if (!dense || !dense.isSplat())
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>().convertToDouble();
+}
+
 ElementsAttr getConstantAttr(Value v) {
   if (!v || isNone(v))
     return {};

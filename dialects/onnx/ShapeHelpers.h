@@ -30,6 +30,10 @@ std::optional<SmallVector<int64_t>> getConstantInts(Value v);
 /// The elements attribute of a constant operand, or null.
 ElementsAttr getConstantAttr(Value v);
 
+/// The value of an onnx.Constant holding a splat floating-point tensor (a
+/// scalar or all-equal elements), or nullopt (the fusion passes' constants).
+std::optional<double> getSplatFloat(Value v);
+
 /// `v` before any ops that only reshape it (Reshape, Flatten, Squeeze,
 /// Unsqueeze, Identity): a loss's labels as the graph input that holds them
 /// (a sequence model's (B, T) targets flattened to B*T).

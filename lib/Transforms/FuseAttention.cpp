@@ -49,15 +49,7 @@ using namespace mlir::pipec;
 
 namespace {
 
-std::optional<double> splatValue(Value v) {
-  auto c = v.getDefiningOp<onnx::ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto dense = dyn_cast_or_null<DenseFPElementsAttr>(c->getAttr("value"));
-  if (!dense || !dense.isSplat())
-    return std::nullopt;
-  return dense.getSplatValue<APFloat>().convertToDouble();
-}
+std::optional<double> splatValue(Value v) { return onnx::getSplatFloat(v); }
 
 SmallVector<int64_t> permOf(Operation *op) {
   SmallVector<int64_t> r;

@@ -1,5 +1,6 @@
 //===- FuseGelu.cpp - pipe-fuse-gelu: the exported exact GELU as one op ----===//
 #include "pipec/Analysis/CostModel.h"
+#include "dialects/onnx/ShapeHelpers.h"
 #include "dialects/pipe/PipeAttrNames.h"
 #include "pipec/Autodiff/OnnxBuilder.h"
 #include "pipec/Transforms/Passes.h"
@@ -19,16 +20,7 @@ using namespace mlir::pipec;
 
 namespace {
 
-/// The value of a splat floating-point constant, or std::nullopt.
-std::optional<double> splatValue(Value v) {
-  auto c = v.getDefiningOp<onnx::ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto dense = dyn_cast_or_null<DenseFPElementsAttr>(c->getAttr("value"));
-  if (!dense || !dense.isSplat())
-    return std::nullopt;
-  return dense.getSplatValue<APFloat>().convertToDouble();
-}
+std::optional<double> splatValue(Value v) { return onnx::getSplatFloat(v); }
 
 bool near(std::optional<double> v, double want) {
   return v && std::fabs(*v - want) <= 1e-6 * std::fabs(want);
