@@ -37,17 +37,6 @@ struct Layout {
   int64_t ld(int which) const { return st[3 * which + 2]; }
 };
 
-void check_args(const char *op, int64_t batch, int64_t heads, int64_t t, int64_t s, int64_t dh,
-                const int64_t *strides) {
-  if (batch < 0 || heads <= 0 || t <= 0 || s <= 0 || dh <= 0 || !strides)
-    pipert_fail("%s: bad sizes batch %lld, heads %lld, t %lld, s %lld, head size %lld", op,
-                (long long)batch, (long long)heads, (long long)t, (long long)s, (long long)dh);
-  for (int i = 0; i < 4; ++i)
-    if (strides[3 * i + 2] < dh)
-      pipert_fail("%s: row stride %lld of operand %d is below the head size %lld", op,
-                  (long long)strides[3 * i + 2], i, (long long)dh);
-}
-
 // One product C = alpha op(A) op(B), on this thread (`serial`: small_sgemm)
 // or through pipert_sgemm.
 struct Gemm {
@@ -312,7 +301,7 @@ void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, c
                           const int64_t *strides, int64_t batch, int64_t heads, int64_t t,
                           int64_t s, int64_t dh, float scale, int32_t causal,
                           const uint8_t *mask, float *y, float *probs) {
-  check_args("Attention", batch, heads, t, s, dh, strides);
+  pipert::check_attention_args("Attention", batch, heads, t, s, dh, strides);
   const Layout L{strides, heads};
   const bool serial =
       small_gemm_eligible(1, t, s, dh) && small_gemm_eligible(0, t, dh, s);
@@ -358,7 +347,7 @@ void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float 
                                int64_t heads, int64_t t, int64_t s, int64_t dh, float scale,
                                int32_t causal, const float *probs, const float *dy, float *dq,
                                float *dk, float *dv) {
-  check_args("AttentionGrad", batch, heads, t, s, dh, strides);
+  pipert::check_attention_args("AttentionGrad", batch, heads, t, s, dh, strides);
   if (!probs)
     pipert_fail("AttentionGrad: the forward's probabilities are required");
   const Layout L{strides, heads};

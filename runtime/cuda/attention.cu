@@ -75,17 +75,6 @@ unsigned row_blocks(pipert_context *ctx, int64_t rows) {
   return grid_for(ctx, rows * 32);
 }
 
-void check_args(const char *op, int64_t batch, int64_t heads, int64_t t, int64_t s, int64_t dh,
-                const int64_t *st) {
-  if (batch < 0 || heads <= 0 || t <= 0 || s <= 0 || dh <= 0 || !st)
-    pipert_fail("%s: bad sizes batch %lld, heads %lld, t %lld, s %lld, head size %lld", op,
-                (long long)batch, (long long)heads, (long long)t, (long long)s, (long long)dh);
-  for (int i = 0; i < 4; ++i)
-    if (st[3 * i + 2] < dh)
-      pipert_fail("%s: row stride %lld of operand %d is below the head size %lld", op,
-                  (long long)st[3 * i + 2], i, (long long)dh);
-}
-
 } // namespace
 
 extern "C" {
@@ -95,7 +84,7 @@ void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, c
                           int64_t s, int64_t dh, float scale, int32_t causal,
                           const uint8_t *mask, float *y, float *probs) {
   const char *op = "Attention";
-  check_args(op, batch, heads, t, s, dh, st);
+  pipert::check_attention_args(op, batch, heads, t, s, dh, st);
   const int64_t ts = t * s;
   Scratch tmp(ctx, probs ? 1 : size_t(batch * heads * ts) * sizeof(float));
   float *p = probs ? probs : tmp.as<float>();
@@ -117,7 +106,7 @@ void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float 
                                int32_t /*causal: every block is computed*/, const float *probs,
                                const float *dy, float *dq, float *dk, float *dv) {
   const char *op = "AttentionGrad";
-  check_args(op, batch, heads, t, s, dh, st);
+  pipert::check_attention_args(op, batch, heads, t, s, dh, st);
   if (!probs)
     pipert_fail("AttentionGrad: the forward's probabilities are required");
   const int64_t ts = t * s;

@@ -311,6 +311,15 @@ void matmul_t_f32(pipert_context *ctx, const float *a, int64_t a_rank, const int
                       m.out(y, matmul_out(a_rank, a_shape, trans_a, b_rank, b_shape, trans_b)));
 }
 
+// Q, K, V of an attention call on the device, and every operand's extent.
+void attention_inputs(Mirror &m, const float *q, const float *k, const float *v,
+                      const int64_t *strides, int64_t batch, int64_t heads, int64_t t, int64_t s,
+                      int64_t dh, int64_t ext[4], float *dev[3]) {
+  attention_extents(strides, batch, heads, t, s, dh, ext);
+  float *host[3] = {const_cast<float *>(q), const_cast<float *>(k), const_cast<float *>(v)};
+  map_attention(m, false, host, ext, dev);
+}
+
 //===------------------------------ attention -----------------------------===//
 
 void attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
@@ -319,10 +328,8 @@ void attention_f32(pipert_context *ctx, const float *q, const float *k, const fl
                    float *probs) {
   Mirror m(ctx);
   int64_t ext[4];
-  attention_extents(strides, batch, heads, t, s, dh, ext);
-  float *host[3] = {const_cast<float *>(q), const_cast<float *>(k), const_cast<float *>(v)};
   float *dev[3];
-  map_attention(m, false, host, ext, dev);
+  attention_inputs(m, q, k, v, strides, batch, heads, t, s, dh, ext, dev);
   pipert_attention_f32(ctx, dev[0], dev[1], dev[2], strides, batch, heads, t, s, dh, scale,
                        causal, m.in(mask, t * s), m.out(y, ext[3]),
                        m.out(probs, batch * heads * t * s));
@@ -334,10 +341,8 @@ void attention_grad_f32(pipert_context *ctx, const float *q, const float *k, con
                         const float *dy, float *dq, float *dk, float *dv) {
   Mirror m(ctx);
   int64_t ext[4];
-  attention_extents(strides, batch, heads, t, s, dh, ext);
-  float *host[3] = {const_cast<float *>(q), const_cast<float *>(k), const_cast<float *>(v)};
   float *dev[3];
-  map_attention(m, false, host, ext, dev);
+  attention_inputs(m, q, k, v, strides, batch, heads, t, s, dh, ext, dev);
   float *ghost[3] = {dq, dk, dv}, *gdev[3];
   map_attention(m, true, ghost, ext, gdev);
   pipert_attention_grad_f32(ctx, dev[0], dev[1], dev[2], strides, batch, heads, t, s, dh, scale,
