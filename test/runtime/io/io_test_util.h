@@ -10,9 +10,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace pipert_test {
 
@@ -31,11 +33,34 @@ inline std::string fixture(const std::string &name) {
   return path;
 }
 
+// The directories tempDir() made, removed with everything in them when the
+// test program exits (PIPERT_TEST_KEEP_TMP=1 keeps them for a look). A death
+// test's child that exits through exit() leaves them to the parent.
+struct TempDirs {
+  std::vector<std::string> dirs;
+  pid_t owner = ::getpid();
+  ~TempDirs() {
+    if (std::getenv("PIPERT_TEST_KEEP_TMP") || ::getpid() != owner)
+      return;
+    for (const std::string &d : dirs) {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  }
+};
+
+inline TempDirs &tempDirs() {
+  static TempDirs all;
+  return all;
+}
+
 // A fresh empty directory per call.
 inline std::string tempDir() {
   std::string tmpl = ::testing::TempDir() + "pipert_io_XXXXXX";
   char *dir = ::mkdtemp(tmpl.data());
   EXPECT_NE(dir, nullptr);
+  if (dir)
+    tempDirs().dirs.push_back(tmpl);
   return tmpl;
 }
 
