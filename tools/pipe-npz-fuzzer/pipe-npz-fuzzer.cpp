@@ -20,19 +20,26 @@ namespace {
 struct Rejected {};
 void reject(int) { throw Rejected(); }
 
-std::string scratchPath() {
-  static std::string path = [] {
+// The one scratch file of this process, removed when the fuzzer exits.
+struct Scratch {
+  std::string path;
+  Scratch() {
     const char *dir = std::getenv("TMPDIR");
-    return std::string(dir ? dir : "/tmp") + "/pipe-npz-fuzzer." +
+    path = std::string(dir ? dir : "/tmp") + "/pipe-npz-fuzzer." +
            std::to_string(getpid()) + ".npz";
-  }();
-  return path;
+  }
+  ~Scratch() { std::remove(path.c_str()); }
+};
+
+const std::string &scratchPath() {
+  static Scratch scratch;
+  return scratch.path;
 }
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pipert_set_abort_hook(reject);
-  const std::string path = scratchPath();
+  const std::string &path = scratchPath();
   if (std::FILE *f = std::fopen(path.c_str(), "wb")) {
     if (size)
       std::fwrite(data, 1, size, f);
