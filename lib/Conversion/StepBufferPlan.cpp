@@ -113,6 +113,24 @@ bool allowsInPlace(Operation *op) {
              onnx::CosOp>(op);
 }
 
+/// The operands whose block a kernel's first result may be written over:
+/// every operand of the elementwise kernels (each output element computed
+/// from the inputs' elements at its index and broadcast ones, every input
+/// element read before the output element at its index is stored), and
+/// LayerNormalizationGrad's dy (a row's dy is read before its dx is stored).
+SmallVector<unsigned> inPlaceOperands(Operation *op) {
+  if (isa<onnx::LayerNormalizationGradOp>(op))
+    return {4};
+  if (op->getNumResults() != 1 ||
+      !(isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp>(op) ||
+        isa<onnx::ReluOp, onnx::NegOp, onnx::TanhOp, onnx::SigmoidOp, onnx::ErfOp,
+            onnx::SqrtOp, onnx::ExpOp, onnx::LogOp, onnx::GeluOp>(op) ||
+        isa<onnx::UnaryGradOp, onnx::ReluGradOp, onnx::ErfGradOp, onnx::TanhGradOp,
+            onnx::SigmoidGradOp>(op)))
+    return {};
+  return llvm::to_vector(llvm::seq<unsigned>(0, op->getNumOperands()));
+}
+
 /// Results whose kernel can add them into the buffer's values (the
 /// parameter gradients of the norms and the convolution: their kernels'
 /// `accumulate` flag).
@@ -487,10 +505,50 @@ LogicalResult StepLowering::planBuffers() {
           continue;
         }
       }
+      // An elementwise kernel's result (or a layer norm gradient's dx)
+      // written over an operand of its size whose block dies here
+      // (inPlaceOperands): no new block, and the kernel stores into
+      // lines its own loads just brought in instead of reading a fresh
+      // block's lines for ownership first (a GELU gradient over 2 MiB out
+      // of cache: 330 -> 213 us).
+      if (r == op.getResult(0)) {
+        bool placed = false;
+        for (unsigned k : inPlaceOperands(&op)) {
+          Value o = op.getOperand(k);
+          Value root = rootOf(o);
+          auto b = blockOfRoot.find(root);
+          auto ot = tensorType(o), rt = tensorType(root);
+          if (b == blockOfRoot.end() || lastUse.lookup(root) != i || !ot || !rt ||
+              ot.getElementType() != type.getElementType() ||
+              ot.getNumElements() != type.getNumElements() ||
+              runtimeTensorBytes(rt) != runtimeTensorBytes(type))
+            continue;
+          // The operand is the block's bytes in order: the root itself or a
+          // reshape of it (not a Split's part, not a transposed view).
+          if (o != root && (placement[o].kind != Placement::Alias || placement[o].offset != 0 ||
+                            !isa_and_present<onnx::IdentityOp, onnx::ReshapeOp, onnx::FlattenOp,
+                                             onnx::SqueezeOp, onnx::UnsqueezeOp, onnx::CastOp>(
+                                o.getDefiningOp())))
+            continue;
+          int64_t id = b->second;
+          blockOfRoot.erase(b);
+          blockOfRoot[r] = id;
+          placement[r] = {Placement::Block, id};
+          placed = true;
+          break;
+        }
+        if (placed)
+          continue;
+      }
       int64_t bytes = roundUp(std::max<int64_t>(runtimeTensorBytes(type), 1),
                               kBlockAlign);
       int64_t id;
-      auto fit = freeBlocks.lower_bound(bytes); // best fit: smallest >= bytes
+      // Best fit: the smallest free size >= bytes, and of the blocks of that
+      // size the one freed last, whose lines are the likeliest to be in
+      // cache still.
+      auto fit = freeBlocks.lower_bound(bytes);
+      if (fit != freeBlocks.end())
+        fit = std::prev(freeBlocks.upper_bound(fit->first));
       if (fit != freeBlocks.end()) {
         id = fit->second;
         freeBlocks.erase(fit);

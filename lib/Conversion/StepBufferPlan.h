@@ -42,6 +42,11 @@ bool isTransposeIntoMatMul(Operation *op);
 /// Kernels that allow an output to be written over an input of its shape.
 bool allowsInPlace(Operation *op);
 
+/// The operands whose block the op's first result may take over when they
+/// die at the op (StepLowering::planBuffers): elementwise kernels' and
+/// LayerNormalizationGrad's dy.
+SmallVector<unsigned> inPlaceOperands(Operation *op);
+
 /// Results a kernel may skip (its nullable outputs): unused ones get no
 /// buffer.
 bool isNullableResult(Operation *op, unsigned i);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 using namespace pipert::cpu;
 
@@ -348,26 +349,45 @@ void pipert_layer_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
     std::fill(dscale, dscale + cols, 0.f);
   if (dbias)
     std::fill(dbias, dbias + cols, 0.f);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *PIPERT_RESTRICT xr = x + r * cols;
-    const float *PIPERT_RESTRICT gr = dy + r * cols;
-    float *PIPERT_RESTRICT dr = dx + r * cols;
-    const float mu = mean[r], inv = inv_std_dev[r];
-    // dx = inv * (g*s - mean(g*s) - xhat * mean(g*s*xhat))
-    double a, b;
-    ln_grad_sums(cols, gr, scale, xr, mu, inv, a, b);
-    const float ma = float(a / double(cols)), mb = float(b / double(cols));
-    for (int64_t j = 0; j < cols; ++j) {
-      const float xhat = formula::normalized(xr[j], mu, inv);
-      dr[j] = formula::layer_norm_dx(gr[j], scale[j], xhat, inv, ma, mb);
+  // dx may be dy's own buffer (pipe-lower-to-runtime writes it there when
+  // dy dies here): a row's dy is read by its sums and then, element by
+  // element, before its dx element is stored.
+  const auto row_pass = [&](auto with_scale, auto with_bias) {
+    constexpr bool S = decltype(with_scale)::value, B = decltype(with_bias)::value;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *PIPERT_RESTRICT xr = x + r * cols;
+      const float *gr = dy + r * cols;
+      float *dr = dx + r * cols;
+      const float mu = mean[r], inv = inv_std_dev[r];
+      // dx = inv * (g*s - mean(g*s) - xhat * mean(g*s*xhat))
+      double a, b;
+      ln_grad_sums(cols, gr, scale, xr, mu, inv, a, b);
+      const float ma = float(a / double(cols)), mb = float(b / double(cols));
+      // One pass over the row: each element's terms of the parameter
+      // gradients, then its dx (three passes before: 17 calls of the GPT's
+      // 512 x 256 rows 3.4 -> ms a step).
+#pragma GCC ivdep
+      for (int64_t j = 0; j < cols; ++j) {
+        const float g = gr[j], xv = xr[j];
+        if constexpr (S)
+          dscale[j] += formula::layer_norm_dscale_term(g, xv, mu, inv);
+        if constexpr (B)
+          dbias[j] += g;
+        dr[j] = formula::layer_norm_dx(g, scale[j], formula::normalized(xv, mu, inv), inv, ma,
+                                       mb);
+      }
     }
-    if (dscale)
-      for (int64_t j = 0; j < cols; ++j)
-        dscale[j] += formula::layer_norm_dscale_term(gr[j], xr[j], mu, inv);
-    if (dbias)
-      for (int64_t j = 0; j < cols; ++j)
-        dbias[j] += gr[j];
-  }
+  };
+  using T = std::true_type;
+  using F = std::false_type;
+  if (dscale && dbias)
+    row_pass(T{}, T{});
+  else if (dscale)
+    row_pass(T{}, F{});
+  else if (dbias)
+    row_pass(F{}, T{});
+  else
+    row_pass(F{}, F{});
   accumulate_into(acc_scale, dscale, cols);
   accumulate_into(acc_bias, dbias, cols);
 }

@@ -214,7 +214,10 @@ __global__ void layer_norm_grad_kernel(const float *__restrict__ x, int64_t rows
                                        const float *__restrict__ scale,
                                        const float *__restrict__ mean,
                                        const float *__restrict__ inv_std,
-                                       const float *__restrict__ dy, float *__restrict__ dx) {
+                                       const float *dy, float *dx) {
+  // dx may be dy's own buffer (pipe-lower-to-runtime writes it there when dy
+  // dies here): each element of a row's dy is read by the lane that later
+  // stores that element of dx, before it stores it.
   __shared__ double dsh[32];
   constexpr int per_block = kBlock / G;
   const int lane = threadIdx.x % G, slot = threadIdx.x / G;
@@ -395,6 +398,12 @@ void pipert_layer_norm_grad_f32(pipert_context *ctx, const float *x, int64_t ran
   if (cols == 0)
     return;
   cudaStream_t st = stream_of(ctx);
+  // The parameter gradients first: they read dy, which dx may overwrite.
+  if (dscale || dbias) {
+    layer_norm_param_grad_kernel<<<grid_for(ctx, cols), kBlock, 0, st>>>(
+        x, rows, cols, mean, inv_std_dev, dy, dscale, dbias, accumulate);
+    PIPERT_LAUNCH_CHECK(op);
+  }
   if (rows > 0) {
     const int64_t sms = cx(ctx)->sm_count;
     if (cols <= 1024 || rows >= sms * 64) {
@@ -406,11 +415,6 @@ void pipert_layer_norm_grad_f32(pipert_context *ctx, const float *x, int64_t ran
       layer_norm_grad_kernel<kBlock><<<unsigned(blocks), kBlock, 0, st>>>(
           x, rows, cols, scale, mean, inv_std_dev, dy, dx);
     }
-    PIPERT_LAUNCH_CHECK(op);
-  }
-  if (dscale || dbias) {
-    layer_norm_param_grad_kernel<<<grid_for(ctx, cols), kBlock, 0, st>>>(
-        x, rows, cols, mean, inv_std_dev, dy, dscale, dbias, accumulate);
     PIPERT_LAUNCH_CHECK(op);
   }
 }

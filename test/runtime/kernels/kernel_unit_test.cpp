@@ -1409,4 +1409,100 @@ TEST(Transpose, EveryPermutationAgainstIndexArithmetic) {
   check_transposes<uint8_t>(PIPERT_U8, {{2, 8, 4, 8}, {3, 5, 4, 2}, {2, 4, 3, 32}, {5, 6, 7}});
 }
 
+// pipe-lower-to-runtime writes an elementwise kernel's result, and a layer
+// norm gradient's dx, over an operand whose buffer dies at the call
+// (StepBufferPlan's inPlaceOperands). Each kernel called with its output
+// the same buffer as one operand gives the bits it gives out of place.
+TEST(InPlace, OutputOverAnOperandGivesTheSameBits) {
+  Ctx ctx;
+  const int64_t full[3] = {3, 5, 37}, row[1] = {37};
+  const int64_t n = 3 * 5 * 37;
+  const Vec a = random_vec(size_t(n), 21, -2.f, 2.f), b = random_vec(size_t(n), 22, 0.5f, 2.f);
+  const Vec r = random_vec(37, 23, 0.5f, 2.f);
+  auto same = [](const Vec &got, const Vec &want, const std::string &what) {
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float))) << what;
+  };
+  for (int op = PIPERT_BINARY_ADD; op <= PIPERT_BINARY_DIV; ++op) {
+    const auto bop = pipert_binary_op(op);
+    const std::string name = "binary " + std::to_string(op);
+    Vec want(static_cast<size_t>(n));
+    pipert_binary_f32(ctx.ctx, bop, a.data(), 3, full, b.data(), 3, full, want.data());
+    Vec y = a;
+    pipert_binary_f32(ctx.ctx, bop, y.data(), 3, full, b.data(), 3, full, y.data());
+    same(y, want, name + " over a");
+    y = b;
+    pipert_binary_f32(ctx.ctx, bop, a.data(), 3, full, y.data(), 3, full, y.data());
+    same(y, want, name + " over b");
+    // A broadcast row on either side: the result over the full operand.
+    pipert_binary_f32(ctx.ctx, bop, a.data(), 3, full, r.data(), 1, row, want.data());
+    y = a;
+    pipert_binary_f32(ctx.ctx, bop, y.data(), 3, full, r.data(), 1, row, y.data());
+    same(y, want, name + " over a, b broadcast");
+    pipert_binary_f32(ctx.ctx, bop, r.data(), 1, row, b.data(), 3, full, want.data());
+    y = b;
+    pipert_binary_f32(ctx.ctx, bop, r.data(), 1, row, y.data(), 3, full, y.data());
+    same(y, want, name + " over b, a broadcast");
+  }
+  for (auto uop : {PIPERT_UNARY_RELU, PIPERT_UNARY_TANH, PIPERT_UNARY_SIGMOID, PIPERT_UNARY_ERF,
+                   PIPERT_UNARY_EXP}) {
+    Vec want(static_cast<size_t>(n)), y = a;
+    pipert_unary_f32(ctx.ctx, uop, a.data(), n, want.data());
+    pipert_unary_f32(ctx.ctx, uop, y.data(), n, y.data());
+    same(y, want, "unary " + std::to_string(int(uop)));
+  }
+  for (auto act : {PIPERT_ACTIVATION_GELU, PIPERT_ACTIVATION_GELU_TANH}) {
+    Vec want(static_cast<size_t>(n)), y = a;
+    pipert_activation_f32(ctx.ctx, act, 0.f, 0.f, a.data(), n, want.data());
+    pipert_activation_f32(ctx.ctx, act, 0.f, 0.f, y.data(), n, y.data());
+    same(y, want, "activation " + std::to_string(int(act)));
+    pipert_activation_grad_f32(ctx.ctx, act, 0.f, 0.f, a.data(), b.data(), n, want.data());
+    y = a;
+    pipert_activation_grad_f32(ctx.ctx, act, 0.f, 0.f, y.data(), b.data(), n, y.data());
+    same(y, want, "activation grad over x " + std::to_string(int(act)));
+    y = b;
+    pipert_activation_grad_f32(ctx.ctx, act, 0.f, 0.f, a.data(), y.data(), n, y.data());
+    same(y, want, "activation grad over dy " + std::to_string(int(act)));
+  }
+  using Grad = void (*)(pipert_context *, const float *, const float *, int64_t, float *);
+  for (auto [grad, name] : {std::pair<Grad, const char *>{pipert_relu_grad_f32, "relu"},
+                            {pipert_tanh_grad_f32, "tanh"},
+                            {pipert_sigmoid_grad_f32, "sigmoid"},
+                            {pipert_erf_grad_f32, "erf"}}) {
+    Vec want(static_cast<size_t>(n)), y = a;
+    grad(ctx.ctx, a.data(), b.data(), n, want.data());
+    grad(ctx.ctx, y.data(), b.data(), n, y.data());
+    same(y, want, std::string(name) + " grad over its first operand");
+    y = b;
+    grad(ctx.ctx, a.data(), y.data(), n, y.data());
+    same(y, want, std::string(name) + " grad over dy");
+  }
+  // The layer norm's gradient, dx over dy, with and without the parameter
+  // gradients and accumulating them.
+  const int64_t shape[2] = {15, 37};
+  const Vec scale = random_vec(37, 24), bias = random_vec(37, 25);
+  Vec y(static_cast<size_t>(n)), mean(15), inv(15);
+  pipert_layer_norm_f32(ctx.ctx, a.data(), 2, shape, -1, 1e-5f, scale.data(), bias.data(),
+                        y.data(), mean.data(), inv.data());
+  for (int params = 0; params < 2; ++params)
+    for (int accumulate : {0, 3}) {
+      if (!params && accumulate)
+        continue;
+      const Vec acc = random_vec(37, 26);
+      Vec want(static_cast<size_t>(n)), ds0 = acc, db0 = acc, ds1 = acc, db1 = acc;
+      pipert_layer_norm_grad_f32(ctx.ctx, a.data(), 2, shape, -1, scale.data(), mean.data(),
+                                 inv.data(), b.data(), want.data(), params ? ds0.data() : nullptr,
+                                 params ? db0.data() : nullptr, accumulate);
+      Vec dy = b;
+      pipert_layer_norm_grad_f32(ctx.ctx, a.data(), 2, shape, -1, scale.data(), mean.data(),
+                                 inv.data(), dy.data(), dy.data(), params ? ds1.data() : nullptr,
+                                 params ? db1.data() : nullptr, accumulate);
+      const std::string what =
+          "layer norm grad over dy, params " + std::to_string(params) + " accumulate " +
+          std::to_string(accumulate);
+      same(dy, want, what + ": dx");
+      same(ds1, ds0, what + ": dscale");
+      same(db1, db0, what + ": dbias");
+    }
+}
+
 } // namespace
