@@ -364,8 +364,9 @@ void pipert_layer_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
       ln_grad_sums(cols, gr, scale, xr, mu, inv, a, b);
       const float ma = float(a / double(cols)), mb = float(b / double(cols));
       // One pass over the row: each element's terms of the parameter
-      // gradients, then its dx (three passes before: 17 calls of the GPT's
-      // 512 x 256 rows 3.4 -> ms a step).
+      // gradients, then its dx (three passes before). With dx written over
+      // dy, the GPT's 17 layer norm gradients (512 x 256) went 3.3 -> 2.4
+      // ms a step.
 #pragma GCC ivdep
       for (int64_t j = 0; j < cols; ++j) {
         const float g = gr[j], xv = xr[j];
