@@ -40,6 +40,18 @@ StringRef mlir::pipec::stringify(TargetOption value) {
   return names[static_cast<int>(value)];
 }
 
+void mlir::pipec::buildFusionPipeline(OpPassManager &pm, ArrayRef<std::string> cuts,
+                                      bool fuseAttention) {
+  PipeFuseGeluOptions fuse;
+  fuse.keep = llvm::to_vector(cuts);
+  pm.addPass(createPipeFuseGelu(fuse));
+  if (fuseAttention) {
+    PipeFuseAttentionOptions attention;
+    attention.keep = llvm::to_vector(cuts);
+    pm.addPass(createPipeFuseAttention(attention));
+  }
+}
+
 void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
                                       const TrainPipelineOptions &options) {
   PipeAssignStagesOptions assign;
@@ -52,14 +64,7 @@ void mlir::pipec::buildStagesPipeline(OpPassManager &pm,
     assign.memoryGBps = options.memoryGBps;
     assign.linkGBps = options.linkGBps;
   }
-  PipeFuseGeluOptions fuse;
-  fuse.keep = llvm::to_vector(options.cuts);
-  pm.addPass(createPipeFuseGelu(fuse));
-  if (options.fuseAttention) {
-    PipeFuseAttentionOptions fuseAttention;
-    fuseAttention.keep = llvm::to_vector(options.cuts);
-    pm.addPass(createPipeFuseAttention(fuseAttention));
-  }
+  buildFusionPipeline(pm, llvm::to_vector(options.cuts), options.fuseAttention);
   pm.addPass(createPipeAssignStages(assign));
   pm.addPass(createPipeAutodiff());
   PipeAddOptimizerOptions optimizer;

@@ -927,6 +927,29 @@ int main(int argc, char **argv) {
       return fail(error);
   }
 
+  // What the planner partitions: the forward as the compile partitions it,
+  // GELU and attention chains fused (the --cut points kept), made once on a
+  // copy of the module. On the imported graph it priced such a chain op by
+  // op (with a profile, whose one-device step runs the fused op under the
+  // chain's last node, the inner nodes had no measured time), and the
+  // memory re-cuts it proposed could fall inside a chain, which then
+  // compiled unfused and bigger.
+  OwningOpRef<ModuleOp> fusedModule;
+  func::FuncOp fusedForward;
+  auto plannedForward = [&]() -> func::FuncOp {
+    if (fusedForward)
+      return fusedForward;
+    fusedModule = cast<ModuleOp>(module->getOperation()->clone());
+    PassManager pm(&context);
+    std::vector<std::string> kept(cuts.begin(), cuts.end());
+    mlir::pipec::buildFusionPipeline(pm, kept, !noFuseAttention);
+    if (succeeded(pm.run(*fusedModule)))
+      fusedForward = fusedModule->lookupSymbol<func::FuncOp>("forward");
+    if (!fusedForward)
+      fusedForward = forward; // (the compile reports what the fusions refuse)
+    return fusedForward;
+  };
+
   // The planner's time model: the profile where given, else the roofline
   // at round numbers of the target.
   auto plannerOptions = [&]() {
@@ -1055,7 +1078,7 @@ int main(int argc, char **argv) {
     pipec::planner::PlannerOptions unlimited = options;
     unlimited.memoryPerDevice = 0;
     std::optional<pipec::planner::Candidate> balanced = pipec::planner::evaluatePlan(
-        forward, unlimited, c.stages, c.microbatches, c.schedule, c.advance, c.pipelines);
+        plannedForward(), unlimited, c.stages, c.microbatches, c.schedule, c.advance, c.pipelines);
     const int64_t balancedEstimate =
         c.cutNodes.empty() || !balanced ? c.peakMemory : balanced->peakMemory;
     std::optional<int64_t> peak = check({}, balancedEstimate);
@@ -1082,7 +1105,7 @@ int main(int argc, char **argv) {
       pipec::planner::PlannerOptions scaled = options;
       scaled.memoryPerDevice = std::max<int64_t>(1, int64_t(scaledLimit));
       std::optional<pipec::planner::Candidate> cut = pipec::planner::evaluatePlan(
-          forward, scaled, c.stages, c.microbatches, c.schedule, c.advance, c.pipelines);
+          plannedForward(), scaled, c.stages, c.microbatches, c.schedule, c.advance, c.pipelines);
       if (!cut || !cut->fits)
         return std::nullopt;
       if (cut->cutNodes.empty() || llvm::is_contained(tried, cut->cutNodes))
@@ -1189,7 +1212,7 @@ int main(int argc, char **argv) {
       return fail("--lr-warmup and --discrepancy-correction apply to --method "
                   "pipemare: with --auto, add pipemare to --auto-methods");
     pipec::planner::PlanSearch search =
-        pipec::planner::searchPlans(forward, options);
+        pipec::planner::searchPlans(plannedForward(), options);
     if (search.candidates.empty())
       return fail("--auto found no plan for " + modelPath);
     llvm::outs() << "pipe-compile: --auto: " << search.candidates.size()
@@ -1502,7 +1525,7 @@ int main(int argc, char **argv) {
       return fail("--memory-per-device '" + memoryPerDevice +
                   "' is not a size; write e.g. 8G, 512M or 1048576");
     std::optional<pipec::planner::Candidate> c = pipec::planner::evaluatePlan(
-        forward, options, numStages, microbatches,
+        plannedForward(), options, numStages, microbatches,
         *pipec::schedule::parseScheduleKind(scheduleKind), advance);
     if (!c)
       return fail("--memory-per-device: cannot evaluate " +
@@ -1542,7 +1565,7 @@ int main(int argc, char **argv) {
       numPipelines == 1 && partition == "balanced") {
     if (std::optional<pipec::planner::Candidate> c =
             pipec::planner::evaluatePlan(
-                forward, plannerOptions(), numStages, microbatches,
+                plannedForward(), plannerOptions(), numStages, microbatches,
                 *pipec::schedule::parseScheduleKind(scheduleKind), advance)) {
       llvm::outs() << llvm::formatv(
           "pipe-compile: predicted step {0:f3} ms ({1:f1} samples/s, bubble "

@@ -186,6 +186,12 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
 /// stages and insert transfers: the module of pipe.stage ops
 /// (pipe-compile's 1-stages.mlir).
 void buildStagesPipeline(OpPassManager &pm, const TrainPipelineOptions &options);
+
+/// The fusions that open buildStagesPipeline: pipe-fuse-gelu and (where
+/// `fuseAttention`) pipe-fuse-attention, leaving chains that contain a node
+/// of `cuts` as they are. pipe-compile runs them on a copy of the forward
+/// for the planner, so that it partitions the graph the compile will.
+void buildFusionPipeline(OpPassManager &pm, ArrayRef<std::string> cuts, bool fuseAttention);
 /// Schedule and verify: one pipe.program per device (2-programs.mlir). M
 /// and the optimizer come from the module (pipe-microbatch and
 /// pipe-add-optimizer record them).
