@@ -311,6 +311,61 @@ Value StepLowering::rootOf(Value v) {
   }
 }
 
+/// An optimizer's update of a persistent buffer moves up to right after the
+/// last op it has to follow: the definitions of its operands (the
+/// gradient, the learning rate) and every read of the values it replaces
+/// (the weight's other uses, through reshapes and other views of it). It
+/// then runs while its gradient is still in cache, where the updates all
+/// ran after the last backward op, and the gradient's block is free for
+/// the backward ops after it. The same ops on the same operands: the same
+/// bits. Every update is still after each read of the old value, so it
+/// is still written in place (planBuffers).
+void StepLowering::hoistUpdates() {
+  Block &body = source.getBody().front();
+  SmallVector<Operation *> optimizers;
+  for (auto [value, target] : updates)
+    if (Operation *u = value.getDefiningOp();
+        u && u->getBlock() == &body &&
+        isa<onnx::SGDOp, onnx::MomentumOp, onnx::AdamOp, onnx::AdagradOp, onnx::AdamWOp>(u) &&
+        !llvm::is_contained(optimizers, u))
+      optimizers.push_back(u);
+  if (optimizers.empty())
+    return;
+  // The buffers each optimizer op replaces.
+  DenseMap<Operation *, SmallVector<Value>> replaces;
+  for (auto [value, target] : updates)
+    if (Operation *u = value.getDefiningOp(); u && llvm::is_contained(optimizers, u))
+      replaces[u].push_back(persistent[target]);
+  llvm::sort(optimizers, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  for (Operation *u : optimizers) {
+    Operation *last = nullptr;
+    auto follow = [&](Operation *op) {
+      if (op)
+        op = body.findAncestorOpInBlock(*op);
+      if (!op || op == u)
+        return;
+      if (!last || last->isBeforeInBlock(op))
+        last = op;
+    };
+    for (Value operand : u->getOperands())
+      follow(operand.getDefiningOp());
+    // Every read of a replaced buffer, through the ops that are views of it.
+    SmallVector<Value> views(replaces[u].begin(), replaces[u].end());
+    while (!views.empty()) {
+      Value v = views.pop_back_val();
+      for (Operation *user : v.getUsers()) {
+        if (user == u)
+          continue;
+        follow(user);
+        if (isAliasOp(user))
+          views.append(user->result_begin(), user->result_end());
+      }
+    }
+    if (last && last->isBeforeInBlock(u))
+      u->moveAfter(last);
+  }
+}
+
 LogicalResult StepLowering::planBuffers() {
   Block &body = source.getBody().front();
   int64_t index = 0;
