@@ -42,6 +42,7 @@ LogicalResult StepLowering::run() {
   if (failed(classifyArguments()) || failed(classifyResults()))
     return failure();
   computeConstants();
+  fuseSgdIntoGemms();
   hoistUpdates();
   if (failed(planBuffers()))
     return failure();

@@ -311,6 +311,66 @@ Value StepLowering::rootOf(Value v) {
   }
 }
 
+/// A plain SGD update of a weight whose gradient is one Gemm's result, read
+/// by nothing else (x' = x - lr g, g = alpha op(A) op(B), lr a constant, no
+/// weight decay), becomes that Gemm with C = x: x' = (-lr alpha) op(A)
+/// op(B) + x, placed after the last read of x, so that planBuffers writes
+/// it in place and the kernel adds into the weight (pipert_gemm_f32's
+/// accumulation, as for a gradient accumulator). No gradient buffer, and
+/// no pass of the update over the weight and its gradient (the GPT's 25
+/// MiB of weights: read twice and written once a step by pipert_sgd_f32).
+/// The product is rounded to float and added to x as the update adds lr g:
+/// within an ulp of x - lr g (the kernels' rounding of -lr alpha acc + x).
+void StepLowering::fuseSgdIntoGemms() {
+  Block &body = source.getBody().front();
+  for (auto &[value, target] : updates) {
+    auto sgd = value.getDefiningOp<onnx::SGDOp>();
+    if (!sgd || sgd->getBlock() != &body || attrF(sgd, "weight_decay", 0.0) != 0.0)
+      continue;
+    Value x = sgd->getOperand(1), g = sgd->getOperand(2);
+    auto gemm = g.getDefiningOp<onnx::GemmOp>();
+    auto rate = constants.find(sgd->getOperand(0));
+    if (x != persistent[target] || !gemm || gemm->getBlock() != &body || !g.hasOneUse() ||
+        !isa<NoneType>(gemm->getOperand(2).getType()) || g.getType() != x.getType() ||
+        rate == constants.end() || rate->second.getNumElements() != 1 ||
+        !rate->second.getElementType().isF32() || !sgd.getType().getElementType().isF32())
+      continue;
+    const double lr = rate->second.getValues<APFloat>()[0].convertToDouble();
+    const double alpha = attrF(gemm, "alpha", 1.0);
+    // After every other read of x, through its views, and after the Gemm's
+    // operands (where it already is).
+    Operation *last = gemm;
+    SmallVector<Value> views{x};
+    while (!views.empty()) {
+      Value v = views.pop_back_val();
+      for (Operation *user : v.getUsers()) {
+        Operation *op = body.findAncestorOpInBlock(*user);
+        if (!op || op == sgd)
+          continue;
+        if (last->isBeforeInBlock(op))
+          last = op;
+        if (isAliasOp(user))
+          views.append(user->result_begin(), user->result_end());
+      }
+    }
+    OpBuilder ob(source.getContext());
+    ob.setInsertionPointAfter(last);
+    SmallVector<NamedAttribute> attrs(gemm->getAttrs());
+    llvm::erase_if(attrs, [](NamedAttribute a) {
+      return a.getName() == "alpha" || a.getName() == "beta";
+    });
+    attrs.push_back(ob.getNamedAttr("alpha", ob.getF32FloatAttr(float(-lr * alpha))));
+    attrs.push_back(ob.getNamedAttr("beta", ob.getF32FloatAttr(1.f)));
+    Operation *fused = ob.create(gemm->getLoc(), gemm->getName().getIdentifier(),
+                                 ValueRange{gemm->getOperand(0), gemm->getOperand(1), x},
+                                 TypeRange{x.getType()}, attrs);
+    sgd.getResult().replaceAllUsesWith(fused->getResult(0));
+    sgd->erase();
+    gemm->erase();
+    value = fused->getResult(0);
+  }
+}
+
 /// An optimizer's update of a persistent buffer moves up to right after the
 /// last op it has to follow: the definitions of its operands (the
 /// gradient, the learning rate) and every read of the values it replaces

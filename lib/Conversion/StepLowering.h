@@ -48,6 +48,7 @@ private:
   LogicalResult classifyArguments();
   LogicalResult classifyResults();
   void computeConstants();
+  void fuseSgdIntoGemms();
   void hoistUpdates();
   LogicalResult planBuffers();
   Value rootOf(Value v);

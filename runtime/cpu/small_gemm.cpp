@@ -19,8 +19,9 @@
 //
 // The sum over k runs in order, one fused multiply-add at a time: results
 // match a double reference to the float rounding of a k-term sum. C's old
-// value comes in as one multiply-add, beta * old + alpha * sum, the same
-// whether it is read from C or from `row` (mul_add).
+// value comes in as one multiply-add, the same whether it is read from C or
+// from `row`: old + alpha * sum where beta is 1, else beta * old + (alpha *
+// sum) (scale_add).
 //
 // Every loop over a block's rows is unrolled: left rolled, the
 // accumulators were arrays in memory around the k loop (zeroed on the
@@ -105,6 +106,15 @@ constexpr int kMR = 4; // 16 ymm registers: 8 accumulator halves
 
 // One block of MR rows and nc <= 32 columns: a(r, p) = a[r * sar + p * sap],
 // b(p, j) = b[p * ldb + j].
+// alpha * sum + beta * old. With beta = 1 (an accumulation into C, or
+// pipe-lower-to-runtime's SGD fused into a weight gradient's Gemm: alpha =
+// -lr, C = the weight) one multiply-add, old + alpha * sum in one rounding:
+// w - lr g as pipert_sgd_f32 rounds it, so the fused update has the bits of
+// the separate one. Otherwise alpha * sum first, then beta * old added.
+inline v16 scale_add(v16 sum, float alpha, float beta, v16 old) {
+  return beta == 1.f ? mul_add(splat(alpha), sum, old) : mul_add(splat(beta), old, alpha * sum);
+}
+
 template <int MR, bool Full>
 inline void block(int64_t k, const float *a, int64_t sar, int64_t sap, const float *b,
                   int64_t ldb, float *c, int64_t ldc, int nc, float alpha, float beta,
@@ -142,16 +152,16 @@ inline void block(int64_t k, const float *a, int64_t sar, int64_t sap, const flo
     v16 c0 = alpha * acc0[r], c1 = alpha * acc1[r];
     if (Full) {
       if (beta != 0.f) {
-        c0 = mul_add(splat(beta), load16(old), c0);
-        c1 = mul_add(splat(beta), load16(old + 16), c1);
+        c0 = scale_add(acc0[r], alpha, beta, load16(old));
+        c1 = scale_add(acc1[r], alpha, beta, load16(old + 16));
       }
       store16(cr, c0);
       store16(cr + 16, c1);
     } else {
       if (beta != 0.f) {
-        c0 = mul_add(splat(beta), n0 == 16 ? load16(old) : load_part(old, n0), c0);
+        c0 = scale_add(acc0[r], alpha, beta, n0 == 16 ? load16(old) : load_part(old, n0));
         if (n1 > 0)
-          c1 = mul_add(splat(beta), load_part(old + 16, n1), c1);
+          c1 = scale_add(acc1[r], alpha, beta, load_part(old + 16, n1));
       }
       if (n0 == 16)
         store16(cr, c0);
@@ -187,7 +197,7 @@ __attribute__((always_inline)) inline void block16(int64_t k, const float *a, in
     const float *old = row ? row : cr;
     v16 c0 = alpha * acc[r];
     if (beta != 0.f)
-      c0 = mul_add(splat(beta), nc == 16 ? load16(old) : load_part(old, nc), c0);
+      c0 = scale_add(acc[r], alpha, beta, nc == 16 ? load16(old) : load_part(old, nc));
     if (nc == 16)
       store16(cr, c0);
     else

@@ -21,6 +21,13 @@
 #include <utility>
 #include <vector>
 
+#ifndef PIPERT_TEST_CUDA_DEVICE_SHIM_H
+// runtime/cpu/kernel_util.h's: whether pipert's own kernel runs a product.
+namespace pipert::cpu {
+bool small_gemm_eligible(int trans_b, int64_t m, int64_t n, int64_t k);
+} // namespace pipert::cpu
+#endif
+
 namespace {
 
 using Vec = std::vector<float>;
@@ -131,6 +138,50 @@ TEST(Gemm, AccumulatesInPlace) {
                           beta, y.data());
           expect_close(y, ref, 1e-4, "gemm in place");
         }
+}
+
+// pipe-lower-to-runtime's SGD fused into a weight gradient's Gemm: C = the
+// weight, alpha = -lr, beta = 1, written in place. It must land within
+// rounding of the separate gradient and update (pipert_gemm_f32 without C,
+// then pipert_sgd_f32), on every transpose and through both libraries'
+// shapes; where pipert's own kernel runs the product (small products) it
+// adds -lr times its sum into the weight in one rounding, as the update
+// does, so the bits are the same (the one-device program against the
+// pipeline stages, which update apart from their backward).
+TEST(Gemm, FusedSgdUpdateMatchesTheSeparateUpdate) {
+  Ctx ctx;
+  const float lr = 0.05f;
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{64, 32, 24}, {10, 64, 24},
+                         {37, 29, 53}, {128, 48, 96}, {256, 128, 64}})
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        Vec a = random_vec(size_t(m * k), 1), b = random_vec(size_t(k * n), 2);
+        Vec w = random_vec(size_t(m * n), 3), g(w.size()), want(w.size());
+        pipert_gemm_f32(ctx.ctx, a.data(), b.data(), nullptr, 0, nullptr, m, n, k, ta, tb, 1.f,
+                        1.f, g.data());
+        pipert_sgd_f32(ctx.ctx, lr, 0.f, w.data(), g.data(), int64_t(w.size()), want.data());
+        const int64_t cs[2] = {m, n};
+        pipert_gemm_f32(ctx.ctx, a.data(), b.data(), w.data(), 2, cs, m, n, k, ta, tb, -lr, 1.f,
+                        w.data());
+#ifndef PIPERT_TEST_CUDA_DEVICE_SHIM_H
+        const bool small = pipert::cpu::small_gemm_eligible(tb, m, n, k);
+#else
+        const bool small = false;
+#endif
+        for (size_t i = 0; i < w.size(); ++i) {
+#ifndef PIPERT_TEST_CUDA_DEVICE_SHIM_H
+          if (small) {
+            ASSERT_EQ(w[i], want[i]) << m << "x" << n << "x" << k << " ta " << ta << " tb " << tb
+                                     << " at " << i;
+            continue;
+          }
+#endif
+          // One rounding of the product's scaling apart: an ulp of the update.
+          ASSERT_NEAR(w[i], want[i], 2e-7f * (std::fabs(want[i]) + lr * std::fabs(g[i])))
+              << m << "x" << n << "x" << k << " ta " << ta << " tb " << tb << " small " << small
+              << " at " << i;
+        }
+      }
 }
 
 // pipert_sgemm's leading dimensions, alpha and beta on every transpose,
