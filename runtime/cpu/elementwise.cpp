@@ -246,6 +246,31 @@ void where_typed(const uint8_t *c, int64_t rc, const int64_t *sc, const T *x, in
 
 } // namespace
 
+namespace {
+
+// dx[i] = the sum over rows r (in order) of dy[r * nx + i], for the columns
+// from i0 on in blocks of 16 * G; returns where the blocks stop.
+template <int G>
+int64_t column_sums_wide(const float *dy, int64_t rows, int64_t nx, int64_t i0, float *dx) {
+  typedef float v16 __attribute__((vector_size(64)));
+  for (; i0 + 16 * G <= nx; i0 += 16 * G) {
+    v16 acc[G] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *pg = dy + r * nx + i0;
+      #pragma GCC unroll 8
+      for (int j = 0; j < G; ++j) {
+        v16 v;
+        std::memcpy(&v, pg + 16 * j, sizeof v);
+        acc[j] += v;
+      }
+    }
+    std::memcpy(dx + i0, acc, sizeof acc);
+  }
+  return i0;
+}
+
+} // namespace
+
 extern "C" {
 
 void pipert_unary_f32(pipert_context *ctx, pipert_unary_op op, const float *x, int64_t n,
@@ -480,10 +505,14 @@ void pipert_reduce_to_shape_f32(pipert_context *, const float *dy, int64_t dy_ra
   for (int64_t i = 0; i < x_rank && leading; ++i)
     leading = x_shape[i] == dy_shape[i + dy_rank - x_rank];
   if (leading) {
-    // 16 columns at a time summed in registers down the rows (each
-    // column's sum in the same order as row by row into dx).
+    // Columns summed in registers down the rows, each column's sum in the
+    // same order as row by row into dx: 128 columns a pass (eight vectors,
+    // eight independent chains of adds; one 16-column chain a pass was
+    // bound by the add's latency, a row every 4 cycles: the GPT's bias
+    // gradients 1.9 ms a step), then 16 at a time.
     const int64_t rows = numel(dy_rank, dy_shape) / nx;
-    int64_t i0 = 0;
+    int64_t i0 = column_sums_wide<8>(dy, rows, nx, 0, dx);
+    i0 = column_sums_wide<2>(dy, rows, nx, i0, dx);
     for (; i0 + 16 <= nx; i0 += 16) {
       float acc[16] = {};
       for (int64_t r = 0; r < rows; ++r) {

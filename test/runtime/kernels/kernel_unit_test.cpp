@@ -235,7 +235,10 @@ TEST(ReduceToShape, LeadingAxesSumRowByRow) {
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
       {{16, 32}, {32}},   {{16, 128}, {128}}, {{3, 5, 37}, {5, 37}}, {{9, 7}, {7}},
-      {{2, 8, 96}, {96}}, {{5, 16}, {5, 16}}, {{1, 40}, {40}},       {{4, 3, 17}, {3, 17}}};
+      {{2, 8, 96}, {96}}, {{5, 16}, {5, 16}}, {{1, 40}, {40}},       {{4, 3, 17}, {3, 17}},
+      // 128 columns a pass, then 32, then 16, then the rest: a GPT layer's
+      // fc1 bias (1024), and a width that takes every path (600).
+      {{64, 1024}, {1024}}, {{3, 2, 300}, {2, 300}}, {{7, 160}, {160}}};
   for (const auto &[ds, xs] : cases) {
     int64_t nd = 1, nx = 1;
     for (int64_t d : ds)
