@@ -86,14 +86,14 @@ inline __m512 vexp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.f));
-  // n / 2 rounded toward zero, as the scalar int division.
-  const __m512i n = _mm512_cvttps_epi32(fn);
-  const __m512i n1 = _mm512_srai_epi32(_mm512_add_epi32(n, _mm512_srli_epi32(n, 31)), 1);
-  const __m512i n2 = _mm512_sub_epi32(n, n1);
-  const __m512i bias = _mm512_set1_epi32(127);
-  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-  return _mm512_mask_mov_ps(_mm512_mul_ps(_mm512_mul_ps(p, s1), s2), nan, x);
+  // p * 2^n in one instruction (vscalefps). The scalar version multiplies
+  // by 2^(n/2) and 2^(n - n/2): the first product is exact (normal), so the
+  // second is the only rounding, which is scalef's one rounding: the same
+  // bits, also where the result is subnormal (the bit-for-bit test covers
+  // -104 .. 88.8). Was eight integer ops and two multiplies: exp(-x^2/2)
+  // (the GELU's gradient) over 64K floats 0.42 -> 0.30 ns an element, the
+  // two alternating in one binary.
+  return _mm512_mask_mov_ps(_mm512_scalef_ps(p, fn), nan, x);
 }
 #endif
 
