@@ -176,8 +176,9 @@ TEST(Gemm, FusedSgdUpdateMatchesTheSeparateUpdate) {
             continue;
           }
 #endif
-          // One rounding of the product's scaling apart: an ulp of the update.
-          ASSERT_NEAR(w[i], want[i], 2e-7f * (std::fabs(want[i]) + lr * std::fabs(g[i])))
+          // The libraries may scale an operand by alpha before the products
+          // (oneDNN packs alpha A): a few roundings of the update apart.
+          ASSERT_NEAR(w[i], want[i], 1e-6f * (std::fabs(want[i]) + lr * std::fabs(g[i])))
               << m << "x" << n << "x" << k << " ta " << ta << " tb " << tb << " small " << small
               << " at " << i;
         }
