@@ -340,6 +340,7 @@ void StepLowering::fuseSgdIntoGemms() {
     // After every other read of x, through its views, and after the Gemm's
     // operands (where it already is).
     Operation *last = gemm;
+    bool returned = false; // the old weight is also a result: keep the update apart
     SmallVector<Value> views{x};
     while (!views.empty()) {
       Value v = views.pop_back_val();
@@ -347,12 +348,16 @@ void StepLowering::fuseSgdIntoGemms() {
         Operation *op = body.findAncestorOpInBlock(*user);
         if (!op || op == sgd)
           continue;
-        if (last->isBeforeInBlock(op))
+        if (op->hasTrait<OpTrait::IsTerminator>())
+          returned = true;
+        else if (last->isBeforeInBlock(op))
           last = op;
         if (isAliasOp(user))
           views.append(user->result_begin(), user->result_end());
       }
     }
+    if (returned)
+      continue;
     OpBuilder ob(source.getContext());
     ob.setInsertionPointAfter(last);
     SmallVector<NamedAttribute> attrs(gemm->getAttrs());

@@ -29,11 +29,12 @@ func.func @train_step(%x: tensor<4x8xf32> {pipe.input = "x"},
 // -----
 
 // Left to pipert_sgd_f32: a weight decay (not the Gemm's beta), a
-// gradient also returned, a learning rate that is not a constant.
+// gradient also returned, a learning rate that is not a constant, an old
+// weight also returned (through a reshape).
 
 // CHECK-LABEL: func.func @pipe_step(
 // CHECK-NOT: arith.constant -1.000000e-01
-// CHECK-COUNT-3: call @pipert_sgd_f32(
+// CHECK-COUNT-4: call @pipert_sgd_f32(
 // CHECK-NOT: arith.constant -1.000000e-01
 // CHECK: return
 func.func @train_step(%x: tensor<4x8xf32> {pipe.input = "x"},
@@ -41,9 +42,10 @@ func.func @train_step(%x: tensor<4x8xf32> {pipe.input = "x"},
                       %rate: tensor<f32> {pipe.input = "rate"},
                       %u: tensor<3x8xf32> {pipe.param = "u", pipe.trainable, pipe.init = dense<0.5> : tensor<3x8xf32>},
                       %v: tensor<3x8xf32> {pipe.param = "v", pipe.trainable, pipe.init = dense<0.5> : tensor<3x8xf32>},
-                      %w: tensor<3x8xf32> {pipe.param = "w", pipe.trainable, pipe.init = dense<0.5> : tensor<3x8xf32>})
+                      %w: tensor<3x8xf32> {pipe.param = "w", pipe.trainable, pipe.init = dense<0.5> : tensor<3x8xf32>},
+                      %z: tensor<3x8xf32> {pipe.param = "z", pipe.trainable, pipe.init = dense<0.5> : tensor<3x8xf32>})
     -> (tensor<3x8xf32>, tensor<3x8xf32> {pipe.update = "u"}, tensor<3x8xf32> {pipe.update = "v"},
-        tensor<3x8xf32> {pipe.update = "w"}) {
+        tensor<3x8xf32> {pipe.update = "w"}, tensor<24xf32>, tensor<3x8xf32> {pipe.update = "z"}) {
   %none = onnx.NoValue : none
   %lr = onnx.Constant {value = dense<0.1> : tensor<f32>} : tensor<f32>
   %gu = onnx.Gemm(%dy, %x, %none) {transA = 1 : i64} : (tensor<4x3xf32>, tensor<4x8xf32>, none) -> tensor<3x8xf32>
@@ -52,5 +54,9 @@ func.func @train_step(%x: tensor<4x8xf32> {pipe.input = "x"},
   %un = onnx.SGD(%lr, %u, %gu) {weight_decay = 0.01 : f32} : (tensor<f32>, tensor<3x8xf32>, tensor<3x8xf32>) -> tensor<3x8xf32>
   %vn = onnx.SGD(%lr, %v, %gv) : (tensor<f32>, tensor<3x8xf32>, tensor<3x8xf32>) -> tensor<3x8xf32>
   %wn = onnx.SGD(%rate, %w, %gw) : (tensor<f32>, tensor<3x8xf32>, tensor<3x8xf32>) -> tensor<3x8xf32>
-  return %gv, %un, %vn, %wn : tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>
+  %gz = onnx.Gemm(%dy, %x, %none) {transA = 1 : i64} : (tensor<4x3xf32>, tensor<4x8xf32>, none) -> tensor<3x8xf32>
+  %s24 = onnx.Constant {value = dense<24> : tensor<1xi64>} : tensor<1xi64>
+  %zr = onnx.Reshape(%z, %s24) : (tensor<3x8xf32>, tensor<1xi64>) -> tensor<24xf32>
+  %zn = onnx.SGD(%lr, %z, %gz) : (tensor<f32>, tensor<3x8xf32>, tensor<3x8xf32>) -> tensor<3x8xf32>
+  return %gv, %un, %vn, %wn, %zr, %zn : tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>, tensor<24xf32>, tensor<3x8xf32>
 }
