@@ -22,6 +22,27 @@
 // is_causal when it masks exactly j > i, else the op's attn_mask (its
 // negation: ONNX's boolean mask is true where a position attends).
 //
+// nn.MultiheadAttention (torch 1.13) writes its heads sequence first, the
+// batch and the heads merged into one axis of (B*H, L, dh) values, q, k
+// and v of (L, B, H*dh):
+//
+//   %qh = Transpose(Reshape(%q, [T, B*H, dh])) {perm = [1, 0, 2]}
+//   %kt = Transpose(Reshape(%k, [S, B*H, dh])) {perm = [1, 2, 0]}
+//   %vh = Transpose(Reshape(%v, [S, B*H, dh])) {perm = [1, 0, 2]}
+//   %s  = MatMul(Div(%qh, c) | Mul(%qh, c) | %qh, %kt)
+//   %s2 = Mul(%s, c) | Div(%s, c)                      (optional)
+//   %s3 = Add(%s2, %mask)                              (optional)
+//   %p  = Softmax(%s3) {axis = -1}
+//   %o  = MatMul(%p, %vh)
+//   %y  = Reshape(Transpose(%o) {perm = [1, 0, 2]}, [T*B, H*dh] | [T, B, H*dh])
+//
+// with %mask a constant (T, S) of 0 and -inf (nn.Transformer's square
+// subsequent mask: is_causal). This becomes Transposes of q, k and v (of
+// the (T, B, 3*H*dh) projection once, where they are its three equal
+// Slices) to batch first, onnx.Attention, and a Transpose (and Reshape)
+// back: two copies of the values, against the chain's five transposed
+// copies, its (B*H, T, S) scores and their softmax in memory.
+//
 // Each intermediate value of the chain (%s to the final Transpose) must
 // have no other use; a chain one of whose inner ops is named in `keep` (a
 // manual cut point) stays as it is. Same function: the products, the scale
@@ -35,9 +56,11 @@
 #include "pipec/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace mlir::pipec {
 #define GEN_PASS_DEF_PIPEFUSEATTENTION
@@ -123,6 +146,141 @@ std::optional<SmallVector<bool>> boolMask(Value v, int64_t t, int64_t s) {
   for (bool b : dense.getValues<bool>())
     r.push_back(b);
   return r;
+}
+
+/// Sequence-first heads (nn.MultiheadAttention): `v` = Transpose(Reshape(x,
+/// [L, B*H, dh]), perm) with x of (L, B, H*dh); perm [1, 0, 2], or with
+/// `transposed` [1, 2, 0] or [1, 0, 2] followed by [0, 2, 1]. Returns x and
+/// heads = H, dh; `batch` is B.
+std::optional<Head> matchSeqFirstHeads(Value v, bool transposed, int64_t &batch) {
+  Head h;
+  Operation *t = v.getDefiningOp();
+  if (!t)
+    return std::nullopt;
+  if (transposed) {
+    if (isPerm(t, {0, 2, 1})) {
+      h.ops.push_back(t);
+      t = t->getOperand(0).getDefiningOp();
+      if (!isPerm(t, {1, 0, 2}))
+        return std::nullopt;
+    } else if (!isPerm(t, {1, 2, 0})) {
+      return std::nullopt;
+    }
+  } else if (!isPerm(t, {1, 0, 2})) {
+    return std::nullopt;
+  }
+  h.ops.push_back(t);
+  auto reshape = t->getOperand(0).getDefiningOp<onnx::ReshapeOp>();
+  if (!reshape)
+    return std::nullopt;
+  h.ops.push_back(reshape);
+  auto out = dyn_cast<RankedTensorType>(reshape->getResult(0).getType());
+  auto in = dyn_cast<RankedTensorType>(reshape->getOperand(0).getType());
+  if (!out || !in || !out.hasStaticShape() || !in.hasStaticShape() || out.getRank() != 3 ||
+      in.getRank() != 3 || in.getDimSize(0) != out.getDimSize(0) || out.getDimSize(2) <= 0 ||
+      in.getDimSize(2) % out.getDimSize(2) != 0)
+    return std::nullopt;
+  h.dh = out.getDimSize(2);
+  h.heads = in.getDimSize(2) / h.dh;
+  batch = in.getDimSize(1);
+  if (batch * h.heads != out.getDimSize(1))
+    return std::nullopt;
+  h.x = reshape->getOperand(0);
+  return h;
+}
+
+/// A constant float (T, S) or (1, T, S) additive mask of 0 and -inf only:
+/// true where a position attends (0). Also through a Mul by a positive
+/// scalar constant, which leaves 0 and -inf as they are (torch's baddbmm
+/// writes its beta = 1 that way); `ops` gets the Mul.
+std::optional<SmallVector<bool>> additiveMask(Value v, int64_t t, int64_t s,
+                                              SmallVector<Operation *> &ops) {
+  if (auto mul = v.getDefiningOp<onnx::MulOp>()) {
+    std::optional<double> a = splatValue(mul.getA()), b = splatValue(mul.getB());
+    Value inner = b && *b > 0 ? mul.getA() : a && *a > 0 ? mul.getB() : Value();
+    if (!inner || !v.hasOneUse())
+      return std::nullopt;
+    std::optional<SmallVector<bool>> r = additiveMask(inner, t, s, ops);
+    if (r)
+      ops.push_back(mul);
+    return r;
+  }
+  // A dense constant, or a resource blob (the importer's form of large
+  // initializers: torch writes the mask as one).
+  ElementsAttr attr = onnx::getConstantAttr(v);
+  if (!attr || !attr.getElementType().isF32())
+    return std::nullopt;
+  auto shape = cast<ShapedType>(attr.getType()).getShape();
+  bool ok = (shape.size() == 2 && shape[0] == t && shape[1] == s) ||
+            (shape.size() == 3 && shape[0] == 1 && shape[1] == t && shape[2] == s);
+  if (!ok)
+    return std::nullopt;
+  SmallVector<bool> r;
+  auto take = [&](float f) {
+    if (f == 0.f)
+      r.push_back(true);
+    else if (std::isinf(f) && f < 0)
+      r.push_back(false);
+    else
+      return false;
+    return true;
+  };
+  if (auto values = attr.tryGetValues<float>()) {
+    for (float f : *values)
+      if (!take(f))
+        return std::nullopt;
+  } else if (auto values = attr.tryGetValues<APFloat>()) {
+    for (const APFloat &f : *values)
+      if (!take(f.convertToFloat()))
+        return std::nullopt;
+  } else if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob || blob->getData().size() != size_t(t * s) * sizeof(float))
+      return std::nullopt;
+    ArrayRef<char> raw = blob->getData();
+    for (int64_t i = 0; i < t * s; ++i) {
+      float f;
+      std::memcpy(&f, raw.data() + i * sizeof(float), sizeof f);
+      if (!take(f))
+        return std::nullopt;
+    }
+  } else {
+    return std::nullopt;
+  }
+  return r;
+}
+
+/// [lo, hi) of x's last axis if `v` = Slice(x, [lo], [hi], [-1 | rank-1])
+/// (no steps or step 1).
+std::optional<std::pair<int64_t, int64_t>> lastAxisSlice(Value v, Value &x) {
+  auto sl = v.getDefiningOp<onnx::SliceOp>();
+  if (!sl)
+    return std::nullopt;
+  auto single = [](Value c) -> std::optional<int64_t> {
+    auto k = c.getDefiningOp<onnx::ConstantOp>();
+    if (!k)
+      return std::nullopt;
+    auto d = dyn_cast_or_null<DenseIntElementsAttr>(k->getAttr("value"));
+    if (!d || d.getNumElements() != 1)
+      return std::nullopt;
+    return (*d.getValues<APInt>().begin()).getSExtValue();
+  };
+  auto in = dyn_cast<RankedTensorType>(sl->getOperand(0).getType());
+  if (!in || !in.hasStaticShape())
+    return std::nullopt;
+  std::optional<int64_t> lo = single(sl->getOperand(1)), hi = single(sl->getOperand(2));
+  if (!lo || !hi || sl->getNumOperands() < 4 || isa<NoneType>(sl->getOperand(3).getType()))
+    return std::nullopt;
+  std::optional<int64_t> axis = single(sl->getOperand(3));
+  if (!axis || (*axis != -1 && *axis != in.getRank() - 1))
+    return std::nullopt;
+  if (sl->getNumOperands() > 4 && !isa<NoneType>(sl->getOperand(4).getType())) {
+    std::optional<int64_t> step = single(sl->getOperand(4));
+    if (!step || *step != 1)
+      return std::nullopt;
+  }
+  x = sl->getOperand(0);
+  return std::make_pair(*lo, *hi);
 }
 
 struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentionPass> {
@@ -290,6 +448,13 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     work.append(inner.begin(), inner.end());
     if (packed)
       work.push_back(split);
+    eraseDead(work);
+    return true;
+  }
+
+  /// Erases the ops of `work` that have no use, repeatedly, and the
+  /// constants (and NoValues) only they used.
+  static void eraseDead(SmallVector<Operation *> &work) {
     bool changed = true;
     while (changed) {
       changed = false;
@@ -298,7 +463,8 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
           continue;
         SmallVector<Operation *> defs;
         for (Value operand : op->getOperands())
-          if (Operation *def = operand.getDefiningOp(); def && isa<onnx::ConstantOp>(def))
+          if (Operation *def = operand.getDefiningOp();
+              def && isa<onnx::ConstantOp, onnx::NoValueOp>(def))
             defs.push_back(def);
         op->erase();
         op = nullptr;
@@ -308,6 +474,181 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
             def->erase();
       }
     }
+  }
+
+  /// Multiplies `factor` by the constant of a Mul or Div that defines `v`
+  /// (its only use being the chain) and steps `v` over it; `ops` gets it.
+  static bool peelScale(Value &v, double &factor, SmallVector<Operation *> &ops) {
+    if (!v.hasOneUse())
+      return false;
+    if (auto mul = v.getDefiningOp<onnx::MulOp>()) {
+      if (std::optional<double> c = splatValue(mul.getB())) {
+        factor *= *c;
+        v = mul.getA();
+      } else if (std::optional<double> c = splatValue(mul.getA())) {
+        factor *= *c;
+        v = mul.getB();
+      } else {
+        return false;
+      }
+      ops.push_back(mul);
+      return true;
+    }
+    if (auto div = v.getDefiningOp<onnx::DivOp>()) {
+      std::optional<double> c = splatValue(div.getB());
+      if (!c || *c == 0)
+        return false;
+      factor /= *c;
+      v = div.getA();
+      ops.push_back(div);
+      return true;
+    }
+    return false;
+  }
+
+  /// Fuses nn.MultiheadAttention's sequence-first chain through `sm` (the
+  /// file comment); false if it is not one.
+  bool fuseSeqFirst(onnx::SoftmaxOp sm) {
+    auto st = dyn_cast<RankedTensorType>(sm.getType());
+    if (!st || st.getRank() != 3 || !st.hasStaticShape() || !st.getElementType().isF32())
+      return false;
+    if (int64_t(sm.getAxis()) != -1 && int64_t(sm.getAxis()) != 2)
+      return false;
+    const int64_t t = st.getDimSize(1), s = st.getDimSize(2);
+    SmallVector<Operation *> inner{sm};
+    Value p = sm.getResult();
+    if (!p.hasOneUse())
+      return false;
+    auto pv = dyn_cast<onnx::MatMulOp>(*p.getUsers().begin());
+    if (!pv || pv.getA() != p || !pv.getResult().hasOneUse())
+      return false;
+    inner.push_back(pv);
+    Operation *back = *pv.getResult().getUsers().begin();
+    if (!isPerm(back, {1, 0, 2}) || !back->getResult(0).hasOneUse())
+      return false;
+    inner.push_back(back);
+    auto merge = dyn_cast<onnx::ReshapeOp>(*back->getResult(0).getUsers().begin());
+    if (!merge)
+      return false;
+    auto yt = dyn_cast<RankedTensorType>(merge.getType());
+    if (!yt || !yt.hasStaticShape())
+      return false;
+    // Backward from the softmax: an additive mask, a scale of the scores,
+    // Q Kᵀ, a scale of Q (torch 1.13 divides q by sqrt(dh) first).
+    Value x = sm.getInput();
+    std::optional<SmallVector<bool>> attend;
+    if (auto add = x.getDefiningOp<onnx::AddOp>()) {
+      if (!x.hasOneUse())
+        return false;
+      if ((attend = additiveMask(add.getB(), t, s, inner)))
+        x = add.getA();
+      else if ((attend = additiveMask(add.getA(), t, s, inner)))
+        x = add.getB();
+      else
+        return false;
+      inner.push_back(add);
+    }
+    double scaleFactor = 1.0;
+    peelScale(x, scaleFactor, inner);
+    auto qk = x.getDefiningOp<onnx::MatMulOp>();
+    if (!qk || !x.hasOneUse())
+      return false;
+    inner.push_back(qk);
+    Value qa = qk.getA();
+    peelScale(qa, scaleFactor, inner);
+    int64_t bq = 0, bk = 0, bv = 0;
+    std::optional<Head> q = matchSeqFirstHeads(qa, false, bq);
+    std::optional<Head> k = matchSeqFirstHeads(qk.getB(), true, bk);
+    std::optional<Head> v = matchSeqFirstHeads(pv.getB(), false, bv);
+    if (!q || !k || !v || q->heads != k->heads || q->heads != v->heads || q->dh != k->dh ||
+        q->dh != v->dh || bq != bk || bq != bv || st.getDimSize(0) != bq * q->heads)
+      return false;
+    const int64_t batch = bq, d = q->heads * q->dh;
+    auto qt = cast<RankedTensorType>(q->x.getType());
+    auto kt = cast<RankedTensorType>(k->x.getType());
+    auto vt = cast<RankedTensorType>(v->x.getType());
+    if (qt.getDimSize(0) != t || kt.getDimSize(0) != s || vt.getDimSize(0) != s)
+      return false;
+    ArrayRef<int64_t> ys = yt.getShape();
+    if (!(ys == ArrayRef<int64_t>{t * batch, d} || ys == ArrayRef<int64_t>{t, batch, d}))
+      return false;
+    for (Head *h : {&*q, &*k, &*v})
+      inner.append(h->ops.begin(), h->ops.end());
+    if (kept(inner))
+      return false;
+    bool causal = false;
+    if (attend) {
+      causal = true;
+      for (int64_t i = 0; i < t && causal; ++i)
+        for (int64_t j = 0; j < s; ++j)
+          if ((*attend)[i * s + j] != (j <= i)) {
+            causal = false;
+            break;
+          }
+      if (causal)
+        attend.reset();
+    }
+    // Self-attention on one projection: q, k and v its three equal Slices
+    // along the last axis, read by nothing else.
+    Value proj, pk, pvx;
+    std::optional<std::pair<int64_t, int64_t>> rq = lastAxisSlice(q->x, proj),
+                                                rk = lastAxisSlice(k->x, pk),
+                                                rv = lastAxisSlice(v->x, pvx);
+    bool packed = rq && rk && rv && proj == pk && proj == pvx && *rq == std::make_pair(0l, d) &&
+                  *rk == std::make_pair(d, 2 * d) && *rv == std::make_pair(2 * d, 3 * d) &&
+                  q->x.hasOneUse() && k->x.hasOneUse() && v->x.hasOneUse() &&
+                  cast<RankedTensorType>(proj.getType()).getDimSize(2) == 3 * d;
+    OpBuilder b(merge);
+    Location loc = merge.getLoc();
+    autodiff::OnnxBuilder ob(b, loc);
+    auto batchFirst = [&](Value val) {
+      return ob.create<onnx::TransposeOp>({val}, {ob.i64ArrayAttr("perm", {1, 0, 2})});
+    };
+    Value none = ob.none();
+    Value mask = none;
+    if (attend) {
+      auto type = RankedTensorType::get({t, s}, b.getI1Type());
+      mask = onnx::ConstantOp::create(b, loc, type,
+                                      DenseElementsAttr::get(type, ArrayRef<bool>(*attend)))
+                 ->getResult(0);
+    }
+    SmallVector<Value> operands;
+    SmallVector<Operation *> slices;
+    if (packed) {
+      operands = {batchFirst(proj), none, none, mask};
+      for (Value part : {q->x, k->x, v->x})
+        slices.push_back(part.getDefiningOp());
+    } else {
+      operands = {batchFirst(q->x), batchFirst(k->x), batchFirst(v->x), mask};
+    }
+    SmallVector<NamedAttribute> attrs{
+        b.getNamedAttr("q_num_heads", b.getI64IntegerAttr(q->heads)),
+        b.getNamedAttr("scale", b.getF32FloatAttr(float(scaleFactor)))};
+    if (causal)
+      attrs.push_back(b.getNamedAttr("is_causal", b.getI64IntegerAttr(1)));
+    auto bt = RankedTensorType::get({batch, t, d}, yt.getElementType());
+    auto att = onnx::AttentionOp::create(b, loc, TypeRange{bt}, operands, attrs);
+    Value y = batchFirst(att->getResult(0));
+    if (ys.size() == 2)
+      y = ob.reshape(y, yt);
+    if (Attribute stage = merge->getAttr(pipe::attrs::kStage)) {
+      for (Value o : operands)
+        if (Operation *def = o.getDefiningOp(); def && !def->hasAttr(pipe::attrs::kStage))
+          def->setAttr(pipe::attrs::kStage, stage);
+      att->setAttr(pipe::attrs::kStage, stage);
+      for (Operation *def = y.getDefiningOp(); def && def != att;
+           def = def->getOperand(0).getDefiningOp()) {
+        def->setAttr(pipe::attrs::kStage, stage);
+        for (Value o : def->getOperands())
+          if (Operation *c = o.getDefiningOp(); c && isa<onnx::ConstantOp>(c))
+            c->setAttr(pipe::attrs::kStage, stage);
+      }
+    }
+    merge.getResult().replaceAllUsesWith(y);
+    SmallVector<Operation *> work{merge};
+    work.append(inner.begin(), inner.end());
+    work.append(slices.begin(), slices.end());
+    eraseDead(work);
     return true;
   }
 
@@ -315,7 +656,8 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     SmallVector<onnx::SoftmaxOp> roots;
     getOperation().walk([&](onnx::SoftmaxOp op) { roots.push_back(op); });
     for (onnx::SoftmaxOp sm : roots)
-      (void)fuse(sm);
+      if (!fuse(sm))
+        (void)fuseSeqFirst(sm);
   }
 };
 

@@ -53,8 +53,12 @@ def PipeFuseAttention : Pass<"pipe-fuse-attention", "::mlir::ModuleOp"> {
     takes the unsplit projection (K and V none) and the Split goes. One
     kernel forward and one backward instead of the chain's seven to ten,
     reading q, k and v where the projection wrote them (lib/Transforms/
-    FuseAttention.cpp). A chain one of whose inner ops is named in `keep`
-    (a manual cut point) stays as it is.
+    FuseAttention.cpp). nn.MultiheadAttention's sequence-first form (q, k,
+    v of (L, B, H*dh) merged into (B*H, L, dh) heads, q divided before the
+    product, an additive constant mask of 0 and -inf) becomes Transposes to
+    batch first around the same op; a mask from the data or with finite
+    values leaves the chain. A chain one of whose inner ops is named in
+    `keep` (a manual cut point) stays as it is.
   }];
   let options = [
     ListOption<"keep", "keep", "std::string",

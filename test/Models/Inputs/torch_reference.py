@@ -113,6 +113,7 @@ class Attention(nn.Module):
         self.am = am
         self.net = {"encoder": lambda: am.Encoder(False),
                     "encoder_bf": lambda: am.Encoder(True),
+                    "encoder_causal": lambda: am.Encoder(False, causal=True),
                     "vit": am.ViT,
                     "llama": am.Llama}[name]()
 
@@ -204,7 +205,7 @@ def build(name):
         return GatherScatter(), 8, {"x": ((6,), np.float32, None), "y": ((), np.int64, 5)}
     if name in ("indexput", "indexput_rows"):
         return IndexPut(name == "indexput_rows"), 8, {"x": ((6,), np.float32, None), "y": ((), np.int64, 5)}
-    if name in ("encoder", "encoder_bf", "llama"):
+    if name in ("encoder", "encoder_bf", "encoder_causal", "llama"):
         m = Attention(name)
         t, v = m.am.T, m.am.V
         return m, 8, {"tok": ((t,), np.int64, v), "tgt": ((t,), np.int64, v)}

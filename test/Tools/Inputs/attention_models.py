@@ -9,6 +9,8 @@
   into (T*B, D): the batch merged with other dimensions, as the major and as
   the minor factor. encoder.npz holds tokens and targets.
 - encoder_bf.onnx: the same with batch_first=True.
+- encoder_causal.onnx: encoder.onnx with nn.Transformer's square subsequent
+  mask (a constant float mask of 0 and -inf added to the scores).
 - padded.onnx: nn.MultiheadAttention (batch first) with a key_padding_mask
   from the data (padded.npz: tok, keep (1 for tokens, 0 for padding), tgt).
 - vit.onnx: a small vision transformer: a patch convolution, nn.
@@ -29,9 +31,12 @@ T, B, D, V = 6, 8, 16, 11
 
 
 class Encoder(nn.Module):
-    def __init__(self, batch_first):
+    def __init__(self, batch_first, causal=False):
         super().__init__()
         self.batch_first = batch_first
+        # nn.Transformer's square subsequent mask: a float (T, T) of 0 and
+        # -inf above the diagonal, added to the scores.
+        self.causal = nn.Transformer.generate_square_subsequent_mask(T) if causal else None
         self.emb = nn.Embedding(V, D)
         layer = nn.TransformerEncoderLayer(D, 4, dim_feedforward=32, dropout=0.0,
                                            batch_first=batch_first)
@@ -42,7 +47,7 @@ class Encoder(nn.Module):
         h = self.emb(tok)
         if not self.batch_first:
             h = h.transpose(0, 1)
-        h = self.enc(h)
+        h = self.enc(h, mask=self.causal)
         if not self.batch_first:
             h = h.transpose(0, 1)
         return nn.functional.cross_entropy(self.out(h).reshape(-1, V), tgt.reshape(-1))
@@ -170,6 +175,8 @@ def main():
     tok = (torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T)))
     export(Encoder(False), tok, ["tok", "tgt"], os.path.join(out, "encoder.onnx"))
     export(Encoder(True), tok, ["tok", "tgt"], os.path.join(out, "encoder_bf.onnx"))
+    export(Encoder(False, causal=True), tok, ["tok", "tgt"],
+           os.path.join(out, "encoder_causal.onnx"))
     np.savez(os.path.join(out, "encoder.npz"),
              tok=rng.integers(0, V, (64, T)).astype(np.int64),
              tgt=rng.integers(0, V, (64, T)).astype(np.int64))
@@ -190,7 +197,8 @@ def main():
     np.savez(os.path.join(out, "llama.npz"),
              tok=rng.integers(0, V, (64, T)).astype(np.int64),
              tgt=rng.integers(0, V, (64, T)).astype(np.int64))
-    print("wrote encoder.onnx, encoder_bf.onnx, vit.onnx, padded.onnx, llama.onnx")
+    print("wrote encoder.onnx, encoder_bf.onnx, encoder_causal.onnx, vit.onnx, padded.onnx, "
+          "llama.onnx")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,135 @@
+// RUN: pipe-opt %s --split-input-file --pipe-fuse-attention | FileCheck %s
+// nn.MultiheadAttention as torch 1.13 exports it (sequence first: q, k, v
+// of (L, B, H*dh), the batch and the heads merged into (B*H, L, dh), q
+// divided by sqrt(dh) before Q Kᵀ) becomes Transposes to batch first, one
+// onnx.Attention and a Transpose (and Reshape) back: on the (T, B, 3*H*dh)
+// projection once where q, k and v are its three equal Slices; an additive
+// constant mask of 0 and -inf (through baddbmm's Mul by 1) as is_causal when
+// it masks exactly j > i, else as attn_mask (true = attend). A mask from the
+// data, or one with finite values, leaves the chain as it is.
+
+// CHECK-LABEL: func.func @mha_packed_causal
+// CHECK-NEXT: %[[N:.*]] = onnx.NoValue
+// CHECK-NEXT: %[[X:.*]] = onnx.Transpose(%arg0) {perm = array<i64: 1, 0, 2>} : (tensor<4x2x18xf32>) -> tensor<2x4x18xf32>
+// CHECK-NEXT: %[[A:.*]] = onnx.Attention(%[[X]], %[[N]], %[[N]], %[[N]]) {is_causal = 1 : i64, q_num_heads = 2 : i64, scale = 5.000000e-01 : f32} : (tensor<2x4x18xf32>, none, none, none) -> tensor<2x4x6xf32>
+// CHECK-NEXT: %[[B:.*]] = onnx.Transpose(%[[A]]) {perm = array<i64: 1, 0, 2>} : (tensor<2x4x6xf32>) -> tensor<4x2x6xf32>
+// CHECK-NEXT: %[[S:.*]] = onnx.Constant {value = dense<[8, 6]> : tensor<2xi64>}
+// CHECK-NEXT: %[[Y:.*]] = onnx.Reshape(%[[B]], %[[S]]) : (tensor<4x2x6xf32>, tensor<2xi64>) -> tensor<8x6xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @mha_packed_causal(%x: tensor<4x2x18xf32>) -> tensor<8x6xf32> {
+  %ax = onnx.Constant {value = dense<-1> : tensor<1xi64>} : tensor<1xi64>
+  %c0 = onnx.Constant {value = dense<0> : tensor<1xi64>} : tensor<1xi64>
+  %c6 = onnx.Constant {value = dense<6> : tensor<1xi64>} : tensor<1xi64>
+  %c12 = onnx.Constant {value = dense<12> : tensor<1xi64>} : tensor<1xi64>
+  %c18 = onnx.Constant {value = dense<18> : tensor<1xi64>} : tensor<1xi64>
+  %n = onnx.NoValue : none
+  %q3 = onnx.Slice(%x, %c0, %c6, %ax, %n) : (tensor<4x2x18xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, none) -> tensor<4x2x6xf32>
+  %k3 = onnx.Slice(%x, %c6, %c12, %ax, %n) : (tensor<4x2x18xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, none) -> tensor<4x2x6xf32>
+  %v3 = onnx.Slice(%x, %c12, %c18, %ax, %n) : (tensor<4x2x18xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, none) -> tensor<4x2x6xf32>
+  %hs = onnx.Constant {value = dense<[4, 4, 3]> : tensor<3xi64>} : tensor<3xi64>
+  %q4 = onnx.Reshape(%q3, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %q = onnx.Transpose(%q4) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %k4 = onnx.Reshape(%k3, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %v4 = onnx.Reshape(%v3, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %v = onnx.Transpose(%v4) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %two = onnx.Constant {value = dense<2.0> : tensor<f32>} : tensor<f32>
+  %qd = onnx.Div(%q, %two) : (tensor<4x4x3xf32>, tensor<f32>) -> tensor<4x4x3xf32>
+  %kt = onnx.Transpose(%k4) {perm = array<i64: 1, 2, 0>} : (tensor<4x4x3xf32>) -> tensor<4x3x4xf32>
+  %s = onnx.MatMul(%qd, %kt) : (tensor<4x4x3xf32>, tensor<4x3x4xf32>) -> tensor<4x4x4xf32>
+  %one = onnx.Constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
+  %s1 = onnx.Mul(%s, %one) : (tensor<4x4x4xf32>, tensor<f32>) -> tensor<4x4x4xf32>
+  %one2 = onnx.Constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
+  %mask = onnx.Constant {value = dense<[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]]> : tensor<1x4x4xf32>} : tensor<1x4x4xf32>
+  %m1 = onnx.Mul(%mask, %one2) : (tensor<1x4x4xf32>, tensor<f32>) -> tensor<1x4x4xf32>
+  %s2 = onnx.Add(%s1, %m1) : (tensor<4x4x4xf32>, tensor<1x4x4xf32>) -> tensor<4x4x4xf32>
+  %p = onnx.Softmax(%s2) {axis = -1 : i64} : (tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %o = onnx.MatMul(%p, %v) : (tensor<4x4x4xf32>, tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %ys = onnx.Constant {value = dense<[8, 6]> : tensor<2xi64>} : tensor<2xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<4x4x3xf32>, tensor<2xi64>) -> tensor<8x6xf32>
+  return %y : tensor<8x6xf32>
+}
+
+// -----
+
+// Separate q (T = 4), k and v (S = 5: cross-attention), kᵀ as two
+// transposes, the scale on the scores, a mask that is not causal: each
+// operand transposed to batch first, the mask as attn_mask, the result
+// (T, B, H*dh) without a Reshape.
+// CHECK-LABEL: func.func @mha_separate_masked
+// CHECK-DAG: %[[Q:.*]] = onnx.Transpose(%arg0) {perm = array<i64: 1, 0, 2>} : (tensor<4x2x6xf32>) -> tensor<2x4x6xf32>
+// CHECK-DAG: %[[K:.*]] = onnx.Transpose(%arg1) {perm = array<i64: 1, 0, 2>} : (tensor<5x2x6xf32>) -> tensor<2x5x6xf32>
+// CHECK-DAG: %[[V:.*]] = onnx.Transpose(%arg2) {perm = array<i64: 1, 0, 2>} : (tensor<5x2x6xf32>) -> tensor<2x5x6xf32>
+// CHECK-DAG: %[[M:.*]] = onnx.Constant {value = dense<{{\[\[}}true, true, true, true, false], [true, true, true, true, true], [false, true, true, true, true], [true, true, true, true, true]]> : tensor<4x5xi1>}
+// CHECK: %[[A:.*]] = onnx.Attention(%[[Q]], %[[K]], %[[V]], %[[M]]) {q_num_heads = 2 : i64, scale = 2.500000e-01 : f32} : (tensor<2x4x6xf32>, tensor<2x5x6xf32>, tensor<2x5x6xf32>, tensor<4x5xi1>) -> tensor<2x4x6xf32>
+// CHECK-NEXT: %[[Y:.*]] = onnx.Transpose(%[[A]]) {perm = array<i64: 1, 0, 2>} : (tensor<2x4x6xf32>) -> tensor<4x2x6xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @mha_separate_masked(%qi: tensor<4x2x6xf32>, %ki: tensor<5x2x6xf32>, %vi: tensor<5x2x6xf32>) -> tensor<4x2x6xf32> {
+  %qs = onnx.Constant {value = dense<[4, 4, 3]> : tensor<3xi64>} : tensor<3xi64>
+  %ks = onnx.Constant {value = dense<[5, 4, 3]> : tensor<3xi64>} : tensor<3xi64>
+  %q4 = onnx.Reshape(%qi, %qs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %q = onnx.Transpose(%q4) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %k4 = onnx.Reshape(%ki, %ks) : (tensor<5x2x6xf32>, tensor<3xi64>) -> tensor<5x4x3xf32>
+  %kh = onnx.Transpose(%k4) {perm = array<i64: 1, 0, 2>} : (tensor<5x4x3xf32>) -> tensor<4x5x3xf32>
+  %kt = onnx.Transpose(%kh) {perm = array<i64: 0, 2, 1>} : (tensor<4x5x3xf32>) -> tensor<4x3x5xf32>
+  %v4 = onnx.Reshape(%vi, %ks) : (tensor<5x2x6xf32>, tensor<3xi64>) -> tensor<5x4x3xf32>
+  %v = onnx.Transpose(%v4) {perm = array<i64: 1, 0, 2>} : (tensor<5x4x3xf32>) -> tensor<4x5x3xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<4x4x3xf32>, tensor<4x3x5xf32>) -> tensor<4x4x5xf32>
+  %c = onnx.Constant {value = dense<4.0> : tensor<f32>} : tensor<f32>
+  %s1 = onnx.Div(%s, %c) : (tensor<4x4x5xf32>, tensor<f32>) -> tensor<4x4x5xf32>
+  %mask = onnx.Constant {value = dense<[[0.0, 0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0, 0.0], [0xFF800000, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0]]> : tensor<4x5xf32>} : tensor<4x5xf32>
+  %s2 = onnx.Add(%mask, %s1) : (tensor<4x5xf32>, tensor<4x4x5xf32>) -> tensor<4x4x5xf32>
+  %p = onnx.Softmax(%s2) {axis = 2 : i64} : (tensor<4x4x5xf32>) -> tensor<4x4x5xf32>
+  %o = onnx.MatMul(%p, %v) : (tensor<4x4x5xf32>, tensor<4x5x3xf32>) -> tensor<4x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %ys = onnx.Constant {value = dense<[4, 2, 6]> : tensor<3xi64>} : tensor<3xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<4x4x3xf32>, tensor<3xi64>) -> tensor<4x2x6xf32>
+  return %y : tensor<4x2x6xf32>
+}
+
+// -----
+
+// A mask from the data (a key padding mask) and a mask with a finite fill:
+// both chains stay.
+// CHECK-LABEL: func.func @mha_runtime_mask
+// CHECK-NOT: onnx.Attention
+// CHECK: onnx.Softmax
+// CHECK-LABEL: func.func @mha_finite_mask
+// CHECK-NOT: onnx.Attention
+// CHECK: onnx.Softmax
+func.func @mha_runtime_mask(%qi: tensor<4x2x6xf32>, %mask: tensor<4x1x4xf32>) -> tensor<4x2x6xf32> {
+  %hs = onnx.Constant {value = dense<[4, 4, 3]> : tensor<3xi64>} : tensor<3xi64>
+  %q4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %q = onnx.Transpose(%q4) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %k4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %kt = onnx.Transpose(%k4) {perm = array<i64: 1, 2, 0>} : (tensor<4x4x3xf32>) -> tensor<4x3x4xf32>
+  %v4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %v = onnx.Transpose(%v4) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<4x4x3xf32>, tensor<4x3x4xf32>) -> tensor<4x4x4xf32>
+  %s2 = onnx.Add(%s, %mask) : (tensor<4x4x4xf32>, tensor<4x1x4xf32>) -> tensor<4x4x4xf32>
+  %p = onnx.Softmax(%s2) {axis = -1 : i64} : (tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %o = onnx.MatMul(%p, %v) : (tensor<4x4x4xf32>, tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %ys = onnx.Constant {value = dense<[4, 2, 6]> : tensor<3xi64>} : tensor<3xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<4x4x3xf32>, tensor<3xi64>) -> tensor<4x2x6xf32>
+  return %y : tensor<4x2x6xf32>
+}
+
+func.func @mha_finite_mask(%qi: tensor<4x2x6xf32>) -> tensor<4x2x6xf32> {
+  %hs = onnx.Constant {value = dense<[4, 4, 3]> : tensor<3xi64>} : tensor<3xi64>
+  %q4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %q = onnx.Transpose(%q4) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %k4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %kt = onnx.Transpose(%k4) {perm = array<i64: 1, 2, 0>} : (tensor<4x4x3xf32>) -> tensor<4x3x4xf32>
+  %v4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %v = onnx.Transpose(%v4) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<4x4x3xf32>, tensor<4x3x4xf32>) -> tensor<4x4x4xf32>
+  %mask = onnx.Constant {value = dense<[[0.0, -1.0e4, -1.0e4, -1.0e4], [0.0, 0.0, -1.0e4, -1.0e4], [0.0, 0.0, 0.0, -1.0e4], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %s2 = onnx.Add(%s, %mask) : (tensor<4x4x4xf32>, tensor<4x4xf32>) -> tensor<4x4x4xf32>
+  %p = onnx.Softmax(%s2) {axis = -1 : i64} : (tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %o = onnx.MatMul(%p, %v) : (tensor<4x4x4xf32>, tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %ys = onnx.Constant {value = dense<[4, 2, 6]> : tensor<3xi64>} : tensor<3xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<4x4x3xf32>, tensor<3xi64>) -> tensor<4x2x6xf32>
+  return %y : tensor<4x2x6xf32>
+}
