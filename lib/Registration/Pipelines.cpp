@@ -42,6 +42,9 @@ StringRef mlir::pipec::stringify(TargetOption value) {
 
 void mlir::pipec::buildFusionPipeline(OpPassManager &pm, ArrayRef<std::string> cuts,
                                       bool fuseAttention) {
+  PipeFoldDropoutOptions dropout;
+  dropout.keep = llvm::to_vector(cuts);
+  pm.addPass(createPipeFoldDropout(dropout));
   PipeFuseGeluOptions fuse;
   fuse.keep = llvm::to_vector(cuts);
   pm.addPass(createPipeFuseGelu(fuse));

@@ -519,7 +519,7 @@ llvm::json::Value momentumUsed() {
 std::string oneDeviceTrainPipeline() {
   std::string pipeline;
   llvm::raw_string_ostream ps(pipeline);
-  ps << "pipe-fuse-gelu," << (noFuseAttention ? "" : "pipe-fuse-attention,")
+  ps << "pipe-fold-dropout,pipe-fuse-gelu," << (noFuseAttention ? "" : "pipe-fuse-attention,")
      << "pipe-autodiff,pipe-add-optimizer{kind=" << optimizer
      << " lr=" << llvm::formatv("{0:e9}", lr.getValue());
   if (optimizer == "momentum" || optimizer == "nesterov")
@@ -1791,8 +1791,8 @@ int main(int argc, char **argv) {
     evalForward = forward.clone();
   // Training step: gradients and the optimizer update.
   if (!forwardOnly) {
-    for (StringRef pass : {"pipe-fuse-gelu", "pipe-fuse-attention", "pipe-autodiff",
-                            "pipe-add-optimizer"})
+    for (StringRef pass : {"pipe-fold-dropout", "pipe-fuse-gelu", "pipe-fuse-attention",
+                            "pipe-autodiff", "pipe-add-optimizer"})
       if (!PassInfo::lookup(pass) && !PassPipelineInfo::lookup(pass))
         return fail("pass '" + pass +
                     "' is not available in this build; compile with "

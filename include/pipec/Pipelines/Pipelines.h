@@ -187,7 +187,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
 /// (pipe-compile's 1-stages.mlir).
 void buildStagesPipeline(OpPassManager &pm, const TrainPipelineOptions &options);
 
-/// The fusions that open buildStagesPipeline: pipe-fuse-gelu and (where
+/// The fusions that open buildStagesPipeline: pipe-fold-dropout,
+/// pipe-fuse-gelu and (where
 /// `fuseAttention`) pipe-fuse-attention, leaving chains that contain a node
 /// of `cuts` as they are. pipe-compile runs them on a copy of the forward
 /// for the planner, so that it partitions the graph the compile will.

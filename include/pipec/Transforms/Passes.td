@@ -38,6 +38,22 @@ def PipeFuseGelu : Pass<"pipe-fuse-gelu", "::mlir::ModuleOp"> {
   ];
 }
 
+def PipeFoldDropout : Pass<"pipe-fold-dropout", "::mlir::ModuleOp"> {
+  let summary = "replace Dropout that drops nothing by its input";
+  let description = [{
+    An onnx.Dropout with a constant ratio of 0 (torch's nn.Dropout(0.0)), or
+    with training_mode absent or a constant false (inference), is the
+    identity in training and evaluation. Where nothing reads its mask, this
+    pass replaces its output by its input: no copy and mask forward, no
+    masked product backward, and a softmax it stood behind can be fused
+    into attention. A Dropout named in `keep` (a manual cut point) stays.
+  }];
+  let options = [
+    ListOption<"keep", "keep", "std::string",
+               "ONNX node names that are not folded (manual cuts)">
+  ];
+}
+
 def PipeFuseAttention : Pass<"pipe-fuse-attention", "::mlir::ModuleOp"> {
   let summary = "fuse exported multi-head attention into onnx.Attention";
   let description = [{
