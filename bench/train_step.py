@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """One training step of pipec's compiled program next to PyTorch's, one thread.
 
-usage: /usr/bin/python3 bench/train_step.py [--build build] [--models mlp,cnn,transformer,lstm,gpt]
-           [--batch mlp=64,cnn=32,transformer=16,lstm=16,gpt=8] [--steps 200] [--warmup 20]
+usage: /usr/bin/python3 bench/train_step.py [--build build]
+           [--models mlp,cnn,transformer,lstm,gpt,encoder]
+           [--batch mlp=64,cnn=32,transformer=16,lstm=16,gpt=8,encoder=8] [--steps 200] [--warmup 20]
            [--optimizer sgd|momentum|adam] [--rounds 3]
 
 For each model of examples/models.py: exports it (fixed batch) with a data
@@ -114,8 +115,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
-    ap.add_argument("--models", default="mlp,cnn,transformer,lstm,gpt")
-    ap.add_argument("--batch", default="mlp=64,cnn=32,transformer=16,lstm=16,gpt=8,lstm_lm=32")
+    ap.add_argument("--models", default="mlp,cnn,transformer,lstm,gpt,encoder")
+    ap.add_argument("--batch",
+                    default="mlp=64,cnn=32,transformer=16,lstm=16,gpt=8,lstm_lm=32,encoder=8")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"])

@@ -11,8 +11,10 @@ forward pass of a training step: (inputs, labels) -> loss. Run with Debian's
 writes DIR/<model>.onnx (fixed batch) and, with --dynamic, DIR/<model>_dyn.onnx
 whose batch axis is symbolic ("batch"); with --data, DIR/<model>.npz holding a
 small data set whose arrays are named like the graph inputs. Models: mlp,
-cnn, transformer (a tiny decoder: d = 32, 2 blocks, T = 8), lstm_lm, lstm and gpt
-(a GPT decoder: d = 256, 8 blocks, 4 heads, T = 64, vocabulary 256).
+cnn, transformer (a tiny decoder: d = 32, 2 blocks, T = 8), lstm_lm, lstm, gpt
+(a GPT decoder: d = 256, 8 blocks, 4 heads, T = 64, vocabulary 256) and
+encoder (torch's nn.TransformerEncoder as a causal language model: 4 layers
+of d = 256, 4 heads, T = 64).
 """
 import argparse
 import os
@@ -100,6 +102,29 @@ class Decoder(nn.Module):
                                targets.reshape(-1))
 
 
+class EncoderLM(nn.Module):
+    """torch's own nn.TransformerEncoder as a causal language model:
+    embedding plus learned positions, `layers` nn.TransformerEncoderLayer
+    (post-LayerNorm, ReLU, sequence first) under nn.Transformer's square
+    subsequent mask, a linear head, next-token cross-entropy. Its attention
+    is nn.MultiheadAttention's, which torch exports sequence first."""
+
+    def __init__(self, vocab=256, dim=256, heads=4, seq=64, layers=4):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Parameter(torch.randn(seq, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, heads, dim_feedforward=4 * dim, dropout=0.0)
+        self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(dim, vocab)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq))
+
+    def forward(self, tokens, targets):
+        x = (self.tok(tokens) + self.pos).transpose(0, 1)
+        x = self.enc(x, mask=self.mask).transpose(0, 1)
+        logits = self.head(x)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
 class LstmLM(nn.Module):
     """Embedding -> 2-layer LSTM -> linear -> cross-entropy (AWD-LM's shape,
     tiny): next-token prediction over a sequence of `seq` tokens."""
@@ -147,6 +172,14 @@ def make(name):
             t = torch.randint(0, 256, (b, 65), generator=g)
             return t[:, :64].contiguous(), t[:, 1:].contiguous()
         return m, inputs, ["tokens", "targets"]
+    if name == "encoder":
+        # nn.TransformerEncoder (4 layers of d = 256, 4 heads, T = 64) as a
+        # causal language model over a 256-symbol vocabulary.
+        m = EncoderLM()
+        def inputs(b, g=None):
+            t = torch.randint(0, 256, (b, 65), generator=g)
+            return t[:, :64].contiguous(), t[:, 1:].contiguous()
+        return m, inputs, ["tokens", "targets"]
     if name == "lstm_lm":
         m = LstmLM()
         def inputs(b, g=None):
@@ -163,7 +196,7 @@ def make(name):
             return t[:, :32].contiguous(), t[:, 1:].contiguous()
         return m, inputs, ["tokens", "targets"]
     raise SystemExit(f"models.py: unknown model '{name}' (mlp, cnn, transformer, "
-                     "lstm_lm, lstm, gpt)")
+                     "lstm_lm, lstm, gpt, encoder)")
 
 
 def export(name, path, batch, dynamic, opset=17):

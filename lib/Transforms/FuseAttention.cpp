@@ -8,7 +8,7 @@
 //   %vh = Transpose(Reshape(%v, [B, S, H, dh])) {perm = [0, 2, 1, 3]}
 //   %s  = MatMul(%qh, %kt)
 //   %s2 = Mul(%s, c) | Div(%s, c)                      (optional)
-//   %s3 = Where(%future, -inf, %s2)                    (optional)
+//   %s3 = Where(%future, -inf, %s2) | Add(%s2, %mask)  (optional)
 //   %p  = Softmax(%s3) {axis = -1}
 //   %o  = MatMul(%p, %vh)
 //   %y  = Reshape(Transpose(%o) {perm = [0, 2, 1, 3]}, [B, T, H*dh])
@@ -18,7 +18,8 @@
 // H, scale, is_causal} carrying %y's location; where q, k and v are the
 // three equal parts of one Split along the last axis (self-attention's fused
 // projection) and nothing else reads that Split, by onnx.Attention(%x,
-// none, none) on the unsplit %x. The Where's constant mask becomes
+// none, none) on the unsplit %x. The Where's constant mask (or an added
+// constant %mask of 0 and -inf, of (T, S) behind leading 1s) becomes
 // is_causal when it masks exactly j > i, else the op's attn_mask (its
 // negation: ONNX's boolean mask is true where a position attends).
 //
@@ -189,7 +190,8 @@ std::optional<Head> matchSeqFirstHeads(Value v, bool transposed, int64_t &batch)
   return h;
 }
 
-/// A constant float (T, S) or (1, T, S) additive mask of 0 and -inf only:
+/// A constant float (T, S) additive mask (or of shape (1, ..., 1, T, S)) of
+/// 0 and -inf only:
 /// true where a position attends (0). Also through a Mul by a positive
 /// scalar constant, which leaves 0 and -inf as they are (torch's baddbmm
 /// writes its beta = 1 that way); `ops` gets the Mul.
@@ -210,10 +212,10 @@ std::optional<SmallVector<bool>> additiveMask(Value v, int64_t t, int64_t s,
   ElementsAttr attr = onnx::getConstantAttr(v);
   if (!attr || !attr.getElementType().isF32())
     return std::nullopt;
+  // (T, S) behind any number of leading 1s.
   auto shape = cast<ShapedType>(attr.getType()).getShape();
-  bool ok = (shape.size() == 2 && shape[0] == t && shape[1] == s) ||
-            (shape.size() == 3 && shape[0] == 1 && shape[1] == t && shape[2] == s);
-  if (!ok)
+  if (shape.size() < 2 || shape[shape.size() - 2] != t || shape.back() != s ||
+      llvm::any_of(shape.drop_back(2), [](int64_t d) { return d != 1; }))
     return std::nullopt;
   SmallVector<bool> r;
   auto take = [&](float f) {
@@ -332,6 +334,22 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
         return false;
       inner.push_back(where);
       x = where.getY();
+    } else if (auto add = x.getDefiningOp<onnx::AddOp>()) {
+      // An additive constant mask of 0 and -inf (a precomputed mask
+      // buffer added to the scores): future = where it is -inf.
+      if (!x.hasOneUse())
+        return false;
+      std::optional<SmallVector<bool>> attend;
+      if ((attend = additiveMask(add.getB(), t, s, inner)))
+        x = add.getA();
+      else if ((attend = additiveMask(add.getA(), t, s, inner)))
+        x = add.getB();
+      else
+        return false;
+      future.emplace();
+      for (bool a : *attend)
+        future->push_back(!a);
+      inner.push_back(add);
     }
     double scaleFactor = 1.0;
     bool scaled = false;

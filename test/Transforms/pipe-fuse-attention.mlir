@@ -126,3 +126,34 @@ func.func @not_fused(%qi: tensor<1x2x4xf32>, %ki: tensor<1x2x4xf32>, %vi: tensor
   %y_b = onnx.Reshape(%ot_b, %ys) : (tensor<1x2x1x4xf32>, tensor<3xi64>) -> tensor<1x2x4xf32>
   return %y, %y_b, %pr_b : tensor<1x2x4xf32>, tensor<1x2x4xf32>, tensor<1x1x2x2xf32>
 }
+
+// -----
+
+// The causal mask as an additive constant of 0 and -inf (a precomputed
+// mask buffer added to the scores, (1, 1, T, S)): is_causal.
+// CHECK-LABEL: func.func @packed_additive_causal
+// CHECK: onnx.Attention(%arg0, %{{.*}}, %{{.*}}, %{{.*}}) {is_causal = 1 : i64, q_num_heads = 2 : i64, scale = 5.000000e-01 : f32}
+// CHECK-NOT: onnx.Softmax
+// CHECK-NOT: onnx.Add
+func.func @packed_additive_causal(%x: tensor<2x4x18xf32>) -> tensor<2x4x6xf32> {
+  %sizes = onnx.Constant {value = dense<6> : tensor<3xi64>} : tensor<3xi64>
+  %p:3 = onnx.Split(%x, %sizes) {axis = 2 : i64} : (tensor<2x4x18xf32>, tensor<3xi64>) -> (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>)
+  %hs = onnx.Constant {value = dense<[2, 4, 2, 3]> : tensor<4xi64>} : tensor<4xi64>
+  %q4 = onnx.Reshape(%p#0, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %q = onnx.Transpose(%q4) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x4x3xf32>
+  %k4 = onnx.Reshape(%p#1, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %kt = onnx.Transpose(%k4) {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x3x4xf32>
+  %v4 = onnx.Reshape(%p#2, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %v = onnx.Transpose(%v4) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x4x3xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<2x2x4x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x4x4xf32>
+  %c = onnx.Constant {value = dense<0.5> : tensor<f32>} : tensor<f32>
+  %s2 = onnx.Mul(%s, %c) : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %mask = onnx.Constant {value = dense<[[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>} : tensor<1x1x4x4xf32>
+  %s3 = onnx.Add(%s2, %mask) : (tensor<2x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %pr = onnx.Softmax(%s3) {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = onnx.MatMul(%pr, %v) : (tensor<2x2x4x4xf32>, tensor<2x2x4x3xf32>) -> tensor<2x2x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x3xf32>) -> tensor<2x4x2x3xf32>
+  %ys = onnx.Constant {value = dense<[2, 4, 6]> : tensor<3xi64>} : tensor<3xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<2x4x2x3xf32>, tensor<3xi64>) -> tensor<2x4x6xf32>
+  return %y : tensor<2x4x6xf32>
+}

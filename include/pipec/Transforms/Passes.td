@@ -59,7 +59,8 @@ def PipeFuseAttention : Pass<"pipe-fuse-attention", "::mlir::ModuleOp"> {
   let description = [{
     torch.onnx writes attention as Reshape/Transpose of q, k and v into
     heads, MatMul(q, kᵀ), an optional scale (Mul or Div by a constant), an
-    optional Where(constant bool mask, -inf, scores), Softmax over the last
+    optional Where(constant bool mask, -inf, scores) or Add of a constant
+    mask of 0 and -inf, Softmax over the last
     axis, MatMul with v and the heads merged back by Transpose and Reshape.
     This pass replaces every such chain whose intermediate values have no
     other use by one `onnx.Attention` (3-D inputs, `q_num_heads`, `scale`;
