@@ -116,11 +116,13 @@ class EncoderLM(nn.Module):
         layer = nn.TransformerEncoderLayer(dim, heads, dim_feedforward=4 * dim, dropout=0.0)
         self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.head = nn.Linear(dim, vocab)
-        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq))
 
     def forward(self, tokens, targets):
         x = (self.tok(tokens) + self.pos).transpose(0, 1)
-        x = self.enc(x, mask=self.mask).transpose(0, 1)
+        # Made here, the mask exports as a constant (a registered buffer
+        # would be an initializer, which pipec trains unless --frozen).
+        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[0])
+        x = self.enc(x, mask=mask).transpose(0, 1)
         logits = self.head(x)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 

@@ -190,6 +190,74 @@ std::optional<Head> matchSeqFirstHeads(Value v, bool transposed, int64_t &batch)
   return h;
 }
 
+/// The values of a constant f32 tensor, row-major: an onnx.Constant (dense,
+/// or a resource blob, the importer's form of large initializers), or
+/// computed from one through Unsqueeze, Squeeze, Reshape and Trilu (torch
+/// writes nn.Transformer's square subsequent mask as Trilu of a -inf
+/// splat). `ops` gets the ops computed through.
+std::optional<SmallVector<float>> constantFloats(Value v, SmallVector<Operation *> &ops) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || !type.hasStaticShape() || !type.getElementType().isF32())
+    return std::nullopt;
+  const int64_t n = type.getNumElements();
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return std::nullopt;
+  if (isa<onnx::UnsqueezeOp, onnx::SqueezeOp, onnx::ReshapeOp>(def)) {
+    std::optional<SmallVector<float>> r = constantFloats(def->getOperand(0), ops);
+    if (r)
+      ops.push_back(def);
+    return r;
+  }
+  if (auto tri = dyn_cast<onnx::TriluOp>(def)) {
+    auto in = dyn_cast<RankedTensorType>(tri.getInput().getType());
+    if (!in || in.getRank() < 2)
+      return std::nullopt;
+    int64_t k = 0;
+    if (tri.getK() && !isa<NoneType>(tri.getK().getType())) {
+      std::optional<SmallVector<int64_t>> kv = onnx::getConstantInts(tri.getK());
+      if (!kv || kv->size() != 1)
+        return std::nullopt;
+      k = (*kv)[0];
+    }
+    std::optional<SmallVector<float>> r = constantFloats(tri.getInput(), ops);
+    if (!r)
+      return std::nullopt;
+    const bool upper = tri.getUpper() != 0;
+    const int64_t rows = in.getDimSize(in.getRank() - 2), cols = in.getDimSize(in.getRank() - 1);
+    for (int64_t e = 0; e < int64_t(r->size()); ++e) {
+      const int64_t i = (e / cols) % rows, j = e % cols;
+      if (upper ? j - i < k : j - i > k)
+        (*r)[e] = 0.f;
+    }
+    ops.push_back(def);
+    return r;
+  }
+  ElementsAttr attr = onnx::getConstantAttr(v);
+  if (!attr)
+    return std::nullopt;
+  SmallVector<float> r;
+  if (auto values = attr.tryGetValues<float>()) {
+    r.assign(values->begin(), values->end());
+  } else if (auto values = attr.tryGetValues<APFloat>()) {
+    for (const APFloat &f : *values)
+      r.push_back(f.convertToFloat());
+  } else if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob || blob->getData().size() != size_t(n) * sizeof(float))
+      return std::nullopt;
+    r.resize(size_t(n));
+    std::memcpy(r.data(), blob->getData().data(), size_t(n) * sizeof(float));
+  } else {
+    return std::nullopt;
+  }
+  if (int64_t(r.size()) == 1 && n > 1) // a splat
+    r.assign(size_t(n), r[0]);
+  if (int64_t(r.size()) != n)
+    return std::nullopt;
+  return r;
+}
+
 /// A constant float (T, S) additive mask (or of shape (1, ..., 1, T, S)) of
 /// 0 and -inf only:
 /// true where a position attends (0). Also through a Mul by a positive
@@ -207,47 +275,25 @@ std::optional<SmallVector<bool>> additiveMask(Value v, int64_t t, int64_t s,
       ops.push_back(mul);
     return r;
   }
-  // A dense constant, or a resource blob (the importer's form of large
-  // initializers: torch writes the mask as one).
-  ElementsAttr attr = onnx::getConstantAttr(v);
-  if (!attr || !attr.getElementType().isF32())
-    return std::nullopt;
   // (T, S) behind any number of leading 1s.
-  auto shape = cast<ShapedType>(attr.getType()).getShape();
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || !type.hasStaticShape() || !type.getElementType().isF32())
+    return std::nullopt;
+  ArrayRef<int64_t> shape = type.getShape();
   if (shape.size() < 2 || shape[shape.size() - 2] != t || shape.back() != s ||
       llvm::any_of(shape.drop_back(2), [](int64_t d) { return d != 1; }))
     return std::nullopt;
+  std::optional<SmallVector<float>> values = constantFloats(v, ops);
+  if (!values || int64_t(values->size()) != t * s)
+    return std::nullopt;
   SmallVector<bool> r;
-  auto take = [&](float f) {
+  for (float f : *values) {
     if (f == 0.f)
       r.push_back(true);
     else if (std::isinf(f) && f < 0)
       r.push_back(false);
     else
-      return false;
-    return true;
-  };
-  if (auto values = attr.tryGetValues<float>()) {
-    for (float f : *values)
-      if (!take(f))
-        return std::nullopt;
-  } else if (auto values = attr.tryGetValues<APFloat>()) {
-    for (const APFloat &f : *values)
-      if (!take(f.convertToFloat()))
-        return std::nullopt;
-  } else if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
-    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-    if (!blob || blob->getData().size() != size_t(t * s) * sizeof(float))
       return std::nullopt;
-    ArrayRef<char> raw = blob->getData();
-    for (int64_t i = 0; i < t * s; ++i) {
-      float f;
-      std::memcpy(&f, raw.data() + i * sizeof(float), sizeof f);
-      if (!take(f))
-        return std::nullopt;
-    }
-  } else {
-    return std::nullopt;
   }
   return r;
 }

@@ -4,8 +4,10 @@
 // divided by sqrt(dh) before Q Kᵀ) becomes Transposes to batch first, one
 // onnx.Attention and a Transpose (and Reshape) back: on the (T, B, 3*H*dh)
 // projection once where q, k and v are its three equal Slices; an additive
-// constant mask of 0 and -inf (through baddbmm's Mul by 1) as is_causal when
-// it masks exactly j > i, else as attn_mask (true = attend). A mask from the
+// constant mask of 0 and -inf (through baddbmm's Mul by 1; also computed from
+// a constant, as torch writes nn.Transformer's square subsequent mask:
+// Unsqueeze(Trilu(-inf splat, 1))) as is_causal when it masks exactly
+// j > i, else as attn_mask (true = attend). A mask from the
 // data, or one with finite values, leaves the chain as it is.
 
 // CHECK-LABEL: func.func @mha_packed_causal
@@ -39,7 +41,11 @@ func.func @mha_packed_causal(%x: tensor<4x2x18xf32>) -> tensor<8x6xf32> {
   %one = onnx.Constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
   %s1 = onnx.Mul(%s, %one) : (tensor<4x4x4xf32>, tensor<f32>) -> tensor<4x4x4xf32>
   %one2 = onnx.Constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
-  %mask = onnx.Constant {value = dense<[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]]> : tensor<1x4x4xf32>} : tensor<1x4x4xf32>
+  %ninf = onnx.Constant {value = dense<0xFF800000> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %k1 = onnx.Constant {value = dense<1> : tensor<i64>} : tensor<i64>
+  %tri = onnx.Trilu(%ninf, %k1) : (tensor<4x4xf32>, tensor<i64>) -> tensor<4x4xf32>
+  %ax0 = onnx.Constant {value = dense<0> : tensor<1xi64>} : tensor<1xi64>
+  %mask = onnx.Unsqueeze(%tri, %ax0) : (tensor<4x4xf32>, tensor<1xi64>) -> tensor<1x4x4xf32>
   %m1 = onnx.Mul(%mask, %one2) : (tensor<1x4x4xf32>, tensor<f32>) -> tensor<1x4x4xf32>
   %s2 = onnx.Add(%s1, %m1) : (tensor<4x4x4xf32>, tensor<1x4x4xf32>) -> tensor<4x4x4xf32>
   %p = onnx.Softmax(%s2) {axis = -1 : i64} : (tensor<4x4x4xf32>) -> tensor<4x4x4xf32>

@@ -10,7 +10,8 @@
   the minor factor. encoder.npz holds tokens and targets.
 - encoder_bf.onnx: the same with batch_first=True.
 - encoder_causal.onnx: encoder.onnx with nn.Transformer's square subsequent
-  mask (a constant float mask of 0 and -inf added to the scores).
+  mask made in the forward (a float mask of 0 and -inf added to the scores,
+  exported as Trilu of a -inf splat).
 - padded.onnx: nn.MultiheadAttention (batch first) with a key_padding_mask
   from the data (padded.npz: tok, keep (1 for tokens, 0 for padding), tgt).
 - vit.onnx: a small vision transformer: a patch convolution, nn.
@@ -34,9 +35,10 @@ class Encoder(nn.Module):
     def __init__(self, batch_first, causal=False):
         super().__init__()
         self.batch_first = batch_first
-        # nn.Transformer's square subsequent mask: a float (T, T) of 0 and
-        # -inf above the diagonal, added to the scores.
-        self.causal = nn.Transformer.generate_square_subsequent_mask(T) if causal else None
+        # nn.Transformer's square subsequent mask, made in the forward (a
+        # float (T, T) of 0 and -inf above the diagonal, added to the
+        # scores; exported as Trilu of a -inf splat).
+        self.causal = causal
         self.emb = nn.Embedding(V, D)
         layer = nn.TransformerEncoderLayer(D, 4, dim_feedforward=32, dropout=0.0,
                                            batch_first=batch_first)
@@ -47,7 +49,9 @@ class Encoder(nn.Module):
         h = self.emb(tok)
         if not self.batch_first:
             h = h.transpose(0, 1)
-        h = self.enc(h, mask=self.causal)
+        mask = (nn.Transformer.generate_square_subsequent_mask(h.shape[1 if self.batch_first else 0])
+                if self.causal else None)
+        h = self.enc(h, mask=mask)
         if not self.batch_first:
             h = h.transpose(0, 1)
         return nn.functional.cross_entropy(self.out(h).reshape(-1, V), tgt.reshape(-1))
