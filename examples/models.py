@@ -119,8 +119,9 @@ class EncoderLM(nn.Module):
 
     def forward(self, tokens, targets):
         x = (self.tok(tokens) + self.pos).transpose(0, 1)
-        # Made here, the mask exports as a constant (a registered buffer
-        # would be an initializer, which pipec trains unless --frozen).
+        # nn.Transformer's square subsequent mask, made here: torch exports
+        # it as Trilu of a -inf splat (a registered buffer of it would be an
+        # initializer holding -inf, which the importer also makes a constant).
         mask = nn.Transformer.generate_square_subsequent_mask(x.shape[0])
         x = self.enc(x, mask=mask).transpose(0, 1)
         logits = self.head(x)
