@@ -86,6 +86,30 @@ bool isPerm(Operation *op, ArrayRef<int64_t> want) {
   return op && isa<onnx::TransposeOp>(op) && ArrayRef<int64_t>(permOf(op)) == want;
 }
 
+/// The Reshape under a head split: `v` = Transpose(Reshape(x), forward), or
+/// with `transposed` Transpose(Reshape(x), direct) or Transpose(Transpose(
+/// Reshape(x), forward), swap). `ops` gets the Transposes and the Reshape.
+onnx::ReshapeOp headsReshape(Value v, bool transposed, ArrayRef<int64_t> forward,
+                             ArrayRef<int64_t> swap, ArrayRef<int64_t> direct,
+                             SmallVector<Operation *> &ops) {
+  Operation *t = v.getDefiningOp();
+  if (!t)
+    return {};
+  if (transposed && isPerm(t, swap)) {
+    ops.push_back(t);
+    t = t->getOperand(0).getDefiningOp();
+    if (!isPerm(t, forward))
+      return {};
+  } else if (!isPerm(t, transposed ? direct : forward)) {
+    return {};
+  }
+  ops.push_back(t);
+  auto reshape = t->getOperand(0).getDefiningOp<onnx::ReshapeOp>();
+  if (reshape)
+    ops.push_back(reshape);
+  return reshape;
+}
+
 /// `v` = Transpose(Reshape(x, [B, L, H, dh]), perm) with x of (B, L, H*dh):
 /// returns x (and H, dh); perm [0, 2, 1, 3] (heads forward) or, with
 /// `transposed`, [0, 2, 3, 1] or [0, 2, 1, 3] followed by [0, 1, 3, 2].
@@ -96,26 +120,9 @@ struct Head {
 };
 std::optional<Head> matchHeads(Value v, bool transposed) {
   Head h;
-  Operation *t = v.getDefiningOp();
-  if (!t)
-    return std::nullopt;
-  if (transposed) {
-    if (isPerm(t, {0, 1, 3, 2})) {
-      h.ops.push_back(t);
-      t = t->getOperand(0).getDefiningOp();
-      if (!isPerm(t, {0, 2, 1, 3}))
-        return std::nullopt;
-    } else if (!isPerm(t, {0, 2, 3, 1})) {
-      return std::nullopt;
-    }
-  } else if (!isPerm(t, {0, 2, 1, 3})) {
-    return std::nullopt;
-  }
-  h.ops.push_back(t);
-  auto reshape = t->getOperand(0).getDefiningOp<onnx::ReshapeOp>();
+  auto reshape = headsReshape(v, transposed, {0, 2, 1, 3}, {0, 1, 3, 2}, {0, 2, 3, 1}, h.ops);
   if (!reshape)
     return std::nullopt;
-  h.ops.push_back(reshape);
   auto out = dyn_cast<RankedTensorType>(reshape->getResult(0).getType());
   auto in = dyn_cast<RankedTensorType>(reshape->getOperand(0).getType());
   if (!out || !in || !out.hasStaticShape() || !in.hasStaticShape() || out.getRank() != 4 ||
@@ -155,26 +162,9 @@ std::optional<SmallVector<bool>> boolMask(Value v, int64_t t, int64_t s) {
 /// heads = H, dh; `batch` is B.
 std::optional<Head> matchSeqFirstHeads(Value v, bool transposed, int64_t &batch) {
   Head h;
-  Operation *t = v.getDefiningOp();
-  if (!t)
-    return std::nullopt;
-  if (transposed) {
-    if (isPerm(t, {0, 2, 1})) {
-      h.ops.push_back(t);
-      t = t->getOperand(0).getDefiningOp();
-      if (!isPerm(t, {1, 0, 2}))
-        return std::nullopt;
-    } else if (!isPerm(t, {1, 2, 0})) {
-      return std::nullopt;
-    }
-  } else if (!isPerm(t, {1, 0, 2})) {
-    return std::nullopt;
-  }
-  h.ops.push_back(t);
-  auto reshape = t->getOperand(0).getDefiningOp<onnx::ReshapeOp>();
+  auto reshape = headsReshape(v, transposed, {1, 0, 2}, {0, 2, 1}, {1, 2, 0}, h.ops);
   if (!reshape)
     return std::nullopt;
-  h.ops.push_back(reshape);
   auto out = dyn_cast<RankedTensorType>(reshape->getResult(0).getType());
   auto in = dyn_cast<RankedTensorType>(reshape->getOperand(0).getType());
   if (!out || !in || !out.hasStaticShape() || !in.hasStaticShape() || out.getRank() != 3 ||
@@ -340,6 +330,60 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     });
   }
 
+  /// The chain after the softmax: P V (its only use), the heads back by a
+  /// Transpose of `backPerm`, and the merging Reshape (returned; null if
+  /// the chain is not so). `inner` gets P V and the Transpose.
+  static onnx::ReshapeOp matchTail(onnx::SoftmaxOp sm, ArrayRef<int64_t> backPerm,
+                                   SmallVector<Operation *> &inner, onnx::MatMulOp &pv) {
+    Value p = sm.getResult();
+    if (!p.hasOneUse())
+      return {};
+    pv = dyn_cast<onnx::MatMulOp>(*p.getUsers().begin());
+    if (!pv || pv.getA() != p || !pv.getResult().hasOneUse())
+      return {};
+    inner.push_back(pv);
+    Operation *back = *pv.getResult().getUsers().begin();
+    if (!isPerm(back, backPerm) || !back->getResult(0).hasOneUse())
+      return {};
+    inner.push_back(back);
+    return dyn_cast<onnx::ReshapeOp>(*back->getResult(0).getUsers().begin());
+  }
+
+  /// Where `x` (used once) = Add(scores, mask) with an additive constant
+  /// mask (additiveMask): steps `x` to the scores and returns the mask's
+  /// attend values; `failed` when x is an Add of anything else.
+  static std::optional<SmallVector<bool>> peelAddedMask(Value &x, int64_t t, int64_t s,
+                                                        SmallVector<Operation *> &inner,
+                                                        bool &failed) {
+    failed = false;
+    auto add = x.getDefiningOp<onnx::AddOp>();
+    if (!add)
+      return std::nullopt;
+    std::optional<SmallVector<bool>> attend;
+    if (x.hasOneUse() && (attend = additiveMask(add.getB(), t, s, inner)))
+      x = add.getA();
+    else if (x.hasOneUse() && (attend = additiveMask(add.getA(), t, s, inner)))
+      x = add.getB();
+    else {
+      failed = true;
+      return std::nullopt;
+    }
+    inner.push_back(add);
+    return attend;
+  }
+
+  /// onnx.Attention's attn_mask operand: the (T, S) bool constant of
+  /// `attend` (true = attend), or `none`.
+  static Value maskOperand(OpBuilder &b, Location loc, const std::optional<SmallVector<bool>> &attend,
+                           int64_t t, int64_t s, Value none) {
+    if (!attend)
+      return none;
+    auto type = RankedTensorType::get({t, s}, b.getI1Type());
+    return onnx::ConstantOp::create(b, loc, type,
+                                    DenseElementsAttr::get(type, ArrayRef<bool>(*attend)))
+        ->getResult(0);
+  }
+
   /// Fuses the chain through `sm`; false if it is not one.
   bool fuse(onnx::SoftmaxOp sm) {
     auto st = dyn_cast<RankedTensorType>(sm.getType());
@@ -351,18 +395,8 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     SmallVector<Operation *> inner; // the chain's ops, the root excluded
     inner.push_back(sm);
     // Forward: P V, heads back, merged.
-    Value p = sm.getResult();
-    if (!p.hasOneUse())
-      return false;
-    auto pv = dyn_cast<onnx::MatMulOp>(*p.getUsers().begin());
-    if (!pv || pv.getA() != p || !pv.getResult().hasOneUse())
-      return false;
-    inner.push_back(pv);
-    Operation *back = *pv.getResult().getUsers().begin();
-    if (!isPerm(back, {0, 2, 1, 3}) || !back->getResult(0).hasOneUse())
-      return false;
-    inner.push_back(back);
-    auto merge = dyn_cast<onnx::ReshapeOp>(*back->getResult(0).getUsers().begin());
+    onnx::MatMulOp pv;
+    auto merge = matchTail(sm, {0, 2, 1, 3}, inner, pv);
     if (!merge)
       return false;
     auto yt = dyn_cast<RankedTensorType>(merge.getType());
@@ -380,22 +414,18 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
         return false;
       inner.push_back(where);
       x = where.getY();
-    } else if (auto add = x.getDefiningOp<onnx::AddOp>()) {
+    } else {
       // An additive constant mask of 0 and -inf (a precomputed mask
       // buffer added to the scores): future = where it is -inf.
-      if (!x.hasOneUse())
+      bool failed;
+      std::optional<SmallVector<bool>> attend = peelAddedMask(x, t, s, inner, failed);
+      if (failed)
         return false;
-      std::optional<SmallVector<bool>> attend;
-      if ((attend = additiveMask(add.getB(), t, s, inner)))
-        x = add.getA();
-      else if ((attend = additiveMask(add.getA(), t, s, inner)))
-        x = add.getB();
-      else
-        return false;
-      future.emplace();
-      for (bool a : *attend)
-        future->push_back(!a);
-      inner.push_back(add);
+      if (attend) {
+        future.emplace();
+        for (bool a : *attend)
+          future->push_back(!a);
+      }
     }
     double scaleFactor = 1.0;
     bool scaled = false;
@@ -481,13 +511,7 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     OpBuilder b(merge);
     Location loc = merge.getLoc();
     Value none = onnx::NoValueOp::create(b, loc, b.getNoneType());
-    Value mask = none;
-    if (attend) {
-      auto type = RankedTensorType::get({t, s}, b.getI1Type());
-      mask = onnx::ConstantOp::create(b, loc, type,
-                                      DenseElementsAttr::get(type, ArrayRef<bool>(*attend)))
-                 ->getResult(0);
-    }
+    Value mask = maskOperand(b, loc, attend, t, s, none);
     SmallVector<Value> operands;
     if (packed)
       operands = {split->getOperand(0), none, none, mask};
@@ -580,18 +604,8 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
       return false;
     const int64_t t = st.getDimSize(1), s = st.getDimSize(2);
     SmallVector<Operation *> inner{sm};
-    Value p = sm.getResult();
-    if (!p.hasOneUse())
-      return false;
-    auto pv = dyn_cast<onnx::MatMulOp>(*p.getUsers().begin());
-    if (!pv || pv.getA() != p || !pv.getResult().hasOneUse())
-      return false;
-    inner.push_back(pv);
-    Operation *back = *pv.getResult().getUsers().begin();
-    if (!isPerm(back, {1, 0, 2}) || !back->getResult(0).hasOneUse())
-      return false;
-    inner.push_back(back);
-    auto merge = dyn_cast<onnx::ReshapeOp>(*back->getResult(0).getUsers().begin());
+    onnx::MatMulOp pv;
+    auto merge = matchTail(sm, {1, 0, 2}, inner, pv);
     if (!merge)
       return false;
     auto yt = dyn_cast<RankedTensorType>(merge.getType());
@@ -600,18 +614,10 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     // Backward from the softmax: an additive mask, a scale of the scores,
     // Q Kᵀ, a scale of Q (torch 1.13 divides q by sqrt(dh) first).
     Value x = sm.getInput();
-    std::optional<SmallVector<bool>> attend;
-    if (auto add = x.getDefiningOp<onnx::AddOp>()) {
-      if (!x.hasOneUse())
-        return false;
-      if ((attend = additiveMask(add.getB(), t, s, inner)))
-        x = add.getA();
-      else if ((attend = additiveMask(add.getA(), t, s, inner)))
-        x = add.getB();
-      else
-        return false;
-      inner.push_back(add);
-    }
+    bool failed;
+    std::optional<SmallVector<bool>> attend = peelAddedMask(x, t, s, inner, failed);
+    if (failed)
+      return false;
     double scaleFactor = 1.0;
     peelScale(x, scaleFactor, inner);
     auto qk = x.getDefiningOp<onnx::MatMulOp>();
@@ -669,13 +675,7 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
       return ob.create<onnx::TransposeOp>({val}, {ob.i64ArrayAttr("perm", {1, 0, 2})});
     };
     Value none = ob.none();
-    Value mask = none;
-    if (attend) {
-      auto type = RankedTensorType::get({t, s}, b.getI1Type());
-      mask = onnx::ConstantOp::create(b, loc, type,
-                                      DenseElementsAttr::get(type, ArrayRef<bool>(*attend)))
-                 ->getResult(0);
-    }
+    Value mask = maskOperand(b, loc, attend, t, s, none);
     SmallVector<Value> operands;
     SmallVector<Operation *> slices;
     if (packed) {
