@@ -114,6 +114,7 @@ class Attention(nn.Module):
         self.net = {"encoder": lambda: am.Encoder(False),
                     "encoder_bf": lambda: am.Encoder(True),
                     "encoder_causal": lambda: am.Encoder(False, causal=True),
+                    "seq2seq": am.Seq2Seq,
                     "vit": am.ViT,
                     "llama": am.Llama}[name]()
 
@@ -205,7 +206,7 @@ def build(name):
         return GatherScatter(), 8, {"x": ((6,), np.float32, None), "y": ((), np.int64, 5)}
     if name in ("indexput", "indexput_rows"):
         return IndexPut(name == "indexput_rows"), 8, {"x": ((6,), np.float32, None), "y": ((), np.int64, 5)}
-    if name in ("encoder", "encoder_bf", "encoder_causal", "llama"):
+    if name in ("encoder", "encoder_bf", "encoder_causal", "seq2seq", "llama"):
         m = Attention(name)
         t, v = m.am.T, m.am.V
         return m, 8, {"tok": ((t,), np.int64, v), "tgt": ((t,), np.int64, v)}

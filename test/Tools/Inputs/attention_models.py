@@ -9,6 +9,8 @@
   into (T*B, D): the batch merged with other dimensions, as the major and as
   the minor factor. encoder.npz holds tokens and targets.
 - encoder_bf.onnx: the same with batch_first=True.
+- seq2seq.onnx: nn.Transformer (an encoder and a decoder layer): causal
+  self-attention and cross-attention in the decoder.
 - encoder_causal.onnx: encoder.onnx with nn.Transformer's square subsequent
   mask made in the forward (a float mask of 0 and -inf added to the scores,
   exported as Trilu of a -inf splat).
@@ -54,6 +56,28 @@ class Encoder(nn.Module):
         h = self.enc(h, mask=mask)
         if not self.batch_first:
             h = h.transpose(0, 1)
+        return nn.functional.cross_entropy(self.out(h).reshape(-1, V), tgt.reshape(-1))
+
+
+class Seq2Seq(nn.Module):
+    """nn.Transformer (one encoder and one decoder layer, sequence first):
+    the decoder's self-attention under the square subsequent mask, and its
+    cross-attention over the encoder's output (q from the decoder, k and v
+    two Slices of one projection of the memory). Source and target are the
+    same length here; the target is read shifted by one."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(V, D)
+        self.tr = nn.Transformer(D, 4, num_encoder_layers=1, num_decoder_layers=1,
+                                 dim_feedforward=32, dropout=0.0)
+        self.out = nn.Linear(D, V)
+
+    def forward(self, tok, tgt):
+        src = self.emb(tok).transpose(0, 1)
+        dec = self.emb(torch.roll(tgt, 1, 1)).transpose(0, 1)
+        mask = nn.Transformer.generate_square_subsequent_mask(dec.shape[0])
+        h = self.tr(src, dec, tgt_mask=mask).transpose(0, 1)
         return nn.functional.cross_entropy(self.out(h).reshape(-1, V), tgt.reshape(-1))
 
 
@@ -181,6 +205,7 @@ def main():
     export(Encoder(True), tok, ["tok", "tgt"], os.path.join(out, "encoder_bf.onnx"))
     export(Encoder(False, causal=True), tok, ["tok", "tgt"],
            os.path.join(out, "encoder_causal.onnx"))
+    export(Seq2Seq(), tok, ["tok", "tgt"], os.path.join(out, "seq2seq.onnx"))
     np.savez(os.path.join(out, "encoder.npz"),
              tok=rng.integers(0, V, (64, T)).astype(np.int64),
              tgt=rng.integers(0, V, (64, T)).astype(np.int64))
@@ -201,7 +226,8 @@ def main():
     np.savez(os.path.join(out, "llama.npz"),
              tok=rng.integers(0, V, (64, T)).astype(np.int64),
              tgt=rng.integers(0, V, (64, T)).astype(np.int64))
-    print("wrote encoder.onnx, encoder_bf.onnx, encoder_causal.onnx, vit.onnx, padded.onnx, "
+    print("wrote encoder.onnx, encoder_bf.onnx, encoder_causal.onnx, seq2seq.onnx, vit.onnx, "
+          "padded.onnx, "
           "llama.onnx")
 
 
