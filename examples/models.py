@@ -145,6 +145,15 @@ class LstmLM(nn.Module):
                                targets.reshape(-1))
 
 
+def next_tokens(vocab, seq):
+    """Inputs of a next-token model: `seq` tokens of `vocab` symbols and the
+    same sequence shifted by one as targets (b rows, from generator g)."""
+    def inputs(b, g=None):
+        t = torch.randint(0, vocab, (b, seq + 1), generator=g)
+        return t[:, :seq].contiguous(), t[:, 1:].contiguous()
+    return inputs
+
+
 def make(name):
     """Returns (module, example inputs(batch), input names, data maker)."""
     torch.manual_seed(0)
@@ -162,42 +171,27 @@ def make(name):
         return m, inputs, ["x", "y"]
     if name == "transformer":
         m = Decoder()
-        def inputs(b, g=None):
-            t = torch.randint(0, 32, (b, 9), generator=g)
-            return t[:, :8].contiguous(), t[:, 1:].contiguous()
-        return m, inputs, ["tokens", "targets"]
+        return m, next_tokens(32, 8), ["tokens", "targets"]
     if name == "gpt":
         # A GPT decoder: d = 256, 8 pre-LayerNorm blocks of causal
         # self-attention (4 heads of 64) and a GELU MLP of 4d, T = 64 tokens
         # of a 256-symbol vocabulary, next-token cross-entropy.
         m = Decoder(vocab=256, dim=256, heads=4, seq=64, layers=8)
-        def inputs(b, g=None):
-            t = torch.randint(0, 256, (b, 65), generator=g)
-            return t[:, :64].contiguous(), t[:, 1:].contiguous()
-        return m, inputs, ["tokens", "targets"]
+        return m, next_tokens(256, 64), ["tokens", "targets"]
     if name == "encoder":
         # nn.TransformerEncoder (4 layers of d = 256, 4 heads, T = 64) as a
         # causal language model over a 256-symbol vocabulary.
         m = EncoderLM()
-        def inputs(b, g=None):
-            t = torch.randint(0, 256, (b, 65), generator=g)
-            return t[:, :64].contiguous(), t[:, 1:].contiguous()
-        return m, inputs, ["tokens", "targets"]
+        return m, next_tokens(256, 64), ["tokens", "targets"]
     if name == "lstm_lm":
         m = LstmLM()
-        def inputs(b, g=None):
-            t = torch.randint(0, 16, (b, 7), generator=g)
-            return t[:, :6].contiguous(), t[:, 1:].contiguous()
-        return m, inputs, ["tokens", "targets"]
+        return m, next_tokens(16, 6), ["tokens", "targets"]
     if name == "lstm":
         # A word-level LSTM language model of medium size (the PTB models'
         # shape, smaller): vocabulary 1000, embedding and 2 LSTM layers of
         # 256, 32 tokens, next-token cross-entropy.
         m = LstmLM(vocab=1000, dim=256, hidden=256, layers=2)
-        def inputs(b, g=None):
-            t = torch.randint(0, 1000, (b, 33), generator=g)
-            return t[:, :32].contiguous(), t[:, 1:].contiguous()
-        return m, inputs, ["tokens", "targets"]
+        return m, next_tokens(1000, 32), ["tokens", "targets"]
     raise SystemExit(f"models.py: unknown model '{name}' (mlp, cnn, transformer, "
                      "lstm_lm, lstm, gpt, encoder)")
 
