@@ -1000,12 +1000,27 @@ LogicalResult AttentionOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   if (getIsCausal() != 0 && getIsCausal() != 1)
     return emitOpError() << "is_causal must be 0 or 1, got " << getIsCausal();
   if (!isNone(getAttnMask())) {
+    // Broadcast to (B, H, T, S) behind leading 1s, each axis but S's of 1
+    // or full: one (T, S) mask for every pair, a key padding mask of (B,
+    // 1, 1, S), or one per pair.
     auto m = getRanked(getAttnMask());
-    if (!m || !m.getElementType().isInteger(1) || m.getRank() != 2 ||
-        conflicts(m.getDimSize(0), sizes->t) ||
-        conflicts(m.getDimSize(1), sizes->s))
-      return emitOpError() << "attn_mask must be a bool (" << sizes->t << ", "
-                           << sizes->s << ") tensor (true: attend), got "
+    bool ok = m && m.getElementType().isInteger(1) && m.getRank() >= 2 &&
+              m.getRank() <= 4;
+    if (ok) {
+      int64_t full[4] = {sizes->batch, sizes->heads, sizes->t, sizes->s};
+      for (int64_t i = 0, r = m.getRank(); i < r; ++i) {
+        int64_t d = m.getDimSize(i), want = full[4 - r + i];
+        if (i == r - 1 ? conflicts(d, want) : d != 1 && conflicts(d, want))
+          ok = false;
+      }
+    }
+    if (!ok)
+      return emitOpError() << "attn_mask must be a bool tensor (true: attend) "
+                              "of ("
+                           << sizes->t << ", " << sizes->s
+                           << ") or broadcast to (batch, heads, "
+                           << sizes->t << ", " << sizes->s
+                           << ") with axes of 1, got "
                            << getAttnMask().getType();
   }
   Type elt = getElementType(getQ());

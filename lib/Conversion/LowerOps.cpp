@@ -316,7 +316,18 @@ LogicalResult StepLowering::lowerAttention(Operation *op) {
                           f32c(scale)};
   if (!grad) {
     auto att = cast<onnx::AttentionOp>(op);
-    args.append({i32c(att.getIsCausal()), P(att.getAttnMask()), out(op, 0),
+    // The mask's (batch, head, row) strides: its shape broadcast to (B, H,
+    // T, S) behind leading 1s, a stride of 0 where an axis is 1 (a key
+    // padding mask of (B, 1, 1, S): (S, 0, 0)); null for none.
+    Value maskStrides = nullPtr();
+    if (auto mt = dyn_cast<RankedTensorType>(att.getAttnMask().getType())) {
+      SmallVector<int64_t> dims(4 - mt.getRank(), 1);
+      dims.append(mt.getShape().begin(), mt.getShape().end());
+      int64_t row = dims[3], head = dims[2] * row, batch = dims[1] * head;
+      maskStrides = i64Array({dims[0] == 1 ? 0 : batch, dims[1] == 1 ? 0 : head,
+                              dims[2] == 1 ? 0 : row});
+    }
+    args.append({i32c(att.getIsCausal()), P(att.getAttnMask()), maskStrides, out(op, 0),
                  out(op, 1)});
     call("pipert_attention_f32", args);
     return success();

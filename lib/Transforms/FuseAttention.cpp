@@ -288,6 +288,65 @@ std::optional<SmallVector<bool>> additiveMask(Value v, int64_t t, int64_t s,
   return r;
 }
 
+/// A key padding mask from the data, added to the scores as torch 1.13's
+/// nn.MultiheadAttention writes it: [Mul(, c > 0)] Where(C, -inf, Z) with
+/// C = Reshape(Expand(R, [B, H, 1, S]), [B*H, 1, S]), R a bool (B, 1, 1, S)
+/// (true: a padded key) and Z zeros or a constant additive (T, S) mask (a
+/// float attn_mask the padding was filled into). Returns R; `attend` gets
+/// Z's mask when Z is not zeros, `heads` H; `ops` the Mul, the Where, the
+/// Reshape and the Expand.
+Value paddingMask(Value v, int64_t t, int64_t s, int64_t &heads,
+                  std::optional<SmallVector<bool>> &attend, SmallVector<Operation *> &ops) {
+  if (!v.hasOneUse())
+    return {};
+  if (auto mul = v.getDefiningOp<onnx::MulOp>()) {
+    std::optional<double> a = splatValue(mul.getA()), b = splatValue(mul.getB());
+    Value inner = b && *b > 0 ? mul.getA() : a && *a > 0 ? mul.getB() : Value();
+    if (!inner)
+      return {};
+    Value r = paddingMask(inner, t, s, heads, attend, ops);
+    if (r)
+      ops.push_back(mul);
+    return r;
+  }
+  auto where = v.getDefiningOp<onnx::WhereOp>();
+  if (!where)
+    return {};
+  std::optional<double> fill = splatValue(where.getX());
+  if (!fill || !std::isinf(*fill) || *fill > 0)
+    return {};
+  SmallVector<Operation *> zops;
+  std::optional<double> zero = splatValue(where.getY());
+  if (!zero || *zero != 0) {
+    attend = additiveMask(where.getY(), t, s, zops);
+    if (!attend)
+      return {};
+  }
+  auto ct = dyn_cast<RankedTensorType>(where.getCondition().getType());
+  auto reshape = where.getCondition().getDefiningOp<onnx::ReshapeOp>();
+  if (!ct || !ct.hasStaticShape() || ct.getRank() != 3 || ct.getDimSize(1) != 1 ||
+      ct.getDimSize(2) != s || !reshape)
+    return {};
+  auto expand = reshape->getOperand(0).getDefiningOp<onnx::ExpandOp>();
+  if (!expand)
+    return {};
+  auto et = dyn_cast<RankedTensorType>(expand->getResult(0).getType());
+  auto rt = dyn_cast<RankedTensorType>(expand->getOperand(0).getType());
+  if (!et || !rt || !et.hasStaticShape() || !rt.hasStaticShape() || et.getRank() != 4 ||
+      rt.getRank() != 4 || !rt.getElementType().isInteger(1))
+    return {};
+  // (B, 1, 1, S) expanded over the heads, then the batch-major (B*H) merge.
+  const int64_t b = rt.getDimSize(0);
+  if (rt.getShape() != ArrayRef<int64_t>{b, 1, 1, s} || et.getDimSize(0) != b ||
+      et.getDimSize(2) != 1 || et.getDimSize(3) != s ||
+      ct.getDimSize(0) != b * et.getDimSize(1))
+    return {};
+  heads = et.getDimSize(1);
+  ops.append(zops.begin(), zops.end());
+  ops.append({where, reshape, expand});
+  return expand->getOperand(0);
+}
+
 /// [lo, hi) of x's last axis if `v` = Slice(x, [lo], [hi], [-1 | rank-1])
 /// (no steps or step 1).
 std::optional<std::pair<int64_t, int64_t>> lastAxisSlice(Value v, Value &x) {
@@ -405,13 +464,26 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     // Backward from the softmax: mask, scale, Q Kᵀ.
     Value x = sm.getInput();
     std::optional<SmallVector<bool>> future;
+    // A mask from the data (true: masked) of (B | 1, H | 1, T | 1, S), e.g.
+    // a key padding mask pad[:, None, None, :].
+    Value runtimeMasked;
     if (auto where = x.getDefiningOp<onnx::WhereOp>()) {
       std::optional<double> fill = splatValue(where.getX());
       if (!fill || !std::isinf(*fill) || *fill > 0 || !x.hasOneUse())
         return false;
       future = boolMask(where.getCondition(), t, s);
-      if (!future)
-        return false;
+      if (!future) {
+        auto ct = dyn_cast<RankedTensorType>(where.getCondition().getType());
+        auto oneOr = [&](int64_t axis, int64_t full) {
+          return ct.getDimSize(axis) == 1 || ct.getDimSize(axis) == full;
+        };
+        if (!ct || !ct.hasStaticShape() || ct.getRank() != 4 ||
+            !ct.getElementType().isInteger(1) || !oneOr(0, st.getDimSize(0)) ||
+            !oneOr(1, st.getDimSize(1)) || !oneOr(2, t) || ct.getDimSize(3) != s ||
+            where.getCondition().getDefiningOp<onnx::ConstantOp>())
+          return false;
+        runtimeMasked = where.getCondition();
+      }
       inner.push_back(where);
       x = where.getY();
     } else {
@@ -511,7 +583,9 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     OpBuilder b(merge);
     Location loc = merge.getLoc();
     Value none = onnx::NoValueOp::create(b, loc, b.getNoneType());
-    Value mask = maskOperand(b, loc, attend, t, s, none);
+    Value mask = runtimeMasked
+                     ? autodiff::OnnxBuilder(b, loc).create<onnx::NotOp>({runtimeMasked})
+                     : maskOperand(b, loc, attend, t, s, none);
     SmallVector<Value> operands;
     if (packed)
       operands = {split->getOperand(0), none, none, mask};
@@ -616,8 +690,27 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     Value x = sm.getInput();
     bool failed;
     std::optional<SmallVector<bool>> attend = peelAddedMask(x, t, s, inner, failed);
-    if (failed)
-      return false;
+    // Or a key padding mask from the data (true: padded), whose heads
+    // are checked against the chain's below.
+    Value padded;
+    int64_t padHeads = 0;
+    if (failed) {
+      auto add = x.getDefiningOp<onnx::AddOp>();
+      if (!add || !x.hasOneUse())
+        return false;
+      for (int which = 0; which < 2 && !padded; ++which) {
+        attend.reset();
+        SmallVector<Operation *> maskOps;
+        padded = paddingMask(add->getOperand(1 - which), t, s, padHeads, attend, maskOps);
+        if (padded) {
+          inner.append(maskOps.begin(), maskOps.end());
+          inner.push_back(add);
+          x = add->getOperand(which);
+        }
+      }
+      if (!padded)
+        return false;
+    }
     double scaleFactor = 1.0;
     peelScale(x, scaleFactor, inner);
     auto qk = x.getDefiningOp<onnx::MatMulOp>();
@@ -634,6 +727,9 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
         q->dh != v->dh || bq != bk || bq != bv || st.getDimSize(0) != bq * q->heads)
       return false;
     const int64_t batch = bq, d = q->heads * q->dh;
+    if (padded && (padHeads != q->heads ||
+                   cast<RankedTensorType>(padded.getType()).getDimSize(0) != batch))
+      return false;
     auto qt = cast<RankedTensorType>(q->x.getType());
     auto kt = cast<RankedTensorType>(k->x.getType());
     auto vt = cast<RankedTensorType>(v->x.getType());
@@ -658,6 +754,10 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
       if (causal)
         attend.reset();
     }
+    // A key padding mask with a constant one other than causal is left
+    // as it is (the two would be combined into one (B, 1, T, S) mask).
+    if (padded && attend)
+      return false;
     // Self-attention on one projection: q, k and v its three equal Slices
     // along the last axis, read by nothing else.
     Value proj, pk, pvx;
@@ -675,7 +775,10 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
       return ob.create<onnx::TransposeOp>({val}, {ob.i64ArrayAttr("perm", {1, 0, 2})});
     };
     Value none = ob.none();
-    Value mask = maskOperand(b, loc, attend, t, s, none);
+    // A key padding mask attends where a key is not padded: Not(R) of
+    // (B, 1, 1, S), batched with the data.
+    Value mask = padded ? ob.create<onnx::NotOp>({padded})
+                        : maskOperand(b, loc, attend, t, s, none);
     SmallVector<Value> operands;
     SmallVector<Operation *> slices;
     if (packed) {

@@ -1204,7 +1204,9 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
   if (llvm::isa<onnx::AttentionOp, onnx::AttentionGradOp>(op)) {
     // Attention (Q K V attn_mask) and AttentionGrad (Q K V Probs dY): every
     // tensor but the mask batched on axis 0 alike (Probs (B, H, T, S) too);
-    // the results (Y, Probs; dQ, dK, dV) likewise.
+    // the results (Y, Probs; dQ, dK, dV) likewise. The mask is the same
+    // for every sample, or per sample (a key padding mask of (B, 1, 1, S))
+    // batched on axis 0 as Q is.
     bool grad = llvm::isa<onnx::AttentionGradOp>(op);
     BatchState q = stateOf(op->getOperand(0));
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {
@@ -1213,8 +1215,12 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
         continue;
       BatchState st = stateOf(v);
       if (!grad && i == 3) {
-        if (!st.isFree())
-          return batchError(op) << "its attn_mask depends on the batch";
+        if (!st.isFree() &&
+            !(st.isBatched() && st.axis == 0 && st.isPlain() && st.sameFactors(q) &&
+              rankedType(v).getRank() == 4))
+          return batchError(op) << "its attn_mask depends on the batch other than "
+                                   "as a (batch, 1 | heads, 1 | T, S) mask batched "
+                                   "on axis 0 as Q is";
         continue;
       }
       if (!(st.isBatched() && st.axis == 0 && st.isPlain() && st.sameFactors(q)))

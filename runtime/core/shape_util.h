@@ -40,6 +40,21 @@ inline void check_attention_args(const char *op, int64_t batch, int64_t heads, i
                   (long long)strides[3 * i + 2], i, (long long)dh);
 }
 
+/// An attention mask's (batch, head, row) strides: mask_strides, or (0, 0,
+/// s) when null (one t x s mask for every pair); each at least 0.
+struct AttentionMaskStrides {
+  int64_t b, h, r;
+};
+inline AttentionMaskStrides attention_mask_strides(const char *op, int64_t s,
+                                                   const int64_t *mask_strides) {
+  if (!mask_strides)
+    return {0, 0, s};
+  for (int i = 0; i < 3; ++i)
+    if (mask_strides[i] < 0)
+      pipert_fail("%s: negative mask stride %lld", op, (long long)mask_strides[i]);
+  return {mask_strides[0], mask_strides[1], mask_strides[2]};
+}
+
 inline void check_rank(const char *op, int64_t rank) {
   if (rank < 0 || rank > kMaxRank)
     pipert_fail("%s: rank %lld is outside 0..%d", op, (long long)rank, kMaxRank);

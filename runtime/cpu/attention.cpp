@@ -127,7 +127,7 @@ inline void scale_row(float *p, int64_t n, float c) {
 }
 
 // The t x s scores of one pair to their row softmax, masked positions 0
-// (j > i under causal, mask[i * s + j] == 0), a row with nothing unmasked
+// (j > i under causal, mask[i * mr + j] == 0), a row with nothing unmasked
 // NaN. Each row is shifted by the max of its unmasked positions and its
 // masked ones set to 0, then one exp runs over the whole block (rows of a
 // few positions, the example transformer's 8, had been a loop's overhead
@@ -182,7 +182,7 @@ void softmax_row_reg(const float *PIPERT_RESTRICT src, float *PIPERT_RESTRICT pr
 #endif
 
 void softmax_block(const float *src, float *PIPERT_RESTRICT p, int64_t t, int64_t s,
-                   bool causal, const uint8_t *mask) {
+                   bool causal, const uint8_t *mask, int64_t mr) {
 #if defined(__AVX512F__)
 #if !(defined(__AVX512BW__) && defined(__AVX512VL__))
   if (!mask)
@@ -190,15 +190,15 @@ void softmax_block(const float *src, float *PIPERT_RESTRICT p, int64_t t, int64_
     if (s <= 64) {
       for (int64_t i = 0; i < t; ++i) {
         const int64_t n = causal ? std::min(s, i + 1) : s;
-        const uint8_t *mr = mask ? mask + i * s : nullptr;
+        const uint8_t *mrow = mask ? mask + i * mr : nullptr;
         float *pr = p + i * s;
         const float *sr = src + i * s;
         if (s <= 16)
-          softmax_row_reg<1>(sr, pr, s, n, mr);
+          softmax_row_reg<1>(sr, pr, s, n, mrow);
         else if (s <= 32)
-          softmax_row_reg<2>(sr, pr, s, n, mr);
+          softmax_row_reg<2>(sr, pr, s, n, mrow);
         else
-          softmax_row_reg<4>(sr, pr, s, n, mr);
+          softmax_row_reg<4>(sr, pr, s, n, mrow);
       }
       return;
     }
@@ -210,9 +210,9 @@ void softmax_block(const float *src, float *PIPERT_RESTRICT p, int64_t t, int64_
     float *pr = p + i * s;
     const int64_t n = causal ? std::min(s, i + 1) : s;
     if (mask) {
-      const uint8_t *mr = mask + i * s;
+      const uint8_t *mrow = mask + i * mr;
       for (int64_t j = 0; j < n; ++j)
-        if (!mr[j])
+        if (!mrow[j])
           pr[j] = -INFINITY;
     }
     const float mx = max_of(pr, n);
@@ -242,9 +242,9 @@ void softmax_block(const float *src, float *PIPERT_RESTRICT p, int64_t t, int64_
     const int64_t n = causal ? std::min(s, i + 1) : s;
     zero_row(pr + n, s - n);
     if (mask) {
-      const uint8_t *mr = mask + i * s;
+      const uint8_t *mrow = mask + i * mr;
       for (int64_t k = 0; k < n; ++k)
-        if (!mr[k])
+        if (!mrow[k])
           pr[k] = 0.f;
     }
     scale_row(pr, n, 1.f / row_sum(n, pr));
@@ -300,9 +300,12 @@ extern "C" {
 void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
                           const int64_t *strides, int64_t batch, int64_t heads, int64_t t,
                           int64_t s, int64_t dh, float scale, int32_t causal,
-                          const uint8_t *mask, float *y, float *probs) {
+                          const uint8_t *mask, const int64_t *mask_strides, float *y,
+                          float *probs) {
   pipert::check_attention_args("Attention", batch, heads, t, s, dh, strides);
   const Layout L{strides, heads};
+  const pipert::AttentionMaskStrides ms =
+      pipert::attention_mask_strides("Attention", s, mask_strides);
   const bool serial =
       small_gemm_eligible(1, t, s, dh) && small_gemm_eligible(0, t, dh, s);
   const Gemm gemm{ctx, serial};
@@ -328,7 +331,8 @@ void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, c
       }
     }
     for (int64_t pr = first; pr < last; ++pr)
-      softmax_block(sc + (pr - first) * ts, p0 + (pr - first) * ts, t, s, causal != 0, mask);
+      softmax_block(sc + (pr - first) * ts, p0 + (pr - first) * ts, t, s, causal != 0,
+                    mask ? mask + (pr / heads) * ms.b + (pr % heads) * ms.h : nullptr, ms.r);
     for (int64_t pr = first; pr < last; ++pr) {
       const float *pp = p0 + (pr - first) * ts, *vp = v + L.off(2, pr);
       float *yp = y + L.off(3, pr);

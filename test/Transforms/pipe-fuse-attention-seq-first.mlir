@@ -7,8 +7,11 @@
 // constant mask of 0 and -inf (through baddbmm's Mul by 1; also computed from
 // a constant, as torch writes nn.Transformer's square subsequent mask:
 // Unsqueeze(Trilu(-inf splat, 1))) as is_causal when it masks exactly
-// j > i, else as attn_mask (true = attend). A mask from the
-// data, or one with finite values, leaves the chain as it is.
+// j > i, else as attn_mask (true = attend). A key padding mask from the
+// data as torch writes it (Where(Reshape(Expand(pad (B, 1, 1, S)) over the
+// heads, (B*H, 1, S)), -inf, zeros), or with the causal float mask in place
+// of the zeros) becomes attn_mask = Not(pad) (and is_causal). Another mask
+// from the data, or one with finite values, leaves the chain as it is.
 
 // CHECK-LABEL: func.func @mha_packed_causal
 // CHECK-NEXT: %[[N:.*]] = onnx.NoValue
@@ -132,6 +135,115 @@ func.func @mha_finite_mask(%qi: tensor<4x2x6xf32>) -> tensor<4x2x6xf32> {
   %s = onnx.MatMul(%q, %kt) : (tensor<4x4x3xf32>, tensor<4x3x4xf32>) -> tensor<4x4x4xf32>
   %mask = onnx.Constant {value = dense<[[0.0, -1.0e4, -1.0e4, -1.0e4], [0.0, 0.0, -1.0e4, -1.0e4], [0.0, 0.0, 0.0, -1.0e4], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>} : tensor<4x4xf32>
   %s2 = onnx.Add(%s, %mask) : (tensor<4x4x4xf32>, tensor<4x4xf32>) -> tensor<4x4x4xf32>
+  %p = onnx.Softmax(%s2) {axis = -1 : i64} : (tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %o = onnx.MatMul(%p, %v) : (tensor<4x4x4xf32>, tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %ys = onnx.Constant {value = dense<[4, 2, 6]> : tensor<3xi64>} : tensor<3xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<4x4x3xf32>, tensor<3xi64>) -> tensor<4x2x6xf32>
+  return %y : tensor<4x2x6xf32>
+}
+
+// -----
+
+// nn.MultiheadAttention's key_padding_mask (B = 2, H = 2): pad expanded
+// over the heads, merged into (B*H, 1, S), filled with -inf into zeros.
+// CHECK-LABEL: func.func @mha_key_padding
+// CHECK-DAG: %[[Q:.*]] = onnx.Transpose(%arg0) {perm = array<i64: 1, 0, 2>} : (tensor<4x2x6xf32>) -> tensor<2x4x6xf32>
+// CHECK-DAG: %[[M:.*]] = onnx.Not(%arg1) : (tensor<2x1x1x4xi1>) -> tensor<2x1x1x4xi1>
+// CHECK: %[[A:.*]] = onnx.Attention(%[[Q]], %{{.*}}, %{{.*}}, %[[M]]) {q_num_heads = 2 : i64, scale = 1.000000e+00 : f32} : (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x1x1x4xi1>) -> tensor<2x4x6xf32>
+// CHECK-NEXT: %[[Y:.*]] = onnx.Transpose(%[[A]])
+// CHECK-NEXT: return %[[Y]]
+// CHECK-NOT: onnx.Where
+func.func @mha_key_padding(%qi: tensor<4x2x6xf32>, %pad: tensor<2x1x1x4xi1>) -> tensor<4x2x6xf32> {
+  %hs = onnx.Constant {value = dense<[4, 4, 3]> : tensor<3xi64>} : tensor<3xi64>
+  %q4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %q = onnx.Transpose(%q4) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %k4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %kt = onnx.Transpose(%k4) {perm = array<i64: 1, 2, 0>} : (tensor<4x4x3xf32>) -> tensor<4x3x4xf32>
+  %v4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %v = onnx.Transpose(%v4) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<4x4x3xf32>, tensor<4x3x4xf32>) -> tensor<4x4x4xf32>
+  %es = onnx.Constant {value = dense<[2, 2, 1, 4]> : tensor<4xi64>} : tensor<4xi64>
+  %e = onnx.Expand(%pad, %es) : (tensor<2x1x1x4xi1>, tensor<4xi64>) -> tensor<2x2x1x4xi1>
+  %ms = onnx.Constant {value = dense<[4, 1, 4]> : tensor<3xi64>} : tensor<3xi64>
+  %c = onnx.Reshape(%e, %ms) : (tensor<2x2x1x4xi1>, tensor<3xi64>) -> tensor<4x1x4xi1>
+  %ninf = onnx.Constant {value = dense<0xFF800000> : tensor<f32>} : tensor<f32>
+  %z = onnx.Constant {value = dense<0.0> : tensor<4x1x4xf32>} : tensor<4x1x4xf32>
+  %w = onnx.Where(%c, %ninf, %z) : (tensor<4x1x4xi1>, tensor<f32>, tensor<4x1x4xf32>) -> tensor<4x1x4xf32>
+  %one = onnx.Constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
+  %m1 = onnx.Mul(%w, %one) : (tensor<4x1x4xf32>, tensor<f32>) -> tensor<4x1x4xf32>
+  %s2 = onnx.Add(%s, %m1) : (tensor<4x4x4xf32>, tensor<4x1x4xf32>) -> tensor<4x4x4xf32>
+  %p = onnx.Softmax(%s2) {axis = -1 : i64} : (tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %o = onnx.MatMul(%p, %v) : (tensor<4x4x4xf32>, tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %ys = onnx.Constant {value = dense<[4, 2, 6]> : tensor<3xi64>} : tensor<3xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<4x4x3xf32>, tensor<3xi64>) -> tensor<4x2x6xf32>
+  return %y : tensor<4x2x6xf32>
+}
+
+// -----
+
+// The key padding filled into nn.Transformer's causal float mask (torch's
+// attn_mask.masked_fill(key_padding_mask, -inf)): is_causal and Not(pad).
+// CHECK-LABEL: func.func @mha_key_padding_causal
+// CHECK: %[[M:.*]] = onnx.Not(%arg1) : (tensor<2x1x1x4xi1>) -> tensor<2x1x1x4xi1>
+// CHECK: onnx.Attention(%{{.*}}, %{{.*}}, %{{.*}}, %[[M]]) {is_causal = 1 : i64, q_num_heads = 2 : i64, scale = 1.000000e+00 : f32}
+// CHECK-NOT: onnx.Softmax
+func.func @mha_key_padding_causal(%qi: tensor<4x2x6xf32>, %pad: tensor<2x1x1x4xi1>) -> tensor<4x2x6xf32> {
+  %hs = onnx.Constant {value = dense<[4, 4, 3]> : tensor<3xi64>} : tensor<3xi64>
+  %q4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %q = onnx.Transpose(%q4) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %k4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %kt = onnx.Transpose(%k4) {perm = array<i64: 1, 2, 0>} : (tensor<4x4x3xf32>) -> tensor<4x3x4xf32>
+  %v4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %v = onnx.Transpose(%v4) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<4x4x3xf32>, tensor<4x3x4xf32>) -> tensor<4x4x4xf32>
+  %es = onnx.Constant {value = dense<[2, 2, 1, 4]> : tensor<4xi64>} : tensor<4xi64>
+  %e = onnx.Expand(%pad, %es) : (tensor<2x1x1x4xi1>, tensor<4xi64>) -> tensor<2x2x1x4xi1>
+  %ms = onnx.Constant {value = dense<[4, 1, 4]> : tensor<3xi64>} : tensor<3xi64>
+  %c = onnx.Reshape(%e, %ms) : (tensor<2x2x1x4xi1>, tensor<3xi64>) -> tensor<4x1x4xi1>
+  %ninf = onnx.Constant {value = dense<0xFF800000> : tensor<f32>} : tensor<f32>
+  %tri0 = onnx.Constant {value = dense<0xFF800000> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %k1 = onnx.Constant {value = dense<1> : tensor<i64>} : tensor<i64>
+  %z = onnx.Trilu(%tri0, %k1) : (tensor<4x4xf32>, tensor<i64>) -> tensor<4x4xf32>
+  %w = onnx.Where(%c, %ninf, %z) : (tensor<4x1x4xi1>, tensor<f32>, tensor<4x4xf32>) -> tensor<4x4x4xf32>
+  %one = onnx.Constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
+  %m1 = onnx.Mul(%w, %one) : (tensor<4x4x4xf32>, tensor<f32>) -> tensor<4x4x4xf32>
+  %s2 = onnx.Add(%s, %m1) : (tensor<4x4x4xf32>, tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %p = onnx.Softmax(%s2) {axis = -1 : i64} : (tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %o = onnx.MatMul(%p, %v) : (tensor<4x4x4xf32>, tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %ys = onnx.Constant {value = dense<[4, 2, 6]> : tensor<3xi64>} : tensor<3xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<4x4x3xf32>, tensor<3xi64>) -> tensor<4x2x6xf32>
+  return %y : tensor<4x2x6xf32>
+}
+
+// -----
+
+// The same padding filled into a constant mask that is not causal: left
+// as it is (the two are not combined into one mask).
+// CHECK-LABEL: func.func @mha_key_padding_other_mask
+// CHECK-NOT: onnx.Attention
+// CHECK: onnx.Softmax
+func.func @mha_key_padding_other_mask(%qi: tensor<4x2x6xf32>, %pad: tensor<2x1x1x4xi1>) -> tensor<4x2x6xf32> {
+  %hs = onnx.Constant {value = dense<[4, 4, 3]> : tensor<3xi64>} : tensor<3xi64>
+  %q4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %q = onnx.Transpose(%q4) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %k4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %kt = onnx.Transpose(%k4) {perm = array<i64: 1, 2, 0>} : (tensor<4x4x3xf32>) -> tensor<4x3x4xf32>
+  %v4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %v = onnx.Transpose(%v4) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<4x4x3xf32>, tensor<4x3x4xf32>) -> tensor<4x4x4xf32>
+  %es = onnx.Constant {value = dense<[2, 2, 1, 4]> : tensor<4xi64>} : tensor<4xi64>
+  %e = onnx.Expand(%pad, %es) : (tensor<2x1x1x4xi1>, tensor<4xi64>) -> tensor<2x2x1x4xi1>
+  %ms = onnx.Constant {value = dense<[4, 1, 4]> : tensor<3xi64>} : tensor<3xi64>
+  %c = onnx.Reshape(%e, %ms) : (tensor<2x2x1x4xi1>, tensor<3xi64>) -> tensor<4x1x4xi1>
+  %ninf = onnx.Constant {value = dense<0xFF800000> : tensor<f32>} : tensor<f32>
+  %z = onnx.Constant {value = dense<[[0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %w = onnx.Where(%c, %ninf, %z) : (tensor<4x1x4xi1>, tensor<f32>, tensor<4x4xf32>) -> tensor<4x4x4xf32>
+  %one = onnx.Constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
+  %m1 = onnx.Mul(%w, %one) : (tensor<4x4x4xf32>, tensor<f32>) -> tensor<4x4x4xf32>
+  %s2 = onnx.Add(%s, %m1) : (tensor<4x4x4xf32>, tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
   %p = onnx.Softmax(%s2) {axis = -1 : i64} : (tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
   %o = onnx.MatMul(%p, %v) : (tensor<4x4x4xf32>, tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
   %ot = onnx.Transpose(%o) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>

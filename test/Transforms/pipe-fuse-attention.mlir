@@ -3,7 +3,9 @@
 // Multi-head attention as torch.onnx writes it becomes one onnx.Attention:
 // on the unsplit projection when q, k and v are one Split's parts, with the
 // j > i mask as is_causal and any other constant mask as attn_mask (true =
-// attend); chains with a finite fill or an intermediate used elsewhere stay.
+// attend), a mask from the data of (B | 1, H | 1, T | 1, S) (a key padding
+// mask) as attn_mask = its Not; chains with a finite fill or an
+// intermediate used elsewhere stay.
 
 // CHECK-LABEL: func.func @packed_causal
 // CHECK-NEXT: %[[N:.*]] = onnx.NoValue
@@ -150,6 +152,88 @@ func.func @packed_additive_causal(%x: tensor<2x4x18xf32>) -> tensor<2x4x6xf32> {
   %s2 = onnx.Mul(%s, %c) : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
   %mask = onnx.Constant {value = dense<[[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>} : tensor<1x1x4x4xf32>
   %s3 = onnx.Add(%s2, %mask) : (tensor<2x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %pr = onnx.Softmax(%s3) {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = onnx.MatMul(%pr, %v) : (tensor<2x2x4x4xf32>, tensor<2x2x4x3xf32>) -> tensor<2x2x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x3xf32>) -> tensor<2x4x2x3xf32>
+  %ys = onnx.Constant {value = dense<[2, 4, 6]> : tensor<3xi64>} : tensor<3xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<2x4x2x3xf32>, tensor<3xi64>) -> tensor<2x4x6xf32>
+  return %y : tensor<2x4x6xf32>
+}
+
+// -----
+
+// Padded keys from the data, masked_fill(pad[:, None, None, :], -inf):
+// attn_mask = Not(pad), (B, 1, 1, S).
+// CHECK-LABEL: func.func @key_padding
+// CHECK: %[[M:.*]] = onnx.Not(%arg1) : (tensor<2x1x1x4xi1>) -> tensor<2x1x1x4xi1>
+// CHECK-NEXT: %[[A:.*]] = onnx.Attention(%arg0, %{{.*}}, %{{.*}}, %[[M]]) {q_num_heads = 2 : i64, scale = 1.000000e+00 : f32} : (tensor<2x4x18xf32>, none, none, tensor<2x1x1x4xi1>) -> tensor<2x4x6xf32>
+// CHECK-NEXT: return %[[A]]
+func.func @key_padding(%x: tensor<2x4x18xf32>, %pad: tensor<2x1x1x4xi1>) -> tensor<2x4x6xf32> {
+  %sizes = onnx.Constant {value = dense<6> : tensor<3xi64>} : tensor<3xi64>
+  %p:3 = onnx.Split(%x, %sizes) {axis = 2 : i64} : (tensor<2x4x18xf32>, tensor<3xi64>) -> (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>)
+  %hs = onnx.Constant {value = dense<[2, 4, 2, 3]> : tensor<4xi64>} : tensor<4xi64>
+  %q4 = onnx.Reshape(%p#0, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %q = onnx.Transpose(%q4) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x4x3xf32>
+  %k4 = onnx.Reshape(%p#1, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %kt = onnx.Transpose(%k4) {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x3x4xf32>
+  %v4 = onnx.Reshape(%p#2, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %v = onnx.Transpose(%v4) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x4x3xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<2x2x4x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x4x4xf32>
+  %ninf = onnx.Constant {value = dense<0xFF800000> : tensor<f32>} : tensor<f32>
+  %s3 = onnx.Where(%pad, %ninf, %s) : (tensor<2x1x1x4xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %pr = onnx.Softmax(%s3) {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = onnx.MatMul(%pr, %v) : (tensor<2x2x4x4xf32>, tensor<2x2x4x3xf32>) -> tensor<2x2x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x3xf32>) -> tensor<2x4x2x3xf32>
+  %ys = onnx.Constant {value = dense<[2, 4, 6]> : tensor<3xi64>} : tensor<3xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<2x4x2x3xf32>, tensor<3xi64>) -> tensor<2x4x6xf32>
+  return %y : tensor<2x4x6xf32>
+}
+
+// -----
+
+// A mask from the data per sample and query (B, 1, T, S) fuses too; one
+// whose keys' axis is broadcast (B, 1, 1, 1) does not (the kernels read a
+// row of S flags).
+// CHECK-LABEL: func.func @query_mask
+// CHECK: onnx.Not(%arg1) : (tensor<2x1x4x4xi1>) -> tensor<2x1x4x4xi1>
+// CHECK: onnx.Attention
+// CHECK-LABEL: func.func @broadcast_keys
+// CHECK-NOT: onnx.Attention
+// CHECK: onnx.Softmax
+func.func @query_mask(%x: tensor<2x4x18xf32>, %pad: tensor<2x1x4x4xi1>) -> tensor<2x4x6xf32> {
+  %sizes = onnx.Constant {value = dense<6> : tensor<3xi64>} : tensor<3xi64>
+  %p:3 = onnx.Split(%x, %sizes) {axis = 2 : i64} : (tensor<2x4x18xf32>, tensor<3xi64>) -> (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>)
+  %hs = onnx.Constant {value = dense<[2, 4, 2, 3]> : tensor<4xi64>} : tensor<4xi64>
+  %q4 = onnx.Reshape(%p#0, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %q = onnx.Transpose(%q4) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x4x3xf32>
+  %k4 = onnx.Reshape(%p#1, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %kt = onnx.Transpose(%k4) {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x3x4xf32>
+  %v4 = onnx.Reshape(%p#2, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %v = onnx.Transpose(%v4) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x4x3xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<2x2x4x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x4x4xf32>
+  %ninf = onnx.Constant {value = dense<0xFF800000> : tensor<f32>} : tensor<f32>
+  %s3 = onnx.Where(%pad, %ninf, %s) : (tensor<2x1x4x4xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %pr = onnx.Softmax(%s3) {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = onnx.MatMul(%pr, %v) : (tensor<2x2x4x4xf32>, tensor<2x2x4x3xf32>) -> tensor<2x2x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x3xf32>) -> tensor<2x4x2x3xf32>
+  %ys = onnx.Constant {value = dense<[2, 4, 6]> : tensor<3xi64>} : tensor<3xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<2x4x2x3xf32>, tensor<3xi64>) -> tensor<2x4x6xf32>
+  return %y : tensor<2x4x6xf32>
+}
+
+func.func @broadcast_keys(%x: tensor<2x4x18xf32>, %pad: tensor<2x1x1x1xi1>) -> tensor<2x4x6xf32> {
+  %sizes = onnx.Constant {value = dense<6> : tensor<3xi64>} : tensor<3xi64>
+  %p:3 = onnx.Split(%x, %sizes) {axis = 2 : i64} : (tensor<2x4x18xf32>, tensor<3xi64>) -> (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>)
+  %hs = onnx.Constant {value = dense<[2, 4, 2, 3]> : tensor<4xi64>} : tensor<4xi64>
+  %q4 = onnx.Reshape(%p#0, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %q = onnx.Transpose(%q4) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x4x3xf32>
+  %k4 = onnx.Reshape(%p#1, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %kt = onnx.Transpose(%k4) {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x3x4xf32>
+  %v4 = onnx.Reshape(%p#2, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %v = onnx.Transpose(%v4) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x4x3xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<2x2x4x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x4x4xf32>
+  %ninf = onnx.Constant {value = dense<0xFF800000> : tensor<f32>} : tensor<f32>
+  %s3 = onnx.Where(%pad, %ninf, %s) : (tensor<2x1x1x1xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
   %pr = onnx.Softmax(%s3) {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
   %o = onnx.MatMul(%pr, %v) : (tensor<2x2x4x4xf32>, tensor<2x2x4x3xf32>) -> tensor<2x2x4x3xf32>
   %ot = onnx.Transpose(%o) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x3xf32>) -> tensor<2x4x2x3xf32>

@@ -785,8 +785,26 @@ func.func @attention_gqa(%q: tensor<2x4x6xf32>, %k: tensor<2x4x6xf32>) {
 // -----
 
 func.func @attention_mask_type(%q: tensor<1x2x3x4xf32>, %m: tensor<3x3xf32>) {
-  // expected-error @+1 {{attn_mask must be a bool (3, 3) tensor (true: attend)}}
+  // expected-error @+1 {{attn_mask must be a bool tensor (true: attend) of (3, 3) or broadcast to (batch, heads, 3, 3) with axes of 1}}
   %0 = onnx.Attention(%q, %q, %q, %m) : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<3x3xf32>) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+// A key padding mask must span the batch (or 1), not another size.
+func.func @attention_mask_batch(%q: tensor<2x2x3x4xf32>, %m: tensor<3x1x1x3xi1>) {
+  // expected-error @+1 {{attn_mask must be a bool tensor (true: attend) of (3, 3) or broadcast to (batch, heads, 3, 3) with axes of 1, got 'tensor<3x1x1x3xi1>'}}
+  %0 = onnx.Attention(%q, %q, %q, %m) : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<3x1x1x3xi1>) -> tensor<2x2x3x4xf32>
+  return
+}
+
+// -----
+
+// The keys' axis is never broadcast (the kernels read a mask row's s bytes).
+func.func @attention_mask_keys(%q: tensor<2x2x3x4xf32>, %m: tensor<2x1x1x1xi1>) {
+  // expected-error @+1 {{attn_mask must be a bool tensor}}
+  %0 = onnx.Attention(%q, %q, %q, %m) : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x1x1x1xi1>) -> tensor<2x2x3x4xf32>
   return
 }
 

@@ -116,10 +116,13 @@ class Attention(nn.Module):
                     "encoder_causal": lambda: am.Encoder(False, causal=True),
                     "seq2seq": am.Seq2Seq,
                     "vit": am.ViT,
-                    "llama": am.Llama}[name]()
+                    "llama": am.Llama,
+                    "padded_encoder": am.PaddedEncoder,
+                    "padded_causal": lambda: am.PaddedEncoder(causal=True),
+                    "padded_manual": am.PaddedManual}[name]()
 
-    def forward(self, a, b):
-        return self.net(a, b)
+    def forward(self, *inputs):
+        return self.net(*inputs)
 
 
 class Seq2Seq(nn.Module):
@@ -210,6 +213,12 @@ def build(name):
         m = Attention(name)
         t, v = m.am.T, m.am.V
         return m, 8, {"tok": ((t,), np.int64, v), "tgt": ((t,), np.int64, v)}
+    if name in ("padded_encoder", "padded_causal", "padded_manual"):
+        # keep: 1 for a token, 0 for padding (make() keeps the first).
+        m = Attention(name)
+        t, v = m.am.T, m.am.V
+        return m, 8, {"tok": ((t,), np.int64, v), "keep": ((t,), np.int64, 2),
+                      "tgt": ((t,), np.int64, v)}
     if name == "gnmt":
         t, v = Seq2Seq.T, Seq2Seq.V
         return Seq2Seq(), 8, {"src": ((t,), np.int64, v), "tgt_in": ((t,), np.int64, v),
@@ -255,6 +264,10 @@ def make(out, name):
     for n, (shape, dtype, classes) in inputs.items():
         data[n] = ((rng.standard_normal((rows, *shape)) * 2 + 0.5).astype(dtype)
                    if classes is None else rng.integers(0, classes, (rows, *shape)).astype(dtype))
+    if "keep" in data:
+        # A key padding mask: every sequence keeps its first token (a row
+        # with every key padded is NaN, in PyTorch as here).
+        data["keep"][:, 0] = 1
     np.savez(os.path.join(out, name + ".npz"), **data)
     print(f"wrote {name}.onnx and {name}.npz")
 

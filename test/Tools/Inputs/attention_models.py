@@ -16,6 +16,10 @@
   exported as Trilu of a -inf splat).
 - padded.onnx: nn.MultiheadAttention (batch first) with a key_padding_mask
   from the data (padded.npz: tok, keep (1 for tokens, 0 for padding), tgt).
+- padded_encoder.onnx, padded_causal.onnx: nn.TransformerEncoder with a
+  src_key_padding_mask (and the square subsequent mask); padded_manual.onnx:
+  hand-written batch-first attention with the padded keys' scores filled
+  with -inf. All read padded.npz.
 - vit.onnx: a small vision transformer: a patch convolution, nn.
   MultiheadAttention over the patches (sequence first), LayerNorm, mean
   pooling, a linear classifier. vit.npz holds images and labels.
@@ -23,6 +27,7 @@
   query attention through repeat_interleave, SwiGLU, a tied head).
 Dropout is 0, so pipelined training can equal one device.
 """
+import math
 import os
 import sys
 
@@ -112,6 +117,54 @@ class PaddedMha(nn.Module):
         a, _ = self.att(h, h, h, need_weights=False, key_padding_mask=keep == 0)
         return nn.functional.cross_entropy(self.out(self.ln(h + a)).reshape(-1, V),
                                            tgt.reshape(-1))
+
+
+class PaddedEncoder(nn.Module):
+    """nn.TransformerEncoder (sequence first, 2 layers) with a
+    src_key_padding_mask from the data (keep: 1 for a token, 0 for
+    padding), and with `causal` also nn.Transformer's square subsequent
+    mask, which torch fills the padding into (a float (B*H, T, S) mask)."""
+
+    def __init__(self, causal=False):
+        super().__init__()
+        self.causal = causal
+        self.emb = nn.Embedding(V, D)
+        layer = nn.TransformerEncoderLayer(D, 4, dim_feedforward=32, dropout=0.0)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.out = nn.Linear(D, V)
+
+    def forward(self, tok, keep, tgt):
+        h = self.emb(tok).transpose(0, 1)
+        mask = (nn.Transformer.generate_square_subsequent_mask(h.shape[0])
+                if self.causal else None)
+        h = self.enc(h, mask=mask, src_key_padding_mask=keep == 0).transpose(0, 1)
+        return nn.functional.cross_entropy(self.out(h).reshape(-1, V), tgt.reshape(-1))
+
+
+class PaddedManual(nn.Module):
+    """Hand-written batch-first attention (heads of (B, H, T, dh), as a
+    GPT writes them) whose scores are filled with -inf at padded keys:
+    masked_fill(pad[:, None, None, :])."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(V, D)
+        self.qkv = nn.Linear(D, 3 * D)
+        self.proj = nn.Linear(D, D)
+        self.ln = nn.LayerNorm(D)
+        self.out = nn.Linear(D, V)
+
+    def forward(self, tok, keep, tgt):
+        h = self.emb(tok)
+        b, t, d = h.shape
+        q, k, v = self.qkv(h).split(d, dim=2)
+        heads = lambda x: x.view(b, t, 4, d // 4).transpose(1, 2)
+        q, k, v = heads(q), heads(k), heads(v)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // 4))
+        att = att.masked_fill((keep == 0)[:, None, None, :], float("-inf"))
+        y = (att.softmax(dim=-1) @ v).transpose(1, 2).contiguous().view(b, t, d)
+        h = self.ln(h + self.proj(y))
+        return nn.functional.cross_entropy(self.out(h).reshape(-1, V), tgt.reshape(-1))
 
 
 class RMSNorm(nn.Module):
@@ -222,12 +275,17 @@ def main():
              tok=rng.integers(0, V, (64, T)).astype(np.int64),
              keep=(np.arange(T)[None, :] < lengths[:, None]).astype(np.int64),
              tgt=rng.integers(0, V, (64, T)).astype(np.int64))
+    for name, model in (("padded_encoder", PaddedEncoder()),
+                        ("padded_causal", PaddedEncoder(causal=True)),
+                        ("padded_manual", PaddedManual())):
+        export(model, (tok[0], keep, tok[1]), ["tok", "keep", "tgt"],
+               os.path.join(out, name + ".onnx"))
     export(Llama(), tok, ["tok", "tgt"], os.path.join(out, "llama.onnx"))
     np.savez(os.path.join(out, "llama.npz"),
              tok=rng.integers(0, V, (64, T)).astype(np.int64),
              tgt=rng.integers(0, V, (64, T)).astype(np.int64))
     print("wrote encoder.onnx, encoder_bf.onnx, encoder_causal.onnx, seq2seq.onnx, vit.onnx, "
-          "padded.onnx, "
+          "padded.onnx, padded_encoder.onnx, padded_causal.onnx, padded_manual.onnx, "
           "llama.onnx")
 
 

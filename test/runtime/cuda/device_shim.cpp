@@ -324,14 +324,19 @@ void attention_inputs(Mirror &m, const float *q, const float *k, const float *v,
 
 void attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
                    const int64_t *strides, int64_t batch, int64_t heads, int64_t t, int64_t s,
-                   int64_t dh, float scale, int32_t causal, const uint8_t *mask, float *y,
-                   float *probs) {
+                   int64_t dh, float scale, int32_t causal, const uint8_t *mask,
+                   const int64_t *mask_strides, float *y, float *probs) {
   Mirror m(ctx);
   int64_t ext[4];
   float *dev[3];
   attention_inputs(m, q, k, v, strides, batch, heads, t, s, dh, ext, dev);
+  // The mask's extent: its last (batch, head, row) element's row end.
+  const int64_t mask_ext =
+      mask_strides ? (batch - 1) * mask_strides[0] + (heads - 1) * mask_strides[1] +
+                         (t - 1) * mask_strides[2] + s
+                   : t * s;
   pipert_attention_f32(ctx, dev[0], dev[1], dev[2], strides, batch, heads, t, s, dh, scale,
-                       causal, m.in(mask, t * s), m.out(y, ext[3]),
+                       causal, m.in(mask, mask_ext), mask_strides, m.out(y, ext[3]),
                        m.out(probs, batch * heads * t * s));
 }
 

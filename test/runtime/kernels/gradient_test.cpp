@@ -800,18 +800,20 @@ INSTANTIATE_TEST_SUITE_P(Cells, RecurrentGrad,
 
 // Scaled dot-product attention (pipert_attention_f32) on a packed (B, T,
 // 3*H*dh) projection, a (B, H, T, dh) layout and separate (B, T, H*dh)
-// tensors with a cross-length key (s != t): the forward against a double
-// reference, the gradient (from the forward's probabilities) against
-// central differences of every input.
+// tensors with a cross-length key (s != t), masks shared by every pair or
+// per batch entry (a key padding mask) or per pair: the forward against a
+// double reference, the gradient (from the forward's probabilities)
+// against central differences of every input.
 struct AttnCase {
   int64_t b, h, t, s, dh;
   int layout; // 0 packed self-attention, 1 (B, H, T, dh), 2 separate (B, T, H*dh)
-  bool causal, mask;
+  bool causal;
+  int mask; // 0 none, 1 one (T, S) mask, 2 (B, 1, 1, S) key padding, 3 (B, H, T, S)
 };
 
 void PrintTo(const AttnCase &c, std::ostream *os) {
   *os << "b" << c.b << " h" << c.h << " t" << c.t << " s" << c.s << " dh" << c.dh << " layout"
-      << c.layout << (c.causal ? " causal" : "") << (c.mask ? " mask" : "");
+      << c.layout << (c.causal ? " causal" : "") << " mask" << c.mask;
 }
 
 class AttentionGrad : public ::testing::TestWithParam<AttnCase> {};
@@ -821,8 +823,9 @@ class AttentionGrad : public ::testing::TestWithParam<AttnCase> {};
 std::string attn_case_name(const ::testing::TestParamInfo<AttnCase> &info) {
   static const char *layouts[] = {"Packed", "FourD", "Separate"};
   const AttnCase &c = info.param;
-  return std::string(layouts[c.layout]) + (c.causal ? "Causal" : "") + (c.mask ? "Masked" : "") +
-         "_" + std::to_string(info.index);
+  static const char *masks[] = {"", "Masked", "KeyPadded", "PairMasked"};
+  return std::string(layouts[c.layout]) + (c.causal ? "Causal" : "") + masks[c.mask] + "_" +
+         std::to_string(info.index);
 }
 
 TEST_P(AttentionGrad, ForwardAndEveryInput) {
@@ -854,11 +857,26 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
   }
   std::copy(ydims, ydims + 3, st + 9);
   const float scale = 1.f / std::sqrt(float(c.dh));
-  std::vector<uint8_t> mask(size_t(c.t * c.s), 1);
+  // The mask's (batch, head, row) strides (null: one t x s mask).
+  int64_t mst[3] = {0, 0, c.s};
+  if (c.mask == 2) {
+    mst[0] = c.s;
+    mst[2] = 0;
+  } else if (c.mask == 3) {
+    mst[0] = c.h * c.t * c.s;
+    mst[1] = c.t * c.s;
+  }
+  const int64_t *msp = c.mask >= 2 ? mst : nullptr;
+  const size_t nmask = size_t(c.mask == 2 ? c.b * c.s : c.mask == 3 ? c.b * c.h * c.t * c.s
+                                                                  : c.t * c.s);
+  std::vector<uint8_t> mask(nmask, 1);
   if (c.mask)
     for (size_t i = 0; i < mask.size(); ++i)
-      mask[i] = (i * 7 + 3) % 5 != 0 || i % size_t(c.s) == 0; // column 0 always attends
+      mask[i] = (uint32_t(i) * 2654435761u >> 7) % 5 != 0 || i % size_t(c.s) == 0; // column 0 always attends
   const uint8_t *mp = c.mask ? mask.data() : nullptr;
+  auto attends = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+    return !mp || mp[b * mst[0] + h * mst[1] + i * mst[2] + j] != 0;
+  };
   Vec q = rng.uniform(int64_t(nq)), k = rng.uniform(int64_t(nk)), v = rng.uniform(int64_t(nv));
   // Packed: k and v are q's column blocks d and 2d.
   auto ptrs = [&](const Vec &qq, const Vec &kk, const Vec &vv) {
@@ -871,7 +889,7 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
     y.assign(ny, 0.f);
     auto p = ptrs(qq, kk, vv);
     pipert_attention_f32(ctx.ctx, p[0], p[1], p[2], st, c.b, c.h, c.t, c.s, c.dh, scale,
-                         c.causal, mp, y.data(), probs ? probs->data() : nullptr);
+                         c.causal, mp, msp, y.data(), probs ? probs->data() : nullptr);
   };
   // The forward against double arithmetic.
   Vec y, probs(np);
@@ -887,7 +905,7 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
         std::vector<double> sc(size_t(c.s), -INFINITY);
         double mx = -INFINITY;
         for (int64_t j = 0; j < c.s; ++j) {
-          if ((c.causal && j > i) || (mp && !mp[i * c.s + j]))
+          if ((c.causal && j > i) || !attends(b, h, i, j))
             continue;
           double acc = 0;
           for (int64_t e = 0; e < c.dh; ++e)
@@ -948,5 +966,12 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{1, 1, 70, 70, 20, 2, false, false},
                       // The causal split into row halves (t = s, a multiple of 32).
                       AttnCase{1, 2, 64, 64, 16, 0, true, false},
-                      AttnCase{1, 1, 128, 128, 8, 1, true, true}),
+                      AttnCase{1, 1, 128, 128, 8, 1, true, true},
+                      // Key padding masks (a stride of 0 over heads and rows)
+                      // and a mask per pair, through both softmax paths.
+                      AttnCase{3, 2, 5, 5, 4, 0, false, 2},
+                      AttnCase{2, 2, 6, 6, 3, 2, true, 2},
+                      AttnCase{2, 2, 70, 70, 8, 0, false, 2},
+                      AttnCase{2, 3, 4, 6, 4, 1, false, 3},
+                      AttnCase{2, 2, 64, 64, 8, 0, true, 2}),
     attn_case_name);
