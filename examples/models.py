@@ -14,7 +14,8 @@ small data set whose arrays are named like the graph inputs. Models: mlp,
 cnn, transformer (a tiny decoder: d = 32, 2 blocks, T = 8), lstm_lm, lstm, gpt
 (a GPT decoder: d = 256, 8 blocks, 4 heads, T = 64, vocabulary 256) and
 encoder (torch's nn.TransformerEncoder as a causal language model: 4 layers
-of d = 256, 4 heads, T = 64).
+of d = 256, 4 heads, T = 64); encoder_pad is that encoder with a key padding
+mask from the data (inputs tokens, keep, targets).
 """
 import argparse
 import os
@@ -109,21 +110,26 @@ class EncoderLM(nn.Module):
     subsequent mask, a linear head, next-token cross-entropy. Its attention
     is nn.MultiheadAttention's, which torch exports sequence first."""
 
-    def __init__(self, vocab=256, dim=256, heads=4, seq=64, layers=4):
+    def __init__(self, vocab=256, dim=256, heads=4, seq=64, layers=4, padded=False):
         super().__init__()
+        self.padded = padded
         self.tok = nn.Embedding(vocab, dim)
         self.pos = nn.Parameter(torch.randn(seq, dim) * 0.02)
         layer = nn.TransformerEncoderLayer(dim, heads, dim_feedforward=4 * dim, dropout=0.0)
         self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.head = nn.Linear(dim, vocab)
 
-    def forward(self, tokens, targets):
+    def forward(self, tokens, *rest):
+        # padded: (tokens, keep, targets), keep 0 at padding, which no
+        # position attends to (src_key_padding_mask).
+        keep, targets = rest if self.padded else (None, rest[0])
         x = (self.tok(tokens) + self.pos).transpose(0, 1)
         # nn.Transformer's square subsequent mask, made here: torch exports
         # it as Trilu of a -inf splat (a registered buffer of it would be an
         # initializer holding -inf, which the importer also makes a constant).
         mask = nn.Transformer.generate_square_subsequent_mask(x.shape[0])
-        x = self.enc(x, mask=mask).transpose(0, 1)
+        pad = keep == 0 if self.padded else None
+        x = self.enc(x, mask=mask, src_key_padding_mask=pad).transpose(0, 1)
         logits = self.head(x)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
@@ -151,6 +157,18 @@ def next_tokens(vocab, seq):
     def inputs(b, g=None):
         t = torch.randint(0, vocab, (b, seq + 1), generator=g)
         return t[:, :seq].contiguous(), t[:, 1:].contiguous()
+    return inputs
+
+
+def padded_tokens(vocab, seq):
+    """next_tokens' inputs with a keep mask between them: each row keeps a
+    prefix of seq/2 to seq tokens (1) and pads the rest (0)."""
+    base = next_tokens(vocab, seq)
+    def inputs(b, g=None):
+        tokens, targets = base(b, g)
+        lengths = torch.randint(seq // 2, seq + 1, (b, 1), generator=g)
+        keep = (torch.arange(seq)[None, :] < lengths).long()
+        return tokens, keep, targets
     return inputs
 
 
@@ -183,6 +201,11 @@ def make(name):
         # causal language model over a 256-symbol vocabulary.
         m = EncoderLM()
         return m, next_tokens(256, 64), ["tokens", "targets"]
+    if name == "encoder_pad":
+        # The encoder with a src_key_padding_mask from the data (keep: each
+        # sequence a prefix of 32 to 64 tokens).
+        m = EncoderLM(padded=True)
+        return m, padded_tokens(256, 64), ["tokens", "keep", "targets"]
     if name == "lstm_lm":
         m = LstmLM()
         return m, next_tokens(16, 6), ["tokens", "targets"]
@@ -193,7 +216,7 @@ def make(name):
         m = LstmLM(vocab=1000, dim=256, hidden=256, layers=2)
         return m, next_tokens(1000, 32), ["tokens", "targets"]
     raise SystemExit(f"models.py: unknown model '{name}' (mlp, cnn, transformer, "
-                     "lstm_lm, lstm, gpt, encoder)")
+                     "lstm_lm, lstm, gpt, encoder, encoder_pad)")
 
 
 def export(name, path, batch, dynamic, opset=17):
