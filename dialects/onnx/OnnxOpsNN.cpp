@@ -1004,8 +1004,9 @@ LogicalResult AttentionOp::inferResultTypes(SmallVectorImpl<Type> &types) {
     // or full: one (T, S) mask for every pair, a key padding mask of (B,
     // 1, 1, S), or one per pair.
     auto m = getRanked(getAttnMask());
-    bool ok = m && m.getElementType().isInteger(1) && m.getRank() >= 2 &&
-              m.getRank() <= 4;
+    bool ok = m && (m.getElementType().isInteger(1) ||
+                    m.getElementType() == getElementType(getQ())) &&
+              m.getRank() >= 2 && m.getRank() <= 4;
     if (ok) {
       int64_t full[4] = {sizes->batch, sizes->heads, sizes->t, sizes->s};
       for (int64_t i = 0, r = m.getRank(); i < r; ++i) {
@@ -1016,7 +1017,8 @@ LogicalResult AttentionOp::inferResultTypes(SmallVectorImpl<Type> &types) {
     }
     if (!ok)
       return emitOpError() << "attn_mask must be a bool tensor (true: attend) "
-                              "of ("
+                              "or one of Q's element type (added to the "
+                              "scores) of ("
                            << sizes->t << ", " << sizes->s
                            << ") or broadcast to (batch, heads, "
                            << sizes->t << ", " << sizes->s

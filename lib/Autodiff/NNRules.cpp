@@ -340,6 +340,13 @@ LogicalResult vjp(AttentionOp op, VjpContext &ctx) {
   if (op->getNumResults() < 2)
     return op->emitOpError() << "has no saved probabilities to differentiate "
                                 "from (autodiff's prepare adds them)";
+  // A float attn_mask (added to the scores) from the data or constants
+  // needs no gradient; one computed from trained parameters (a learned
+  // position bias) would, and AttentionGrad has none for it.
+  if (op->getNumOperands() > 3 && !isNone(op.getAttnMask()) && ctx.needsGrad(3))
+    return op->emitOpError()
+           << "has a float attn_mask computed from trained parameters, whose "
+              "gradient is not supported; compile with --no-fuse-attention";
   SmallVector<NamedAttribute> attrs;
   if (auto h = op->getAttr("q_num_heads"))
     attrs.push_back(ctx.attr("q_num_heads", h));

@@ -327,8 +327,12 @@ LogicalResult StepLowering::lowerAttention(Operation *op) {
       maskStrides = i64Array({dims[0] == 1 ? 0 : batch, dims[1] == 1 ? 0 : head,
                               dims[2] == 1 ? 0 : row});
     }
-    args.append({i32c(att.getIsCausal()), P(att.getAttnMask()), maskStrides, out(op, 0),
-                 out(op, 1)});
+    // A bool mask (true: attend) or a float one, added to the scores.
+    Value mask = att.getAttnMask();
+    bool floatMask = !isa<NoneType>(mask.getType()) &&
+                     isa<FloatType>(getElementTypeOrSelf(mask.getType()));
+    args.append({i32c(att.getIsCausal()), floatMask ? nullPtr() : P(mask),
+                 floatMask ? P(mask) : nullPtr(), maskStrides, out(op, 0), out(op, 1)});
     call("pipert_attention_f32", args);
     return success();
   }

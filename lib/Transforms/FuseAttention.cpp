@@ -347,6 +347,46 @@ Value paddingMask(Value v, int64_t t, int64_t s, int64_t &heads,
   return expand->getOperand(0);
 }
 
+/// Whether `v` is computed from a trained parameter (a function argument
+/// marked pipe.trainable).
+bool fromTrainable(Value v) {
+  SmallVector<Value> work{v};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(x)) {
+      auto fn = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+      if (fn && fn.getArgAttr(arg.getArgNumber(), pipe::attrs::kTrainable))
+        return true;
+      continue;
+    }
+    if (Operation *def = x.getDefiningOp())
+      for (Value o : def->getOperands())
+        work.push_back(o);
+  }
+  return false;
+}
+
+/// A float mask added to the scores that onnx.Attention can take as its
+/// float attn_mask: f32 of rank 2..4 broadcast to `full` (B, H, T, S)
+/// behind leading 1s, every axis but S's 1 or full, not computed from a
+/// trained parameter (the fused op has no gradient for it). BERT's (1 -
+/// m) * finfo.min padding mask, a -1e4 fill, ALiBi's constant bias.
+bool floatBias(Value m, ArrayRef<int64_t> full) {
+  auto t = dyn_cast<RankedTensorType>(m.getType());
+  if (!t || !t.hasStaticShape() || !t.getElementType().isF32() || t.getRank() < 2 ||
+      t.getRank() > 4)
+    return false;
+  for (int64_t i = 0, r = t.getRank(); i < r; ++i) {
+    int64_t d = t.getDimSize(i), want = full[4 - r + i];
+    if (i == r - 1 ? d != want : d != 1 && d != want)
+      return false;
+  }
+  return !fromTrainable(m);
+}
+
 /// [lo, hi) of x's last axis if `v` = Slice(x, [lo], [hi], [-1 | rank-1])
 /// (no steps or step 1).
 std::optional<std::pair<int64_t, int64_t>> lastAxisSlice(Value v, Value &x) {
@@ -465,8 +505,9 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     Value x = sm.getInput();
     std::optional<SmallVector<bool>> future;
     // A mask from the data (true: masked) of (B | 1, H | 1, T | 1, S), e.g.
-    // a key padding mask pad[:, None, None, :].
-    Value runtimeMasked;
+    // a key padding mask pad[:, None, None, :]; or a float one added.
+    Value runtimeMasked, floatMask;
+    bool negateMask = false;
     if (auto where = x.getDefiningOp<onnx::WhereOp>()) {
       std::optional<double> fill = splatValue(where.getX());
       if (!fill || !std::isinf(*fill) || *fill > 0 || !x.hasOneUse())
@@ -491,8 +532,30 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
       // buffer added to the scores): future = where it is -inf.
       bool failed;
       std::optional<SmallVector<bool>> attend = peelAddedMask(x, t, s, inner, failed);
-      if (failed)
-        return false;
+      if (failed) {
+        // Any other float mask added to the scores: the op's float
+        // attn_mask (the scores are the operand of the full shape).
+        auto add = x.getDefiningOp<onnx::AddOp>();
+        SmallVector<int64_t> full(st.getShape());
+        for (int which = 0; which < 2 && !floatMask; ++which) {
+          Value m = add->getOperand(1 - which), sc = add->getOperand(which);
+          if (sc.getType() == st && floatBias(m, full)) {
+            floatMask = m;
+            inner.push_back(add);
+            x = sc;
+          }
+        }
+        if (!floatMask || !sm.getInput().hasOneUse())
+          return false;
+      } else if (auto sub = x.getDefiningOp<onnx::SubOp>();
+                 sub && !attend && x.hasOneUse() && sub.getA().getType() == st &&
+                 floatBias(sub.getB(), SmallVector<int64_t>(st.getShape()))) {
+        // A float mask subtracted (ALiBi's -slope |i - j|): its negation.
+        floatMask = sub.getB();
+        negateMask = true;
+        inner.push_back(sub);
+        x = sub.getA();
+      }
       if (attend) {
         future.emplace();
         for (bool a : *attend)
@@ -583,9 +646,10 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     OpBuilder b(merge);
     Location loc = merge.getLoc();
     Value none = onnx::NoValueOp::create(b, loc, b.getNoneType());
-    Value mask = runtimeMasked
-                     ? autodiff::OnnxBuilder(b, loc).create<onnx::NotOp>({runtimeMasked})
-                     : maskOperand(b, loc, attend, t, s, none);
+    autodiff::OnnxBuilder ob(b, loc);
+    Value mask = runtimeMasked ? ob.create<onnx::NotOp>({runtimeMasked})
+                 : floatMask   ? (negateMask ? ob.create<onnx::NegOp>({floatMask}) : floatMask)
+                               : maskOperand(b, loc, attend, t, s, none);
     SmallVector<Value> operands;
     if (packed)
       operands = {split->getOperand(0), none, none, mask};
@@ -691,8 +755,8 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     bool failed;
     std::optional<SmallVector<bool>> attend = peelAddedMask(x, t, s, inner, failed);
     // Or a key padding mask from the data (true: padded), whose heads
-    // are checked against the chain's below.
-    Value padded;
+    // are checked against the chain's below, or a float mask added.
+    Value padded, floatMask;
     int64_t padHeads = 0;
     if (failed) {
       auto add = x.getDefiningOp<onnx::AddOp>();
@@ -708,8 +772,24 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
           x = add->getOperand(which);
         }
       }
-      if (!padded)
-        return false;
+      if (!padded) {
+        // A float mask added to the scores, the same for every pair:
+        // (T, S) behind leading 1s (a -1e4 fill, a constant bias).
+        int64_t pairs = st.getDimSize(0);
+        for (int which = 0; which < 2 && !floatMask; ++which) {
+          Value m = add->getOperand(1 - which), sc = add->getOperand(which);
+          auto mt = dyn_cast<RankedTensorType>(m.getType());
+          if (sc.getType() == st && mt &&
+              floatBias(m, {1, pairs, t, s}) &&
+              (mt.getRank() < 3 || mt.getDimSize(mt.getRank() - 3) == 1)) {
+            floatMask = m;
+            inner.push_back(add);
+            x = sc;
+          }
+        }
+        if (!floatMask)
+          return false;
+      }
     }
     double scaleFactor = 1.0;
     peelScale(x, scaleFactor, inner);
@@ -777,8 +857,9 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     Value none = ob.none();
     // A key padding mask attends where a key is not padded: Not(R) of
     // (B, 1, 1, S), batched with the data.
-    Value mask = padded ? ob.create<onnx::NotOp>({padded})
-                        : maskOperand(b, loc, attend, t, s, none);
+    Value mask = padded      ? ob.create<onnx::NotOp>({padded})
+                 : floatMask ? floatMask
+                             : maskOperand(b, loc, attend, t, s, none);
     SmallVector<Value> operands;
     SmallVector<Operation *> slices;
     if (packed) {

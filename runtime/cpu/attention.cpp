@@ -181,8 +181,17 @@ void softmax_row_reg(const float *PIPERT_RESTRICT src, float *PIPERT_RESTRICT pr
 }
 #endif
 
+void softmax_row_bias(const float *PIPERT_RESTRICT src, const float *PIPERT_RESTRICT bias,
+                      float *PIPERT_RESTRICT pr, int64_t s, int64_t n, const uint8_t *mrow);
+
 void softmax_block(const float *src, float *PIPERT_RESTRICT p, int64_t t, int64_t s,
-                   bool causal, const uint8_t *mask, int64_t mr) {
+                   bool causal, const uint8_t *mask, const float *bias, int64_t mr) {
+  if (bias) {
+    for (int64_t i = 0; i < t; ++i)
+      softmax_row_bias(src + i * s, bias + i * mr, p + i * s, s, causal ? std::min(s, i + 1) : s,
+                       mask ? mask + i * mr : nullptr);
+    return;
+  }
 #if defined(__AVX512F__)
 #if !(defined(__AVX512BW__) && defined(__AVX512VL__))
   if (!mask)
@@ -251,6 +260,75 @@ void softmax_block(const float *src, float *PIPERT_RESTRICT p, int64_t t, int64_
   }
 }
 
+// A row's softmax with a float bias added to its scores (onnx.Attention's
+// float attn_mask: an additive mask from the data such as BERT's (1 - m) *
+// finfo.min, or a constant one such as a -1e4 fill or ALiBi): positions
+// j >= n (causal) or whose mask byte is 0 are 0; the others exp(x - max),
+// where x - max < -104 is 0 (exp underflows there; not computed, as each
+// denormal result would cost a microcode assist: a finite fill puts every
+// masked position there). A row with no position above -inf is NaN, as
+// the softmax of -inf everywhere.
+void softmax_row_bias(const float *PIPERT_RESTRICT src, const float *PIPERT_RESTRICT bias,
+                      float *PIPERT_RESTRICT pr, int64_t s, int64_t n, const uint8_t *mrow) {
+  auto attends = [&](int64_t j) { return j < n && (!mrow || mrow[j]); };
+  float mx = -INFINITY;
+  int64_t j = 0;
+#if defined(__AVX512F__)
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  auto valid_at = [&](int64_t base) -> __mmask16 {
+    __mmask16 v = base >= n ? 0 : n - base >= 16 ? 0xFFFF : tail_mask(n - base);
+    if (mrow)
+      for (int l = 0; l < 16; ++l)
+        if (((v >> l) & 1) && !mrow[base + l])
+          v = __mmask16(v & ~(1u << l));
+    return v;
+  };
+  __m512 vmx = ninf;
+  for (; j < n; j += 16) {
+    const __mmask16 v = valid_at(j);
+    const __m512 x = _mm512_maskz_add_ps(v, _mm512_maskz_loadu_ps(v, src + j),
+                                         _mm512_maskz_loadu_ps(v, bias + j));
+    vmx = _mm512_mask_max_ps(vmx, v, vmx, x);
+  }
+  mx = _mm512_reduce_max_ps(vmx);
+#else
+  for (; j < n; ++j)
+    if (attends(j))
+      mx = std::max(mx, src[j] + bias[j]);
+#endif
+  if (mx == -INFINITY) {
+    for (int64_t k = 0; k < s; ++k)
+      pr[k] = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  float sum = 0.f;
+  j = 0;
+#if defined(__AVX512F__)
+  const __m512 vm = _mm512_set1_ps(mx), floor = _mm512_set1_ps(-104.f);
+  __m512 vsum = _mm512_setzero_ps();
+  for (; j < n; j += 16) {
+    __mmask16 v = valid_at(j);
+    const __m512 d = _mm512_sub_ps(
+        _mm512_add_ps(_mm512_maskz_loadu_ps(v, src + j), _mm512_maskz_loadu_ps(v, bias + j)), vm);
+    v &= _mm512_cmp_ps_mask(d, floor, _CMP_GE_OQ);
+    const __m512 e = _mm512_maskz_mov_ps(v, vexp16(_mm512_maskz_mov_ps(v, d)));
+    vsum = _mm512_add_ps(vsum, e);
+    const __mmask16 st = j + 16 <= s ? 0xFFFF : tail_mask(s - j);
+    _mm512_mask_storeu_ps(pr + j, st, e);
+  }
+  sum = _mm512_reduce_add_ps(vsum);
+#else
+  for (; j < n; ++j) {
+    const float d = src[j] + bias[j] - mx;
+    pr[j] = attends(j) && d >= -104.f ? vexp(d) : 0.f;
+    sum += pr[j];
+  }
+#endif
+  for (int64_t k = n; k < s; ++k)
+    pr[k] = 0.f;
+  scale_row(pr, n, 1.f / sum);
+}
+
 // dS = P * (dP - rowsum(dP * P)) over a row of s (in dP's place).
 void softmax_grad_row(const float *PIPERT_RESTRICT p, float *PIPERT_RESTRICT dp, int64_t s) {
   const float acc = row_sum(s, dp, p);
@@ -300,8 +378,8 @@ extern "C" {
 void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
                           const int64_t *strides, int64_t batch, int64_t heads, int64_t t,
                           int64_t s, int64_t dh, float scale, int32_t causal,
-                          const uint8_t *mask, const int64_t *mask_strides, float *y,
-                          float *probs) {
+                          const uint8_t *mask, const float *bias,
+                          const int64_t *mask_strides, float *y, float *probs) {
   pipert::check_attention_args("Attention", batch, heads, t, s, dh, strides);
   const Layout L{strides, heads};
   const pipert::AttentionMaskStrides ms =
@@ -331,8 +409,11 @@ void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, c
       }
     }
     for (int64_t pr = first; pr < last; ++pr)
+    {
+      const int64_t off = (pr / heads) * ms.b + (pr % heads) * ms.h;
       softmax_block(sc + (pr - first) * ts, p0 + (pr - first) * ts, t, s, causal != 0,
-                    mask ? mask + (pr / heads) * ms.b + (pr % heads) * ms.h : nullptr, ms.r);
+                    mask ? mask + off : nullptr, bias ? bias + off : nullptr, ms.r);
+    }
     for (int64_t pr = first; pr < last; ++pr) {
       const float *pp = p0 + (pr - first) * ts, *vp = v + L.off(2, pr);
       float *yp = y + L.off(3, pr);

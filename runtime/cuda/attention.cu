@@ -18,10 +18,12 @@ namespace {
 // Row r of the (pairs * t) x s scores (row i = r % t of pair r / t, its
 // batch entry pair / heads, its head pair % heads) to its softmax: masked
 // positions (j > i under causal, mask[b * mb + h * mh + i * mr + j] == 0)
-// are 0, a row with nothing unmasked NaN. A warp per row.
+// are 0, bias (a float attn_mask) at the same offsets added to the others,
+// a row with nothing unmasked (or above -inf) NaN. A warp per row.
 __global__ void attention_softmax_kernel(float *__restrict__ p, int64_t rows, int64_t t,
                                          int64_t s, int64_t heads, int causal,
-                                         const uint8_t *__restrict__ mask, int64_t mb,
+                                         const uint8_t *__restrict__ mask,
+                                         const float *__restrict__ bias, int64_t mb,
                                          int64_t mh, int64_t mr) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
@@ -29,9 +31,14 @@ __global__ void attention_softmax_kernel(float *__restrict__ p, int64_t rows, in
        r += warps) {
     const int64_t i = r % t, pair = r / t;
     float *pr = p + r * s;
-    const uint8_t *mrow =
-        mask ? mask + (pair / heads) * mb + (pair % heads) * mh + i * mr : nullptr;
+    const int64_t off = (pair / heads) * mb + (pair % heads) * mh + i * mr;
+    const uint8_t *mrow = mask ? mask + off : nullptr;
+    const float *brow = bias ? bias + off : nullptr;
     auto masked = [&](int64_t j) { return (causal && j > i) || (mrow && !mrow[j]); };
+    if (brow)
+      for (int64_t j = lane; j < s; j += 32)
+        if (!masked(j))
+          pr[j] += brow[j];
     float mx = -INFINITY;
     for (int64_t j = lane; j < s; j += 32)
       if (!masked(j))
@@ -84,8 +91,8 @@ extern "C" {
 void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
                           const int64_t *st, int64_t batch, int64_t heads, int64_t t,
                           int64_t s, int64_t dh, float scale, int32_t causal,
-                          const uint8_t *mask, const int64_t *mask_strides, float *y,
-                          float *probs) {
+                          const uint8_t *mask, const float *bias,
+                          const int64_t *mask_strides, float *y, float *probs) {
   const char *op = "Attention";
   pipert::check_attention_args(op, batch, heads, t, s, dh, st);
   const pipert::AttentionMaskStrides ms = pipert::attention_mask_strides(op, s, mask_strides);
@@ -97,7 +104,7 @@ void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, c
                  st[5], st[4], 0.f, p + b * heads * ts, s, ts, heads);
   const int64_t rows = batch * heads * t;
   attention_softmax_kernel<<<row_blocks(ctx, rows), kBlock, 0, stream_of(ctx)>>>(
-      p, rows, t, s, heads, causal, mask, ms.b, ms.h, ms.r);
+      p, rows, t, s, heads, causal, mask, bias, ms.b, ms.h, ms.r);
   PIPERT_LAUNCH_CHECK(op);
   for (int64_t b = 0; b < batch; ++b)
     gemm_strided(ctx, op, 0, 0, t, dh, s, 1.f, p + b * heads * ts, s, ts, v + b * st[6], st[8],

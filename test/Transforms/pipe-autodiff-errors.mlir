@@ -72,3 +72,15 @@ func.func @forward(%x: tensor<8x4xf32> {pipe.input = "x"}, %y: tensor<8xi64> {pi
   %3 = onnx.SoftmaxCrossEntropyLoss(%1, %y, %none) : (tensor<8x3xf32>, tensor<8xi64>, none) -> tensor<f32>
   return %3 : tensor<f32>
 }
+
+// -----
+// A float attn_mask computed from a trained parameter (a learned position
+// bias): the fused op has no gradient for it (pipe-fuse-attention leaves
+// such chains unfused).
+func.func @forward(%q: tensor<1x2x3x4xf32> {pipe.input = "q"}, %b: tensor<3x3xf32> {pipe.param = "b", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{has a float attn_mask computed from trained parameters, whose gradient is not supported; compile with --no-fuse-attention}}
+  %0 = onnx.Attention(%q, %q, %q, %b) : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<3x3xf32>) -> tensor<1x2x3x4xf32>
+  %1 = onnx.ReduceSum(%0, %none) {keepdims = 0 : i64} : (tensor<1x2x3x4xf32>, none) -> tensor<f32>
+  return %1 : tensor<f32>
+}

@@ -10,8 +10,10 @@
 // j > i, else as attn_mask (true = attend). A key padding mask from the
 // data as torch writes it (Where(Reshape(Expand(pad (B, 1, 1, S)) over the
 // heads, (B*H, 1, S)), -inf, zeros), or with the causal float mask in place
-// of the zeros) becomes attn_mask = Not(pad) (and is_causal). Another mask
-// from the data, or one with finite values, leaves the chain as it is.
+// of the zeros) becomes attn_mask = Not(pad) (and is_causal). A float mask
+// of other values the same for every pair ((T, S) behind leading 1s; a
+// -1e4 fill) is the op's float attn_mask, added to the scores. A float mask
+// from the data per merged (B*H) pair leaves the chain as it is.
 
 // CHECK-LABEL: func.func @mha_packed_causal
 // CHECK-NEXT: %[[N:.*]] = onnx.NoValue
@@ -98,14 +100,15 @@ func.func @mha_separate_masked(%qi: tensor<4x2x6xf32>, %ki: tensor<5x2x6xf32>, %
 
 // -----
 
-// A mask from the data (a key padding mask) and a mask with a finite fill:
-// both chains stay.
+// A float mask from the data per merged (B*H) pair stays; a constant mask
+// with a finite fill is added to the scores by the fused op.
 // CHECK-LABEL: func.func @mha_runtime_mask
 // CHECK-NOT: onnx.Attention
 // CHECK: onnx.Softmax
 // CHECK-LABEL: func.func @mha_finite_mask
-// CHECK-NOT: onnx.Attention
-// CHECK: onnx.Softmax
+// CHECK: %[[M:.*]] = onnx.Constant {value = dense<{{\[\[}}0.000000e+00, -1.000000e+04, -1.000000e+04, -1.000000e+04], {{.*}} : tensor<4x4xf32>}
+// CHECK: onnx.Attention(%{{.*}}, %{{.*}}, %{{.*}}, %[[M]]) {q_num_heads = 2 : i64, scale = 1.000000e+00 : f32} : (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<4x4xf32>) -> tensor<2x4x6xf32>
+// CHECK-NOT: onnx.Softmax
 func.func @mha_runtime_mask(%qi: tensor<4x2x6xf32>, %mask: tensor<4x1x4xf32>) -> tensor<4x2x6xf32> {
   %hs = onnx.Constant {value = dense<[4, 4, 3]> : tensor<3xi64>} : tensor<3xi64>
   %q4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>

@@ -4,8 +4,10 @@
 // on the unsplit projection when q, k and v are one Split's parts, with the
 // j > i mask as is_causal and any other constant mask as attn_mask (true =
 // attend), a mask from the data of (B | 1, H | 1, T | 1, S) (a key padding
-// mask) as attn_mask = its Not; chains with a finite fill or an
-// intermediate used elsewhere stay.
+// mask) as attn_mask = its Not; a float mask added to the scores (or
+// subtracted: its Neg) as the op's float attn_mask unless it is computed
+// from a trained parameter; chains with a finite fill or an intermediate
+// used elsewhere stay.
 
 // CHECK-LABEL: func.func @packed_causal
 // CHECK-NEXT: %[[N:.*]] = onnx.NoValue
@@ -234,6 +236,95 @@ func.func @broadcast_keys(%x: tensor<2x4x18xf32>, %pad: tensor<2x1x1x1xi1>) -> t
   %s = onnx.MatMul(%q, %kt) : (tensor<2x2x4x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x4x4xf32>
   %ninf = onnx.Constant {value = dense<0xFF800000> : tensor<f32>} : tensor<f32>
   %s3 = onnx.Where(%pad, %ninf, %s) : (tensor<2x1x1x1xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %pr = onnx.Softmax(%s3) {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = onnx.MatMul(%pr, %v) : (tensor<2x2x4x4xf32>, tensor<2x2x4x3xf32>) -> tensor<2x2x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x3xf32>) -> tensor<2x4x2x3xf32>
+  %ys = onnx.Constant {value = dense<[2, 4, 6]> : tensor<3xi64>} : tensor<3xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<2x4x2x3xf32>, tensor<3xi64>) -> tensor<2x4x6xf32>
+  return %y : tensor<2x4x6xf32>
+}
+
+// -----
+
+// BERT's extended attention mask from the data, (1 - m) * finfo.min of
+// (B, 1, 1, S), added to the scaled scores: the op's float attn_mask.
+// CHECK-LABEL: func.func @bert_mask
+// CHECK: onnx.Attention(%arg0, %{{.*}}, %{{.*}}, %arg1) {q_num_heads = 2 : i64, scale = 5.000000e-01 : f32} : (tensor<2x4x18xf32>, none, none, tensor<2x1x1x4xf32>) -> tensor<2x4x6xf32>
+// CHECK-NOT: onnx.Softmax
+func.func @bert_mask(%x: tensor<2x4x18xf32>, %m: tensor<2x1x1x4xf32>) -> tensor<2x4x6xf32> {
+  %sizes = onnx.Constant {value = dense<6> : tensor<3xi64>} : tensor<3xi64>
+  %p:3 = onnx.Split(%x, %sizes) {axis = 2 : i64} : (tensor<2x4x18xf32>, tensor<3xi64>) -> (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>)
+  %hs = onnx.Constant {value = dense<[2, 4, 2, 3]> : tensor<4xi64>} : tensor<4xi64>
+  %q4 = onnx.Reshape(%p#0, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %q = onnx.Transpose(%q4) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x4x3xf32>
+  %k4 = onnx.Reshape(%p#1, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %kt = onnx.Transpose(%k4) {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x3x4xf32>
+  %v4 = onnx.Reshape(%p#2, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %v = onnx.Transpose(%v4) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x4x3xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<2x2x4x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x4x4xf32>
+  %c = onnx.Constant {value = dense<0.5> : tensor<f32>} : tensor<f32>
+  %sc = onnx.Mul(%s, %c) : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %s3 = onnx.Add(%sc, %m) : (tensor<2x2x4x4xf32>, tensor<2x1x1x4xf32>) -> tensor<2x2x4x4xf32>
+  %pr = onnx.Softmax(%s3) {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = onnx.MatMul(%pr, %v) : (tensor<2x2x4x4xf32>, tensor<2x2x4x3xf32>) -> tensor<2x2x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x3xf32>) -> tensor<2x4x2x3xf32>
+  %ys = onnx.Constant {value = dense<[2, 4, 6]> : tensor<3xi64>} : tensor<3xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<2x4x2x3xf32>, tensor<3xi64>) -> tensor<2x4x6xf32>
+  return %y : tensor<2x4x6xf32>
+}
+
+// -----
+
+// ALiBi's per-head bias subtracted (scores - slope_h |i - j|): its Neg.
+// CHECK-LABEL: func.func @alibi_sub
+// CHECK: %[[N:.*]] = onnx.Neg(%arg1) : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+// CHECK: onnx.Attention(%arg0, %{{.*}}, %{{.*}}, %[[N]])
+// CHECK-NOT: onnx.Softmax
+func.func @alibi_sub(%x: tensor<2x4x18xf32>, %m: tensor<2x4x4xf32>) -> tensor<2x4x6xf32> {
+  %sizes = onnx.Constant {value = dense<6> : tensor<3xi64>} : tensor<3xi64>
+  %p:3 = onnx.Split(%x, %sizes) {axis = 2 : i64} : (tensor<2x4x18xf32>, tensor<3xi64>) -> (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>)
+  %hs = onnx.Constant {value = dense<[2, 4, 2, 3]> : tensor<4xi64>} : tensor<4xi64>
+  %q4 = onnx.Reshape(%p#0, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %q = onnx.Transpose(%q4) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x4x3xf32>
+  %k4 = onnx.Reshape(%p#1, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %kt = onnx.Transpose(%k4) {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x3x4xf32>
+  %v4 = onnx.Reshape(%p#2, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %v = onnx.Transpose(%v4) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x4x3xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<2x2x4x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x4x4xf32>
+  %c = onnx.Constant {value = dense<0.5> : tensor<f32>} : tensor<f32>
+  %sc = onnx.Mul(%s, %c) : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %s3 = onnx.Sub(%sc, %m) : (tensor<2x2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %pr = onnx.Softmax(%s3) {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = onnx.MatMul(%pr, %v) : (tensor<2x2x4x4xf32>, tensor<2x2x4x3xf32>) -> tensor<2x2x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x3xf32>) -> tensor<2x4x2x3xf32>
+  %ys = onnx.Constant {value = dense<[2, 4, 6]> : tensor<3xi64>} : tensor<3xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<2x4x2x3xf32>, tensor<3xi64>) -> tensor<2x4x6xf32>
+  return %y : tensor<2x4x6xf32>
+}
+
+// -----
+
+// A bias computed from a trained parameter stays unfused (the fused op
+// has no gradient for its mask).
+// CHECK-LABEL: func.func @learned_bias
+// CHECK-NOT: onnx.Attention
+// CHECK: onnx.Softmax
+func.func @learned_bias(%x: tensor<2x4x18xf32>, %w: tensor<2x4x4xf32> {pipe.param = "bias", pipe.trainable}) -> tensor<2x4x6xf32> {
+  %sizes = onnx.Constant {value = dense<6> : tensor<3xi64>} : tensor<3xi64>
+  %p:3 = onnx.Split(%x, %sizes) {axis = 2 : i64} : (tensor<2x4x18xf32>, tensor<3xi64>) -> (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>)
+  %hs = onnx.Constant {value = dense<[2, 4, 2, 3]> : tensor<4xi64>} : tensor<4xi64>
+  %q4 = onnx.Reshape(%p#0, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %q = onnx.Transpose(%q4) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x4x3xf32>
+  %k4 = onnx.Reshape(%p#1, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %kt = onnx.Transpose(%k4) {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x3x4xf32>
+  %v4 = onnx.Reshape(%p#2, %hs) : (tensor<2x4x6xf32>, tensor<4xi64>) -> tensor<2x4x2x3xf32>
+  %v = onnx.Transpose(%v4) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x3xf32>) -> tensor<2x2x4x3xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<2x2x4x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x4x4xf32>
+  %c = onnx.Constant {value = dense<0.5> : tensor<f32>} : tensor<f32>
+  %sc = onnx.Mul(%s, %c) : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %two = onnx.Constant {value = dense<2.0> : tensor<f32>} : tensor<f32>
+  %m = onnx.Mul(%w, %two) : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %s3 = onnx.Add(%sc, %m) : (tensor<2x2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x2x4x4xf32>
   %pr = onnx.Softmax(%s3) {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
   %o = onnx.MatMul(%pr, %v) : (tensor<2x2x4x4xf32>, tensor<2x2x4x3xf32>) -> tensor<2x2x4x3xf32>
   %ot = onnx.Transpose(%o) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x3xf32>) -> tensor<2x4x2x3xf32>

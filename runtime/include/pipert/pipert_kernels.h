@@ -587,14 +587,16 @@ void pipert_resize_grad_f32(pipert_context *ctx, const float *dy, const int64_t 
  * (bytes, nullable; 1 = attend) is 0 at mask[b * mb + h * mh + i * mr + j],
  * (mb, mh, mr) = mask_strides[0..2], or (0, 0, s) when mask_strides is
  * null (one t x s mask for every pair; a stride of 0 broadcasts: a key
- * padding mask of (batch, 1, 1, s) has (s, 0, 0)). A row with every
- * position masked is NaN (softmax of -inf everywhere). probs (nullable): P,
+ * padding mask of (batch, 1, 1, s) has (s, 0, 0)). bias (nullable; ONNX's
+ * float attn_mask) is added to S where not masked, at the same offsets;
+ * exp(S_ij - max) below exp(-104) is 0. A row with every position masked
+ * (or -inf) is NaN (softmax of -inf everywhere). probs (nullable): P,
  * (batch, heads, t, s), as the gradient reads it. */
 void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
                           const int64_t *strides, int64_t batch, int64_t heads, int64_t t,
                           int64_t s, int64_t dh, float scale, int32_t causal,
-                          const uint8_t *mask, const int64_t *mask_strides, float *y,
-                          float *probs);
+                          const uint8_t *mask, const float *bias,
+                          const int64_t *mask_strides, float *y, float *probs);
 /* Its gradient from the forward's P (probs, required) and dY (strides[9..11]):
  *   dP = dY_bh V_bhᵀ, dV_bh = Pᵀ dY_bh, dS = P * (dP - rowsum(dP * P)),
  *   dQ_bh = scale dS K_bh, dK_bh = scale dSᵀ Q_bh,

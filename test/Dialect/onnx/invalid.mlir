@@ -784,9 +784,9 @@ func.func @attention_gqa(%q: tensor<2x4x6xf32>, %k: tensor<2x4x6xf32>) {
 
 // -----
 
-func.func @attention_mask_type(%q: tensor<1x2x3x4xf32>, %m: tensor<3x3xf32>) {
-  // expected-error @+1 {{attn_mask must be a bool tensor (true: attend) of (3, 3) or broadcast to (batch, heads, 3, 3) with axes of 1}}
-  %0 = onnx.Attention(%q, %q, %q, %m) : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<3x3xf32>) -> tensor<1x2x3x4xf32>
+func.func @attention_mask_type(%q: tensor<1x2x3x4xf32>, %m: tensor<3x3xi32>) {
+  // expected-error @+1 {{attn_mask must be a bool tensor (true: attend) or one of Q's element type (added to the scores) of (3, 3) or broadcast to (batch, heads, 3, 3) with axes of 1}}
+  %0 = onnx.Attention(%q, %q, %q, %m) : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<3x3xi32>) -> tensor<1x2x3x4xf32>
   return
 }
 
@@ -794,7 +794,7 @@ func.func @attention_mask_type(%q: tensor<1x2x3x4xf32>, %m: tensor<3x3xf32>) {
 
 // A key padding mask must span the batch (or 1), not another size.
 func.func @attention_mask_batch(%q: tensor<2x2x3x4xf32>, %m: tensor<3x1x1x3xi1>) {
-  // expected-error @+1 {{attn_mask must be a bool tensor (true: attend) of (3, 3) or broadcast to (batch, heads, 3, 3) with axes of 1, got 'tensor<3x1x1x3xi1>'}}
+  // expected-error @+1 {{attn_mask must be a bool tensor (true: attend) or one of Q's element type (added to the scores) of (3, 3) or broadcast to (batch, heads, 3, 3) with axes of 1, got 'tensor<3x1x1x3xi1>'}}
   %0 = onnx.Attention(%q, %q, %q, %m) : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<3x1x1x3xi1>) -> tensor<2x2x3x4xf32>
   return
 }

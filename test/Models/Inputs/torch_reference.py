@@ -114,12 +114,16 @@ class Attention(nn.Module):
         self.net = {"encoder": lambda: am.Encoder(False),
                     "encoder_bf": lambda: am.Encoder(True),
                     "encoder_causal": lambda: am.Encoder(False, causal=True),
+                    "encoder_finite": lambda: am.Encoder(False, causal="finite"),
                     "seq2seq": am.Seq2Seq,
                     "vit": am.ViT,
                     "llama": am.Llama,
                     "padded_encoder": am.PaddedEncoder,
                     "padded_causal": lambda: am.PaddedEncoder(causal=True),
-                    "padded_manual": am.PaddedManual}[name]()
+                    "padded_manual": am.PaddedManual,
+                    "bert_manual": lambda: am.PaddedManual("bert"),
+                    "alibi_manual": lambda: am.PaddedManual("alibi"),
+                    "learned_manual": lambda: am.PaddedManual("learned")}[name]()
 
     def forward(self, *inputs):
         return self.net(*inputs)
@@ -209,11 +213,12 @@ def build(name):
         return GatherScatter(), 8, {"x": ((6,), np.float32, None), "y": ((), np.int64, 5)}
     if name in ("indexput", "indexput_rows"):
         return IndexPut(name == "indexput_rows"), 8, {"x": ((6,), np.float32, None), "y": ((), np.int64, 5)}
-    if name in ("encoder", "encoder_bf", "encoder_causal", "seq2seq", "llama"):
+    if name in ("encoder", "encoder_bf", "encoder_causal", "encoder_finite", "seq2seq", "llama",
+                "alibi_manual", "learned_manual"):
         m = Attention(name)
         t, v = m.am.T, m.am.V
         return m, 8, {"tok": ((t,), np.int64, v), "tgt": ((t,), np.int64, v)}
-    if name in ("padded_encoder", "padded_causal", "padded_manual"):
+    if name in ("padded_encoder", "padded_causal", "padded_manual", "bert_manual"):
         # keep: 1 for a token, 0 for padding (make() keeps the first).
         m = Attention(name)
         t, v = m.am.T, m.am.V

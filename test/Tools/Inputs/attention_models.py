@@ -9,6 +9,8 @@
   into (T*B, D): the batch merged with other dimensions, as the major and as
   the minor factor. encoder.npz holds tokens and targets.
 - encoder_bf.onnx: the same with batch_first=True.
+- encoder_finite.onnx: encoder.onnx under a causal mask filled with -1e4
+  (torch.triu of a full tensor, made in the forward): a float mask.
 - seq2seq.onnx: nn.Transformer (an encoder and a decoder layer): causal
   self-attention and cross-attention in the decoder.
 - encoder_causal.onnx: encoder.onnx with nn.Transformer's square subsequent
@@ -19,7 +21,10 @@
 - padded_encoder.onnx, padded_causal.onnx: nn.TransformerEncoder with a
   src_key_padding_mask (and the square subsequent mask); padded_manual.onnx:
   hand-written batch-first attention with the padded keys' scores filled
-  with -inf. All read padded.npz.
+  with -inf; bert_manual.onnx: the same with BERT's additive (1 - keep) *
+  finfo.min mask. All read padded.npz. alibi_manual.onnx and
+  learned_manual.onnx: that attention with ALiBi's constant bias and with
+  a trained bias (tok, tgt: encoder.npz).
 - vit.onnx: a small vision transformer: a patch convolution, nn.
   MultiheadAttention over the patches (sequence first), LayerNorm, mean
   pooling, a linear classifier. vit.npz holds images and labels.
@@ -56,8 +61,11 @@ class Encoder(nn.Module):
         h = self.emb(tok)
         if not self.batch_first:
             h = h.transpose(0, 1)
-        mask = (nn.Transformer.generate_square_subsequent_mask(h.shape[1 if self.batch_first else 0])
-                if self.causal else None)
+        n = h.shape[1 if self.batch_first else 0]
+        mask = (nn.Transformer.generate_square_subsequent_mask(n) if self.causal is True
+                # A finite causal fill (older code's -1e4): a float mask.
+                else torch.triu(torch.full((n, n), -1e4), 1) if self.causal == "finite"
+                else None)
         h = self.enc(h, mask=mask)
         if not self.batch_first:
             h = h.transpose(0, 1)
@@ -143,25 +151,46 @@ class PaddedEncoder(nn.Module):
 
 class PaddedManual(nn.Module):
     """Hand-written batch-first attention (heads of (B, H, T, dh), as a
-    GPT writes them) whose scores are filled with -inf at padded keys:
-    masked_fill(pad[:, None, None, :])."""
+    GPT writes them) whose scores are masked:
+    - "padded": filled with -inf at padded keys, masked_fill(pad[:, None,
+      None, :]) (inputs tok, keep, tgt);
+    - "bert": BERT's extended attention mask added, (1 - keep[:, None,
+      None, :]) * finfo.min (inputs tok, keep, tgt);
+    - "alibi": ALiBi's bias -slope_h |i - j| added, computed in the
+      forward from constants (inputs tok, tgt);
+    - "learned": a trained (H, T, T) position bias added (not fused: the
+      fused op has no gradient for its mask)."""
 
-    def __init__(self):
+    def __init__(self, kind="padded"):
         super().__init__()
+        self.kind = kind
         self.emb = nn.Embedding(V, D)
         self.qkv = nn.Linear(D, 3 * D)
         self.proj = nn.Linear(D, D)
         self.ln = nn.LayerNorm(D)
         self.out = nn.Linear(D, V)
+        if kind == "learned":
+            self.bias = nn.Parameter(torch.randn(4, T, T) * 0.5)
 
-    def forward(self, tok, keep, tgt):
+    def forward(self, tok, *rest):
+        keep, tgt = rest if self.kind in ("padded", "bert") else (None, rest[0])
         h = self.emb(tok)
         b, t, d = h.shape
         q, k, v = self.qkv(h).split(d, dim=2)
         heads = lambda x: x.view(b, t, 4, d // 4).transpose(1, 2)
         q, k, v = heads(q), heads(k), heads(v)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // 4))
-        att = att.masked_fill((keep == 0)[:, None, None, :], float("-inf"))
+        if self.kind == "padded":
+            att = att.masked_fill((keep == 0)[:, None, None, :], float("-inf"))
+        elif self.kind == "bert":
+            ext = (1.0 - keep[:, None, None, :].float()) * torch.finfo(torch.float32).min
+            att = att + ext
+        elif self.kind == "alibi":
+            pos = torch.arange(t)
+            slopes = 2.0 ** (-torch.arange(1, 5).float())
+            att = att - slopes[:, None, None] * (pos[None, :] - pos[:, None]).abs().float()
+        else:
+            att = att + self.bias
         y = (att.softmax(dim=-1) @ v).transpose(1, 2).contiguous().view(b, t, d)
         h = self.ln(h + self.proj(y))
         return nn.functional.cross_entropy(self.out(h).reshape(-1, V), tgt.reshape(-1))
@@ -258,6 +287,8 @@ def main():
     export(Encoder(True), tok, ["tok", "tgt"], os.path.join(out, "encoder_bf.onnx"))
     export(Encoder(False, causal=True), tok, ["tok", "tgt"],
            os.path.join(out, "encoder_causal.onnx"))
+    export(Encoder(False, causal="finite"), tok, ["tok", "tgt"],
+           os.path.join(out, "encoder_finite.onnx"))
     export(Seq2Seq(), tok, ["tok", "tgt"], os.path.join(out, "seq2seq.onnx"))
     np.savez(os.path.join(out, "encoder.npz"),
              tok=rng.integers(0, V, (64, T)).astype(np.int64),
@@ -277,15 +308,21 @@ def main():
              tgt=rng.integers(0, V, (64, T)).astype(np.int64))
     for name, model in (("padded_encoder", PaddedEncoder()),
                         ("padded_causal", PaddedEncoder(causal=True)),
-                        ("padded_manual", PaddedManual())):
+                        ("padded_manual", PaddedManual()),
+                        ("bert_manual", PaddedManual("bert"))):
         export(model, (tok[0], keep, tok[1]), ["tok", "keep", "tgt"],
                os.path.join(out, name + ".onnx"))
+    for kind in ("alibi", "learned"):
+        export(PaddedManual(kind), tok, ["tok", "tgt"],
+               os.path.join(out, kind + "_manual.onnx"))
     export(Llama(), tok, ["tok", "tgt"], os.path.join(out, "llama.onnx"))
     np.savez(os.path.join(out, "llama.npz"),
              tok=rng.integers(0, V, (64, T)).astype(np.int64),
              tgt=rng.integers(0, V, (64, T)).astype(np.int64))
-    print("wrote encoder.onnx, encoder_bf.onnx, encoder_causal.onnx, seq2seq.onnx, vit.onnx, "
+    print("wrote encoder.onnx, encoder_bf.onnx, encoder_causal.onnx, encoder_finite.onnx, "
+          "seq2seq.onnx, vit.onnx, "
           "padded.onnx, padded_encoder.onnx, padded_causal.onnx, padded_manual.onnx, "
+          "bert_manual.onnx, alibi_manual.onnx, learned_manual.onnx, "
           "llama.onnx")
 
 

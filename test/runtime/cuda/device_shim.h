@@ -39,7 +39,7 @@ void sgemm(pipert_context *ctx, int trans_a, int trans_b, int64_t m, int64_t n, 
 void gemm_f32(pipert_context *ctx, const float *a, const float *b, const float *c, int64_t c_rank, const int64_t *c_shape, int64_t m, int64_t n, int64_t k, int trans_a, int trans_b, float alpha, float beta, float *y);
 void matmul_f32(pipert_context *ctx, const float *a, int64_t a_rank, const int64_t *a_shape, const float *b, int64_t b_rank, const int64_t *b_shape, float *y);
 void matmul_t_f32(pipert_context *ctx, const float *a, int64_t a_rank, const int64_t *a_shape, int trans_a, const float *b, int64_t b_rank, const int64_t *b_shape, int trans_b, float *y);
-void attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v, const int64_t *strides, int64_t batch, int64_t heads, int64_t t, int64_t s, int64_t dh, float scale, int32_t causal, const uint8_t *mask, const int64_t *mask_strides, float *y, float *probs);
+void attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v, const int64_t *strides, int64_t batch, int64_t heads, int64_t t, int64_t s, int64_t dh, float scale, int32_t causal, const uint8_t *mask, const float *bias, const int64_t *mask_strides, float *y, float *probs);
 void attention_grad_f32(pipert_context *ctx, const float *q, const float *k, const float *v, const int64_t *strides, int64_t batch, int64_t heads, int64_t t, int64_t s, int64_t dh, float scale, int32_t causal, const float *probs, const float *dy, float *dq, float *dk, float *dv);
 void softmax_f32(pipert_context *ctx, const float *x, int64_t rank, const int64_t *shape, int64_t axis, float *y);
 void log_softmax_f32(pipert_context *ctx, const float *x, int64_t rank, const int64_t *shape, int64_t axis, float *y);

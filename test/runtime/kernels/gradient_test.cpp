@@ -808,7 +808,8 @@ struct AttnCase {
   int64_t b, h, t, s, dh;
   int layout; // 0 packed self-attention, 1 (B, H, T, dh), 2 separate (B, T, H*dh)
   bool causal;
-  int mask; // 0 none, 1 one (T, S) mask, 2 (B, 1, 1, S) key padding, 3 (B, H, T, S)
+  int mask; // 0 none, 1 one (T, S) mask, 2 (B, 1, 1, S) key padding, 3 (B, H, T, S);
+            // float biases: 4 (B, 1, 1, S) (BERT's padding, a -1e9 fill), 5 (H, T, S)
 };
 
 void PrintTo(const AttnCase &c, std::ostream *os) {
@@ -823,7 +824,8 @@ class AttentionGrad : public ::testing::TestWithParam<AttnCase> {};
 std::string attn_case_name(const ::testing::TestParamInfo<AttnCase> &info) {
   static const char *layouts[] = {"Packed", "FourD", "Separate"};
   const AttnCase &c = info.param;
-  static const char *masks[] = {"", "Masked", "KeyPadded", "PairMasked"};
+  static const char *masks[] = {"", "Masked", "KeyPadded", "PairMasked", "PaddingBias",
+                                "HeadBias"};
   return std::string(layouts[c.layout]) + (c.causal ? "Causal" : "") + masks[c.mask] + "_" +
          std::to_string(info.index);
 }
@@ -859,23 +861,36 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
   const float scale = 1.f / std::sqrt(float(c.dh));
   // The mask's (batch, head, row) strides (null: one t x s mask).
   int64_t mst[3] = {0, 0, c.s};
-  if (c.mask == 2) {
+  if (c.mask == 2 || c.mask == 4) {
     mst[0] = c.s;
     mst[2] = 0;
   } else if (c.mask == 3) {
     mst[0] = c.h * c.t * c.s;
     mst[1] = c.t * c.s;
+  } else if (c.mask == 5) {
+    mst[1] = c.t * c.s;
   }
   const int64_t *msp = c.mask >= 2 ? mst : nullptr;
-  const size_t nmask = size_t(c.mask == 2 ? c.b * c.s : c.mask == 3 ? c.b * c.h * c.t * c.s
-                                                                  : c.t * c.s);
+  const size_t nmask = size_t(c.mask == 2 || c.mask == 4 ? c.b * c.s
+                              : c.mask == 3              ? c.b * c.h * c.t * c.s
+                              : c.mask == 5              ? c.h * c.t * c.s
+                                                         : c.t * c.s);
   std::vector<uint8_t> mask(nmask, 1);
-  if (c.mask)
-    for (size_t i = 0; i < mask.size(); ++i)
-      mask[i] = (uint32_t(i) * 2654435761u >> 7) % 5 != 0 || i % size_t(c.s) == 0; // column 0 always attends
-  const uint8_t *mp = c.mask ? mask.data() : nullptr;
+  std::vector<float> bias(nmask, 0.f);
+  for (size_t i = 0; i < mask.size(); ++i) {
+    // Column 0 always attends.
+    const bool keep = (uint32_t(i) * 2654435761u >> 7) % 5 != 0 || i % size_t(c.s) == 0;
+    mask[i] = keep;
+    bias[i] = c.mask == 4 ? (keep ? 0.f : -1e9f) : float((i * 37) % 11) * 0.3f - 1.5f;
+  }
+  const bool is_bias = c.mask >= 4;
+  const uint8_t *mp = c.mask && !is_bias ? mask.data() : nullptr;
+  const float *bp = is_bias ? bias.data() : nullptr;
   auto attends = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
     return !mp || mp[b * mst[0] + h * mst[1] + i * mst[2] + j] != 0;
+  };
+  auto bias_at = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+    return bp ? double(bp[b * mst[0] + h * mst[1] + i * mst[2] + j]) : 0.0;
   };
   Vec q = rng.uniform(int64_t(nq)), k = rng.uniform(int64_t(nk)), v = rng.uniform(int64_t(nv));
   // Packed: k and v are q's column blocks d and 2d.
@@ -889,7 +904,7 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
     y.assign(ny, 0.f);
     auto p = ptrs(qq, kk, vv);
     pipert_attention_f32(ctx.ctx, p[0], p[1], p[2], st, c.b, c.h, c.t, c.s, c.dh, scale,
-                         c.causal, mp, msp, y.data(), probs ? probs->data() : nullptr);
+                         c.causal, mp, bp, msp, y.data(), probs ? probs->data() : nullptr);
   };
   // The forward against double arithmetic.
   Vec y, probs(np);
@@ -910,7 +925,7 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
           double acc = 0;
           for (int64_t e = 0; e < c.dh; ++e)
             acc += at(0, p0[0], b, h, i, e) * at(1, p0[1], b, h, j, e);
-          sc[size_t(j)] = acc * scale;
+          sc[size_t(j)] = acc * scale + bias_at(b, h, i, j);
           mx = std::max(mx, sc[size_t(j)]);
         }
         double sum = 0;
@@ -973,5 +988,11 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{2, 2, 6, 6, 3, 2, true, 2},
                       AttnCase{2, 2, 70, 70, 8, 0, false, 2},
                       AttnCase{2, 3, 4, 6, 4, 1, false, 3},
-                      AttnCase{2, 2, 64, 64, 8, 0, true, 2}),
+                      AttnCase{2, 2, 64, 64, 8, 0, true, 2},
+                      // Float biases: a padding fill of -1e9 and a per-head
+                      // bias (ALiBi's form), short and long rows.
+                      AttnCase{3, 2, 5, 5, 4, 0, false, 4},
+                      AttnCase{2, 2, 70, 70, 8, 2, true, 4},
+                      AttnCase{2, 3, 4, 6, 4, 1, false, 5},
+                      AttnCase{1, 2, 64, 64, 8, 0, true, 5}),
     attn_case_name);
