@@ -493,14 +493,18 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     const int64_t t = st.getDimSize(2), s = st.getDimSize(3);
     SmallVector<Operation *> inner; // the chain's ops, the root excluded
     inner.push_back(sm);
-    // Forward: P V, heads back, merged.
-    onnx::MatMulOp pv;
-    auto merge = matchTail(sm, {0, 2, 1, 3}, inner, pv);
-    if (!merge)
+    // Forward: P V (its only use), heads back and merged (the tail, where
+    // the heads were split here).
+    Value pr = sm.getResult();
+    auto pv = pr.hasOneUse() ? dyn_cast<onnx::MatMulOp>(*pr.getUsers().begin()) : nullptr;
+    if (!pv || pv.getA() != pr)
       return false;
-    auto yt = dyn_cast<RankedTensorType>(merge.getType());
+    SmallVector<Operation *> tail;
+    onnx::MatMulOp tailPv;
+    auto merge = matchTail(sm, {0, 2, 1, 3}, tail, tailPv);
+    auto yt = merge ? dyn_cast<RankedTensorType>(merge.getType()) : RankedTensorType();
     if (!yt || yt.getRank() != 3)
-      return false;
+      merge = {};
     // Backward from the softmax: mask, scale, Q Kᵀ.
     Value x = sm.getInput();
     std::optional<SmallVector<bool>> future;
@@ -591,24 +595,23 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     if (!qk || !x.hasOneUse())
       return false;
     inner.push_back(qk);
-    std::optional<Head> q = matchHeads(qk.getA(), false);
-    std::optional<Head> k = matchHeads(qk.getB(), true);
-    std::optional<Head> v = matchHeads(pv.getB(), false);
-    if (!q || !k || !v || q->heads != k->heads || q->heads != v->heads || q->dh != k->dh ||
-        q->dh != v->dh)
-      return false;
-    auto qt = cast<RankedTensorType>(q->x.getType());
-    auto kt = cast<RankedTensorType>(k->x.getType());
-    if (qt.getDimSize(1) != t || kt.getDimSize(1) != s ||
-        yt.getShape() != ArrayRef<int64_t>(qt.getShape()))
-      return false;
-    for (Head *h : {&*q, &*k, &*v})
-      inner.append(h->ops.begin(), h->ops.end());
-    if (kept(inner))
-      return false;
     // Without a scale the scores are unscaled: scale 1.
     if (!scaled)
       scaleFactor = 1.0;
+    std::optional<Head> q, k, v;
+    if (merge) {
+      q = matchHeads(qk.getA(), false);
+      k = matchHeads(qk.getB(), true);
+      v = matchHeads(pv.getB(), false);
+    }
+    bool split3d = q && k && v && q->heads == k->heads && q->heads == v->heads &&
+                   q->dh == k->dh && q->dh == v->dh;
+    if (split3d) {
+      auto qt = cast<RankedTensorType>(q->x.getType());
+      auto kt = cast<RankedTensorType>(k->x.getType());
+      split3d = qt.getDimSize(1) == t && kt.getDimSize(1) == s &&
+                yt.getShape() == ArrayRef<int64_t>(qt.getShape());
+    }
     // The mask: exactly j > i is causal; else attn_mask = its negation.
     bool causal = false;
     std::optional<SmallVector<bool>> attend;
@@ -628,7 +631,22 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
           attend->push_back(!b);
       }
     }
+    // The mask operand, before the op (and after what it reads).
+    auto maskValue = [&](OpBuilder &b, Location loc, Value none) -> Value {
+      autodiff::OnnxBuilder ob(b, loc);
+      return runtimeMasked ? ob.create<onnx::NotOp>({runtimeMasked})
+             : floatMask   ? (negateMask ? ob.create<onnx::NegOp>({floatMask}) : floatMask)
+                           : maskOperand(b, loc, attend, t, s, none);
+    };
+    if (!split3d)
+      return fuseFourD(sm, st, qk, pv, inner, scaleFactor, causal, maskValue);
+    inner.append(tail.begin(), tail.end());
+    for (Head *h : {&*q, &*k, &*v})
+      inner.append(h->ops.begin(), h->ops.end());
+    if (kept(inner))
+      return false;
     // Self-attention on one projection: the three parts of a Split.
+    auto qt = cast<RankedTensorType>(q->x.getType());
     Value qIn = q->x, kIn = k->x, vIn = v->x;
     auto split = qIn.getDefiningOp<onnx::SplitOp>();
     bool packed = false;
@@ -646,10 +664,7 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     OpBuilder b(merge);
     Location loc = merge.getLoc();
     Value none = onnx::NoValueOp::create(b, loc, b.getNoneType());
-    autodiff::OnnxBuilder ob(b, loc);
-    Value mask = runtimeMasked ? ob.create<onnx::NotOp>({runtimeMasked})
-                 : floatMask   ? (negateMask ? ob.create<onnx::NegOp>({floatMask}) : floatMask)
-                               : maskOperand(b, loc, attend, t, s, none);
+    Value mask = maskValue(b, loc, none);
     SmallVector<Value> operands;
     if (packed)
       operands = {split->getOperand(0), none, none, mask};
@@ -675,6 +690,55 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     if (packed)
       work.push_back(split);
     eraseDead(work);
+    return true;
+  }
+
+  /// The batch-first chain whose heads were not split from (B, T, H*dh)
+  /// here (rotary positions applied to q and k of (B, H, T, dh); k and v
+  /// repeated for grouped-query attention): onnx.Attention's 4-D form on
+  /// Q, K (under Kᵀ's Transpose [0, 1, 3, 2]) and V themselves, its Y of
+  /// (B, H, T, dh) in P V's place; what followed P V stays. `inner` holds
+  /// the chain from the softmax to Q Kᵀ.
+  template <typename MaskFn>
+  bool fuseFourD(onnx::SoftmaxOp sm, RankedTensorType st, onnx::MatMulOp qk, onnx::MatMulOp pv,
+                 SmallVector<Operation *> inner, double scaleFactor, bool causal,
+                 MaskFn &&maskValue) {
+    auto kT = qk.getB().getDefiningOp<onnx::TransposeOp>();
+    if (!kT || !isPerm(kT, {0, 1, 3, 2}) || !qk.getB().hasOneUse())
+      return false;
+    Value q = qk.getA(), k = kT->getOperand(0), v = pv.getB();
+    const int64_t b = st.getDimSize(0), h = st.getDimSize(1), t = st.getDimSize(2),
+                  s = st.getDimSize(3);
+    auto qt = dyn_cast<RankedTensorType>(q.getType());
+    auto kt = dyn_cast<RankedTensorType>(k.getType());
+    auto vt = dyn_cast<RankedTensorType>(v.getType());
+    if (!qt || !kt || !vt || !qt.hasStaticShape() || qt.getRank() != 4 ||
+        !qt.getElementType().isF32())
+      return false;
+    const int64_t dh = qt.getDimSize(3);
+    if (qt.getShape() != ArrayRef<int64_t>{b, h, t, dh} || kt != vt ||
+        kt.getShape() != ArrayRef<int64_t>{b, h, s, dh} || kt.getElementType() != qt.getElementType())
+      return false;
+    inner.append({kT, pv});
+    if (kept(inner))
+      return false;
+    OpBuilder bld(pv);
+    Location loc = pv.getLoc();
+    Value none = onnx::NoValueOp::create(bld, loc, bld.getNoneType());
+    SmallVector<Value> operands{q, k, v, maskValue(bld, loc, none)};
+    SmallVector<NamedAttribute> attrs{
+        bld.getNamedAttr("scale", bld.getF32FloatAttr(float(scaleFactor)))};
+    if (causal)
+      attrs.push_back(bld.getNamedAttr("is_causal", bld.getI64IntegerAttr(1)));
+    auto att = onnx::AttentionOp::create(bld, loc, TypeRange{pv.getType()}, operands, attrs);
+    if (Attribute stage = pv->getAttr(pipe::attrs::kStage)) {
+      att->setAttr(pipe::attrs::kStage, stage);
+      for (Value o : operands)
+        if (Operation *def = o.getDefiningOp(); def && !def->hasAttr(pipe::attrs::kStage))
+          def->setAttr(pipe::attrs::kStage, stage);
+    }
+    pv.getResult().replaceAllUsesWith(att->getResult(0));
+    eraseDead(inner);
     return true;
   }
 

@@ -332,3 +332,42 @@ func.func @learned_bias(%x: tensor<2x4x18xf32>, %w: tensor<2x4x4xf32> {pipe.para
   %y = onnx.Reshape(%ot, %ys) : (tensor<2x4x2x3xf32>, tensor<3xi64>) -> tensor<2x4x6xf32>
   return %y : tensor<2x4x6xf32>
 }
+
+// -----
+
+// Heads not split here (rotary positions applied to q and k of (B, H, T,
+// dh), k and v repeated for grouped queries): the 4-D form on Q, K (under
+// Kᵀ's Transpose) and V themselves, its Y in P V's place; the merge after
+// it stays.
+// CHECK-LABEL: func.func @four_d_operands
+// CHECK: %[[A:.*]] = onnx.Attention(%arg0, %arg1, %arg2, %{{.*}}) {is_causal = 1 : i64, scale = 5.000000e-01 : f32} : (tensor<2x2x4x3xf32>, tensor<2x2x4x3xf32>, tensor<2x2x4x3xf32>, none) -> tensor<2x2x4x3xf32>
+// CHECK-NEXT: %[[T:.*]] = onnx.Transpose(%[[A]]) {perm = array<i64: 0, 2, 1, 3>}
+// CHECK: onnx.Reshape(%[[T]]
+// CHECK-NOT: onnx.Softmax
+func.func @four_d_operands(%q: tensor<2x2x4x3xf32>, %k: tensor<2x2x4x3xf32>, %v: tensor<2x2x4x3xf32>) -> tensor<2x4x6xf32> {
+  %kt = onnx.Transpose(%k) {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x2x4x3xf32>) -> tensor<2x2x3x4xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<2x2x4x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x4x4xf32>
+  %c = onnx.Constant {value = dense<2.0> : tensor<f32>} : tensor<f32>
+  %sc = onnx.Div(%s, %c) : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %m = onnx.Constant {value = dense<[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %s3 = onnx.Add(%sc, %m) : (tensor<2x2x4x4xf32>, tensor<4x4xf32>) -> tensor<2x2x4x4xf32>
+  %pr = onnx.Softmax(%s3) {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = onnx.MatMul(%pr, %v) : (tensor<2x2x4x4xf32>, tensor<2x2x4x3xf32>) -> tensor<2x2x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x3xf32>) -> tensor<2x4x2x3xf32>
+  %ys = onnx.Constant {value = dense<[2, 4, 6]> : tensor<3xi64>} : tensor<3xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<2x4x2x3xf32>, tensor<3xi64>) -> tensor<2x4x6xf32>
+  return %y : tensor<2x4x6xf32>
+}
+
+// -----
+
+// Kᵀ given as such (no K to read): left as it is.
+// CHECK-LABEL: func.func @four_d_given_kt
+// CHECK-NOT: onnx.Attention
+// CHECK: onnx.Softmax
+func.func @four_d_given_kt(%q: tensor<2x2x4x3xf32>, %kt: tensor<2x2x3x4xf32>, %v: tensor<2x2x4x3xf32>) -> tensor<2x2x4x3xf32> {
+  %s = onnx.MatMul(%q, %kt) : (tensor<2x2x4x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x4x4xf32>
+  %pr = onnx.Softmax(%s) {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = onnx.MatMul(%pr, %v) : (tensor<2x2x4x4xf32>, tensor<2x2x4x3xf32>) -> tensor<2x2x4x3xf32>
+  return %o : tensor<2x2x4x3xf32>
+}
