@@ -162,7 +162,7 @@ LogicalResult AttentionGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   int64_t width = sizes->form == AttentionSizes::FourD ? sizes->dh
                                                        : sizes->heads * sizes->dh;
   if (dy && (dy.getRank() != getRanked(getQ()).getRank() ||
-             conflicts(dy.getDimSize(0), sizes->batch) ||
+             conflicts(dy.getDimSize(sizes->seqFirst ? 1 : 0), sizes->batch) ||
              conflicts(dy.getShape().back(), width)))
     return emitOpError() << "dY of type " << getDY().getType()
                          << " is not the forward's Y";

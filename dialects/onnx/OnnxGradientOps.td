@@ -133,7 +133,8 @@ def ONNX_AttentionGradOp : ONNX_ShapedOp<"AttentionGrad"> {
                    ONNX_FloatTensor:$dY,
                    DefaultValuedAttr<I64Attr, "0">:$is_causal,
                    OptionalAttr<I64Attr>:$q_num_heads,
-                   OptionalAttr<F32Attr>:$scale);
+                   OptionalAttr<F32Attr>:$scale,
+                   DefaultValuedAttr<I64Attr, "0">:$seq_first);
   let results = (outs Variadic<AnyTensor>:$grads);
 }
 

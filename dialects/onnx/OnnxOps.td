@@ -301,7 +301,12 @@ def ONNX_AttentionOp : ONNX_ShapedOp<"Attention"> {
       (`kv_num_heads`, if given, equal to it): Y (B, T, H*dh);
     - 4-D Q (B, H, T, dh), K and V (B, H, S, dh): Y (B, H, T, dh);
     - self-attention on a fused projection: K and V none, Q (B, T, 3*H*dh)
-      holding q, k and v side by side on its last axis (not an ONNX form).
+      holding q, k and v side by side on its last axis (not an ONNX form);
+    - with `seq_first` = 1 (not an ONNX attribute) the 3-D forms sequence
+      first, as nn.MultiheadAttention holds them: Q (T, B, H*dh) or
+      (T, B, 3*H*dh), K and V (S, B, H*dh), Y (T, B, H*dh).
+    `attn_mask` may also be broadcast to (B, H, T, S), and of Q's float
+    type: added to the scaled scores (ONNX's float mask).
     `attn_mask` (optional): bool (T, S), true where a position takes part
     (ONNX's boolean mask); `is_causal` masks j > i (upper-left aligned). A
     row with every position masked is NaN. Results: Y, and the training
@@ -314,7 +319,8 @@ def ONNX_AttentionOp : ONNX_ShapedOp<"Attention"> {
                    DefaultValuedAttr<I64Attr, "0">:$is_causal,
                    OptionalAttr<I64Attr>:$q_num_heads,
                    OptionalAttr<I64Attr>:$kv_num_heads,
-                   OptionalAttr<F32Attr>:$scale);
+                   OptionalAttr<F32Attr>:$scale,
+                   DefaultValuedAttr<I64Attr, "0">:$seq_first);
   let results = (outs Variadic<AnyTensor>:$outputs);
 }
 

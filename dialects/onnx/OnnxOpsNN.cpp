@@ -928,8 +928,16 @@ mlir::pipec::onnx::attentionSizes(Operation *op, Value q, Value k, Value v,
                              << k.getType() << ", V " << v.getType() << ")";
   };
   AttentionSizes r;
-  r.batch = qt.getDimSize(0);
+  auto sf = op->getAttrOfType<IntegerAttr>("seq_first");
+  if (sf && sf.getInt() != 0 && sf.getInt() != 1)
+    return op->emitOpError() << "seq_first must be 0 or 1, got " << sf.getInt();
+  r.seqFirst = sf && sf.getInt() == 1;
+  // The batch's and the sequence's axes of 3-D Q, K and V.
+  const unsigned bAxis = r.seqFirst ? 1 : 0, lAxis = r.seqFirst ? 0 : 1;
+  r.batch = qt.getDimSize(rank == 3 ? bAxis : 0);
   if (rank == 4) {
+    if (r.seqFirst)
+      return op->emitOpError() << "seq_first takes 3-D inputs, got Q of rank 4";
     if (packed)
       return op->emitOpError() << "a fused projection (K and V none) must "
                                   "be 3-D";
@@ -956,7 +964,7 @@ mlir::pipec::onnx::attentionSizes(Operation *op, Value q, Value k, Value v,
                              << " differs from q_num_heads " << *qHeads
                              << "; grouped-query attention is not supported";
   r.heads = *qHeads;
-  r.t = qt.getDimSize(1);
+  r.t = qt.getDimSize(lAxis);
   int64_t width = qt.getDimSize(2);
   int64_t parts = packed ? 3 : 1;
   if (dyn(width))
@@ -973,12 +981,12 @@ mlir::pipec::onnx::attentionSizes(Operation *op, Value q, Value k, Value v,
     return r;
   }
   r.form = AttentionSizes::Separate3D;
-  r.s = kt.getDimSize(1);
+  r.s = kt.getDimSize(lAxis);
   for (auto t : {kt, vt})
-    if (conflicts(t.getDimSize(0), r.batch) ||
+    if (conflicts(t.getDimSize(bAxis), r.batch) ||
         conflicts(t.getDimSize(2), r.heads * r.dh))
       return mismatch("needs K and V of Q's batch and width");
-  if (conflicts(vt.getDimSize(1), r.s))
+  if (conflicts(vt.getDimSize(lAxis), r.s))
     return mismatch("needs K and V of one sequence length");
   return r;
 }
@@ -1028,6 +1036,8 @@ LogicalResult AttentionOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   Type elt = getElementType(getQ());
   if (sizes->form == AttentionSizes::FourD)
     types.push_back(ranked({sizes->batch, sizes->heads, sizes->t, sizes->dh}, elt));
+  else if (sizes->seqFirst)
+    types.push_back(ranked({sizes->t, sizes->batch, sizes->heads * sizes->dh}, elt));
   else
     types.push_back(ranked({sizes->batch, sizes->t, sizes->heads * sizes->dh}, elt));
   if (getNumResults() == 2)

@@ -63,10 +63,13 @@ LogicalResult checkRecurrentSupported(Operation *op);
 /// The sizes of an Attention (or AttentionGrad) from Q, K, V (K and V none:
 /// a fused (B, T, 3*H*dh) projection) and its heads attributes, checked
 /// against each other (kDynamic where unknown); emits an error on `op`.
+/// With the op's `seq_first` = 1 the 3-D forms are sequence first: Q (T, B,
+/// .), K and V (S, B, .).
 struct AttentionSizes {
   enum Form { Packed, Separate3D, FourD };
   Form form;
   int64_t batch, heads, t, s, dh;
+  bool seqFirst = false;
 };
 FailureOr<AttentionSizes> attentionSizes(Operation *op, Value q, Value k,
                                          Value v,

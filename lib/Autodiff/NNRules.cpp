@@ -354,6 +354,8 @@ LogicalResult vjp(AttentionOp op, VjpContext &ctx) {
     attrs.push_back(ctx.attr("scale", sc));
   if (op.getIsCausal())
     attrs.push_back(ctx.i64Attr("is_causal", 1));
+  if (op.getSeqFirst())
+    attrs.push_back(ctx.i64Attr("seq_first", 1));
   bool packed = isNone(op.getK());
   Operation *grad = ctx.build<AttentionGradOp>(
       {op.getQ(), op.getK(), op.getV(), op->getResult(1), ctx.resultGrad(0)},

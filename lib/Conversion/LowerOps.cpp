@@ -288,15 +288,21 @@ LogicalResult StepLowering::lowerAttention(Operation *op) {
     return LLVM::GEPOp::create(b, ptrType(), b.getF32Type(), ptr,
                                ArrayRef<LLVM::GEPArg>{LLVM::GEPArg(int32_t(n))});
   };
+  // Sequence first (T, B, .): a sample's rows are B rows apart, the next
+  // sample one row on.
+  const bool sf = z.seqFirst;
   switch (z.form) {
   case onnx::AttentionSizes::Packed:
     for (int i = 0; i < 3; ++i)
-      st.append({z.t * 3 * D, z.dh, 3 * D});
+      st.append(sf ? SmallVector<int64_t>{3 * D, z.dh, z.batch * 3 * D}
+                   : SmallVector<int64_t>{z.t * 3 * D, z.dh, 3 * D});
     kp = offset(qp, D);
     vp = offset(qp, 2 * D);
     break;
   case onnx::AttentionSizes::Separate3D:
-    st = {z.t * D, z.dh, D, z.s * D, z.dh, D, z.s * D, z.dh, D};
+    st = sf ? SmallVector<int64_t>{D, z.dh, z.batch * D, D, z.dh, z.batch * D, D, z.dh,
+                                   z.batch * D}
+            : SmallVector<int64_t>{z.t * D, z.dh, D, z.s * D, z.dh, D, z.s * D, z.dh, D};
     kp = P(k);
     vp = P(v);
     break;
@@ -309,6 +315,8 @@ LogicalResult StepLowering::lowerAttention(Operation *op) {
   }
   if (z.form == onnx::AttentionSizes::FourD)
     st.append({z.heads * z.t * z.dh, z.t * z.dh, z.dh});
+  else if (sf)
+    st.append({D, z.dh, z.batch * D});
   else
     st.append({z.t * D, z.dh, D});
   SmallVector<Value> args{ctxArg, qp, kp, vp, i64Array(st), i64c(z.batch),

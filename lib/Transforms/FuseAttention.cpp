@@ -38,11 +38,12 @@
 //   %y  = Reshape(Transpose(%o) {perm = [1, 0, 2]}, [T*B, H*dh] | [T, B, H*dh])
 //
 // with %mask a constant (T, S) of 0 and -inf (nn.Transformer's square
-// subsequent mask: is_causal). This becomes Transposes of q, k and v (of
-// the (T, B, 3*H*dh) projection once, where they are its three equal
-// Slices) to batch first, onnx.Attention, and a Transpose (and Reshape)
-// back: two copies of the values, against the chain's five transposed
-// copies, its (B*H, T, S) scores and their softmax in memory.
+// subsequent mask: is_causal), a key padding mask or a float (T, S) mask.
+// This becomes onnx.Attention {seq_first = 1} on q, k and v (on the
+// (T, B, 3*H*dh) projection once, where they are its three equal Slices)
+// where they are, its Y (T, B, H*dh) (and a Reshape): no copy, against the
+// chain's five transposed copies, its (B*H, T, S) scores and their softmax
+// in memory.
 //
 // Each intermediate value of the chain (%s to the final Transpose) must
 // have no other use; a chain one of whose inner ops is named in `keep` (a
@@ -915,32 +916,32 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     OpBuilder b(merge);
     Location loc = merge.getLoc();
     autodiff::OnnxBuilder ob(b, loc);
-    auto batchFirst = [&](Value val) {
-      return ob.create<onnx::TransposeOp>({val}, {ob.i64ArrayAttr("perm", {1, 0, 2})});
-    };
     Value none = ob.none();
     // A key padding mask attends where a key is not padded: Not(R) of
     // (B, 1, 1, S), batched with the data.
     Value mask = padded      ? ob.create<onnx::NotOp>({padded})
                  : floatMask ? floatMask
                              : maskOperand(b, loc, attend, t, s, none);
+    // The op reads q, k and v where they are and writes Y (T, B, H*dh)
+    // sequence first (seq_first: the kernels' strides; no copies).
     SmallVector<Value> operands;
     SmallVector<Operation *> slices;
     if (packed) {
-      operands = {batchFirst(proj), none, none, mask};
+      operands = {proj, none, none, mask};
       for (Value part : {q->x, k->x, v->x})
         slices.push_back(part.getDefiningOp());
     } else {
-      operands = {batchFirst(q->x), batchFirst(k->x), batchFirst(v->x), mask};
+      operands = {q->x, k->x, v->x, mask};
     }
     SmallVector<NamedAttribute> attrs{
         b.getNamedAttr("q_num_heads", b.getI64IntegerAttr(q->heads)),
-        b.getNamedAttr("scale", b.getF32FloatAttr(float(scaleFactor)))};
+        b.getNamedAttr("scale", b.getF32FloatAttr(float(scaleFactor))),
+        b.getNamedAttr("seq_first", b.getI64IntegerAttr(1))};
     if (causal)
       attrs.push_back(b.getNamedAttr("is_causal", b.getI64IntegerAttr(1)));
-    auto bt = RankedTensorType::get({batch, t, d}, yt.getElementType());
+    auto bt = RankedTensorType::get({t, batch, d}, yt.getElementType());
     auto att = onnx::AttentionOp::create(b, loc, TypeRange{bt}, operands, attrs);
-    Value y = batchFirst(att->getResult(0));
+    Value y = att->getResult(0);
     if (ys.size() == 2)
       y = ob.reshape(y, yt);
     if (Attribute stage = merge->getAttr(pipe::attrs::kStage)) {

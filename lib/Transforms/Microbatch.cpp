@@ -1207,7 +1207,11 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
     // the results (Y, Probs; dQ, dK, dV) likewise. The mask is the same
     // for every sample, or per sample (a key padding mask of (B, 1, 1, S))
     // batched on axis 0 as Q is.
+    // With seq_first Q, K, V, dY and Y (T | S, B, .) are batched on axis
+    // 1, Probs (B, H, T, S) and the mask on axis 0 still.
     bool grad = llvm::isa<onnx::AttentionGradOp>(op);
+    auto sf = op->getAttrOfType<IntegerAttr>("seq_first");
+    const int64_t axis = sf && sf.getInt() == 1 ? 1 : 0;
     BatchState q = stateOf(op->getOperand(0));
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {
       Value v = op->getOperand(i);
@@ -1223,11 +1227,15 @@ FailureOr<SmallVector<BatchState>> PipeMicrobatchPass::transfer(Operation *op) {
                                    "on axis 0 as Q is";
         continue;
       }
-      if (!(st.isBatched() && st.axis == 0 && st.isPlain() && st.sameFactors(q)))
-        return batchError(op) << "operand #" << i
-                              << " must be batched on axis 0 as Q is";
+      const int64_t want = grad && i == 3 ? 0 : axis;
+      if (!(st.isBatched() && st.axis == want && st.isPlain() && st.sameFactors(q)))
+        return batchError(op) << "operand #" << i << " must be batched on axis " << want
+                              << " as Q is";
     }
-    return same(moved(0));
+    SmallVector<BatchState> r = same(moved(axis));
+    if (!grad && r.size() > 1)
+      r[1] = moved(0); // the probabilities (B, H, T, S)
+    return r;
   }
   if (llvm::isa<onnx::LayerNormalizationOp>(op)) {
     if (failed(onlyOperand0()))

@@ -1,9 +1,10 @@
 // RUN: pipe-opt %s --split-input-file --pipe-fuse-attention | FileCheck %s
 // nn.MultiheadAttention as torch 1.13 exports it (sequence first: q, k, v
 // of (L, B, H*dh), the batch and the heads merged into (B*H, L, dh), q
-// divided by sqrt(dh) before Q Kᵀ) becomes Transposes to batch first, one
-// onnx.Attention and a Transpose (and Reshape) back: on the (T, B, 3*H*dh)
-// projection once where q, k and v are its three equal Slices; an additive
+// divided by sqrt(dh) before Q Kᵀ) becomes one onnx.Attention {seq_first =
+// 1} on q, k and v where they are, its Y (T, B, H*dh) (and a Reshape): on
+// the (T, B, 3*H*dh) projection once where q, k and v are its three equal
+// Slices; an additive
 // constant mask of 0 and -inf (through baddbmm's Mul by 1; also computed from
 // a constant, as torch writes nn.Transformer's square subsequent mask:
 // Unsqueeze(Trilu(-inf splat, 1))) as is_causal when it masks exactly
@@ -17,11 +18,9 @@
 
 // CHECK-LABEL: func.func @mha_packed_causal
 // CHECK-NEXT: %[[N:.*]] = onnx.NoValue
-// CHECK-NEXT: %[[X:.*]] = onnx.Transpose(%arg0) {perm = array<i64: 1, 0, 2>} : (tensor<4x2x18xf32>) -> tensor<2x4x18xf32>
-// CHECK-NEXT: %[[A:.*]] = onnx.Attention(%[[X]], %[[N]], %[[N]], %[[N]]) {is_causal = 1 : i64, q_num_heads = 2 : i64, scale = 5.000000e-01 : f32} : (tensor<2x4x18xf32>, none, none, none) -> tensor<2x4x6xf32>
-// CHECK-NEXT: %[[B:.*]] = onnx.Transpose(%[[A]]) {perm = array<i64: 1, 0, 2>} : (tensor<2x4x6xf32>) -> tensor<4x2x6xf32>
+// CHECK-NEXT: %[[A:.*]] = onnx.Attention(%arg0, %[[N]], %[[N]], %[[N]]) {is_causal = 1 : i64, q_num_heads = 2 : i64, scale = 5.000000e-01 : f32, seq_first = 1 : i64} : (tensor<4x2x18xf32>, none, none, none) -> tensor<4x2x6xf32>
 // CHECK-NEXT: %[[S:.*]] = onnx.Constant {value = dense<[8, 6]> : tensor<2xi64>}
-// CHECK-NEXT: %[[Y:.*]] = onnx.Reshape(%[[B]], %[[S]]) : (tensor<4x2x6xf32>, tensor<2xi64>) -> tensor<8x6xf32>
+// CHECK-NEXT: %[[Y:.*]] = onnx.Reshape(%[[A]], %[[S]]) : (tensor<4x2x6xf32>, tensor<2xi64>) -> tensor<8x6xf32>
 // CHECK-NEXT: return %[[Y]]
 func.func @mha_packed_causal(%x: tensor<4x2x18xf32>) -> tensor<8x6xf32> {
   %ax = onnx.Constant {value = dense<-1> : tensor<1xi64>} : tensor<1xi64>
@@ -64,17 +63,13 @@ func.func @mha_packed_causal(%x: tensor<4x2x18xf32>) -> tensor<8x6xf32> {
 // -----
 
 // Separate q (T = 4), k and v (S = 5: cross-attention), kᵀ as two
-// transposes, the scale on the scores, a mask that is not causal: each
-// operand transposed to batch first, the mask as attn_mask, the result
-// (T, B, H*dh) without a Reshape.
+// transposes, the scale on the scores, a mask that is not causal: the
+// operands as they are, the mask as attn_mask, the result (T, B, H*dh)
+// without a Reshape.
 // CHECK-LABEL: func.func @mha_separate_masked
-// CHECK-DAG: %[[Q:.*]] = onnx.Transpose(%arg0) {perm = array<i64: 1, 0, 2>} : (tensor<4x2x6xf32>) -> tensor<2x4x6xf32>
-// CHECK-DAG: %[[K:.*]] = onnx.Transpose(%arg1) {perm = array<i64: 1, 0, 2>} : (tensor<5x2x6xf32>) -> tensor<2x5x6xf32>
-// CHECK-DAG: %[[V:.*]] = onnx.Transpose(%arg2) {perm = array<i64: 1, 0, 2>} : (tensor<5x2x6xf32>) -> tensor<2x5x6xf32>
-// CHECK-DAG: %[[M:.*]] = onnx.Constant {value = dense<{{\[\[}}true, true, true, true, false], [true, true, true, true, true], [false, true, true, true, true], [true, true, true, true, true]]> : tensor<4x5xi1>}
-// CHECK: %[[A:.*]] = onnx.Attention(%[[Q]], %[[K]], %[[V]], %[[M]]) {q_num_heads = 2 : i64, scale = 2.500000e-01 : f32} : (tensor<2x4x6xf32>, tensor<2x5x6xf32>, tensor<2x5x6xf32>, tensor<4x5xi1>) -> tensor<2x4x6xf32>
-// CHECK-NEXT: %[[Y:.*]] = onnx.Transpose(%[[A]]) {perm = array<i64: 1, 0, 2>} : (tensor<2x4x6xf32>) -> tensor<4x2x6xf32>
-// CHECK-NEXT: return %[[Y]]
+// CHECK: %[[M:.*]] = onnx.Constant {value = dense<{{\[\[}}true, true, true, true, false], [true, true, true, true, true], [false, true, true, true, true], [true, true, true, true, true]]> : tensor<4x5xi1>}
+// CHECK: %[[A:.*]] = onnx.Attention(%arg0, %arg1, %arg2, %[[M]]) {q_num_heads = 2 : i64, scale = 2.500000e-01 : f32, seq_first = 1 : i64} : (tensor<4x2x6xf32>, tensor<5x2x6xf32>, tensor<5x2x6xf32>, tensor<4x5xi1>) -> tensor<4x2x6xf32>
+// CHECK-NEXT: return %[[A]]
 func.func @mha_separate_masked(%qi: tensor<4x2x6xf32>, %ki: tensor<5x2x6xf32>, %vi: tensor<5x2x6xf32>) -> tensor<4x2x6xf32> {
   %qs = onnx.Constant {value = dense<[4, 4, 3]> : tensor<3xi64>} : tensor<3xi64>
   %ks = onnx.Constant {value = dense<[5, 4, 3]> : tensor<3xi64>} : tensor<3xi64>
@@ -107,7 +102,7 @@ func.func @mha_separate_masked(%qi: tensor<4x2x6xf32>, %ki: tensor<5x2x6xf32>, %
 // CHECK: onnx.Softmax
 // CHECK-LABEL: func.func @mha_finite_mask
 // CHECK: %[[M:.*]] = onnx.Constant {value = dense<{{\[\[}}0.000000e+00, -1.000000e+04, -1.000000e+04, -1.000000e+04], {{.*}} : tensor<4x4xf32>}
-// CHECK: onnx.Attention(%{{.*}}, %{{.*}}, %{{.*}}, %[[M]]) {q_num_heads = 2 : i64, scale = 1.000000e+00 : f32} : (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<4x4xf32>) -> tensor<2x4x6xf32>
+// CHECK: onnx.Attention(%arg0, %arg0, %arg0, %[[M]]) {q_num_heads = 2 : i64, scale = 1.000000e+00 : f32, seq_first = 1 : i64} : (tensor<4x2x6xf32>, tensor<4x2x6xf32>, tensor<4x2x6xf32>, tensor<4x4xf32>) -> tensor<4x2x6xf32>
 // CHECK-NOT: onnx.Softmax
 func.func @mha_runtime_mask(%qi: tensor<4x2x6xf32>, %mask: tensor<4x1x4xf32>) -> tensor<4x2x6xf32> {
   %hs = onnx.Constant {value = dense<[4, 4, 3]> : tensor<3xi64>} : tensor<3xi64>
@@ -151,11 +146,9 @@ func.func @mha_finite_mask(%qi: tensor<4x2x6xf32>) -> tensor<4x2x6xf32> {
 // nn.MultiheadAttention's key_padding_mask (B = 2, H = 2): pad expanded
 // over the heads, merged into (B*H, 1, S), filled with -inf into zeros.
 // CHECK-LABEL: func.func @mha_key_padding
-// CHECK-DAG: %[[Q:.*]] = onnx.Transpose(%arg0) {perm = array<i64: 1, 0, 2>} : (tensor<4x2x6xf32>) -> tensor<2x4x6xf32>
-// CHECK-DAG: %[[M:.*]] = onnx.Not(%arg1) : (tensor<2x1x1x4xi1>) -> tensor<2x1x1x4xi1>
-// CHECK: %[[A:.*]] = onnx.Attention(%[[Q]], %{{.*}}, %{{.*}}, %[[M]]) {q_num_heads = 2 : i64, scale = 1.000000e+00 : f32} : (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x1x1x4xi1>) -> tensor<2x4x6xf32>
-// CHECK-NEXT: %[[Y:.*]] = onnx.Transpose(%[[A]])
-// CHECK-NEXT: return %[[Y]]
+// CHECK: %[[M:.*]] = onnx.Not(%arg1) : (tensor<2x1x1x4xi1>) -> tensor<2x1x1x4xi1>
+// CHECK-NEXT: %[[A:.*]] = onnx.Attention(%arg0, %arg0, %arg0, %[[M]]) {q_num_heads = 2 : i64, scale = 1.000000e+00 : f32, seq_first = 1 : i64} : (tensor<4x2x6xf32>, tensor<4x2x6xf32>, tensor<4x2x6xf32>, tensor<2x1x1x4xi1>) -> tensor<4x2x6xf32>
+// CHECK-NEXT: return %[[A]]
 // CHECK-NOT: onnx.Where
 func.func @mha_key_padding(%qi: tensor<4x2x6xf32>, %pad: tensor<2x1x1x4xi1>) -> tensor<4x2x6xf32> {
   %hs = onnx.Constant {value = dense<[4, 4, 3]> : tensor<3xi64>} : tensor<3xi64>
@@ -190,7 +183,7 @@ func.func @mha_key_padding(%qi: tensor<4x2x6xf32>, %pad: tensor<2x1x1x4xi1>) -> 
 // attn_mask.masked_fill(key_padding_mask, -inf)): is_causal and Not(pad).
 // CHECK-LABEL: func.func @mha_key_padding_causal
 // CHECK: %[[M:.*]] = onnx.Not(%arg1) : (tensor<2x1x1x4xi1>) -> tensor<2x1x1x4xi1>
-// CHECK: onnx.Attention(%{{.*}}, %{{.*}}, %{{.*}}, %[[M]]) {is_causal = 1 : i64, q_num_heads = 2 : i64, scale = 1.000000e+00 : f32}
+// CHECK: onnx.Attention(%arg0, %arg0, %arg0, %[[M]]) {is_causal = 1 : i64, q_num_heads = 2 : i64, scale = 1.000000e+00 : f32, seq_first = 1 : i64}
 // CHECK-NOT: onnx.Softmax
 func.func @mha_key_padding_causal(%qi: tensor<4x2x6xf32>, %pad: tensor<2x1x1x4xi1>) -> tensor<4x2x6xf32> {
   %hs = onnx.Constant {value = dense<[4, 4, 3]> : tensor<3xi64>} : tensor<3xi64>

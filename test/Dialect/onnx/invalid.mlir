@@ -825,3 +825,31 @@ func.func @attention_grad_probs(%x: tensor<2x4x18xf32>, %p: tensor<2x2x4x5xf32>,
   %0 = onnx.AttentionGrad(%x, %none, %none, %p, %dy) {q_num_heads = 2 : i64} : (tensor<2x4x18xf32>, none, none, tensor<2x2x4x5xf32>, tensor<2x4x6xf32>) -> tensor<2x4x18xf32>
   return
 }
+
+// -----
+
+func.func @attention_seq_first_4d(%q: tensor<1x2x3x4xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{seq_first takes 3-D inputs, got Q of rank 4}}
+  %0 = onnx.Attention(%q, %q, %q, %none) {seq_first = 1 : i64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, none) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_seq_first_value(%q: tensor<3x2x8xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{seq_first must be 0 or 1, got 2}}
+  %0 = onnx.Attention(%q, %q, %q, %none) {q_num_heads = 2 : i64, seq_first = 2 : i64} : (tensor<3x2x8xf32>, tensor<3x2x8xf32>, tensor<3x2x8xf32>, none) -> tensor<3x2x8xf32>
+  return
+}
+
+// -----
+
+// Sequence first, K and V of another batch: refused like batch first.
+func.func @attention_seq_first_batch(%q: tensor<3x2x8xf32>, %k: tensor<5x3x8xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{needs K and V of Q's batch and width}}
+  %0 = onnx.Attention(%q, %k, %k, %none) {q_num_heads = 2 : i64, seq_first = 1 : i64} : (tensor<3x2x8xf32>, tensor<5x3x8xf32>, tensor<5x3x8xf32>, none) -> tensor<3x2x8xf32>
+  return
+}

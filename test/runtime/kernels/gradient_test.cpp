@@ -806,7 +806,8 @@ INSTANTIATE_TEST_SUITE_P(Cells, RecurrentGrad,
 // against central differences of every input.
 struct AttnCase {
   int64_t b, h, t, s, dh;
-  int layout; // 0 packed self-attention, 1 (B, H, T, dh), 2 separate (B, T, H*dh)
+  int layout; // 0 packed self-attention, 1 (B, H, T, dh), 2 separate (B, T, H*dh),
+              // 3 packed sequence first (T, B, 3*H*dh), 4 separate (T, B, H*dh)
   bool causal;
   int mask; // 0 none, 1 one (T, S) mask, 2 (B, 1, 1, S) key padding, 3 (B, H, T, S);
             // float biases: 4 (B, 1, 1, S) (BERT's padding, a -1e9 fill), 5 (H, T, S)
@@ -822,7 +823,8 @@ class AttentionGrad : public ::testing::TestWithParam<AttnCase> {};
 // Test names from the case (gtest's default prints the struct's bytes,
 // padding included, which may differ between runs).
 std::string attn_case_name(const ::testing::TestParamInfo<AttnCase> &info) {
-  static const char *layouts[] = {"Packed", "FourD", "Separate"};
+  static const char *layouts[] = {"Packed", "FourD", "Separate", "SeqFirstPacked",
+                                  "SeqFirstSeparate"};
   const AttnCase &c = info.param;
   static const char *masks[] = {"", "Masked", "KeyPadded", "PairMasked", "PaddingBias",
                                 "HeadBias"};
@@ -838,8 +840,20 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
   // Strides (batch, head, row) of q, k, v, y and each operand's size.
   int64_t st[12];
   size_t nq, nk, nv;
-  const int64_t ydims[3] = {c.t * d, c.dh, d};
-  if (c.layout == 0) {
+  const bool seq_first = c.layout >= 3;
+  const int64_t ydims[3] = {seq_first ? d : c.t * d, c.dh, seq_first ? c.b * d : d};
+  if (c.layout == 3) {
+    const int64_t row = 3 * d;
+    const int64_t a[9] = {row, c.dh, c.b * row, row, c.dh, c.b * row, row, c.dh, c.b * row};
+    std::copy(a, a + 9, st);
+    nq = size_t(c.b * c.t * row);
+    nk = nv = 0;
+  } else if (c.layout == 4) {
+    const int64_t a[9] = {d, c.dh, c.b * d, d, c.dh, c.b * d, d, c.dh, c.b * d};
+    std::copy(a, a + 9, st);
+    nq = size_t(c.b * c.t * d);
+    nk = nv = size_t(c.b * c.s * d);
+  } else if (c.layout == 0) {
     const int64_t row = 3 * d;
     const int64_t a[9] = {c.t * row, c.dh, row, c.t * row, c.dh, row, c.t * row, c.dh, row};
     std::copy(a, a + 9, st);
@@ -894,8 +908,9 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
   };
   Vec q = rng.uniform(int64_t(nq)), k = rng.uniform(int64_t(nk)), v = rng.uniform(int64_t(nv));
   // Packed: k and v are q's column blocks d and 2d.
+  const bool packed = c.layout == 0 || c.layout == 3;
   auto ptrs = [&](const Vec &qq, const Vec &kk, const Vec &vv) {
-    if (c.layout == 0)
+    if (packed)
       return std::array<const float *, 3>{qq.data(), qq.data() + d, qq.data() + 2 * d};
     return std::array<const float *, 3>{qq.data(), kk.data(), vv.data()};
   };
@@ -942,7 +957,7 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
           double want = 0;
           for (int64_t j = 0; j < c.s; ++j)
             want += sc[size_t(j)] / sum * at(2, p0[2], b, h, j, e);
-          const float got = y[size_t(b * c.t * d + i * d + h * c.dh + e)];
+          const float got = y[size_t(b * st[9] + h * st[10] + i * st[11] + e)];
           if (std::fabs(got - want) > 1e-5 && ++bad <= 5)
             ADD_FAILURE() << "Y[" << b << "," << i << "," << h * c.dh + e << "] " << got
                           << " want " << want;
@@ -958,14 +973,14 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
   Vec dq(nq, 7.f), dk(nk, 7.f), dv(nv, 7.f);
   auto p = ptrs(q, k, v);
   float *g[3] = {dq.data(), dk.data(), dv.data()};
-  if (c.layout == 0) {
+  if (packed) {
     g[1] = dq.data() + d;
     g[2] = dq.data() + 2 * d;
   }
   pipert_attention_grad_f32(ctx.ctx, p[0], p[1], p[2], st, c.b, c.h, c.t, c.s, c.dh, scale,
                             c.causal, probs.data(), r.data(), g[0], g[1], g[2]);
   check_grad("dQ", [&](const Vec &xx, Vec &yy) { forward(xx, k, v, yy, nullptr); }, q, r, dq);
-  if (c.layout != 0) {
+  if (!packed) {
     check_grad("dK", [&](const Vec &xx, Vec &yy) { forward(q, xx, v, yy, nullptr); }, k, r, dk);
     check_grad("dV", [&](const Vec &xx, Vec &yy) { forward(q, k, xx, yy, nullptr); }, v, r, dv);
   }
@@ -994,5 +1009,9 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{3, 2, 5, 5, 4, 0, false, 4},
                       AttnCase{2, 2, 70, 70, 8, 2, true, 4},
                       AttnCase{2, 3, 4, 6, 4, 1, false, 5},
-                      AttnCase{1, 2, 64, 64, 8, 0, true, 5}),
+                      AttnCase{1, 2, 64, 64, 8, 0, true, 5},
+                      // Sequence first (nn.MultiheadAttention's layout).
+                      AttnCase{3, 2, 5, 5, 4, 3, true, 0},
+                      AttnCase{2, 2, 4, 6, 3, 4, false, 2},
+                      AttnCase{2, 2, 64, 64, 8, 3, true, 0}),
     attn_case_name);
