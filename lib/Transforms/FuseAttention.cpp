@@ -484,6 +484,30 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
         ->getResult(0);
   }
 
+  /// onnx.Attention of `type` on `operands` (Q, K, V, mask) with `heads`
+  /// (3-D forms), `scale`, `causal` and `seqFirst`; it and the operands'
+  /// defining ops without a stage get `stageFrom`'s pipe.stage, if any.
+  static onnx::AttentionOp createAttention(OpBuilder &b, Location loc, Type type,
+                                           ArrayRef<Value> operands, std::optional<int64_t> heads,
+                                           double scale, bool causal, bool seqFirst,
+                                           Operation *stageFrom) {
+    SmallVector<NamedAttribute> attrs{b.getNamedAttr("scale", b.getF32FloatAttr(float(scale)))};
+    if (heads)
+      attrs.push_back(b.getNamedAttr("q_num_heads", b.getI64IntegerAttr(*heads)));
+    if (causal)
+      attrs.push_back(b.getNamedAttr("is_causal", b.getI64IntegerAttr(1)));
+    if (seqFirst)
+      attrs.push_back(b.getNamedAttr("seq_first", b.getI64IntegerAttr(1)));
+    auto att = onnx::AttentionOp::create(b, loc, TypeRange{type}, operands, attrs);
+    if (Attribute stage = stageFrom->getAttr(pipe::attrs::kStage)) {
+      att->setAttr(pipe::attrs::kStage, stage);
+      for (Value o : operands)
+        if (Operation *def = o.getDefiningOp(); def && !def->hasAttr(pipe::attrs::kStage))
+          def->setAttr(pipe::attrs::kStage, stage);
+    }
+    return att;
+  }
+
   /// Fuses the chain through `sm`; false if it is not one.
   bool fuse(onnx::SoftmaxOp sm) {
     auto st = dyn_cast<RankedTensorType>(sm.getType());
@@ -671,18 +695,8 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
       operands = {split->getOperand(0), none, none, mask};
     else
       operands = {qIn, kIn, vIn, mask};
-    SmallVector<NamedAttribute> attrs{
-        b.getNamedAttr("q_num_heads", b.getI64IntegerAttr(q->heads)),
-        b.getNamedAttr("scale", b.getF32FloatAttr(float(scaleFactor)))};
-    if (causal)
-      attrs.push_back(b.getNamedAttr("is_causal", b.getI64IntegerAttr(1)));
-    auto att = onnx::AttentionOp::create(b, loc, TypeRange{merge.getType()}, operands, attrs);
-    if (Attribute stage = merge->getAttr(pipe::attrs::kStage)) {
-      att->setAttr(pipe::attrs::kStage, stage);
-      for (Value o : operands)
-        if (Operation *def = o.getDefiningOp(); def && !def->hasAttr(pipe::attrs::kStage))
-          def->setAttr(pipe::attrs::kStage, stage);
-    }
+    auto att = createAttention(b, loc, merge.getType(), operands, q->heads, scaleFactor, causal,
+                               /*seqFirst=*/false, merge);
     merge.getResult().replaceAllUsesWith(att->getResult(0));
     // Erase what is now dead: the chain, the heads' reshapes and
     // transposes, the Split, and the constants only they used.
@@ -727,17 +741,8 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     Location loc = pv.getLoc();
     Value none = onnx::NoValueOp::create(bld, loc, bld.getNoneType());
     SmallVector<Value> operands{q, k, v, maskValue(bld, loc, none)};
-    SmallVector<NamedAttribute> attrs{
-        bld.getNamedAttr("scale", bld.getF32FloatAttr(float(scaleFactor)))};
-    if (causal)
-      attrs.push_back(bld.getNamedAttr("is_causal", bld.getI64IntegerAttr(1)));
-    auto att = onnx::AttentionOp::create(bld, loc, TypeRange{pv.getType()}, operands, attrs);
-    if (Attribute stage = pv->getAttr(pipe::attrs::kStage)) {
-      att->setAttr(pipe::attrs::kStage, stage);
-      for (Value o : operands)
-        if (Operation *def = o.getDefiningOp(); def && !def->hasAttr(pipe::attrs::kStage))
-          def->setAttr(pipe::attrs::kStage, stage);
-    }
+    auto att = createAttention(bld, loc, pv.getType(), operands, std::nullopt, scaleFactor, causal,
+                               /*seqFirst=*/false, pv);
     pv.getResult().replaceAllUsesWith(att->getResult(0));
     eraseDead(inner);
     return true;
@@ -933,22 +938,12 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     } else {
       operands = {q->x, k->x, v->x, mask};
     }
-    SmallVector<NamedAttribute> attrs{
-        b.getNamedAttr("q_num_heads", b.getI64IntegerAttr(q->heads)),
-        b.getNamedAttr("scale", b.getF32FloatAttr(float(scaleFactor))),
-        b.getNamedAttr("seq_first", b.getI64IntegerAttr(1))};
-    if (causal)
-      attrs.push_back(b.getNamedAttr("is_causal", b.getI64IntegerAttr(1)));
-    auto bt = RankedTensorType::get({t, batch, d}, yt.getElementType());
-    auto att = onnx::AttentionOp::create(b, loc, TypeRange{bt}, operands, attrs);
+    auto att = createAttention(b, loc, RankedTensorType::get({t, batch, d}, yt.getElementType()),
+                               operands, q->heads, scaleFactor, causal, /*seqFirst=*/true, merge);
     Value y = att->getResult(0);
     if (ys.size() == 2)
       y = ob.reshape(y, yt);
     if (Attribute stage = merge->getAttr(pipe::attrs::kStage)) {
-      for (Value o : operands)
-        if (Operation *def = o.getDefiningOp(); def && !def->hasAttr(pipe::attrs::kStage))
-          def->setAttr(pipe::attrs::kStage, stage);
-      att->setAttr(pipe::attrs::kStage, stage);
       for (Operation *def = y.getDefiningOp(); def && def != att;
            def = def->getOperand(0).getDefiningOp()) {
         def->setAttr(pipe::attrs::kStage, stage);
