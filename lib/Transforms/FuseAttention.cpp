@@ -181,14 +181,16 @@ std::optional<Head> matchSeqFirstHeads(Value v, bool transposed, int64_t &batch)
   return h;
 }
 
-/// The values of a constant f32 tensor, row-major: an onnx.Constant (dense,
-/// or a resource blob, the importer's form of large initializers), or
-/// computed from one through Unsqueeze, Squeeze, Reshape and Trilu (torch
-/// writes nn.Transformer's square subsequent mask as Trilu of a -inf
-/// splat). `ops` gets the ops computed through.
+/// The values of a constant f32 (or bool: 0 and 1) tensor, row-major: an
+/// onnx.Constant (dense, or a resource blob, the importer's form of large
+/// initializers), or computed from one through Unsqueeze, Squeeze, Reshape
+/// and Trilu (torch writes nn.Transformer's square subsequent mask as Trilu
+/// of a -inf splat, a bool causal mask as Trilu of ones). `ops` gets the
+/// ops computed through.
 std::optional<SmallVector<float>> constantFloats(Value v, SmallVector<Operation *> &ops) {
   auto type = dyn_cast<RankedTensorType>(v.getType());
-  if (!type || !type.hasStaticShape() || !type.getElementType().isF32())
+  if (!type || !type.hasStaticShape() ||
+      !(type.getElementType().isF32() || type.getElementType().isInteger(1)))
     return std::nullopt;
   const int64_t n = type.getNumElements();
   Operation *def = v.getDefiningOp();
@@ -198,6 +200,27 @@ std::optional<SmallVector<float>> constantFloats(Value v, SmallVector<Operation 
     std::optional<SmallVector<float>> r = constantFloats(def->getOperand(0), ops);
     if (r)
       ops.push_back(def);
+    return r;
+  }
+  if (auto where = dyn_cast<onnx::WhereOp>(def)) {
+    // Where(C, X, Y) of constants, each a splat or of the result's size
+    // (torch turns a bool attn_mask into its float one so: Where(M, -inf,
+    // zeros)).
+    SmallVector<Operation *> wops;
+    std::optional<SmallVector<float>> c = constantFloats(where.getCondition(), wops),
+                                      x = constantFloats(where.getX(), wops),
+                                      y = constantFloats(where.getY(), wops);
+    auto fits = [&](const std::optional<SmallVector<float>> &a) {
+      return a && (a->size() == 1 || int64_t(a->size()) == n);
+    };
+    if (!fits(c) || !fits(x) || !fits(y))
+      return std::nullopt;
+    auto at = [](const SmallVector<float> &a, int64_t i) { return a.size() == 1 ? a[0] : a[i]; };
+    SmallVector<float> r;
+    for (int64_t i = 0; i < n; ++i)
+      r.push_back(at(*c, i) != 0.f ? at(*x, i) : at(*y, i));
+    ops.append(wops.begin(), wops.end());
+    ops.push_back(def);
     return r;
   }
   if (auto tri = dyn_cast<onnx::TriluOp>(def)) {
@@ -228,7 +251,13 @@ std::optional<SmallVector<float>> constantFloats(Value v, SmallVector<Operation 
   if (!attr)
     return std::nullopt;
   SmallVector<float> r;
-  if (auto values = attr.tryGetValues<float>()) {
+  if (type.getElementType().isInteger(1)) {
+    auto values = attr.tryGetValues<bool>();
+    if (!values)
+      return std::nullopt;
+    for (bool b : *values)
+      r.push_back(b ? 1.f : 0.f);
+  } else if (auto values = attr.tryGetValues<float>()) {
     r.assign(values->begin(), values->end());
   } else if (auto values = attr.tryGetValues<APFloat>()) {
     for (const APFloat &f : *values)
@@ -293,9 +322,11 @@ std::optional<SmallVector<bool>> additiveMask(Value v, int64_t t, int64_t s,
 /// nn.MultiheadAttention writes it: [Mul(, c > 0)] Where(C, -inf, Z) with
 /// C = Reshape(Expand(R, [B, H, 1, S]), [B*H, 1, S]), R a bool (B, 1, 1, S)
 /// (true: a padded key) and Z zeros or a constant additive (T, S) mask (a
-/// float attn_mask the padding was filled into). Returns R; `attend` gets
-/// Z's mask when Z is not zeros, `heads` H; `ops` the Mul, the Where, the
-/// Reshape and the Expand.
+/// float attn_mask the padding was filled into); or C = Or(M, that) with
+/// M a constant bool (T, S) mask behind leading 1s (a bool attn_mask, true
+/// where masked) and Z zeros. Returns R; `attend` gets Z's or M's mask
+/// (true: attend), `heads` H; `ops` the Mul, the Where, the Or, the Reshape
+/// and the Expand.
 Value paddingMask(Value v, int64_t t, int64_t s, int64_t &heads,
                   std::optional<SmallVector<bool>> &attend, SmallVector<Operation *> &ops) {
   if (!v.hasOneUse())
@@ -323,8 +354,33 @@ Value paddingMask(Value v, int64_t t, int64_t s, int64_t &heads,
     if (!attend)
       return {};
   }
-  auto ct = dyn_cast<RankedTensorType>(where.getCondition().getType());
-  auto reshape = where.getCondition().getDefiningOp<onnx::ReshapeOp>();
+  Value cond = where.getCondition();
+  if (auto orOp = cond.getDefiningOp<onnx::OrOp>()) {
+    if (attend)
+      return {};
+    for (int which = 0; which < 2 && !attend; ++which) {
+      Value m = orOp->getOperand(which);
+      auto mt = dyn_cast<RankedTensorType>(m.getType());
+      if (!mt || mt.getRank() < 2 || mt.getDimSize(mt.getRank() - 2) != t ||
+          mt.getDimSize(mt.getRank() - 1) != s ||
+          llvm::any_of(mt.getShape().drop_back(2), [](int64_t d) { return d != 1; }))
+        continue;
+      SmallVector<Operation *> mops;
+      std::optional<SmallVector<float>> masked = constantFloats(m, mops);
+      if (!masked || int64_t(masked->size()) != t * s)
+        continue;
+      attend.emplace();
+      for (float f : *masked)
+        attend->push_back(f == 0.f);
+      zops.append(mops.begin(), mops.end());
+      zops.push_back(orOp);
+      cond = orOp->getOperand(1 - which);
+    }
+    if (!attend)
+      return {};
+  }
+  auto ct = dyn_cast<RankedTensorType>(cond.getType());
+  auto reshape = cond.getDefiningOp<onnx::ReshapeOp>();
   if (!ct || !ct.hasStaticShape() || ct.getRank() != 3 || ct.getDimSize(1) != 1 ||
       ct.getDimSize(2) != s || !reshape)
     return {};

@@ -11,7 +11,8 @@
 // j > i, else as attn_mask (true = attend). A key padding mask from the
 // data as torch writes it (Where(Reshape(Expand(pad (B, 1, 1, S)) over the
 // heads, (B*H, 1, S)), -inf, zeros), or with the causal float mask in place
-// of the zeros) becomes attn_mask = Not(pad) (and is_causal). A float mask
+// of the zeros, or a bool causal mask ORed with it) becomes attn_mask =
+// Not(pad) (and is_causal). A float mask
 // of other values the same for every pair ((T, S) behind leading 1s; a
 // -1e4 fill) is the op's float attn_mask, added to the scores. A float mask
 // from the data per merged (B*H) pair leaves the chain as it is.
@@ -240,6 +241,46 @@ func.func @mha_key_padding_other_mask(%qi: tensor<4x2x6xf32>, %pad: tensor<2x1x1
   %one = onnx.Constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
   %m1 = onnx.Mul(%w, %one) : (tensor<4x4x4xf32>, tensor<f32>) -> tensor<4x4x4xf32>
   %s2 = onnx.Add(%s, %m1) : (tensor<4x4x4xf32>, tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %p = onnx.Softmax(%s2) {axis = -1 : i64} : (tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %o = onnx.MatMul(%p, %v) : (tensor<4x4x4xf32>, tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %ot = onnx.Transpose(%o) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %ys = onnx.Constant {value = dense<[4, 2, 6]> : tensor<3xi64>} : tensor<3xi64>
+  %y = onnx.Reshape(%ot, %ys) : (tensor<4x4x3xf32>, tensor<3xi64>) -> tensor<4x2x6xf32>
+  return %y : tensor<4x2x6xf32>
+}
+
+// -----
+
+// A bool causal attn_mask ORed with the key padding (torch's logical_or),
+// then made a float mask with Where: is_causal and Not(pad).
+// CHECK-LABEL: func.func @mha_key_padding_or_bool
+// CHECK: %[[M:.*]] = onnx.Not(%arg1) : (tensor<2x1x1x4xi1>) -> tensor<2x1x1x4xi1>
+// CHECK: onnx.Attention(%arg0, %arg0, %arg0, %[[M]]) {is_causal = 1 : i64, q_num_heads = 2 : i64, scale = 1.000000e+00 : f32, seq_first = 1 : i64}
+// CHECK-NOT: onnx.Or
+// CHECK-NOT: onnx.Softmax
+func.func @mha_key_padding_or_bool(%qi: tensor<4x2x6xf32>, %pad: tensor<2x1x1x4xi1>) -> tensor<4x2x6xf32> {
+  %hs = onnx.Constant {value = dense<[4, 4, 3]> : tensor<3xi64>} : tensor<3xi64>
+  %q4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %q = onnx.Transpose(%q4) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %k4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %kt = onnx.Transpose(%k4) {perm = array<i64: 1, 2, 0>} : (tensor<4x4x3xf32>) -> tensor<4x3x4xf32>
+  %v4 = onnx.Reshape(%qi, %hs) : (tensor<4x2x6xf32>, tensor<3xi64>) -> tensor<4x4x3xf32>
+  %v = onnx.Transpose(%v4) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<4x4x3xf32>, tensor<4x3x4xf32>) -> tensor<4x4x4xf32>
+  %es = onnx.Constant {value = dense<[2, 2, 1, 4]> : tensor<4xi64>} : tensor<4xi64>
+  %e = onnx.Expand(%pad, %es) : (tensor<2x1x1x4xi1>, tensor<4xi64>) -> tensor<2x2x1x4xi1>
+  %ms = onnx.Constant {value = dense<[4, 1, 4]> : tensor<3xi64>} : tensor<3xi64>
+  %c = onnx.Reshape(%e, %ms) : (tensor<2x2x1x4xi1>, tensor<3xi64>) -> tensor<4x1x4xi1>
+  %ones = onnx.Constant {value = dense<true> : tensor<4x4xi1>} : tensor<4x4xi1>
+  %k1 = onnx.Constant {value = dense<1> : tensor<i64>} : tensor<i64>
+  %tri = onnx.Trilu(%ones, %k1) : (tensor<4x4xi1>, tensor<i64>) -> tensor<4x4xi1>
+  %ax0 = onnx.Constant {value = dense<0> : tensor<1xi64>} : tensor<1xi64>
+  %bm = onnx.Unsqueeze(%tri, %ax0) : (tensor<4x4xi1>, tensor<1xi64>) -> tensor<1x4x4xi1>
+  %or = onnx.Or(%bm, %c) : (tensor<1x4x4xi1>, tensor<4x1x4xi1>) -> tensor<4x4x4xi1>
+  %zeros = onnx.Constant {value = dense<0.0> : tensor<4x4x4xf32>} : tensor<4x4x4xf32>
+  %ninf = onnx.Constant {value = dense<0xFF800000> : tensor<f32>} : tensor<f32>
+  %w = onnx.Where(%or, %ninf, %zeros) : (tensor<4x4x4xi1>, tensor<f32>, tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %s2 = onnx.Add(%s, %w) : (tensor<4x4x4xf32>, tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
   %p = onnx.Softmax(%s2) {axis = -1 : i64} : (tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
   %o = onnx.MatMul(%p, %v) : (tensor<4x4x4xf32>, tensor<4x4x3xf32>) -> tensor<4x4x3xf32>
   %ot = onnx.Transpose(%o) {perm = array<i64: 1, 0, 2>} : (tensor<4x4x3xf32>) -> tensor<4x4x3xf32>

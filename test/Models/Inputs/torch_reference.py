@@ -115,11 +115,13 @@ class Attention(nn.Module):
                     "encoder_bf": lambda: am.Encoder(True),
                     "encoder_causal": lambda: am.Encoder(False, causal=True),
                     "encoder_finite": lambda: am.Encoder(False, causal="finite"),
+                    "encoder_bool": lambda: am.Encoder(False, causal="bool"),
                     "seq2seq": am.Seq2Seq,
                     "vit": am.ViT,
                     "llama": am.Llama,
                     "padded_encoder": am.PaddedEncoder,
                     "padded_causal": lambda: am.PaddedEncoder(causal=True),
+                    "padded_bool": lambda: am.PaddedEncoder(causal="bool"),
                     "padded_manual": am.PaddedManual,
                     "bert_manual": lambda: am.PaddedManual("bert"),
                     "alibi_manual": lambda: am.PaddedManual("alibi"),
@@ -213,12 +215,13 @@ def build(name):
         return GatherScatter(), 8, {"x": ((6,), np.float32, None), "y": ((), np.int64, 5)}
     if name in ("indexput", "indexput_rows"):
         return IndexPut(name == "indexput_rows"), 8, {"x": ((6,), np.float32, None), "y": ((), np.int64, 5)}
-    if name in ("encoder", "encoder_bf", "encoder_causal", "encoder_finite", "seq2seq", "llama",
+    if name in ("encoder", "encoder_bf", "encoder_causal", "encoder_finite", "encoder_bool",
+                "seq2seq", "llama",
                 "alibi_manual", "learned_manual"):
         m = Attention(name)
         t, v = m.am.T, m.am.V
         return m, 8, {"tok": ((t,), np.int64, v), "tgt": ((t,), np.int64, v)}
-    if name in ("padded_encoder", "padded_causal", "padded_manual", "bert_manual"):
+    if name in ("padded_encoder", "padded_causal", "padded_bool", "padded_manual", "bert_manual"):
         # keep: 1 for a token, 0 for padding (make() keeps the first).
         m = Attention(name)
         t, v = m.am.T, m.am.V

@@ -11,6 +11,7 @@
 - encoder_bf.onnx: the same with batch_first=True.
 - encoder_finite.onnx: encoder.onnx under a causal mask filled with -1e4
   (torch.triu of a full tensor, made in the forward): a float mask.
+  encoder_bool.onnx: under a bool causal mask.
 - seq2seq.onnx: nn.Transformer (an encoder and a decoder layer): causal
   self-attention and cross-attention in the decoder.
 - encoder_causal.onnx: encoder.onnx with nn.Transformer's square subsequent
@@ -18,8 +19,9 @@
   exported as Trilu of a -inf splat).
 - padded.onnx: nn.MultiheadAttention (batch first) with a key_padding_mask
   from the data (padded.npz: tok, keep (1 for tokens, 0 for padding), tgt).
-- padded_encoder.onnx, padded_causal.onnx: nn.TransformerEncoder with a
-  src_key_padding_mask (and the square subsequent mask); padded_manual.onnx:
+- padded_encoder.onnx, padded_causal.onnx, padded_bool.onnx:
+  nn.TransformerEncoder with a src_key_padding_mask (and the square
+  subsequent mask, or a bool causal one); padded_manual.onnx:
   hand-written batch-first attention with the padded keys' scores filled
   with -inf; bert_manual.onnx: the same with BERT's additive (1 - keep) *
   finfo.min mask. All read padded.npz. alibi_manual.onnx and
@@ -65,6 +67,9 @@ class Encoder(nn.Module):
         mask = (nn.Transformer.generate_square_subsequent_mask(n) if self.causal is True
                 # A finite causal fill (older code's -1e4): a float mask.
                 else torch.triu(torch.full((n, n), -1e4), 1) if self.causal == "finite"
+                # A bool causal mask (true: masked), which torch turns into
+                # a float one with Where.
+                else torch.triu(torch.ones(n, n, dtype=torch.bool), 1) if self.causal == "bool"
                 else None)
         h = self.enc(h, mask=mask)
         if not self.batch_first:
@@ -131,7 +136,9 @@ class PaddedEncoder(nn.Module):
     """nn.TransformerEncoder (sequence first, 2 layers) with a
     src_key_padding_mask from the data (keep: 1 for a token, 0 for
     padding), and with `causal` also nn.Transformer's square subsequent
-    mask, which torch fills the padding into (a float (B*H, T, S) mask)."""
+    mask, which torch fills the padding into (a float (B*H, T, S) mask);
+    with causal = "bool" a bool causal mask, which torch ORs with the
+    padding."""
 
     def __init__(self, causal=False):
         super().__init__()
@@ -143,8 +150,10 @@ class PaddedEncoder(nn.Module):
 
     def forward(self, tok, keep, tgt):
         h = self.emb(tok).transpose(0, 1)
-        mask = (nn.Transformer.generate_square_subsequent_mask(h.shape[0])
-                if self.causal else None)
+        n = h.shape[0]
+        mask = (torch.triu(torch.ones(n, n, dtype=torch.bool), 1) if self.causal == "bool"
+                else nn.Transformer.generate_square_subsequent_mask(n) if self.causal
+                else None)
         h = self.enc(h, mask=mask, src_key_padding_mask=keep == 0).transpose(0, 1)
         return nn.functional.cross_entropy(self.out(h).reshape(-1, V), tgt.reshape(-1))
 
@@ -289,6 +298,8 @@ def main():
            os.path.join(out, "encoder_causal.onnx"))
     export(Encoder(False, causal="finite"), tok, ["tok", "tgt"],
            os.path.join(out, "encoder_finite.onnx"))
+    export(Encoder(False, causal="bool"), tok, ["tok", "tgt"],
+           os.path.join(out, "encoder_bool.onnx"))
     export(Seq2Seq(), tok, ["tok", "tgt"], os.path.join(out, "seq2seq.onnx"))
     np.savez(os.path.join(out, "encoder.npz"),
              tok=rng.integers(0, V, (64, T)).astype(np.int64),
@@ -308,6 +319,7 @@ def main():
              tgt=rng.integers(0, V, (64, T)).astype(np.int64))
     for name, model in (("padded_encoder", PaddedEncoder()),
                         ("padded_causal", PaddedEncoder(causal=True)),
+                        ("padded_bool", PaddedEncoder(causal="bool")),
                         ("padded_manual", PaddedManual()),
                         ("bert_manual", PaddedManual("bert"))):
         export(model, (tok[0], keep, tok[1]), ["tok", "keep", "tgt"],
@@ -320,8 +332,9 @@ def main():
              tok=rng.integers(0, V, (64, T)).astype(np.int64),
              tgt=rng.integers(0, V, (64, T)).astype(np.int64))
     print("wrote encoder.onnx, encoder_bf.onnx, encoder_causal.onnx, encoder_finite.onnx, "
-          "seq2seq.onnx, vit.onnx, "
-          "padded.onnx, padded_encoder.onnx, padded_causal.onnx, padded_manual.onnx, "
+          "encoder_bool.onnx, seq2seq.onnx, vit.onnx, "
+          "padded.onnx, padded_encoder.onnx, padded_causal.onnx, padded_bool.onnx, "
+          "padded_manual.onnx, "
           "bert_manual.onnx, alibi_manual.onnx, learned_manual.onnx, "
           "llama.onnx")
 
