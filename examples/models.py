@@ -12,7 +12,8 @@ writes DIR/<model>.onnx (fixed batch) and, with --dynamic, DIR/<model>_dyn.onnx
 whose batch axis is symbolic ("batch"); with --data, DIR/<model>.npz holding a
 small data set whose arrays are named like the graph inputs. Models: mlp,
 cnn, transformer (a tiny decoder: d = 32, 2 blocks, T = 8), lstm_lm, lstm, gpt
-(a GPT decoder: d = 256, 8 blocks, 4 heads, T = 64, vocabulary 256) and
+(a GPT decoder: d = 256, 8 blocks, 4 heads, T = 64, vocabulary 256),
+gpt_dropout (that GPT with GPT-2's dropout of 0.1) and
 encoder (torch's nn.TransformerEncoder as a causal language model: 4 layers
 of d = 256, 4 heads, T = 64); encoder_pad is that encoder with a key padding
 mask from the data (inputs tokens, keep, targets).
@@ -55,9 +56,14 @@ class CNN(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads, seq):
+    def __init__(self, dim, heads, seq, dropout=0.0):
         super().__init__()
         self.heads = heads
+        # GPT-2's dropout (p > 0 only: a module of p = 0 would still export
+        # a Dropout node): on the attention probabilities and on each
+        # residual branch.
+        self.attn_drop = nn.Dropout(dropout) if dropout > 0 else None
+        self.resid_drop = nn.Dropout(dropout) if dropout > 0 else None
         self.ln1 = nn.LayerNorm(dim)
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
@@ -79,23 +85,29 @@ class Block(nn.Module):
         att = (q @ k.transpose(-2, -1)) * self.scale
         att = att.masked_fill(self.future, float("-inf"))
         att = torch.softmax(att, dim=-1)
+        if self.attn_drop is not None:
+            att = self.attn_drop(att)
         y = (att @ v).transpose(1, 2).reshape(b, t, d)
-        x = x + self.proj(y)
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        drop = self.resid_drop if self.resid_drop is not None else (lambda z: z)
+        x = x + drop(self.proj(y))
+        return x + drop(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
 
 
 class Decoder(nn.Module):
-    def __init__(self, vocab=32, dim=32, heads=4, seq=8, layers=2):
+    def __init__(self, vocab=32, dim=32, heads=4, seq=8, layers=2, dropout=0.0):
         super().__init__()
         self.seq = seq
         self.tok = nn.Embedding(vocab, dim)
         self.pos = nn.Parameter(torch.randn(seq, dim) * 0.02)
-        self.blocks = nn.ModuleList([Block(dim, heads, seq) for _ in range(layers)])
+        self.emb_drop = nn.Dropout(dropout) if dropout > 0 else None
+        self.blocks = nn.ModuleList([Block(dim, heads, seq, dropout) for _ in range(layers)])
         self.ln = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, vocab)
 
     def forward(self, tokens, targets):
         x = self.tok(tokens) + self.pos
+        if self.emb_drop is not None:
+            x = self.emb_drop(x)
         for blk in self.blocks:
             x = blk(x)
         logits = self.head(self.ln(x))
@@ -196,6 +208,11 @@ def make(name):
         # of a 256-symbol vocabulary, next-token cross-entropy.
         m = Decoder(vocab=256, dim=256, heads=4, seq=64, layers=8)
         return m, next_tokens(256, 64), ["tokens", "targets"]
+    if name == "gpt_dropout":
+        # The GPT with GPT-2's dropout of 0.1 (embeddings, attention
+        # probabilities, residual branches).
+        m = Decoder(vocab=256, dim=256, heads=4, seq=64, layers=8, dropout=0.1)
+        return m, next_tokens(256, 64), ["tokens", "targets"]
     if name == "encoder":
         # nn.TransformerEncoder (4 layers of d = 256, 4 heads, T = 64) as a
         # causal language model over a 256-symbol vocabulary.
@@ -216,7 +233,7 @@ def make(name):
         m = LstmLM(vocab=1000, dim=256, hidden=256, layers=2)
         return m, next_tokens(1000, 32), ["tokens", "targets"]
     raise SystemExit(f"models.py: unknown model '{name}' (mlp, cnn, transformer, "
-                     "lstm_lm, lstm, gpt, encoder, encoder_pad)")
+                     "lstm_lm, lstm, gpt, gpt_dropout, encoder, encoder_pad)")
 
 
 def export(name, path, batch, dynamic, opset=17):

@@ -125,8 +125,10 @@ def ONNX_AttentionGradOp : ONNX_ShapedOp<"AttentionGrad"> {
     dY: dQ, dK, dV of their operands' types, or only dQ (the fused
     projection's gradient) when K and V are none. The mask is not needed:
     a masked position's P is zero, and so its gradient; `is_causal` (the
-    forward's) lets the kernel skip the blocks after the diagonal. Lowers
-    to `pipert_attention_grad_f32`.
+    forward's) lets the kernel skip the blocks after the diagonal.
+    `dropout` (the forward's): P's dropped elements carry the sign bit, and
+    the gradient is that of the dropped probabilities. Lowers to
+    `pipert_attention_grad_f32`.
   }];
   let arguments = (ins ONNX_FloatTensor:$Q, ONNX_FloatTensorOrNone:$K,
                    ONNX_FloatTensorOrNone:$V, ONNX_FloatTensor:$Probs,
@@ -134,7 +136,8 @@ def ONNX_AttentionGradOp : ONNX_ShapedOp<"AttentionGrad"> {
                    DefaultValuedAttr<I64Attr, "0">:$is_causal,
                    OptionalAttr<I64Attr>:$q_num_heads,
                    OptionalAttr<F32Attr>:$scale,
-                   DefaultValuedAttr<I64Attr, "0">:$seq_first);
+                   DefaultValuedAttr<I64Attr, "0">:$seq_first,
+                   OptionalAttr<F32Attr>:$dropout);
   let results = (outs Variadic<AnyTensor>:$grads);
 }
 

@@ -309,10 +309,17 @@ def ONNX_AttentionOp : ONNX_ShapedOp<"Attention"> {
     type: added to the scaled scores (ONNX's float mask).
     `attn_mask` (optional): bool (T, S), true where a position takes part
     (ONNX's boolean mask); `is_causal` masks j > i (upper-left aligned). A
-    row with every position masked is NaN. Results: Y, and the training
-    form autodiff makes has a 2nd, not an ONNX output (ONNX's present_key
-    is not modelled): the softmax probabilities (B, H, T, S) that
-    AttentionGrad reads. Lowers to `pipert_attention_f32`.
+    row with every position masked is NaN. With `dropout` = p > 0 (not
+    an ONNX attribute; pipe-fuse-attention takes it from a training-mode
+    Dropout between the softmax and P V) the probabilities are dropped
+    before P V as that Dropout would drop them: one draw of the context's
+    random stream per call seeds the counter-based mask over P's elements
+    in (B, H, T, S) order, kept ones scaled by 1 / (1 - p); inference mode
+    removes the attribute. Results: Y, and the training form autodiff makes
+    has a 2nd, not an ONNX output (ONNX's present_key is not modelled): the
+    softmax probabilities (B, H, T, S) that AttentionGrad reads, under
+    dropout with the sign bit set where an element was dropped. Lowers to
+    `pipert_attention_f32`.
   }];
   let arguments = (ins ONNX_FloatTensor:$Q, ONNX_FloatTensorOrNone:$K,
                    ONNX_FloatTensorOrNone:$V, ONNX_TensorOrNone:$attn_mask,
@@ -320,7 +327,8 @@ def ONNX_AttentionOp : ONNX_ShapedOp<"Attention"> {
                    OptionalAttr<I64Attr>:$q_num_heads,
                    OptionalAttr<I64Attr>:$kv_num_heads,
                    OptionalAttr<F32Attr>:$scale,
-                   DefaultValuedAttr<I64Attr, "0">:$seq_first);
+                   DefaultValuedAttr<I64Attr, "0">:$seq_first,
+                   OptionalAttr<F32Attr>:$dropout);
   let results = (outs Variadic<AnyTensor>:$outputs);
 }
 

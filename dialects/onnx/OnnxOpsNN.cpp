@@ -932,6 +932,11 @@ mlir::pipec::onnx::attentionSizes(Operation *op, Value q, Value k, Value v,
   if (sf && sf.getInt() != 0 && sf.getInt() != 1)
     return op->emitOpError() << "seq_first must be 0 or 1, got " << sf.getInt();
   r.seqFirst = sf && sf.getInt() == 1;
+  if (auto drop = op->getAttrOfType<FloatAttr>("dropout")) {
+    double p = drop.getValueAsDouble();
+    if (!(p >= 0.0 && p < 1.0))
+      return op->emitOpError() << "dropout must be in [0, 1), got " << p;
+  }
   // The batch's and the sequence's axes of 3-D Q, K and V.
   const unsigned bAxis = r.seqFirst ? 1 : 0, lAxis = r.seqFirst ? 0 : 1;
   r.batch = qt.getDimSize(rank == 3 ? bAxis : 0);

@@ -24,6 +24,14 @@ int mlir::pipec::toInferenceMode(Block &body) {
       }
       continue;
     }
+    if (auto att = dyn_cast<onnx::AttentionOp>(op)) {
+      // A fused attention's dropout (pipe-fuse-attention): off.
+      if (att->hasAttr("dropout")) {
+        att->removeAttr("dropout");
+        ++changed;
+      }
+      continue;
+    }
     auto dropout = dyn_cast<onnx::DropoutOp>(op);
     if (!dropout || isa<NoneType>(dropout.getTrainingMode().getType()))
       continue;

@@ -356,6 +356,9 @@ LogicalResult vjp(AttentionOp op, VjpContext &ctx) {
     attrs.push_back(ctx.i64Attr("is_causal", 1));
   if (op.getSeqFirst())
     attrs.push_back(ctx.i64Attr("seq_first", 1));
+  // Dropped probabilities: the saved P marks the dropped elements.
+  if (auto drop = op->getAttr("dropout"))
+    attrs.push_back(ctx.attr("dropout", drop));
   bool packed = isNone(op.getK());
   Operation *grad = ctx.build<AttentionGradOp>(
       {op.getQ(), op.getK(), op.getV(), op->getResult(1), ctx.resultGrad(0)},

@@ -322,6 +322,10 @@ LogicalResult StepLowering::lowerAttention(Operation *op) {
   SmallVector<Value> args{ctxArg, qp, kp, vp, i64Array(st), i64c(z.batch),
                           i64c(z.heads), i64c(z.t), i64c(z.s), i64c(z.dh),
                           f32c(scale)};
+  // The dropout ratio of the probabilities (0: none; inference mode has
+  // removed the attribute).
+  auto dropAttr = op->getAttrOfType<FloatAttr>("dropout");
+  Value dropout = f32c(dropAttr ? float(dropAttr.getValueAsDouble()) : 0.f);
   if (!grad) {
     auto att = cast<onnx::AttentionOp>(op);
     // The mask's (batch, head, row) strides: its shape broadcast to (B, H,
@@ -339,7 +343,7 @@ LogicalResult StepLowering::lowerAttention(Operation *op) {
     Value mask = att.getAttnMask();
     bool floatMask = !isa<NoneType>(mask.getType()) &&
                      isa<FloatType>(getElementTypeOrSelf(mask.getType()));
-    args.append({i32c(att.getIsCausal()), floatMask ? nullPtr() : P(mask),
+    args.append({i32c(att.getIsCausal()), dropout, floatMask ? nullPtr() : P(mask),
                  floatMask ? P(mask) : nullPtr(), maskStrides, out(op, 0), out(op, 1)});
     call("pipert_attention_f32", args);
     return success();
@@ -354,7 +358,8 @@ LogicalResult StepLowering::lowerAttention(Operation *op) {
     dk = out(op, 1);
     dv = out(op, 2);
   }
-  args.append({i32c(attrInt(op, "is_causal", 0)), P(op->getOperand(3)), P(op->getOperand(4)),
+  args.append({i32c(attrInt(op, "is_causal", 0)), dropout, P(op->getOperand(3)),
+               P(op->getOperand(4)),
                dq, dk, dv});
   call("pipert_attention_grad_f32", args);
   return success();

@@ -45,6 +45,11 @@
 // chain's five transposed copies, its (B*H, T, S) scores and their softmax
 // in memory.
 //
+// In every form a training-mode Dropout may stand between the softmax and
+// P V (BERT's and GPT-2's attention dropout: ratio a constant in (0, 1),
+// its mask unused): the op gets `dropout` = the ratio, and its kernels
+// drop the probabilities with the mask that Dropout would draw.
+//
 // Each intermediate value of the chain (%s to the final Transpose) must
 // have no other use; a chain one of whose inner ops is named in `keep` (a
 // manual cut point) stays as it is. Same function: the products, the scale
@@ -486,12 +491,43 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     });
   }
 
-  /// The chain after the softmax: P V (its only use), the heads back by a
-  /// Transpose of `backPerm`, and the merging Reshape (returned; null if
-  /// the chain is not so). `inner` gets P V and the Transpose.
-  static onnx::ReshapeOp matchTail(onnx::SoftmaxOp sm, ArrayRef<int64_t> backPerm,
-                                   SmallVector<Operation *> &inner, onnx::MatMulOp &pv) {
+  /// What P V reads of the softmax `sm`: its result, or the output of a
+  /// training-mode Dropout of it (its only use; a constant ratio in (0,
+  /// 1), no mask read), whose ratio `dropout` gets and `inner` the op.
+  static Value probsRead(onnx::SoftmaxOp sm, double &dropout, SmallVector<Operation *> &inner) {
+    dropout = 0.0;
     Value p = sm.getResult();
+    if (!p.hasOneUse())
+      return p;
+    auto drop = dyn_cast<onnx::DropoutOp>(*p.getUsers().begin());
+    if (!drop || drop.getData() != p || (drop.getMask() && !drop.getMask().use_empty()))
+      return p;
+    Value mode = drop.getTrainingMode();
+    std::optional<SmallVector<int64_t>> on =
+        mode && !isa<NoneType>(mode.getType()) ? onnx::getConstantInts(mode) : std::nullopt;
+    if (!on || on->size() != 1 || (*on)[0] == 0)
+      return p;
+    double ratio = 0.5; // ONNX's default
+    Value r = drop.getRatio();
+    if (r && !isa<NoneType>(r.getType())) {
+      std::optional<double> c = splatValue(r);
+      if (!c)
+        return p;
+      ratio = *c;
+    }
+    if (!(ratio > 0.0 && ratio < 1.0))
+      return p;
+    dropout = ratio;
+    inner.push_back(drop);
+    return drop.getOutput();
+  }
+
+  /// The chain after the softmax: P V (the only use of `p`, what it reads
+  /// of the softmax), the heads back by a Transpose of `backPerm`, and the
+  /// merging Reshape (returned; null if the chain is not so). `inner` gets
+  /// P V and the Transpose.
+  static onnx::ReshapeOp matchTail(Value p, ArrayRef<int64_t> backPerm,
+                                   SmallVector<Operation *> &inner, onnx::MatMulOp &pv) {
     if (!p.hasOneUse())
       return {};
     pv = dyn_cast<onnx::MatMulOp>(*p.getUsers().begin());
@@ -541,13 +577,16 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
   }
 
   /// onnx.Attention of `type` on `operands` (Q, K, V, mask) with `heads`
-  /// (3-D forms), `scale`, `causal` and `seqFirst`; it and the operands'
+  /// (3-D forms), `scale`, `causal`, `seqFirst` and `dropout` (0: none);
+  /// it and the operands'
   /// defining ops without a stage get `stageFrom`'s pipe.stage, if any.
   static onnx::AttentionOp createAttention(OpBuilder &b, Location loc, Type type,
                                            ArrayRef<Value> operands, std::optional<int64_t> heads,
                                            double scale, bool causal, bool seqFirst,
-                                           Operation *stageFrom) {
+                                           double dropout, Operation *stageFrom) {
     SmallVector<NamedAttribute> attrs{b.getNamedAttr("scale", b.getF32FloatAttr(float(scale)))};
+    if (dropout > 0.0)
+      attrs.push_back(b.getNamedAttr("dropout", b.getF32FloatAttr(float(dropout))));
     if (heads)
       attrs.push_back(b.getNamedAttr("q_num_heads", b.getI64IntegerAttr(*heads)));
     if (causal)
@@ -574,15 +613,16 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     const int64_t t = st.getDimSize(2), s = st.getDimSize(3);
     SmallVector<Operation *> inner; // the chain's ops, the root excluded
     inner.push_back(sm);
-    // Forward: P V (its only use), heads back and merged (the tail, where
-    // the heads were split here).
-    Value pr = sm.getResult();
+    // Forward: P V (its only use; a Dropout between), heads back and
+    // merged (the tail, where the heads were split here).
+    double dropout;
+    Value pr = probsRead(sm, dropout, inner);
     auto pv = pr.hasOneUse() ? dyn_cast<onnx::MatMulOp>(*pr.getUsers().begin()) : nullptr;
     if (!pv || pv.getA() != pr)
       return false;
     SmallVector<Operation *> tail;
     onnx::MatMulOp tailPv;
-    auto merge = matchTail(sm, {0, 2, 1, 3}, tail, tailPv);
+    auto merge = matchTail(pr, {0, 2, 1, 3}, tail, tailPv);
     auto yt = merge ? dyn_cast<RankedTensorType>(merge.getType()) : RankedTensorType();
     if (!yt || yt.getRank() != 3)
       merge = {};
@@ -720,7 +760,7 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
                            : maskOperand(b, loc, attend, t, s, none);
     };
     if (!split3d)
-      return fuseFourD(sm, st, qk, pv, inner, scaleFactor, causal, maskValue);
+      return fuseFourD(sm, st, qk, pv, inner, scaleFactor, causal, dropout, maskValue);
     inner.append(tail.begin(), tail.end());
     for (Head *h : {&*q, &*k, &*v})
       inner.append(h->ops.begin(), h->ops.end());
@@ -752,7 +792,7 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     else
       operands = {qIn, kIn, vIn, mask};
     auto att = createAttention(b, loc, merge.getType(), operands, q->heads, scaleFactor, causal,
-                               /*seqFirst=*/false, merge);
+                               /*seqFirst=*/false, dropout, merge);
     merge.getResult().replaceAllUsesWith(att->getResult(0));
     // Erase what is now dead: the chain, the heads' reshapes and
     // transposes, the Split, and the constants only they used.
@@ -773,7 +813,7 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
   template <typename MaskFn>
   bool fuseFourD(onnx::SoftmaxOp sm, RankedTensorType st, onnx::MatMulOp qk, onnx::MatMulOp pv,
                  SmallVector<Operation *> inner, double scaleFactor, bool causal,
-                 MaskFn &&maskValue) {
+                 double dropout, MaskFn &&maskValue) {
     auto kT = qk.getB().getDefiningOp<onnx::TransposeOp>();
     if (!kT || !isPerm(kT, {0, 1, 3, 2}) || !qk.getB().hasOneUse())
       return false;
@@ -798,7 +838,7 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     Value none = onnx::NoValueOp::create(bld, loc, bld.getNoneType());
     SmallVector<Value> operands{q, k, v, maskValue(bld, loc, none)};
     auto att = createAttention(bld, loc, pv.getType(), operands, std::nullopt, scaleFactor, causal,
-                               /*seqFirst=*/false, pv);
+                               /*seqFirst=*/false, dropout, pv);
     pv.getResult().replaceAllUsesWith(att->getResult(0));
     eraseDead(inner);
     return true;
@@ -869,7 +909,8 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     const int64_t t = st.getDimSize(1), s = st.getDimSize(2);
     SmallVector<Operation *> inner{sm};
     onnx::MatMulOp pv;
-    auto merge = matchTail(sm, {1, 0, 2}, inner, pv);
+    double dropout;
+    auto merge = matchTail(probsRead(sm, dropout, inner), {1, 0, 2}, inner, pv);
     if (!merge)
       return false;
     auto yt = dyn_cast<RankedTensorType>(merge.getType());
@@ -995,7 +1036,8 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
       operands = {q->x, k->x, v->x, mask};
     }
     auto att = createAttention(b, loc, RankedTensorType::get({t, batch, d}, yt.getElementType()),
-                               operands, q->heads, scaleFactor, causal, /*seqFirst=*/true, merge);
+                               operands, q->heads, scaleFactor, causal, /*seqFirst=*/true,
+                               dropout, merge);
     Value y = att->getResult(0);
     if (ys.size() == 2)
       y = ob.reshape(y, yt);

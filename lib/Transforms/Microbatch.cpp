@@ -1814,6 +1814,7 @@ void PipeMicrobatchPass::runOnOperation() {
           continue;
         if (d->getNumRegions() || isWhole(d) ||
             llvm::isa<onnx::DropoutOp>(d) ||
+            (llvm::isa<onnx::AttentionOp>(d) && d->hasAttr("dropout")) ||
             !llvm::isa<onnx::ShapeInferenceOpInterface>(d)) {
           fits = false;
           break;

@@ -181,7 +181,15 @@ LogicalResult PipeSplitStagesPass::needForward(Part &user, Value v,
   // The last stage runs each backward right after its forward (on the same
   // weights): recomputing there would save nothing.
   bool recomputes = recompute && user.stage + 1 < int64_t(parts.size() / 2);
-  if (defStage == user.stage && user.phase == Backward && recomputes) {
+  // A fused attention that drops its probabilities (its mask seeded by a
+  // draw at each call, not kept as a Dropout's is) is not run again: the
+  // backward takes its results from the forward.
+  auto recomputable = [](Operation *op) {
+    auto att = llvm::dyn_cast_or_null<onnx::AttentionOp>(op);
+    auto drop = att ? att->getAttrOfType<FloatAttr>("dropout") : FloatAttr();
+    return !drop || drop.getValueAsDouble() == 0.0;
+  };
+  if (defStage == user.stage && user.phase == Backward && recomputes && recomputable(def)) {
     // Re-run what computes it, and make what that reads available.
     SmallVector<Operation *> stack = {def};
     while (!stack.empty()) {
@@ -202,7 +210,7 @@ LogicalResult PipeSplitStagesPass::needForward(Part &user, Value v,
           continue;
         Operation *d = operand.getDefiningOp();
         if (d && stageOf.lookup(d) == user.stage &&
-            (!phaseOf.count(d) || phaseOf.lookup(d) == Forward)) {
+            (!phaseOf.count(d) || phaseOf.lookup(d) == Forward) && recomputable(d)) {
           stack.push_back(d);
           continue;
         }

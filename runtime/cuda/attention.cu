@@ -20,11 +20,35 @@ namespace {
 // positions (j > i under causal, mask[b * mb + h * mh + i * mr + j] == 0)
 // are 0, bias (a float attn_mask) at the same offsets added to the others,
 // a row with nothing unmasked (or above -inf) NaN. A warp per row.
-__global__ void attention_softmax_kernel(float *__restrict__ p, int64_t rows, int64_t t,
+// Dropout (d non-null): d = P * M * keep_scale, M drawn as
+// pipert_dropout_f32 draws it with `seed` at P's flat index; d == p writes
+// it in P's place, else P's dropped elements get the sign bit.
+struct Drop {
+  uint64_t seed;
+  uint32_t threshold;
+  float keep_scale;
+  float *d;
+};
+
+// Stores softmax value v at element j of row r (p's row pr), dropped.
+__device__ __forceinline__ void drop_store(const Drop &dr, float *pr, int64_t r, int64_t s,
+                                           int64_t j, float v) {
+  const int64_t idx = r * s + j;
+  const bool keep = pipert::formula::dropout_keep(dr.seed, idx, dr.threshold) != 0;
+  const float dv = keep ? v * dr.keep_scale : 0.f;
+  if (dr.d == pr - r * s) {
+    pr[j] = dv;
+    return;
+  }
+  dr.d[idx] = dv;
+  pr[j] = keep ? v : -v;
+}
+
+__global__ void attention_softmax_kernel(float *p, int64_t rows, int64_t t,
                                          int64_t s, int64_t heads, int causal,
                                          const uint8_t *__restrict__ mask,
                                          const float *__restrict__ bias, int64_t mb,
-                                         int64_t mh, int64_t mr) {
+                                         int64_t mh, int64_t mr, Drop drop) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < rows;
@@ -45,8 +69,13 @@ __global__ void attention_softmax_kernel(float *__restrict__ p, int64_t rows, in
         mx = fmaxf(mx, pr[j]);
     mx = __shfl_sync(0xffffffffu, warp_max(mx), 0);
     if (mx == -INFINITY) {
-      for (int64_t j = lane; j < s; j += 32)
-        pr[j] = __int_as_float(0x7fc00000); // NaN
+      for (int64_t j = lane; j < s; j += 32) {
+        const float nan = __int_as_float(0x7fc00000);
+        if (drop.d)
+          drop_store(drop, pr, r, s, j, nan);
+        else
+          pr[j] = nan;
+      }
       continue;
     }
     float sum = 0.f;
@@ -57,27 +86,47 @@ __global__ void attention_softmax_kernel(float *__restrict__ p, int64_t rows, in
     }
     sum = __shfl_sync(0xffffffffu, warp_sum(sum), 0);
     const float inv = 1.f / sum;
-    for (int64_t j = lane; j < s; j += 32)
-      pr[j] *= inv;
+    for (int64_t j = lane; j < s; j += 32) {
+      if (drop.d)
+        drop_store(drop, pr, r, s, j, pr[j] * inv);
+      else
+        pr[j] *= inv;
+    }
   }
 }
 
-// dS = P * (dP - rowsum(dP * P)) in dP's place, a warp per row.
+// dS = P * (dP - rowsum(dP * P)) in dP's place, a warp per row. Under
+// dropout (d non-null: the dropped probabilities D, p the sign-marked P,
+// dP the gradient of D): dS = D * dP - |P| rowsum(D * dP).
 __global__ void attention_softmax_grad_kernel(const float *__restrict__ p,
+                                              const float *__restrict__ d,
                                               float *__restrict__ dp, int64_t rows, int64_t s) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < rows;
        r += warps) {
-    const float *pr = p + r * s;
+    const float *pr = p + r * s, *drow = d ? d + r * s : pr;
     float *dr = dp + r * s;
     float acc = 0.f;
     for (int64_t j = lane; j < s; j += 32)
-      acc += pr[j] * dr[j];
+      acc += drow[j] * dr[j];
     acc = __shfl_sync(0xffffffffu, warp_sum(acc), 0);
     for (int64_t j = lane; j < s; j += 32)
-      dr[j] = pr[j] * (dr[j] - acc);
+      dr[j] = d ? drow[j] * dr[j] - fabsf(pr[j]) * acc : pr[j] * (dr[j] - acc);
   }
+}
+
+// The dropout ratio's check and the mask's seed (one draw where p > 0).
+Drop attention_drop(pipert_context *ctx, const char *op, float ratio, bool draw) {
+  if (!(ratio >= 0.f && ratio < 1.f))
+    pipert_fail("%s: dropout %g outside [0, 1)", op, double(ratio));
+  Drop r{0, 0, 1.f, nullptr};
+  if (ratio > 0.f) {
+    r.seed = draw ? pipert_context_next_random(ctx) : 0;
+    r.threshold = pipert::formula::dropout_threshold(ratio);
+    r.keep_scale = 1.f / (1.f - ratio);
+  }
+  return r;
 }
 
 unsigned row_blocks(pipert_context *ctx, int64_t rows) {
@@ -90,41 +139,59 @@ extern "C" {
 
 void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
                           const int64_t *st, int64_t batch, int64_t heads, int64_t t,
-                          int64_t s, int64_t dh, float scale, int32_t causal,
+                          int64_t s, int64_t dh, float scale, int32_t causal, float dropout,
                           const uint8_t *mask, const float *bias,
                           const int64_t *mask_strides, float *y, float *probs) {
   const char *op = "Attention";
   pipert::check_attention_args(op, batch, heads, t, s, dh, st);
   const pipert::AttentionMaskStrides ms = pipert::attention_mask_strides(op, s, mask_strides);
+  Drop drop = attention_drop(ctx, op, dropout, true);
   const int64_t ts = t * s;
-  Scratch tmp(ctx, probs ? 1 : size_t(batch * heads * ts) * sizeof(float));
+  // Under dropout P V reads D: in P's place without probs, else beside it.
+  Scratch tmp(ctx, probs && dropout == 0.f ? 1 : size_t(batch * heads * ts) * sizeof(float));
   float *p = probs ? probs : tmp.as<float>();
+  if (dropout > 0.f)
+    drop.d = tmp.as<float>();
+  const float *pv = drop.d ? drop.d : p;
   for (int64_t b = 0; b < batch; ++b)
     gemm_strided(ctx, op, 0, 1, t, s, dh, scale, q + b * st[0], st[2], st[1], k + b * st[3],
                  st[5], st[4], 0.f, p + b * heads * ts, s, ts, heads);
   const int64_t rows = batch * heads * t;
   attention_softmax_kernel<<<row_blocks(ctx, rows), kBlock, 0, stream_of(ctx)>>>(
-      p, rows, t, s, heads, causal, mask, bias, ms.b, ms.h, ms.r);
+      p, rows, t, s, heads, causal, mask, bias, ms.b, ms.h, ms.r, drop);
   PIPERT_LAUNCH_CHECK(op);
   for (int64_t b = 0; b < batch; ++b)
-    gemm_strided(ctx, op, 0, 0, t, dh, s, 1.f, p + b * heads * ts, s, ts, v + b * st[6], st[8],
+    gemm_strided(ctx, op, 0, 0, t, dh, s, 1.f, pv + b * heads * ts, s, ts, v + b * st[6], st[8],
                  st[7], 0.f, y + b * st[9], st[11], st[10], heads);
 }
 
 void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float *k,
                                const float *v, const int64_t *st, int64_t batch,
                                int64_t heads, int64_t t, int64_t s, int64_t dh, float scale,
-                               int32_t /*causal: every block is computed*/, const float *probs,
-                               const float *dy, float *dq, float *dk, float *dv) {
+                               int32_t /*causal: every block is computed*/, float dropout,
+                               const float *probs, const float *dy, float *dq, float *dk,
+                               float *dv) {
   const char *op = "AttentionGrad";
   pipert::check_attention_args(op, batch, heads, t, s, dh, st);
   if (!probs)
     pipert_fail("AttentionGrad: the forward's probabilities are required");
-  const int64_t ts = t * s;
-  Scratch tmp(ctx, size_t(batch * heads * ts) * sizeof(float));
+  const Drop drop = attention_drop(ctx, op, dropout, false);
+  const int64_t ts = t * s, total = batch * heads * ts;
+  Scratch tmp(ctx, size_t(total) * sizeof(float));
   float *ds = tmp.as<float>();
+  // Under dropout the products read D = |P| * M * keep_scale.
+  Scratch dtmp(ctx, dropout > 0.f ? size_t(total) * sizeof(float) : 1);
+  float *d = nullptr;
+  if (dropout > 0.f) {
+    d = dtmp.as<float>();
+    const float ks = drop.keep_scale;
+    launch_map(ctx, op, total, [=] __device__(int64_t i) {
+      d[i] = signbit(probs[i]) ? 0.f : probs[i] * ks;
+    });
+  }
+  const float *pd = d ? d : probs;
   for (int64_t b = 0; b < batch; ++b) {
-    const float *pb = probs + b * heads * ts, *dyb = dy + b * st[9];
+    const float *pb = pd + b * heads * ts, *dyb = dy + b * st[9];
     // dP = dY Vᵀ, dV = Pᵀ dY.
     gemm_strided(ctx, op, 0, 1, t, s, dh, 1.f, dyb, st[11], st[10], v + b * st[6], st[8], st[7],
                  0.f, ds + b * heads * ts, s, ts, heads);
@@ -133,7 +200,7 @@ void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float 
   }
   const int64_t rows = batch * heads * t;
   attention_softmax_grad_kernel<<<row_blocks(ctx, rows), kBlock, 0, stream_of(ctx)>>>(
-      probs, ds, rows, s);
+      probs, d, ds, rows, s);
   PIPERT_LAUNCH_CHECK(op);
   for (int64_t b = 0; b < batch; ++b) {
     const float *dsb = ds + b * heads * ts;

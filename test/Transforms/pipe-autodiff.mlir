@@ -136,3 +136,16 @@ func.func @training_algorithm(%x: tensor<4x3xf32> {pipe.input = "X"}, %w: tensor
   %1:2 = onnx.Adagrad(%r, %t, %w, %0#1, %h) {decay_factor = 1.0e-01 : f32} : (tensor<f32>, tensor<i64>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>) -> (tensor<3x2xf32>, tensor<3x2xf32>)
   return %1#0, %1#1 : tensor<3x2xf32>, tensor<3x2xf32>
 }
+
+// -----
+// A fused attention that drops its probabilities: its training form saves
+// them (dropped elements sign-marked) and AttentionGrad takes the ratio.
+// CHECK-LABEL: func.func @train_step(
+// CHECK: %[[Y:.*]]:2 = onnx.Attention(%[[Q:[^,]*]], %{{.*}}) {dropout = 1.000000e-01 : f32, is_causal = 1 : i64} : {{.*}} -> (tensor<1x2x3x4xf32>, tensor<1x2x3x3xf32>)
+// CHECK: onnx.AttentionGrad(%[[Q]], %[[Q]], %[[Q]], %[[Y]]#1, %{{.*}}) {dropout = 1.000000e-01 : f32, is_causal = 1 : i64}
+func.func @forward(%q: tensor<1x2x3x4xf32> {pipe.param = "q", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
+  %none = onnx.NoValue : none
+  %0 = onnx.Attention(%q, %q, %q, %none) {dropout = 0.1 : f32, is_causal = 1 : i64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, none) -> tensor<1x2x3x4xf32>
+  %1 = onnx.ReduceSum(%0, %none) {keepdims = 0 : i64} : (tensor<1x2x3x4xf32>, none) -> tensor<f32>
+  return %1 : tensor<f32>
+}

@@ -590,11 +590,16 @@ void pipert_resize_grad_f32(pipert_context *ctx, const float *dy, const int64_t 
  * padding mask of (batch, 1, 1, s) has (s, 0, 0)). bias (nullable; ONNX's
  * float attn_mask) is added to S where not masked, at the same offsets;
  * exp(S_ij - max) below exp(-104) is 0. A row with every position masked
- * (or -inf) is NaN (softmax of -inf everywhere). probs (nullable): P,
- * (batch, heads, t, s), as the gradient reads it. */
+ * (or -inf) is NaN (softmax of -inf everywhere). dropout in [0, 1): with
+ * p > 0, Y_bh = (P * M / (1 - p)) V_bh, M the mask pipert_dropout_f32 draws
+ * for P's elements in (batch, heads, t, s) order: one draw of the context's
+ * random stream (as that Dropout's call would take it) seeds
+ * formula::dropout_keep of each element's flat index. probs (nullable): P,
+ * (batch, heads, t, s), as the gradient reads it; under dropout with the
+ * sign bit set where M is 0 (-P, -0.f for a P of 0). */
 void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
                           const int64_t *strides, int64_t batch, int64_t heads, int64_t t,
-                          int64_t s, int64_t dh, float scale, int32_t causal,
+                          int64_t s, int64_t dh, float scale, int32_t causal, float dropout,
                           const uint8_t *mask, const float *bias,
                           const int64_t *mask_strides, float *y, float *probs);
 /* Its gradient from the forward's P (probs, required) and dY (strides[9..11]):
@@ -602,11 +607,15 @@ void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, c
  *   dQ_bh = scale dS K_bh, dK_bh = scale dSᵀ Q_bh,
  * dq, dk, dv written in the layouts of q, k, v (strides[0..8]); every
  * element of each is written. causal: the forward was (P is zero after the
- * diagonal), so the kernel may skip those blocks. */
+ * diagonal), so the kernel may skip those blocks. dropout: the forward's;
+ * with p > 0 probs is the forward's sign-marked P, and with D = |P| * M /
+ * (1 - p) (M = 0 where the sign bit is set): dV_bh = Dᵀ dY_bh, dP = dY_bh
+ * V_bhᵀ, dS = D * dP - |P| rowsum(D * dP). */
 void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float *k,
                                const float *v, const int64_t *strides, int64_t batch,
                                int64_t heads, int64_t t, int64_t s, int64_t dh, float scale,
-                               int32_t causal, const float *probs, const float *dy, float *dq,
+                               int32_t causal, float dropout, const float *probs,
+                               const float *dy, float *dq,
                                float *dk, float *dv);
 
 /*===------------------------------ recurrent -----------------------------===*/

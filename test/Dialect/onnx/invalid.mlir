@@ -853,3 +853,12 @@ func.func @attention_seq_first_batch(%q: tensor<3x2x8xf32>, %k: tensor<5x3x8xf32
   %0 = onnx.Attention(%q, %k, %k, %none) {q_num_heads = 2 : i64, seq_first = 1 : i64} : (tensor<3x2x8xf32>, tensor<5x3x8xf32>, tensor<5x3x8xf32>, none) -> tensor<3x2x8xf32>
   return
 }
+
+// -----
+
+func.func @attention_dropout_range(%q: tensor<1x2x3x4xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{dropout must be in [0, 1), got 1}}
+  %0 = onnx.Attention(%q, %q, %q, %none) {dropout = 1.0 : f32} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, none) -> tensor<1x2x3x4xf32>
+  return
+}

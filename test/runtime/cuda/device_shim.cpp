@@ -324,7 +324,7 @@ void attention_inputs(Mirror &m, const float *q, const float *k, const float *v,
 
 void attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
                    const int64_t *strides, int64_t batch, int64_t heads, int64_t t, int64_t s,
-                   int64_t dh, float scale, int32_t causal, const uint8_t *mask,
+                   int64_t dh, float scale, int32_t causal, float dropout, const uint8_t *mask,
                    const float *bias, const int64_t *mask_strides, float *y, float *probs) {
   Mirror m(ctx);
   int64_t ext[4];
@@ -336,15 +336,15 @@ void attention_f32(pipert_context *ctx, const float *q, const float *k, const fl
                          (t - 1) * mask_strides[2] + s
                    : t * s;
   pipert_attention_f32(ctx, dev[0], dev[1], dev[2], strides, batch, heads, t, s, dh, scale,
-                       causal, m.in(mask, mask_ext), m.in(bias, mask_ext), mask_strides,
+                       causal, dropout, m.in(mask, mask_ext), m.in(bias, mask_ext), mask_strides,
                        m.out(y, ext[3]),
                        m.out(probs, batch * heads * t * s));
 }
 
 void attention_grad_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
                         const int64_t *strides, int64_t batch, int64_t heads, int64_t t,
-                        int64_t s, int64_t dh, float scale, int32_t causal, const float *probs,
-                        const float *dy, float *dq, float *dk, float *dv) {
+                        int64_t s, int64_t dh, float scale, int32_t causal, float dropout,
+                        const float *probs, const float *dy, float *dq, float *dk, float *dv) {
   Mirror m(ctx);
   int64_t ext[4];
   float *dev[3];
@@ -352,7 +352,7 @@ void attention_grad_f32(pipert_context *ctx, const float *q, const float *k, con
   float *ghost[3] = {dq, dk, dv}, *gdev[3];
   map_attention(m, true, ghost, ext, gdev);
   pipert_attention_grad_f32(ctx, dev[0], dev[1], dev[2], strides, batch, heads, t, s, dh, scale,
-                            causal, m.in(probs, batch * heads * t * s), m.in(dy, ext[3]), gdev[0],
+                            causal, dropout, m.in(probs, batch * heads * t * s), m.in(dy, ext[3]), gdev[0],
                             gdev[1], gdev[2]);
 }
 

@@ -811,11 +811,12 @@ struct AttnCase {
   bool causal;
   int mask; // 0 none, 1 one (T, S) mask, 2 (B, 1, 1, S) key padding, 3 (B, H, T, S);
             // float biases: 4 (B, 1, 1, S) (BERT's padding, a -1e9 fill), 5 (H, T, S)
+  float dropout = 0.f; // of the probabilities
 };
 
 void PrintTo(const AttnCase &c, std::ostream *os) {
   *os << "b" << c.b << " h" << c.h << " t" << c.t << " s" << c.s << " dh" << c.dh << " layout"
-      << c.layout << (c.causal ? " causal" : "") << " mask" << c.mask;
+      << c.layout << (c.causal ? " causal" : "") << " mask" << c.mask << " dropout" << c.dropout;
 }
 
 class AttentionGrad : public ::testing::TestWithParam<AttnCase> {};
@@ -828,8 +829,8 @@ std::string attn_case_name(const ::testing::TestParamInfo<AttnCase> &info) {
   const AttnCase &c = info.param;
   static const char *masks[] = {"", "Masked", "KeyPadded", "PairMasked", "PaddingBias",
                                 "HeadBias"};
-  return std::string(layouts[c.layout]) + (c.causal ? "Causal" : "") + masks[c.mask] + "_" +
-         std::to_string(info.index);
+  return std::string(layouts[c.layout]) + (c.causal ? "Causal" : "") + masks[c.mask] +
+         (c.dropout > 0.f ? "Dropout" : "") + "_" + std::to_string(info.index);
 }
 
 TEST_P(AttentionGrad, ForwardAndEveryInput) {
@@ -915,11 +916,32 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
     return std::array<const float *, 3>{qq.data(), kk.data(), vv.data()};
   };
   const size_t ny = size_t(c.b * c.t * d), np = size_t(c.b * c.h * c.t * c.s);
-  auto forward = [&](const Vec &qq, const Vec &kk, const Vec &vv, Vec &y, Vec *probs) {
+  // Dropout: every forward from one state of the context's random stream,
+  // so that each draws one mask; the mask pipert_dropout_f32 draws from
+  // that state over P's elements is the one expected.
+  const uint64_t state = pipert_context_random_state(ctx.ctx);
+  std::vector<uint8_t> keep(np, 1);
+  if (c.dropout > 0.f) {
+    Vec ones(np, 1.f), dropped(np);
+    pipert_dropout_f32(ctx.ctx, ones.data(), int64_t(np), c.dropout, 1, dropped.data(),
+                       keep.data());
+    size_t kept = 0;
+    for (uint8_t k : keep)
+      kept += k;
+    ASSERT_GT(kept, 0u);
+    ASSERT_LT(kept, np);
+  }
+  const double keep_scale = 1.0 / (1.0 - double(c.dropout));
+  auto forward_on = [&](pipert_context *cx, const Vec &qq, const Vec &kk, const Vec &vv, Vec &y,
+                        Vec *probs) {
     y.assign(ny, 0.f);
     auto p = ptrs(qq, kk, vv);
-    pipert_attention_f32(ctx.ctx, p[0], p[1], p[2], st, c.b, c.h, c.t, c.s, c.dh, scale,
-                         c.causal, mp, bp, msp, y.data(), probs ? probs->data() : nullptr);
+    pipert_context_set_random_state(cx, state);
+    pipert_attention_f32(cx, p[0], p[1], p[2], st, c.b, c.h, c.t, c.s, c.dh, scale, c.causal,
+                         c.dropout, mp, bp, msp, y.data(), probs ? probs->data() : nullptr);
+  };
+  auto forward = [&](const Vec &qq, const Vec &kk, const Vec &vv, Vec &y, Vec *probs) {
+    forward_on(ctx.ctx, qq, kk, vv, y, probs);
   };
   // The forward against double arithmetic.
   Vec y, probs(np);
@@ -946,17 +968,25 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
         double sum = 0;
         for (double &x : sc)
           sum += (x = std::exp(x - mx));
+        // The dropped probabilities (P without dropout).
+        std::vector<double> dp(size_t(c.s));
         for (int64_t j = 0; j < c.s; ++j) {
+          const size_t idx = size_t(((b * c.h + h) * c.t + i) * c.s + j);
           const double want = sc[size_t(j)] / sum;
-          const float got = probs[size_t(((b * c.h + h) * c.t + i) * c.s + j)];
-          if (std::fabs(got - want) > 1e-5 && ++bad <= 5)
+          const float got = probs[idx];
+          dp[size_t(j)] = keep[idx] ? want * (c.dropout > 0.f ? keep_scale : 1.0) : 0.0;
+          if (std::fabs(std::fabs(got) - want) > 1e-5 && ++bad <= 5)
             ADD_FAILURE() << "P[" << b << "," << h << "," << i << "," << j << "] " << got
                           << " want " << want;
+          // Under dropout the dropped elements carry the sign bit, only they.
+          if (std::signbit(got) != (keep[idx] == 0) && ++bad <= 5)
+            ADD_FAILURE() << "P[" << b << "," << h << "," << i << "," << j << "] " << got
+                          << (keep[idx] ? " kept" : " dropped");
         }
         for (int64_t e = 0; e < c.dh; ++e) {
           double want = 0;
           for (int64_t j = 0; j < c.s; ++j)
-            want += sc[size_t(j)] / sum * at(2, p0[2], b, h, j, e);
+            want += dp[size_t(j)] * at(2, p0[2], b, h, j, e);
           const float got = y[size_t(b * st[9] + h * st[10] + i * st[11] + e)];
           if (std::fabs(got - want) > 1e-5 && ++bad <= 5)
             ADD_FAILURE() << "Y[" << b << "," << i << "," << h * c.dh + e << "] " << got
@@ -968,6 +998,14 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
   Vec y2;
   forward(q, k, v, y2, nullptr);
   EXPECT_EQ(y, y2);
+  if (c.dropout > 0.f) {
+    // The mask does not depend on how the pairs go to threads.
+    pipert_context *two = pipert_context_create(2, 7);
+    Vec y3;
+    forward_on(two, q, k, v, y3, nullptr);
+    pipert_context_destroy(two);
+    EXPECT_EQ(y, y3);
+  }
   // The gradient of every input against central differences.
   Vec r = rng.uniform(int64_t(ny));
   Vec dq(nq, 7.f), dk(nk, 7.f), dv(nv, 7.f);
@@ -978,7 +1016,7 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
     g[2] = dq.data() + 2 * d;
   }
   pipert_attention_grad_f32(ctx.ctx, p[0], p[1], p[2], st, c.b, c.h, c.t, c.s, c.dh, scale,
-                            c.causal, probs.data(), r.data(), g[0], g[1], g[2]);
+                            c.causal, c.dropout, probs.data(), r.data(), g[0], g[1], g[2]);
   check_grad("dQ", [&](const Vec &xx, Vec &yy) { forward(xx, k, v, yy, nullptr); }, q, r, dq);
   if (!packed) {
     check_grad("dK", [&](const Vec &xx, Vec &yy) { forward(q, xx, v, yy, nullptr); }, k, r, dk);
@@ -1013,5 +1051,12 @@ INSTANTIATE_TEST_SUITE_P(
                       // Sequence first (nn.MultiheadAttention's layout).
                       AttnCase{3, 2, 5, 5, 4, 3, true, 0},
                       AttnCase{2, 2, 4, 6, 3, 4, false, 2},
-                      AttnCase{2, 2, 64, 64, 8, 3, true, 0}),
+                      AttnCase{2, 2, 64, 64, 8, 3, true, 0},
+                      // Dropout of the probabilities: both softmax paths,
+                      // the causal halves, a float bias, sequence first.
+                      AttnCase{2, 3, 5, 5, 4, 0, false, 0, 0.3f},
+                      AttnCase{2, 2, 6, 4, 5, 2, true, 2, 0.5f},
+                      AttnCase{3, 2, 64, 64, 16, 0, true, 0, 0.1f},
+                      AttnCase{2, 2, 70, 70, 8, 0, false, 4, 0.2f},
+                      AttnCase{2, 2, 4, 6, 3, 4, false, 2, 0.25f}),
     attn_case_name);
