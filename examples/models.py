@@ -13,7 +13,9 @@ whose batch axis is symbolic ("batch"); with --data, DIR/<model>.npz holding a
 small data set whose arrays are named like the graph inputs. Models: mlp,
 cnn, transformer (a tiny decoder: d = 32, 2 blocks, T = 8), lstm_lm, lstm, gpt
 (a GPT decoder: d = 256, 8 blocks, 4 heads, T = 64, vocabulary 256),
-gpt_dropout (that GPT with GPT-2's dropout of 0.1) and
+gpt_dropout (that GPT with GPT-2's dropout of 0.1), llama (a Llama-style
+decoder with grouped-query attention: d = 256, 4 blocks, 8 query and 2
+key/value heads, T = 64) and
 encoder (torch's nn.TransformerEncoder as a causal language model: 4 layers
 of d = 256, 4 heads, T = 64); encoder_pad is that encoder with a key padding
 mask from the data (inputs tokens, keep, targets).
@@ -146,6 +148,65 @@ class EncoderLM(nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+class LlamaLM(nn.Module):
+    """A Llama-style decoder: token embedding, `layers` pre-RMSNorm blocks of
+    causal grouped-query attention (`heads` query heads sharing `kv_heads`
+    key/value heads, repeated as Hugging Face's repeat_kv writes it) with
+    rotary positions, and a SwiGLU MLP, no biases; a final RMSNorm and a
+    linear head, next-token cross-entropy. The rotary tables and the mask
+    are computed in the forward from constants, as Hugging Face's are."""
+
+    def __init__(self, vocab=256, dim=256, heads=8, kv_heads=2, seq=64, layers=4,
+                 hidden=688):
+        super().__init__()
+        self.h, self.kv, self.hd = heads, kv_heads, dim // heads
+        self.tok = nn.Embedding(vocab, dim)
+        self.norms = nn.ParameterList([nn.Parameter(torch.ones(dim)) for _ in range(2 * layers + 1)])
+        self.q = nn.ModuleList([nn.Linear(dim, dim, bias=False) for _ in range(layers)])
+        self.k = nn.ModuleList([nn.Linear(dim, kv_heads * self.hd, bias=False)
+                                for _ in range(layers)])
+        self.v = nn.ModuleList([nn.Linear(dim, kv_heads * self.hd, bias=False)
+                                for _ in range(layers)])
+        self.o = nn.ModuleList([nn.Linear(dim, dim, bias=False) for _ in range(layers)])
+        self.gate = nn.ModuleList([nn.Linear(dim, hidden, bias=False) for _ in range(layers)])
+        self.up = nn.ModuleList([nn.Linear(dim, hidden, bias=False) for _ in range(layers)])
+        self.down = nn.ModuleList([nn.Linear(hidden, dim, bias=False) for _ in range(layers)])
+        self.head = nn.Linear(dim, vocab, bias=False)
+
+    @staticmethod
+    def rms(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    def forward(self, tokens, targets):
+        b, t = tokens.shape
+        hd, g = self.hd, self.h // self.kv
+        freq = 1.0 / (10000.0 ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+        angle = torch.arange(t, dtype=torch.float32)[:, None] * freq[None, :]
+        cos, sin = angle.cos(), angle.sin()
+
+        def rotate(z):
+            z1, z2 = z[..., ::2], z[..., 1::2]
+            return torch.stack((z1 * cos - z2 * sin, z1 * sin + z2 * cos), dim=-1).flatten(-2)
+
+        def repeat_kv(z):
+            return z[:, :, None, :, :].expand(b, self.kv, g, t, hd).reshape(b, self.h, t, hd)
+
+        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        x = self.tok(tokens)
+        for i in range(len(self.q)):
+            y = self.rms(x, self.norms[2 * i])
+            q = rotate(self.q[i](y).view(b, t, self.h, hd).transpose(1, 2))
+            k = rotate(self.k[i](y).view(b, t, self.kv, hd).transpose(1, 2))
+            v = self.v[i](y).view(b, t, self.kv, hd).transpose(1, 2)
+            k, v = repeat_kv(k), repeat_kv(v)
+            a = torch.softmax(q @ k.transpose(-2, -1) / hd ** 0.5 + mask, dim=-1)
+            x = x + self.o[i]((a @ v).transpose(1, 2).reshape(b, t, -1))
+            y = self.rms(x, self.norms[2 * i + 1])
+            x = x + self.down[i](F.silu(self.gate[i](y)) * self.up[i](y))
+        logits = self.head(self.rms(x, self.norms[-1]))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
 class LstmLM(nn.Module):
     """Embedding -> 2-layer LSTM -> linear -> cross-entropy (AWD-LM's shape,
     tiny): next-token prediction over a sequence of `seq` tokens."""
@@ -213,6 +274,12 @@ def make(name):
         # probabilities, residual branches).
         m = Decoder(vocab=256, dim=256, heads=4, seq=64, layers=8, dropout=0.1)
         return m, next_tokens(256, 64), ["tokens", "targets"]
+    if name == "llama":
+        # A Llama-style decoder: d = 256, 4 blocks, 8 query heads sharing 2
+        # key/value heads (grouped-query), rotary positions, SwiGLU of 688,
+        # T = 64 tokens of a 256-symbol vocabulary.
+        m = LlamaLM()
+        return m, next_tokens(256, 64), ["tokens", "targets"]
     if name == "encoder":
         # nn.TransformerEncoder (4 layers of d = 256, 4 heads, T = 64) as a
         # causal language model over a 256-symbol vocabulary.
@@ -233,7 +300,7 @@ def make(name):
         m = LstmLM(vocab=1000, dim=256, hidden=256, layers=2)
         return m, next_tokens(1000, 32), ["tokens", "targets"]
     raise SystemExit(f"models.py: unknown model '{name}' (mlp, cnn, transformer, "
-                     "lstm_lm, lstm, gpt, gpt_dropout, encoder, encoder_pad)")
+                     "lstm_lm, lstm, gpt, gpt_dropout, llama, encoder, encoder_pad)")
 
 
 def export(name, path, batch, dynamic, opset=17):

@@ -299,7 +299,9 @@ def ONNX_AttentionOp : ONNX_ShapedOp<"Attention"> {
     MatMul / Softmax / MatMul chain; docs/design-notes.md "Attention"):
     - 3-D Q (B, T, H*dh), K and V (B, S, H*dh) with `q_num_heads` = H
       (`kv_num_heads`, if given, equal to it): Y (B, T, H*dh);
-    - 4-D Q (B, H, T, dh), K and V (B, H, S, dh): Y (B, H, T, dh);
+    - 4-D Q (B, H, T, dh), K and V (B, H', S, dh): Y (B, H, T, dh); H'
+      dividing H is grouped-query attention (query head h reads key/value
+      head h / (H / H'), as ONNX's);
     - self-attention on a fused projection: K and V none, Q (B, T, 3*H*dh)
       holding q, k and v side by side on its last axis (not an ONNX form);
     - with `seq_first` = 1 (not an ONNX attribute) the 3-D forms sequence

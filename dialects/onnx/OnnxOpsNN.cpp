@@ -951,15 +951,23 @@ mlir::pipec::onnx::attentionSizes(Operation *op, Value q, Value k, Value v,
     r.t = qt.getDimSize(2);
     r.dh = qt.getDimSize(3);
     r.s = kt.getDimSize(2);
+    // Grouped-query attention: K and V of fewer heads, each read by
+    // heads / kvHeads query heads in turn.
+    r.kvHeads = kt.getDimSize(1);
     for (auto t : {kt, vt})
       if (conflicts(t.getDimSize(0), r.batch) ||
-          conflicts(t.getDimSize(1), r.heads) ||
+          conflicts(t.getDimSize(1), r.kvHeads) ||
           conflicts(t.getDimSize(3), r.dh))
-        return mismatch("needs K and V of Q's batch, heads and head size");
+        return mismatch("needs K and V of Q's batch and head size and of one heads axis");
+    if (!dyn(r.kvHeads) && !dyn(r.heads) &&
+        (r.kvHeads <= 0 || r.heads % r.kvHeads != 0))
+      return mismatch("needs K's and V's heads to divide Q's (grouped-query attention)");
     if (conflicts(vt.getDimSize(2), r.s))
       return mismatch("needs K and V of one sequence length");
     if (qHeads && conflicts(int64_t(*qHeads), r.heads))
       return mismatch("q_num_heads differs from Q's heads axis");
+    if (kvHeads && conflicts(int64_t(*kvHeads), r.kvHeads))
+      return mismatch("kv_num_heads differs from K's heads axis");
     return r;
   }
   if (!qHeads || *qHeads <= 0)
@@ -967,8 +975,10 @@ mlir::pipec::onnx::attentionSizes(Operation *op, Value q, Value k, Value v,
   if (kvHeads && *kvHeads != *qHeads)
     return op->emitOpError() << "kv_num_heads " << *kvHeads
                              << " differs from q_num_heads " << *qHeads
-                             << "; grouped-query attention is not supported";
+                             << "; grouped-query attention takes the 4-D form "
+                                "(K and V of (batch, kv heads, seq, head size))";
   r.heads = *qHeads;
+  r.kvHeads = r.heads;
   r.t = qt.getDimSize(lAxis);
   int64_t width = qt.getDimSize(2);
   int64_t parts = packed ? 3 : 1;

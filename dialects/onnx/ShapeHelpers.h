@@ -64,11 +64,14 @@ LogicalResult checkRecurrentSupported(Operation *op);
 /// a fused (B, T, 3*H*dh) projection) and its heads attributes, checked
 /// against each other (kDynamic where unknown); emits an error on `op`.
 /// With the op's `seq_first` = 1 the 3-D forms are sequence first: Q (T, B,
-/// .), K and V (S, B, .).
+/// .), K and V (S, B, .). `kvHeads`: K's and V's heads, `heads` or (the 4-D
+/// form's grouped-query attention) a divisor of it: query head h reads
+/// key/value head h / (heads / kvHeads).
 struct AttentionSizes {
   enum Form { Packed, Separate3D, FourD };
   Form form;
   int64_t batch, heads, t, s, dh;
+  int64_t kvHeads = 0;
   bool seqFirst = false;
 };
 FailureOr<AttentionSizes> attentionSizes(Operation *op, Value q, Value k,

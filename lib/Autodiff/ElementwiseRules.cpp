@@ -61,9 +61,23 @@ LogicalResult vjp(PowOp op, VjpContext &ctx) {
   Value dz = ctx.resultGrad(0);
   Value x = op.getX(), y = op.getY();
   if (ctx.needsGrad(0)) {
+    Type elt = getElementType(x);
+    // A constant exponent c (RMSNorm's x ** 2): c X^(c-1) with c - 1 a
+    // constant, and for c = 2 just 2 X (no Pow, no Sub at run time).
+    if (std::optional<double> c = onnx::getSplatFloat(y); c && elt.isF32()) {
+      Value dxdz = *c == 2.0   ? ctx.mul(x, ctx.scalar(elt, 2.0))
+                   : *c == 1.0 ? Value()
+                               : ctx.mul(ctx.create<PowOp>({x, ctx.scalar(elt, *c - 1.0)}),
+                                         ctx.scalar(elt, *c));
+      ctx.setGrad(0, ctx.reduceToShape(dxdz ? ctx.mul(dz, dxdz) : dz, x.getType()));
+      if (ctx.needsGrad(1)) {
+        Value g = ctx.mul(dz, ctx.mul(op.getZ(), ctx.create<LogOp>({x})));
+        ctx.setGrad(1, ctx.reduceToShape(g, y.getType()));
+      }
+      return success();
+    }
     // Y * X^(Y-1); Y may be an integer exponent, made X's element type.
     Value yf = y;
-    Type elt = getElementType(x);
     if (getElementType(y) != elt)
       yf = ctx.create<CastOp>(
           {y}, {ctx.i64Attr("to", typeToOnnxDataType(elt))});

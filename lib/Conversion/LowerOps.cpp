@@ -271,7 +271,7 @@ LogicalResult StepLowering::lowerAttention(Operation *op) {
   if (failed(sizes))
     return failure();
   const onnx::AttentionSizes &z = *sizes;
-  for (int64_t d : {z.batch, z.heads, z.t, z.s, z.dh})
+  for (int64_t d : {z.batch, z.heads, z.kvHeads, z.t, z.s, z.dh})
     if (ShapedType::isDynamic(d))
       return op->emitError() << op->getName() << " needs static shapes";
   auto scaleAttr = op->getAttrOfType<FloatAttr>("scale");
@@ -307,8 +307,9 @@ LogicalResult StepLowering::lowerAttention(Operation *op) {
     vp = P(v);
     break;
   case onnx::AttentionSizes::FourD:
-    st = {z.heads * z.t * z.dh, z.t * z.dh, z.dh, z.heads * z.s * z.dh, z.s * z.dh,
-          z.dh, z.heads * z.s * z.dh, z.s * z.dh, z.dh};
+    // K and V of kvHeads heads (grouped-query attention: fewer than Q's).
+    st = {z.heads * z.t * z.dh, z.t * z.dh, z.dh, z.kvHeads * z.s * z.dh, z.s * z.dh,
+          z.dh, z.kvHeads * z.s * z.dh, z.s * z.dh, z.dh};
     kp = P(k);
     vp = P(v);
     break;
@@ -320,8 +321,8 @@ LogicalResult StepLowering::lowerAttention(Operation *op) {
   else
     st.append({z.t * D, z.dh, D});
   SmallVector<Value> args{ctxArg, qp, kp, vp, i64Array(st), i64c(z.batch),
-                          i64c(z.heads), i64c(z.t), i64c(z.s), i64c(z.dh),
-                          f32c(scale)};
+                          i64c(z.heads), i64c(z.kvHeads), i64c(z.t), i64c(z.s),
+                          i64c(z.dh), f32c(scale)};
   // The dropout ratio of the probabilities (0: none; inference mode has
   // removed the attribute).
   auto dropAttr = op->getAttrOfType<FloatAttr>("dropout");

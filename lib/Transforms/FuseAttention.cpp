@@ -45,6 +45,10 @@
 // chain's five transposed copies, its (B*H, T, S) scores and their softmax
 // in memory.
 //
+// The 4-D form's K and V may be key/value heads repeated for grouped-query
+// attention (Hugging Face's repeat_kv, torch's repeat_interleave over the
+// heads axis): the op reads the unrepeated heads (B, H', S, dh).
+//
 // In every form a training-mode Dropout may stand between the softmax and
 // P V (BERT's and GPT-2's attention dropout: ratio a constant in (0, 1),
 // its mask unused): the op gets `dropout` = the ratio, and its kernels
@@ -407,6 +411,89 @@ Value paddingMask(Value v, int64_t t, int64_t s, int64_t &heads,
   ops.append(zops.begin(), zops.end());
   ops.append({where, reshape, expand});
   return expand->getOperand(0);
+}
+
+/// Key/value heads repeated for grouped-query attention: `v` of (B, kv*g,
+/// S, dh) with head h a copy of head h / g of a (B, kv, S, dh) tensor,
+/// written as Hugging Face's repeat_kv (Reshape(Expand(Unsqueeze(x) at
+/// axis 2, to (B, kv, g, S, dh)))) or as torch 1.13 exports
+/// repeat_interleave(g, dim=1) (that per head of Split(x) along axis 1,
+/// the heads Concat'ed in order). Returns x and sets `group` to g (> 1),
+/// `ops` getting the pattern's ops; null if `v` is not so. The shapes alone tell: Unsqueeze and Reshape
+/// move no data, and the Expand broadcasts its one axis of 1.
+Value repeatedHeads(Value v, int64_t &group, SmallVector<Operation *> &ops) {
+  auto shape = [](Value x) -> ArrayRef<int64_t> {
+    auto t = dyn_cast<RankedTensorType>(x.getType());
+    return t && t.hasStaticShape() ? t.getShape() : ArrayRef<int64_t>();
+  };
+  SmallVector<Operation *> found;
+  // Reshape(Expand(Unsqueeze(x))): x and g, or null.
+  auto one = [&](Value r, int64_t &g) -> Value {
+    auto reshape = r.getDefiningOp<onnx::ReshapeOp>();
+    auto expand = reshape ? reshape->getOperand(0).getDefiningOp<onnx::ExpandOp>() : nullptr;
+    auto unsq = expand ? expand->getOperand(0).getDefiningOp<onnx::UnsqueezeOp>() : nullptr;
+    if (!unsq)
+      return {};
+    Value x = unsq->getOperand(0);
+    ArrayRef<int64_t> xs = shape(x), us = shape(unsq->getResult(0)),
+                      es = shape(expand->getResult(0)), rs = shape(r);
+    if (xs.size() != 4 || us.size() != 5 || es.size() != 5 || rs.size() != 4)
+      return {};
+    const int64_t b = xs[0], kv = xs[1], sq = xs[2], dh = xs[3];
+    if (us != ArrayRef<int64_t>{b, kv, 1, sq, dh} || es[0] != b || es[1] != kv || es[3] != sq ||
+        es[4] != dh || es[2] < 1 || rs != ArrayRef<int64_t>{b, kv * es[2], sq, dh})
+      return {};
+    g = es[2];
+    found.append({reshape, expand, unsq});
+    return x;
+  };
+  int64_t g = 0;
+  if (Value x = one(v, g); x && g > 1) {
+    group = g;
+    ops.append(found.begin(), found.end());
+    return x;
+  }
+  found.clear();
+  g = 0;
+  auto concat = v.getDefiningOp<onnx::ConcatOp>();
+  ArrayRef<int64_t> vs = shape(v);
+  if (!concat || vs.size() != 4 || (concat.getAxis() != 1 && concat.getAxis() != -3))
+    return {};
+  SmallVector<Value> parts;
+  for (Value in : concat.getInputs()) {
+    int64_t gj = 0;
+    Value y = one(in, gj);
+    if (!y || gj <= 1 || (g && gj != g) || shape(y).size() != 4 || shape(y)[1] != 1)
+      return {};
+    g = gj;
+    parts.push_back(y);
+  }
+  if (parts.empty())
+    return {};
+  found.push_back(concat);
+  if (parts.size() == 1) {
+    group = g;
+    ops.append(found.begin(), found.end());
+    return parts[0];
+  }
+  auto split = parts[0].getDefiningOp<onnx::SplitOp>();
+  if (!split || split->getNumResults() != parts.size())
+    return {};
+  auto axis = split->getAttrOfType<IntegerAttr>("axis");
+  if (!axis || (axis.getInt() != 1 && axis.getInt() != -3))
+    return {};
+  for (auto [j, y] : llvm::enumerate(parts))
+    if (y != split->getResult(j))
+      return {};
+  Value x = split->getOperand(0);
+  ArrayRef<int64_t> xs = shape(x);
+  if (xs.size() != 4 || xs[1] != int64_t(parts.size()) || xs[0] != vs[0] || xs[2] != vs[2] ||
+      xs[3] != vs[3])
+    return {};
+  group = g;
+  found.push_back(split);
+  ops.append(found.begin(), found.end());
+  return x;
 }
 
 /// Whether `v` is computed from a trained parameter (a function argument
@@ -820,15 +907,27 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     Value q = qk.getA(), k = kT->getOperand(0), v = pv.getB();
     const int64_t b = st.getDimSize(0), h = st.getDimSize(1), t = st.getDimSize(2),
                   s = st.getDimSize(3);
+    // K and V repeated over the heads (grouped-query attention): the op
+    // reads the key/value heads themselves.
+    int64_t gk = 1, gv = 1;
+    SmallVector<Operation *> repeats;
+    Value kx = repeatedHeads(k, gk, repeats), vx = repeatedHeads(v, gv, repeats);
+    if (kx && vx && gk == gv) {
+      k = kx;
+      v = vx;
+    } else {
+      repeats.clear();
+    }
     auto qt = dyn_cast<RankedTensorType>(q.getType());
     auto kt = dyn_cast<RankedTensorType>(k.getType());
     auto vt = dyn_cast<RankedTensorType>(v.getType());
     if (!qt || !kt || !vt || !qt.hasStaticShape() || qt.getRank() != 4 ||
-        !qt.getElementType().isF32())
+        !qt.getElementType().isF32() || !kt.hasStaticShape())
       return false;
-    const int64_t dh = qt.getDimSize(3);
-    if (qt.getShape() != ArrayRef<int64_t>{b, h, t, dh} || kt != vt ||
-        kt.getShape() != ArrayRef<int64_t>{b, h, s, dh} || kt.getElementType() != qt.getElementType())
+    const int64_t dh = qt.getDimSize(3), kvh = kt.getDimSize(1);
+    if (qt.getShape() != ArrayRef<int64_t>{b, h, t, dh} || kt != vt || kvh <= 0 ||
+        h % kvh != 0 || kt.getShape() != ArrayRef<int64_t>{b, kvh, s, dh} ||
+        kt.getElementType() != qt.getElementType())
       return false;
     inner.append({kT, pv});
     if (kept(inner))
@@ -840,6 +939,8 @@ struct FuseAttentionPass : mlir::pipec::impl::PipeFuseAttentionBase<FuseAttentio
     auto att = createAttention(bld, loc, pv.getType(), operands, std::nullopt, scaleFactor, causal,
                                /*seqFirst=*/false, dropout, pv);
     pv.getResult().replaceAllUsesWith(att->getResult(0));
+    // The repeats go with the chain where nothing else reads them.
+    inner.append(repeats.begin(), repeats.end());
     eraseDead(inner);
     return true;
   }

@@ -168,6 +168,25 @@ PIPERT_HD bool is_activation(int op) {
 template <typename T> PIPERT_HD T max_value(T u, T v) { return (u != u || u > v) ? u : v; }
 template <typename T> PIPERT_HD T min_value(T u, T v) { return (u != u || u < v) ? u : v; }
 
+// ONNX Pow on floats. The exponents models write (RMSNorm's x ** 2, its
+// gradient's x ** 1, a norm's 0.5, a reciprocal's -1) as the operations
+// they are, which PyTorch also specialises (x * x for 2): the library's
+// pow is ~15 ns an element and scalar. pow's special cases kept: 0.5 of
+// -0 is +0 and of -inf is +inf (sqrt gives -0 and NaN).
+PIPERT_HD float pow_value(float u, float v) {
+  if (v == 2.f)
+    return u * u;
+  if (v == 1.f)
+    return u;
+  if (v == 0.f)
+    return 1.f;
+  if (v == -1.f)
+    return 1.f / u;
+  if (v == 0.5f)
+    return u == -INFINITY ? INFINITY : ::sqrtf(u) + 0.f;
+  return ::powf(u, v);
+}
+
 // Remainders: fmod has the sign of u, mod (Python's %) that of v. v != 0 for
 // integers (the caller checks).
 PIPERT_HD float fmod_value(float u, float v) { return ::fmodf(u, v); }

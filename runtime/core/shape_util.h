@@ -29,11 +29,15 @@ inline int64_t numel(int64_t rank, const int64_t *shape) {
 /// pipert_attention(_grad)_f32's sizes and row strides (12 strides: the
 /// batch, head and row strides of Q, K, V and Y), checked alike by every
 /// backend.
-inline void check_attention_args(const char *op, int64_t batch, int64_t heads, int64_t t,
-                                 int64_t s, int64_t dh, const int64_t *strides) {
+inline void check_attention_args(const char *op, int64_t batch, int64_t heads,
+                                 int64_t kv_heads, int64_t t, int64_t s, int64_t dh,
+                                 const int64_t *strides) {
   if (batch < 0 || heads <= 0 || t <= 0 || s <= 0 || dh <= 0 || !strides)
     pipert_fail("%s: bad sizes batch %lld, heads %lld, t %lld, s %lld, head size %lld", op,
                 (long long)batch, (long long)heads, (long long)t, (long long)s, (long long)dh);
+  if (kv_heads <= 0 || heads % kv_heads != 0)
+    pipert_fail("%s: %lld key/value heads do not divide %lld heads", op, (long long)kv_heads,
+                (long long)heads);
   for (int i = 0; i < 4; ++i)
     if (strides[3 * i + 2] < dh)
       pipert_fail("%s: row stride %lld of operand %d is below the head size %lld", op,

@@ -31,10 +31,14 @@ namespace {
 struct Layout {
   const int64_t *st; // 12 strides: q, k, v, y (batch, head, row)
   int64_t heads;
+  int64_t group = 1; // query heads a key/value head serves (grouped-query)
   int64_t off(int which, int64_t pair) const {
     const int64_t b = pair / heads, h = pair % heads;
-    return b * st[3 * which] + h * st[3 * which + 1];
+    return b * st[3 * which] + (which == 1 || which == 2 ? h / group : h) * st[3 * which + 1];
   }
+  // Whether pair's dK and dV add to its key/value head's (grouped-query:
+  // not the first query head of the group).
+  bool accumulates(int64_t pair) const { return (pair % heads) % group != 0; }
   int64_t ld(int which) const { return st[3 * which + 2]; }
 };
 
@@ -44,11 +48,12 @@ struct Gemm {
   pipert_context *ctx;
   bool serial;
   void operator()(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-                  int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc) const {
+                  int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
+                  float beta = 0.f) const {
     if (serial)
-      small_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.f, c, ldc);
+      small_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     else
-      pipert_sgemm(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.f, c, ldc);
+      pipert_sgemm(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 };
 
@@ -416,8 +421,13 @@ int64_t causal_half(bool causal, int64_t t, int64_t s) {
 // group ago, not a store ago (tiny heads, the example transformer's 8 x 8,
 // had stalled on each row's loads right after the product's stores, and on
 // a call's setup per product). The GPT's 64 x 64 heads: 4 pairs a group.
-int64_t group_of(int64_t t, int64_t s, int64_t pairs) {
-  return std::clamp<int64_t>(16384 / std::max<int64_t>(1, t * s), 1, std::max<int64_t>(1, pairs));
+// Under grouped-query attention a group holds whole key/value heads (a
+// multiple of `kv_group` pairs, each key/value head's query heads in one
+// group): the gradient sums their dK and dV in turn, on one thread.
+int64_t group_of(int64_t t, int64_t s, int64_t pairs, int64_t kv_group = 1) {
+  const int64_t g =
+      std::clamp<int64_t>(16384 / std::max<int64_t>(1, t * s), 1, std::max<int64_t>(1, pairs));
+  return (g + kv_group - 1) / kv_group * kv_group;
 }
 
 // Runs fn(first, last) over groups of `group` pairs: on the context's
@@ -440,13 +450,13 @@ void for_groups(pipert_context *ctx, int64_t pairs, int64_t group, bool serial, 
 extern "C" {
 
 void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
-                          const int64_t *strides, int64_t batch, int64_t heads, int64_t t,
-                          int64_t s, int64_t dh, float scale, int32_t causal, float dropout,
-                          const uint8_t *mask, const float *bias,
+                          const int64_t *strides, int64_t batch, int64_t heads,
+                          int64_t kv_heads, int64_t t, int64_t s, int64_t dh, float scale,
+                          int32_t causal, float dropout, const uint8_t *mask, const float *bias,
                           const int64_t *mask_strides, float *y, float *probs) {
-  pipert::check_attention_args("Attention", batch, heads, t, s, dh, strides);
+  pipert::check_attention_args("Attention", batch, heads, kv_heads, t, s, dh, strides);
   const AttnDropout drop = attention_dropout(ctx, "Attention", dropout, true);
-  const Layout L{strides, heads};
+  const Layout L{strides, heads, heads / kv_heads};
   const pipert::AttentionMaskStrides ms =
       pipert::attention_mask_strides("Attention", s, mask_strides);
   const bool serial =
@@ -501,20 +511,21 @@ void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, c
 
 void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float *k,
                                const float *v, const int64_t *strides, int64_t batch,
-                               int64_t heads, int64_t t, int64_t s, int64_t dh, float scale,
-                               int32_t causal, float dropout, const float *probs,
-                               const float *dy, float *dq, float *dk, float *dv) {
-  pipert::check_attention_args("AttentionGrad", batch, heads, t, s, dh, strides);
+                               int64_t heads, int64_t kv_heads, int64_t t, int64_t s,
+                               int64_t dh, float scale, int32_t causal, float dropout,
+                               const float *probs, const float *dy, float *dq, float *dk,
+                               float *dv) {
+  pipert::check_attention_args("AttentionGrad", batch, heads, kv_heads, t, s, dh, strides);
   if (!probs)
     pipert_fail("AttentionGrad: the forward's probabilities are required");
   const AttnDropout drop = attention_dropout(ctx, "AttentionGrad", dropout, false);
   const bool dropped = dropout > 0.f;
-  const Layout L{strides, heads};
+  const Layout L{strides, heads, heads / kv_heads};
   // No mask is needed: a masked position's P is zero, and so its dS.
   const bool serial = small_gemm_eligible(1, t, s, dh) && small_gemm_eligible(0, s, dh, t) &&
                       small_gemm_eligible(0, t, dh, s);
   const Gemm gemm{ctx, serial};
-  const int64_t pairs = batch * heads, group = group_of(t, s, pairs), ts = t * s;
+  const int64_t pairs = batch * heads, group = group_of(t, s, pairs, L.group), ts = t * s;
   // With h (causal halves) dS's top-right quarter is neither computed nor
   // read: dQ's top rows, dK's and dV's right columns stop at the diagonal's
   // half (P is zero there).
@@ -531,16 +542,20 @@ void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float 
     for (int64_t pr = first; pr < last; ++pr) {
       const float *p = dropped ? d0 + (pr - first) * ts : probs + pr * ts;
       const float *dyp = dy + L.off(3, pr), *vp = v + L.off(2, pr);
+      // Grouped-query: dV adds to the key/value head's after its first
+      // query head (dK below likewise).
+      const float acc = L.accumulates(pr) ? 1.f : 0.f;
       float *ds = ds0 + (pr - first) * ts, *dvp = dv + L.off(2, pr);
       const int64_t ly = L.ld(3), lv = L.ld(2);
       if (h) {
         gemm(0, 1, h, h, dh, 1.f, dyp, ly, vp, lv, ds, s);
         gemm(0, 1, t - h, s, dh, 1.f, dyp + h * ly, ly, vp, lv, ds + h * s, s);
-        gemm(1, 0, h, dh, t, 1.f, p, s, dyp, ly, dvp, lv);
-        gemm(1, 0, s - h, dh, t - h, 1.f, p + h * s + h, s, dyp + h * ly, ly, dvp + h * lv, lv);
+        gemm(1, 0, h, dh, t, 1.f, p, s, dyp, ly, dvp, lv, acc);
+        gemm(1, 0, s - h, dh, t - h, 1.f, p + h * s + h, s, dyp + h * ly, ly, dvp + h * lv, lv,
+             acc);
       } else {
         gemm(0, 1, t, s, dh, 1.f, dyp, ly, vp, lv, ds, s);
-        gemm(1, 0, s, dh, t, 1.f, p, s, dyp, ly, dvp, lv);
+        gemm(1, 0, s, dh, t, 1.f, p, s, dyp, ly, dvp, lv, acc);
       }
     }
     for (int64_t r = 0; r < (last - first) * t; ++r) {
@@ -554,15 +569,17 @@ void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float 
     for (int64_t pr = first; pr < last; ++pr) {
       const float *ds = ds0 + (pr - first) * ts, *kp = k + L.off(1, pr), *qp = q + L.off(0, pr);
       float *dqp = dq + L.off(0, pr), *dkp = dk + L.off(1, pr);
+      const float acc = L.accumulates(pr) ? 1.f : 0.f;
       const int64_t lq = L.ld(0), lk = L.ld(1);
       if (h) {
         gemm(0, 0, h, dh, h, scale, ds, s, kp, lk, dqp, lq);
         gemm(0, 0, t - h, dh, s, scale, ds + h * s, s, kp, lk, dqp + h * lq, lq);
-        gemm(1, 0, h, dh, t, scale, ds, s, qp, lq, dkp, lk);
-        gemm(1, 0, s - h, dh, t - h, scale, ds + h * s + h, s, qp + h * lq, lq, dkp + h * lk, lk);
+        gemm(1, 0, h, dh, t, scale, ds, s, qp, lq, dkp, lk, acc);
+        gemm(1, 0, s - h, dh, t - h, scale, ds + h * s + h, s, qp + h * lq, lq, dkp + h * lk, lk,
+             acc);
       } else {
         gemm(0, 0, t, dh, s, scale, ds, s, kp, lk, dqp, lq);
-        gemm(1, 0, s, dh, t, scale, ds, s, qp, lq, dkp, lk);
+        gemm(1, 0, s, dh, t, scale, ds, s, qp, lq, dkp, lk, acc);
       }
     }
   });

@@ -311,8 +311,25 @@ void pipert_binary_f32(pipert_context *, pipert_binary_op op, const float *a, in
   case PIPERT_BINARY_DIV:
     return broadcast_binary("Div", a, ra, sa, b, rb, sb, y, [](float u, float v) { return u / v; });
   case PIPERT_BINARY_POW:
+    // One exponent for all (a constant): a loop of its own operation, which
+    // vectorises (formula::pow_value per element does not).
+    if (numel(rb, sb) == 1) {
+      const float e = b[0];
+      if (e == 2.f)
+        return broadcast_binary("Pow", a, ra, sa, b, rb, sb, y,
+                                [](float u, float) { return u * u; });
+      if (e == 1.f)
+        return broadcast_binary("Pow", a, ra, sa, b, rb, sb, y, [](float u, float) { return u; });
+      if (e == -1.f)
+        return broadcast_binary("Pow", a, ra, sa, b, rb, sb, y,
+                                [](float u, float) { return 1.f / u; });
+      if (e == 0.5f)
+        return broadcast_binary("Pow", a, ra, sa, b, rb, sb, y, [](float u, float) {
+          return u == -INFINITY ? INFINITY : std::sqrt(u) + 0.f;
+        });
+    }
     return broadcast_binary("Pow", a, ra, sa, b, rb, sb, y,
-                            [](float u, float v) { return std::pow(u, v); });
+                            [](float u, float v) { return formula::pow_value(u, v); });
   case PIPERT_BINARY_MAX:
     return broadcast_binary("Max", a, ra, sa, b, rb, sb, y,
                             [](float u, float v) { return formula::max_value(u, v); });

@@ -133,50 +133,70 @@ unsigned row_blocks(pipert_context *ctx, int64_t rows) {
   return grid_for(ctx, rows * 32);
 }
 
+// Runs fn(b, h0, n, kv, own) over runs of query heads: every head of batch
+// entry b at once (own: K's and V's head stride steps with them); under
+// grouped-query attention (g > 1) each key/value head kv's g query heads
+// from h0, K and V shared by the run (a head stride of 0).
+template <typename F> void for_head_runs(int64_t batch, int64_t heads, int64_t g, F fn) {
+  for (int64_t b = 0; b < batch; ++b) {
+    if (g == 1) {
+      fn(b, int64_t(0), heads, int64_t(0), true);
+      continue;
+    }
+    for (int64_t j = 0; j < heads / g; ++j)
+      fn(b, j * g, g, j, false);
+  }
+}
+
 } // namespace
 
 extern "C" {
 
 void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
-                          const int64_t *st, int64_t batch, int64_t heads, int64_t t,
-                          int64_t s, int64_t dh, float scale, int32_t causal, float dropout,
-                          const uint8_t *mask, const float *bias,
+                          const int64_t *st, int64_t batch, int64_t heads, int64_t kv_heads,
+                          int64_t t, int64_t s, int64_t dh, float scale, int32_t causal,
+                          float dropout, const uint8_t *mask, const float *bias,
                           const int64_t *mask_strides, float *y, float *probs) {
   const char *op = "Attention";
-  pipert::check_attention_args(op, batch, heads, t, s, dh, st);
+  pipert::check_attention_args(op, batch, heads, kv_heads, t, s, dh, st);
   const pipert::AttentionMaskStrides ms = pipert::attention_mask_strides(op, s, mask_strides);
   Drop drop = attention_drop(ctx, op, dropout, true);
-  const int64_t ts = t * s;
+  const int64_t ts = t * s, g = heads / kv_heads;
   // Under dropout P V reads D: in P's place without probs, else beside it.
   Scratch tmp(ctx, probs && dropout == 0.f ? 1 : size_t(batch * heads * ts) * sizeof(float));
   float *p = probs ? probs : tmp.as<float>();
   if (dropout > 0.f)
     drop.d = tmp.as<float>();
   const float *pv = drop.d ? drop.d : p;
-  for (int64_t b = 0; b < batch; ++b)
-    gemm_strided(ctx, op, 0, 1, t, s, dh, scale, q + b * st[0], st[2], st[1], k + b * st[3],
-                 st[5], st[4], 0.f, p + b * heads * ts, s, ts, heads);
+  for_head_runs(batch, heads, g, [&](int64_t b, int64_t h0, int64_t n, int64_t kv, bool own) {
+    gemm_strided(ctx, op, 0, 1, t, s, dh, scale, q + b * st[0] + h0 * st[1], st[2], st[1],
+                 k + b * st[3] + kv * st[4], st[5], own ? st[4] : 0, 0.f,
+                 p + (b * heads + h0) * ts, s, ts, n);
+  });
   const int64_t rows = batch * heads * t;
   attention_softmax_kernel<<<row_blocks(ctx, rows), kBlock, 0, stream_of(ctx)>>>(
       p, rows, t, s, heads, causal, mask, bias, ms.b, ms.h, ms.r, drop);
   PIPERT_LAUNCH_CHECK(op);
-  for (int64_t b = 0; b < batch; ++b)
-    gemm_strided(ctx, op, 0, 0, t, dh, s, 1.f, pv + b * heads * ts, s, ts, v + b * st[6], st[8],
-                 st[7], 0.f, y + b * st[9], st[11], st[10], heads);
+  for_head_runs(batch, heads, g, [&](int64_t b, int64_t h0, int64_t n, int64_t kv, bool own) {
+    gemm_strided(ctx, op, 0, 0, t, dh, s, 1.f, pv + (b * heads + h0) * ts, s, ts,
+                 v + b * st[6] + kv * st[7], st[8], own ? st[7] : 0, 0.f,
+                 y + b * st[9] + h0 * st[10], st[11], st[10], n);
+  });
 }
 
 void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float *k,
                                const float *v, const int64_t *st, int64_t batch,
-                               int64_t heads, int64_t t, int64_t s, int64_t dh, float scale,
+                               int64_t heads, int64_t kv_heads, int64_t t, int64_t s,
+                               int64_t dh, float scale,
                                int32_t /*causal: every block is computed*/, float dropout,
                                const float *probs, const float *dy, float *dq, float *dk,
                                float *dv) {
   const char *op = "AttentionGrad";
-  pipert::check_attention_args(op, batch, heads, t, s, dh, st);
+  pipert::check_attention_args(op, batch, heads, kv_heads, t, s, dh, st);
   if (!probs)
     pipert_fail("AttentionGrad: the forward's probabilities are required");
   const Drop drop = attention_drop(ctx, op, dropout, false);
-  const int64_t ts = t * s, total = batch * heads * ts;
+  const int64_t ts = t * s, total = batch * heads * ts, g = heads / kv_heads;
   Scratch tmp(ctx, size_t(total) * sizeof(float));
   float *ds = tmp.as<float>();
   // Under dropout the products read D = |P| * M * keep_scale.
@@ -190,25 +210,44 @@ void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float 
     });
   }
   const float *pd = d ? d : probs;
-  for (int64_t b = 0; b < batch; ++b) {
-    const float *pb = pd + b * heads * ts, *dyb = dy + b * st[9];
-    // dP = dY Vᵀ, dV = Pᵀ dY.
-    gemm_strided(ctx, op, 0, 1, t, s, dh, 1.f, dyb, st[11], st[10], v + b * st[6], st[8], st[7],
-                 0.f, ds + b * heads * ts, s, ts, heads);
-    gemm_strided(ctx, op, 1, 0, s, dh, t, 1.f, pb, s, ts, dyb, st[11], st[10], 0.f,
-                 dv + b * st[6], st[8], st[7], heads);
+  // dP = dY Vᵀ.
+  for_head_runs(batch, heads, g, [&](int64_t b, int64_t h0, int64_t n, int64_t kv, bool own) {
+    gemm_strided(ctx, op, 0, 1, t, s, dh, 1.f, dy + b * st[9] + h0 * st[10], st[11], st[10],
+                 v + b * st[6] + kv * st[7], st[8], own ? st[7] : 0, 0.f,
+                 ds + (b * heads + h0) * ts, s, ts, n);
+  });
+  // dV = Pᵀ dY: per batch entry over the heads, or (grouped-query) per
+  // query head over the batch, added to its key/value head's after the
+  // group's first.
+  if (g == 1) {
+    for (int64_t b = 0; b < batch; ++b)
+      gemm_strided(ctx, op, 1, 0, s, dh, t, 1.f, pd + b * heads * ts, s, ts, dy + b * st[9],
+                   st[11], st[10], 0.f, dv + b * st[6], st[8], st[7], heads);
+  } else {
+    for (int64_t h = 0; h < heads; ++h)
+      gemm_strided(ctx, op, 1, 0, s, dh, t, 1.f, pd + h * ts, s, heads * ts, dy + h * st[10],
+                   st[11], st[9], h % g ? 1.f : 0.f, dv + (h / g) * st[7], st[8], st[6],
+                   batch);
   }
   const int64_t rows = batch * heads * t;
   attention_softmax_grad_kernel<<<row_blocks(ctx, rows), kBlock, 0, stream_of(ctx)>>>(
       probs, d, ds, rows, s);
   PIPERT_LAUNCH_CHECK(op);
-  for (int64_t b = 0; b < batch; ++b) {
-    const float *dsb = ds + b * heads * ts;
-    // dQ = scale dS K, dK = scale dSᵀ Q.
-    gemm_strided(ctx, op, 0, 0, t, dh, s, scale, dsb, s, ts, k + b * st[3], st[5], st[4], 0.f,
-                 dq + b * st[0], st[2], st[1], heads);
-    gemm_strided(ctx, op, 1, 0, s, dh, t, scale, dsb, s, ts, q + b * st[0], st[2], st[1], 0.f,
-                 dk + b * st[3], st[5], st[4], heads);
+  // dQ = scale dS K.
+  for_head_runs(batch, heads, g, [&](int64_t b, int64_t h0, int64_t n, int64_t kv, bool own) {
+    gemm_strided(ctx, op, 0, 0, t, dh, s, scale, ds + (b * heads + h0) * ts, s, ts,
+                 k + b * st[3] + kv * st[4], st[5], own ? st[4] : 0, 0.f,
+                 dq + b * st[0] + h0 * st[1], st[2], st[1], n);
+  });
+  // dK = scale dSᵀ Q, as dV.
+  if (g == 1) {
+    for (int64_t b = 0; b < batch; ++b)
+      gemm_strided(ctx, op, 1, 0, s, dh, t, scale, ds + b * heads * ts, s, ts, q + b * st[0],
+                   st[2], st[1], 0.f, dk + b * st[3], st[5], st[4], heads);
+  } else {
+    for (int64_t h = 0; h < heads; ++h)
+      gemm_strided(ctx, op, 1, 0, s, dh, t, scale, ds + h * ts, s, heads * ts, q + h * st[1],
+                   st[2], st[0], h % g ? 1.f : 0.f, dk + (h / g) * st[4], st[5], st[3], batch);
   }
 }
 

@@ -123,7 +123,7 @@ struct BinaryF32 {
   int op;
   __device__ float operator()(float u, float v) const {
     switch (op) {
-    case PIPERT_BINARY_POW: return powf(u, v);
+    case PIPERT_BINARY_POW: return formula::pow_value(u, v);
     case PIPERT_BINARY_MAX: return formula::max_value(u, v);
     case PIPERT_BINARY_MIN: return formula::min_value(u, v);
     case PIPERT_BINARY_FMOD: return formula::fmod_value(u, v);

@@ -596,15 +596,21 @@ void pipert_resize_grad_f32(pipert_context *ctx, const float *dy, const int64_t 
  * random stream (as that Dropout's call would take it) seeds
  * formula::dropout_keep of each element's flat index. probs (nullable): P,
  * (batch, heads, t, s), as the gradient reads it; under dropout with the
- * sign bit set where M is 0 (-P, -0.f for a P of 0). */
+ * sign bit set where M is 0 (-P, -0.f for a P of 0). kv_heads (dividing
+ * heads; grouped-query attention): K and V have kv_heads heads, and query
+ * head h reads K_b(h / (heads / kv_heads)) and V likewise (K's head stride
+ * steps over key/value heads). */
 void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
-                          const int64_t *strides, int64_t batch, int64_t heads, int64_t t,
-                          int64_t s, int64_t dh, float scale, int32_t causal, float dropout,
+                          const int64_t *strides, int64_t batch, int64_t heads, int64_t kv_heads,
+                          int64_t t, int64_t s, int64_t dh, float scale, int32_t causal,
+                          float dropout,
                           const uint8_t *mask, const float *bias,
                           const int64_t *mask_strides, float *y, float *probs);
 /* Its gradient from the forward's P (probs, required) and dY (strides[9..11]):
  *   dP = dY_bh V_bhᵀ, dV_bh = Pᵀ dY_bh, dS = P * (dP - rowsum(dP * P)),
- *   dQ_bh = scale dS K_bh, dK_bh = scale dSᵀ Q_bh,
+ *   dQ_bh = scale dS K_bh, dK_bh = scale dSᵀ Q_bh
+ * (with kv_heads < heads each key/value head's dK and dV summed over the
+ * query heads that read it),
  * dq, dk, dv written in the layouts of q, k, v (strides[0..8]); every
  * element of each is written. causal: the forward was (P is zero after the
  * diagonal), so the kernel may skip those blocks. dropout: the forward's;
@@ -613,7 +619,8 @@ void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, c
  * V_bhᵀ, dS = D * dP - |P| rowsum(D * dP). */
 void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float *k,
                                const float *v, const int64_t *strides, int64_t batch,
-                               int64_t heads, int64_t t, int64_t s, int64_t dh, float scale,
+                               int64_t heads, int64_t kv_heads, int64_t t, int64_t s, int64_t dh,
+                               float scale,
                                int32_t causal, float dropout, const float *probs,
                                const float *dy, float *dq,
                                float *dk, float *dv);

@@ -777,7 +777,7 @@ func.func @attention_packed_width(%x: tensor<2x4x16xf32>) {
 
 func.func @attention_gqa(%q: tensor<2x4x6xf32>, %k: tensor<2x4x6xf32>) {
   %none = onnx.NoValue : none
-  // expected-error @+1 {{kv_num_heads 1 differs from q_num_heads 2; grouped-query attention is not supported}}
+  // expected-error @+1 {{kv_num_heads 1 differs from q_num_heads 2; grouped-query attention takes the 4-D form}}
   %0 = onnx.Attention(%q, %k, %k, %none) {q_num_heads = 2 : i64, kv_num_heads = 1 : i64} : (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>, none) -> tensor<2x4x6xf32>
   return
 }
@@ -860,5 +860,15 @@ func.func @attention_dropout_range(%q: tensor<1x2x3x4xf32>) {
   %none = onnx.NoValue : none
   // expected-error @+1 {{dropout must be in [0, 1), got 1}}
   %0 = onnx.Attention(%q, %q, %q, %none) {dropout = 1.0 : f32} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, none) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+// Grouped-query attention: K's and V's heads must divide Q's.
+func.func @attention_kv_heads_divide(%q: tensor<1x4x3x2xf32>, %k: tensor<1x3x5x2xf32>) {
+  %none = onnx.NoValue : none
+  // expected-error @+1 {{needs K's and V's heads to divide Q's (grouped-query attention)}}
+  %0 = onnx.Attention(%q, %k, %k, %none) : (tensor<1x4x3x2xf32>, tensor<1x3x5x2xf32>, tensor<1x3x5x2xf32>, none) -> tensor<1x4x3x2xf32>
   return
 }

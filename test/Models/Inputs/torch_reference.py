@@ -119,6 +119,7 @@ class Attention(nn.Module):
                     "seq2seq": am.Seq2Seq,
                     "vit": am.ViT,
                     "llama": am.Llama,
+                    "llama_hf": lambda: am.Llama(repeat="expand"),
                     "padded_encoder": am.PaddedEncoder,
                     "padded_causal": lambda: am.PaddedEncoder(causal=True),
                     "padded_bool": lambda: am.PaddedEncoder(causal="bool"),
@@ -216,7 +217,7 @@ def build(name):
     if name in ("indexput", "indexput_rows"):
         return IndexPut(name == "indexput_rows"), 8, {"x": ((6,), np.float32, None), "y": ((), np.int64, 5)}
     if name in ("encoder", "encoder_bf", "encoder_causal", "encoder_finite", "encoder_bool",
-                "seq2seq", "llama",
+                "seq2seq", "llama", "llama_hf",
                 "alibi_manual", "learned_manual"):
         m = Attention(name)
         t, v = m.am.T, m.am.V

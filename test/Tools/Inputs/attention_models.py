@@ -225,9 +225,12 @@ class LlamaBlock(nn.Module):
     key/value heads through repeat_interleave) with rotary positions and
     a causal mask, then a SwiGLU MLP; no biases."""
 
-    def __init__(self, heads=4, kv_heads=2, hidden=32):
+    def __init__(self, heads=4, kv_heads=2, hidden=32, repeat="interleave"):
         super().__init__()
         self.h, self.kv, self.hd = heads, kv_heads, D // heads
+        # "interleave": repeat_interleave over the heads; "expand": Hugging
+        # Face's repeat_kv (x[:, :, None].expand(...).reshape(...)).
+        self.repeat = repeat
         self.n1, self.n2 = RMSNorm(D), RMSNorm(D)
         self.q = nn.Linear(D, D, bias=False)
         self.k = nn.Linear(D, kv_heads * self.hd, bias=False)
@@ -244,8 +247,13 @@ class LlamaBlock(nn.Module):
         k = self.k(y).view(b, t, self.kv, self.hd).transpose(1, 2)
         v = self.v(y).view(b, t, self.kv, self.hd).transpose(1, 2)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        k = k.repeat_interleave(self.h // self.kv, dim=1)
-        v = v.repeat_interleave(self.h // self.kv, dim=1)
+        g = self.h // self.kv
+        if self.repeat == "expand":
+            rep = lambda z: z[:, :, None, :, :].expand(b, self.kv, g, t, self.hd).reshape(
+                b, self.kv * g, t, self.hd)
+        else:
+            rep = lambda z: z.repeat_interleave(g, dim=1)
+        k, v = rep(k), rep(v)
         a = torch.softmax(q @ k.transpose(-2, -1) / self.hd ** 0.5 + mask, dim=-1)
         x = x + self.o((a @ v).transpose(1, 2).reshape(b, t, d))
         y = self.n2(x)
@@ -258,10 +266,10 @@ class Llama(nn.Module):
     rotary tables and the mask are computed in the forward (as Hugging
     Face's models do from their inv_freq), so they are no parameters."""
 
-    def __init__(self):
+    def __init__(self, repeat="interleave"):
         super().__init__()
         self.emb = nn.Embedding(V, D)
-        self.blocks = nn.ModuleList([LlamaBlock() for _ in range(2)])
+        self.blocks = nn.ModuleList([LlamaBlock(repeat=repeat) for _ in range(2)])
         self.norm = RMSNorm(D)
         self.head = nn.Linear(D, V, bias=False)
         self.head.weight = self.emb.weight

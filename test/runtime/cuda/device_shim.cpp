@@ -133,12 +133,12 @@ void map_attention(Mirror &m, bool out, T *const host[3], const int64_t ext[3], 
     dev[i] = base + (host[i] - lo);
 }
 
-void attention_extents(const int64_t *st, int64_t batch, int64_t heads, int64_t t, int64_t s,
-                       int64_t dh, int64_t ext[4]) {
-  const int64_t rows[4] = {t, s, s, t};
+void attention_extents(const int64_t *st, int64_t batch, int64_t heads, int64_t kv_heads,
+                       int64_t t, int64_t s, int64_t dh, int64_t ext[4]) {
+  const int64_t rows[4] = {t, s, s, t}, hs[4] = {heads, kv_heads, kv_heads, heads};
   for (int i = 0; i < 4; ++i)
     ext[i] = batch == 0 ? 0
-                        : (batch - 1) * st[3 * i] + (heads - 1) * st[3 * i + 1] +
+                        : (batch - 1) * st[3 * i] + (hs[i] - 1) * st[3 * i + 1] +
                               (rows[i] - 1) * st[3 * i + 2] + dh;
 }
 
@@ -313,9 +313,9 @@ void matmul_t_f32(pipert_context *ctx, const float *a, int64_t a_rank, const int
 
 // Q, K, V of an attention call on the device, and every operand's extent.
 void attention_inputs(Mirror &m, const float *q, const float *k, const float *v,
-                      const int64_t *strides, int64_t batch, int64_t heads, int64_t t, int64_t s,
-                      int64_t dh, int64_t ext[4], float *dev[3]) {
-  attention_extents(strides, batch, heads, t, s, dh, ext);
+                      const int64_t *strides, int64_t batch, int64_t heads, int64_t kv_heads,
+                      int64_t t, int64_t s, int64_t dh, int64_t ext[4], float *dev[3]) {
+  attention_extents(strides, batch, heads, kv_heads, t, s, dh, ext);
   float *host[3] = {const_cast<float *>(q), const_cast<float *>(k), const_cast<float *>(v)};
   map_attention(m, false, host, ext, dev);
 }
@@ -323,35 +323,39 @@ void attention_inputs(Mirror &m, const float *q, const float *k, const float *v,
 //===------------------------------ attention -----------------------------===//
 
 void attention_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
-                   const int64_t *strides, int64_t batch, int64_t heads, int64_t t, int64_t s,
-                   int64_t dh, float scale, int32_t causal, float dropout, const uint8_t *mask,
+                   const int64_t *strides, int64_t batch, int64_t heads, int64_t kv_heads,
+                   int64_t t, int64_t s, int64_t dh, float scale, int32_t causal, float dropout,
+                   const uint8_t *mask,
                    const float *bias, const int64_t *mask_strides, float *y, float *probs) {
   Mirror m(ctx);
   int64_t ext[4];
   float *dev[3];
-  attention_inputs(m, q, k, v, strides, batch, heads, t, s, dh, ext, dev);
+  attention_inputs(m, q, k, v, strides, batch, heads, kv_heads, t, s, dh, ext, dev);
   // The mask's extent: its last (batch, head, row) element's row end.
   const int64_t mask_ext =
       mask_strides ? (batch - 1) * mask_strides[0] + (heads - 1) * mask_strides[1] +
                          (t - 1) * mask_strides[2] + s
                    : t * s;
-  pipert_attention_f32(ctx, dev[0], dev[1], dev[2], strides, batch, heads, t, s, dh, scale,
+  pipert_attention_f32(ctx, dev[0], dev[1], dev[2], strides, batch, heads, kv_heads, t, s, dh,
+                       scale,
                        causal, dropout, m.in(mask, mask_ext), m.in(bias, mask_ext), mask_strides,
                        m.out(y, ext[3]),
                        m.out(probs, batch * heads * t * s));
 }
 
 void attention_grad_f32(pipert_context *ctx, const float *q, const float *k, const float *v,
-                        const int64_t *strides, int64_t batch, int64_t heads, int64_t t,
-                        int64_t s, int64_t dh, float scale, int32_t causal, float dropout,
-                        const float *probs, const float *dy, float *dq, float *dk, float *dv) {
+                        const int64_t *strides, int64_t batch, int64_t heads,
+                        int64_t kv_heads, int64_t t, int64_t s, int64_t dh, float scale,
+                        int32_t causal, float dropout, const float *probs, const float *dy,
+                        float *dq, float *dk, float *dv) {
   Mirror m(ctx);
   int64_t ext[4];
   float *dev[3];
-  attention_inputs(m, q, k, v, strides, batch, heads, t, s, dh, ext, dev);
+  attention_inputs(m, q, k, v, strides, batch, heads, kv_heads, t, s, dh, ext, dev);
   float *ghost[3] = {dq, dk, dv}, *gdev[3];
   map_attention(m, true, ghost, ext, gdev);
-  pipert_attention_grad_f32(ctx, dev[0], dev[1], dev[2], strides, batch, heads, t, s, dh, scale,
+  pipert_attention_grad_f32(ctx, dev[0], dev[1], dev[2], strides, batch, heads, kv_heads, t, s,
+                            dh, scale,
                             causal, dropout, m.in(probs, batch * heads * t * s), m.in(dy, ext[3]), gdev[0],
                             gdev[1], gdev[2]);
 }

@@ -812,11 +812,13 @@ struct AttnCase {
   int mask; // 0 none, 1 one (T, S) mask, 2 (B, 1, 1, S) key padding, 3 (B, H, T, S);
             // float biases: 4 (B, 1, 1, S) (BERT's padding, a -1e9 fill), 5 (H, T, S)
   float dropout = 0.f; // of the probabilities
+  int64_t kvh = 0;      // K's and V's heads (layout 1; 0: h; fewer: grouped-query)
 };
 
 void PrintTo(const AttnCase &c, std::ostream *os) {
   *os << "b" << c.b << " h" << c.h << " t" << c.t << " s" << c.s << " dh" << c.dh << " layout"
-      << c.layout << (c.causal ? " causal" : "") << " mask" << c.mask << " dropout" << c.dropout;
+      << c.layout << (c.causal ? " causal" : "") << " mask" << c.mask << " dropout" << c.dropout
+      << " kvh" << c.kvh;
 }
 
 class AttentionGrad : public ::testing::TestWithParam<AttnCase> {};
@@ -830,7 +832,8 @@ std::string attn_case_name(const ::testing::TestParamInfo<AttnCase> &info) {
   static const char *masks[] = {"", "Masked", "KeyPadded", "PairMasked", "PaddingBias",
                                 "HeadBias"};
   return std::string(layouts[c.layout]) + (c.causal ? "Causal" : "") + masks[c.mask] +
-         (c.dropout > 0.f ? "Dropout" : "") + "_" + std::to_string(info.index);
+         (c.dropout > 0.f ? "Dropout" : "") + (c.kvh && c.kvh != c.h ? "Grouped" : "") + "_" +
+         std::to_string(info.index);
 }
 
 TEST_P(AttentionGrad, ForwardAndEveryInput) {
@@ -842,6 +845,8 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
   int64_t st[12];
   size_t nq, nk, nv;
   const bool seq_first = c.layout >= 3;
+  // Grouped-query: query head h reads key/value head h / group.
+  const int64_t kvh = c.kvh ? c.kvh : c.h, group = c.h / kvh;
   const int64_t ydims[3] = {seq_first ? d : c.t * d, c.dh, seq_first ? c.b * d : d};
   if (c.layout == 3) {
     const int64_t row = 3 * d;
@@ -861,11 +866,11 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
     nq = size_t(c.b * c.t * row);
     nk = nv = 0;
   } else if (c.layout == 1) {
-    const int64_t a[9] = {c.h * c.t * c.dh, c.t * c.dh, c.dh, c.h * c.s * c.dh, c.s * c.dh,
-                          c.dh, c.h * c.s * c.dh, c.s * c.dh, c.dh};
+    const int64_t a[9] = {c.h * c.t * c.dh, c.t * c.dh, c.dh, kvh * c.s * c.dh, c.s * c.dh,
+                          c.dh, kvh * c.s * c.dh, c.s * c.dh, c.dh};
     std::copy(a, a + 9, st);
     nq = size_t(c.b * c.h * c.t * c.dh);
-    nk = nv = size_t(c.b * c.h * c.s * c.dh);
+    nk = nv = size_t(c.b * kvh * c.s * c.dh);
   } else {
     const int64_t a[9] = {c.t * d, c.dh, d, c.s * d, c.dh, d, c.s * d, c.dh, d};
     std::copy(a, a + 9, st);
@@ -937,8 +942,9 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
     y.assign(ny, 0.f);
     auto p = ptrs(qq, kk, vv);
     pipert_context_set_random_state(cx, state);
-    pipert_attention_f32(cx, p[0], p[1], p[2], st, c.b, c.h, c.t, c.s, c.dh, scale, c.causal,
-                         c.dropout, mp, bp, msp, y.data(), probs ? probs->data() : nullptr);
+    pipert_attention_f32(cx, p[0], p[1], p[2], st, c.b, c.h, kvh, c.t, c.s, c.dh, scale,
+                         c.causal, c.dropout, mp, bp, msp, y.data(),
+                         probs ? probs->data() : nullptr);
   };
   auto forward = [&](const Vec &qq, const Vec &kk, const Vec &vv, Vec &y, Vec *probs) {
     forward_on(ctx.ctx, qq, kk, vv, y, probs);
@@ -947,7 +953,8 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
   Vec y, probs(np);
   forward(q, k, v, y, &probs);
   auto at = [&](int which, const float *base, int64_t b, int64_t h, int64_t i, int64_t e) {
-    return double(base[b * st[3 * which] + h * st[3 * which + 1] + i * st[3 * which + 2] + e]);
+    const int64_t hh = which == 1 || which == 2 ? h / group : h;
+    return double(base[b * st[3 * which] + hh * st[3 * which + 1] + i * st[3 * which + 2] + e]);
   };
   auto p0 = ptrs(q, k, v);
   int bad = 0;
@@ -1015,8 +1022,25 @@ TEST_P(AttentionGrad, ForwardAndEveryInput) {
     g[1] = dq.data() + d;
     g[2] = dq.data() + 2 * d;
   }
-  pipert_attention_grad_f32(ctx.ctx, p[0], p[1], p[2], st, c.b, c.h, c.t, c.s, c.dh, scale,
+  pipert_attention_grad_f32(ctx.ctx, p[0], p[1], p[2], st, c.b, c.h, kvh, c.t, c.s, c.dh, scale,
                             c.causal, c.dropout, probs.data(), r.data(), g[0], g[1], g[2]);
+  if (group > 1 || c.dropout > 0.f) {
+    // Grouped-query: the pairs go to threads in whole key/value heads, so
+    // their dK and dV sums do not race (the same bits on 2 threads).
+    pipert_context *two = pipert_context_create(2, 7);
+    Vec dq2(nq, 7.f), dk2(nk, 7.f), dv2(nv, 7.f);
+    float *g2[3] = {dq2.data(), dk2.data(), dv2.data()};
+    if (packed) {
+      g2[1] = dq2.data() + d;
+      g2[2] = dq2.data() + 2 * d;
+    }
+    pipert_attention_grad_f32(two, p[0], p[1], p[2], st, c.b, c.h, kvh, c.t, c.s, c.dh, scale,
+                              c.causal, c.dropout, probs.data(), r.data(), g2[0], g2[1], g2[2]);
+    pipert_context_destroy(two);
+    EXPECT_EQ(dq, dq2);
+    EXPECT_EQ(dk, dk2);
+    EXPECT_EQ(dv, dv2);
+  }
   check_grad("dQ", [&](const Vec &xx, Vec &yy) { forward(xx, k, v, yy, nullptr); }, q, r, dq);
   if (!packed) {
     check_grad("dK", [&](const Vec &xx, Vec &yy) { forward(q, xx, v, yy, nullptr); }, k, r, dk);
@@ -1058,5 +1082,12 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{2, 2, 6, 4, 5, 2, true, 2, 0.5f},
                       AttnCase{3, 2, 64, 64, 16, 0, true, 0, 0.1f},
                       AttnCase{2, 2, 70, 70, 8, 0, false, 4, 0.2f},
-                      AttnCase{2, 2, 4, 6, 3, 4, false, 2, 0.25f}),
+                      AttnCase{2, 2, 4, 6, 3, 4, false, 2, 0.25f},
+                      // Grouped-query attention (4-D): 2 and 3 query heads a
+                      // key/value head; the causal halves over several
+                      // groups of pairs; with dropout.
+                      AttnCase{2, 4, 5, 6, 3, 1, false, 0, 0.f, 2},
+                      AttnCase{2, 6, 6, 6, 4, 1, true, 2, 0.f, 2},
+                      AttnCase{2, 4, 64, 64, 8, 1, true, 0, 0.f, 1},
+                      AttnCase{1, 4, 70, 70, 4, 1, false, 0, 0.2f, 2}),
     attn_case_name);

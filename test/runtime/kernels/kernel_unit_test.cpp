@@ -672,6 +672,101 @@ TEST(Elementwise, ErfWithinAFewUlp) {
   expect_saturating_within(x, y, [](double v) { return std::erf(v); }, 5e-7);
 }
 
+// Concat and Split with chunks of a few elements (torch.stack on the last
+// axis: rotary positions' interleaved pairs), which take a typed loop per
+// input instead of a memcpy per chunk: against an index reference, for
+// 1-, 2-, 4- and 8-byte elements, chunks of 1 to 3 elements of unequal
+// inputs, and Split putting the rows back.
+TEST(Concat, SmallChunksAgainstIndexReference) {
+  Ctx ctx;
+  const pipert_dtype types[4] = {PIPERT_U8, PIPERT_F16, PIPERT_F32, PIPERT_I64};
+  for (pipert_dtype dt : types) {
+    const size_t es = pipert_dtype_size(dt);
+    for (int64_t inner : {1, 3}) {
+      // (outer = 5 x 4) x (sizes 1, 2, 1) x inner.
+      const int64_t outer = 20, sizes[3] = {1, 2, 1}, mid = 4;
+      std::vector<std::vector<uint8_t>> in(3);
+      uint8_t v = 1;
+      for (int i = 0; i < 3; ++i) {
+        in[size_t(i)].resize(size_t(outer * sizes[i] * inner) * es);
+        for (auto &b : in[size_t(i)])
+          b = v++;
+      }
+      const void *xs[3] = {in[0].data(), in[1].data(), in[2].data()};
+      const int64_t shape[3] = {outer, mid, inner};
+      std::vector<uint8_t> y(size_t(outer * mid * inner) * es, 0);
+      pipert_concat(ctx.ctx, dt, 3, xs, sizes, 3, shape, 1, y.data());
+      for (int64_t o = 0; o < outer; ++o) {
+        int64_t at = 0;
+        for (int i = 0; i < 3; ++i) {
+          const size_t n = size_t(sizes[i] * inner) * es;
+          ASSERT_EQ(0, std::memcmp(y.data() + size_t(o * mid * inner + at * inner) * es,
+                                   in[size_t(i)].data() + size_t(o) * n, n))
+              << "dtype " << int(dt) << " inner " << inner << " row " << o << " input " << i;
+          at += sizes[i];
+        }
+      }
+      std::vector<std::vector<uint8_t>> back(3);
+      void *ys[3];
+      for (int i = 0; i < 3; ++i) {
+        back[size_t(i)].assign(in[size_t(i)].size(), 0);
+        ys[i] = back[size_t(i)].data();
+      }
+      pipert_split(ctx.ctx, dt, y.data(), 3, shape, 1, 3, sizes, ys);
+      for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(back[size_t(i)], in[size_t(i)]) << "dtype " << int(dt) << " input " << i;
+    }
+  }
+}
+
+// Pow by one constant exponent: 2, 1, 0, -1 and 0.5 are computed as the
+// operations they are (vectorised loops; RMSNorm's x ** 2 had been a powf
+// call an element, ~15 ns), within half an ulp of the double result, with
+// pow's special values (0.5 of -0 is +0, of -inf +inf; 0 of NaN is 1);
+// another exponent, and one per element, still go through powf; each
+// element alone (the scalar broadcast) gives the same bits.
+TEST(Elementwise, PowByConstantExponents) {
+  Ctx ctx;
+  std::mt19937 g(5);
+  std::uniform_real_distribution<float> d(-40.f, 40.f);
+  Vec x;
+  for (int i = 0; i < 5000; ++i)
+    x.push_back(d(g));
+  for (float v : {0.f, -0.f, 1e-30f, -1e-30f, 1e30f, INFINITY, -INFINITY, NAN, 1.5f, -2.25f})
+    x.push_back(v);
+  const int64_t n = int64_t(x.size()), one = 1;
+  for (float e : {2.f, 1.f, 0.f, -1.f, 0.5f, 3.7f, -2.f}) {
+    Vec y(x.size());
+    const int64_t shape[1] = {n};
+    pipert_binary_f32(ctx.ctx, PIPERT_BINARY_POW, x.data(), 1, shape, &e, 0, &one, y.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = std::pow(x[i], e);
+      if (std::isnan(want) || std::isinf(want) || want == 0.f) {
+        EXPECT_TRUE((std::isnan(want) && std::isnan(y[i])) ||
+                    std::memcmp(&want, &y[i], sizeof want) == 0)
+            << x[i] << " ** " << e << " = " << y[i] << ", want " << want;
+        continue;
+      }
+      const double exact = std::pow(double(x[i]), double(e));
+      EXPECT_LE(std::fabs(double(y[i]) - exact), 0.5 * std::fabs(std::nextafter(want, INFINITY) - want) + 1e-300 +
+                                                      (e == 3.7f || e == -2.f ? std::fabs(exact) * 2e-7 : 0.0))
+          << x[i] << " ** " << e << " = " << y[i];
+    }
+    // Each element alone: the same bits; and an exponent per element.
+    Vec es(x.size(), e), y2(x.size());
+    pipert_binary_f32(ctx.ctx, PIPERT_BINARY_POW, x.data(), 1, shape, es.data(), 1, shape,
+                      y2.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      float yi;
+      pipert_binary_f32(ctx.ctx, PIPERT_BINARY_POW, &x[i], 0, &one, &e, 0, &one, &yi);
+      EXPECT_TRUE((std::isnan(yi) && std::isnan(y[i])) || std::memcmp(&yi, &y[i], 4) == 0)
+          << x[i] << " ** " << e;
+      EXPECT_TRUE((std::isnan(y2[i]) && std::isnan(y[i])) || std::memcmp(&y2[i], &y[i], 4) == 0)
+          << x[i] << " ** " << e << " per element " << y2[i] << " vs " << y[i];
+    }
+  }
+}
+
 // The elementwise kernels that have a 16-lane body (Erf, Exp, the exact
 // GELU and its gradient, Erf's gradient: verf16/vexp16 in
 // runtime/cpu/vmath.h under AVX-512) give the bits of their scalar body:
