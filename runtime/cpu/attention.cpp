@@ -21,6 +21,7 @@
 #include "../core/formulas.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <limits>
 
@@ -115,21 +116,32 @@ inline void zero_row(float *p, int64_t n) {
     p[j] = 0.f;
 }
 
-// p[j] *= c over [0, n).
+#if defined(__AVX512F__)
+// x, or 0 where x is below the smallest normal float (NaN kept): a
+// probability that small is subnormal, and each later product with a
+// subnormal operand costs a microcode assist (see norm.cpp's softmax).
+inline __m512 normal_or_zero16(__m512 x) {
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(FLT_MIN), _CMP_NLT_UQ), x);
+}
+#endif
+inline float normal_or_zero(float v) { return v < FLT_MIN ? 0.f : v; }
+
+// p[j] = p[j] * c over [0, n), 0 where below the smallest normal float.
 inline void scale_row(float *p, int64_t n, float c) {
   int64_t j = 0;
 #if defined(__AVX512F__)
   const __m512 vc = _mm512_set1_ps(c);
   for (; j + 16 <= n; j += 16)
-    _mm512_storeu_ps(p + j, _mm512_mul_ps(_mm512_loadu_ps(p + j), vc));
+    _mm512_storeu_ps(p + j, normal_or_zero16(_mm512_mul_ps(_mm512_loadu_ps(p + j), vc)));
   if (j < n) {
     const __mmask16 m = tail_mask(n - j);
-    _mm512_mask_storeu_ps(p + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + j), vc));
+    _mm512_mask_storeu_ps(p + j, m,
+                          normal_or_zero16(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + j), vc)));
     return;
   }
 #endif
   for (; j < n; ++j)
-    p[j] *= c;
+    p[j] = normal_or_zero(p[j] * c);
 }
 
 // The t x s scores of one pair to their row softmax, masked positions 0
@@ -183,7 +195,7 @@ void softmax_row_reg(const float *PIPERT_RESTRICT src, float *PIPERT_RESTRICT pr
   }
   const __m512 inv = _mm512_set1_ps(1.f / _mm512_reduce_add_ps(sum));
   for (int v = 0; v < V; ++v)
-    _mm512_mask_storeu_ps(pr + v * 16, store[v], _mm512_mul_ps(x[v], inv));
+    _mm512_mask_storeu_ps(pr + v * 16, store[v], normal_or_zero16(_mm512_mul_ps(x[v], inv)));
 }
 #endif
 

@@ -672,6 +672,63 @@ TEST(Elementwise, ErfWithinAFewUlp) {
   expect_saturating_within(x, y, [](double v) { return std::erf(v); }, 5e-7);
 }
 
+// A finite mask fill (Swin's shifted windows add -100): the probabilities
+// of the filled positions, exp(-100) ~ 4e-44 in exact arithmetic, are 0
+// rather than subnormal (each later product with a subnormal operand cost
+// a microcode assist), and the others are as before: Softmax on rows of 8
+// (the short-row path) and 49, along a middle axis, and the fused
+// attention's softmax with a float bias (short and long rows).
+TEST(Softmax, FiniteFillGivesNoSubnormals) {
+  Ctx ctx;
+  auto check = [](const Vec &y, const char *what) {
+    for (float v : y)
+      ASSERT_TRUE(v == 0.f || v >= FLT_MIN) << what << ": subnormal " << v;
+  };
+  for (int64_t mid : {8, 49}) {
+    const int64_t rows = 6, shape[2] = {rows, mid};
+    Vec x(size_t(rows * mid));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t m = 0; m < mid; ++m)
+        x[size_t(r * mid + m)] = float((r + m) % 5) * 0.1f + (m % 3 == 1 ? -100.f : 0.f);
+    Vec y(x.size());
+    pipert_softmax_f32(ctx.ctx, x.data(), 2, shape, 1, y.data());
+    check(y, "last axis");
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0;
+      for (int64_t m = 0; m < mid; ++m)
+        sum += std::exp(double(x[size_t(r * mid + m)]));
+      for (int64_t m = 0; m < mid; ++m) {
+        const double want = std::exp(double(x[size_t(r * mid + m)])) / sum;
+        EXPECT_NEAR(y[size_t(r * mid + m)], want, 1e-6 * want + 1e-37);
+      }
+    }
+    // The same rows along the middle axis of (rows, mid, 1) -> (1, mid, rows).
+    Vec xt(x.size()), yt(x.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t m = 0; m < mid; ++m)
+        xt[size_t(m * rows + r)] = x[size_t(r * mid + m)];
+    const int64_t shape3[3] = {1, mid, rows};
+    pipert_softmax_f32(ctx.ctx, xt.data(), 3, shape3, 1, yt.data());
+    check(yt, "middle axis");
+  }
+  for (int64_t t : {8, 49}) {
+    // One (batch, head) pair, q = k = v of (t, 4), a -100 bias on every
+    // third key.
+    const int64_t dh = 4, st[12] = {t * dh, 0, dh, t * dh, 0, dh, t * dh, 0, dh, t * dh, 0, dh};
+    Vec q(size_t(t * dh)), bias(size_t(t * t)), y(size_t(t * dh)), probs(size_t(t * t));
+    for (size_t i = 0; i < q.size(); ++i)
+      q[i] = float(i % 7) * 0.05f;
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j < t; ++j)
+        bias[size_t(i * t + j)] = j % 3 == 2 ? -100.f : 0.f;
+    pipert_attention_f32(ctx.ctx, q.data(), q.data(), q.data(), st, 1, 1, 1, t, t, dh, 0.5f, 0,
+                         0.f, nullptr, bias.data(), nullptr, y.data(), probs.data());
+    check(probs, "fused attention");
+    for (int64_t i = 0; i < t; ++i)
+      EXPECT_EQ(probs[size_t(i * t + 2)], 0.f);
+  }
+}
+
 // Concat and Split with chunks of a few elements (torch.stack on the last
 // axis: rotary positions' interleaved pairs), which take a typed loop per
 // input instead of a memcpy per chunk: against an index reference, for
