@@ -274,9 +274,51 @@ template <typename Fn> void for_each_tap_row(const ConvGeom &g, Fn &&fn) {
   });
 }
 
+#if defined(__AVX512F__)
+// Planes of at most 16 columns (ConvNeXt's 7 x 7 over 16 to 2 columns,
+// MobileNet's late 3 x 3 layers), stride 1: each output row in one
+// register over every tap, its inputs read with masked loads, stored once:
+//   out[r][c] = sum over (i, j) of w[i * kw + j] * in[r + ro + i * di][c + co + j * dj]
+// (zero outside in). The forward is (ro, co, di, dj) = (-pt, -pl, d, d);
+// the input gradient, its adjoint, (pt, pl, -d, -d) over dy. Per tap and
+// row the loop over columns had run mostly in its scalar remainder, and a
+// masked store per tap stalls the next tap's load of the same row.
+void plane_rows16(const float *PIPERT_RESTRICT in, int64_t inH, int64_t inW,
+                  const float *PIPERT_RESTRICT w, int64_t kh, int64_t kw, int64_t ro, int64_t co,
+                  int64_t di, int64_t dj, float *PIPERT_RESTRICT out, int64_t outH,
+                  int64_t outW) {
+  const __mmask16 store = __mmask16((1u << outW) - 1u);
+  for (int64_t r = 0; r < outH; ++r) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < kh; ++i) {
+      const int64_t ir = r + ro + i * di;
+      if (ir < 0 || ir >= inH)
+        continue;
+      const float *row = in + ir * inW;
+      for (int64_t j = 0; j < kw; ++j) {
+        const int64_t off = co + j * dj; // column c reads row[c + off]
+        const int64_t c0 = std::max<int64_t>(0, -off), c1 = std::min(outW, inW - off);
+        if (c0 >= c1)
+          continue;
+        const __mmask16 m = __mmask16(((1u << c1) - 1u) & ~((1u << c0) - 1u));
+        // Lanes below c0 are masked off: the address is never read there.
+        const float *src = reinterpret_cast<const float *>(
+            reinterpret_cast<uintptr_t>(row) + uintptr_t(off * int64_t(sizeof(float))));
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(w[i * kw + j]), _mm512_maskz_loadu_ps(m, src), acc);
+      }
+    }
+    _mm512_mask_storeu_ps(out + r * outW, store, acc);
+  }
+}
+#endif
+
 // y (oh x ow) = sum over the taps of w[i][j] * x shifted; y zeroed here.
 void depthwise_plane(const ConvGeom &g, const float *PIPERT_RESTRICT x,
                      const float *PIPERT_RESTRICT w, float *PIPERT_RESTRICT y) {
+#if defined(__AVX512F__)
+  if (g.sw == 1 && g.sh == 1 && g.ow <= 16 && g.w <= 16)
+    return plane_rows16(x, g.h, g.w, w, g.kh, g.kw, -g.pt, -g.pl, g.dh, g.dw, y, g.oh, g.ow);
+#endif
   std::fill(y, y + g.oh * g.ow, 0.f);
   for_each_tap_row(g, [&](int64_t t, int64_t xo, int64_t oy, int64_t ox0, int64_t ox1) {
     const float wv = w[t];
@@ -295,6 +337,10 @@ void depthwise_plane(const ConvGeom &g, const float *PIPERT_RESTRICT x,
 // depthwise_plane applied to dy; dx zeroed here.
 void depthwise_plane_grad_input(const ConvGeom &g, const float *PIPERT_RESTRICT dy,
                                 const float *PIPERT_RESTRICT w, float *PIPERT_RESTRICT dx) {
+#if defined(__AVX512F__)
+  if (g.sw == 1 && g.sh == 1 && g.ow <= 16 && g.w <= 16)
+    return plane_rows16(dy, g.oh, g.ow, w, g.kh, g.kw, g.pt, g.pl, -g.dh, -g.dw, dx, g.h, g.w);
+#endif
   std::fill(dx, dx + g.h * g.w, 0.f);
   for_each_tap_row(g, [&](int64_t t, int64_t xo, int64_t oy, int64_t ox0, int64_t ox1) {
     const float wv = w[t];
@@ -317,6 +363,33 @@ void depthwise_plane_grad_input(const ConvGeom &g, const float *PIPERT_RESTRICT 
 // saved weights past the float32 slack of the PyTorch check.
 void depthwise_plane_grad_weight(const ConvGeom &g, const float *PIPERT_RESTRICT x,
                                  const float *PIPERT_RESTRICT dy, double *PIPERT_RESTRICT acc) {
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+  // Stride 1: the rows' segments in 8 double lanes with a masked tail (a
+  // short row had gone wholly through the scalar tail). The products of
+  // two floats are exact in double, so only the order of the sum changes.
+  if (g.sw == 1 && g.ow >= 8) {
+    for_each_tap(g, [&](int64_t i, int64_t j, int64_t oy0, int64_t oy1, int64_t ox0,
+                        int64_t ox1) {
+      __m512d lanes = _mm512_setzero_pd();
+      const int64_t n = ox1 - ox0;
+      for (int64_t oy = oy0; oy < oy1; ++oy) {
+        const float *PIPERT_RESTRICT xr = x + tap_input(g, i, j, oy) + ox0;
+        const float *PIPERT_RESTRICT gr = dy + oy * g.ow + ox0;
+        int64_t o = 0;
+        for (; o + 8 <= n; o += 8)
+          lanes = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm256_loadu_ps(gr + o)),
+                                  _mm512_cvtps_pd(_mm256_loadu_ps(xr + o)), lanes);
+        if (o < n) {
+          const __mmask8 m = __mmask8((1u << (n - o)) - 1u);
+          lanes = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, gr + o)),
+                                  _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, xr + o)), lanes);
+        }
+      }
+      acc[i * g.kw + j] += _mm512_reduce_add_pd(lanes);
+    });
+    return;
+  }
+#endif
   constexpr int kL = 8;
   for_each_tap(g, [&](int64_t i, int64_t j, int64_t oy0, int64_t oy1, int64_t ox0, int64_t ox1) {
     double lanes[kL] = {};

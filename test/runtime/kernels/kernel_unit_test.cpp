@@ -510,7 +510,12 @@ TEST(Conv, DepthwiseMatchesDirectLoop) {
                {1, 3, 7, 9, 1, 3, 3, 1, 1, 2, {2, 2, 2, 2}},
                {1, 2, 6, 7, 1, 3, 2, 2, 1, 1, {0, 2, 1, 0}},
                {1, 2, 2, 3, 1, 5, 5, 1, 1, 1, {2, 2, 2, 2}},
-               {2, 3, 6, 6, 2, 3, 3, 1, 1, 1, {1, 1, 1, 1}}};
+               {2, 3, 6, 6, 2, 3, 3, 1, 1, 1, {1, 1, 1, 1}},
+               // ConvNeXt's 7 x 7 over planes of 16, 21 (a vector and a
+               // masked tail) and 2 columns.
+               {2, 3, 16, 16, 1, 7, 7, 1, 1, 1, {3, 3, 3, 3}},
+               {1, 2, 5, 21, 1, 7, 7, 1, 1, 1, {3, 3, 3, 3}},
+               {2, 4, 2, 2, 1, 7, 7, 1, 1, 1, {3, 3, 3, 3}}};
   for (const Case &k : cases) {
     SCOPED_TRACE("image " + std::to_string(k.h) + "x" + std::to_string(k.w) + " kernel " +
                  std::to_string(k.kh) + "x" + std::to_string(k.kw) + " stride " +
