@@ -275,21 +275,28 @@ template <typename Fn> void for_each_tap_row(const ConvGeom &g, Fn &&fn) {
 }
 
 #if defined(__AVX512F__)
-// Planes of at most 16 columns (ConvNeXt's 7 x 7 over 16 to 2 columns,
-// MobileNet's late 3 x 3 layers), stride 1: each output row in one
-// register over every tap, its inputs read with masked loads, stored once:
+// Planes of at most 64 columns (ConvNeXt's 7 x 7 over 56 to 2 columns,
+// MobileNet's and EfficientNet's 3 x 3 and 5 x 5), stride 1: each output
+// row in V registers over every tap, its inputs read with masked loads,
+// stored once:
 //   out[r][c] = sum over (i, j) of w[i * kw + j] * in[r + ro + i * di][c + co + j * dj]
 // (zero outside in). The forward is (ro, co, di, dj) = (-pt, -pl, d, d);
 // the input gradient, its adjoint, (pt, pl, -d, -d) over dy. Per tap and
 // row the loop over columns had run mostly in its scalar remainder, and a
 // masked store per tap stalls the next tap's load of the same row.
-void plane_rows16(const float *PIPERT_RESTRICT in, int64_t inH, int64_t inW,
-                  const float *PIPERT_RESTRICT w, int64_t kh, int64_t kw, int64_t ro, int64_t co,
-                  int64_t di, int64_t dj, float *PIPERT_RESTRICT out, int64_t outH,
-                  int64_t outW) {
-  const __mmask16 store = __mmask16((1u << outW) - 1u);
+template <int V>
+void plane_rows(const float *PIPERT_RESTRICT in, int64_t inH, int64_t inW,
+                const float *PIPERT_RESTRICT w, int64_t kh, int64_t kw, int64_t ro, int64_t co,
+                int64_t di, int64_t dj, float *PIPERT_RESTRICT out, int64_t outH,
+                int64_t outW) {
+  // Lanes [a, b) of a 16-lane chunk.
+  auto lanes = [](int64_t a, int64_t b) {
+    return __mmask16(((1u << b) - 1u) & ~((1u << a) - 1u));
+  };
   for (int64_t r = 0; r < outH; ++r) {
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[V];
+    for (int v = 0; v < V; ++v)
+      acc[v] = _mm512_setzero_ps();
     for (int64_t i = 0; i < kh; ++i) {
       const int64_t ir = r + ro + i * di;
       if (ir < 0 || ir >= inH)
@@ -300,15 +307,40 @@ void plane_rows16(const float *PIPERT_RESTRICT in, int64_t inH, int64_t inW,
         const int64_t c0 = std::max<int64_t>(0, -off), c1 = std::min(outW, inW - off);
         if (c0 >= c1)
           continue;
-        const __mmask16 m = __mmask16(((1u << c1) - 1u) & ~((1u << c0) - 1u));
-        // Lanes below c0 are masked off: the address is never read there.
-        const float *src = reinterpret_cast<const float *>(
-            reinterpret_cast<uintptr_t>(row) + uintptr_t(off * int64_t(sizeof(float))));
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(w[i * kw + j]), _mm512_maskz_loadu_ps(m, src), acc);
+        const __m512 wv = _mm512_set1_ps(w[i * kw + j]);
+        for (int v = 0; v < V; ++v) {
+          const int64_t lo = 16 * v, a = std::max(c0, lo) - lo, b = std::min(c1, lo + 16) - lo;
+          if (a >= b)
+            continue;
+          // Lanes outside [a, b) are masked off: never read there.
+          const float *src = reinterpret_cast<const float *>(
+              reinterpret_cast<uintptr_t>(row) + uintptr_t((off + lo) * int64_t(sizeof(float))));
+          acc[v] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(lanes(a, b), src), acc[v]);
+        }
       }
     }
-    _mm512_mask_storeu_ps(out + r * outW, store, acc);
+    for (int v = 0; v < V; ++v) {
+      const int64_t lo = 16 * v;
+      if (lo < outW)
+        _mm512_mask_storeu_ps(out + r * outW + lo, lanes(0, std::min<int64_t>(16, outW - lo)),
+                              acc[v]);
+    }
   }
+}
+
+// plane_rows for rows of up to 64 columns; false for wider ones.
+bool plane_rows_any(const float *in, int64_t inH, int64_t inW, const float *w, int64_t kh,
+                    int64_t kw, int64_t ro, int64_t co, int64_t di, int64_t dj, float *out,
+                    int64_t outH, int64_t outW) {
+  if (outW <= 16)
+    plane_rows<1>(in, inH, inW, w, kh, kw, ro, co, di, dj, out, outH, outW);
+  else if (outW <= 32)
+    plane_rows<2>(in, inH, inW, w, kh, kw, ro, co, di, dj, out, outH, outW);
+  else if (outW <= 64)
+    plane_rows<4>(in, inH, inW, w, kh, kw, ro, co, di, dj, out, outH, outW);
+  else
+    return false;
+  return true;
 }
 #endif
 
@@ -316,8 +348,9 @@ void plane_rows16(const float *PIPERT_RESTRICT in, int64_t inH, int64_t inW,
 void depthwise_plane(const ConvGeom &g, const float *PIPERT_RESTRICT x,
                      const float *PIPERT_RESTRICT w, float *PIPERT_RESTRICT y) {
 #if defined(__AVX512F__)
-  if (g.sw == 1 && g.sh == 1 && g.ow <= 16 && g.w <= 16)
-    return plane_rows16(x, g.h, g.w, w, g.kh, g.kw, -g.pt, -g.pl, g.dh, g.dw, y, g.oh, g.ow);
+  if (g.sw == 1 && g.sh == 1 &&
+      plane_rows_any(x, g.h, g.w, w, g.kh, g.kw, -g.pt, -g.pl, g.dh, g.dw, y, g.oh, g.ow))
+    return;
 #endif
   std::fill(y, y + g.oh * g.ow, 0.f);
   for_each_tap_row(g, [&](int64_t t, int64_t xo, int64_t oy, int64_t ox0, int64_t ox1) {
@@ -338,8 +371,9 @@ void depthwise_plane(const ConvGeom &g, const float *PIPERT_RESTRICT x,
 void depthwise_plane_grad_input(const ConvGeom &g, const float *PIPERT_RESTRICT dy,
                                 const float *PIPERT_RESTRICT w, float *PIPERT_RESTRICT dx) {
 #if defined(__AVX512F__)
-  if (g.sw == 1 && g.sh == 1 && g.ow <= 16 && g.w <= 16)
-    return plane_rows16(dy, g.oh, g.ow, w, g.kh, g.kw, g.pt, g.pl, -g.dh, -g.dw, dx, g.h, g.w);
+  if (g.sw == 1 && g.sh == 1 &&
+      plane_rows_any(dy, g.oh, g.ow, w, g.kh, g.kw, g.pt, g.pl, -g.dh, -g.dw, dx, g.h, g.w))
+    return;
 #endif
   std::fill(dx, dx + g.h * g.w, 0.f);
   for_each_tap_row(g, [&](int64_t t, int64_t xo, int64_t oy, int64_t ox0, int64_t ox1) {

@@ -515,7 +515,12 @@ TEST(Conv, DepthwiseMatchesDirectLoop) {
                // masked tail) and 2 columns.
                {2, 3, 16, 16, 1, 7, 7, 1, 1, 1, {3, 3, 3, 3}},
                {1, 2, 5, 21, 1, 7, 7, 1, 1, 1, {3, 3, 3, 3}},
-               {2, 4, 2, 2, 1, 7, 7, 1, 1, 1, {3, 3, 3, 3}}};
+               {2, 4, 2, 2, 1, 7, 7, 1, 1, 1, {3, 3, 3, 3}},
+               // Rows of two and four registers (up to 64 columns), and
+               // one wider than that (the per-tap loop).
+               {1, 2, 6, 30, 1, 3, 3, 1, 1, 1, {1, 1, 1, 1}},
+               {1, 2, 5, 56, 1, 7, 7, 1, 1, 1, {3, 3, 3, 3}},
+               {1, 2, 4, 70, 1, 5, 5, 1, 1, 1, {2, 2, 2, 2}}};
   for (const Case &k : cases) {
     SCOPED_TRACE("image " + std::to_string(k.h) + "x" + std::to_string(k.w) + " kernel " +
                  std::to_string(k.kh) + "x" + std::to_string(k.kw) + " stride " +
