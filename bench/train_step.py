@@ -4,7 +4,8 @@
 usage: /usr/bin/python3 bench/train_step.py [--build build]
            [--models mlp,cnn,transformer,lstm,gpt,encoder]
            [--batch mlp=64,cnn=32,transformer=16,lstm=16,gpt=8,encoder=8] [--steps 200] [--warmup 20]
-           (also: gpt_dropout, the GPT with GPT-2's dropout of 0.1; llama; encoder_pad)
+           (also: gpt_dropout, the GPT with GPT-2's dropout of 0.1; llama; encoder_pad;
+            resnet18, torchvision's at 64 x 64)
            [--optimizer sgd|momentum|adam] [--rounds 3]
 
 For each model of examples/models.py: exports it (fixed batch) with a data
@@ -119,7 +120,7 @@ def main():
     ap.add_argument("--models", default="mlp,cnn,transformer,lstm,gpt,encoder")
     ap.add_argument("--batch",
                     default="mlp=64,cnn=32,transformer=16,lstm=16,gpt=8,gpt_dropout=8,llama=8,"
-                            "lstm_lm=32,encoder=8,encoder_pad=8")
+                            "lstm_lm=32,encoder=8,encoder_pad=8,resnet18=16")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"])

@@ -18,7 +18,8 @@ decoder with grouped-query attention: d = 256, 4 blocks, 8 query and 2
 key/value heads, T = 64) and
 encoder (torch's nn.TransformerEncoder as a causal language model: 4 layers
 of d = 256, 4 heads, T = 64); encoder_pad is that encoder with a key padding
-mask from the data (inputs tokens, keep, targets).
+mask from the data (inputs tokens, keep, targets); resnet18 (torchvision's
+ResNet-18 over 10 classes of 3 x 64 x 64 images).
 """
 import argparse
 import os
@@ -55,6 +56,18 @@ class CNN(nn.Module):
         h = F.max_pool2d(torch.relu(self.conv2(h)), 2)
         h = torch.flatten(h, 1)
         return F.cross_entropy(self.fc(h), y)
+
+
+class Classifier(nn.Module):
+    """A torchvision classifier (imported on use) with a cross-entropy loss."""
+
+    def __init__(self, name, classes=10):
+        super().__init__()
+        import torchvision
+        self.net = getattr(torchvision.models, name)(num_classes=classes)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.net(x), y)
 
 
 class Block(nn.Module):
@@ -285,6 +298,14 @@ def make(name):
         # causal language model over a 256-symbol vocabulary.
         m = EncoderLM()
         return m, next_tokens(256, 64), ["tokens", "targets"]
+    if name == "resnet18":
+        # torchvision's ResNet-18 (BatchNorm, residual blocks; planes of
+        # 2 x 2 to 32 x 32 at this size) over 10 classes of 64 x 64 images.
+        m = Classifier("resnet18")
+        def inputs(b, g=None):
+            return (torch.randn(b, 3, 64, 64, generator=g),
+                    torch.randint(0, 10, (b,), generator=g))
+        return m, inputs, ["x", "y"]
     if name == "encoder_pad":
         # The encoder with a src_key_padding_mask from the data (keep: each
         # sequence a prefix of 32 to 64 tokens).
@@ -300,7 +321,8 @@ def make(name):
         m = LstmLM(vocab=1000, dim=256, hidden=256, layers=2)
         return m, next_tokens(1000, 32), ["tokens", "targets"]
     raise SystemExit(f"models.py: unknown model '{name}' (mlp, cnn, transformer, "
-                     "lstm_lm, lstm, gpt, gpt_dropout, llama, encoder, encoder_pad)")
+                     "lstm_lm, lstm, gpt, gpt_dropout, llama, encoder, encoder_pad, "
+                     "resnet18)")
 
 
 def export(name, path, batch, dynamic, opset=17):

@@ -14,27 +14,34 @@ namespace {
 //===------------------------------ convolution ---------------------------===//
 
 
-// col[(c*kh + i)*kw + j][oy*ow + ox] = x[c][oy*sh - pt + i*dh][ox*sw - pl + j*dw]
-// for all C channels of one image (group g's rows are [g K, (g+1) K)).
-__global__ void im2col_kernel(ConvGeom g, const float *__restrict__ x, float *__restrict__ col) {
-  const int64_t P = g.oh * g.ow;
-  const int64_t total = g.c * g.kh * g.kw * P;
+// col[(c*kh + i)*kw + j][s*P + oy*ow + ox] = x[s][c][oy*sh - pt + i*dh][ox*sw - pl + j*dw]
+// for all C channels of `cnt` images side by side (row stride cnt * P;
+// group g's rows are [g K, (g+1) K)).
+__global__ void im2col_kernel(ConvGeom g, const float *__restrict__ x, float *__restrict__ col,
+                              int64_t cnt) {
+  const int64_t P = g.oh * g.ow, ld = cnt * P;
+  const int64_t total = g.c * g.kh * g.kw * ld;
   PIPERT_GRID_STRIDE(t, total) {
-    const int64_t p = t % P, row = t / P;
+    const int64_t q = t % ld, row = t / ld;
+    const int64_t s = q / P, p = q % P;
     const int64_t ox = p % g.ow, oy = p / g.ow;
     const int64_t j = row % g.kw, i = (row / g.kw) % g.kh, c = row / (g.kw * g.kh);
     const int64_t iy = oy * g.sh - g.pt + i * g.dh, ix = ox * g.sw - g.pl + j * g.dw;
-    col[t] = (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) ? x[(c * g.h + iy) * g.w + ix] : 0.f;
+    col[t] = (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
+                 ? x[((s * g.c + c) * g.h + iy) * g.w + ix]
+                 : 0.f;
   }
 }
 
-// The adjoint of im2col in gather form: each dx element sums the col entries
-// that read it.
-__global__ void col2im_kernel(ConvGeom g, const float *__restrict__ col, float *__restrict__ dx) {
-  const int64_t P = g.oh * g.ow;
-  const int64_t total = g.c * g.h * g.w;
+// The adjoint of im2col in gather form: each dx element of the `cnt`
+// images sums the col entries that read it.
+__global__ void col2im_kernel(ConvGeom g, const float *__restrict__ col, float *__restrict__ dx,
+                              int64_t cnt) {
+  const int64_t P = g.oh * g.ow, ld = cnt * P;
+  const int64_t total = cnt * g.c * g.h * g.w;
   PIPERT_GRID_STRIDE(t, total) {
-    const int64_t ix = t % g.w, iy = (t / g.w) % g.h, c = t / (g.w * g.h);
+    const int64_t ix = t % g.w, iy = (t / g.w) % g.h, c = (t / (g.w * g.h)) % g.c;
+    const int64_t s = t / (g.w * g.h * g.c);
     float acc = 0.f;
     for (int64_t i = 0; i < g.kh; ++i) {
       const int64_t ny = iy + g.pt - i * g.dh;
@@ -50,11 +57,34 @@ __global__ void col2im_kernel(ConvGeom g, const float *__restrict__ col, float *
         const int64_t ox = nx / g.sw;
         if (ox >= g.ow)
           continue;
-        acc += col[((c * g.kh + i) * g.kw + j) * P + oy * g.ow + ox];
+        acc += col[((c * g.kh + i) * g.kw + j) * ld + s * P + oy * g.ow + ox];
       }
     }
     dx[t] = acc;
   }
+}
+
+// Samples per product (conv_samples, shape_util.h): a GPU wants wide
+// products and few launches, so up to 8192 columns within 64 MB of col.
+int64_t conv_samples(const ConvGeom &g) { return conv_samples(g, 8192, int64_t(64) << 20); }
+
+// Between a tensor's (cnt, rows, P) layout and a (rows, cnt * P) matrix.
+void gather_samples(pipert_context *ctx, const char *op, const float *src, int64_t cnt,
+                    int64_t rows, int64_t P, float *dst) {
+  const int64_t ld = cnt * P;
+  launch_map(ctx, op, rows * ld, [=] __device__(int64_t i) {
+    const int64_t r = i / ld, q = i % ld;
+    dst[i] = src[((q / P) * rows + r) * P + q % P];
+  });
+}
+
+void scatter_samples(pipert_context *ctx, const char *op, const float *src, int64_t cnt,
+                     int64_t rows, int64_t P, float *dst) {
+  const int64_t ld = cnt * P;
+  launch_map(ctx, op, cnt * rows * P, [=] __device__(int64_t i) {
+    const int64_t s = i / (rows * P), r = (i / P) % rows;
+    dst[i] = src[r * ld + s * P + i % P];
+  });
 }
 
 //===------------------------------ pooling -------------------------------===//
@@ -97,19 +127,35 @@ void pipert_conv2d_f32(pipert_context *ctx, const float *x, const int64_t x_shap
   const char *op = "Conv";
   const ConvGeom g = conv_geom(op, x_shape, w_shape, pads, strides, dilations, group);
   const int64_t K = g.col_rows(), P = g.col_cols();
-  Scratch col(ctx, g.pointwise() ? 0 : size_t(g.c * g.kh * g.kw * P) * sizeof(float));
-  for (int64_t n = 0; n < g.n; ++n) {
-    const float *xn = x + n * g.c * g.h * g.w;
-    const float *src = xn;
-    if (!g.pointwise()) {
-      im2col_kernel<<<grid_for(ctx, g.c * g.kh * g.kw * P), kBlock, 0, stream_of(ctx)>>>(
-          g, xn, col.as<float>());
+  if (const int64_t nb = conv_samples(g); nb > 1) {
+    // Y_g (mg x cnt*P) = W_g (mg x K) * col_g (K x cnt*P) for every group,
+    // then each sample's rows to its place.
+    Scratch col(ctx, size_t(g.c * g.kh * g.kw * nb * P) * sizeof(float));
+    Scratch out(ctx, size_t(g.m * nb * P) * sizeof(float));
+    for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
+      const int64_t cnt = std::min(nb, g.n - n0), cols = cnt * P;
+      im2col_kernel<<<grid_for(ctx, g.c * g.kh * g.kw * cols), kBlock, 0, stream_of(ctx)>>>(
+          g, x + n0 * g.c * g.h * g.w, col.as<float>(), cnt);
       PIPERT_LAUNCH_CHECK(op);
-      src = col.as<float>();
+      gemm_strided(ctx, op, 0, 0, g.mg, cols, K, 1.f, w, K, g.mg * K, col.as<float>(), cols,
+                   K * cols, 0.f, out.as<float>(), cols, g.mg * cols, g.group);
+      scatter_samples(ctx, op, out.as<float>(), cnt, g.m, P, y + n0 * g.m * P);
     }
-    // Y_g (mg x P) = W_g (mg x K) * col_g (K x P), for every group at once.
-    gemm_strided(ctx, op, 0, 0, g.mg, P, K, 1.f, w, K, g.mg * K, src, P, K * P, 0.f,
-                 y + n * g.m * P, P, g.mg * P, g.group);
+  } else {
+    Scratch col(ctx, g.pointwise() ? 0 : size_t(g.c * g.kh * g.kw * P) * sizeof(float));
+    for (int64_t n = 0; n < g.n; ++n) {
+      const float *xn = x + n * g.c * g.h * g.w;
+      const float *src = xn;
+      if (!g.pointwise()) {
+        im2col_kernel<<<grid_for(ctx, g.c * g.kh * g.kw * P), kBlock, 0, stream_of(ctx)>>>(
+            g, xn, col.as<float>(), 1);
+        PIPERT_LAUNCH_CHECK(op);
+        src = col.as<float>();
+      }
+      // Y_g (mg x P) = W_g (mg x K) * col_g (K x P), for every group at once.
+      gemm_strided(ctx, op, 0, 0, g.mg, P, K, 1.f, w, K, g.mg * K, src, P, K * P, 0.f,
+                   y + n * g.m * P, P, g.mg * P, g.group);
+    }
   }
   if (b) {
     const int64_t M = g.m;
@@ -125,6 +171,22 @@ void pipert_conv2d_grad_input_f32(pipert_context *ctx, const float *dy, const fl
   const char *op = "ConvGradInput";
   const ConvGeom g = conv_geom(op, x_shape, w_shape, pads, strides, dilations, group);
   const int64_t K = g.col_rows(), P = g.col_cols();
+  if (const int64_t nb = conv_samples(g); nb > 1) {
+    // col_g (K x cnt*P) = W_g^T (K x mg) * dY_g (mg x cnt*P), then each
+    // sample's dx gathered from its columns.
+    Scratch col(ctx, size_t(g.c * g.kh * g.kw * nb * P) * sizeof(float));
+    Scratch dyb(ctx, size_t(g.m * nb * P) * sizeof(float));
+    for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
+      const int64_t cnt = std::min(nb, g.n - n0), cols = cnt * P;
+      gather_samples(ctx, op, dy + n0 * g.m * P, cnt, g.m, P, dyb.as<float>());
+      gemm_strided(ctx, op, 1, 0, K, cols, g.mg, 1.f, w, K, g.mg * K, dyb.as<float>(), cols,
+                   g.mg * cols, 0.f, col.as<float>(), cols, K * cols, g.group);
+      col2im_kernel<<<grid_for(ctx, cnt * g.c * g.h * g.w), kBlock, 0, stream_of(ctx)>>>(
+          g, col.as<float>(), dx + n0 * g.c * g.h * g.w, cnt);
+      PIPERT_LAUNCH_CHECK(op);
+    }
+    return;
+  }
   Scratch col(ctx, g.pointwise() ? 0 : size_t(g.c * g.kh * g.kw * P) * sizeof(float));
   for (int64_t n = 0; n < g.n; ++n) {
     const float *dyn = dy + n * g.m * P;
@@ -135,7 +197,7 @@ void pipert_conv2d_grad_input_f32(pipert_context *ctx, const float *dy, const fl
                  K * P, g.group);
     if (!g.pointwise()) {
       col2im_kernel<<<grid_for(ctx, g.c * g.h * g.w), kBlock, 0, stream_of(ctx)>>>(
-          g, col.as<float>(), dxn);
+          g, col.as<float>(), dxn, 1);
       PIPERT_LAUNCH_CHECK(op);
     }
   }
@@ -159,19 +221,35 @@ void pipert_conv2d_grad_weight_f32(pipert_context *ctx, const float *x, const in
   }
   if (g.n == 0)
     pipert_memset_zero(ctx, dw, size_t(g.m * K) * sizeof(float));
-  Scratch col(ctx, g.pointwise() ? 0 : size_t(g.c * g.kh * g.kw * P) * sizeof(float));
-  for (int64_t n = 0; n < g.n; ++n) {
-    const float *xn = x + n * g.c * g.h * g.w;
-    const float *src = xn;
-    if (!g.pointwise()) {
-      im2col_kernel<<<grid_for(ctx, g.c * g.kh * g.kw * P), kBlock, 0, stream_of(ctx)>>>(
-          g, xn, col.as<float>());
+  if (const int64_t nb = conv_samples(g); nb > 1) {
+    // dW_g (mg x K) += dY_g (mg x cnt*P) * col_g^T (cnt*P x K)
+    Scratch col(ctx, size_t(g.c * g.kh * g.kw * nb * P) * sizeof(float));
+    Scratch dyb(ctx, size_t(g.m * nb * P) * sizeof(float));
+    for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
+      const int64_t cnt = std::min(nb, g.n - n0), cols = cnt * P;
+      im2col_kernel<<<grid_for(ctx, g.c * g.kh * g.kw * cols), kBlock, 0, stream_of(ctx)>>>(
+          g, x + n0 * g.c * g.h * g.w, col.as<float>(), cnt);
       PIPERT_LAUNCH_CHECK(op);
-      src = col.as<float>();
+      gather_samples(ctx, op, dy + n0 * g.m * P, cnt, g.m, P, dyb.as<float>());
+      gemm_strided(ctx, op, 0, 1, g.mg, K, cols, 1.f, dyb.as<float>(), cols, g.mg * cols,
+                   col.as<float>(), cols, K * cols, n0 == 0 ? 0.f : 1.f, dw, K, g.mg * K,
+                   g.group);
     }
-    // dW_g (mg x K) += dY_g (mg x P) * col_g^T (P x K)
-    gemm_strided(ctx, op, 0, 1, g.mg, K, P, 1.f, dy + n * g.m * P, P, g.mg * P, src, P, K * P,
-                 n == 0 ? 0.f : 1.f, dw, K, g.mg * K, g.group);
+  } else {
+    Scratch col(ctx, g.pointwise() ? 0 : size_t(g.c * g.kh * g.kw * P) * sizeof(float));
+    for (int64_t n = 0; n < g.n; ++n) {
+      const float *xn = x + n * g.c * g.h * g.w;
+      const float *src = xn;
+      if (!g.pointwise()) {
+        im2col_kernel<<<grid_for(ctx, g.c * g.kh * g.kw * P), kBlock, 0, stream_of(ctx)>>>(
+            g, xn, col.as<float>(), 1);
+        PIPERT_LAUNCH_CHECK(op);
+        src = col.as<float>();
+      }
+      // dW_g (mg x K) += dY_g (mg x P) * col_g^T (P x K)
+      gemm_strided(ctx, op, 0, 1, g.mg, K, P, 1.f, dy + n * g.m * P, P, g.mg * P, src, P,
+                   K * P, n == 0 ? 0.f : 1.f, dw, K, g.mg * K, g.group);
+    }
   }
   if (acc) {
     const float *part = dw;

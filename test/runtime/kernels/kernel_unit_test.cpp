@@ -579,6 +579,84 @@ TEST(Conv, DepthwiseMatchesDirectLoop) {
   }
 }
 
+// Planes of fewer than 256 outputs run several samples side by side in one
+// GEMM (conv.cpp, conv_samples): ResNet's deep stages (2 x 2 and 4 x 4
+// outputs), a pointwise convolution over 3 x 3, strides, a dilation, uneven
+// pads, groups, and 10 x 10 outputs over 5 samples, which take three
+// samples and then two. The forward (with a bias), the weight gradient
+// (and accumulated) and the input gradient against direct loops in double.
+TEST(Conv, SamplesSideBySideMatchDirectLoop) {
+  Ctx ctx;
+  struct Case {
+    int64_t n, c, h, w, m, kh, kw, sh, sw, dil, group;
+    int64_t pads[4];
+  } cases[] = {{8, 16, 2, 2, 12, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}},
+               {3, 8, 8, 8, 8, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}},
+               {4, 6, 3, 3, 10, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}},
+               {5, 4, 7, 6, 6, 1, 1, 2, 2, 1, 2, {0, 0, 0, 0}},
+               {5, 3, 10, 10, 4, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}},
+               {3, 6, 9, 8, 4, 3, 2, 2, 1, 2, 2, {1, 2, 0, 1}},
+               {2, 4, 4, 4, 4, 3, 3, 1, 1, 1, 1, {2, 0, 1, 2}}};
+  for (const Case &k : cases) {
+    SCOPED_TRACE("batch " + std::to_string(k.n) + " image " + std::to_string(k.h) + "x" +
+                 std::to_string(k.w) + " kernel " + std::to_string(k.kh) + "x" +
+                 std::to_string(k.kw) + " stride " + std::to_string(k.sh) + " group " +
+                 std::to_string(k.group));
+    const int64_t cg = k.c / k.group, mg = k.m / k.group;
+    const int64_t oh = (k.h + k.pads[0] + k.pads[2] - (k.kh - 1) * k.dil - 1) / k.sh + 1;
+    const int64_t ow = (k.w + k.pads[1] + k.pads[3] - (k.kw - 1) * k.dil - 1) / k.sw + 1;
+    const int64_t xs[4] = {k.n, k.c, k.h, k.w}, ws[4] = {k.m, cg, k.kh, k.kw};
+    const int64_t st[2] = {k.sh, k.sw}, dl[2] = {k.dil, k.dil};
+    Vec x = random_vec(size_t(k.n * k.c * k.h * k.w), 41);
+    Vec w = random_vec(size_t(k.m * cg * k.kh * k.kw), 42), b = random_vec(size_t(k.m), 43);
+    Vec dy = random_vec(size_t(k.n * k.m * oh * ow), 44);
+    Vec y(dy.size(), -3.f), ref(dy.size());
+    Vec dw(w.size(), -3.f), dw_acc(w.size(), 0.5f), dx(x.size(), 5.f);
+    pipert_conv2d_f32(ctx.ctx, x.data(), xs, w.data(), ws, b.data(), k.pads, st, dl, k.group,
+                      y.data());
+    pipert_conv2d_grad_weight_f32(ctx.ctx, x.data(), xs, dy.data(), ws, k.pads, st, dl, k.group,
+                                  dw.data(), 0);
+    pipert_conv2d_grad_weight_f32(ctx.ctx, x.data(), xs, dy.data(), ws, k.pads, st, dl, k.group,
+                                  dw_acc.data(), 1);
+    pipert_conv2d_grad_input_f32(ctx.ctx, dy.data(), w.data(), ws, xs, k.pads, st, dl, k.group,
+                                 dx.data());
+    std::vector<double> acc(w.size(), 0.0), acc_x(x.size(), 0.0);
+    for (int64_t n = 0; n < k.n; ++n)
+      for (int64_t o = 0; o < k.m; ++o)
+        for (int64_t oy = 0; oy < oh; ++oy)
+          for (int64_t ox = 0; ox < ow; ++ox) {
+            const int64_t gi = o / mg;
+            double s = b[size_t(o)];
+            const double g = dy[size_t(((n * k.m + o) * oh + oy) * ow + ox)];
+            for (int64_t c = 0; c < cg; ++c)
+              for (int64_t i = 0; i < k.kh; ++i)
+                for (int64_t j = 0; j < k.kw; ++j) {
+                  const int64_t iy = oy * k.sh - k.pads[0] + i * k.dil;
+                  const int64_t ix = ox * k.sw - k.pads[1] + j * k.dil;
+                  if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w)
+                    continue;
+                  const size_t xi = size_t(((n * k.c + gi * cg + c) * k.h + iy) * k.w + ix);
+                  const size_t wi = size_t(((o * cg + c) * k.kh + i) * k.kw + j);
+                  s += double(x[xi]) * w[wi];
+                  acc[wi] += double(x[xi]) * g;
+                  acc_x[xi] += g * w[wi];
+                }
+            ref[size_t(((n * k.m + o) * oh + oy) * ow + ox)] = float(s);
+          }
+    Vec dw_ref(w.size()), dw_acc_ref(w.size()), dx_ref(x.size());
+    for (size_t i = 0; i < acc.size(); ++i) {
+      dw_ref[i] = float(acc[i]);
+      dw_acc_ref[i] = float(acc[i] + 0.5);
+    }
+    for (size_t i = 0; i < acc_x.size(); ++i)
+      dx_ref[i] = float(acc_x[i]);
+    expect_close(y, ref, 1e-5, "forward");
+    expect_close(dw, dw_ref, 1e-5, "weight gradient");
+    expect_close(dw_acc, dw_acc_ref, 1e-5, "weight gradient, accumulated");
+    expect_close(dx, dx_ref, 1e-5, "input gradient");
+  }
+}
+
 // A 2 x 2 max pool with every window inside the plane and no indices
 // takes a path of its own (the max alone, as maxss): the same values as the
 // general path (asked for indices), bit for bit, with ties of -0 and +0,
