@@ -1,5 +1,6 @@
 //===- conv.cpp - 2-D convolution (im2col + sgemm) and pooling (CPU) -------===//
 #include "kernel_util.h"
+#include "conv_onednn.h"
 #include "../core/formulas.h"
 
 #include <algorithm>
@@ -484,6 +485,15 @@ void depthwise_plane_grad_weight(const ConvGeom &g, const float *PIPERT_RESTRICT
 // 128, 512, 1024 and 4096.
 int64_t conv_samples(const ConvGeom &g) { return conv_samples(g, 256, int64_t(8) << 20); }
 
+// im2col of group gi of samples [n0, n0 + cnt), side by side in col (row
+// stride cnt * oh * ow).
+void im2col_samples(const ConvGeom &g, const float *x, int64_t n0, int64_t cnt, int64_t gi,
+                    float *col) {
+  const int64_t P = g.col_cols();
+  for (int64_t j = 0; j < cnt; ++j)
+    im2col(g, x + ((n0 + j) * g.c + gi * g.cg) * g.h * g.w, col + j * P, cnt * P);
+}
+
 // rows x P blocks of `cnt` samples between a tensor's (n, rows, P) layout
 // (sample stride `stride`) and a (rows, cnt * P) matrix.
 void gather_samples(const float *PIPERT_RESTRICT src, int64_t stride, int64_t cnt, int64_t rows,
@@ -512,6 +522,10 @@ void pipert_conv2d_f32(pipert_context *ctx, const float *x, const int64_t x_shap
                        const int64_t dilations[2], int64_t group, float *y) {
   ConvGeom g = conv_geom("Conv", x_shape, w_shape, pads, strides, dilations, group);
   const int64_t K = g.col_rows(), P = g.col_cols();
+  if (use_onednn_conv(g)) {
+    onednn_conv_forward(ctx, g, x, w, b, y);
+    return;
+  }
   if (depthwise(g)) {
     parallel_for(ctx, g.n * g.c, 8, [&](int64_t b0, int64_t b1) {
       for (int64_t p = b0; p < b1; ++p)
@@ -525,8 +539,7 @@ void pipert_conv2d_f32(pipert_context *ctx, const float *x, const int64_t x_shap
     for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
       const int64_t cnt = std::min(nb, g.n - n0), cols = cnt * P;
       for (int64_t gi = 0; gi < g.group; ++gi) {
-        for (int64_t j = 0; j < cnt; ++j)
-          im2col(g, x + ((n0 + j) * g.c + gi * g.cg) * g.h * g.w, col + j * P, cols);
+        im2col_samples(g, x, n0, cnt, gi, col);
         pipert_sgemm(ctx, 0, 0, g.mg, cols, K, 1.f, w + gi * g.mg * K, K, col, cols, 0.f, out,
                      cols);
         scatter_samples(out, cnt, g.mg, P, g.m * P, y + (n0 * g.m + gi * g.mg) * P);
@@ -563,6 +576,10 @@ void pipert_conv2d_grad_input_f32(pipert_context *ctx, const float *dy, const fl
                                   const int64_t dilations[2], int64_t group, float *dx) {
   ConvGeom g = conv_geom("ConvGradInput", x_shape, w_shape, pads, strides, dilations, group);
   const int64_t K = g.col_rows(), P = g.col_cols();
+  if (use_onednn_conv(g)) {
+    onednn_conv_backward_data(ctx, g, dy, w, dx);
+    return;
+  }
   if (depthwise(g)) {
     parallel_for(ctx, g.n * g.c, 8, [&](int64_t b0, int64_t b1) {
       for (int64_t p = b0; p < b1; ++p)
@@ -634,6 +651,11 @@ void pipert_conv2d_grad_weight_f32(pipert_context *ctx, const float *x, const in
   }
   if (g.n == 0)
     std::fill(dw, dw + g.m * K, 0.f);
+  if (use_onednn_conv(g)) {
+    onednn_conv_backward_weights(ctx, g, x, dy, dw);
+    accumulate_into(acc, dw, g.m * K);
+    return;
+  }
   if (depthwise(g)) {
     // Threads over the channels; each adds its planes in the order of n.
     parallel_for(ctx, g.c, 4, [&](int64_t c0, int64_t c1) {
@@ -658,8 +680,7 @@ void pipert_conv2d_grad_weight_f32(pipert_context *ctx, const float *x, const in
     for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
       const int64_t cnt = std::min(nb, g.n - n0), cols = cnt * P;
       for (int64_t gi = 0; gi < g.group; ++gi) {
-        for (int64_t j = 0; j < cnt; ++j)
-          im2col(g, x + ((n0 + j) * g.c + gi * g.cg) * g.h * g.w, colb + j * P, cols);
+        im2col_samples(g, x, n0, cnt, gi, colb);
         gather_samples(dy + (n0 * g.m + gi * g.mg) * P, g.m * P, cnt, g.mg, P, dyb);
         pipert_sgemm(ctx, 0, 1, g.mg, K, cols, 1.f, dyb, cols, colb, cols, n0 == 0 ? 0.f : 1.f,
                      dw + gi * g.mg * K, K);

@@ -68,6 +68,14 @@ __global__ void col2im_kernel(ConvGeom g, const float *__restrict__ col, float *
 // products and few launches, so up to 8192 columns within 64 MB of col.
 int64_t conv_samples(const ConvGeom &g) { return conv_samples(g, 8192, int64_t(64) << 20); }
 
+// im2col of `cnt` samples from x, side by side in col.
+void im2col_samples(pipert_context *ctx, const char *op, const ConvGeom &g, const float *x,
+                    int64_t cnt, float *col) {
+  im2col_kernel<<<grid_for(ctx, g.c * g.kh * g.kw * cnt * g.oh * g.ow), kBlock, 0,
+                  stream_of(ctx)>>>(g, x, col, cnt);
+  PIPERT_LAUNCH_CHECK(op);
+}
+
 // Between a tensor's (cnt, rows, P) layout and a (rows, cnt * P) matrix.
 void gather_samples(pipert_context *ctx, const char *op, const float *src, int64_t cnt,
                     int64_t rows, int64_t P, float *dst) {
@@ -134,9 +142,7 @@ void pipert_conv2d_f32(pipert_context *ctx, const float *x, const int64_t x_shap
     Scratch out(ctx, size_t(g.m * nb * P) * sizeof(float));
     for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
       const int64_t cnt = std::min(nb, g.n - n0), cols = cnt * P;
-      im2col_kernel<<<grid_for(ctx, g.c * g.kh * g.kw * cols), kBlock, 0, stream_of(ctx)>>>(
-          g, x + n0 * g.c * g.h * g.w, col.as<float>(), cnt);
-      PIPERT_LAUNCH_CHECK(op);
+      im2col_samples(ctx, op, g, x + n0 * g.c * g.h * g.w, cnt, col.as<float>());
       gemm_strided(ctx, op, 0, 0, g.mg, cols, K, 1.f, w, K, g.mg * K, col.as<float>(), cols,
                    K * cols, 0.f, out.as<float>(), cols, g.mg * cols, g.group);
       scatter_samples(ctx, op, out.as<float>(), cnt, g.m, P, y + n0 * g.m * P);
@@ -227,9 +233,7 @@ void pipert_conv2d_grad_weight_f32(pipert_context *ctx, const float *x, const in
     Scratch dyb(ctx, size_t(g.m * nb * P) * sizeof(float));
     for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
       const int64_t cnt = std::min(nb, g.n - n0), cols = cnt * P;
-      im2col_kernel<<<grid_for(ctx, g.c * g.kh * g.kw * cols), kBlock, 0, stream_of(ctx)>>>(
-          g, x + n0 * g.c * g.h * g.w, col.as<float>(), cnt);
-      PIPERT_LAUNCH_CHECK(op);
+      im2col_samples(ctx, op, g, x + n0 * g.c * g.h * g.w, cnt, col.as<float>());
       gather_samples(ctx, op, dy + n0 * g.m * P, cnt, g.m, P, dyb.as<float>());
       gemm_strided(ctx, op, 0, 1, g.mg, K, cols, 1.f, dyb.as<float>(), cols, g.mg * cols,
                    col.as<float>(), cols, K * cols, n0 == 0 ? 0.f : 1.f, dw, K, g.mg * K,

@@ -2,12 +2,13 @@
  * (pipeline-steady-alloc.test): counts the calls of the C allocation
  * functions a process makes and, at its exit, appends
  * "<executable's name> <count> <library count>" to the file
- * $PIPEC_MALLOC_COUNT_FILE. Calls made while oneDNN's dnnl_sgemm runs (it
+ * $PIPEC_MALLOC_COUNT_FILE. Calls made while oneDNN runs (its dnnl_sgemm
  * allocates its packing buffers on every call, a library behaviour the
- * runtime avoids only where its own small-product kernel takes the GEMM)
- * are the library count, apart: the shim wraps dnnl_sgemm, since some of
- * oneDNN's allocations go through libstdc++'s operator new, whose caller
- * is not oneDNN's library. Only the main thread's calls count (MPI's
+ * runtime avoids only where its own small-product kernel takes the GEMM;
+ * its primitives' execution builds a map of the arguments) are the
+ * library count, apart: the shim wraps the oneDNN functions the runtime
+ * calls per kernel call, since some of oneDNN's allocations go through
+ * libstdc++'s operator new, whose caller is not oneDNN's library. Only the main thread's calls count (MPI's
  * progress threads allocate as time passes, not per step). Processes of another name than
  * $PIPEC_MALLOC_COUNT_MATCH (a substring; default "device") are counted
  * but not reported. */
@@ -54,20 +55,29 @@ COUNTED(void *, realloc, (void *p, size_t n), (p, n))
 COUNTED(void *, aligned_alloc, (size_t a, size_t n), (a, n))
 COUNTED(int, posix_memalign, (void **p, size_t a, size_t n), (p, a, n))
 
-/* oneDNN's sgemm (dnnl.h's signature: dnnl_dim_t is int64_t, the status
- * an enum), its allocations counted as the library's. */
-int dnnl_sgemm(char ta, char tb, long long m, long long n, long long k, float alpha,
-               const float *a, long long lda, const float *b, long long ldb, float beta,
-               float *c, long long ldc) {
-  static int (*real)(char, char, long long, long long, long long, float, const float *,
-                     long long, const float *, long long, float, float *, long long);
-  if (!real)
-    *(void **)(&real) = dlsym(RTLD_NEXT, "dnnl_sgemm");
-  ++in_library;
-  int st = real(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  --in_library;
-  return st;
-}
+/* oneDNN's entry points the runtime calls per kernel call (dnnl.h's
+ * signatures: dnnl_dim_t is int64_t, the status an enum, the handles
+ * pointers), their allocations counted as the library's: the sgemm, and
+ * the primitives' execution (convolutions) with their operands' pointers. */
+#define LIBRARY(name, params, args)                                            \
+  int name params {                                                            \
+    static int(*real) params;                                                  \
+    if (!real)                                                                 \
+      *(void **)(&real) = dlsym(RTLD_NEXT, #name);                             \
+    ++in_library;                                                              \
+    int st = real args;                                                        \
+    --in_library;                                                              \
+    return st;                                                                 \
+  }
+
+LIBRARY(dnnl_sgemm,
+        (char ta, char tb, long long m, long long n, long long k, float alpha, const float *a,
+         long long lda, const float *b, long long ldb, float beta, float *c, long long ldc),
+        (ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+LIBRARY(dnnl_primitive_execute, (const void *prim, void *stream, int nargs, const void *args),
+        (prim, stream, nargs, args))
+LIBRARY(dnnl_memory_set_data_handle, (void *memory, void *handle), (memory, handle))
+LIBRARY(dnnl_stream_wait, (void *stream), (stream))
 
 /* calloc: dlsym itself may call calloc before `real` is known; those few
  * come from a static arena. */

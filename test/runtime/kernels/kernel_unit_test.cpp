@@ -492,6 +492,70 @@ TEST(Conv, SamePaddingMatchesDirectLoop) {
   }
 }
 
+// A convolution's forward (with a bias), weight gradient (plain and
+// accumulated onto 0.5) and input gradient against direct loops in double.
+struct ConvSpec {
+  int64_t n, c, h, w, m, kh, kw, sh, sw, dil, group;
+  int64_t pads[4];
+};
+
+void check_conv(Ctx &ctx, const ConvSpec &k, uint32_t seed, const char *what) {
+  const int64_t cg = k.c / k.group, mg = k.m / k.group;
+  const int64_t oh = (k.h + k.pads[0] + k.pads[2] - (k.kh - 1) * k.dil - 1) / k.sh + 1;
+  const int64_t ow = (k.w + k.pads[1] + k.pads[3] - (k.kw - 1) * k.dil - 1) / k.sw + 1;
+  const int64_t xs[4] = {k.n, k.c, k.h, k.w}, ws[4] = {k.m, cg, k.kh, k.kw};
+  const int64_t st[2] = {k.sh, k.sw}, dl[2] = {k.dil, k.dil};
+  Vec x = random_vec(size_t(k.n * k.c * k.h * k.w), seed);
+  Vec w = random_vec(size_t(k.m * cg * k.kh * k.kw), seed + 1),
+      b = random_vec(size_t(k.m), seed + 2);
+  Vec dy = random_vec(size_t(k.n * k.m * oh * ow), seed + 3);
+  Vec y(dy.size(), -3.f), ref(dy.size());
+  Vec dw(w.size(), -3.f), dw_acc(w.size(), 0.5f), dx(x.size(), 5.f);
+  pipert_conv2d_f32(ctx.ctx, x.data(), xs, w.data(), ws, b.data(), k.pads, st, dl, k.group,
+                    y.data());
+  pipert_conv2d_grad_weight_f32(ctx.ctx, x.data(), xs, dy.data(), ws, k.pads, st, dl, k.group,
+                                dw.data(), 0);
+  pipert_conv2d_grad_weight_f32(ctx.ctx, x.data(), xs, dy.data(), ws, k.pads, st, dl, k.group,
+                                dw_acc.data(), 1);
+  pipert_conv2d_grad_input_f32(ctx.ctx, dy.data(), w.data(), ws, xs, k.pads, st, dl, k.group,
+                               dx.data());
+  std::vector<double> acc(w.size(), 0.0), acc_x(x.size(), 0.0);
+  for (int64_t n = 0; n < k.n; ++n)
+    for (int64_t o = 0; o < k.m; ++o)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          const int64_t gi = o / mg;
+          double s = b[size_t(o)];
+          const double g = dy[size_t(((n * k.m + o) * oh + oy) * ow + ox)];
+          for (int64_t c = 0; c < cg; ++c)
+            for (int64_t i = 0; i < k.kh; ++i)
+              for (int64_t j = 0; j < k.kw; ++j) {
+                const int64_t iy = oy * k.sh - k.pads[0] + i * k.dil;
+                const int64_t ix = ox * k.sw - k.pads[1] + j * k.dil;
+                if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w)
+                  continue;
+                const size_t xi = size_t(((n * k.c + gi * cg + c) * k.h + iy) * k.w + ix);
+                const size_t wi = size_t(((o * cg + c) * k.kh + i) * k.kw + j);
+                s += double(x[xi]) * w[wi];
+                acc[wi] += double(x[xi]) * g;
+                acc_x[xi] += g * w[wi];
+              }
+          ref[size_t(((n * k.m + o) * oh + oy) * ow + ox)] = float(s);
+        }
+  Vec dw_ref(w.size()), dw_acc_ref(w.size()), dx_ref(x.size());
+  for (size_t i = 0; i < acc.size(); ++i) {
+    dw_ref[i] = float(acc[i]);
+    dw_acc_ref[i] = float(acc[i] + 0.5);
+  }
+  for (size_t i = 0; i < acc_x.size(); ++i)
+    dx_ref[i] = float(acc_x[i]);
+  const std::string label(what);
+  expect_close(y, ref, 1e-5, (label + "forward").c_str());
+  expect_close(dw, dw_ref, 1e-5, (label + "weight gradient").c_str());
+  expect_close(dw_acc, dw_acc_ref, 1e-5, (label + "weight gradient, accumulated").c_str());
+  expect_close(dx, dx_ref, 1e-5, (label + "input gradient").c_str());
+}
+
 // Depthwise convolutions (one input and one output channel per group) run
 // directly on the planes: the forward, the weight gradient (accumulated
 // too) and the input gradient against direct loops in double, for MobileNet's
@@ -525,57 +589,9 @@ TEST(Conv, DepthwiseMatchesDirectLoop) {
     SCOPED_TRACE("image " + std::to_string(k.h) + "x" + std::to_string(k.w) + " kernel " +
                  std::to_string(k.kh) + "x" + std::to_string(k.kw) + " stride " +
                  std::to_string(k.sh));
-    const int64_t m = k.c * k.mult;
-    const int64_t oh = (k.h + k.pads[0] + k.pads[2] - (k.kh - 1) * k.dil - 1) / k.sh + 1;
-    const int64_t ow = (k.w + k.pads[1] + k.pads[3] - (k.kw - 1) * k.dil - 1) / k.sw + 1;
-    const int64_t xs[4] = {k.n, k.c, k.h, k.w}, ws[4] = {m, 1, k.kh, k.kw};
-    const int64_t st[2] = {k.sh, k.sw}, dl[2] = {k.dil, k.dil};
-    Vec x = random_vec(size_t(k.n * k.c * k.h * k.w), 31);
-    Vec w = random_vec(size_t(m * k.kh * k.kw), 32), b = random_vec(size_t(m), 33);
-    Vec dy = random_vec(size_t(k.n * m * oh * ow), 34);
-    Vec y(dy.size()), ref(dy.size());
-    Vec dw(w.size()), dw_acc(w.size(), 0.5f), dx(x.size(), 5.f);
-    pipert_conv2d_f32(ctx.ctx, x.data(), xs, w.data(), ws, b.data(), k.pads, st, dl, k.c,
-                      y.data());
-    pipert_conv2d_grad_weight_f32(ctx.ctx, x.data(), xs, dy.data(), ws, k.pads, st, dl, k.c,
-                                  dw.data(), 0);
-    pipert_conv2d_grad_weight_f32(ctx.ctx, x.data(), xs, dy.data(), ws, k.pads, st, dl, k.c,
-                                  dw_acc.data(), 1);
-    pipert_conv2d_grad_input_f32(ctx.ctx, dy.data(), w.data(), ws, xs, k.pads, st, dl, k.c,
-                                 dx.data());
-    std::vector<double> acc(w.size(), 0.0), acc_x(x.size(), 0.0);
-    for (int64_t n = 0; n < k.n; ++n)
-      for (int64_t o = 0; o < m; ++o)
-        for (int64_t oy = 0; oy < oh; ++oy)
-          for (int64_t ox = 0; ox < ow; ++ox) {
-            const int64_t c = o / k.mult;
-            double s = b[size_t(o)];
-            const double g = dy[size_t(((n * m + o) * oh + oy) * ow + ox)];
-            for (int64_t i = 0; i < k.kh; ++i)
-              for (int64_t j = 0; j < k.kw; ++j) {
-                const int64_t iy = oy * k.sh - k.pads[0] + i * k.dil;
-                const int64_t ix = ox * k.sw - k.pads[1] + j * k.dil;
-                if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w)
-                  continue;
-                const size_t xi = size_t(((n * k.c + c) * k.h + iy) * k.w + ix);
-                const size_t wi = size_t((o * k.kh + i) * k.kw + j);
-                s += double(x[xi]) * w[wi];
-                acc[wi] += double(x[xi]) * g;
-                acc_x[xi] += g * w[wi];
-              }
-            ref[size_t(((n * m + o) * oh + oy) * ow + ox)] = float(s);
-          }
-    Vec dw_ref(w.size()), dw_acc_ref(w.size()), dx_ref(x.size());
-    for (size_t i = 0; i < acc.size(); ++i) {
-      dw_ref[i] = float(acc[i]);
-      dw_acc_ref[i] = float(acc[i] + 0.5);
-    }
-    for (size_t i = 0; i < acc_x.size(); ++i)
-      dx_ref[i] = float(acc_x[i]);
-    expect_close(y, ref, 1e-5, "depthwise forward");
-    expect_close(dw, dw_ref, 1e-5, "depthwise weight gradient");
-    expect_close(dw_acc, dw_acc_ref, 1e-5, "depthwise weight gradient, accumulated");
-    expect_close(dx, dx_ref, 1e-5, "depthwise input gradient");
+    check_conv(ctx, {k.n, k.c, k.h, k.w, k.c * k.mult, k.kh, k.kw, k.sh, k.sw, k.dil, k.c,
+                     {k.pads[0], k.pads[1], k.pads[2], k.pads[3]}},
+               31, "depthwise ");
   }
 }
 
@@ -583,77 +599,30 @@ TEST(Conv, DepthwiseMatchesDirectLoop) {
 // GEMM (conv.cpp, conv_samples): ResNet's deep stages (2 x 2 and 4 x 4
 // outputs), a pointwise convolution over 3 x 3, strides, a dilation, uneven
 // pads, groups, and 10 x 10 outputs over 5 samples, which take three
-// samples and then two. The forward (with a bias), the weight gradient
-// (and accumulated) and the input gradient against direct loops in double.
-TEST(Conv, SamplesSideBySideMatchDirectLoop) {
+// samples and then two. The last three cases (32 and 48 output channels
+// over planes of 16 outputs and more, one grouped) take oneDNN's primitive
+// under the default PIPERT_CONV (conv_onednn.cpp); CTest runs the test
+// with every convolution on each path too. The forward (with a bias), the
+// weight gradient (and accumulated) and the input gradient against direct
+// loops in double.
+TEST(Conv, GeometriesMatchDirectLoop) {
   Ctx ctx;
-  struct Case {
-    int64_t n, c, h, w, m, kh, kw, sh, sw, dil, group;
-    int64_t pads[4];
-  } cases[] = {{8, 16, 2, 2, 12, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}},
+  const ConvSpec cases[] = {{8, 16, 2, 2, 12, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}},
                {3, 8, 8, 8, 8, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}},
                {4, 6, 3, 3, 10, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}},
                {5, 4, 7, 6, 6, 1, 1, 2, 2, 1, 2, {0, 0, 0, 0}},
                {5, 3, 10, 10, 4, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}},
                {3, 6, 9, 8, 4, 3, 2, 2, 1, 2, 2, {1, 2, 0, 1}},
-               {2, 4, 4, 4, 4, 3, 3, 1, 1, 1, 1, {2, 0, 1, 2}}};
-  for (const Case &k : cases) {
+               {2, 4, 4, 4, 4, 3, 3, 1, 1, 1, 1, {2, 0, 1, 2}},
+               {2, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}},
+               {3, 3, 17, 15, 48, 7, 7, 2, 2, 1, 1, {3, 3, 2, 3}},
+               {2, 8, 9, 9, 32, 3, 3, 1, 1, 2, 2, {2, 1, 2, 1}}};
+  for (const ConvSpec &k : cases) {
     SCOPED_TRACE("batch " + std::to_string(k.n) + " image " + std::to_string(k.h) + "x" +
                  std::to_string(k.w) + " kernel " + std::to_string(k.kh) + "x" +
                  std::to_string(k.kw) + " stride " + std::to_string(k.sh) + " group " +
                  std::to_string(k.group));
-    const int64_t cg = k.c / k.group, mg = k.m / k.group;
-    const int64_t oh = (k.h + k.pads[0] + k.pads[2] - (k.kh - 1) * k.dil - 1) / k.sh + 1;
-    const int64_t ow = (k.w + k.pads[1] + k.pads[3] - (k.kw - 1) * k.dil - 1) / k.sw + 1;
-    const int64_t xs[4] = {k.n, k.c, k.h, k.w}, ws[4] = {k.m, cg, k.kh, k.kw};
-    const int64_t st[2] = {k.sh, k.sw}, dl[2] = {k.dil, k.dil};
-    Vec x = random_vec(size_t(k.n * k.c * k.h * k.w), 41);
-    Vec w = random_vec(size_t(k.m * cg * k.kh * k.kw), 42), b = random_vec(size_t(k.m), 43);
-    Vec dy = random_vec(size_t(k.n * k.m * oh * ow), 44);
-    Vec y(dy.size(), -3.f), ref(dy.size());
-    Vec dw(w.size(), -3.f), dw_acc(w.size(), 0.5f), dx(x.size(), 5.f);
-    pipert_conv2d_f32(ctx.ctx, x.data(), xs, w.data(), ws, b.data(), k.pads, st, dl, k.group,
-                      y.data());
-    pipert_conv2d_grad_weight_f32(ctx.ctx, x.data(), xs, dy.data(), ws, k.pads, st, dl, k.group,
-                                  dw.data(), 0);
-    pipert_conv2d_grad_weight_f32(ctx.ctx, x.data(), xs, dy.data(), ws, k.pads, st, dl, k.group,
-                                  dw_acc.data(), 1);
-    pipert_conv2d_grad_input_f32(ctx.ctx, dy.data(), w.data(), ws, xs, k.pads, st, dl, k.group,
-                                 dx.data());
-    std::vector<double> acc(w.size(), 0.0), acc_x(x.size(), 0.0);
-    for (int64_t n = 0; n < k.n; ++n)
-      for (int64_t o = 0; o < k.m; ++o)
-        for (int64_t oy = 0; oy < oh; ++oy)
-          for (int64_t ox = 0; ox < ow; ++ox) {
-            const int64_t gi = o / mg;
-            double s = b[size_t(o)];
-            const double g = dy[size_t(((n * k.m + o) * oh + oy) * ow + ox)];
-            for (int64_t c = 0; c < cg; ++c)
-              for (int64_t i = 0; i < k.kh; ++i)
-                for (int64_t j = 0; j < k.kw; ++j) {
-                  const int64_t iy = oy * k.sh - k.pads[0] + i * k.dil;
-                  const int64_t ix = ox * k.sw - k.pads[1] + j * k.dil;
-                  if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w)
-                    continue;
-                  const size_t xi = size_t(((n * k.c + gi * cg + c) * k.h + iy) * k.w + ix);
-                  const size_t wi = size_t(((o * cg + c) * k.kh + i) * k.kw + j);
-                  s += double(x[xi]) * w[wi];
-                  acc[wi] += double(x[xi]) * g;
-                  acc_x[xi] += g * w[wi];
-                }
-            ref[size_t(((n * k.m + o) * oh + oy) * ow + ox)] = float(s);
-          }
-    Vec dw_ref(w.size()), dw_acc_ref(w.size()), dx_ref(x.size());
-    for (size_t i = 0; i < acc.size(); ++i) {
-      dw_ref[i] = float(acc[i]);
-      dw_acc_ref[i] = float(acc[i] + 0.5);
-    }
-    for (size_t i = 0; i < acc_x.size(); ++i)
-      dx_ref[i] = float(acc_x[i]);
-    expect_close(y, ref, 1e-5, "forward");
-    expect_close(dw, dw_ref, 1e-5, "weight gradient");
-    expect_close(dw_acc, dw_acc_ref, 1e-5, "weight gradient, accumulated");
-    expect_close(dx, dx_ref, 1e-5, "input gradient");
+    check_conv(ctx, k, 41, "");
   }
 }
 

@@ -1,0 +1,24 @@
+//===- conv_onednn.h - convolutions through oneDNN's primitives (CPU) -----===//
+#ifndef PIPERT_CPU_CONV_ONEDNN_H
+#define PIPERT_CPU_CONV_ONEDNN_H
+
+#include "kernel_util.h"
+
+namespace pipert::cpu {
+
+// Whether conv.cpp hands this convolution to oneDNN's primitive
+// (PIPERT_CONV, default auto).
+bool use_onednn_conv(const ConvGeom &g);
+// y = conv(x, w) + b (b may be null); NCHW / OIHW as the ABI's.
+void onednn_conv_forward(pipert_context *ctx, const ConvGeom &g, const float *x, const float *w,
+                         const float *b, float *y);
+// dx = the input gradient of dy (overwritten).
+void onednn_conv_backward_data(pipert_context *ctx, const ConvGeom &g, const float *dy,
+                               const float *w, float *dx);
+// dw = the weight gradient (overwritten).
+void onednn_conv_backward_weights(pipert_context *ctx, const ConvGeom &g, const float *x,
+                                  const float *dy, float *dw);
+
+} // namespace pipert::cpu
+
+#endif
