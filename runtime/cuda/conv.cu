@@ -153,9 +153,7 @@ void pipert_conv2d_f32(pipert_context *ctx, const float *x, const int64_t x_shap
       const float *xn = x + n * g.c * g.h * g.w;
       const float *src = xn;
       if (!g.pointwise()) {
-        im2col_kernel<<<grid_for(ctx, g.c * g.kh * g.kw * P), kBlock, 0, stream_of(ctx)>>>(
-            g, xn, col.as<float>(), 1);
-        PIPERT_LAUNCH_CHECK(op);
+        im2col_samples(ctx, op, g, xn, 1, col.as<float>());
         src = col.as<float>();
       }
       // Y_g (mg x P) = W_g (mg x K) * col_g (K x P), for every group at once.
@@ -245,9 +243,7 @@ void pipert_conv2d_grad_weight_f32(pipert_context *ctx, const float *x, const in
       const float *xn = x + n * g.c * g.h * g.w;
       const float *src = xn;
       if (!g.pointwise()) {
-        im2col_kernel<<<grid_for(ctx, g.c * g.kh * g.kw * P), kBlock, 0, stream_of(ctx)>>>(
-            g, xn, col.as<float>(), 1);
-        PIPERT_LAUNCH_CHECK(op);
+        im2col_samples(ctx, op, g, xn, 1, col.as<float>());
         src = col.as<float>();
       }
       // dW_g (mg x K) += dY_g (mg x P) * col_g^T (P x K)
