@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #define PIPERT_RESTRICT __restrict__
@@ -115,6 +116,12 @@ void broadcast_loop(int64_t rank, const int64_t *shape, const int64_t (*strides)
   }
 }
 
+// Runs call(obj, b, e) for parts p in [0, parts) of [0, n), part p being
+// [p * chunk, min(n, (p + 1) * chunk)) (empty ones skipped): part 0 on the
+// caller, the others on the kernels' thread pool (thread_pool.cpp).
+void run_parts(int parts, int64_t n, int64_t chunk, void *obj,
+               void (*call)(void *, int64_t, int64_t));
+
 // Runs fn(begin, end) over [0, n) on up to `threads` threads (the caller's
 // thread included); small ranges stay on the calling thread.
 template <typename Fn>
@@ -126,17 +133,9 @@ void parallel_for(pipert_context *ctx, int64_t n, int64_t min_chunk, Fn &&fn) {
       fn(int64_t(0), n);
     return;
   }
-  std::vector<std::thread> pool;
-  pool.reserve(parts - 1);
-  int64_t chunk = (n + parts - 1) / parts;
-  for (int64_t p = 1; p < parts; ++p) {
-    int64_t b = p * chunk, e = std::min(n, b + chunk);
-    if (b < e)
-      pool.emplace_back([&fn, b, e] { fn(b, e); });
-  }
-  fn(int64_t(0), std::min(n, chunk));
-  for (auto &t : pool)
-    t.join();
+  using F = std::remove_reference_t<Fn>;
+  run_parts(int(parts), n, (n + parts - 1) / parts, const_cast<void *>(static_cast<const void *>(&fn)),
+            [](void *o, int64_t b, int64_t e) { (*static_cast<F *>(o))(b, e); });
 }
 
 // Sets OpenBLAS's thread count to the context's before a BLAS call.

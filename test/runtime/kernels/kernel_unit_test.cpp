@@ -21,6 +21,9 @@
 #include <utility>
 #include <vector>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #ifndef PIPERT_TEST_CUDA_DEVICE_SHIM_H
 // runtime/cpu/kernel_util.h's: whether pipert's own kernel runs a product.
 namespace pipert::cpu {
@@ -1594,6 +1597,41 @@ TEST(Elementwise, ActivationKinksAndIntegerMod) {
 } // namespace
 
 namespace {
+
+// The kernels' threads are kept between calls (runtime/cpu/thread_pool.cpp):
+// many calls in a row on 2, 3, 4 and again 2 threads (the pool grows), the
+// same bits as one thread each time; and a child of fork(), which has none
+// of its parent's pool threads, runs its parallel kernels on a pool of its
+// own instead of waiting for the parent's (CPU only).
+TEST(Threads, PoolKeptBetweenCallsAndAfterFork) {
+  const int64_t n = 300001;
+  Vec x = random_vec(static_cast<size_t>(n), 52, -3.f, 3.f), ref(static_cast<size_t>(n));
+  Ctx one(1);
+  pipert_unary_f32(one.ctx, PIPERT_UNARY_TANH, x.data(), n, ref.data());
+  for (int threads : {2, 3, 4, 2}) {
+    Ctx c(threads);
+    for (int rep = 0; rep < 50; ++rep) {
+      Vec y(static_cast<size_t>(n));
+      pipert_unary_f32(c.ctx, PIPERT_UNARY_TANH, x.data(), n, y.data());
+      ASSERT_EQ(y, ref) << threads << " threads, call " << rep;
+    }
+  }
+#ifndef PIPERT_TEST_CUDA_DEVICE_SHIM_H
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(20); // a child waiting on its parent's threads dies here
+    Ctx c(2);
+    Vec y(static_cast<size_t>(n));
+    pipert_unary_f32(c.ctx, PIPERT_UNARY_TANH, x.data(), n, y.data());
+    _exit(y == ref ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the forked child's parallel kernel " << (WIFSIGNALED(status) ? "hung" : "differed");
+#endif
+}
 
 TEST(Threads, ParallelElementwiseMatchesSerial) {
   const int64_t n = 300001; // above the parallel threshold, odd split
