@@ -78,3 +78,31 @@ func.func @attention_dropout(%x: tensor<2x4x18xf32>) -> tensor<2x4x6xf32> {
   %y = onnx.Reshape(%ot, %ys) : (tensor<2x4x2x3xf32>, tensor<3xi64>) -> tensor<2x4x6xf32>
   return %y : tensor<2x4x6xf32>
 }
+
+// -----
+
+// A Pad of constant zeros (torch.onnx's before avg_pool2d) is replaced by its
+// input, its constants with it; one that pads, or in reflect mode, stays.
+// CHECK-LABEL: func.func @pads
+// CHECK-NEXT: %[[P:.*]] = onnx.Constant {value = dense<[0, 0, 1, 1, 0, 0, 1, 1]>
+// CHECK-NEXT: %[[R:.*]] = onnx.Constant {value = dense<0> : tensor<8xi64>}
+// CHECK-NEXT: %[[N:.*]] = onnx.NoValue
+// CHECK-NEXT: %[[A:.*]] = onnx.AveragePool(%arg0)
+// CHECK-NEXT: %[[B:.*]] = onnx.Pad(%[[A]], %[[P]], %[[N]], %[[N]])
+// CHECK-NEXT: %[[C:.*]] = onnx.Pad(%[[B]], %[[R]], %[[N]], %[[N]]) {mode = "reflect"}
+// CHECK-NEXT: %[[D:.*]] = onnx.AveragePool(%[[C]])
+// CHECK-NEXT: return %[[D]]
+// KEEP-LABEL: func.func @pads
+// KEEP-COUNT-3: onnx.Pad(
+func.func @pads(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
+  %z = onnx.Constant {value = dense<0> : tensor<8xi64>} : tensor<8xi64>
+  %p = onnx.Constant {value = dense<[0, 0, 1, 1, 0, 0, 1, 1]> : tensor<8xi64>} : tensor<8xi64>
+  %r = onnx.Constant {value = dense<0> : tensor<8xi64>} : tensor<8xi64>
+  %n = onnx.NoValue : none
+  %a0 = onnx.Pad(%x, %z, %n, %n) : (tensor<1x2x4x4xf32>, tensor<8xi64>, none, none) -> tensor<1x2x4x4xf32> loc("/drop/Dropout")
+  %a = onnx.AveragePool(%a0) {kernel_shape = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %b = onnx.Pad(%a, %p, %n, %n) : (tensor<1x2x4x4xf32>, tensor<8xi64>, none, none) -> tensor<1x2x6x6xf32>
+  %c = onnx.Pad(%b, %r, %n, %n) {mode = "reflect"} : (tensor<1x2x6x6xf32>, tensor<8xi64>, none, none) -> tensor<1x2x6x6xf32>
+  %d = onnx.AveragePool(%c) {kernel_shape = array<i64: 3, 3>} : (tensor<1x2x6x6xf32>) -> tensor<1x2x4x4xf32>
+  return %d : tensor<1x2x4x4xf32>
+}

@@ -39,14 +39,16 @@ def PipeFuseGelu : Pass<"pipe-fuse-gelu", "::mlir::ModuleOp"> {
 }
 
 def PipeFoldDropout : Pass<"pipe-fold-dropout", "::mlir::ModuleOp"> {
-  let summary = "replace Dropout that drops nothing by its input";
+  let summary = "replace Dropout that drops nothing, and Pad that pads nothing, by its input";
   let description = [{
     An onnx.Dropout with a constant ratio of 0 (torch's nn.Dropout(0.0)), or
     with training_mode absent or a constant false (inference), is the
     identity in training and evaluation. Where nothing reads its mask, this
     pass replaces its output by its input: no copy and mask forward, no
     masked product backward, and a softmax it stood behind can be fused
-    into attention. A Dropout named in `keep` (a manual cut point) stays.
+    into attention. A Pad that pads nothing (constant mode, pads a constant
+    of zeros; torch.onnx writes one before each avg_pool2d) is replaced by
+    its input too. An op named in `keep` (a manual cut point) stays.
   }];
   let options = [
     ListOption<"keep", "keep", "std::string",
