@@ -522,10 +522,8 @@ void pipert_conv2d_f32(pipert_context *ctx, const float *x, const int64_t x_shap
                        const int64_t dilations[2], int64_t group, float *y) {
   ConvGeom g = conv_geom("Conv", x_shape, w_shape, pads, strides, dilations, group);
   const int64_t K = g.col_rows(), P = g.col_cols();
-  if (use_onednn_conv(g)) {
-    onednn_conv_forward(ctx, g, x, w, b, y);
+  if (use_onednn_conv(g) && onednn_conv_forward(ctx, g, x, w, b, y))
     return;
-  }
   if (depthwise(g)) {
     parallel_for(ctx, g.n * g.c, 8, [&](int64_t b0, int64_t b1) {
       for (int64_t p = b0; p < b1; ++p)
@@ -576,10 +574,8 @@ void pipert_conv2d_grad_input_f32(pipert_context *ctx, const float *dy, const fl
                                   const int64_t dilations[2], int64_t group, float *dx) {
   ConvGeom g = conv_geom("ConvGradInput", x_shape, w_shape, pads, strides, dilations, group);
   const int64_t K = g.col_rows(), P = g.col_cols();
-  if (use_onednn_conv(g)) {
-    onednn_conv_backward_data(ctx, g, dy, w, dx);
+  if (use_onednn_conv(g) && onednn_conv_backward_data(ctx, g, dy, w, dx))
     return;
-  }
   if (depthwise(g)) {
     parallel_for(ctx, g.n * g.c, 8, [&](int64_t b0, int64_t b1) {
       for (int64_t p = b0; p < b1; ++p)
@@ -651,8 +647,7 @@ void pipert_conv2d_grad_weight_f32(pipert_context *ctx, const float *x, const in
   }
   if (g.n == 0)
     std::fill(dw, dw + g.m * K, 0.f);
-  if (use_onednn_conv(g)) {
-    onednn_conv_backward_weights(ctx, g, x, dy, dw);
+  if (use_onednn_conv(g) && onednn_conv_backward_weights(ctx, g, x, dy, dw)) {
     accumulate_into(acc, dw, g.m * K);
     return;
   }

@@ -142,6 +142,7 @@ struct Entry {
                    // diff_src; weights: src, diff_dst, diff_weights
   dnnl::memory bias, scratch;
   size_t scratch_bytes = 0;
+  bool ok = false;
 };
 
 struct Dims {
@@ -185,16 +186,36 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ConvGeom &g, bool bia
           attr, engine()};
 }
 
-Entry &entry(const ConvGeom &g, Kind kind, bool bias) {
+void build(Entry &e, const ConvGeom &g, Kind kind, bool bias);
+
+// The thread's entry for this geometry, made on first use; null where
+// oneDNN refuses it (the caller then takes im2col; with PIPERT_CONV=onednn
+// it is an error naming the op).
+Entry *entry(const ConvGeom &g, Kind kind, bool bias, const char *what) {
   using Key = std::array<int64_t, 21>;
   thread_local std::map<Key, std::unique_ptr<Entry>> cache;
   const Key key = {g.n,  g.c,  g.h,  g.w,  g.m,  g.cg, g.kh,      g.kw, g.pt, g.pl, g.pb,
                    g.pr, g.sh, g.sw, g.dh, g.dw, g.group, int64_t(kind), bias,
                    omp_get_max_threads(), 0};
   std::unique_ptr<Entry> &slot = cache[key];
-  if (slot)
-    return *slot;
-  auto e = std::make_unique<Entry>();
+  if (!slot) {
+    slot = std::make_unique<Entry>();
+    try {
+      build(*slot, g, kind, bias);
+      slot->ok = true;
+    } catch (const dnnl::error &err) {
+      if (conv_path() == ConvPath::OneDnn)
+        pipert_fail("%s: oneDNN's convolution primitive refused this geometry (%s, status "
+                    "%d); PIPERT_CONV=im2col or auto avoids it",
+                    what, err.message, int(err.status));
+      *slot = Entry();
+    }
+  }
+  return slot->ok ? slot.get() : nullptr;
+}
+
+void build(Entry &ent, const ConvGeom &g, Kind kind, bool bias) {
+  Entry *e = &ent;
   const Dims d = dims_of(g);
   const dnnl::memory::desc src_u(d.src, dt::f32, tag::nchw), dst_u(d.dst, dt::f32, tag::nchw),
       wei_u(d.wei, dt::f32, d.wtag);
@@ -236,8 +257,6 @@ Entry &entry(const ConvGeom &g, Kind kind, bool bias) {
   }
   e->scratch_bytes = scratch_md.get_size();
   e->scratch = handle(scratch_md);
-  slot = std::move(e);
-  return *slot;
 }
 
 // Runs the entry: reorders of the inputs, the primitive, the result's
@@ -282,27 +301,33 @@ bool use_onednn_conv(const ConvGeom &g) {
   return g.col_cols() >= 16 && g.c >= 3 && g.m >= 32;
 }
 
-void onednn_conv_forward(pipert_context *ctx, const ConvGeom &g, const float *x, const float *w,
+bool onednn_conv_forward(pipert_context *ctx, const ConvGeom &g, const float *x, const float *w,
                          const float *b, float *y) {
   blas_threads(ctx);
-  Entry &e = entry(g, Forward, b != nullptr);
-  run(e, DNNL_ARG_SRC, x, DNNL_ARG_WEIGHTS, w, DNNL_ARG_DST, y, b, "Conv");
+  Entry *e = entry(g, Forward, b != nullptr, "Conv");
+  if (e)
+    run(*e, DNNL_ARG_SRC, x, DNNL_ARG_WEIGHTS, w, DNNL_ARG_DST, y, b, "Conv");
+  return e != nullptr;
 }
 
-void onednn_conv_backward_data(pipert_context *ctx, const ConvGeom &g, const float *dy,
+bool onednn_conv_backward_data(pipert_context *ctx, const ConvGeom &g, const float *dy,
                                const float *w, float *dx) {
   blas_threads(ctx);
-  Entry &e = entry(g, BackwardData, false);
-  run(e, DNNL_ARG_DIFF_DST, dy, DNNL_ARG_WEIGHTS, w, DNNL_ARG_DIFF_SRC, dx, nullptr,
-      "ConvGradInput");
+  Entry *e = entry(g, BackwardData, false, "ConvGradInput");
+  if (e)
+    run(*e, DNNL_ARG_DIFF_DST, dy, DNNL_ARG_WEIGHTS, w, DNNL_ARG_DIFF_SRC, dx, nullptr,
+        "ConvGradInput");
+  return e != nullptr;
 }
 
-void onednn_conv_backward_weights(pipert_context *ctx, const ConvGeom &g, const float *x,
+bool onednn_conv_backward_weights(pipert_context *ctx, const ConvGeom &g, const float *x,
                                   const float *dy, float *dw) {
   blas_threads(ctx);
-  Entry &e = entry(g, BackwardWeights, false);
-  run(e, DNNL_ARG_SRC, x, DNNL_ARG_DIFF_DST, dy, DNNL_ARG_DIFF_WEIGHTS, dw, nullptr,
-      "ConvGradWeight");
+  Entry *e = entry(g, BackwardWeights, false, "ConvGradWeight");
+  if (e)
+    run(*e, DNNL_ARG_SRC, x, DNNL_ARG_DIFF_DST, dy, DNNL_ARG_DIFF_WEIGHTS, dw, nullptr,
+        "ConvGradWeight");
+  return e != nullptr;
 }
 
 } // namespace pipert::cpu
