@@ -281,6 +281,17 @@ void run(Entry &e, int arg_a, const void *a, int arg_b, const void *b, int arg_c
   check(dnnl_stream_wait(stream().get()), what);
 }
 
+// The entry of (g, kind) run on the operands; false, with nothing
+// computed, where oneDNN refused the geometry.
+bool execute(pipert_context *ctx, const ConvGeom &g, Kind kind, const char *what, int arg_a,
+             const void *a, int arg_b, const void *b, int arg_c, void *c, const float *bias) {
+  blas_threads(ctx);
+  Entry *e = entry(g, kind, bias != nullptr, what);
+  if (e)
+    run(*e, arg_a, a, arg_b, b, arg_c, c, bias, what);
+  return e != nullptr;
+}
+
 } // namespace
 
 bool use_onednn_conv(const ConvGeom &g) {
@@ -303,31 +314,20 @@ bool use_onednn_conv(const ConvGeom &g) {
 
 bool onednn_conv_forward(pipert_context *ctx, const ConvGeom &g, const float *x, const float *w,
                          const float *b, float *y) {
-  blas_threads(ctx);
-  Entry *e = entry(g, Forward, b != nullptr, "Conv");
-  if (e)
-    run(*e, DNNL_ARG_SRC, x, DNNL_ARG_WEIGHTS, w, DNNL_ARG_DST, y, b, "Conv");
-  return e != nullptr;
+  return execute(ctx, g, Forward, "Conv", DNNL_ARG_SRC, x, DNNL_ARG_WEIGHTS, w, DNNL_ARG_DST, y,
+                 b);
 }
 
 bool onednn_conv_backward_data(pipert_context *ctx, const ConvGeom &g, const float *dy,
                                const float *w, float *dx) {
-  blas_threads(ctx);
-  Entry *e = entry(g, BackwardData, false, "ConvGradInput");
-  if (e)
-    run(*e, DNNL_ARG_DIFF_DST, dy, DNNL_ARG_WEIGHTS, w, DNNL_ARG_DIFF_SRC, dx, nullptr,
-        "ConvGradInput");
-  return e != nullptr;
+  return execute(ctx, g, BackwardData, "ConvGradInput", DNNL_ARG_DIFF_DST, dy, DNNL_ARG_WEIGHTS,
+                 w, DNNL_ARG_DIFF_SRC, dx, nullptr);
 }
 
 bool onednn_conv_backward_weights(pipert_context *ctx, const ConvGeom &g, const float *x,
                                   const float *dy, float *dw) {
-  blas_threads(ctx);
-  Entry *e = entry(g, BackwardWeights, false, "ConvGradWeight");
-  if (e)
-    run(*e, DNNL_ARG_SRC, x, DNNL_ARG_DIFF_DST, dy, DNNL_ARG_DIFF_WEIGHTS, dw, nullptr,
-        "ConvGradWeight");
-  return e != nullptr;
+  return execute(ctx, g, BackwardWeights, "ConvGradWeight", DNNL_ARG_SRC, x, DNNL_ARG_DIFF_DST,
+                 dy, DNNL_ARG_DIFF_WEIGHTS, dw, nullptr);
 }
 
 } // namespace pipert::cpu
