@@ -252,6 +252,88 @@ inline float select_max(float v, float b) {
 #endif
 }
 
+// The interior of a pooled row: the outputs [lo, hi) whose every
+// horizontal tap falls inside the row (no padding reached).
+inline void pool_interior(const PoolGeom &g, int64_t &lo, int64_t &hi) {
+  lo = (g.pl + g.sw - 1) / g.sw;
+  const int64_t last = g.w - 1 - (g.kw - 1) * g.dw + g.pl; // ox * sw <= last
+  hi = last < 0 ? 0 : std::min(g.ow, last / g.sw + 1);
+  if (hi < lo)
+    hi = lo;
+}
+
+// Planes a thread takes at least: ~4K windows.
+inline int64_t pool_plane_chunk(const PoolGeom &g) {
+  return std::max<int64_t>(1, 4096 / (g.oh * g.ow));
+}
+// Whether window_max16 may run: plane indices in 32 bits.
+inline bool pool_vectors(const PoolGeom &g) {
+#if defined(__AVX512F__)
+  return g.h * g.w < (int64_t(1) << 31);
+#else
+  (void)g;
+  return false;
+#endif
+}
+#if defined(__AVX512F__)
+// p[0], p[s], ..., p[(n - 1) s] in the first n lanes (1 <= n <= 16), zeros
+// in the rest, reading nothing past p[(n - 1) s]: a masked load at stride
+// 1, even lanes of two masked loads at stride 2, a gather otherwise.
+inline __m512 load_stride(const float *p, int64_t s, int n) {
+  const __mmask16 m = __mmask16((1u << n) - 1);
+  if (s == 1)
+    return _mm512_maskz_loadu_ps(m, p);
+  if (s == 2) {
+    const int raw = 2 * n - 1; // floats spanned
+    const __mmask16 lo = raw >= 16 ? __mmask16(0xffff) : __mmask16((1u << raw) - 1);
+    const __mmask16 hi = raw > 16 ? __mmask16((1u << (raw - 16)) - 1) : __mmask16(0);
+    return _mm512_permutex2var_ps(
+        _mm512_maskz_loadu_ps(lo, p),
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
+        _mm512_maskz_loadu_ps(hi, p + 16));
+  }
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m,
+                                  _mm512_mullo_epi32(lanes, _mm512_set1_epi32(int(s))), p, 4);
+}
+
+// n windows of a pooled row side by side (n <= 16), outputs ox .. ox + n -
+// 1 of the interior, rows i0 .. i1 of their taps: window_max's chain of
+// selects lane by lane, taps in its order (row by row), so the same maxima
+// and, with `want_arg`, the same first maximum: its index in the plane in
+// `arg`. (vmaxps returns its second operand when either is NaN or both
+// are zeros, as the select keeps b; v > b ordered is the select's test.)
+// Lanes from n on hold nothing of use.
+template <bool want_arg>
+inline __m512 window_max16(const PoolGeom &g, const float *xp, int64_t oy, int64_t ox, int n,
+                           int64_t i0, int64_t i1, __m512i &arg) {
+  const int64_t y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
+  const __m512i lane_off = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(int(g.sw)));
+  int64_t first = (y0 + i0 * g.dh) * g.w + x0;
+  __m512 b = load_stride(xp + first, g.sw, n);
+  if (want_arg)
+    arg = _mm512_add_epi32(lane_off, _mm512_set1_epi32(int(first)));
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t row = (y0 + i * g.dh) * g.w + x0;
+    for (int64_t j = i == i0 ? 1 : 0; j < g.kw; ++j) {
+      const int64_t idx = row + j * g.dw;
+      const __m512 v = load_stride(xp + idx, g.sw, n);
+      if (want_arg) {
+        const __mmask16 gt = _mm512_cmp_ps_mask(v, b, _CMP_GT_OQ);
+        b = _mm512_mask_mov_ps(b, gt, v);
+        arg = _mm512_mask_mov_epi32(
+            arg, gt, _mm512_add_epi32(lane_off, _mm512_set1_epi32(int(idx))));
+      } else {
+        b = _mm512_max_ps(v, b);
+      }
+    }
+  }
+  return b;
+}
+#endif
+
 // Depthwise convolution (one input and one output channel per group:
 // MobileNet's and EfficientNet's 3 x 3 and 5 x 5, ConvNeXt's 7 x 7) runs
 // directly on the planes: im2col wrote K rows of the plane for a GEMM of
@@ -727,7 +809,14 @@ int64_t pipert_pool_output_dim(int64_t in, int64_t kernel, int64_t pad_begin, in
   return out;
 }
 
-void pipert_maxpool2d_f32(pipert_context *, const float *x, const int64_t x_shape[4],
+// Max pooling, plane by plane in parallel (each plane's outputs and
+// gradient are its own, so the bits do not depend on the thread count).
+// With AVX-512 the windows of a row's interior (pool_interior) run 16 at a
+// time (window_max16), the rows' edges and the plane's rows without a tap
+// one window at a time (window_max). ResNet's 3 x 3 stride-2 pool over 16
+// x 64 planes of 32 x 32 took 4.8 ms forward and 5.5 backward one window
+// at a time.
+void pipert_maxpool2d_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4],
                           const int64_t kernel[2], const int64_t pads[4],
                           const int64_t strides[2], const int64_t dilations[2], int ceil_mode,
                           float *y, int64_t *indices) {
@@ -737,62 +826,111 @@ void pipert_maxpool2d_f32(pipert_context *, const float *x, const int64_t x_shap
     // The common 2 x 2 pool without indices (training keeps none): the max
     // alone, window_max's chain of selects as maxss, no argument to track
     // (the CNN's step 330 -> 303 us; the same values).
-    for (int64_t p = 0; p < g.n * g.c; ++p) {
-      const float *xp = x + p * g.h * g.w;
-      for (int64_t oy = 0; oy < g.oh; ++oy) {
-        const float *r0 = xp + oy * g.sh * g.w, *r1 = r0 + g.dh * g.w;
-        float *yo = y + (p * g.oh + oy) * g.ow;
-        for (int64_t ox = 0; ox < g.ow; ++ox) {
-          const int64_t t = ox * g.sw;
-          yo[ox] = select_max(r1[t + g.dw],
-                              select_max(r1[t], select_max(r0[t + g.dw], r0[t])));
+    parallel_for(ctx, g.n * g.c, pool_plane_chunk(g), [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const float *xp = x + p * g.h * g.w;
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          const float *r0 = xp + oy * g.sh * g.w, *r1 = r0 + g.dh * g.w;
+          float *yo = y + (p * g.oh + oy) * g.ow;
+          for (int64_t ox = 0; ox < g.ow; ++ox) {
+            const int64_t t = ox * g.sw;
+            yo[ox] = select_max(r1[t + g.dw],
+                                select_max(r1[t], select_max(r0[t + g.dw], r0[t])));
+          }
         }
       }
-    }
+    });
     return;
   }
-  for (int64_t p = 0; p < g.n * g.c; ++p) {
-    const float *xp = x + p * g.h * g.w;
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      int64_t i0 = 0, i1 = g.kh;
-      if (!inside)
-        tap_range(oy, g.sh, g.pt, g.dh, g.kh, g.h, i0, i1);
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        int64_t arg = -1;
-        float best = -std::numeric_limits<float>::infinity();
-        window_max(g, xp, oy, ox, i0, i1, best, arg, inside);
-        int64_t o = (p * g.oh + oy) * g.ow + ox;
-        y[o] = best;
-        if (indices)
-          indices[o] = arg < 0 ? -1 : p * g.h * g.w + arg;
+  // Indices (inference exports) stay one window at a time.
+  [[maybe_unused]] const bool vec = !indices && pool_vectors(g);
+  [[maybe_unused]] int64_t lo = 0, hi = 0;
+  pool_interior(g, lo, hi);
+  parallel_for(ctx, g.n * g.c, pool_plane_chunk(g), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const float *xp = x + p * g.h * g.w;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        int64_t i0 = 0, i1 = g.kh;
+        if (!inside)
+          tap_range(oy, g.sh, g.pt, g.dh, g.kh, g.h, i0, i1);
+        const int64_t o = (p * g.oh + oy) * g.ow;
+        auto one = [&](int64_t ox) {
+          int64_t arg = -1;
+          float best = -std::numeric_limits<float>::infinity();
+          window_max(g, xp, oy, ox, i0, i1, best, arg, inside);
+          y[o + ox] = best;
+          if (indices)
+            indices[o + ox] = arg < 0 ? -1 : p * g.h * g.w + arg;
+        };
+        int64_t ox = 0;
+#if defined(__AVX512F__)
+        if (vec && i0 < i1) {
+          for (; ox < lo; ++ox)
+            one(ox);
+          __m512i unused;
+          for (int n; ox < hi; ox += n) {
+            n = int(std::min<int64_t>(16, hi - ox));
+            _mm512_mask_storeu_ps(y + o + ox, __mmask16((1u << n) - 1),
+                                  window_max16<false>(g, xp, oy, ox, n, i0, i1, unused));
+          }
+        }
+#endif
+        for (; ox < g.ow; ++ox)
+          one(ox);
       }
     }
-  }
+  });
 }
 
-void pipert_maxpool2d_grad_f32(pipert_context *, const float *x, const int64_t x_shape[4],
+void pipert_maxpool2d_grad_f32(pipert_context *ctx, const float *x, const int64_t x_shape[4],
                                const float *dy, const int64_t kernel[2], const int64_t pads[4],
                                const int64_t strides[2], const int64_t dilations[2],
                                int ceil_mode, float *dx) {
   PoolGeom g = pool_geom("MaxPoolGrad", x_shape, kernel, pads, strides, dilations, ceil_mode);
-  std::fill(dx, dx + g.n * g.c * g.h * g.w, 0.f);
   const bool inside = windows_inside(g);
-  for (int64_t p = 0; p < g.n * g.c; ++p) {
-    const float *xp = x + p * g.h * g.w;
-    float *dp = dx + p * g.h * g.w;
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      int64_t i0 = 0, i1 = g.kh;
-      if (!inside)
-        tap_range(oy, g.sh, g.pt, g.dh, g.kh, g.h, i0, i1);
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        int64_t arg = -1;
-        float best = 0.f;
-        window_max(g, xp, oy, ox, i0, i1, best, arg, inside);
-        if (arg >= 0)
-          dp[arg] += dy[(p * g.oh + oy) * g.ow + ox];
+  [[maybe_unused]] const bool vec = pool_vectors(g);
+  [[maybe_unused]] int64_t lo = 0, hi = 0;
+  pool_interior(g, lo, hi);
+  parallel_for(ctx, g.n * g.c, pool_plane_chunk(g), [&](int64_t p0, int64_t p1) {
+    std::fill(dx + p0 * g.h * g.w, dx + p1 * g.h * g.w, 0.f);
+    for (int64_t p = p0; p < p1; ++p) {
+      const float *xp = x + p * g.h * g.w;
+      float *dp = dx + p * g.h * g.w;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        int64_t i0 = 0, i1 = g.kh;
+        if (!inside)
+          tap_range(oy, g.sh, g.pt, g.dh, g.kh, g.h, i0, i1);
+        const float *dyr = dy + (p * g.oh + oy) * g.ow;
+        auto one = [&](int64_t ox) {
+          int64_t arg = -1;
+          float best = 0.f;
+          window_max(g, xp, oy, ox, i0, i1, best, arg, inside);
+          if (arg >= 0)
+            dp[arg] += dyr[ox];
+        };
+        // Windows in order of ox, as one at a time: each dx element gets its
+        // terms in the same order (overlapping windows share taps).
+        int64_t ox = 0;
+#if defined(__AVX512F__)
+        if (vec && i0 < i1) {
+          for (; ox < lo; ++ox)
+            one(ox);
+          alignas(64) int32_t a[16];
+          for (int n; ox < hi; ox += n) {
+            n = int(std::min<int64_t>(16, hi - ox));
+            __m512i arg;
+            window_max16<true>(g, xp, oy, ox, n, i0, i1, arg);
+            _mm512_store_si512(a, arg);
+            for (int l = 0; l < n; ++l)
+              dp[a[l]] += dyr[ox + l];
+          }
+        }
+#endif
+        for (; ox < g.ow; ++ox)
+          one(ox);
       }
     }
-  }
+  });
 }
 
 void pipert_avgpool2d_f32(pipert_context *, const float *x, const int64_t x_shape[4],

@@ -663,6 +663,61 @@ TEST(MaxPool, TwoByTwoWithoutIndicesBitForBitWithTheGeneralPath) {
   }
 }
 
+// Max pooling without indices (training's) runs the interior windows of a
+// row 16 at a time (conv.cpp, window_max16), planes in parallel; asked for
+// indices it runs one window at a time. Both the same bits: the maxima,
+// and the gradient against routing dy through the indices (to the first
+// maximum, windows in order), with -0 / +0 ties and NaNs first and later
+// in windows. ResNet's 3 x 3 stride-2 pool, stride 1 (plain loads), 3
+// (gathers), a dilation, ceil mode, an uneven kernel and pads, and a row
+// too narrow for 16 windows; on 1 and 3 threads.
+TEST(MaxPool, SixteenWindowsAtATimeBitForBitWithOneAtATime) {
+  struct Case {
+    int64_t h, w, kh, kw, sh, sw, dil, pt, pl, pb, pr;
+    int ceil;
+  } cases[] = {{32, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0}, {20, 45, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0},
+               {19, 70, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1}, {16, 80, 3, 3, 2, 2, 2, 2, 2, 2, 2, 0},
+               {9, 57, 2, 5, 2, 2, 1, 0, 2, 1, 2, 1},  {7, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0}};
+  for (int threads : {1, 3})
+    for (const Case &c : cases) {
+      SCOPED_TRACE(std::to_string(c.h) + "x" + std::to_string(c.w) + " kernel " +
+                   std::to_string(c.kh) + "x" + std::to_string(c.kw) + " stride " +
+                   std::to_string(c.sw) + " threads " + std::to_string(threads));
+      Ctx ctx(threads);
+      const int64_t xs[4] = {2, 5, c.h, c.w}, k[2] = {c.kh, c.kw};
+      const int64_t pads[4] = {c.pt, c.pl, c.pb, c.pr}, st[2] = {c.sh, c.sw},
+                    dl[2] = {c.dil, c.dil};
+      const int64_t oh = pipert_pool_output_dim(c.h, c.kh, c.pt, c.pb, c.sh, c.dil, c.ceil);
+      const int64_t ow = pipert_pool_output_dim(c.w, c.kw, c.pl, c.pr, c.sw, c.dil, c.ceil);
+      Vec x = random_vec(size_t(2 * 5 * c.h * c.w), 37);
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (i % 5 == 0)
+          x[i] = 0.f;
+        if (i % 7 == 0)
+          x[i] = -0.f;
+        if (i % 29 == 0)
+          x[i] = NAN;
+      }
+      Vec fast(size_t(2 * 5 * oh * ow)), general(fast.size());
+      std::vector<int64_t> idx(fast.size());
+      pipert_maxpool2d_f32(ctx.ctx, x.data(), xs, k, pads, st, dl, c.ceil, fast.data(), nullptr);
+      pipert_maxpool2d_f32(ctx.ctx, x.data(), xs, k, pads, st, dl, c.ceil, general.data(),
+                           idx.data());
+      for (size_t i = 0; i < fast.size(); ++i)
+        ASSERT_EQ(0, std::memcmp(&fast[i], &general[i], sizeof(float)))
+            << "y at " << i << ": " << fast[i] << " against " << general[i];
+      Vec dy = random_vec(fast.size(), 38), dx(x.size(), 7.f), ref(x.size(), 0.f);
+      for (size_t i = 0; i < idx.size(); ++i)
+        if (idx[i] >= 0)
+          ref[size_t(idx[i])] += dy[i];
+      pipert_maxpool2d_grad_f32(ctx.ctx, x.data(), xs, dy.data(), k, pads, st, dl, c.ceil,
+                                dx.data());
+      for (size_t i = 0; i < dx.size(); ++i)
+        ASSERT_EQ(0, std::memcmp(&dx[i], &ref[i], sizeof(float)))
+            << "dx at " << i << ": " << dx[i] << " against " << ref[i];
+    }
+}
+
 TEST(Dropout, DeterministicPerSeedAndUnbiased) {
   const int64_t n = 200000;
   Vec x(static_cast<size_t>(n), 1.f), y1(static_cast<size_t>(n)), y2(static_cast<size_t>(n));
