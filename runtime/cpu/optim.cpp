@@ -2,7 +2,12 @@
 //
 // Updates follow ai.onnx.preview.training (Momentum, Adam, Adagrad) to the
 // letter, so the compiler can lower those ops one to one. Every loop reads an
-// element before writing it, so outputs may alias inputs.
+// element before writing it, so outputs may alias inputs, element for
+// element (the same buffer), never shifted. The loops say so (ivdep) and
+// take their scalars by value, so that they vectorise: with the scalars
+// behind references, which a store through an output might have changed,
+// the update of a parameter ran one element at a time and reloaded them
+// each element (ResNet-18's Momentum, 11.7M parameters: 22 ms a step).
 //
 //===----------------------------------------------------------------------===//
 #include "kernel_util.h"
@@ -15,7 +20,8 @@ extern "C" {
 
 void pipert_sgd_f32(pipert_context *ctx, float lr, float weight_decay, const float *x,
                     const float *g, int64_t n, float *x_out) {
-  parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
+  parallel_for(ctx, n, 1 << 16, [=](int64_t b, int64_t e) {
+#pragma GCC ivdep
     for (int64_t i = b; i < e; ++i)
       x_out[i] = formula::sgd(x[i], g[i], lr, weight_decay);
   });
@@ -25,11 +31,13 @@ void pipert_momentum_f32(pipert_context *ctx, float lr, int64_t t, float alpha, 
                          float norm_coefficient, int nesterov, const float *x, const float *g,
                          const float *v, int64_t n, float *x_out, float *v_out) {
   const float beta_t = formula::momentum_beta(t, beta);
-  parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
+  parallel_for(ctx, n, 1 << 16, [=](int64_t b, int64_t e) {
     if (nesterov) {
+#pragma GCC ivdep
       for (int64_t i = b; i < e; ++i)
         formula::nesterov(x[i], g[i], v[i], lr, alpha, norm_coefficient, x_out[i], v_out[i]);
     } else {
+#pragma GCC ivdep
       for (int64_t i = b; i < e; ++i)
         formula::momentum(x[i], g[i], v[i], lr, alpha, beta_t, norm_coefficient, x_out[i],
                           v_out[i]);
@@ -42,7 +50,8 @@ void pipert_adam_f32(pipert_context *ctx, float lr, int64_t t, float alpha, floa
                      const float *x, const float *g, const float *v, const float *h, int64_t n,
                      float *x_out, float *v_out, float *h_out) {
   const float lr_t = formula::adam_rate(lr, t, alpha, beta);
-  parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
+  parallel_for(ctx, n, 1 << 16, [=](int64_t b, int64_t e) {
+#pragma GCC ivdep
     for (int64_t i = b; i < e; ++i)
       formula::adam(x[i], g[i], v[i], h[i], lr_t, alpha, beta, epsilon, norm_coefficient,
                     norm_coefficient_post, x_out[i], v_out[i], h_out[i]);
@@ -54,7 +63,8 @@ void pipert_adamw_f32(pipert_context *ctx, float lr, int64_t t, float beta1, flo
                       const float *m, const float *v, int64_t n, float *x_out, float *m_out,
                       float *v_out) {
   const formula::AdamWStep st = formula::adamw_step(lr, t, beta1, beta2, weight_decay);
-  parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
+  parallel_for(ctx, n, 1 << 16, [=](int64_t b, int64_t e) {
+#pragma GCC ivdep
     for (int64_t i = b; i < e; ++i)
       formula::adamw(x[i], g[i], m[i], v[i], st, beta1, beta2, epsilon, x_out[i], m_out[i],
                      v_out[i]);
@@ -65,7 +75,8 @@ void pipert_adagrad_f32(pipert_context *ctx, float lr, int64_t t, float decay_fa
                         float epsilon, float norm_coefficient, const float *x, const float *g,
                         const float *h, int64_t n, float *x_out, float *h_out) {
   const float lr_t = formula::adagrad_rate(lr, t, decay_factor);
-  parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
+  parallel_for(ctx, n, 1 << 16, [=](int64_t b, int64_t e) {
+#pragma GCC ivdep
     for (int64_t i = b; i < e; ++i)
       formula::adagrad(x[i], g[i], h[i], lr_t, epsilon, norm_coefficient, x_out[i], h_out[i]);
   });
@@ -84,7 +95,8 @@ void pipert_copy_to_slot(pipert_context *, void *slots, int64_t slot, const void
 void pipert_predict_weights_f32(pipert_context *ctx, const float *w, const float *v, float s,
                                 float lr, int64_t n, float *w_hat) {
   const float k = s * lr;
-  parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
+  parallel_for(ctx, n, 1 << 16, [=](int64_t b, int64_t e) {
+#pragma GCC ivdep
     for (int64_t i = b; i < e; ++i)
       w_hat[i] = w[i] - k * v[i];
   });
@@ -94,7 +106,8 @@ void pipert_predict_adam_f32(pipert_context *ctx, const float *w, const float *m
                              const float *v, int64_t t, float beta1, float beta2, float epsilon,
                              float s, float lr, int64_t n, float *w_hat) {
   const formula::AdamPredict p = formula::adam_predict(s, lr, t, beta1, beta2);
-  parallel_for(ctx, n, 1 << 16, [&](int64_t b, int64_t e) {
+  parallel_for(ctx, n, 1 << 16, [=](int64_t b, int64_t e) {
+#pragma GCC ivdep
     for (int64_t i = b; i < e; ++i)
       w_hat[i] = formula::predict_adam(w[i], m[i], v[i], p, epsilon);
   });
