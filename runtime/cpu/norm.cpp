@@ -246,6 +246,13 @@ void batch_stats(const float *x, const NCS &g, int64_t c, double &mu, double &va
   var = v / count;
 }
 
+// BatchNormalization's kernels run channels (planes, for inference) in
+// parallel, each on one thread as before, so the same bits at any thread
+// count; a thread takes ~32K elements at least.
+inline int64_t bn_chunk(int64_t per_item) {
+  return std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(1, per_item));
+}
+
 // BatchNormalizationGrad's sums of a plane: a += sum_j double(g), b += sum_j
 // double(g) * double(xhat), xhat = (x - mu) inv in float; in lanes as
 // ln_grad_sums.
@@ -404,74 +411,80 @@ void pipert_layer_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
   accumulate_into(acc_bias, dbias, cols);
 }
 
-void pipert_batch_norm_inference_f32(pipert_context *, const float *x, int64_t rank,
+void pipert_batch_norm_inference_f32(pipert_context *ctx, const float *x, int64_t rank,
                                      const int64_t *shape, const float *scale, const float *bias,
                                      const float *mean, const float *var, float epsilon,
                                      float *y) {
   NCS g = nc_split("BatchNormalization", rank, shape);
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t c = 0; c < g.c; ++c) {
+  parallel_for(ctx, g.n * g.c, bn_chunk(g.spatial), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t c = p % g.c;
       float k, off;
       formula::batch_norm_inference_coeffs(scale[c], bias[c], mean[c], var[c], epsilon, k, off);
-      const float *PIPERT_RESTRICT xp = x + (n * g.c + c) * g.spatial;
-      float *PIPERT_RESTRICT yp = y + (n * g.c + c) * g.spatial;
+      const float *PIPERT_RESTRICT xp = x + p * g.spatial;
+      float *PIPERT_RESTRICT yp = y + p * g.spatial;
       for (int64_t i = 0; i < g.spatial; ++i)
         yp[i] = xp[i] * k + off;
     }
+  });
 }
 
-void pipert_batch_norm_training_f32(pipert_context *, const float *x, int64_t rank,
+void pipert_batch_norm_training_f32(pipert_context *ctx, const float *x, int64_t rank,
                                     const int64_t *shape, const float *scale, const float *bias,
                                     const float *mean, const float *var, float epsilon,
                                     float momentum, float *y, float *running_mean,
                                     float *running_var, float *saved_mean, float *saved_inv_std) {
   NCS g = nc_split("BatchNormalization", rank, shape);
-  for (int64_t c = 0; c < g.c; ++c) {
-    double mu, batch_var;
-    batch_stats(x, g, c, mu, batch_var);
-    const float inv = formula::inv_std(batch_var, epsilon);
-    const float k = scale[c] * inv;
-    const float off = bias[c] - float(mu) * k;
-    for (int64_t n = 0; n < g.n; ++n) {
-      const float *PIPERT_RESTRICT xp = x + (n * g.c + c) * g.spatial;
-      float *PIPERT_RESTRICT yp = y + (n * g.c + c) * g.spatial;
-      for (int64_t i = 0; i < g.spatial; ++i)
-        yp[i] = xp[i] * k + off;
+  parallel_for(ctx, g.c, bn_chunk(g.n * g.spatial), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double mu, batch_var;
+      batch_stats(x, g, c, mu, batch_var);
+      const float inv = formula::inv_std(batch_var, epsilon);
+      const float k = scale[c] * inv;
+      const float off = bias[c] - float(mu) * k;
+      for (int64_t n = 0; n < g.n; ++n) {
+        const float *PIPERT_RESTRICT xp = x + (n * g.c + c) * g.spatial;
+        float *PIPERT_RESTRICT yp = y + (n * g.c + c) * g.spatial;
+        for (int64_t i = 0; i < g.spatial; ++i)
+          yp[i] = xp[i] * k + off;
+      }
+      formula::batch_norm_store_stats(c, mu, batch_var, inv, momentum, mean, var, running_mean,
+                                      running_var, saved_mean, saved_inv_std);
     }
-    formula::batch_norm_store_stats(c, mu, batch_var, inv, momentum, mean, var, running_mean,
-                                    running_var, saved_mean, saved_inv_std);
-  }
+  });
 }
 
-void pipert_batch_norm_grad_f32(pipert_context *, const float *x, int64_t rank,
+void pipert_batch_norm_grad_f32(pipert_context *ctx, const float *x, int64_t rank,
                                 const int64_t *shape, const float *scale, float epsilon,
                                 const float *dy, float *dx, float *dscale, float *dbias,
                                 int accumulate) {
   NCS g = nc_split("BatchNormalizationGrad", rank, shape);
   const double count = double(g.n * g.spatial);
-  for (int64_t c = 0; c < g.c; ++c) {
-    double batch_mean, batch_var;
-    batch_stats(x, g, c, batch_mean, batch_var);
-    const float mu = float(batch_mean), inv = formula::inv_std(batch_var, epsilon);
-    double sg = 0, sgx = 0;
-    for (int64_t n = 0; n < g.n; ++n) {
-      const int64_t base = (n * g.c + c) * g.spatial;
-      bn_grad_sums(g.spatial, dy + base, x + base, mu, inv, sg, sgx);
+  parallel_for(ctx, g.c, bn_chunk(g.n * g.spatial), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double batch_mean, batch_var;
+      batch_stats(x, g, c, batch_mean, batch_var);
+      const float mu = float(batch_mean), inv = formula::inv_std(batch_var, epsilon);
+      double sg = 0, sgx = 0;
+      for (int64_t n = 0; n < g.n; ++n) {
+        const int64_t base = (n * g.c + c) * g.spatial;
+        bn_grad_sums(g.spatial, dy + base, x + base, mu, inv, sg, sgx);
+      }
+      if (dscale)
+        dscale[c] = (accumulate & 1) ? dscale[c] + float(sgx) : float(sgx);
+      if (dbias)
+        dbias[c] = (accumulate & 2) ? dbias[c] + float(sg) : float(sg);
+      const float k = scale[c] * inv;
+      const float mg = float(sg / count), mgx = float(sgx / count);
+      for (int64_t n = 0; n < g.n; ++n) {
+        const float *PIPERT_RESTRICT xp = x + (n * g.c + c) * g.spatial;
+        const float *PIPERT_RESTRICT gp = dy + (n * g.c + c) * g.spatial;
+        float *PIPERT_RESTRICT dp = dx + (n * g.c + c) * g.spatial;
+        for (int64_t i = 0; i < g.spatial; ++i)
+          dp[i] = formula::batch_norm_dx(gp[i], xp[i], mu, inv, k, mg, mgx);
+      }
     }
-    if (dscale)
-      dscale[c] = (accumulate & 1) ? dscale[c] + float(sgx) : float(sgx);
-    if (dbias)
-      dbias[c] = (accumulate & 2) ? dbias[c] + float(sg) : float(sg);
-    const float k = scale[c] * inv;
-    const float mg = float(sg / count), mgx = float(sgx / count);
-    for (int64_t n = 0; n < g.n; ++n) {
-      const float *PIPERT_RESTRICT xp = x + (n * g.c + c) * g.spatial;
-      const float *PIPERT_RESTRICT gp = dy + (n * g.c + c) * g.spatial;
-      float *PIPERT_RESTRICT dp = dx + (n * g.c + c) * g.spatial;
-      for (int64_t i = 0; i < g.spatial; ++i)
-        dp[i] = formula::batch_norm_dx(gp[i], xp[i], mu, inv, k, mg, mgx);
-    }
-  }
+  });
 }
 
 } // extern "C"

@@ -1783,6 +1783,29 @@ TEST(Threads, ParallelElementwiseMatchesSerial) {
   pipert_softmax_f32(one.ctx, x.data(), 2, s, 1, s1.data());
   pipert_softmax_f32(two.ctx, x.data(), 2, s, 1, s2.data());
   EXPECT_EQ(s1, s2);
+  // BatchNormalization (training, its gradient, inference): channels or
+  // planes split among the threads, 37 channels of 4 x 9 x 9 (above the
+  // parallel threshold, odd split).
+  const int64_t bs[4] = {4, 37, 9, 9}, bn = 4 * 37 * 81;
+  Vec sc = random_vec(37, 52), bi = random_vec(37, 53), mean = random_vec(37, 54);
+  Vec var = random_vec(37, 55, 0.5f, 2.f);
+  Ctx three(3);
+  std::vector<Vec> outs[2];
+  for (int t = 0; t < 2; ++t) {
+    pipert_context *c = t ? three.ctx : one.ctx;
+    const size_t un = static_cast<size_t>(bn);
+    Vec y(un), rm(37), rv(37), sm(37), si(37), dx(un), ds(37), db(37), yi(un);
+    pipert_batch_norm_training_f32(c, x.data(), 4, bs, sc.data(), bi.data(), mean.data(),
+                                   var.data(), 1e-5f, 0.9f, y.data(), rm.data(), rv.data(),
+                                   sm.data(), si.data());
+    pipert_batch_norm_grad_f32(c, x.data(), 4, bs, sc.data(), 1e-5f, g.data(), dx.data(),
+                               ds.data(), db.data(), 0);
+    pipert_batch_norm_inference_f32(c, x.data(), 4, bs, sc.data(), bi.data(), mean.data(),
+                                    var.data(), 1e-5f, yi.data());
+    outs[t] = {y, rm, rv, sm, si, dx, ds, db, yi};
+  }
+  for (size_t k = 0; k < outs[0].size(); ++k)
+    EXPECT_EQ(outs[0][k], outs[1][k]) << "batch norm output " << k;
 }
 
 } // namespace
