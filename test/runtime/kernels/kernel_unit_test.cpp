@@ -1729,11 +1729,13 @@ TEST(Elementwise, ActivationKinksAndIntegerMod) {
 
 namespace {
 
-// The kernels' threads are kept between calls (runtime/cpu/thread_pool.cpp):
-// many calls in a row on 2, 3, 4 and again 2 threads (the pool grows), the
-// same bits as one thread each time; and a child of fork(), which has none
-// of its parent's pool threads, runs its parallel kernels on a pool of its
-// own instead of waiting for the parent's (CPU only).
+// The kernels' parallel parts run on OpenMP's team (runtime/cpu/
+// thread_pool.cpp): many calls in a row on 2, 3, 4 and again 2 threads
+// (the team resized), the same bits as one thread each time; and a child
+// of fork(), which has none of its parent's team threads, runs its
+// parallel kernels serially instead of waiting for them (GNU OpenMP's
+// team in the child hangs: the child dies by its alarm without the
+// runtime's atfork handler; CPU only).
 TEST(Threads, PoolKeptBetweenCallsAndAfterFork) {
   const int64_t n = 300001;
   Vec x = random_vec(static_cast<size_t>(n), 52, -3.f, 3.f), ref(static_cast<size_t>(n));
