@@ -629,6 +629,21 @@ TEST(Conv, GeometriesMatchDirectLoop) {
   }
 }
 
+// A max pool's input: random, with +0 every 5th element, -0 every 7th and
+// NaN every nan_every-th (ties of zeros, NaNs first and later in windows).
+Vec pool_input(size_t n, unsigned seed, size_t nan_every) {
+  Vec x = random_vec(n, seed);
+  for (size_t i = 0; i < n; ++i) {
+    if (i % 5 == 0)
+      x[i] = 0.f;
+    if (i % 7 == 0)
+      x[i] = -0.f;
+    if (i % nan_every == 0)
+      x[i] = NAN;
+  }
+  return x;
+}
+
 // A 2 x 2 max pool with every window inside the plane and no indices
 // takes a path of its own (the max alone, as maxss): the same values as the
 // general path (asked for indices), bit for bit, with ties of -0 and +0,
@@ -643,15 +658,7 @@ TEST(MaxPool, TwoByTwoWithoutIndicesBitForBitWithTheGeneralPath) {
     const int64_t xs[4] = {2, 3, c.h, c.w}, k[2] = {2, 2}, pads[4] = {0, 0, 0, 0};
     const int64_t st[2] = {c.stride, c.stride}, dl[2] = {c.dil, c.dil};
     const int64_t oh = (c.h - (c.dil + 1)) / c.stride + 1, ow = (c.w - (c.dil + 1)) / c.stride + 1;
-    Vec x = random_vec(size_t(2 * 3 * c.h * c.w), 31);
-    for (size_t i = 0; i < x.size(); ++i) {
-      if (i % 5 == 0)
-        x[i] = 0.f;
-      if (i % 7 == 0)
-        x[i] = -0.f;
-      if (i % 23 == 0)
-        x[i] = NAN;
-    }
+    Vec x = pool_input(size_t(2 * 3 * c.h * c.w), 31, 23);
     Vec fast(size_t(2 * 3 * oh * ow)), general(fast.size());
     std::vector<int64_t> idx(fast.size());
     pipert_maxpool2d_f32(ctx.ctx, x.data(), xs, k, pads, st, dl, 0, fast.data(), nullptr);
@@ -689,15 +696,7 @@ TEST(MaxPool, SixteenWindowsAtATimeBitForBitWithOneAtATime) {
                     dl[2] = {c.dil, c.dil};
       const int64_t oh = pipert_pool_output_dim(c.h, c.kh, c.pt, c.pb, c.sh, c.dil, c.ceil);
       const int64_t ow = pipert_pool_output_dim(c.w, c.kw, c.pl, c.pr, c.sw, c.dil, c.ceil);
-      Vec x = random_vec(size_t(2 * 5 * c.h * c.w), 37);
-      for (size_t i = 0; i < x.size(); ++i) {
-        if (i % 5 == 0)
-          x[i] = 0.f;
-        if (i % 7 == 0)
-          x[i] = -0.f;
-        if (i % 29 == 0)
-          x[i] = NAN;
-      }
+      Vec x = pool_input(size_t(2 * 5 * c.h * c.w), 37, 29);
       Vec fast(size_t(2 * 5 * oh * ow)), general(fast.size());
       std::vector<int64_t> idx(fast.size());
       pipert_maxpool2d_f32(ctx.ctx, x.data(), xs, k, pads, st, dl, c.ceil, fast.data(), nullptr);
