@@ -40,8 +40,12 @@ class ONNX_ActivationGradOp<string mnemonic, string saved, string kernel>
       saved # " and dY (same shape).";
 }
 
+// Autodiff passes Relu's output Y as X (dX = dY where Y > 0, as where X > 0,
+// bit for bit, NaN included): the forward's input then dies at the Relu,
+// which is written over it, as PyTorch's threshold_backward reads the result.
 def ONNX_ReluGradOp
-    : ONNX_ActivationGradOp<"ReluGrad", "input X", "pipert_relu_grad_f32"> {
+    : ONNX_ActivationGradOp<"ReluGrad", "input X (or its output: Relu(X) > 0 " #
+                            "exactly where X > 0)", "pipert_relu_grad_f32"> {
   let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$dY);
   let results = (outs AnyTensor:$dX);
 }

@@ -99,7 +99,13 @@ LogicalResult vjp(NegOp op, VjpContext &ctx) {
 }
 
 LogicalResult vjp(ReluOp op, VjpContext &ctx) {
-  ctx.setGrad(0, ctx.create<ReluGradOp>({op.getX(), ctx.resultGrad(0)}));
+  // From the output: Y > 0 exactly where X > 0 (Y is 0 for a NaN X, whose
+  // gradient is 0 either way), so the same bits; but the backward keeps Y,
+  // which the next layer's gradient keeps anyway, and X dies at the Relu,
+  // which the buffer plan then writes over it (a ResNet's BatchNorm
+  // outputs, a transformer's FFN pre-activations: one activation fewer per
+  // Relu held until the backward). PyTorch's backward reads the result too.
+  ctx.setGrad(0, ctx.create<ReluGradOp>({op.getY(), ctx.resultGrad(0)}));
   return success();
 }
 

@@ -43,7 +43,8 @@ func.func @forward(%x: tensor<2x4xf32> {pipe.input = "x"}, %y: tensor<2xi64> {pi
 // CHECK: %[[AS:.*]] = onnx.Constant {value = dense<[1, 2, 3, 3]> : tensor<4xi64>}
 // CHECK: %[[DP:.*]] = onnx.AveragePoolGrad(%[[DA]], %[[AS]]) {kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>}
 // CHECK: %[[DR:.*]] = onnx.MaxPoolGrad(%[[R]], %[[DP]]) {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 1, 1>, strides = array<i64: 2, 2>}
-// CHECK: %[[DC:.*]] = onnx.ReluGrad(%[[C]], %[[DR]])
+// Relu's gradient reads its output (R), not its input.
+// CHECK: %[[DC:.*]] = onnx.ReluGrad(%[[R]], %[[DR]])
 // CHECK: %{{.*}}, %[[DW:.*]], %[[DB:.*]] = onnx.ConvGrad(%[[DC]], %[[X]], %[[W]]) {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x2x5x5xf32>, tensor<1x1x5x5xf32>, tensor<2x1x3x3xf32>) -> (tensor<1x1x5x5xf32>, tensor<2x1x3x3xf32>, tensor<2xf32>)
 // CHECK: return %{{.*}}, %[[DW]], %[[DB]] :
 func.func @forward(%x: tensor<1x1x5x5xf32> {pipe.input = "x"}, %w: tensor<2x1x3x3xf32> {pipe.param = "w", pipe.trainable}, %b: tensor<2xf32> {pipe.param = "b", pipe.trainable}) -> (tensor<f32> {pipe.loss}) {
