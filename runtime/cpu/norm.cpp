@@ -8,6 +8,10 @@
 #include <cmath>
 #include <type_traits>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 using namespace pipert::cpu;
 
 namespace {
@@ -23,7 +27,14 @@ inline double fold_lanes(v8d acc) {
     s += acc[l];
   return s;
 }
+// Eight floats to eight doubles (exact). Under AVX-512 one vcvtps2pd: GCC
+// turns __builtin_convertvector into two 4-lane conversions, an extract and
+// an insert (LayerNorm's statistics 1.5x slower).
+#if defined(__AVX512F__)
+inline v8d widen(rowred::v8f v) { return (v8d)_mm512_cvtps_pd((__m256)v); }
+#else
 inline v8d widen(rowred::v8f v) { return __builtin_convertvector(v, v8d); }
+#endif
 
 /// sum_j x[j] in double, in lane_sum's order.
 inline double row_sum_d(int64_t n, const float *x) {
@@ -51,6 +62,44 @@ inline double row_sq_dev_d(int64_t n, const float *x, double mu) {
     s += d * d;
   }
   return s;
+}
+
+/// row_sum_d's and row_sq_dev_d's statistics of R rows at once: each row's
+/// sums in its own order (the same bits as one row at a time), the rows'
+/// chains of dependent additions interleaved. One row at a time, a row of
+/// 256 floats was two chains of 32 additions (4 cycles each): the GPT's
+/// 512 x 256 layer norm 70 us forward, 0.54 ns an element.
+template <int R>
+inline void rows_stats_d(int64_t n, const float *const *x, double *mu, double *var) {
+  v8d acc[R];
+  for (int i = 0; i < R; ++i)
+    acc[i] = v8d{};
+  int64_t j0 = 0;
+  for (; j0 + 8 <= n; j0 += 8)
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+      acc[i] += widen(rowred::load8(x[i] + j0));
+  for (int i = 0; i < R; ++i) {
+    double s = fold_lanes(acc[i]);
+    for (int64_t j = j0; j < n; ++j)
+      s += double(x[i][j]);
+    mu[i] = s / double(n);
+    acc[i] = v8d{};
+  }
+  for (j0 = 0; j0 + 8 <= n; j0 += 8)
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const v8d d = widen(rowred::load8(x[i] + j0)) - mu[i];
+      acc[i] += d * d;
+    }
+  for (int i = 0; i < R; ++i) {
+    double s = fold_lanes(acc[i]);
+    for (int64_t j = j0; j < n; ++j) {
+      const double d = x[i][j] - mu[i];
+      s += d * d;
+    }
+    var[i] = s / double(n);
+  }
 }
 
 /// LayerNorm's gradient sums of a row, in lane_sum's order: a = sum_j
@@ -316,11 +365,18 @@ void pipert_layer_norm_f32(pipert_context *ctx, const float *x, int64_t rank, co
       const int64_t nr = std::min(kRows, re - r0);
       double mu[kRows], var[kRows];
       float inv[kRows];
-      for (int64_t i = 0; i < nr; ++i) {
-        // Two passes in double: exact enough for long rows, and stable.
-        const float *PIPERT_RESTRICT xr = x + (r0 + i) * cols;
-        mu[i] = row_sum_d(cols, xr) / double(cols);
-        var[i] = row_sq_dev_d(cols, xr, mu[i]) / double(cols);
+      // Two passes in double: exact enough for long rows, and stable.
+      if (nr == kRows) {
+        const float *xs[kRows];
+        for (int64_t i = 0; i < kRows; ++i)
+          xs[i] = x + (r0 + i) * cols;
+        rows_stats_d<kRows>(cols, xs, mu, var);
+      } else {
+        for (int64_t i = 0; i < nr; ++i) {
+          const float *PIPERT_RESTRICT xr = x + (r0 + i) * cols;
+          mu[i] = row_sum_d(cols, xr) / double(cols);
+          var[i] = row_sq_dev_d(cols, xr, mu[i]) / double(cols);
+        }
       }
       for (int64_t i = 0; i < nr; ++i)
         inv[i] = formula::inv_std(var[i], epsilon);
