@@ -1735,6 +1735,34 @@ namespace {
 // parallel kernels serially instead of waiting for them (GNU OpenMP's
 // team in the child hangs: the child dies by its alarm without the
 // runtime's atfork handler; CPU only).
+// LayerNorm's statistics of eight rows at a time (interleaved chains)
+// against each row normalised alone (a 1-row call takes the one-row path):
+// the same bits, rows of lengths with and without a tail of eight, means
+// far from zero included.
+TEST(LayerNorm, EightRowsAtATimeBitForBitWithOneRowAlone) {
+  Ctx ctx;
+  for (int64_t cols : {1, 8, 37, 256}) {
+    const int64_t rows = 17, shape[2] = {rows, cols}, one[2] = {1, cols};
+    Vec x = random_vec(size_t(rows * cols), 31, -3.f, 3.f);
+    for (int64_t i = 0; i < rows * cols; i += 3)
+      x[size_t(i)] += 50.f;
+    const Vec scale = random_vec(size_t(cols), 32), bias = random_vec(size_t(cols), 33);
+    Vec y(x.size()), mean(rows), inv(rows);
+    pipert_layer_norm_f32(ctx.ctx, x.data(), 2, shape, 1, 1e-5f, scale.data(), bias.data(),
+                          y.data(), mean.data(), inv.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      Vec yr(static_cast<size_t>(cols));
+      float m = 0, iv = 0;
+      pipert_layer_norm_f32(ctx.ctx, x.data() + r * cols, 2, one, 1, 1e-5f, scale.data(),
+                            bias.data(), yr.data(), &m, &iv);
+      ASSERT_EQ(0, std::memcmp(&m, &mean[size_t(r)], sizeof m)) << "cols " << cols << " row " << r;
+      ASSERT_EQ(0, std::memcmp(&iv, &inv[size_t(r)], sizeof iv)) << "cols " << cols << " row " << r;
+      ASSERT_EQ(0, std::memcmp(yr.data(), y.data() + r * cols, size_t(cols) * sizeof(float)))
+          << "cols " << cols << " row " << r;
+    }
+  }
+}
+
 TEST(Threads, PoolKeptBetweenCallsAndAfterFork) {
   const int64_t n = 300001;
   Vec x = random_vec(static_cast<size_t>(n), 52, -3.f, 3.f), ref(static_cast<size_t>(n));
