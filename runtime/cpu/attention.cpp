@@ -488,7 +488,15 @@ void pipert_attention_f32(pipert_context *ctx, const float *q, const float *k, c
     for (int64_t pr = first; pr < last; ++pr) {
       const float *qp = q + L.off(0, pr), *kp = k + L.off(1, pr);
       float *sp = sc + (pr - first) * ts;
-      if (h) {
+      if (h && serial) {
+        // Kᵀ copied once for both halves (small_sgemm would copy K's first
+        // h rows for the top and all s for the bottom): the same products.
+        float *kt = scratch(size_t(dh * s), 3);
+        transpose_panel(kp, L.ld(1), s, dh, kt, s);
+        small_sgemm(0, 0, h, h, dh, scale, qp, L.ld(0), kt, s, 0.f, sp, s);
+        small_sgemm(0, 0, t - h, s, dh, scale, qp + h * L.ld(0), L.ld(0), kt, s, 0.f,
+                    sp + h * s, s);
+      } else if (h) {
         gemm(0, 1, h, h, dh, scale, qp, L.ld(0), kp, L.ld(1), sp, s);
         gemm(0, 1, t - h, s, dh, scale, qp + h * L.ld(0), L.ld(0), kp, L.ld(1), sp + h * s, s);
       } else {
@@ -560,8 +568,16 @@ void pipert_attention_grad_f32(pipert_context *ctx, const float *q, const float 
       float *ds = ds0 + (pr - first) * ts, *dvp = dv + L.off(2, pr);
       const int64_t ly = L.ld(3), lv = L.ld(2);
       if (h) {
-        gemm(0, 1, h, h, dh, 1.f, dyp, ly, vp, lv, ds, s);
-        gemm(0, 1, t - h, s, dh, 1.f, dyp + h * ly, ly, vp, lv, ds + h * s, s);
+        if (serial) {
+          // Vᵀ copied once for both halves (as Kᵀ in the forward).
+          float *vt = scratch(size_t(dh * s), 3);
+          transpose_panel(vp, lv, s, dh, vt, s);
+          small_sgemm(0, 0, h, h, dh, 1.f, dyp, ly, vt, s, 0.f, ds, s);
+          small_sgemm(0, 0, t - h, s, dh, 1.f, dyp + h * ly, ly, vt, s, 0.f, ds + h * s, s);
+        } else {
+          gemm(0, 1, h, h, dh, 1.f, dyp, ly, vp, lv, ds, s);
+          gemm(0, 1, t - h, s, dh, 1.f, dyp + h * ly, ly, vp, lv, ds + h * s, s);
+        }
         gemm(1, 0, h, dh, t, 1.f, p, s, dyp, ly, dvp, lv, acc);
         gemm(1, 0, s - h, dh, t - h, 1.f, p + h * s + h, s, dyp + h * ly, ly, dvp + h * lv, lv,
              acc);

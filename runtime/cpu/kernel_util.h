@@ -28,7 +28,8 @@ using namespace ::pipert;
 // dst[c * ldd + r] = src[r * lds + c] for r, c < 8: three rounds of
 // shuffles (pairs of rows, pairs of pairs, halves).
 typedef float v8 __attribute__((vector_size(32)));
-inline void transpose8x8(const float *src, int64_t lds, float *dst, int64_t ldd) {
+__attribute__((always_inline)) inline void transpose8x8(const float *src, int64_t lds, float *dst,
+                                                     int64_t ldd) {
   v8 r[8];
   for (int i = 0; i < 8; ++i)
     std::memcpy(&r[i], src + i * lds, sizeof(v8));
@@ -149,6 +150,13 @@ void small_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, floa
                  const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                  int64_t ldc, const float *row = nullptr);
 
+// dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: the panel
+// small_sgemm copies a transposed B into (8 x 8 blocks in registers). A
+// caller running several products on one transposed B (attention's causal
+// halves) copies it once and passes the panel untransposed: the same bits.
+void transpose_panel(const float *src, int64_t lds, int64_t rows, int64_t cols, float *dst,
+                     int64_t ldd);
+
 // Whether pipert_sgemm would run this product in small_sgemm (on the
 // calling thread): kernels that run products from several threads at once
 // call small_sgemm themselves only then.
@@ -246,7 +254,7 @@ inline float row_max(int64_t n, const float *x) {
 // state. `slot` tells apart the buffers one call holds at once; the
 // contents are undefined.
 template <typename T = float> inline T *scratch(size_t n, int slot = 0) {
-  thread_local std::vector<T> buf[3];
+  thread_local std::vector<T> buf[4];
   std::vector<T> &b = buf[slot];
   if (b.size() < n)
     b.resize(n);

@@ -228,19 +228,6 @@ void tail_rows(int64_t left, int64_t k, const float *a, int64_t sar, int64_t sap
   }
 }
 
-// dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: whole 8 x 8
-// blocks in registers, the edges one float at a time.
-void transpose_panel(const float *src, int64_t lds, int64_t rows, int64_t cols, float *dst,
-                     int64_t ldd) {
-  const int64_t r8 = rows - rows % 8, c8 = cols - cols % 8;
-  for (int64_t r0 = 0; r0 < r8; r0 += 8)
-    for (int64_t c0 = 0; c0 < c8; c0 += 8)
-      transpose8x8(src + r0 * lds + c0, lds, dst + c0 * ldd + r0, ldd);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = r < r8 ? c8 : 0; c < cols; ++c)
-      dst[c * ldd + r] = src[r * lds + c];
-}
-
 // C = alpha * op(A) * B + beta * C with B k x n row-major (a transposed B
 // already copied into a panel).
 void run(int trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
@@ -260,6 +247,18 @@ void run(int trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float 
 }
 
 } // namespace
+
+// Whole 8 x 8 blocks in registers, the edges one float at a time.
+void transpose_panel(const float *src, int64_t lds, int64_t rows, int64_t cols, float *dst,
+                     int64_t ldd) {
+  const int64_t r8 = rows - rows % 8, c8 = cols - cols % 8;
+  for (int64_t r0 = 0; r0 < r8; r0 += 8)
+    for (int64_t c0 = 0; c0 < c8; c0 += 8)
+      transpose8x8(src + r0 * lds + c0, lds, dst + c0 * ldd + r0, ldd);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = r < r8 ? c8 : 0; c < cols; ++c)
+      dst[c * ldd + r] = src[r * lds + c];
+}
 
 void small_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
