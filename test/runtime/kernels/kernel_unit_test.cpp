@@ -1763,6 +1763,58 @@ TEST(LayerNorm, EightRowsAtATimeBitForBitWithOneRowAlone) {
   }
 }
 
+// BatchNormalization over small planes runs eight channels' statistics and
+// sums at a time (the planes outermost): the same bits as each channel
+// alone (a one-channel tensor takes the one-channel path). 17 channels: two
+// groups and a tail; planes of 1, 2 x 2, 3 x 3 and 4 x 4; means far from 0.
+TEST(BatchNorm, EightChannelsAtATimeBitForBitWithOneChannelAlone) {
+  Ctx ctx;
+  for (int64_t hw : {1, 2, 3, 4}) {
+    const int64_t n = 3, c = 17, sp = hw * hw, shape[4] = {n, c, hw, hw};
+    const int64_t one[4] = {n, 1, hw, hw}, total = n * c * sp;
+    Vec x = random_vec(size_t(total), 41, -2.f, 2.f), dy = random_vec(size_t(total), 42);
+    for (int64_t i = 0; i < total; i += 2)
+      x[size_t(i)] += 40.f;
+    const Vec scale = random_vec(size_t(c), 43), bias = random_vec(size_t(c), 44);
+    Vec y(x.size()), dx(x.size()), st(static_cast<size_t>(6 * c), 1.f);
+    Vec ds(static_cast<size_t>(c)), db(static_cast<size_t>(c));
+    pipert_batch_norm_training_f32(ctx.ctx, x.data(), 4, shape, scale.data(), bias.data(),
+                                   st.data(), st.data() + c, 1e-5f, 0.9f, y.data(),
+                                   st.data() + 2 * c, st.data() + 3 * c, st.data() + 4 * c,
+                                   st.data() + 5 * c);
+    pipert_batch_norm_grad_f32(ctx.ctx, x.data(), 4, shape, scale.data(), 1e-5f, dy.data(),
+                               dx.data(), ds.data(), db.data(), 0);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      Vec xc(static_cast<size_t>(n * sp)), gc(static_cast<size_t>(n * sp));
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < sp; ++i) {
+          xc[size_t(b * sp + i)] = x[size_t((b * c + ch) * sp + i)];
+          gc[size_t(b * sp + i)] = dy[size_t((b * c + ch) * sp + i)];
+        }
+      Vec yc(xc.size()), dxc(xc.size()), stc(6, 1.f);
+      float dsc = 0, dbc = 0;
+      pipert_batch_norm_training_f32(ctx.ctx, xc.data(), 4, one, &scale[size_t(ch)],
+                                     &bias[size_t(ch)], &stc[0], &stc[1], 1e-5f, 0.9f,
+                                     yc.data(), &stc[2], &stc[3], &stc[4], &stc[5]);
+      pipert_batch_norm_grad_f32(ctx.ctx, xc.data(), 4, one, &scale[size_t(ch)], 1e-5f,
+                                 gc.data(), dxc.data(), &dsc, &dbc, 0);
+      for (int k = 2; k < 6; ++k)
+        ASSERT_EQ(0, std::memcmp(&stc[size_t(k)], &st[size_t(k * c + ch)], sizeof(float)))
+            << "hw " << hw << " channel " << ch << " statistic " << k;
+      ASSERT_EQ(0, std::memcmp(&dsc, &ds[size_t(ch)], sizeof dsc)) << "hw " << hw << " ch " << ch;
+      ASSERT_EQ(0, std::memcmp(&dbc, &db[size_t(ch)], sizeof dbc)) << "hw " << hw << " ch " << ch;
+      for (int64_t b = 0; b < n; ++b) {
+        ASSERT_EQ(0, std::memcmp(&yc[size_t(b * sp)], &y[size_t((b * c + ch) * sp)],
+                                 size_t(sp) * sizeof(float)))
+            << "hw " << hw << " channel " << ch << " y";
+        ASSERT_EQ(0, std::memcmp(&dxc[size_t(b * sp)], &dx[size_t((b * c + ch) * sp)],
+                                 size_t(sp) * sizeof(float)))
+            << "hw " << hw << " channel " << ch << " dx";
+      }
+    }
+  }
+}
+
 TEST(Threads, PoolKeptBetweenCallsAndAfterFork) {
   const int64_t n = 300001;
   Vec x = random_vec(static_cast<size_t>(n), 52, -3.f, 3.f), ref(static_cast<size_t>(n));
