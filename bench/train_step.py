@@ -6,7 +6,7 @@ usage: /usr/bin/python3 bench/train_step.py [--build build]
            [--batch mlp=64,cnn=32,transformer=16,lstm=16,gpt=8,encoder=8] [--steps 200] [--warmup 20]
            (also: gpt_dropout, the GPT with GPT-2's dropout of 0.1; llama; encoder_pad;
             resnet18, torchvision's at 64 x 64)
-           [--optimizer sgd|momentum|adam] [--rounds 3]
+           [--optimizer sgd|momentum|adam] [--rounds 3] [--concurrent]
 
 For each model of examples/models.py: exports it (fixed batch) with a data
 set, compiles it with pipe-compile, trains it with pipe-run (--no-shuffle,
@@ -23,6 +23,19 @@ are not timed. Where the environment names no OpenBLAS core type, both run
 the one the CPU's flags call for (SkylakeX with AVX-512, Haswell with AVX2;
 printed): PyTorch's matmuls are OpenBLAS's. Not a test: numbers depend on the
 machine.
+
+--concurrent (two CPUs or more): the two sides run at the same time, each
+pinned to its own CPU, so that both see the same spell of the machine (on
+the Xeon host an AVX-512 loop's rate moves by 10-25% within a minute on both
+CPUs together, and an alternating round can land a slow spell on one side).
+PyTorch's steps run in a worker process that warms up, then steps until
+pipec's program exits; its steps that ended while the program ran are the
+timed ones. Each round runs twice with the CPUs swapped (a slower CPU lands
+on both sides), and the round's ratio is the geometric mean of the two. The
+two sides share the last-level cache and the memory bus while they run, so
+the times are each side's under the other's load, not alone: both columns
+are printed next to the alternating ones' when both are asked for
+(--concurrent --rounds N runs N crossed pairs).
 """
 import argparse
 import json
@@ -70,6 +83,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 import models  # noqa: E402
 
 
+# The least seconds pipec's timed steps run for in a --concurrent round.
+CONCURRENT_S = 10.0
+
+
 def compile_ours(build, path, a, work):
     out = os.path.join(work, "out")
     opt = ["--optimizer", a.optimizer, "--lr", "0.01"]
@@ -78,29 +95,34 @@ def compile_ours(build, path, a, work):
     return out
 
 
-def ours(build, out, data, a, work):
+def ours(build, out, data, a, work, cpu=None, steps=None, window=False):
+    """Median seconds of pipec's steps after the warm-up (with window=True
+    also the seconds from the first timed step's start to the last's end)."""
     log = os.path.join(work, "steps.jsonl")
+    pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
     subprocess.run([os.path.join(build, "bin", "pipe-run"), out, "--data", data,
-                    "--steps", str(a.steps), "--no-shuffle", "--quiet", "--threads", "1",
-                    "--log", log], check=True)
+                    "--steps", str(steps or a.steps), "--no-shuffle", "--quiet", "--threads", "1",
+                    "--log", log], check=True, preexec_fn=pin, stdin=subprocess.DEVNULL)
     with open(log) as f:
         t = [json.loads(line)["time_s"] for line in f]
-    return float(np.median(np.diff(t[a.warmup - 1:])))
+    med = float(np.median(np.diff(t[a.warmup - 1:])))
+    return (med, t[-1] - t[a.warmup - 1]) if window else med
 
 
-def reference(name, data, batch, a):
+def reference_steps(name, data, batch, optimizer):
+    """Yields the seconds of each PyTorch training step, endlessly."""
     torch.set_num_threads(1)
     model, _, names = models.make(name)
     model.train()
     p = model.parameters()
     opt = {"sgd": lambda: torch.optim.SGD(p, lr=0.01),
            "momentum": lambda: torch.optim.SGD(p, lr=0.01, momentum=0.9),
-           "adam": lambda: torch.optim.Adam(p, lr=0.01)}[a.optimizer]()
+           "adam": lambda: torch.optim.Adam(p, lr=0.01)}[optimizer]()
     d = np.load(data)
     arrays = [torch.from_numpy(d[n]) for n in names]
     rows = arrays[0].shape[0]
-    times = []
-    for s in range(a.steps):
+    s = 0
+    while True:
         begin = time.perf_counter()
         idx = torch.tensor([(s * batch + i) % rows for i in range(batch)])
         inputs = [x[idx] for x in arrays]
@@ -109,8 +131,62 @@ def reference(name, data, batch, a):
         loss.backward()
         opt.step()
         float(loss)
-        times.append(time.perf_counter() - begin)
+        yield time.perf_counter() - begin
+        s += 1
+
+
+def reference(name, data, batch, a):
+    steps = reference_steps(name, data, batch, a.optimizer)
+    times = [next(steps) for _ in range(a.steps)]
     return float(np.median(times[a.warmup:]))
+
+
+def worker(argv):
+    """--worker CPU NAME DATA BATCH OPTIMIZER WARMUP: PyTorch's steps on CPU,
+    one line per step ("<monotonic end> <seconds>") on stdout after WARMUP
+    steps and a line "ready"; stops when its standard input closes."""
+    cpu, name, data, batch, optimizer, warmup = argv
+    os.sched_setaffinity(0, {int(cpu)})
+    import select
+    steps = reference_steps(name, data, int(batch), optimizer)
+    for _ in range(int(warmup)):
+        next(steps)
+    print("ready", flush=True)
+    while not select.select([sys.stdin], [], [], 0)[0]:
+        dt = next(steps)
+        print(f"{time.monotonic():.6f} {dt:.6f}", flush=True)
+
+
+def concurrent_round(build, out, data, name, batch, a, work, cpu_ours, cpu_ref, steps):
+    """Medians of both sides' step times while both run at once, each on its
+    own CPU: (ours, PyTorch). pipec runs `steps` steps; PyTorch's timed steps
+    are those that ran within pipec's timed ones (that window ends when the
+    program exits, less nothing: the program's exit after its last step is
+    quick next to the window)."""
+    ref = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(cpu_ref),
+                            name, data, str(batch), a.optimizer, str(a.warmup)],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    if ref.stdout.readline().strip() != "ready":
+        ref.kill()
+        raise SystemExit("train_step.py: the PyTorch worker did not start")
+    lines = []
+    import threading
+    reader = threading.Thread(target=lambda: lines.extend(ref.stdout))
+    reader.start()
+    try:
+        t_ours, span = ours(build, out, data, a, work, cpu=cpu_ours, steps=steps, window=True)
+    finally:
+        end = time.monotonic()
+        ref.stdin.close()
+        reader.join()
+        ref.wait()
+    begin = end - span
+    times = [float(dt) for t, dt in (line.split() for line in lines)
+             if begin + float(dt) <= float(t) <= end]
+    if len(times) < 3:
+        raise SystemExit(f"train_step.py: only {len(times)} PyTorch step(s) ran next to "
+                         f"pipec's {a.steps}; ask for more --steps")
+    return t_ours, float(np.median(times))
 
 
 def main():
@@ -127,12 +203,22 @@ def main():
     ap.add_argument("--rounds", type=int, default=3,
                     help="pipec and PyTorch runs alternated this many times per model; "
                          "the median of the rounds' ratios is printed")
+    ap.add_argument("--concurrent", action="store_true",
+                    help="both sides at once, each on its own CPU, then the CPUs swapped "
+                         "(needs two CPUs)")
     a = ap.parse_args()
     if a.rounds < 1:
         ap.error("--rounds must be at least 1")
+    if a.warmup < 1 or a.warmup >= a.steps:
+        ap.error("--warmup must be at least 1 and below --steps")
+    cpus = sorted(os.sched_getaffinity(0))
+    if a.concurrent and len(cpus) < 2:
+        ap.error(f"--concurrent needs two CPUs; this process may run on {len(cpus)}")
     batches = dict((k, int(v)) for k, v in (e.split("=") for e in a.batch.split(",")))
     print(f"one thread each; median of {a.steps - a.warmup} timed steps after {a.warmup} warm-up; "
-          f"{a.rounds} alternating round(s), medians over them; "
+          + (f"{a.rounds} round(s) of both sides at once on CPUs {cpus[0]} and {cpus[1]}, "
+             "then swapped (geometric mean of the pair), medians over the rounds; "
+             if a.concurrent else f"{a.rounds} alternating round(s), medians over them; ") +
           f"optimizer {a.optimizer}; torch {torch.__version__}; {BLAS_CORE}")
     print(f"{'model':<12} {'batch':>5} {'pipec ms/step':>14} {'PyTorch ms/step':>16} "
           f"{'ratio':>6}  rounds' ratios")
@@ -150,9 +236,22 @@ def main():
             # machine (minutes long on the Xeon host) lands on both sides
             # rather than on one; the ratio is the median of the rounds'.
             rounds = []
+            if a.concurrent:
+                # pipec runs at least --steps steps and at least CONCURRENT_S
+                # seconds (its step alone, measured first, sets the count),
+                # so that PyTorch's slower steps number enough beside it.
+                alone = ours(a.build, out, data, a, work)
+                steps = max(a.steps, a.warmup + int(CONCURRENT_S / alone))
             for _ in range(a.rounds):
-                t_ours = ours(a.build, out, data, a, work)
-                t_ref = reference(name, data, b, a)
+                if a.concurrent:
+                    x = concurrent_round(a.build, out, data, name, b, a, work, cpus[0], cpus[1],
+                                         steps)
+                    y = concurrent_round(a.build, out, data, name, b, a, work, cpus[1], cpus[0],
+                                         steps)
+                    t_ours, t_ref = (x[0] * y[0]) ** 0.5, (x[1] * y[1]) ** 0.5
+                else:
+                    t_ours = ours(a.build, out, data, a, work)
+                    t_ref = reference(name, data, b, a)
                 rounds.append((t_ours, t_ref, t_ours / t_ref))
         med = [float(np.median([r[k] for r in rounds])) for k in range(3)]
         each = " ".join(f"{r[2]:.2f}" for r in rounds)
@@ -161,4 +260,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--worker"]:
+        worker(sys.argv[2:])
+    else:
+        main()
