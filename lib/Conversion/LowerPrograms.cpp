@@ -48,7 +48,10 @@
 // deferral buys is where the Gemm runs, after the transfers that follow the
 // backward (zero bubble's B before W), so the previous stage gets its input
 // gradient without waiting for the weight gradients (the example
-// transformer, 2 ranks, M = 4: 5-6% off the step, bench/README.md); on one
+// transformer, 2 ranks, M = 4: 5-6% off the step, bench/README.md), for
+// one more micro-batch of the Gemms' operands held on the stages before the
+// last (the rings below; the transformer at batch 64, M = 4: stage 0's
+// activations 0.90 -> 1.10 MB; --defer-weight-grads=0 keeps 1F1B's). On one
 // device it would only move the Gemm. The group's rows of an operand are read
 // where they already lie back to back: a fed input's in the mini-batch, an
 // activation buffer's in its slots (made deeper, planDeferred), a result of
@@ -1816,10 +1819,12 @@ LogicalResult ProgramLowering::lowerInstructions(Block &ops) {
     // that writes a grouped result's slot, and before a wait (the rank
     // computes them instead of waiting).
     // At most one forward in between (the rings keep one more micro-batch
-    // than the group needs, planDeferred).
+    // than the group needs, planDeferred). Never inside a loop that follows
+    // (its body would run the flush every iteration: 3 stages at M = 4 added
+    // stage 0's first micro-batch's weight gradient three times).
     if (pendingFlush &&
         (isa<pipe::BackwardOp, pipe::UpdateOp, pipe::AllReduceOp, pipe::AverageOp,
-             pipe::ClipGradNormOp>(op) ||
+             pipe::ClipGradNormOp, pipe::LoopOp>(op) ||
          (isa<pipe::ForwardOp>(op) &&
           (pendingFlush->beforeForward || pendingFlush->forwards++ > 0)) ||
          (!pendingRecvs.empty() && needsReceived(op))))

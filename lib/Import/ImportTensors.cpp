@@ -67,6 +67,10 @@ Importer::valueType(const pb::ValueInfoProto &info, Location loc) {
       shape.push_back(dim.dim_value());
       continue;
     }
+    if (dim.has_dim_value())
+      return error(loc) << "graph input '" << name << "' dimension " << i << " is "
+                        << dim.dim_value() << " (negative); fix the model, or bind the input with "
+                        << "--input-shape " << name << "=DxDx...";
     std::string symbol = dim.has_dim_param() ? dim.dim_param() : "";
     auto sym = symbol.empty() ? opts.inputShapes.end()
                               : opts.inputShapes.find(symbol);

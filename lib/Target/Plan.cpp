@@ -1,5 +1,6 @@
 //===- Plan.cpp - OUT/plan.json --------------------------------------------===//
 #include "pipec/Target/Plan.h"
+#include "pipec/Target/PlanVersion.h"
 #include "pipec/Transforms/WholeBatch.h"
 #include "dialects/pipe/PipeAttrNames.h"
 
@@ -8,6 +9,8 @@
 #include "pipec/Conversion/RuntimeABI.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -286,6 +289,24 @@ llvm::json::Object mlir::pipec::describeDevice(pipe::ProgramOp program,
 LogicalResult mlir::pipec::writePlan(StringRef path, llvm::json::Object plan,
                                      std::string &error) {
   plan["version"] = kPlanVersion;
+  // Each executable's hash: pipe-run refuses an OUT whose device<k> another
+  // compile wrote (its ranks would wait on each other for ever, or train
+  // with another's settings).
+  if (const llvm::json::Array *names = plan.getArray("executables")) {
+    llvm::json::Array hashes;
+    llvm::SmallString<256> dir = llvm::sys::path::parent_path(path);
+    for (const llvm::json::Value &name : *names) {
+      llvm::SmallString<256> file = dir;
+      llvm::sys::path::append(file, name.getAsString().value_or(""));
+      std::optional<std::string> hash = executableHash(file);
+      if (!hash) {
+        error = ("cannot read " + file + " to hash it").str();
+        return failure();
+      }
+      hashes.push_back(*hash);
+    }
+    plan["executable_hashes"] = std::move(hashes);
+  }
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);
   if (ec) {

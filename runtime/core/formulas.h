@@ -82,7 +82,12 @@ PIPERT_HD float sigmoid(float v) {
 #endif
 }
 
-PIPERT_HD float relu_grad(float x, float dy) { return x > 0.f ? dy : 0.f; }
+// max(x, 0) with NaN propagated, as PyTorch's relu (and Max(x, 0), Clip
+// here): a NaN upstream must reach the loss, where pipe-run stops on it.
+PIPERT_HD float relu(float x) { return x > 0.f || x != x ? x : 0.f; }
+// dy where x > 0 or x is NaN (PyTorch's threshold_backward: 0 only where
+// x <= 0).
+PIPERT_HD float relu_grad(float x, float dy) { return x <= 0.f ? 0.f : dy; }
 // From the output y = tanh(x).
 PIPERT_HD float tanh_grad(float y, float dy) { return dy * (1.f - y * y); }
 // From the output y = sigmoid(x).

@@ -281,7 +281,7 @@ void pipert_unary_f32(pipert_context *ctx, pipert_unary_op op, const float *x, i
       std::memmove(y, x, size_t(n) * sizeof(float));
     return;
   case PIPERT_UNARY_NEG: return map1(ctx, x, n, y, [](float v) { return -v; });
-  case PIPERT_UNARY_RELU: return map1(ctx, x, n, y, [](float v) { return v > 0.f ? v : 0.f; });
+  case PIPERT_UNARY_RELU: return map1(ctx, x, n, y, [](float v) { return formula::relu(v); });
   case PIPERT_UNARY_TANH: return map1(ctx, x, n, y, [](float v) { return vtanh(v); });
   case PIPERT_UNARY_SIGMOID: return map1(ctx, x, n, y, [](float v) { return vsigmoid(v); });
   case PIPERT_UNARY_ERF:

@@ -32,7 +32,7 @@ __global__ void sum_squares_kernel(const float *__restrict__ x, int64_t n, doubl
 __device__ __forceinline__ float apply_unary(int op, float v) {
   switch (op) {
   case PIPERT_UNARY_NEG: return -v;
-  case PIPERT_UNARY_RELU: return v > 0.f ? v : 0.f;
+  case PIPERT_UNARY_RELU: return formula::relu(v);
   case PIPERT_UNARY_TANH: return tanhf(v);
   case PIPERT_UNARY_SIGMOID: return formula::sigmoid(v);
   case PIPERT_UNARY_ERF: return erff(v);

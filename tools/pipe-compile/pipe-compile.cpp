@@ -1587,6 +1587,10 @@ int main(int argc, char **argv) {
     return fail("--profile-ops times the one-device training step: drop "
                 "--stages, --microbatches, --pipelines, --method, --recompute and "
                 "--forward-only");
+  for (const std::string &cut : cuts)
+    if (cut.empty())
+      return fail("--cut: an empty node name (two commas in a row, or one at an end); "
+                  "give --cut A,B with the ONNX node names after which each stage ends");
   // --cut without --stages: the cuts say how many (k cuts, k + 1 stages).
   if (!cuts.empty() && !numStages.getNumOccurrences())
     numStages = int(cuts.size()) + 1;

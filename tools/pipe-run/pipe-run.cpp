@@ -740,6 +740,7 @@ int main(int argc, char **argv) {
 
   // How many devices the plan has (docs/plan-json.md).
   int planned = 1;
+  std::vector<std::string> executableHashes; // plan.json's, one a device
   std::string runIdentity;
   {
     std::string path = out + "/plan.json";
@@ -768,12 +769,34 @@ int main(int argc, char **argv) {
     if (!devices || *devices < 1)
       return fail(path + ": \"devices\" must be a positive integer");
     planned = static_cast<int>(*devices);
+    if (const llvm::json::Array *hashes = root->getArray("executable_hashes"))
+      for (const llvm::json::Value &h : *hashes)
+        executableHashes.push_back(h.getAsString().value_or("").str());
     // An edited plan.json whose device count disagrees with its own device
     // plans would start the wrong number of ranks (each then aborts in MPI).
     if (const llvm::json::Array *plans = root->getArray("device_plans");
         plans && static_cast<int64_t>(plans->size()) != *devices)
       return fail(path + ": \"devices\" is " + std::to_string(*devices) + " but \"device_plans\" lists " +
                   std::to_string(plans->size()) + "; compile again with pipe-compile");
+    // The fields the checks below read, as pipe-compile writes them (an
+    // edited plan.json is refused here, not met with a crash or unchecked
+    // data).
+    for (const char *key : {"batch", "pipelines", "microbatches"})
+      if (const llvm::json::Value *v = root->get(key))
+        if (std::optional<int64_t> n = v->getAsInteger(); !n || *n < 1)
+          return fail(path + ": \"" + key +
+                      "\" is not a positive integer; compile again with pipe-compile");
+    if (const llvm::json::Value *d = root->get("data")) {
+      const llvm::json::Array *spec = d->getAsArray();
+      if (!spec)
+        return fail(path + ": \"data\" is not an array; compile again with pipe-compile");
+      for (size_t i = 0; i < spec->size(); ++i) {
+        const llvm::json::Object *e = (*spec)[i].getAsObject();
+        if (!e || !e->getString("name"))
+          return fail(path + ": data[" + std::to_string(i) +
+                      "] is not an object with a \"name\"; compile again with pipe-compile");
+      }
+    }
     // --on-nonfinite skip undoes a step; a no-flush method's micro-batches
     // span steps (the ranks would refuse it, each in a line).
     for (int i = 2; i + 1 < argc; ++i)
@@ -1008,6 +1031,20 @@ int main(int argc, char **argv) {
     return fail("plan.json says " + std::to_string(planned) +
                 " devices, but " + out + "/device" +
                 std::to_string(devices.size()) + " is missing");
+  // Executables of another compile beside this plan.json (a device<k>
+  // copied in): their ranks would wait on each other for ever, or train
+  // with another compile's settings.
+  if (!executableHashes.empty()) {
+    if (static_cast<int>(executableHashes.size()) != planned)
+      return fail(out + "/plan.json: " + std::to_string(executableHashes.size()) +
+                  " executable hashes for " + std::to_string(planned) +
+                  " devices; compile again with pipe-compile");
+    for (int d = 0; d < planned; ++d)
+      if (mlir::pipec::executableHash(devices[d]) != executableHashes[d])
+        return fail(devices[d] + " is not the executable " + out +
+                    "/plan.json was compiled with (another pipe-compile wrote it): "
+                    "compile again into " + out);
+  }
 
   // --plot is pipe-run's: the ranks write the log it draws from (a
   // temporary one unless --log names one).
@@ -1199,10 +1236,8 @@ int main(int argc, char **argv) {
   for (std::string &a : args)
     cargs.push_back(a.data());
   cargs.push_back(nullptr);
-  if (devices.size() == 1 && plotPath.empty()) {
-    execv(cargs[0], cargs.data());
-    return fail("cannot run " + args[0] + ": " + std::strerror(errno));
-  }
+  // One device: run it as a child (not exec'd in place), so that a program
+  // killed by a signal is reported in a line as a rank of several is.
   if (devices.size() == 1) {
     pid_t pid = fork();
     if (pid < 0)
@@ -1218,6 +1253,12 @@ int main(int argc, char **argv) {
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    // A signal pipe-run forwarded (SIGINT, SIGTERM, SIGHUP) is the caller's
+    // doing; any other ended the program.
+    if (WIFSIGNALED(status) && WTERMSIG(status) != SIGINT && WTERMSIG(status) != SIGTERM &&
+        WTERMSIG(status) != SIGHUP)
+      std::fprintf(stderr, "pipe-run: error: %s was killed by signal %d (%s)\n",
+                   devices[0].c_str(), WTERMSIG(status), strsignal(WTERMSIG(status)));
     return drawPlot(rc);
   }
   // A session directory of its own: Open MPI derives its default from the

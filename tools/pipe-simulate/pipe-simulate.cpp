@@ -88,6 +88,28 @@ static cl::opt<std::string> tracePath(
 
 namespace {
 
+[[noreturn]] void fail(const std::string &message);
+
+/// Entry `index` of plan.json's array `array`, which must be an object.
+const llvm::json::Object &planEntry(const llvm::json::Value &v, const char *array,
+                                    size_t index) {
+  const llvm::json::Object *o = v.getAsObject();
+  if (!o)
+    fail(std::string("plan.json: ") + array + "[" + std::to_string(index) +
+         "] is not an object; compile again with this pipe-compile");
+  return *o;
+}
+
+/// A decimal integer of plan.json's schedule strings or a trace's event
+/// names (matched by a regex already), failing where it does not fit.
+int64_t parseCount(const std::string &text, const std::string &where) {
+  try {
+    return std::stoll(text);
+  } catch (const std::exception &) {
+    fail(where + ": " + text + " does not fit a 64-bit integer");
+  }
+}
+
 [[noreturn]] void fail(const std::string &message) {
   llvm::errs() << "pipe-simulate: error: " << message << "\n";
   std::exit(2);
@@ -114,7 +136,11 @@ Device parseDevice(const llvm::json::Object &plan, int64_t index,
   if (!stages || stages->size() != 1)
     fail("device " + std::to_string(index) +
          " holds several stages; interleaved programs are not simulated");
-  dev.stage = *(*stages)[0].getAsInteger();
+  std::optional<int64_t> stage = (*stages)[0].getAsInteger();
+  if (!stage)
+    fail("plan.json: device_plans[" + std::to_string(index) +
+         "].stages holds no integer; compile again with this pipe-compile");
+  dev.stage = *stage;
   const llvm::json::Array *schedule = plan.getArray("schedule");
   if (!schedule)
     fail("device " + std::to_string(index) + " has no \"schedule\"");
@@ -125,13 +151,14 @@ Device parseDevice(const llvm::json::Object &plan, int64_t index,
     std::smatch m;
     sched::Instr instr;
     if (std::regex_match(text, m, compute)) {
-      int64_t mb = std::stoll(m[2]);
+      int64_t mb = parseCount(m[2], "plan.json: device " + std::to_string(index) + "'s " + text);
       instr = m[1] == "F" ? sched::Instr::forward(dev.stage, mb)
                           : sched::Instr::backward(dev.stage, mb);
       if (m[1] == "W")
         instr.kind = sched::InstrKind::BackwardWeight;
     } else if (std::regex_match(text, m, transfer)) {
-      int64_t mb = std::stoll(m[3]), peer = std::stoll(m[5]);
+      const std::string where = "plan.json: device " + std::to_string(index) + "'s " + text;
+      int64_t mb = parseCount(m[3], where), peer = parseCount(m[5], where);
       // The payload carries the size for the transfer's duration.
       std::string tag = m[2];
       auto it = bytes.find({tag, mb});
@@ -206,7 +233,7 @@ int main(int argc, char **argv) {
   std::map<int64_t, StageCost> costs;
   if (const llvm::json::Array *sc = root->getArray("stage_costs"))
     for (const llvm::json::Value &v : *sc) {
-      const llvm::json::Object *o = v.getAsObject();
+      const llvm::json::Object *o = &planEntry(v, "stage_costs", size_t(&v - &*sc->begin()));
       int64_t s = o->getInteger("stage").value_or(0);
       double f = o->getNumber("flops_per_microbatch").value_or(0) / flopsPerSecond;
       costs[s].forward = f;
@@ -353,10 +380,11 @@ int main(int argc, char **argv) {
           !std::regex_match(name, m, stageEvent))
         continue;
       char kind = m[1].str()[0];
-      samples[{std::stoll(m[2]), kind}].push_back(dur);
-      tracedStages.insert(std::stoll(m[2]));
+      int64_t stage = parseCount(m[2], measuredPath + ": event " + name);
+      samples[{stage, kind}].push_back(dur);
+      tracedStages.insert(stage);
       if (kind == 'u')
-        ++tracedUpdates[std::stoll(m[2])];
+        ++tracedUpdates[stage];
     }
     if (samples.empty())
       fail(measuredPath + ": no stage events (a trace of this pipe-run, with "
@@ -415,14 +443,14 @@ int main(int argc, char **argv) {
   std::map<std::pair<std::string, int64_t>, int64_t> bytes;
   if (const llvm::json::Array *ts = root->getArray("transfers"))
     for (const llvm::json::Value &v : *ts) {
-      const llvm::json::Object *o = v.getAsObject();
+      const llvm::json::Object *o = &planEntry(v, "transfers", size_t(&v - &*ts->begin()));
       bytes[{o->getString("tag").value_or("").str(), o->getInteger("mb").value_or(0)}] =
           o->getInteger("bytes").value_or(0);
     }
 
   std::vector<Device> devices;
   for (const llvm::json::Value &v : *plans) {
-    const llvm::json::Object *o = v.getAsObject();
+    const llvm::json::Object *o = &planEntry(v, "device_plans", devices.size());
     Device dev = parseDevice(*o, int64_t(devices.size()), bytes);
     if (!costs.count(dev.stage))
       fail("no cost for stage " + std::to_string(dev.stage) +

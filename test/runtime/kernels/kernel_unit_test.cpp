@@ -758,6 +758,25 @@ static std::pair<Vec, Vec> unary_on_grid(pipert_unary_op op, int lo, int hi, flo
   return {x, y};
 }
 
+// Relu is max(x, 0) with NaN kept, as PyTorch's (a NaN upstream must reach
+// the loss, where pipe-run stops): it used to map NaN to 0, so a NaN weight
+// before a Relu trained on with finite losses. Its gradient passes dy where
+// x > 0 or x is NaN (threshold_backward's x <= 0 test).
+TEST(Unary, ReluKeepsNaN) {
+  auto [x, y] = unary_on_grid(PIPERT_UNARY_RELU, -40, 40, 0.25f, {-0.f, 1e-38f, -1e-38f});
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]))
+      EXPECT_TRUE(std::isnan(y[i])) << "Relu(NaN) = " << y[i];
+    else
+      EXPECT_EQ(y[i], x[i] > 0.f ? x[i] : 0.f) << "at " << x[i];
+  }
+  Ctx ctx;
+  const Vec gx = {NAN, -1.f, 0.f, -0.f, 2.f, INFINITY, -INFINITY}, dy(gx.size(), 3.f);
+  Vec dx(gx.size());
+  pipert_relu_grad_f32(ctx.ctx, gx.data(), dy.data(), int64_t(gx.size()), dx.data());
+  EXPECT_EQ(dx, (Vec{3.f, 0.f, 0.f, 0.f, 3.f, 3.f, 0.f}));
+}
+
 // An odd function that saturates at +-1 (erf, tanh) against its double
 // `exact` on unary_on_grid's x: exact zeros kept, |y| <= 1, the worst
 // relative error below `tol`, +-1 at +-inf and NaN kept.
