@@ -1514,6 +1514,13 @@ int main(int argc, char **argv) {
     return fail("--recompute applies to training: drop --forward-only");
   if (clipGradNorm.getNumOccurrences() && forwardOnly)
     return fail("--clip-grad-norm applies to training: drop --forward-only");
+  if (forwardOnly)
+    for (const cl::Option *o : std::initializer_list<const cl::Option *>{
+             &optimizer, &lr, &momentum, &weightDecay, &lrScheduleKind, &warmupSteps,
+             &decaySteps, &minLr})
+      if (o->getNumOccurrences())
+        return fail("--" + o->ArgStr + " applies to training, which --forward-only does "
+                    "not do: drop one of them");
   // An explicit plan under a memory limit: the balanced partition if its
   // compiled programs fit, else cuts that do (fitCompiled).
   if (!autoPlan && !memoryPerDevice.empty()) {

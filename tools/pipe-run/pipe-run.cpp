@@ -1043,7 +1043,9 @@ int main(int argc, char **argv) {
       if (mlir::pipec::executableHash(devices[d]) != executableHashes[d])
         return fail(devices[d] + " is not the executable " + out +
                     "/plan.json was compiled with (another pipe-compile wrote it): "
-                    "compile again into " + out);
+                    "compile again into " + out +
+                    " (a wrapper put there on purpose: delete plan.json's "
+                    "\"executable_hashes\")");
   }
 
   // --plot is pipe-run's: the ranks write the log it draws from (a

@@ -106,7 +106,11 @@ Panel readTrace(const std::string &path, int fromStep, bool fromStepGiven, int s
     llvm::StringRef name = e->getString("name").value_or("");
     llvm::StringRef cat = e->getString("cat").value_or("");
     int64_t pid = e->getInteger("pid").value_or(0);
-    double ts = e->getNumber("ts").value_or(0), dur = e->getNumber("dur").value_or(0);
+    // A complete ("X") event has both, numbers (drawn at 0 before).
+    if (!e->getNumber("ts") || !e->getNumber("dur"))
+      fail(path + ": event '" + name.str() + "' has no numeric \"ts\" and \"dur\" (a Chrome "
+                  "trace's complete events have both, in microseconds)");
+    double ts = *e->getNumber("ts"), dur = *e->getNumber("dur");
     if (!std::isfinite(ts) || !std::isfinite(dur) || dur < 0)
       fail(path + ": event '" + name.str() + "' has ts " + std::to_string(ts) + " and dur " +
            std::to_string(dur) + " (a Chrome trace's durations are >= 0 microseconds)");
