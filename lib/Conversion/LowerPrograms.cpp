@@ -43,16 +43,17 @@
 // the micro-batch's r rows, added to its accumulator) and its bias gradient
 // (ReduceToShape of the same dY) are computed for a group of G micro-batches
 // at once, G the largest divisor of M with G*r <= defer-weight-grads rows
-// (64 by default). Where G is 1, a device of a pipeline (a program that
-// transfers) still defers them, each micro-batch's alone: then what the
-// deferral buys is where the Gemm runs, after the transfers that follow the
-// backward (zero bubble's B before W), so the previous stage gets its input
-// gradient without waiting for the weight gradients (the example
-// transformer, 2 ranks, M = 4: 5-6% off the step, bench/README.md), for
-// one more micro-batch of the Gemms' operands held on the stages before the
-// last (the rings below; the transformer at batch 64, M = 4: stage 0's
-// activations 0.90 -> 1.10 MB; --defer-weight-grads=0 keeps 1F1B's). On one
-// device it would only move the Gemm. The group's rows of an operand are read
+// (64 by default). Where G is 1, a stage whose backward sends input
+// gradients to another device still defers them, each micro-batch's alone:
+// then what the deferral buys is where the Gemm runs, after the transfers
+// that follow the backward (zero bubble's B before W), so the previous
+// stage gets its input gradient without waiting for the weight gradients
+// (the example transformer, 2 ranks, M = 4: 3-7% off the step,
+// bench/README.md). A first stage sends none, and one device has no peer:
+// there it would only move the Gemm and hold its operands longer (the
+// first stage's activation buffers one slot deeper: 0.90 -> 1.10 MB on the
+// transformer at batch 64, M = 4), so they keep it in the backward. The
+// group's rows of an operand are read
 // where they already lie back to back: a fed input's in the mini-batch, an
 // activation buffer's in its slots (made deeper, planDeferred), a result of
 // the forward right before in a buffer of G slots the forward writes
@@ -668,10 +669,11 @@ FailureOr<StringRef> ProgramLowering::stageFunction(Operation *call,
         // One group size a function (its Gemms' rows are the micro-batch's
         // rows, but a layer may see other rows: those stay per micro-batch).
         int64_t g = deferGroup(program.getMicrobatches(), a.getDimSize(0), deferRows);
-        // A group of one micro-batch only where the program transfers:
-        // there the Gemm goes after the sends that follow the backward (see
-        // the header); on one device it would change nothing.
-        if ((g < 2 && !transfers()) || (group && g != group))
+        // A group of one micro-batch only where the backward's input
+        // gradients go to another device: there the Gemm goes after the
+        // sends that follow it (see the header); elsewhere (one device, a
+        // first stage) it would only move the Gemm and hold its rows.
+        if ((g < 2 && !(transfers() && outputs > 0)) || (group && g != group))
           return;
         group = g;
         deferGemm[p] = gemm;

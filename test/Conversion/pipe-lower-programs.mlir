@@ -6,7 +6,8 @@
 // RUN: pipe-opt %s --pipe-lower-programs="defer-weight-grads=0 device=0 nonblocking-sends=true" | FileCheck %s --check-prefix=NBRT0
 // RUN: pipe-opt %s --pipe-lower-programs="device=0 onnx-only=true" | FileCheck %s --check-prefix=DEFER
 // RUN: pipe-opt %s --pipe-lower-programs="device=0" | FileCheck %s --check-prefix=DEFERRT
-// RUN: pipe-opt %s --pipe-lower-programs="device=0 defer-weight-grads=1 onnx-only=true" | FileCheck %s --check-prefix=GROUP1
+// RUN: pipe-opt %s --pipe-lower-programs="device=0 defer-weight-grads=1 onnx-only=true" | FileCheck %s --check-prefix=NODEFER
+// RUN: pipe-opt %s --pipe-lower-programs="device=1 defer-weight-grads=1 onnx-only=true" | FileCheck %s --check-prefix=GROUP1
 // RUN: not pipe-opt %s --pipe-lower-programs 2>&1 | FileCheck %s --check-prefix=NODEV
 // RUN: not pipe-opt %s --pipe-lower-programs="device=2" 2>&1 | FileCheck %s --check-prefix=NOPROG
 // A looped program (pipe-schedule's default form): scf.for, slots and tags
@@ -27,10 +28,11 @@
 // its activation buffer's slot) and dY (2 x 8) into rows (mb mod 2)*2.. of
 // two buffers, and after the group's last backward (slot 1) one Gemm over
 // its 4 rows adds Xᵀ dY to the accumulator, before the update. With
-// defer-weight-grads=1 no group of two fits, but on a device of a pipeline
-// each micro-batch's Gemm is still deferred (a group of one, no scf.if):
-// after the backward and the receive the schedule posts next, before that
-// receive's wait (the rank computes it instead of waiting).
+// defer-weight-grads=1 no group of two fits: device 0's Gemm stays per
+// micro-batch in its backward (a first stage sends no input gradient, so
+// deferring would only move it). Device 1's backward sends one: its Gemm
+// is deferred on its own (a group of one, no scf.if), after that send and
+// the receive the schedule posts next, before that receive's wait.
 // DEFER-LABEL: func.func @pipe_step(
 // DEFER: call @pipert_memset_zero(
 // DEFER: call @pipert_wait(
@@ -69,23 +71,28 @@
 // DEFERRT: call @pipert_gemm_f32(%{{.*}}, %c4_i64{{.*}}, %c8_i64{{.*}}, %c4_i64{{.*}}, %c1_i32{{.*}}, %c0_i32{{.*}}, %cst{{.*}}, %cst
 // DEFERRT-NOT: call @pipert_copy_device(
 // DEFERRT: return
+// NODEFER-NOT: __pipe_deferred
+// NODEFER-LABEL: func.func @__pipe_s0_bwd.onnx(
+// NODEFER: onnx.Gemm(
+// NODEFER-NOT: __pipe_deferred
 // GROUP1-LABEL: func.func @pipe_step(
-// GROUP1: call @__pipe_s0_bwd(
+// GROUP1: call @__pipe_s1_bwd(
+// GROUP1: call @pipert_send(
 // GROUP1: call @pipert_irecv(
 // GROUP1-NOT: scf.if
-// GROUP1: call @__pipe_deferred___pipe_s0_bwd(
-// GROUP1: call @pipert_trace_stage_end(
+// GROUP1: call @__pipe_deferred___pipe_s1_bwd(
 // GROUP1: call @pipert_wait(
-// GROUP1: call @__pipe_s0_bwd(
+// GROUP1: call @__pipe_s1_bwd(
+// GROUP1: call @pipert_send(
 // GROUP1-NOT: scf.if
-// GROUP1: call @__pipe_deferred___pipe_s0_bwd(
-// GROUP1: call @__pipe_update_stage0(
-// GROUP1-LABEL: func.func @__pipe_s0_bwd.onnx(
-// GROUP1-NOT: onnx.Gemm
+// GROUP1: call @__pipe_deferred___pipe_s1_bwd(
+// GROUP1: call @__pipe_update_stage1(
+// GROUP1-LABEL: func.func @__pipe_s1_bwd.onnx(
+// GROUP1-NOT: transA = 1
 // GROUP1: return
-// GROUP1-LABEL: func.func @__pipe_deferred___pipe_s0_bwd.onnx(
-// GROUP1-SAME: tensor<4x8xf32>, %{{[^:]*}}: tensor<2x4xf32> {pipe.input = "rows0"}, %{{[^:]*}}: tensor<2x8xf32> {pipe.input = "rows1"})
-// GROUP1: onnx.Gemm(
+// GROUP1-LABEL: func.func @__pipe_deferred___pipe_s1_bwd.onnx(
+// GROUP1-SAME: tensor<8x3xf32>, %{{[^:]*}}: tensor<2x8xf32> {pipe.input = "rows0"}, %{{[^:]*}}: tensor<2x3xf32> {pipe.input = "rows1"})
+// GROUP1: onnx.Gemm({{.*}}) {transA = 1 : i64}
 // In the looped 1F1B program the deferred Gemm follows the loop and the
 // drain, once a step.
 // DEFERLOOP-LABEL: func.func @pipe_step(

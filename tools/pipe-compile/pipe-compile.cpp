@@ -170,10 +170,9 @@ static cl::opt<int64_t> deferWeightGrads(
     cl::desc("Synchronous schedules with M > 1: a linear layer's weight and bias "
              "gradients are computed for G micro-batches at once, G the largest "
              "divisor of M whose G micro-batches have at most ROWS rows (one GEMM "
-             "over G*rows instead of G small ones); where G is 1, on a device of a "
-             "pipeline only, each micro-batch's after the transfers that follow "
-             "its backward (the peer gets its gradient sooner); 0: in the "
-             "backward (default: 64)"),
+             "over G*rows instead of G small ones); where G is 1, on a stage that "
+             "sends input gradients, each micro-batch's after those sends (the "
+             "peer gets its gradient sooner); 0: in the backward (default: 64)"),
     cl::init(64));
 static cl::opt<std::string> scheduleKind("schedule", cl::cat(pipelineCat),
                                          cl::desc("gpipe, 1f1b or afp (default: 1f1b)"),

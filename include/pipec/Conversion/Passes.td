@@ -74,8 +74,8 @@ def LowerPrograms : Pass<"pipe-lower-programs", "ModuleOp"> {
       off): with M > 1 micro-batches, a linear layer's weight gradient (Gemm
       transA = 1) and its bias's are computed for a group of G micro-batches
       at once (G the largest divisor of M with G x rows <= that many, at
-      least 2; on a program that sends or receives also G = 1, each
-      micro-batch's after the transfers that follow its backward), one Gemm
+      least 2; on a stage whose backward sends input gradients also G = 1,
+      each micro-batch's after the transfers that follow its backward), one Gemm
       over the group's rows (kept in small buffers) added to the
       accumulator after the group's last backward;
     - `pipe.send` / `pipe.recv`: `pipert_send` and `pipert_recv` on the world
@@ -123,9 +123,9 @@ def LowerPrograms : Pass<"pipe-lower-programs", "ModuleOp"> {
     Option<"deferWeightGrads", "defer-weight-grads", "int64_t", "64",
            "synchronous programs with several micro-batches: a linear "
            "layer's weight and bias gradients are computed for groups of "
-           "micro-batches of at most this many rows together; in a program "
-           "that transfers, a micro-batch's alone after its backward's "
-           "transfers where no group fits (0: in the backward)">,
+           "micro-batches of at most this many rows together; on a stage "
+           "that sends input gradients, a micro-batch's alone after its "
+           "backward's sends where no group fits (0: in the backward)">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::scf::SCFDialect",

@@ -210,9 +210,10 @@ struct LowerDeviceOptions : public PassPipelineOptions<LowerDeviceOptions> {
   Option<int64_t> deferWeightGrads{
       *this, "defer-weight-grads",
       llvm::cl::desc("linear layers' weight and bias gradients for groups of "
-                     "micro-batches of at most this many rows together; in a "
-                     "pipeline, a micro-batch's alone after its backward's "
-                     "transfers where no group fits (0: in the backward)"),
+                     "micro-batches of at most this many rows together; on a "
+                     "stage that sends input gradients, a micro-batch's alone "
+                     "after its backward's sends where no group fits (0: in "
+                     "the backward)"),
       llvm::cl::init(64)};
   Option<bool> eval{*this, "eval",
                     llvm::cl::desc("also the evaluation entry @pipe_eval (as "
