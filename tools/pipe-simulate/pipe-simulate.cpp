@@ -452,6 +452,19 @@ int main(int argc, char **argv) {
   for (const llvm::json::Value &v : *plans) {
     const llvm::json::Object *o = &planEntry(v, "device_plans", devices.size());
     Device dev = parseDevice(*o, int64_t(devices.size()), bytes);
+    // A synchronous step runs each micro-batch's forward and backward once
+    // (an edited plan.json without one would simulate a shorter step). Not
+    // checked: the no-flush methods' steps (micro-batches of other steps in
+    // flight) and whole-batch stages (one forward for all).
+    const llvm::json::Object *method = o->getObject("method");
+    if (!(method && method->getBoolean("no_flush").value_or(false)) &&
+        !root->get("whole_batch_stages")) {
+      std::vector<sched::OrderProblem> problems = sched::checkComputeOrder(
+          dev.step, int64_t(devices.size()), {dev.stage}, microbatches);
+      if (!problems.empty())
+        fail("plan.json: device " + std::to_string(devices.size()) + "'s schedule: " +
+             problems.front().message + "; compile again with this pipe-compile");
+    }
     if (!costs.count(dev.stage))
       fail("no cost for stage " + std::to_string(dev.stage) +
            " (neither plan.json's stage_costs nor --profile has it)");
